@@ -1,0 +1,12 @@
+"""bahdanau_tf: RNNsearch (Bahdanau, Cho & Bengio, ICLR 2015) in TensorFlow 2 / Keras 3.
+
+Example:
+
+    from bahdanau_tf import RNNSearch
+    model = RNNSearch.from_preset("small", source_vocabulary_size=8000,
+                                  target_vocabulary_size=8000)
+"""
+
+__version__ = "0.1.0"
+
+from bahdanau_tf import special_tokens

@@ -1,0 +1,51 @@
+"""bahdanau_tf: RNNsearch (Bahdanau, Cho & Bengio, ICLR 2015) in TensorFlow 2 / Keras 3."""
+
+import pathlib
+
+from setuptools import find_packages, setup
+
+HERE = pathlib.Path(__file__).parent
+
+setup(
+    name="bahdanau_tf",
+    version="0.1.0",
+    description=(
+        "RNNsearch, the attention model of 'Neural Machine Translation by Jointly Learning to "
+        "Align and Translate', in TensorFlow/Keras 3, with beam search inside the SavedModel."
+    ),
+    long_description=(HERE / "README.md").read_text(encoding="utf-8"),
+    long_description_content_type="text/markdown",
+    license="Apache-2.0",
+    python_requires=">=3.10",
+    packages=find_packages(include=["bahdanau_tf", "bahdanau_tf.*"]),
+    include_package_data=True,
+    package_data={"bahdanau_tf": ["corpora/*", "corpora/**/*"]},
+    install_requires=[
+        "tensorflow>=2.16",
+        "tensorflow-text>=2.16",
+        "keras>=3.3",
+        "sacrebleu>=2.3",
+        "absl-py>=1.4",
+        "numpy>=1.24",
+        "matplotlib>=3.7",
+    ],
+    extras_require={
+        "test": [
+            "pytest>=7.4",
+            "tensorflow-serving-api>=2.16",
+            "nbclient>=0.9",
+            "nbformat>=5.9",
+            "ipykernel>=6.25",
+        ],
+        "serving": ["tensorflow-serving-api>=2.16", "requests>=2.28"],
+    },
+    entry_points={
+        "console_scripts": [
+            "bahdanau-data=bahdanau_tf.cli.data:run",
+            "bahdanau-train=bahdanau_tf.cli.train:run",
+            "bahdanau-translate=bahdanau_tf.cli.translate:run",
+            "bahdanau-evaluate=bahdanau_tf.cli.evaluate:run",
+            "bahdanau-export=bahdanau_tf.cli.export:run",
+        ]
+    },
+)
