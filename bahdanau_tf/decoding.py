@@ -1,0 +1,409 @@
+"""Beam search, greedy search and ensembles over a step function, in core TF ops only.
+
+Decoding is a pure function of a *step function* (DESIGN.md §3, §6), the way OpenNMT-tf's
+``utils/decoding.py`` is:
+
+    step_fn(ids, step, state) -> (logits, state, attention)
+
+- ``ids``: int32 ``[batch * beam]``, the previous token of every hypothesis (``start_id`` at step 0);
+- ``step``: int32 scalar, 0 for the first step;
+- ``state``: any nest of tensors whose leading dimension is ``batch * beam``;
+- ``logits``: ``[batch * beam, vocabulary]``, any float dtype (cast to float32 and
+  log-softmaxed here, so mixed-precision models need no care);
+- ``attention``: ``[batch * beam, source_len]`` float, or None.
+
+Anything constant over the decode (the encoder memory, the attention keys) is closed over by the
+step function; the caller tiles it once with `tile_beams` before calling `beam_search`, so
+reordering the beams never copies it. Greedy search is beam search with one beam, and an ensemble
+(Sutskever et al. 2014) is just another step function, `ensemble_step_fn`.
+
+Everything is a ``tf.while_loop`` over static-shape buffers, so the same code runs eagerly, inside
+``tf.function`` with a dynamic batch (e.g. a serving signature), and under ``jit_compile=True``;
+no tensorflow-addons op (``GatherTree``) and no tf-text op is used: the backtracking through the
+beam parents is a second small ``tf.while_loop``.
+"""
+
+from typing import Callable, NamedTuple, Optional
+
+import numpy as np
+import tensorflow as tf
+
+from bahdanau_tf.special_tokens import END_ID, PAD_ID, START_ID
+
+StepFn = Callable[[tf.Tensor, tf.Tensor, object], tuple]
+
+_NEG_INF = float("-inf")
+
+
+class BeamSearchOutput(NamedTuple):
+    """What `beam_search` returns; hypotheses sorted best first.
+
+    Attributes:
+        ids: int32 ``[batch, nbest, time]``, the tokens of each hypothesis, ``end_id`` included,
+            ``PAD_ID`` after it. ``time`` is the buffer length, ``max(max_length)``.
+        lengths: int32 ``[batch, nbest]``, the number of tokens including ``end_id``, or the
+            sentence's ``max_length`` for a hypothesis that never emitted ``end_id``. 0 for an
+            empty slot (only when fewer than ``nbest`` hypotheses exist, e.g. a tiny vocabulary).
+        scores: float32 ``[batch, nbest]``, the sum of the hypothesis's token log-probabilities,
+            divided by the GNMT length penalty when ``length_penalty > 0``; ``-inf`` for an
+            empty slot.
+        attention: float32 ``[batch, nbest, time, attention_length]``, the attention row that
+            produced each token (zeros after the end), or None unless ``return_attention``.
+    """
+
+    ids: tf.Tensor
+    lengths: tf.Tensor
+    scores: tf.Tensor
+    attention: Optional[tf.Tensor]
+
+
+def tile_beams(nest, beam_size):
+    """Repeats every tensor of a nest ``beam_size`` times along its first axis.
+
+    Row ``b`` of the input becomes rows ``b * beam_size .. (b + 1) * beam_size - 1`` (consecutive
+    copies, `tf.repeat`), the layout `beam_search` uses for its ``batch * beam`` rows.
+
+    Args:
+        nest: a tensor or any nest (tuple, list, dict) of tensors of shape ``[batch, ...]``.
+        beam_size: int or int32 scalar tensor.
+
+    Returns:
+        The same nest with tensors of shape ``[batch * beam_size, ...]``.
+    """
+    return tf.nest.map_structure(
+        lambda t: tf.repeat(tf.convert_to_tensor(t), beam_size, axis=0), nest)
+
+
+def length_penalty_factor(lengths, alpha):
+    """GNMT length penalty ``((5 + length) / 6) ** alpha`` (Wu et al. 2016, eq. 14).
+
+    Args:
+        lengths: int or float tensor of hypothesis lengths.
+        alpha: float, 0 disables the penalty (the factor is exactly 1).
+
+    Returns:
+        float32 tensor, the same shape as ``lengths``.
+    """
+    return tf.pow((5.0 + tf.cast(lengths, tf.float32)) / 6.0, tf.cast(alpha, tf.float32))
+
+
+def _static_int(value):
+    """The Python int of ``value`` when it is known when tracing, else None."""
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    static = tf.get_static_value(value)
+    if static is None or np.ndim(static) != 0:
+        return None
+    return int(static)
+
+
+def beam_search(step_fn: StepFn, initial_state, batch_size, beam_size=5, max_length=100,
+                start_id=START_ID, end_id=END_ID, length_penalty=0.0, forbid_ids=(), nbest=1,
+                return_attention=False, attention_length=None) -> BeamSearchOutput:
+    """Beam search that maximises log p(y | x) over a step function, batched over sentences.
+
+    Each sentence keeps ``beam_size`` hypotheses. At every step each live hypothesis is extended
+    by every allowed token, and the best ``beam_size`` candidates of the sentence (over
+    ``beam_size * vocabulary``) survive; the recurrent state follows its hypothesis with
+    ``tf.gather``. A hypothesis that emits ``end_id``, or reaches its sentence's
+    ``max_length``, is finished: it stays in the beam with a frozen score (its only candidate is
+    itself) until better ones push it out. The first step extends beam 0 only, so the beams do
+    not start as copies. ``PAD_ID`` and ``start_id`` are never generated, nor ``forbid_ids``.
+
+    The loop stops after ``max(max_length)`` steps, or earlier when every sentence is done: all
+    its hypotheses finished, or its ``nbest``-th best finished hypothesis scores strictly more
+    than any continuation of a live one could (log-probabilities are <= 0, so a live score can
+    only fall; with a length penalty the bound uses the sentence's ``max_length``). Stopping
+    early never changes the result.
+
+    With ``length_penalty = alpha > 0``, candidates are ranked by
+    ``log p / ((5 + length) / 6) ** alpha``, which only matters when comparing finished
+    hypotheses of different lengths (live candidates of one step share their length).
+
+    Args:
+        step_fn: ``(ids, step, state) -> (logits, state, attention)``, see the module docstring.
+            Its state must keep its structure and shapes from step to step.
+        initial_state: nest of tensors ``[batch, ...]`` (not tiled; this function tiles it).
+        batch_size: int or int32 scalar tensor (dynamic in a serving signature); None takes it
+            from the first tensor of ``initial_state``.
+        beam_size: int >= 1 (a scalar tensor also works outside XLA).
+        max_length: the maximum number of tokens of an output, ``end_id`` included: an int, an
+            int32 scalar, or an int32 ``[batch]`` tensor of per-sentence limits (e.g.
+            ``2 * source_length + 10``). Values below 1 are treated as 1. Under
+            ``jit_compile=True`` it must be a compile-time constant or a function input, as XLA
+            then compiles one program per value.
+        start_id: the first decoder input y_0.
+        end_id: the token that finishes a hypothesis.
+        length_penalty: float alpha >= 0 of the GNMT length penalty; 0 ranks by log p.
+        forbid_ids: token ids that are never generated, e.g. ``(UNK_ID,)`` for the paper's
+            "No UNK" mode; must not contain ``end_id``.
+        nbest: how many hypotheses to return per sentence, 1 <= nbest <= beam_size.
+        return_attention: also return the attention rows of the returned hypotheses.
+        attention_length: int or int32 scalar, the length of the attention rows (the padded
+            source length); required with ``return_attention``.
+
+    Returns:
+        A `BeamSearchOutput` (ids, lengths, scores, attention) with ``nbest`` hypotheses per
+        sentence, best first.
+
+    Raises:
+        ValueError: beam_size < 1, nbest < 1 or nbest > beam_size, max_length < 1,
+            length_penalty < 0, end_id in forbid_ids, return_attention without
+            attention_length, or a step function that returns no attention when it is asked for.
+
+    Example:
+
+    >>> import tensorflow as tf
+    >>> # A scripted "model" that prefers token 4, then token 5, then [END] (id 2).
+    >>> def step_fn(ids, step, state):
+    ...     favourite = tf.gather([4, 5, 2], tf.minimum(step, 2))
+    ...     logits = 5.0 * tf.one_hot(tf.fill(tf.shape(ids), favourite), 6)
+    ...     return logits, state, None
+    >>> out = beam_search(step_fn, initial_state=tf.zeros([2, 1]), batch_size=2,
+    ...                   beam_size=3, max_length=10)
+    >>> out.ids[:, 0, :4].numpy().tolist()
+    [[4, 5, 2, 0], [4, 5, 2, 0]]
+    >>> out.lengths.numpy().tolist()
+    [[3], [3]]
+    """
+    # === Arguments ===
+    static_beam = _static_int(beam_size)
+    static_nbest = _static_int(nbest)
+    if static_beam is not None and static_beam < 1:
+        raise ValueError(f"beam_size must be >= 1, got {beam_size!r}")
+    if static_nbest is not None and static_nbest < 1:
+        raise ValueError(f"nbest must be >= 1, got {nbest!r}")
+    if static_beam is not None and static_nbest is not None and static_nbest > static_beam:
+        raise ValueError(f"nbest must be <= beam_size, got nbest={nbest!r} > "
+                         f"beam_size={beam_size!r}")
+    if isinstance(length_penalty, (int, float)) and length_penalty < 0:
+        raise ValueError(f"length_penalty must be >= 0, got {length_penalty!r}")
+    static_forbid = tf.get_static_value(forbid_ids) if not isinstance(
+        forbid_ids, (list, tuple)) else np.asarray(forbid_ids, dtype=np.int64)
+    if static_forbid is not None and _static_int(end_id) is not None and np.any(
+            np.asarray(static_forbid) == _static_int(end_id)):
+        raise ValueError(f"forbid_ids must not contain end_id={end_id!r}, got {forbid_ids!r}")
+    if return_attention and attention_length is None:
+        raise ValueError("return_attention=True needs attention_length (the source length)")
+    static_max = tf.get_static_value(max_length) if not isinstance(
+        max_length, (int, np.integer)) else max_length
+    if static_max is not None and np.any(np.asarray(static_max) < 1):
+        raise ValueError(f"max_length must be >= 1, got {max_length!r}")
+
+    if batch_size is None:
+        batch_size = tf.shape(tf.nest.flatten(initial_state)[0])[0]
+    batch = tf.convert_to_tensor(batch_size, tf.int32)
+    beam = tf.convert_to_tensor(beam_size, tf.int32)
+    nbest_t = tf.convert_to_tensor(nbest, tf.int32)
+    if static_beam is None or static_nbest is None:
+        tf.debugging.assert_less_equal(nbest_t, beam, message="nbest must be <= beam_size")
+    rows = batch * beam  # the batch * beam rows seen by step_fn
+    alpha = tf.convert_to_tensor(length_penalty, tf.float32)
+    start_id = tf.convert_to_tensor(start_id, tf.int32)
+    end_id = tf.convert_to_tensor(end_id, tf.int32)
+
+    # Per-sentence limits [batch]; the buffers hold max(limits) steps, static when it is known
+    # so that shapes stay static (and XLA compiles) with a Python max_length.
+    limits = tf.maximum(tf.convert_to_tensor(max_length, tf.int32), 1)
+    if limits.shape.rank == 0:
+        limits = tf.fill([batch], limits)
+    if static_max is not None:
+        time = max(int(np.max(static_max)), 1)
+    else:
+        time = tf.reduce_max(limits)
+        # An empty batch has no limits; keep the buffers' time dimension valid.
+        time = tf.maximum(time, 1)
+
+    # PAD and START are never outputs; END must stay allowed.
+    never = tf.concat([tf.constant([PAD_ID], tf.int32), tf.reshape(start_id, [1]),
+                       tf.reshape(tf.cast(forbid_ids, tf.int32), [-1])], axis=0)
+
+    # === Loop ===
+    def sentence_done(scores, finished, lengths):
+        """[batch] bool: nothing live can enter the sentence's n-best any more."""
+        all_finished = tf.reduce_all(finished, axis=1)
+        ranks = scores / length_penalty_factor(lengths, alpha)
+        finished_ranks = tf.where(finished, ranks, _NEG_INF)
+        nth_finished = tf.math.top_k(finished_ranks, k=nbest_t).values[:, -1]
+        best_live = tf.reduce_max(tf.where(finished, _NEG_INF, scores), axis=1)
+        # A continuation's score only falls, and the penalty is largest at the limit.
+        live_bound = best_live / length_penalty_factor(limits, alpha)
+        return all_finished | (nth_finished > live_bound)
+
+    def cond(step, scores, finished, lengths, *unused):
+        return (step < time) & tf.logical_not(
+            tf.reduce_all(sentence_done(scores, finished, lengths)))
+
+    def body(step, scores, finished, lengths, ids, state, tokens, parents, attention_buffer):
+        logits, state, attention = step_fn(ids, step, state)
+        log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)  # [rows, vocab]
+        vocab = tf.shape(log_probs)[-1]
+        token_range = tf.range(vocab, dtype=tf.int32)
+        forbidden = tf.reduce_any(token_range[:, None] == never[None, :], axis=1)
+        forbidden &= tf.not_equal(token_range, end_id)  # e.g. start_id == end_id
+        log_probs = tf.where(forbidden[None, :], _NEG_INF, log_probs)
+        # A finished hypothesis has one candidate, itself, extended by END at log-prob 0.
+        frozen = tf.where(token_range == end_id, 0.0, _NEG_INF)
+        flat_finished = tf.reshape(finished, [-1])
+        log_probs = tf.where(flat_finished[:, None], frozen[None, :], log_probs)
+
+        totals = tf.reshape(scores, [-1, 1]) + log_probs  # [rows, vocab]
+        flat_lengths = tf.reshape(lengths, [-1])
+        candidate_lengths = tf.where(flat_finished, flat_lengths, step + 1)
+        ranks = totals / length_penalty_factor(candidate_lengths, alpha)[:, None]
+        ranks = tf.reshape(ranks, [batch, beam * vocab])
+        # top_k is stable: ties go to the lower beam, then the lower token id.
+        _, top = tf.math.top_k(ranks, k=beam)  # [batch, beam]
+        parent = top // vocab + tf.range(batch)[:, None] * beam  # rows of the previous step
+        token = top % vocab
+        parent_rows = tf.reshape(parent, [-1])
+        new_scores = tf.gather(tf.reshape(totals, [-1]),
+                               tf.reshape(parent * vocab + token, [-1]))
+        new_scores = tf.reshape(new_scores, [batch, beam])
+        was_finished = tf.gather(flat_finished, parent)
+        # -inf: a candidate of a forbidden token or of an empty beam (fewer candidates than
+        # beams, e.g. at step 0); frozen like a finished one and reported as an empty slot.
+        dead = tf.math.is_inf(new_scores)
+        new_lengths = tf.where(was_finished, tf.gather(flat_lengths, parent), step + 1)
+        new_finished = (was_finished | dead | tf.equal(token, end_id)
+                        | (step + 1 >= limits[:, None]))
+        written = tf.where(was_finished | dead, PAD_ID, token)
+
+        state = tf.nest.map_structure(lambda t: tf.gather(t, parent_rows), state)
+        tokens = tf.tensor_scatter_nd_update(tokens, [[step]], tf.reshape(written, [1, -1]))
+        parents = tf.tensor_scatter_nd_update(parents, [[step]], parent_rows[None, :])
+        if return_attention:
+            if attention is None:
+                raise ValueError("return_attention=True but step_fn returned attention=None")
+            row = tf.gather(tf.cast(attention, tf.float32), parent_rows)
+            row = tf.where(tf.reshape(was_finished | dead, [-1, 1]), 0.0, row)
+            attention_buffer = tf.tensor_scatter_nd_update(attention_buffer, [[step]], row[None])
+        return (step + 1, new_scores, new_finished, new_lengths, tf.reshape(token, [-1]), state,
+                tokens, parents, attention_buffer)
+
+    # Beam 0 of each sentence starts at log p = 0, the others at -inf: they get filled with
+    # beam 0's continuations at the first step instead of duplicating it.
+    first_scores = tf.where(tf.range(beam) == 0, 0.0, _NEG_INF)
+    scores = tf.tile(first_scores[None, :], [batch, 1])
+    finished = tf.math.is_inf(scores)
+    lengths = tf.zeros([batch, beam], tf.int32)
+    ids = tf.fill([rows], start_id)
+    state = tile_beams(initial_state, beam)
+    # tokens[t, r], parents[t, r]: the token written at step t by row r and the row it extends.
+    tokens = tf.fill([time, rows], tf.constant(PAD_ID, tf.int32))
+    parents = tf.zeros([time, rows], tf.int32)
+    if return_attention:
+        attention_buffer = tf.zeros(
+            [time, rows, tf.convert_to_tensor(attention_length, tf.int32)], tf.float32)
+    else:
+        attention_buffer = tf.zeros([0], tf.float32)  # unused placeholder loop variable
+    steps, scores, finished, lengths, _, _, tokens, parents, attention_buffer = tf.while_loop(
+        cond, body,
+        (tf.constant(0, tf.int32), scores, finished, lengths, ids, state, tokens, parents,
+         attention_buffer))
+
+    # === Backtracking ===
+    ranks = scores / length_penalty_factor(lengths, alpha)
+    best_ranks, best = tf.math.top_k(ranks, k=nbest_t)  # [batch, nbest]
+    lengths = tf.gather(lengths, best, batch_dims=1)
+    empty = tf.math.is_inf(best_ranks)
+    lengths = tf.where(empty, 0, lengths)
+    rows_out = tf.reshape(best + tf.range(batch)[:, None] * beam, [-1])  # [batch * nbest]
+
+    def back_cond(step, *unused):
+        return step >= 0
+
+    def back_body(step, row, out_ids, out_attention):
+        out_ids = tf.tensor_scatter_nd_update(out_ids, [[step]],
+                                              tf.gather(tokens[step], row)[None])
+        if return_attention:
+            out_attention = tf.tensor_scatter_nd_update(
+                out_attention, [[step]], tf.gather(attention_buffer[step], row)[None])
+        return step - 1, tf.gather(parents[step], row), out_ids, out_attention
+
+    out_rows = batch * nbest_t
+    out_ids = tf.fill([time, out_rows], tf.constant(PAD_ID, tf.int32))
+    if return_attention:
+        out_attention = tf.zeros([time, out_rows, tf.shape(attention_buffer)[-1]], tf.float32)
+    else:
+        out_attention = tf.zeros([0], tf.float32)
+    _, _, out_ids, out_attention = tf.while_loop(
+        back_cond, back_body, (steps - 1, rows_out, out_ids, out_attention))
+
+    # [time, batch * nbest] -> [batch, nbest, time]; nothing after a hypothesis's end.
+    out_ids = tf.reshape(tf.transpose(out_ids), [batch, nbest_t, time])
+    valid = tf.range(time)[None, None, :] < lengths[:, :, None]
+    out_ids = tf.where(valid, out_ids, PAD_ID)
+    attention = None
+    if return_attention:
+        attention = tf.reshape(tf.transpose(out_attention, [1, 0, 2]),
+                               [batch, nbest_t, time, tf.shape(out_attention)[-1]])
+        attention = tf.where(valid[..., None], attention, 0.0)
+    return BeamSearchOutput(ids=out_ids, lengths=lengths, scores=best_ranks, attention=attention)
+
+
+def greedy_search(step_fn: StepFn, initial_state, batch_size, max_length=100, start_id=START_ID,
+                  end_id=END_ID, forbid_ids=(), return_attention=False,
+                  attention_length=None) -> BeamSearchOutput:
+    """Greedy decoding: the most probable token at each step, i.e. `beam_search` with one beam.
+
+    Args:
+        step_fn, initial_state, batch_size, max_length, start_id, end_id, forbid_ids,
+        return_attention, attention_length: as for `beam_search`.
+
+    Returns:
+        A `BeamSearchOutput` with ``nbest = 1``; scores are unnormalised log-probabilities.
+    """
+    return beam_search(step_fn, initial_state, batch_size, beam_size=1, max_length=max_length,
+                       start_id=start_id, end_id=end_id, length_penalty=0.0,
+                       forbid_ids=forbid_ids, nbest=1, return_attention=return_attention,
+                       attention_length=attention_length)
+
+
+def ensemble_step_fn(step_fns) -> StepFn:
+    """Combines the step functions of several models into one (Sutskever et al. 2014).
+
+    The ensemble's distribution is the mean of the members' probabilities, returned as its log
+    (``log(mean_k softmax(logits_k))``), so `beam_search` can drive it like a single model. Its
+    state is a tuple with one member state per model, in order; its attention is the mean of the
+    members' attentions, or None if any member returns None.
+
+    Args:
+        step_fns: a non-empty sequence of step functions over the same target vocabulary (each
+            closing over its own, already tiled, encoder memory).
+
+    Returns:
+        A step function ``(ids, step, states) -> (log_probs, states, attention)``.
+
+    Raises:
+        ValueError: no step functions, or (when called) a state tuple of the wrong length.
+
+    Example:
+
+        state = (model_a_state, model_b_state)
+        output = beam_search(ensemble_step_fn([step_a, step_b]), state, batch_size)
+    """
+    step_fns = tuple(step_fns)
+    if not step_fns:
+        raise ValueError("ensemble_step_fn needs at least one step function, got none")
+    count = len(step_fns)
+
+    def step(ids, step_index, states):
+        states = tuple(states)
+        if len(states) != count:
+            raise ValueError(f"the ensemble state must hold {count} member states, "
+                             f"got {len(states)}")
+        log_probs, new_states, attentions = [], [], []
+        for member_step, member_state in zip(step_fns, states):
+            logits, member_state, attention = member_step(ids, step_index, member_state)
+            log_probs.append(tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1))
+            new_states.append(member_state)
+            attentions.append(attention)
+        # log of the mean probability, computed in log space for stability
+        mean_log_probs = tf.reduce_logsumexp(tf.stack(log_probs), axis=0) - np.log(count)
+        attention = None
+        if all(a is not None for a in attentions):
+            attention = tf.add_n([tf.cast(a, tf.float32) for a in attentions]) / count
+        return mean_log_probs, tuple(new_states), attention
+
+    return step

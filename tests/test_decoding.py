@@ -1,0 +1,371 @@
+"""Tests for bahdanau_tf.decoding: beam search, greedy search and ensembles over step functions.
+
+Three kinds of step functions:
+- scripted: fixed probabilities looked up by (step, previous id), so the expected ids and scores
+  are worked out by hand in each test;
+- a tiny random GRU "model" (embedding + GRU cell + dense, fixed random weights, 5-word
+  vocabulary) whose distribution depends on the whole history through its state, checked
+  against brute-force enumeration, teacher forcing and a plain Python greedy loop;
+- a "history" model whose attention row spells out the hypothesis's prefix, so a wrong
+  reordering of the attention rows is visible.
+"""
+
+import itertools
+import math
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bahdanau_tf.decoding import (BeamSearchOutput, beam_search, ensemble_step_fn,
+                                  greedy_search, tile_beams)
+from bahdanau_tf.special_tokens import END_ID, PAD_ID, START_ID, UNK_ID
+
+A, B = 4, 5  # the two ordinary words of the scripted vocabulary [PAD, START, END, UNK, A, B]
+SCRIPT_VOCAB = 6
+
+
+# === Scripted step functions ===
+
+def scripted_step_fn(rules, default):
+    """A step function whose probabilities depend only on (step, previous id).
+
+    Args:
+        rules: dict (step, previous_id) -> {token: probability}; missing tokens share nothing
+            (probability 1e-6 each, so every token stays finite).
+        default: {token: probability} for every (step, previous id) without a rule.
+
+    Returns:
+        (step_fn, max_step): step_fn looks the logits up in a [steps, vocab, vocab] table.
+    """
+    steps = max([s for s, _ in rules] + [0]) + 2
+    table = np.zeros([steps, SCRIPT_VOCAB, SCRIPT_VOCAB], np.float64)
+    for step in range(steps):
+        for previous in range(SCRIPT_VOCAB):
+            probabilities = rules.get((step, previous), default)
+            row = np.full(SCRIPT_VOCAB, 1e-6)
+            for token, p in probabilities.items():
+                row[token] = p
+            table[step, previous] = np.log(row)  # logits; log_softmax renormalises the 1e-6s
+    table = tf.constant(table, tf.float32)
+
+    def step_fn(ids, step, state):
+        step = tf.minimum(step, steps - 1)  # the last table row repeats
+        return tf.gather(table[step], ids), state, None
+
+    return step_fn, table
+
+
+def log_softmax_of(table, step, previous, token):
+    """The log-probability the scripted table gives ``token``, as beam_search computes it."""
+    row = table[min(step, table.shape[0] - 1), previous]
+    return float(tf.nn.log_softmax(row)[token])
+
+
+def sequence_log_prob(table, tokens):
+    total, previous = 0.0, START_ID
+    for step, token in enumerate(tokens):
+        total += log_softmax_of(table, step, previous, token)
+        previous = token
+    return total
+
+
+def dummy_state(batch):
+    return tf.zeros([batch, 1])
+
+
+def run_scripted(step_fn, batch=1, **kwargs):
+    return beam_search(step_fn, dummy_state(batch), batch, **kwargs)
+
+
+def row(ids, length):
+    return ids[:length].tolist()
+
+
+# --- script 1: PAD is the most likely first token (forbidden); an early END; beams reorder ---
+SCRIPT_1 = {
+    (0, START_ID): {PAD_ID: 0.4, END_ID: 0.05, UNK_ID: 0.05, A: 0.3, B: 0.2},
+    (1, A): {END_ID: 0.5, A: 0.3, B: 0.2},
+    (1, B): {END_ID: 0.1, A: 0.9},
+    (2, A): {END_ID: 0.5, A: 0.25, B: 0.25},
+}
+DEFAULT_1 = {END_ID: 0.9, A: 0.05, B: 0.05}
+
+
+def test_scripted_early_finish_and_nbest_order():
+    step_fn, table = scripted_step_fn(SCRIPT_1, DEFAULT_1)
+    calls = []
+
+    def counting_step_fn(ids, step, state):
+        calls.append(int(step))  # eager: the loop body runs in Python once per step
+        return step_fn(ids, step, state)
+
+    out = run_scripted(counting_step_fn, beam_size=2, max_length=10, nbest=2)
+    assert isinstance(out, BeamSearchOutput) and out.attention is None
+    # step 0 keeps A (.3) and B (.2), never PAD (.4); step 1 keeps BA (.18) over A-END (.15);
+    # step 2: A-END (.15) and BA-END (.09) are both finished, so the search stops there.
+    assert calls == [0, 1, 2]
+    assert out.ids.shape == (1, 2, 10)
+    assert out.ids.numpy()[0].tolist() == [[A, END_ID] + [PAD_ID] * 8,
+                                           [B, A, END_ID] + [PAD_ID] * 7]
+    assert out.lengths.numpy().tolist() == [[2, 3]]
+    expected = [sequence_log_prob(table, [A, END_ID]), sequence_log_prob(table, [B, A, END_ID])]
+    np.testing.assert_allclose(out.scores.numpy()[0], expected, rtol=1e-6)
+    np.testing.assert_allclose(expected, np.log([0.15, 0.09]), atol=1e-4)  # the script's numbers
+
+
+def test_scripted_length_penalty_reranks_finished():
+    step_fn, table = scripted_step_fn(SCRIPT_1, DEFAULT_1)
+    out = run_scripted(step_fn, beam_size=2, max_length=10, nbest=2, length_penalty=3.0)
+    # log(.15) / (7/6)^3 = -1.19 < log(.09) / (8/6)^3 = -1.02: the longer one now wins.
+    assert out.ids.numpy()[0, :, :3].tolist() == [[B, A, END_ID], [A, END_ID, PAD_ID]]
+    assert out.lengths.numpy().tolist() == [[3, 2]]
+    expected = [sequence_log_prob(table, [B, A, END_ID]) / (8 / 6) ** 3,
+                sequence_log_prob(table, [A, END_ID]) / (7 / 6) ** 3]
+    np.testing.assert_allclose(out.scores.numpy()[0], expected, rtol=1e-6)
+
+
+def test_scripted_greedy_takes_the_locally_best_path():
+    step_fn, table = scripted_step_fn(SCRIPT_1, DEFAULT_1)
+    out = greedy_search(step_fn, dummy_state(1), 1, max_length=10)
+    assert out.ids.shape == (1, 1, 10)
+    assert row(out.ids.numpy()[0, 0], 3) == [A, END_ID, PAD_ID]
+    np.testing.assert_allclose(out.scores.numpy(), [[sequence_log_prob(table, [A, END_ID])]],
+                               rtol=1e-6)
+
+
+# --- script 2: ties everywhere ---
+SCRIPT_2 = {(0, START_ID): {END_ID: 0.1, UNK_ID: 0.1, A: 0.4, B: 0.4}}
+DEFAULT_2 = {END_ID: 0.98, A: 0.01, B: 0.01}
+
+
+def test_scripted_ties_go_to_the_lower_id():
+    step_fn, table = scripted_step_fn(SCRIPT_2, DEFAULT_2)
+    greedy = greedy_search(step_fn, dummy_state(1), 1, max_length=5)
+    assert row(greedy.ids.numpy()[0, 0], 2) == [A, END_ID]
+    out = run_scripted(step_fn, beam_size=4, max_length=5, nbest=4)
+    # A-END = B-END (.392) > END (.1) = UNK-END (.098): equal scores keep the lower ids first.
+    assert out.ids.numpy()[0, :, :2].tolist() == [[A, END_ID], [B, END_ID], [END_ID, PAD_ID],
+                                                  [UNK_ID, END_ID]]
+    assert out.lengths.numpy().tolist() == [[2, 2, 1, 2]]
+    assert out.scores.numpy()[0, 0] == out.scores.numpy()[0, 1]
+
+
+# --- script 3: END is unlikely, so the maximum length decides ---
+SCRIPT_3 = {}
+DEFAULT_3 = {END_ID: 0.1, A: 0.6, B: 0.3}
+
+
+def test_scripted_max_length_and_per_sentence_limits():
+    step_fn, table = scripted_step_fn(SCRIPT_3, DEFAULT_3)
+    out = run_scripted(step_fn, batch=2, beam_size=2, max_length=tf.constant([2, 3]), nbest=2)
+    assert out.ids.shape == (2, 2, 3)
+    # Sentence 0 stops at 2 tokens, sentence 1 at 3, without END; AB (.18) ties BA and wins
+    # as the lower beam, AAB (.108) ties ABA likewise.
+    assert out.ids.numpy().tolist() == [[[A, A, PAD_ID], [A, B, PAD_ID]],
+                                        [[A, A, A], [A, A, B]]]
+    assert out.lengths.numpy().tolist() == [[2, 2], [3, 3]]
+    np.testing.assert_allclose(out.scores.numpy(), np.log([[0.36, 0.18], [0.216, 0.108]]),
+                               atol=1e-4)
+    np.testing.assert_allclose(
+        out.scores.numpy()[1], [sequence_log_prob(table, [A, A, A]),
+                                sequence_log_prob(table, [A, A, B])], rtol=1e-6)
+    # A Python int limit gives the same as sentence 1.
+    alone = run_scripted(step_fn, beam_size=2, max_length=3, nbest=2)
+    np.testing.assert_array_equal(alone.ids.numpy()[0], out.ids.numpy()[1])
+
+
+# --- script 4: UNK is the most likely word ---
+SCRIPT_4 = {(0, START_ID): {UNK_ID: 0.5, A: 0.3, END_ID: 0.2}}
+DEFAULT_4 = {END_ID: 0.9, UNK_ID: 0.05, A: 0.05}
+
+
+def test_scripted_forbid_ids():
+    step_fn, table = scripted_step_fn(SCRIPT_4, DEFAULT_4)
+    plain = run_scripted(step_fn, beam_size=2, max_length=5)
+    assert row(plain.ids.numpy()[0, 0], 2) == [UNK_ID, END_ID]
+    no_unk = run_scripted(step_fn, beam_size=2, max_length=5, forbid_ids=(UNK_ID,))
+    assert row(no_unk.ids.numpy()[0, 0], 2) == [A, END_ID]
+    # forbidding does not renormalise: the score is the model's own log-probability
+    np.testing.assert_allclose(no_unk.scores.numpy(), [[sequence_log_prob(table, [A, END_ID])]],
+                               rtol=1e-6)
+
+
+# --- script 5: a finished hypothesis that no live one can beat ends the search early ---
+SCRIPT_5 = {
+    (0, START_ID): {A: 0.6, B: 0.3, END_ID: 0.1},
+    (1, A): {END_ID: 0.9, A: 0.05, B: 0.05},
+    (1, B): {B: 0.5, A: 0.4, END_ID: 0.1},
+}
+DEFAULT_5 = {B: 0.99, END_ID: 0.005, A: 0.005}
+
+
+def test_scripted_early_exit_is_exact():
+    step_fn, table = scripted_step_fn(SCRIPT_5, DEFAULT_5)
+    for nbest, expected_calls in [(1, 2), (2, 10)]:
+        calls = []
+
+        def counting_step_fn(ids, step, state):
+            calls.append(int(step))
+            return step_fn(ids, step, state)
+
+        out = run_scripted(counting_step_fn, beam_size=2, max_length=10, nbest=nbest)
+        # A-END (.54) is finished after step 1 and beats the live BB (.15): with nbest=1 the
+        # search stops there; with nbest=2 the runner-up is still live and runs to the limit.
+        assert len(calls) == expected_calls
+        assert row(out.ids.numpy()[0, 0], 2) == [A, END_ID]
+        if nbest == 2:
+            assert out.ids.numpy()[0, 1].tolist() == [B] * 10
+            assert out.lengths.numpy().tolist() == [[2, 10]]
+            np.testing.assert_allclose(out.scores.numpy()[0, 1],
+                                       sequence_log_prob(table, [B] * 10), rtol=1e-6)
+
+
+def test_nbest_larger_than_the_hypothesis_count_reports_empty_slots():
+    # vocabulary [PAD, START, END, UNK]: only END and UNK can be generated, max 1 token
+    step_fn = lambda ids, step, state: (tf.zeros([tf.shape(ids)[0], 4]), state, None)
+    out = beam_search(step_fn, dummy_state(1), 1, beam_size=4, nbest=4, max_length=1)
+    assert out.ids.numpy()[0, :, 0].tolist() == [END_ID, UNK_ID, PAD_ID, PAD_ID]
+    assert out.lengths.numpy().tolist() == [[1, 1, 0, 0]]
+    assert np.isneginf(out.scores.numpy()[0, 2:]).all()
+
+
+def test_bad_arguments_raise_value_errors():
+    step_fn, _ = scripted_step_fn(SCRIPT_1, DEFAULT_1)
+    bad = [dict(beam_size=0), dict(beam_size=2, nbest=3), dict(nbest=0),
+           dict(max_length=0), dict(length_penalty=-1.0), dict(forbid_ids=(UNK_ID, END_ID)),
+           dict(return_attention=True)]
+    for kwargs in bad:
+        with pytest.raises(ValueError):
+            run_scripted(step_fn, **kwargs)
+    with pytest.raises(ValueError, match="attention"):
+        run_scripted(step_fn, return_attention=True, attention_length=3)  # step gives None
+    with pytest.raises(ValueError):
+        ensemble_step_fn([])
+
+
+def test_tile_beams_repeats_rows_consecutively():
+    nest = {"h": tf.constant([[1.0], [2.0]]), "pair": (tf.constant([7, 8]),)}
+    tiled = tile_beams(nest, 3)
+    assert tiled["h"].numpy()[:, 0].tolist() == [1, 1, 1, 2, 2, 2]
+    assert tiled["pair"][0].numpy().tolist() == [7, 7, 7, 8, 8, 8]
+
+
+# === A tiny random GRU model ===
+
+TINY_VOCAB = 5  # [PAD, START, END, UNK, w4]: END, UNK and w4 can be generated
+
+
+class TinyModel:
+    """Embedding + GRU cell + attention over a random memory + dense, fixed random weights.
+
+    Written with raw TF ops (XLA-compilable). The state depends on the whole history, so beam
+    search must reorder it correctly to get the right scores.
+    """
+
+    def __init__(self, seed=0, vocab=TINY_VOCAB, hidden=8, source_len=6, scale=1.5):
+        rng = np.random.default_rng(seed)
+        f = lambda *shape: tf.constant(rng.normal(size=shape), tf.float32)
+        self.vocab, self.hidden, self.source_len = vocab, hidden, source_len
+        self.embedding = f(vocab, hidden)
+        self.kernel = f(hidden, 3 * hidden) / math.sqrt(hidden)
+        self.recurrent = f(hidden, 3 * hidden) / math.sqrt(hidden)
+        self.output = f(2 * hidden, vocab) * scale
+        self.rng = rng
+
+    def encode(self, batch):
+        """Random per-sentence memory [batch, source_len, hidden] and initial state."""
+        memory = tf.constant(self.rng.normal(size=(batch, self.source_len, self.hidden)),
+                             tf.float32)
+        return memory, tf.tanh(tf.reduce_mean(memory, axis=1))
+
+    def step_fn(self, tiled_memory):
+        def step_fn(ids, step, h):
+            x = tf.gather(self.embedding, ids) @ self.kernel
+            r_h = h @ self.recurrent
+            z = tf.sigmoid(x[:, :self.hidden] + r_h[:, :self.hidden])
+            r = tf.sigmoid(x[:, self.hidden:2 * self.hidden] + r_h[:, self.hidden:2 * self.hidden])
+            hh = tf.tanh(x[:, 2 * self.hidden:] + r * r_h[:, 2 * self.hidden:])
+            h = z * h + (1 - z) * hh  # previous and candidate state mixed by update gate
+            attention = tf.nn.softmax(tf.einsum("bh,bsh->bs", h, tiled_memory))
+            context = tf.einsum("bs,bsh->bh", attention, tiled_memory)
+            logits = tf.concat([h, context], axis=1) @ self.output
+            return logits, h, attention
+        return step_fn
+
+
+def teacher_forced_log_prob(step_fn, state, tokens, lengths=None):
+    """Sum of log p(y_t | y_<t) along ``tokens`` ([rows, time] ints, state has ``rows`` rows),
+    counting the first ``lengths[r]`` tokens of row r (all by default)."""
+    tokens = np.asarray(tokens)
+    rows, time = tokens.shape
+    lengths = np.full(rows, time) if lengths is None else np.asarray(lengths)
+    previous = tf.fill([rows], START_ID)
+    total = np.zeros(rows)
+    for step in range(time):
+        logits, state, _ = step_fn(previous, tf.constant(step), state)
+        log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32)).numpy()
+        total += np.where(step < lengths, log_probs[np.arange(rows), tokens[:, step]], 0.0)
+        previous = tf.constant(tokens[:, step], tf.int32)
+    return total
+
+
+def all_sequences(max_length, words):
+    """Every output of at most ``max_length`` tokens: ended by END, or max_length without it."""
+    others = [w for w in words if w != END_ID]
+    out = []
+    for length in range(1, max_length + 1):
+        out += [list(p) + [END_ID] for p in itertools.product(others, repeat=length - 1)]
+    return out + [list(p) for p in itertools.product(others, repeat=max_length)]
+
+
+def select(nest, sentence):
+    return tf.nest.map_structure(lambda t: t[sentence:sentence + 1], nest)
+
+
+def check_wide_beam_is_exhaustive(make_step_fn, memory, initial_state, batch, alpha, words,
+                                  max_length=4):
+    """A beam as wide as the number of outputs finds what brute-force enumeration finds.
+
+    Args:
+        make_step_fn: tiled memory -> step function.
+        memory: nest [batch, ...] the step function closes over.
+        initial_state: nest [batch, ...].
+        words: the token ids the model can generate (END included).
+    """
+    sequences = all_sequences(max_length, words)
+    beam = len(sequences)  # every candidate sequence fits in the beam
+    out = beam_search(make_step_fn(tile_beams(memory, beam)), initial_state, batch,
+                      beam_size=beam, max_length=max_length, nbest=beam, length_penalty=alpha)
+    padded = np.array([s + [PAD_ID] * (max_length - len(s)) for s in sequences])
+    lengths = np.array([len(s) for s in sequences])
+    for sentence in range(batch):
+        # every sequence teacher-forced through the step function, one row each
+        log_probs = teacher_forced_log_prob(
+            make_step_fn(tile_beams(select(memory, sentence), beam)),
+            tile_beams(select(initial_state, sentence), beam), padded, lengths)
+        ranks = log_probs / ((5 + lengths) / 6) ** alpha
+        best = int(np.argmax(ranks))
+        ids = out.ids.numpy()[sentence]
+        scores = out.scores.numpy()[sentence]
+        assert ids[0].tolist() == padded[best].tolist()
+        np.testing.assert_allclose(scores[0], ranks[best], rtol=1e-5)
+        # the n-best list holds every sequence once, best first, each with its own score
+        found = {tuple(r): (n, score)
+                 for r, n, score in zip(ids.tolist(), out.lengths.numpy()[sentence], scores)}
+        assert len(found) == len(sequences)
+        for s, sequence in enumerate(padded):
+            n, score = found[tuple(sequence)]
+            assert n == lengths[s]
+            np.testing.assert_allclose(score, ranks[s], rtol=1e-5, atol=1e-6)
+        assert np.all(np.diff(scores) <= 0)
+
+
+@pytest.mark.parametrize("alpha", [0.0, 1.0])
+def test_wide_beam_matches_brute_force_on_tiny_model(alpha):
+    model = TinyModel(seed=1)
+    memory, state = model.encode(3)
+    check_wide_beam_is_exhaustive(model.step_fn, memory, state, 3, alpha, (END_ID, UNK_ID, 4))
