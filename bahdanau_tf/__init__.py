@@ -10,3 +10,4 @@ Example:
 __version__ = "0.1.0"
 
 from bahdanau_tf import special_tokens
+from bahdanau_tf import evaluation

@@ -25,8 +25,9 @@ Conventions used throughout:
   translates ``sources[i]`` and is scored against ``references[i]`` (one reference each, as in
   the paper).
 - Word counts (the source length of figure 2, the words checked for No-UNK) come from a
-  ``split`` callable, ``str.split`` by default.
-  TODO(text): default to ``bahdanau_tf.text.split_words`` (punctuation split off) once it lands.
+  ``split`` callable, by default :func:`bahdanau_tf.text.split_words` (the package's one
+  definition of a word: punctuation split off, the same split as the tokenizers and the gold
+  alignment indices). Pass ``split=str.split`` for plain whitespace words.
 - Alignment links are ``(source_index, target_index)`` pairs of 0-based *word* indices.
 - matplotlib is imported inside the plotting functions only, and figures are made with
   ``matplotlib.figure.Figure`` on an Agg canvas, never through ``pyplot``: no global backend
@@ -55,8 +56,10 @@ Split = Callable[[str], Sequence[str]]
 
 
 def _default_split(text: str) -> list[str]:
-    # TODO(text): bahdanau_tf.text.split_words once it exists.
-    return text.split()
+    """``bahdanau_tf.text.split_words``, imported on first use (text.py imports TensorFlow)."""
+    from bahdanau_tf.text import split_words
+
+    return split_words(text)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -345,8 +348,8 @@ def no_unk_bleu(
         sources: list of str, the source sentences.
         is_unknown_word: ``f(word) -> bool`` applied to the words of both sides (shared
             vocabulary), or a pair ``(source_f, target_f)`` for separate vocabularies.
-        split: ``split(text) -> list[str]``, how sentences are cut into words; ``str.split`` by
-            default.
+        split: ``split(text) -> list[str]``, how sentences are cut into words;
+            ``bahdanau_tf.text.split_words`` by default.
         lowercase: bool, as in :func:`corpus_bleu`.
         tokenize: str, as in :func:`corpus_bleu`.
 
@@ -444,7 +447,7 @@ def length_buckets(
     Args:
         sources: list of str, the source sentences.
         buckets: strictly increasing ints, the upper bound of each bucket.
-        split: ``split(text) -> list[str]``; ``str.split`` by default.
+        split: ``split(text) -> list[str]``; ``bahdanau_tf.text.split_words`` by default.
 
     Returns:
         list of ``len(buckets) + 1`` lists of indices into ``sources``, ascending.
@@ -484,7 +487,7 @@ def bleu_by_length(
         references: list of str, the references.
         sources: list of str, the source sentences whose length (in words) picks the bucket.
         buckets: strictly increasing ints, inclusive upper bounds; see :func:`length_buckets`.
-        split: ``split(text) -> list[str]``; ``str.split`` by default.
+        split: ``split(text) -> list[str]``; ``bahdanau_tf.text.split_words`` by default.
         lowercase: bool, as in :func:`corpus_bleu`.
         tokenize: str, as in :func:`corpus_bleu`.
 
@@ -1083,7 +1086,8 @@ def evaluation_report(
         sure_alignments: the gold sure links, same sentences.
         possible_alignments: the gold possible links, or None for P = S.
         buckets: upper bounds of the length buckets, as in :func:`bleu_by_length`.
-        split: ``split(text) -> list[str]`` for word counts; ``str.split`` by default.
+        split: ``split(text) -> list[str]`` for word counts;
+            ``bahdanau_tf.text.split_words`` by default.
         lowercase: bool, as in :func:`corpus_bleu`.
         tokenize: str, as in :func:`corpus_bleu`.
         settings: dict of JSON-able settings to record (beam size, checkpoint, ...); the
@@ -1111,13 +1115,16 @@ def evaluation_report(
         if sure_alignments is None:
             raise ValueError("`predicted_alignments` needs `sure_alignments` (the gold links).")
         alignment = alignment_scores(predicted_alignments, sure_alignments, possible_alignments)
-    split_name = getattr(split or _default_split, "__qualname__", repr(split))
+    if split is None:
+        split_name = "bahdanau_tf.text.split_words"
+    else:
+        split_name = f"{getattr(split, '__module__', '')}.{getattr(split, '__qualname__', repr(split))}"
     all_settings = dict(settings or {})
     all_settings["evaluation"] = {
         "lowercase": lowercase,
         "tokenize": tokenize,
         "length_buckets": list(_check_buckets(buckets)),
-        "split": f"{getattr(split or _default_split, '__module__', '')}.{split_name}",
+        "split": split_name,
     }
     return EvaluationReport(
         model=model,

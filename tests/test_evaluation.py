@@ -185,14 +185,23 @@ def test_no_unk_bleu_with_nothing_kept_and_unk_in_hypotheses():
 
 
 def test_no_unk_bleu_uses_split():
-    # with str.split "gato," is one unknown word; a split that cuts punctuation off knows it
-    def split_punctuation(text):
-        return text.replace(",", " ,").split()
-
+    # the default word split (text.split_words) cuts "gato," into "gato" ","; str.split does not
     known = VOCABULARY | {","}
     args = (["the cat"], ["the cat"], ["el gato,"], lambda w: w not in known)
-    assert evaluation.no_unk_bleu(*args).num_sentences == 0
-    assert evaluation.no_unk_bleu(*args, split=split_punctuation).num_sentences == 1
+    assert evaluation.no_unk_bleu(*args).num_sentences == 1
+    assert evaluation.no_unk_bleu(*args, split=str.split).num_sentences == 0
+
+
+def test_default_word_split_is_text_split_words():
+    from bahdanau_tf import text
+
+    sources = ["God's word, here", "a b c d e"]
+    assert len(text.split_words(sources[0])) == 6
+    # 6 words with split_words (3 with str.split): second bucket
+    assert evaluation.length_buckets(sources, buckets=(3, 6)) == [[], [0, 1], []]
+    assert evaluation.length_buckets(sources, buckets=(3, 6), split=str.split) == [[0], [1], []]
+    report = evaluation.evaluation_report(sources, sources, sources)
+    assert report.settings["evaluation"]["split"] == "bahdanau_tf.text.split_words"
 
 
 # === BLEU by length ===
@@ -464,6 +473,10 @@ def test_evaluation_report_round_trips_through_json():
         "0-10", "11-20", "21-30", "31-40", "41-50", "51-60", ">60"
     ]
     assert [b["count"] for b in data["bleu_by_length"]] == [2, 1, 0, 0, 0, 0, 0]
+    assert data["bleu_by_length"][1]["bleu"] == pytest.approx(
+        evaluation.corpus_bleu(hypotheses[2:], references[2:]).score
+    )
+    assert data["bleu_by_length"][2]["bleu"] is None
     assert data["alignment"]["aer"] == pytest.approx(0.5)
     assert data["settings"]["beam_size"] == 12
     assert data["settings"]["evaluation"]["lowercase"] is True
