@@ -10,4 +10,13 @@ Example:
 __version__ = "0.1.0"
 
 from bahdanau_tf import special_tokens
+from bahdanau_tf.layers import (
+    AttentionGRUCell,
+    BahdanauAttention,
+    BidirectionalEncoder,
+    ConditionalGRUCell,
+    MaxoutReadout,
+)
+from bahdanau_tf.losses import MaskedAccuracy, MaskedSparseCategoricalCrossentropy
+from bahdanau_tf.models import RNNEncDec, RNNSearch, Seq2Seq, model_from_preset
 from bahdanau_tf import evaluation

@@ -1,0 +1,689 @@
+"""The paper's building blocks as Keras 3 layers (TensorFlow backend).
+
+Bahdanau, Cho & Bengio (2015), section 3 and appendix A:
+
+- `BahdanauAttention`: the alignment model, equations (5)-(6) (plus Luong's scores as options).
+- `ConditionalGRUCell`: a GRU whose gates also read a context vector c (Cho et al. 2014a).
+- `AttentionGRUCell`: the RNNsearch decoder cell, attention + conditional GRU, one step.
+- `MaxoutReadout`: the deep output with one maxout layer and the vocabulary projection.
+- `BidirectionalEncoder`: embedding + bidirectional GRU giving the annotations h_j.
+- `BlockOrthogonal`: the paper's initialisation of recurrent matrices (appendix B.1).
+
+Every layer casts its float32 variables to the dtype of its inputs, so the same code runs in
+float32 and under the ``mixed_bfloat16`` / ``mixed_float16`` policies and also when a method other
+than ``call`` (e.g. ``project_inputs``) is used from inside a decoding loop. Attention softmaxes
+are computed in float32.
+"""
+
+import keras
+import tensorflow as tf
+from keras import ops
+
+from bahdanau_tf.special_tokens import PAD_ID
+
+# A finite "minus infinity": exp() of it underflows to exactly 0 in float32, so padding gets exactly
+# zero attention weight, and a row with no real position gives a uniform row instead of NaN.
+_MASK_VALUE = -1e9
+
+_SCORES = ("additive", "dot", "general")
+
+
+def _cast(variable, like):
+    """The variable as a tensor of the same dtype as ``like`` (no-op when they already agree)."""
+    return tf.cast(variable, like.dtype)
+
+
+@keras.saving.register_keras_serializable(package="bahdanau_tf")
+class BlockOrthogonal(keras.initializers.Initializer):
+    """Random orthogonal square blocks side by side: ``[Q_1 | Q_2 | ...]``, shape ``(..., n, k * n)``.
+
+    The paper initialises each recurrent matrix (U, U_z, U_r) as a random orthogonal matrix. Our
+    cells keep U_z and U_r in one ``(n, 2n)`` kernel, and Keras's ``Orthogonal`` would make the rows
+    of that whole kernel orthonormal instead of each ``n x n`` block orthogonal; this initializer
+    does the latter. Leading dimensions (e.g. the two encoder directions) get independent blocks.
+
+    Args:
+        seed: optional int.
+    """
+
+    def __init__(self, seed=None):
+        self.seed = seed
+
+    def __call__(self, shape, dtype=None):
+        rows, cols = int(shape[-2]), int(shape[-1])
+        if cols % rows:
+            raise ValueError(f"BlockOrthogonal needs a shape (..., n, k * n), got {tuple(shape)}.")
+        count = cols // rows
+        for dim in shape[:-2]:
+            count *= int(dim)
+        blocks = []
+        for index in range(count):
+            seed = None if self.seed is None else self.seed + index
+            blocks.append(keras.initializers.Orthogonal(seed=seed)((rows, rows), dtype=dtype))
+        matrix = ops.concatenate(blocks, axis=1)  # (n, count * n)
+        leading = [int(d) for d in shape[:-2]]
+        if not leading:
+            return matrix
+        matrix = ops.reshape(matrix, (rows, -1, cols))  # (n, prod(leading), k * n)
+        return ops.reshape(ops.transpose(matrix, (1, 0, 2)), tuple(leading) + (rows, cols))
+
+    def get_config(self):
+        return {"seed": self.seed}
+
+
+def paper_initializers():
+    """Initializers of appendix B.1, by role (also used by the models' paper presets)."""
+    return {
+        "kernel": keras.initializers.RandomNormal(stddev=0.01),
+        "attention": keras.initializers.RandomNormal(stddev=0.001),
+        "bias": keras.initializers.Zeros(),
+        "score_vector": keras.initializers.Zeros(),
+        "embedding": keras.initializers.RandomNormal(stddev=0.01),
+    }
+
+
+def keras_initializers():
+    """Keras's usual defaults, by role (the ``initialization="keras"`` option)."""
+    return {
+        "kernel": keras.initializers.GlorotUniform(),
+        "attention": keras.initializers.GlorotUniform(),
+        "bias": keras.initializers.Zeros(),
+        "score_vector": keras.initializers.GlorotUniform(),
+        "embedding": keras.initializers.RandomUniform(-0.05, 0.05),
+    }
+
+
+def initializers_for(initialization):
+    if initialization == "paper":
+        return paper_initializers()
+    if initialization == "keras":
+        return keras_initializers()
+    raise ValueError(f'`initialization` must be "paper" or "keras", got {initialization!r}.')
+
+
+def masked_softmax(scores, mask):
+    """Softmax over the last axis of float scores where ``mask`` is True; exactly 0 elsewhere."""
+    scores = tf.cast(scores, "float32")
+    scores = tf.where(mask, scores, _MASK_VALUE)
+    return tf.nn.softmax(scores, axis=-1)
+
+
+@keras.saving.register_keras_serializable(package="bahdanau_tf")
+class BahdanauAttention(keras.layers.Layer):
+    """Additive attention, the paper's alignment model (equations 5-6).
+
+    e_ij = v_a^T tanh(W_a s_{i-1} + U_a h_j),  alpha_ij = softmax_j(e_ij),  c_i = sum_j alpha_ij h_j.
+
+    ``U_a h_j`` does not depend on the decoder step i: `compute_keys` computes it once per sentence
+    and the decoder passes the keys to every step. Padding positions get exactly zero weight.
+
+    ``score="dot"`` (e_ij = s^T h_j, needs equal sizes) and ``score="general"``
+    (e_ij = s^T W h_j) are Luong et al.'s scores, offered for comparison.
+
+    Args:
+        units: int, n', the size of the alignment model's hidden layer (additive score only).
+        score: ``"additive"`` (the paper), ``"dot"`` or ``"general"``.
+        kernel_initializer: initializer of W_a and U_a (the paper: N(0, 0.001^2)).
+        score_initializer: initializer of v_a (the paper: zeros).
+        bias_initializer: initializer of the bias added to the keys.
+
+    Call arguments:
+        query: (batch, query_dim), the previous decoder state s_{i-1}.
+        memory: (batch, source_len, memory_dim), the annotations h_j.
+        keys: optional (batch, source_len, key_dim), `compute_keys(memory)`; computed when omitted.
+        mask: optional bool (batch, source_len), True at real source positions.
+
+    Returns:
+        ``(context, weights)``: (batch, memory_dim) in the input dtype, (batch, source_len) float32.
+
+    Example:
+
+    >>> attention = BahdanauAttention(8)
+    >>> context, weights = attention(tf.zeros([2, 4]), tf.ones([2, 5, 6]))
+    >>> tuple(context.shape), tuple(weights.shape)
+    ((2, 6), (2, 5))
+    """
+
+    def __init__(
+        self,
+        units,
+        score="additive",
+        kernel_initializer=None,
+        score_initializer="zeros",
+        bias_initializer="zeros",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        if score not in _SCORES:
+            raise ValueError(f"`score` must be one of {_SCORES}, got {score!r}.")
+        if int(units) <= 0:
+            raise ValueError(f"`units` must be positive, got {units!r}.")
+        self.units = int(units)
+        self.score = score
+        self.kernel_initializer = keras.initializers.get(
+            kernel_initializer or keras.initializers.RandomNormal(stddev=0.001)
+        )
+        self.score_initializer = keras.initializers.get(score_initializer)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
+
+    def build(self, query_shape, memory_shape=None):
+        if memory_shape is None:  # Keras may pass both shapes as one list
+            query_shape, memory_shape = query_shape
+        query_dim, memory_dim = int(query_shape[-1]), int(memory_shape[-1])
+        if self.score == "additive":
+            self.query_kernel = self.add_weight(
+                name="query_kernel", shape=(query_dim, self.units), initializer=self.kernel_initializer
+            )
+            self.key_kernel = self.add_weight(
+                name="key_kernel", shape=(memory_dim, self.units), initializer=self.kernel_initializer
+            )
+            self.key_bias = self.add_weight(
+                name="key_bias", shape=(self.units,), initializer=self.bias_initializer
+            )
+            self.score_vector = self.add_weight(
+                name="score_vector", shape=(self.units,), initializer=self.score_initializer
+            )
+        elif self.score == "general":
+            self.query_kernel = self.add_weight(
+                name="query_kernel", shape=(query_dim, memory_dim), initializer=self.kernel_initializer
+            )
+        elif query_dim != memory_dim:
+            raise ValueError(
+                f'score="dot" needs query and memory of one size, got {query_dim} and {memory_dim}.'
+            )
+        self.built = True
+
+    def compute_keys(self, memory):
+        """U_a h_j (+ bias) for every source position: (batch, source_len, units).
+
+        For the dot and general scores the keys are the annotations themselves.
+        """
+        if self.score != "additive":
+            return memory
+        return tf.matmul(memory, _cast(self.key_kernel, memory)) + _cast(self.key_bias, memory)
+
+    def project_query(self, query):
+        """W_a s_{i-1}: the only part of the alignment model that depends on the decoder step."""
+        if self.score == "dot":
+            return query
+        return tf.matmul(query, _cast(self.query_kernel, query))
+
+    def score_keys(self, projected_query, keys):
+        """e_ij for one decoder step: (batch, source_len)."""
+        if self.score == "additive":
+            hidden = tf.tanh(keys + projected_query[:, None, :])  # (batch, source_len, units)
+            return tf.linalg.matvec(hidden, _cast(self.score_vector, hidden))
+        return tf.linalg.matvec(keys, projected_query)  # (batch, source_len)
+
+    def attend(self, projected_query, memory, keys, mask):
+        """Context and weights from an already projected query (the decoder cell's fast path)."""
+        weights = masked_softmax(self.score_keys(projected_query, keys), mask)
+        context = tf.linalg.matvec(memory, tf.cast(weights, memory.dtype), transpose_a=True)
+        return context, weights
+
+    def call(self, query, memory, keys=None, mask=None):
+        if keys is None:
+            keys = self.compute_keys(memory)
+        if mask is None:
+            mask = tf.ones(tf.shape(memory)[:2], dtype="bool")
+        return self.attend(self.project_query(query), memory, keys, mask)
+
+    def compute_output_spec(self, query, memory, keys=None, mask=None):
+        return (
+            keras.KerasTensor((query.shape[0], memory.shape[-1]), dtype=self.compute_dtype),
+            keras.KerasTensor(tuple(memory.shape[:2]), dtype="float32"),
+        )
+
+    def get_config(self):
+        config = {
+            "units": self.units,
+            "score": self.score,
+            "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+            "score_initializer": keras.initializers.serialize(self.score_initializer),
+            "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+        }
+        return {**super().get_config(), **config}
+
+
+def gru_step(projected_inputs, h_tm1, gate_kernel, recurrent_kernel):
+    """One step of the paper's GRU (appendix A.1), any leading batch dimensions.
+
+    Args:
+        projected_inputs: (..., 3n), everything that does not depend on h_tm1 (W x + C c + b),
+            gates in the order z, r, candidate.
+        h_tm1: (..., n).
+        gate_kernel: (n, 2n) [U_z | U_r], or batched (..., n, 2n).
+        recurrent_kernel: (n, n) U, or batched (..., n, n).
+    """
+    units = h_tm1.shape[-1]
+    recurrent_gates = tf.matmul(h_tm1, gate_kernel)
+    z = tf.sigmoid(projected_inputs[..., :units] + recurrent_gates[..., :units])
+    r = tf.sigmoid(projected_inputs[..., units : 2 * units] + recurrent_gates[..., units:])
+    # reset gate applied before the recurrent matmul, as in the paper (Keras: reset_after=False)
+    candidate = tf.tanh(projected_inputs[..., 2 * units :] + tf.matmul(r * h_tm1, recurrent_kernel))
+    # previous and candidate state mixed by the update gate
+    return (1.0 - z) * h_tm1 + z * candidate
+
+
+@keras.saving.register_keras_serializable(package="bahdanau_tf")
+class ConditionalGRUCell(keras.layers.Layer):
+    """A GRU whose three gates also read a context vector c (Cho et al. 2014a; the paper's eq. A.2).
+
+        z = sigmoid(W_z E y + U_z s + C_z c)
+        r = sigmoid(W_r E y + U_r s + C_r c)
+        s~ = tanh(W E y + U [r * s] + C c)        # reset gate before the recurrent matmul
+        s' = (1 - z) * s + z * s~
+
+    Keras's ``GRU(reset_after=True)`` (cuDNN's variant) computes ``r * (U s)`` instead; this cell
+    is the paper's. The input and context projections are separate methods so that a decoder loop
+    can compute them for all steps at once, outside the loop (DESIGN §2).
+
+    Args:
+        units: int, n, the state size.
+        kernel_initializer: initializer of W (and C).
+        recurrent_initializer: initializer of ``gate_kernel`` [U_z | U_r] (units, 2 * units) and
+            ``recurrent_kernel`` U (units, units); default: each of U_z, U_r, U random orthogonal
+            (`BlockOrthogonal`), as in appendix B.1.
+        bias_initializer: initializer of the bias (zeros).
+
+    Call arguments:
+        projected_inputs: (batch, 3 * units), `project_inputs(E y_{i-1})`.
+        h_tm1: (batch, units), s_{i-1}.
+        projected_context: (batch, 3 * units), `project_context(c_i)`.
+
+    Returns:
+        s_i: (batch, units).
+
+    Example:
+
+    >>> cell = ConditionalGRUCell(4)
+    >>> cell.build(input_dim=3, context_dim=5)
+    >>> x, c = cell.project_inputs(tf.ones([2, 3])), cell.project_context(tf.ones([2, 5]))
+    >>> tuple(cell(x, tf.zeros([2, 4]), c).shape)
+    (2, 4)
+    """
+
+    def __init__(
+        self,
+        units,
+        kernel_initializer="glorot_uniform",
+        recurrent_initializer=None,
+        bias_initializer="zeros",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        if int(units) <= 0:
+            raise ValueError(f"`units` must be positive, got {units!r}.")
+        self.units = int(units)
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.recurrent_initializer = keras.initializers.get(recurrent_initializer or BlockOrthogonal())
+        self.bias_initializer = keras.initializers.get(bias_initializer)
+
+    def build(self, input_dim, context_dim):
+        units = self.units
+        self.kernel = self.add_weight(
+            name="kernel", shape=(int(input_dim), 3 * units), initializer=self.kernel_initializer
+        )
+        self.context_kernel = self.add_weight(
+            name="context_kernel", shape=(int(context_dim), 3 * units), initializer=self.kernel_initializer
+        )
+        # [U_z | U_r] and U are separate weights so no step slices a variable
+        self.gate_kernel = self.add_weight(
+            name="gate_kernel", shape=(units, 2 * units), initializer=self.recurrent_initializer
+        )
+        self.recurrent_kernel = self.add_weight(
+            name="recurrent_kernel", shape=(units, units), initializer=self.recurrent_initializer
+        )
+        self.bias = self.add_weight(name="bias", shape=(3 * units,), initializer=self.bias_initializer)
+        self.built = True
+
+    def project_inputs(self, inputs):
+        """[W_z; W_r; W] E y + bias, for any leading dimensions: (..., 3 * units)."""
+        return tf.matmul(inputs, _cast(self.kernel, inputs)) + _cast(self.bias, inputs)
+
+    def project_context(self, context):
+        """[C_z; C_r; C] c, for any leading dimensions: (..., 3 * units)."""
+        return tf.matmul(context, _cast(self.context_kernel, context))
+
+    def call(self, projected_inputs, h_tm1, projected_context):
+        return gru_step(
+            projected_inputs + projected_context,
+            h_tm1,
+            _cast(self.gate_kernel, h_tm1),
+            _cast(self.recurrent_kernel, h_tm1),
+        )
+
+    def get_config(self):
+        config = {
+            "units": self.units,
+            "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+            "recurrent_initializer": keras.initializers.serialize(self.recurrent_initializer),
+            "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+        }
+        return {**super().get_config(), **config}
+
+
+@keras.saving.register_keras_serializable(package="bahdanau_tf")
+class AttentionGRUCell(keras.layers.Layer):
+    """The RNNsearch decoder cell: attention over the annotations, then the conditional GRU.
+
+    One step (paper, section 3.1 and appendix A.2.2):
+
+        c_i = sum_j alpha_ij h_j,  alpha_i = softmax(v_a^T tanh(W_a s_{i-1} + U_a h_j))
+        s_i = GRU(E y_{i-1}, s_{i-1}, c_i)     # c_i in all three gates
+
+    Args:
+        units: int, n, the decoder state size.
+        attention_units: int, n', the alignment model's hidden size.
+        score: attention score, ``"additive"`` (the paper), ``"dot"`` or ``"general"``.
+        kernel_initializer, recurrent_initializer, bias_initializer: of the GRU
+            (see `ConditionalGRUCell`).
+        attention_initializer: of W_a and U_a; ``score_initializer``: of v_a.
+
+    Call arguments:
+        projected_inputs: (batch, 3 * units), `project_inputs(E y_{i-1})`.
+        h_tm1: (batch, units), s_{i-1}.
+        memory: dict from `prepare_memory`: ``annotations`` (batch, source_len, 2n), ``keys``
+            (batch, source_len, n'), ``mask`` bool (batch, source_len).
+
+    Returns:
+        ``(s_i, c_i, alpha_i)``: (batch, units), (batch, 2n), float32 (batch, source_len).
+
+    Example:
+
+    >>> cell = AttentionGRUCell(4, attention_units=3)
+    >>> cell.build(input_dim=2, memory_dim=6)
+    >>> memory = cell.prepare_memory(tf.ones([1, 5, 6]), tf.constant([[True] * 3 + [False] * 2]))
+    >>> s, c, alpha = cell(cell.project_inputs(tf.ones([1, 2])), tf.zeros([1, 4]), memory)
+    >>> [round(float(a), 3) for a in alpha[0]]
+    [0.333, 0.333, 0.333, 0.0, 0.0]
+    """
+
+    def __init__(
+        self,
+        units,
+        attention_units,
+        score="additive",
+        kernel_initializer="glorot_uniform",
+        recurrent_initializer=None,
+        bias_initializer="zeros",
+        attention_initializer=None,
+        score_initializer="zeros",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.units = int(units)
+        self.attention_units = int(attention_units)
+        self.score = score
+        # === Layers ===
+        self.attention = BahdanauAttention(
+            attention_units,
+            score=score,
+            kernel_initializer=attention_initializer,
+            score_initializer=score_initializer,
+            bias_initializer=bias_initializer,
+            dtype=self.dtype_policy,
+            name="attention",
+        )
+        self.gru = ConditionalGRUCell(
+            units,
+            kernel_initializer=kernel_initializer,
+            recurrent_initializer=recurrent_initializer,
+            bias_initializer=bias_initializer,
+            dtype=self.dtype_policy,
+            name="gru",
+        )
+
+    def build(self, input_dim, memory_dim):
+        self.attention.build((None, self.units), (None, None, int(memory_dim)))
+        self.gru.build(input_dim=input_dim, context_dim=memory_dim)
+        self.built = True
+
+    def project_inputs(self, inputs):
+        return self.gru.project_inputs(inputs)
+
+    def prepare_memory(self, annotations, mask):
+        """The step-independent part of attention, computed once per sentence."""
+        return {"annotations": annotations, "keys": self.attention.compute_keys(annotations), "mask": mask}
+
+    def call(self, projected_inputs, h_tm1, memory):
+        context, weights = self.attention.attend(
+            self.attention.project_query(h_tm1), memory["annotations"], memory["keys"], memory["mask"]
+        )
+        h = self.gru(projected_inputs, h_tm1, self.gru.project_context(context))
+        return h, context, weights
+
+    def get_config(self):
+        gru_config, attention_config = self.gru.get_config(), self.attention.get_config()
+        config = {
+            "units": self.units,
+            "attention_units": self.attention_units,
+            "score": self.score,
+            "kernel_initializer": gru_config["kernel_initializer"],
+            "recurrent_initializer": gru_config["recurrent_initializer"],
+            "bias_initializer": gru_config["bias_initializer"],
+            "attention_initializer": attention_config["kernel_initializer"],
+            "score_initializer": attention_config["score_initializer"],
+        }
+        return {**super().get_config(), **config}
+
+
+@keras.saving.register_keras_serializable(package="bahdanau_tf")
+class MaxoutReadout(keras.layers.Layer):
+    """The deep output: one maxout layer, then the vocabulary projection (paper, appendix A.2.2).
+
+        t~_i = U_o s_i + V_o E y_{i-1} + C_o c_i                  (size 2l)
+        t_i[k] = max(t~_i[2k-1], t~_i[2k])                         (size l)
+        logits_i = W_o t_i                                          (size |V|)
+
+    Appendix A prints s_{i-1} in t~_i; equation (4), g(y_{i-1}, s_i, c_i), and the authors' code
+    use s_i, as we do. The decoder applies this layer once to all steps after its loop, so the
+    biggest matmul of the model is one batched matmul (DESIGN §2).
+
+    Args:
+        maxout_dim: int, l, the number of maxout units (t~ has 2l).
+        vocabulary_size: int, |V| of the target language.
+        kernel_initializer, bias_initializer: of all four matrices and the biases.
+
+    Call arguments:
+        states: (..., n) s_i; embeddings: (..., m) E y_{i-1}; contexts: (..., 2n) c_i.
+
+    Returns:
+        logits, float32 (..., vocabulary_size) (float32 also under mixed precision).
+
+    Example:
+
+    >>> readout = MaxoutReadout(maxout_dim=3, vocabulary_size=7)
+    >>> readout.build(state_dim=4, embedding_dim=2, context_dim=8)
+    >>> tuple(readout(tf.ones([5, 4]), tf.ones([5, 2]), tf.ones([5, 8])).shape)
+    (5, 7)
+    """
+
+    def __init__(
+        self, maxout_dim, vocabulary_size, kernel_initializer="glorot_uniform", bias_initializer="zeros", **kwargs
+    ):
+        super().__init__(**kwargs)
+        if int(maxout_dim) <= 0 or int(vocabulary_size) <= 0:
+            raise ValueError(
+                f"`maxout_dim` and `vocabulary_size` must be positive, got {maxout_dim!r}, {vocabulary_size!r}."
+            )
+        self.maxout_dim = int(maxout_dim)
+        self.vocabulary_size = int(vocabulary_size)
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
+
+    def build(self, state_dim, embedding_dim, context_dim):
+        pre = 2 * self.maxout_dim
+
+        def kernel(name, rows, cols):
+            return self.add_weight(name=name, shape=(int(rows), cols), initializer=self.kernel_initializer)
+
+        self.state_kernel = kernel("state_kernel", state_dim, pre)  # U_o
+        self.embedding_kernel = kernel("embedding_kernel", embedding_dim, pre)  # V_o
+        self.context_kernel = kernel("context_kernel", context_dim, pre)  # C_o
+        self.bias = self.add_weight(name="bias", shape=(pre,), initializer=self.bias_initializer)
+        self.output_kernel = kernel("output_kernel", self.maxout_dim, self.vocabulary_size)  # W_o
+        self.output_bias = self.add_weight(
+            name="output_bias", shape=(self.vocabulary_size,), initializer=self.bias_initializer
+        )
+        self.built = True
+
+    def call(self, states, embeddings, contexts):
+        pre_maxout = (
+            tf.matmul(states, _cast(self.state_kernel, states))
+            + tf.matmul(embeddings, _cast(self.embedding_kernel, states))
+            + tf.matmul(contexts, _cast(self.context_kernel, states))
+            + _cast(self.bias, states)
+        )
+        # max over the pairs (t~[2k-1], t~[2k])
+        shape = tf.concat([tf.shape(pre_maxout)[:-1], [self.maxout_dim, 2]], axis=0)
+        maxout = tf.reduce_max(tf.reshape(pre_maxout, shape), axis=-1)
+        logits = tf.matmul(maxout, _cast(self.output_kernel, maxout)) + _cast(self.output_bias, maxout)
+        return tf.cast(logits, "float32")
+
+    def get_config(self):
+        config = {
+            "maxout_dim": self.maxout_dim,
+            "vocabulary_size": self.vocabulary_size,
+            "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+            "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+        }
+        return {**super().get_config(), **config}
+
+
+@keras.saving.register_keras_serializable(package="bahdanau_tf")
+class BidirectionalEncoder(keras.layers.Layer):
+    """Embedding + bidirectional GRU: the annotations h_j = [h->_j ; h<-_j] (paper, section 3.2).
+
+    Both directions read the same embedding E and are the paper's GRU (reset gate before the
+    recurrent matmul, ``s = (1 - z) s + z s~``). Padding (id 0) is masked: the backward GRU starts
+    at each sentence's own last token, and annotations at padding positions are zero.
+
+    Why not ``keras.layers.Bidirectional(GRU(reset_after=False))``: that computes each input
+    projection inside its time loop and runs the two directions as two loops. Here the input
+    projections of both directions for all positions are one matmul before the loop (DESIGN §2),
+    and one loop steps both directions at once (a batched matmul over the direction axis), which
+    halves the sequential steps. The backward direction reads each sentence reversed within its
+    own length (``tf.reverse_sequence``), so no padding ever enters a recurrence. The weights are
+    stacked over the direction axis: index 0 forward, 1 backward.
+
+    Args:
+        vocabulary_size: int, K_x.
+        embedding_dim: int, m.
+        units: int, n, the size of each direction (annotations have 2n).
+        kernel_initializer, recurrent_initializer, bias_initializer, embeddings_initializer.
+
+    Call arguments:
+        source_ids: int (batch, source_len), padded with 0.
+
+    Returns:
+        ``(annotations, mask)``: (batch, source_len, 2n) and bool (batch, source_len). The
+        backward state at the first word, h<-_1, is ``annotations[:, 0, n:]``.
+
+    Example:
+
+    >>> encoder = BidirectionalEncoder(vocabulary_size=10, embedding_dim=4, units=3)
+    >>> annotations, mask = encoder(tf.constant([[4, 5, 2, 0]]))
+    >>> tuple(annotations.shape), mask.numpy().tolist()
+    ((1, 4, 6), [[True, True, True, False]])
+    """
+
+    def __init__(
+        self,
+        vocabulary_size,
+        embedding_dim,
+        units,
+        kernel_initializer="glorot_uniform",
+        recurrent_initializer=None,
+        bias_initializer="zeros",
+        embeddings_initializer="uniform",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.vocabulary_size = int(vocabulary_size)
+        self.embedding_dim = int(embedding_dim)
+        self.units = int(units)
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.recurrent_initializer = keras.initializers.get(recurrent_initializer or BlockOrthogonal())
+        self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.embeddings_initializer = keras.initializers.get(embeddings_initializer)
+        # === Layers ===
+        self.embedding = keras.layers.Embedding(
+            self.vocabulary_size,
+            self.embedding_dim,
+            embeddings_initializer=self.embeddings_initializer,
+            dtype=self.dtype_policy,
+            name="embedding",
+        )
+
+    def build(self, source_shape=None):
+        n, m = self.units, self.embedding_dim
+        self.embedding.build((None, None))
+        self.kernel = self.add_weight(name="kernel", shape=(2, m, 3 * n), initializer=self.kernel_initializer)
+        self.gate_kernel = self.add_weight(
+            name="gate_kernel", shape=(2, n, 2 * n), initializer=self.recurrent_initializer
+        )
+        self.recurrent_kernel = self.add_weight(
+            name="recurrent_kernel", shape=(2, n, n), initializer=self.recurrent_initializer
+        )
+        self.bias = self.add_weight(name="bias", shape=(2, 1, 3 * n), initializer=self.bias_initializer)
+        self.built = True
+
+    def call(self, source_ids, training=False):
+        mask = tf.not_equal(source_ids, PAD_ID)
+        lengths = tf.reduce_sum(tf.cast(mask, "int32"), axis=1)
+        embedded = self.embedding(source_ids)  # (batch, source_len, m)
+        backward_embedded = tf.reverse_sequence(embedded, lengths, seq_axis=1, batch_axis=0)
+        # both directions' input projections for all positions, before the loop
+        inputs = tf.stack([time_major(embedded), time_major(backward_embedded)], axis=1)
+        projected = tf.matmul(inputs, _cast(self.kernel, embedded)) + _cast(self.bias, embedded)
+        # projected: (source_len, 2, batch, 3n)
+        gate_kernel = _cast(self.gate_kernel, embedded)
+        recurrent_kernel = _cast(self.recurrent_kernel, embedded)
+        batch = tf.shape(source_ids)[0]
+        states = tf.scan(
+            lambda h, x: gru_step(x, h, gate_kernel, recurrent_kernel),
+            projected,
+            initializer=tf.zeros([2, batch, self.units], embedded.dtype),
+        )  # (source_len, 2, batch, n)
+        forward = stack_time(states[:, 0])
+        backward = tf.reverse_sequence(stack_time(states[:, 1]), lengths, seq_axis=1, batch_axis=0)
+        annotations = tf.concat([forward, backward], axis=-1)
+        # positions past each sentence's end hold states of no word: zero them
+        return annotations * tf.cast(mask, annotations.dtype)[:, :, None], mask
+
+    def get_config(self):
+        config = {
+            "vocabulary_size": self.vocabulary_size,
+            "embedding_dim": self.embedding_dim,
+            "units": self.units,
+            "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+            "recurrent_initializer": keras.initializers.serialize(self.recurrent_initializer),
+            "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+            "embeddings_initializer": keras.initializers.serialize(self.embeddings_initializer),
+        }
+        return {**super().get_config(), **config}
+
+
+def stack_time(tensor_array_or_list):
+    """(time, batch, ...) -> (batch, time, ...)."""
+    stacked = tensor_array_or_list.stack() if isinstance(tensor_array_or_list, tf.TensorArray) else tensor_array_or_list
+    rank = stacked.shape.rank
+    return tf.transpose(stacked, [1, 0] + list(range(2, rank)))
+
+
+def time_major(tensor):
+    """(batch, time, ...) -> (time, batch, ...)."""
+    rank = tensor.shape.rank
+    return tf.transpose(tensor, [1, 0] + list(range(2, rank)))
+
+
+__all__ = [
+    "BahdanauAttention",
+    "ConditionalGRUCell",
+    "AttentionGRUCell",
+    "MaxoutReadout",
+    "BidirectionalEncoder",
+    "BlockOrthogonal",
+    "masked_softmax",
+]
