@@ -20,3 +20,4 @@ from bahdanau_tf.layers import (
 from bahdanau_tf.losses import MaskedAccuracy, MaskedSparseCategoricalCrossentropy
 from bahdanau_tf.models import RNNEncDec, RNNSearch, Seq2Seq, model_from_preset
 from bahdanau_tf import evaluation
+from bahdanau_tf.translator import Translator

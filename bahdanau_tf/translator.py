@@ -1,0 +1,509 @@
+"""The Translator: strings in, strings out — tokenizers + model(s) + beam search in one graph.
+
+`Translator` (a ``tf.Module``) is what the command lines, the notebooks and the SavedModel
+export use (DESIGN §3, §5, §6). Everything between the input strings and the output strings
+runs inside one TensorFlow graph, batched, with no Python loop over sentences and no trip to
+the host:
+
+    tokenize -> cut to max_source_length -> + [END] -> pad -> encode -> beam search
+             -> detokenize
+
+Three ``tf.function`` s with fixed input signatures are meant to become the SavedModel's
+signatures as they are (``translator.signatures()`` returns them by name):
+
+- ``serving_default(sentences)``: tf.string ``[batch]`` -> ``translations`` tf.string
+  ``[batch]``, ``scores`` tf.float32 ``[batch]`` (the default beam size);
+- ``translate_nbest(sentences, beam_size, nbest)``: int32 scalars -> ``translations`` and
+  ``scores`` ``[batch, nbest]``, best first;
+- ``align(sentences)`` (models with attention only): ``translations``, ``scores``,
+  ``source_tokens`` tf.string ``[batch, source_len]`` (``[END]`` last, padded with ``""``),
+  ``source_lengths`` int32 ``[batch]``, ``target_tokens`` ``[batch, target_len]`` (``[END]``
+  included when emitted), ``target_lengths`` int32 ``[batch]`` and ``attention`` float32
+  ``[batch, target_len, source_len]`` (row i: α_ij of target token i; zero padding) — what
+  the paper's figure 3 draws.
+
+Decisions (all documented here once):
+
+- **Source length bound**: inputs are cut to ``max_source_length`` tokens (default 100)
+  before ``[END]`` is appended; the rest of a longer sentence is *not translated*.
+- **Output length bound**: a translation has at most ``ceil(max_length_ratio * n) +
+  max_length_offset`` tokens, ``[END]`` included, n the (cut) source length in tokens:
+  ``2 n + 10`` by default. A hypothesis that hits it is finished without ``[END]``.
+- **Empty input** (``""``, whitespace only, nothing but format characters: no token at all)
+  translates to ``""`` with score 0.0 (every n-best entry), without consulting the model;
+  ``align`` gives it one source token (``[END]``), no target token.
+- **Bad bytes**: invalid UTF-8 becomes U+FFFD, i.e. ``[UNK]``; unknown words are ``[UNK]``.
+  Nothing raises inside the graph for any input: ``translate_nbest`` clamps ``beam_size`` to
+  ``[1, MAX_BEAM_SIZE]`` and ``nbest`` to ``[1, beam_size]``.
+- **Batch independence**: rows are decoded independently (padding is masked, each row has
+  its own length limit and its own early exit), so a sentence gets the same translation
+  alone and inside any batch. The graph functions do not sort; `Translator.translate`
+  sorts by length in Python to cut padding, and restores the order.
+- **Scores** are log p(y | x) summed over the tokens (``[END]`` included), divided by the
+  GNMT length penalty when ``length_penalty > 0`` (default 0: the paper's objective).
+- **Defaults**: beam 5 (the paper does not give its beam size; Sutskever et al. used 12,
+  which costs ~2.4x the time for a small gain); ``[UNK]`` allowed (the paper's "No UNK"
+  column forbids it: ``forbid_unknown=True``).
+- **Ensembles** (Sutskever et al. 2014): several models over the same vocabularies; their
+  probabilities are averaged at every step (`bahdanau_tf.decoding.ensemble_step_fn`).
+- **XLA**: with ``jit_compile=True`` the search (encoder + beam search over int tensors) is
+  compiled with XLA; tokenization stays outside it (string ops). XLA compiles one program per
+  input shape and length limit, so it pays off for repeated shapes (benchmarks) rather than
+  for mixed traffic; TF Serving runs XLA:CPU only with ``--xla_cpu_compilation_enabled``.
+  The default is False (see benchmarks/decode_throughput.py for the measurements).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from bahdanau_tf import decoding
+from bahdanau_tf.special_tokens import END_ID, END_TOKEN, PAD_ID, START_ID, UNK_ID
+
+DEFAULT_BEAM_SIZE = 5
+DEFAULT_MAX_SOURCE_LENGTH = 100
+MAX_BEAM_SIZE = 64  # translate_nbest clamps its beam_size input to this
+
+_SENTENCES = tf.TensorSpec([None], tf.string, name="sentences")
+_BEAM_SIZE = tf.TensorSpec([], tf.int32, name="beam_size")
+_NBEST = tf.TensorSpec([], tf.int32, name="nbest")
+
+
+@dataclasses.dataclass
+class Alignment:
+    """The attention of one translation, ready for `bahdanau_tf.evaluation.plot_attention`.
+
+    Attributes:
+        source_tokens: list of str, the source tokens as the model read them (``[END]`` last;
+            unknown words keep their surface form).
+        target_tokens: list of str, the target tokens (``[END]`` last when emitted).
+        attention: float32 NumPy ``[len(target_tokens), len(source_tokens)]``, row i the
+            weights α_ij of target token i.
+    """
+
+    source_tokens: list
+    target_tokens: list
+    attention: np.ndarray
+
+
+@dataclasses.dataclass
+class TranslationOutput:
+    """What `Translator.translate` returns, in the order of the input sentences.
+
+    Attributes:
+        translations: list of str (``nbest == 1``) or list of lists of ``nbest`` str.
+        scores: float32 NumPy ``[n]`` or ``[n, nbest]``, see the module docstring.
+        alignments: list of `Alignment` (best hypothesis), or None unless asked for.
+    """
+
+    translations: list
+    scores: np.ndarray
+    alignments: Optional[list] = None
+
+
+class _FunctionCache:
+    """A plain (untracked) holder of traced functions, so SavedModel does not save them."""
+
+    def __init__(self):
+        self.functions = {}
+
+
+def _decode_strings(values) -> list:
+    return [v.decode("utf-8", errors="replace") for v in np.asarray(values).reshape(-1)]
+
+
+class Translator(tf.Module):
+    """Tokenizers + one model or an ensemble + beam search: strings in, strings out.
+
+    Args:
+        models: a model (`RNNSearch`, `RNNEncDec`, `Seq2Seq`, anything with ``encode``,
+            ``initial_state`` and ``decode_step``) or a non-empty list of models over the same
+            vocabularies (an ensemble).
+        source_tokenizer: a `bahdanau_tf.text` tokenizer of the source language.
+        target_tokenizer: the target language's tokenizer.
+        beam_size: int, the default beam (5); 1 is greedy search.
+        length_penalty: float alpha >= 0 of the GNMT length penalty; 0 ranks by log p(y | x).
+        max_source_length: int, inputs are cut to this many tokens (100).
+        max_length_ratio: float, output limit = ceil(ratio * source tokens) + offset (2.0).
+        max_length_offset: int (10).
+        jit_compile: bool, compile the search with XLA (see the module docstring).
+        name: optional module name.
+
+    Example:
+
+        translator = Translator.from_directory("runs/rnnsearch-small")
+        output = translator.translate(["In the beginning God created the heavens."])
+        output.translations[0], output.scores[0]
+        # Export: tf.saved_model.save(translator, path, signatures=translator.signatures())
+    """
+
+    def __init__(self, models, source_tokenizer, target_tokenizer,
+                 beam_size=DEFAULT_BEAM_SIZE, length_penalty=0.0,
+                 max_source_length=DEFAULT_MAX_SOURCE_LENGTH, max_length_ratio=2.0,
+                 max_length_offset=10, jit_compile=False, name=None):
+        super().__init__(name=name)
+        models = list(models) if isinstance(models, (list, tuple)) else [models]
+        if not models:
+            raise ValueError("Translator needs at least one model, got an empty list.")
+        _check_int("beam_size", beam_size, 1, MAX_BEAM_SIZE)
+        _check_int("max_source_length", max_source_length, 1)
+        _check_int("max_length_offset", max_length_offset, 0)
+        if not isinstance(length_penalty, (int, float)) or length_penalty < 0:
+            raise ValueError(f"length_penalty must be a float >= 0, got {length_penalty!r}.")
+        if not isinstance(max_length_ratio, (int, float)) or max_length_ratio < 0:
+            raise ValueError(f"max_length_ratio must be a float >= 0, got {max_length_ratio!r}.")
+        vocabularies = {getattr(m, "target_vocabulary_size", None) for m in models}
+        if len(vocabularies) > 1:
+            raise ValueError(f"The models of an ensemble must share the target vocabulary; "
+                             f"got target_vocabulary_size {sorted(vocabularies)}.")
+        # === Modules ===
+        self.models = models
+        self.source_tokenizer = source_tokenizer
+        self.target_tokenizer = target_tokenizer
+        # === Config ===
+        self.beam_size = int(beam_size)
+        self.length_penalty = float(length_penalty)
+        self.max_source_length = int(max_source_length)
+        self.max_length_ratio = float(max_length_ratio)
+        self.max_length_offset = int(max_length_offset)
+        self.jit_compile = bool(jit_compile)
+        self._cache = _FunctionCache()
+
+    @property
+    def has_attention(self) -> bool:
+        """True when every model returns attention (RNNsearch), so alignments exist."""
+        return all(_has_attention(m) for m in self.models)
+
+    @classmethod
+    def from_directory(cls, model_dirs, which="best", **kwargs) -> "Translator":
+        """Loads one training output directory, or several for an ensemble.
+
+        Args:
+            model_dirs: str, or a list of str (an ensemble; the vocabularies must be equal).
+            which: ``"best"`` (best dev NLL, else latest) or ``"latest"`` checkpoint.
+            **kwargs: `Translator` arguments (beam_size, jit_compile, ...).
+
+        Raises:
+            FileNotFoundError: not a model directory, or no checkpoint.
+            ValueError: ensemble members with different vocabularies.
+        """
+        from bahdanau_tf.model_directory import load_model_directory
+
+        if isinstance(model_dirs, (str, bytes)) or not isinstance(model_dirs, Sequence):
+            model_dirs = [model_dirs]
+        loaded = [load_model_directory(d, which=which) for d in model_dirs]
+        first = loaded[0]
+        for directory, other in zip(model_dirs[1:], loaded[1:]):
+            if (other.source_tokenizer.vocabulary != first.source_tokenizer.vocabulary
+                    or other.target_tokenizer.vocabulary != first.target_tokenizer.vocabulary):
+                raise ValueError(f"{directory!r} has other vocabularies than {model_dirs[0]!r}: "
+                                 "an ensemble needs models over the same vocabularies.")
+        return cls([d.model for d in loaded], first.source_tokenizer, first.target_tokenizer,
+                   **kwargs)
+
+    # === Graph pieces (traced inside the tf.functions) ===
+
+    def _source_ids(self, sentences):
+        """tf.string [batch] -> (source ids [batch, len] int32 with [END], token counts [batch])."""
+        ids = tf.cast(self.source_tokenizer.tokenize(sentences), tf.int32)
+        ids = ids[:, : self.max_source_length]
+        lengths = tf.cast(ids.row_lengths(), tf.int32)
+        end = tf.RaggedTensor.from_tensor(tf.fill([ids.nrows(), 1], tf.constant(END_ID, tf.int32)))
+        ids = tf.concat([ids, end], axis=1).to_tensor(default_value=PAD_ID)
+        # an empty batch still needs one column: the encoder cannot run over zero steps
+        ids = tf.pad(ids, [[0, 0], [0, tf.maximum(1 - tf.shape(ids)[1], 0)]])
+        return ids, lengths
+
+    def _length_limits(self, lengths):
+        """Per-sentence output limits; 1 for an empty source (its output is dropped)."""
+        limits = tf.cast(tf.math.ceil(self.max_length_ratio * tf.cast(lengths, tf.float32)),
+                         tf.int32) + self.max_length_offset
+        return tf.where(lengths > 0, tf.maximum(limits, 1), 1)
+
+    def _search(self, source_ids, limits, forbid_unknown, beam_size, nbest, return_attention):
+        """Encoder + beam search over int tensors: the part XLA can compile."""
+        batch = tf.shape(source_ids)[0]
+        states, step_fns = [], []
+        for model in self.models:
+            memory = model.encode(source_ids, training=False)
+            states.append(model.initial_state(memory))
+            step_fns.append(_model_step_fn(model, decoding.tile_beams(memory, beam_size)))
+        if len(self.models) == 1:
+            step_fn, state = step_fns[0], states[0]
+        else:
+            step_fn, state = decoding.ensemble_step_fn(step_fns), tuple(states)
+        # PAD is never generated anyway: forbidding it keeps the shape static either way.
+        forbid = tf.reshape(tf.where(forbid_unknown, UNK_ID, PAD_ID), [1])
+        output = decoding.beam_search(
+            step_fn, state, batch_size=batch, beam_size=beam_size, max_length=limits,
+            length_penalty=self.length_penalty, forbid_ids=forbid, nbest=nbest,
+            return_attention=return_attention,
+            attention_length=tf.shape(source_ids)[1] if return_attention else None)
+        return output
+
+    def _static_search(self, beam_size, nbest, return_attention):
+        """The search with Python beam/nbest, a tf.function (XLA when asked), cached."""
+        key = ("search", beam_size, nbest, return_attention)
+        if key not in self._cache.functions:
+            def search(source_ids, limits, forbid_unknown):
+                return tuple(x for x in self._search(source_ids, limits, forbid_unknown,
+                                                     beam_size, nbest, return_attention)
+                             if x is not None)
+            self._cache.functions[key] = tf.function(
+                search, jit_compile=self.jit_compile, reduce_retracing=True)
+        return self._cache.functions[key]
+
+    def _translate_graph(self, sentences, beam_size, nbest, forbid_unknown=False,
+                         return_attention=False):
+        """The whole pipeline for one batch; returns a dict of tensors.
+
+        ``beam_size`` and ``nbest`` are Python ints (static shapes, XLA possible) or int32
+        scalars (a dynamic beam: no XLA).
+        """
+        sentences = tf.reshape(tf.convert_to_tensor(sentences, tf.string), [-1])
+        source_ids, lengths = self._source_ids(sentences)
+        limits = self._length_limits(lengths)
+        forbid_unknown = tf.convert_to_tensor(forbid_unknown, tf.bool)
+        if isinstance(beam_size, int) and isinstance(nbest, int):
+            results = self._static_search(beam_size, nbest, return_attention)(
+                source_ids, limits, forbid_unknown)
+        else:
+            results = tuple(x for x in self._search(source_ids, limits, forbid_unknown,
+                                                    beam_size, nbest, return_attention)
+                            if x is not None)
+        ids, out_lengths, scores = results[:3]
+        empty = lengths == 0  # [batch]
+        batch = tf.shape(ids)[0]
+        nbest_dim = tf.shape(ids)[1]
+        flat_ids = tf.reshape(ids, [batch * nbest_dim, -1])
+        texts = tf.reshape(self.target_tokenizer.detokenize(flat_ids), [batch, nbest_dim])
+        texts = tf.where(empty[:, None], "", texts)
+        scores = tf.where(empty[:, None], 0.0, scores)
+        out_lengths = tf.where(empty[:, None], 0, out_lengths)
+        outputs = {"translations": texts, "scores": scores, "ids": ids, "lengths": out_lengths,
+                   "source_lengths": lengths}
+        if return_attention:
+            best_ids = ids[:, 0]  # [batch, time]
+            target_lengths = out_lengths[:, 0]
+            target_tokens = self.target_tokenizer.id_to_token(best_ids)
+            valid = tf.range(tf.shape(best_ids)[1])[None, :] < target_lengths[:, None]
+            source_tokens = self.source_tokenizer.tokens(sentences)[:, : self.max_source_length]
+            end = tf.RaggedTensor.from_tensor(tf.fill([source_tokens.nrows(), 1], END_TOKEN))
+            source_tokens = tf.concat([source_tokens, end], axis=1).to_tensor(default_value="")
+            attention = results[3][:, 0]  # [batch, time, source_len]
+            outputs.update(
+                source_tokens=source_tokens,
+                source_lengths=lengths + 1,
+                target_tokens=tf.where(valid, target_tokens, ""),
+                target_lengths=target_lengths,
+                attention=tf.where(valid[:, :, None], attention, 0.0),
+            )
+        return outputs
+
+    # === The signatures (tf.functions meant for export) ===
+
+    @tf.function(input_signature=[_SENTENCES])
+    def serving_default(self, sentences):
+        """Translates a batch with the default beam: ``translations`` [batch], ``scores``."""
+        out = self._translate_graph(sentences, self.beam_size, 1)
+        return {"translations": out["translations"][:, 0], "scores": out["scores"][:, 0]}
+
+    @tf.function(input_signature=[_SENTENCES, _BEAM_SIZE, _NBEST])
+    def translate_nbest(self, sentences, beam_size, nbest):
+        """n-best lists with a per-request beam: ``translations``, ``scores`` [batch, nbest].
+
+        ``beam_size`` is clamped to [1, MAX_BEAM_SIZE] and ``nbest`` to [1, beam_size].
+        """
+        beam_size = tf.clip_by_value(beam_size, 1, MAX_BEAM_SIZE)
+        nbest = tf.clip_by_value(nbest, 1, beam_size)
+        out = self._translate_graph(sentences, beam_size, nbest)
+        return {"translations": out["translations"], "scores": out["scores"]}
+
+    @tf.function(input_signature=[_SENTENCES])
+    def align(self, sentences):
+        """The best translation with its tokens and attention (figure 3), default beam."""
+        out = self._translate_graph(sentences, self.beam_size, 1, return_attention=True)
+        keys = ("source_tokens", "source_lengths", "target_tokens", "target_lengths",
+                "attention")
+        return {"translations": out["translations"][:, 0], "scores": out["scores"][:, 0],
+                **{k: out[k] for k in keys}}
+
+    def signatures(self) -> dict:
+        """The concrete functions to pass to ``tf.saved_model.save(..., signatures=...)``.
+
+        ``align`` is left out for models without attention (RNNencdec, Seq2Seq).
+        """
+        signatures = {
+            "serving_default": self.serving_default.get_concrete_function(),
+            "translate_nbest": self.translate_nbest.get_concrete_function(),
+        }
+        if self.has_attention:
+            signatures["align"] = self.align.get_concrete_function()
+        return signatures
+
+    # === Python API ===
+
+    def _batch_function(self, beam_size, nbest, forbid_unknown, return_alignments):
+        key = ("batch", beam_size, nbest, forbid_unknown, return_alignments)
+        if key not in self._cache.functions:
+            def translate_batch(sentences):
+                return self._translate_graph(sentences, beam_size, nbest, forbid_unknown,
+                                             return_alignments)
+            self._cache.functions[key] = tf.function(translate_batch,
+                                                     input_signature=[_SENTENCES])
+        return self._cache.functions[key]
+
+    def translate(self, sentences, beam_size=None, nbest=1, return_alignments=False,
+                  forbid_unknown=False, batch_size=64) -> TranslationOutput:
+        """Translates sentences, in batches of ``batch_size`` (sorted by length inside).
+
+        Args:
+            sentences: list of str (or bytes; invalid UTF-8 is tolerated), or one str.
+            beam_size: int in [1, MAX_BEAM_SIZE]; None uses the translator's default.
+            nbest: int in [1, beam_size]; > 1 gives lists of ``nbest`` translations.
+            return_alignments: bool, also return the attention of the best translations
+                (models with attention only).
+            forbid_unknown: bool, never generate [UNK] (the paper's "No UNK" decoding).
+            batch_size: int, sentences per graph call.
+
+        Returns:
+            `TranslationOutput`, in the input order.
+
+        Raises:
+            ValueError: bad beam_size, nbest or batch_size, or alignments from a model
+                without attention.
+        """
+        if isinstance(sentences, (str, bytes)):
+            sentences = [sentences]
+        sentences = list(sentences)
+        beam_size = self.beam_size if beam_size is None else beam_size
+        _check_int("beam_size", beam_size, 1, MAX_BEAM_SIZE)
+        _check_int("nbest", nbest, 1, beam_size)
+        _check_int("batch_size", batch_size, 1)
+        if return_alignments and not self.has_attention:
+            raise ValueError("return_alignments=True needs models with attention (RNNsearch).")
+        function = self._batch_function(int(beam_size), int(nbest), bool(forbid_unknown),
+                                        bool(return_alignments))
+        # longest first: similar lengths share a batch (less padding), and the first graph
+        # call sees the largest shapes
+        order = sorted(range(len(sentences)), key=lambda i: -len(sentences[i]))
+        translations = [None] * len(sentences)
+        scores = np.zeros([len(sentences), nbest], np.float32)
+        alignments = [None] * len(sentences) if return_alignments else None
+        for start in range(0, len(sentences), batch_size):
+            chunk = order[start:start + batch_size]
+            out = function(tf.constant([sentences[i] for i in chunk], tf.string))
+            texts = np.asarray(out["translations"].numpy())
+            chunk_scores = out["scores"].numpy()
+            for k, index in enumerate(chunk):
+                row = _decode_strings(texts[k])
+                translations[index] = row if nbest > 1 else row[0]
+                scores[index] = chunk_scores[k]
+            if return_alignments:
+                source_tokens = out["source_tokens"].numpy()
+                target_tokens = out["target_tokens"].numpy()
+                source_lengths = out["source_lengths"].numpy()
+                target_lengths = out["target_lengths"].numpy()
+                attention = out["attention"].numpy()
+                for k, index in enumerate(chunk):
+                    s, t = source_lengths[k], target_lengths[k]
+                    alignments[index] = Alignment(
+                        source_tokens=_decode_strings(source_tokens[k, :s]),
+                        target_tokens=_decode_strings(target_tokens[k, :t]),
+                        attention=attention[k, :t, :s])
+        return TranslationOutput(translations=translations,
+                                 scores=scores if nbest > 1 else scores[:, 0],
+                                 alignments=alignments)
+
+    def reference_attention(self, sources, targets, batch_size=64) -> list:
+        """Teacher-forced attention of given translations (e.g. the references), for AER.
+
+        The decoder reads ``targets`` instead of its own output; for an ensemble the members'
+        attentions are averaged. Sources are cut like `translate` cuts them.
+
+        Args:
+            sources: list of str.
+            targets: list of str, one per source.
+            batch_size: int, pairs per graph call.
+
+        Returns:
+            list of `Alignment`: target tokens are the reference's tokens then ``[END]``
+            (row i attends while predicting target token i).
+
+        Raises:
+            ValueError: a model without attention, or lists of different lengths.
+        """
+        if not self.has_attention:
+            raise ValueError("reference_attention needs models with attention (RNNsearch).")
+        sources, targets = list(sources), list(targets)
+        if len(sources) != len(targets):
+            raise ValueError(f"{len(sources)} sources but {len(targets)} targets.")
+        _check_int("batch_size", batch_size, 1)
+        key = ("reference_attention",)
+        if key not in self._cache.functions:
+            self._cache.functions[key] = tf.function(
+                self._reference_attention_graph, input_signature=[_SENTENCES, _SENTENCES])
+        function = self._cache.functions[key]
+        results = []
+        for start in range(0, len(sources), batch_size):
+            out = function(tf.constant(sources[start:start + batch_size], tf.string),
+                           tf.constant(targets[start:start + batch_size], tf.string))
+            out = {k: v.numpy() for k, v in out.items()}
+            for k in range(len(out["source_lengths"])):
+                s, t = out["source_lengths"][k], out["target_lengths"][k]
+                results.append(Alignment(
+                    source_tokens=_decode_strings(out["source_tokens"][k, :s]),
+                    target_tokens=_decode_strings(out["target_tokens"][k, :t]),
+                    attention=out["attention"][k, :t, :s]))
+        return results
+
+    def _reference_attention_graph(self, sources, targets):
+        source_ids, lengths = self._source_ids(sources)
+        target_ids = tf.cast(self.target_tokenizer.tokenize(targets), tf.int32)
+        start = tf.RaggedTensor.from_tensor(tf.fill([target_ids.nrows(), 1], START_ID))
+        target_input = tf.concat([start, target_ids], axis=1).to_tensor(default_value=PAD_ID)
+        attention = tf.add_n([tf.cast(m.attention_weights((source_ids, target_input)), tf.float32)
+                              for m in self.models]) / len(self.models)
+        source_tokens = self.source_tokenizer.tokens(sources)[:, : self.max_source_length]
+        end = tf.RaggedTensor.from_tensor(tf.fill([source_tokens.nrows(), 1], END_TOKEN))
+        target_tokens = self.target_tokenizer.tokens(targets)
+        target_end = tf.RaggedTensor.from_tensor(tf.fill([target_tokens.nrows(), 1], END_TOKEN))
+        return {
+            "source_tokens": tf.concat([source_tokens, end], axis=1).to_tensor(default_value=""),
+            "source_lengths": lengths + 1,
+            "target_tokens": tf.concat([target_tokens, target_end], 1).to_tensor(default_value=""),
+            "target_lengths": tf.cast(target_ids.row_lengths(), tf.int32) + 1,
+            "attention": attention,
+        }
+
+
+def _model_step_fn(model, memory):
+    """Adapts ``model.decode_step`` to beam search's ``step_fn(ids, step, state)``."""
+
+    def step_fn(ids, step, state):
+        return model.decode_step(ids, state, memory)
+
+    return step_fn
+
+
+def _has_attention(model):
+    """True when ``model`` overrides the base's no-attention ``attention_weights``."""
+    from bahdanau_tf.models import _TranslationModel
+
+    method = getattr(type(model), "attention_weights", None)
+    return method is not None and method is not _TranslationModel.attention_weights
+
+
+def _check_int(name, value, low, high=None):
+    if (not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < low
+            or (high is not None and value > high)):
+        bound = f"in [{low}, {high}]" if high is not None else f">= {low}"
+        raise ValueError(f"{name} must be an int {bound}, got {value!r}.")
+
+
+__all__ = ["Translator", "TranslationOutput", "Alignment", "DEFAULT_BEAM_SIZE",
+           "DEFAULT_MAX_SOURCE_LENGTH", "MAX_BEAM_SIZE"]

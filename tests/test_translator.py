@@ -1,0 +1,231 @@
+"""Tests for bahdanau_tf.translator: strings in, strings out, in one graph.
+
+The models are `tiny` presets whose weights are redrawn at a larger scale than the paper's
+initialisation (N(0, 0.01^2) makes every distribution almost uniform, so beam search would
+meet near-ties everywhere); a redrawn model has peaked, history-dependent distributions and
+non-uniform attention, which is what the comparisons below need.
+"""
+
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bahdanau_tf import model_directory
+from bahdanau_tf.models import RNNEncDec, RNNSearch
+from bahdanau_tf.special_tokens import END_ID, PAD_ID, SPECIAL_TOKENS, START_ID, UNK_ID
+from bahdanau_tf.text import WordTokenizer
+from bahdanau_tf.translator import MAX_BEAM_SIZE, Translator
+
+SOURCE_WORDS = "the cat sat on a mat and dog ran to house".split()
+TARGET_WORDS = "el gato se sentó en una alfombra y perro corrió a casa".split()
+
+
+def tokenizers():
+    return (WordTokenizer(list(SPECIAL_TOKENS) + SOURCE_WORDS),
+            WordTokenizer(list(SPECIAL_TOKENS) + TARGET_WORDS))
+
+
+def random_model(model_class=RNNSearch, seed=0, scale=0.6, unk_bias=0.0):
+    """A tiny model with weights ~ N(0, scale^2): peaked, non-trivial distributions."""
+    model = model_class.from_preset("tiny", source_vocabulary_size=len(SOURCE_WORDS) + 4,
+                                    target_vocabulary_size=len(TARGET_WORDS) + 4)
+    model_directory.build_model(model)
+    rng = np.random.default_rng(seed)
+    for variable in model.weights:
+        variable.assign(rng.normal(0.0, scale, variable.shape).astype(np.float32))
+    if unk_bias:
+        bias = model.readout.output_bias
+        bias.assign(bias.numpy() + unk_bias * np.eye(bias.shape[0], dtype=np.float32)[UNK_ID])
+    return model
+
+
+SENTENCES = [
+    "the cat sat on the mat",
+    "a dog ran to the house and the cat sat on a mat",
+    "the dog",
+    "cat",
+    "the cat and the dog ran to a house on the mat and sat",
+]
+
+
+@pytest.fixture(scope="module")
+def translator():
+    source, target = tokenizers()
+    return Translator(random_model(), source, target, beam_size=4)
+
+
+def python_greedy(model, source_tokenizer, sentence, max_length):
+    """A plain Python greedy loop over model.decode_step (PAD and START never generated)."""
+    ids = source_tokenizer.tokenize([sentence]).to_list()[0] + [END_ID]
+    memory = model.encode(tf.constant([ids]))
+    state = model.initial_state(memory)
+    previous, output, score = START_ID, [], 0.0
+    for _ in range(max_length):
+        logits, state, _ = model.decode_step(tf.constant([previous]), state, memory)
+        log_probs = tf.nn.log_softmax(logits[0]).numpy()
+        log_probs[[PAD_ID, START_ID]] = -np.inf
+        previous = int(np.argmax(log_probs))
+        score += float(log_probs[previous])
+        output.append(previous)
+        if previous == END_ID:
+            break
+    return output, score
+
+
+def test_beam_one_equals_a_python_greedy_loop(translator):
+    model = translator.models[0]
+    result = translator.translate(SENTENCES, beam_size=1)
+    for sentence, text, score in zip(SENTENCES, result.translations, result.scores):
+        n = len(sentence.split())
+        ids, expected_score = python_greedy(model, translator.source_tokenizer, sentence,
+                                            2 * n + 10)
+        expected = translator.target_tokenizer.detokenize([ids]).numpy()[0].decode()
+        assert text == expected
+        np.testing.assert_allclose(score, expected_score, rtol=1e-4, atol=1e-4)
+    # not a degenerate model: the outputs differ and some are longer than one word
+    assert len(set(result.translations)) > 2
+    assert max(len(t.split()) for t in result.translations) > 2
+
+
+def test_a_sentence_translates_the_same_alone_and_in_a_batch(translator):
+    batch = translator.serving_default(tf.constant(SENTENCES))
+    nbest = translator.translate_nbest(tf.constant(SENTENCES), 4, 3)
+    for i, sentence in enumerate(SENTENCES):
+        alone = translator.serving_default(tf.constant([sentence]))
+        assert alone["translations"].numpy()[0] == batch["translations"].numpy()[i]
+        np.testing.assert_allclose(alone["scores"].numpy()[0], batch["scores"].numpy()[i],
+                                   rtol=1e-5, atol=1e-5)
+        alone_nbest = translator.translate_nbest(tf.constant([sentence]), 4, 3)
+        assert (alone_nbest["translations"].numpy()[0] == nbest["translations"].numpy()[i]).all()
+    # translate() sorts by length and cuts batches; the order comes back
+    python = translator.translate(SENTENCES, batch_size=2)
+    assert python.translations == [t.decode() for t in batch["translations"].numpy()]
+
+
+def test_no_unk_decoding_never_emits_unk():
+    source, target = tokenizers()
+    translator = Translator(random_model(seed=3, unk_bias=4.0), source, target, beam_size=3)
+    sentences = SENTENCES + ["zebra unknown words here", ""]
+    plain = translator.translate(sentences, nbest=3)
+    assert any("[UNK]" in t for row in plain.translations for t in row)  # the test can fail
+    forbidden = translator.translate(sentences, nbest=3, forbid_unknown=True)
+    for row, scores in zip(forbidden.translations, forbidden.scores):
+        assert all("[UNK]" not in t for t in row)
+        assert np.isfinite(scores).all()
+    # the graph function reads the switch at run time, not at trace time
+    again = translator.translate(sentences, nbest=3)
+    assert again.translations == plain.translations
+
+
+def test_an_ensemble_of_one_model_equals_the_model(translator):
+    model = translator.models[0]
+    source, target = translator.source_tokenizer, translator.target_tokenizer
+    single = translator.translate(SENTENCES, nbest=3)
+    twice = Translator([model, model], source, target, beam_size=4).translate(SENTENCES, nbest=3)
+    assert twice.translations == single.translations
+    np.testing.assert_allclose(twice.scores, single.scores, rtol=1e-4, atol=1e-4)
+    # and a real ensemble is neither of its members
+    other = random_model(seed=7)
+    pair = Translator([model, other], source, target, beam_size=4).translate(SENTENCES).scores
+    alone_other = Translator(other, source, target, beam_size=4).translate(SENTENCES).scores
+    assert not np.allclose(pair, translator.translate(SENTENCES).scores)
+    assert not np.allclose(pair, alone_other)
+
+
+def test_a_batch_mixing_bad_inputs_gets_an_answer_for_every_row(translator):
+    long_words = (SENTENCES[1].split() * 40)[:400]  # 400 tokens, cut to 100
+    bad = ["", "   \t ", b"\xff\xfe\xc3 the cat", "zebra quux the", " ".join(long_words),
+           SENTENCES[0], "\u200b"]
+    out = translator.serving_default(tf.constant(bad))
+    texts = [t.decode() for t in out["translations"].numpy()]
+    scores = out["scores"].numpy()
+    assert len(texts) == len(bad)
+    assert texts[0] == texts[1] == texts[6] == ""
+    assert scores[0] == scores[1] == scores[6] == 0.0
+    assert np.isfinite(scores).all()
+    assert all(texts[i] for i in (2, 3, 4, 5))
+    # the long input is the translation of its first max_source_length tokens
+    cut = " ".join(long_words[: translator.max_source_length])
+    assert translator.serving_default(tf.constant([cut]))["translations"].numpy()[0] == \
+        out["translations"].numpy()[4]
+    assert texts[5] == translator.translate([SENTENCES[0]]).translations[0]
+    # out-of-range beam and nbest are clamped inside the graph instead of raising
+    nbest = translator.translate_nbest(tf.constant(bad), 0, 99)
+    assert nbest["translations"].shape == (len(bad), 1)
+    big = translator.translate_nbest(tf.constant(bad[:2]), 1000, 2)
+    assert big["translations"].shape == (2, 2)
+    align = translator.align(tf.constant(bad))
+    assert align["source_lengths"].numpy()[0] == 1  # just [END]
+    assert align["target_lengths"].numpy()[0] == 0
+    assert align["source_lengths"].numpy()[4] == translator.max_source_length + 1
+    empty = translator.serving_default(tf.constant([], tf.string))
+    assert empty["translations"].shape == (0,)
+
+
+def test_alignments_have_the_tokens_and_attention_rows_that_sum_to_one(translator):
+    result = translator.translate(SENTENCES, return_alignments=True)
+    align = translator.align(tf.constant(SENTENCES))
+    for i, alignment in enumerate(result.alignments):
+        assert alignment.source_tokens == SENTENCES[i].split() + ["[END]"]
+        assert alignment.attention.shape == (len(alignment.target_tokens),
+                                             len(alignment.source_tokens))
+        np.testing.assert_allclose(alignment.attention.sum(axis=1), 1.0, atol=1e-5)
+        words = [t for t in alignment.target_tokens if t != "[END]"]
+        assert " ".join(words) == result.translations[i]
+        t = align["target_lengths"].numpy()[i]
+        s = align["source_lengths"].numpy()[i]
+        np.testing.assert_allclose(align["attention"].numpy()[i, :t, :s], alignment.attention,
+                                   atol=1e-6)
+        assert not align["attention"].numpy()[i, t:].any()
+    # not uniform: the model attends somewhere in particular
+    assert max(a.attention.max() for a in result.alignments) > 0.5
+
+
+def test_reference_attention_is_the_models_teacher_forced_attention(translator):
+    model = translator.models[0]
+    sources, targets = SENTENCES[:3], ["el gato se sentó", "una casa", "zzz perro"]
+    alignments = translator.reference_attention(sources, targets, batch_size=2)
+    for source, target, alignment in zip(sources, targets, alignments):
+        source_ids = translator.source_tokenizer.tokenize([source]).to_list()[0] + [END_ID]
+        target_ids = [START_ID] + translator.target_tokenizer.tokenize([target]).to_list()[0]
+        expected = model.attention_weights((tf.constant([source_ids]),
+                                            tf.constant([target_ids])))[0].numpy()
+        np.testing.assert_allclose(alignment.attention, expected, atol=1e-5)
+        assert alignment.target_tokens == target.split() + ["[END]"]
+
+
+def test_models_without_attention_translate_but_have_no_align_signature():
+    source, target = tokenizers()
+    translator = Translator(random_model(RNNEncDec, seed=2), source, target)
+    assert not translator.has_attention
+    assert set(translator.signatures()) == {"serving_default", "translate_nbest"}
+    result = translator.translate(SENTENCES + [""])
+    assert len(result.translations) == len(SENTENCES) + 1
+    with pytest.raises(ValueError, match="attention"):
+        translator.translate(SENTENCES, return_alignments=True)
+
+
+def test_from_directory_restores_the_same_translator(translator, tmp_path):
+    model = translator.models[0]
+    model_directory.write_model_config(str(tmp_path), model, translator.source_tokenizer,
+                                       translator.target_tokenizer)
+    tf.train.Checkpoint(model=model).save(str(tmp_path / "checkpoints" / "ckpt"))
+    loaded = Translator.from_directory(str(tmp_path), beam_size=4)
+    assert loaded.translate(SENTENCES).translations == translator.translate(SENTENCES).translations
+    with pytest.raises(FileNotFoundError, match="model.json"):
+        Translator.from_directory(str(tmp_path / "missing"))
+
+
+def test_bad_python_arguments_raise_value_errors(translator):
+    with pytest.raises(ValueError, match="beam_size"):
+        translator.translate(SENTENCES, beam_size=0)
+    with pytest.raises(ValueError, match="beam_size"):
+        translator.translate(SENTENCES, beam_size=MAX_BEAM_SIZE + 1)
+    with pytest.raises(ValueError, match="nbest"):
+        translator.translate(SENTENCES, beam_size=2, nbest=3)
+    with pytest.raises(ValueError, match="at least one model"):
+        Translator([], *tokenizers())
