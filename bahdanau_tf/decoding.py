@@ -192,19 +192,21 @@ def beam_search(step_fn: StepFn, initial_state, batch_size, beam_size=5, max_len
 
     if batch_size is None:
         batch_size = tf.shape(tf.nest.flatten(initial_state)[0])[0]
-    batch = tf.convert_to_tensor(batch_size, tf.int32)
-    beam = tf.convert_to_tensor(beam_size, tf.int32)
-    nbest_t = tf.convert_to_tensor(nbest, tf.int32)
+    # Python ints where they are known, so that static shapes survive the loop (and XLA).
+    static_batch = _static_int(batch_size)
+    batch = static_batch if static_batch is not None else tf.cast(batch_size, tf.int32)
+    beam = static_beam if static_beam is not None else tf.cast(beam_size, tf.int32)
+    nbest_t = static_nbest if static_nbest is not None else tf.cast(nbest, tf.int32)
     if static_beam is None or static_nbest is None:
         tf.debugging.assert_less_equal(nbest_t, beam, message="nbest must be <= beam_size")
     rows = batch * beam  # the batch * beam rows seen by step_fn
     alpha = tf.convert_to_tensor(length_penalty, tf.float32)
-    start_id = tf.convert_to_tensor(start_id, tf.int32)
-    end_id = tf.convert_to_tensor(end_id, tf.int32)
+    start_id = tf.cast(start_id, tf.int32)
+    end_id = tf.cast(end_id, tf.int32)
 
     # Per-sentence limits [batch]; the buffers hold max(limits) steps, static when it is known
     # so that shapes stay static (and XLA compiles) with a Python max_length.
-    limits = tf.maximum(tf.convert_to_tensor(max_length, tf.int32), 1)
+    limits = tf.maximum(tf.cast(max_length, tf.int32), 1)  # int64 lengths welcome
     if limits.shape.rank == 0:
         limits = tf.fill([batch], limits)
     if static_max is not None:
@@ -275,8 +277,8 @@ def beam_search(step_fn: StepFn, initial_state, batch_size, beam_size=5, max_len
         if return_attention:
             if attention is None:
                 raise ValueError("return_attention=True but step_fn returned attention=None")
+            # the row that produced each kept token (rows after the end are masked at the end)
             row = tf.gather(tf.cast(attention, tf.float32), parent_rows)
-            row = tf.where(tf.reshape(was_finished | dead, [-1, 1]), 0.0, row)
             attention_buffer = tf.tensor_scatter_nd_update(attention_buffer, [[step]], row[None])
         return (step + 1, new_scores, new_finished, new_lengths, tf.reshape(token, [-1]), state,
                 tokens, parents, attention_buffer)
@@ -294,7 +296,7 @@ def beam_search(step_fn: StepFn, initial_state, batch_size, beam_size=5, max_len
     parents = tf.zeros([time, rows], tf.int32)
     if return_attention:
         attention_buffer = tf.zeros(
-            [time, rows, tf.convert_to_tensor(attention_length, tf.int32)], tf.float32)
+            [time, rows, tf.cast(attention_length, tf.int32)], tf.float32)
     else:
         attention_buffer = tf.zeros([0], tf.float32)  # unused placeholder loop variable
     steps, scores, finished, lengths, _, _, tokens, parents, attention_buffer = tf.while_loop(

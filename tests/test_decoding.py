@@ -30,13 +30,14 @@ SCRIPT_VOCAB = 6
 
 # === Scripted step functions ===
 
-def scripted_step_fn(rules, default):
+def scripted_step_fn(rules, default, floor=1e-6):
     """A step function whose probabilities depend only on (step, previous id).
 
     Args:
-        rules: dict (step, previous_id) -> {token: probability}; missing tokens share nothing
-            (probability 1e-6 each, so every token stays finite).
+        rules: dict (step, previous_id) -> {token: probability}.
         default: {token: probability} for every (step, previous id) without a rule.
+        floor: the weight of every token a rule leaves out (1e-6 keeps all log-probabilities
+            finite; 0 makes them -inf, so that probabilities like 1.0 and .5 are exact).
 
     Returns:
         (step_fn, max_step): step_fn looks the logits up in a [steps, vocab, vocab] table.
@@ -46,10 +47,11 @@ def scripted_step_fn(rules, default):
     for step in range(steps):
         for previous in range(SCRIPT_VOCAB):
             probabilities = rules.get((step, previous), default)
-            row = np.full(SCRIPT_VOCAB, 1e-6)
+            row = np.full(SCRIPT_VOCAB, floor)
             for token, p in probabilities.items():
                 row[token] = p
-            table[step, previous] = np.log(row)  # logits; log_softmax renormalises the 1e-6s
+            with np.errstate(divide="ignore"):
+                table[step, previous] = np.log(row)  # logits; log_softmax renormalises the 1e-6s
     table = tf.constant(table, tf.float32)
 
     def step_fn(ids, step, state):
@@ -224,6 +226,42 @@ def test_scripted_early_exit_is_exact():
                                        sequence_log_prob(table, [B] * 10), rtol=1e-6)
 
 
+def test_scripted_early_exit_keeps_ties_as_a_full_run_would():
+    # AA (live, beam 0) and B-END (finished, beam 1) tie at .5; AA ends with probability 1.
+    # Stopping on the tie would return B-END; the full run puts A-A-END first (lower beam).
+    script = {(0, START_ID): {A: 0.5, B: 0.5}, (1, A): {A: 1.0}, (1, B): {END_ID: 1.0}}
+    step_fn, _ = scripted_step_fn(script, {END_ID: 1.0}, floor=0.0)
+    for nbest in [1, 2]:
+        out = run_scripted(step_fn, beam_size=2, max_length=6, nbest=nbest)
+        assert out.ids.numpy()[0, :, :3].tolist() == [[A, A, END_ID], [B, END_ID, PAD_ID]][:nbest]
+        np.testing.assert_array_equal(out.scores.numpy(),
+                                      np.log([[0.5] * nbest], dtype=np.float32))
+
+
+def test_scripted_early_exit_bound_accounts_for_the_length_penalty():
+    # END (.55, finished at length 1) beats A (.45) now, but with alpha=2 A-END scores
+    # log(.45) / (7/6)^2 = -0.587 > log(.55) = -0.598: the search must not stop at step 0.
+    script = {(0, START_ID): {END_ID: 0.55, A: 0.45}, (1, A): {END_ID: 1.0}}
+    step_fn, _ = scripted_step_fn(script, {END_ID: 1.0}, floor=0.0)
+    out = run_scripted(step_fn, beam_size=2, max_length=10, length_penalty=2.0)
+    assert row(out.ids.numpy()[0, 0], 2) == [A, END_ID]
+    np.testing.assert_allclose(out.scores.numpy(), [[np.log(0.45) / (7 / 6) ** 2]], rtol=1e-6)
+
+
+def test_scripted_length_penalty_ranks_during_the_search():
+    # Step 1 with alpha=2: AA (.3, -0.885) and AB (.27, -0.962) push out the finished END
+    # (.28, -1.273), which would survive a ranking by raw log-probability (AB: -1.309).
+    script = {(0, START_ID): {A: 0.6, END_ID: 0.28, B: 0.12},
+              (1, A): {A: 0.5, B: 0.45, END_ID: 0.05}}
+    step_fn, table = scripted_step_fn(script, {END_ID: 1.0})
+    out = run_scripted(step_fn, beam_size=2, max_length=10, nbest=2, length_penalty=2.0)
+    assert out.ids.numpy()[0, :, :3].tolist() == [[A, A, END_ID], [A, B, END_ID]]
+    penalty = (8 / 6) ** 2
+    np.testing.assert_allclose(
+        out.scores.numpy()[0], [sequence_log_prob(table, [A, A, END_ID]) / penalty,
+                                sequence_log_prob(table, [A, B, END_ID]) / penalty], rtol=1e-6)
+
+
 def test_nbest_larger_than_the_hypothesis_count_reports_empty_slots():
     # vocabulary [PAD, START, END, UNK]: only END and UNK can be generated, max 1 token
     step_fn = lambda ids, step, state: (tf.zeros([tf.shape(ids)[0], 4]), state, None)
@@ -369,3 +407,201 @@ def test_wide_beam_matches_brute_force_on_tiny_model(alpha):
     model = TinyModel(seed=1)
     memory, state = model.encode(3)
     check_wide_beam_is_exhaustive(model.step_fn, memory, state, 3, alpha, (END_ID, UNK_ID, 4))
+
+
+def python_greedy(step_fn, state, batch, max_length, forbid=(PAD_ID, START_ID)):
+    """A plain Python/NumPy greedy loop: argmax of the allowed tokens until END or the limit."""
+    previous = np.full(batch, START_ID)
+    ids = np.full((batch, max_length), PAD_ID)
+    lengths = np.full(batch, max_length)
+    scores = np.zeros(batch)
+    done = np.zeros(batch, bool)
+    for step in range(max_length):
+        logits, state, _ = step_fn(tf.constant(previous, tf.int32), tf.constant(step), state)
+        log_probs = tf.nn.log_softmax(logits).numpy()
+        allowed = log_probs.copy()
+        allowed[:, list(forbid)] = -np.inf
+        token = allowed.argmax(axis=1)
+        for b in range(batch):
+            if not done[b]:
+                ids[b, step] = token[b]
+                scores[b] += log_probs[b, token[b]]
+                if token[b] == END_ID:
+                    done[b], lengths[b] = True, step + 1
+        previous = token
+    return ids, lengths, scores
+
+
+def test_beam_one_equals_a_python_greedy_loop():
+    model = TinyModel(seed=2, vocab=12, scale=2.0)
+    memory, state = model.encode(8)
+    step_fn = model.step_fn(memory)  # beam 1: tiling is the identity
+    expected_ids, expected_lengths, expected_scores = python_greedy(step_fn, state, 8, 9)
+    assert len(set(expected_lengths)) > 1  # some stop early, some run to the limit
+    for out in [greedy_search(step_fn, state, 8, max_length=9),
+                beam_search(step_fn, state, 8, beam_size=1, max_length=9)]:
+        np.testing.assert_array_equal(out.ids.numpy()[:, 0], expected_ids)
+        np.testing.assert_array_equal(out.lengths.numpy()[:, 0], expected_lengths)
+        np.testing.assert_allclose(out.scores.numpy()[:, 0], expected_scores, rtol=1e-5)
+
+
+def test_a_sentence_decodes_the_same_alone_and_in_a_batch():
+    model = TinyModel(seed=3, vocab=12, scale=2.0)
+    memory, state = model.encode(5)
+    limits = np.array([4, 11, 6, 2, 9])
+    batched = beam_search(model.step_fn(tile_beams(memory, 4)), state, 5, beam_size=4,
+                          nbest=3, max_length=tf.constant(limits), return_attention=True,
+                          attention_length=model.source_len)
+    assert batched.ids.shape == (5, 3, 11)
+    for sentence, limit in enumerate(limits):
+        alone = beam_search(model.step_fn(tile_beams(select(memory, sentence), 4)),
+                            select(state, sentence), 1, beam_size=4, nbest=3,
+                            max_length=int(limit), return_attention=True,
+                            attention_length=model.source_len)
+        assert alone.ids.shape == (1, 3, limit)
+        np.testing.assert_array_equal(batched.ids.numpy()[sentence, :, :limit], alone.ids[0])
+        assert np.all(batched.ids.numpy()[sentence, :, limit:] == PAD_ID)
+        np.testing.assert_array_equal(batched.lengths[sentence], alone.lengths[0])
+        np.testing.assert_allclose(batched.scores[sentence], alone.scores[0], rtol=1e-5)
+        np.testing.assert_allclose(batched.attention[sentence, :, :limit], alone.attention[0],
+                                   atol=1e-6)
+
+
+def test_eager_tf_function_and_xla_agree():
+    model = TinyModel(seed=4, vocab=9, scale=2.0)
+    memory, state = model.encode(6)
+    limits = tf.constant([3, 7, 5, 8, 1, 6])
+    beam = 3
+
+    def decode(memory, state, limits):
+        return beam_search(model.step_fn(tile_beams(memory, beam)), state, tf.shape(state)[0],
+                           beam_size=beam, nbest=2, max_length=limits, length_penalty=0.5,
+                           forbid_ids=(UNK_ID,), return_attention=True,
+                           attention_length=tf.shape(memory)[1])
+
+    signature = [tf.TensorSpec([None, None, model.hidden], tf.float32),
+                 tf.TensorSpec([None, model.hidden], tf.float32),
+                 tf.TensorSpec([None], tf.int32)]
+    graph = tf.function(decode, input_signature=signature)
+    xla = tf.function(decode, jit_compile=True)
+    eager = decode(memory, state, limits)
+    assert not np.any(eager.ids.numpy() == UNK_ID)
+    for other in [graph(memory, state, limits), xla(memory, state, limits)]:
+        for name in ["ids", "lengths"]:
+            np.testing.assert_array_equal(getattr(other, name), getattr(eager, name))
+        np.testing.assert_allclose(other.scores, eager.scores, rtol=1e-5)
+        np.testing.assert_allclose(other.attention, eager.attention, atol=1e-5)
+    # the dynamic batch: one traced graph serves another batch size
+    half = graph(memory[:2], state[:2], limits[:2])
+    np.testing.assert_array_equal(half.ids, eager.ids.numpy()[:2, :, :7])
+
+
+def test_scripted_ties_agree_under_tf_function_and_xla():
+    step_fn, _ = scripted_step_fn(SCRIPT_3, DEFAULT_3)
+
+    def decode(state):
+        return beam_search(step_fn, state, tf.shape(state)[0], beam_size=3, nbest=3,
+                           max_length=4)
+
+    eager = decode(dummy_state(2))
+    for fn in [tf.function(decode, input_signature=[tf.TensorSpec([None, 1])]),
+               tf.function(decode, jit_compile=True)]:
+        other = fn(dummy_state(2))
+        np.testing.assert_array_equal(other.ids, eager.ids)
+        np.testing.assert_allclose(other.scores, eager.scores, rtol=1e-6)
+
+
+def test_ensemble_of_one_equals_the_model():
+    model = TinyModel(seed=5, vocab=10, scale=2.0)
+    memory, state = model.encode(4)
+    step_fn = model.step_fn(tile_beams(memory, 3))
+    alone = beam_search(step_fn, state, 4, beam_size=3, nbest=3, max_length=7,
+                        return_attention=True, attention_length=model.source_len)
+    ensemble = beam_search(ensemble_step_fn([step_fn]), (state,), 4, beam_size=3, nbest=3,
+                           max_length=7, return_attention=True,
+                           attention_length=model.source_len)
+    np.testing.assert_array_equal(ensemble.ids, alone.ids)
+    np.testing.assert_array_equal(ensemble.lengths, alone.lengths)
+    np.testing.assert_allclose(ensemble.scores, alone.scores, rtol=1e-5)
+    np.testing.assert_allclose(ensemble.attention, alone.attention, atol=1e-6)
+
+
+def test_ensemble_of_two_averages_probabilities():
+    first, second = TinyModel(seed=6, vocab=10, scale=3.0), TinyModel(seed=7, vocab=10)
+    memory_1, state_1 = first.encode(4)
+    memory_2, state_2 = second.encode(4)
+    step_1, step_2 = first.step_fn(memory_1), second.step_fn(memory_2)
+    ids = tf.constant([START_ID, 4, 5, 9])
+    log_probs, (new_1, new_2), attention = ensemble_step_fn([step_1, step_2])(
+        ids, tf.constant(1), (state_1, state_2))
+    logits_1, expected_1, attention_1 = step_1(ids, tf.constant(1), state_1)
+    logits_2, expected_2, attention_2 = step_2(ids, tf.constant(1), state_2)
+    softmax = lambda x: np.exp(x - x.max(-1, keepdims=True)) / np.exp(
+        x - x.max(-1, keepdims=True)).sum(-1, keepdims=True)
+    expected = np.log((softmax(logits_1.numpy()) + softmax(logits_2.numpy())) / 2)
+    np.testing.assert_allclose(log_probs, expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(attention, (attention_1 + attention_2) / 2, rtol=1e-6)
+    np.testing.assert_allclose(new_1, expected_1)
+    np.testing.assert_allclose(new_2, expected_2)
+    # the mean of probabilities, not of logits: the two differ here
+    assert not np.allclose(log_probs, tf.nn.log_softmax((logits_1 + logits_2) / 2), atol=1e-3)
+    # a member without attention makes the ensemble's None
+    no_attention = lambda i, s, h: (step_2(i, s, h)[0], h, None)
+    assert ensemble_step_fn([step_1, no_attention])(ids, 1, (state_1, state_2))[2] is None
+    # and beam search drives it: two copies of one model decode like the model
+    model = TinyModel(seed=8, vocab=10, scale=2.0)
+    memory, state = model.encode(3)
+    step_fn = model.step_fn(tile_beams(memory, 2))
+    alone = beam_search(step_fn, state, 3, beam_size=2, max_length=6)
+    pair = beam_search(ensemble_step_fn([step_fn, step_fn]), (state, state), 3, beam_size=2,
+                       max_length=6)
+    np.testing.assert_array_equal(pair.ids, alone.ids)
+    np.testing.assert_allclose(pair.scores, alone.scores, rtol=1e-5)
+
+
+def history_step_fn(vocab, source_len, seed=9):
+    """A step function whose attention row spells out the hypothesis's history.
+
+    The state is (history, bias): at step t, history slot t receives (previous id + 1), and the
+    attention returned at step t is that updated history, so the attention row of output token
+    t is [START + 1, y_0 + 1, ..., y_{t-1} + 1, 0, ...]. The logits are a random function of the
+    history plus a per-sentence bias.
+    """
+    weights = tf.constant(np.random.default_rng(seed).normal(size=(source_len, vocab)) * 0.7,
+                          tf.float32)
+
+    def step_fn(ids, step, state):
+        history, bias = state
+        slot = tf.one_hot(step, source_len)[None, :]
+        history = history + slot * tf.cast(ids[:, None] + 1, tf.float32)
+        logits = tf.sin(history @ weights) * 3.0 + bias  # bounded, history-dependent
+        return logits, (history, bias), history
+
+    return step_fn
+
+
+def test_attention_rows_follow_the_beam_reordering():
+    vocab, max_length, beam, batch = 7, 6, 4, 3
+    step_fn = history_step_fn(vocab, max_length)
+    bias = tf.constant(np.random.default_rng(0).normal(size=(batch, vocab)), tf.float32)
+    state = (tf.zeros([batch, max_length]), bias)
+    out = beam_search(step_fn, state, batch, beam_size=beam, nbest=beam,
+                      max_length=max_length, return_attention=True, attention_length=max_length)
+    ids, lengths, attention = out.ids.numpy(), out.lengths.numpy(), out.attention.numpy()
+    assert attention.shape == (batch, beam, max_length, max_length)
+    assert len(set(map(tuple, ids.reshape(-1, max_length)))) > beam  # the hypotheses differ
+    for b in range(batch):
+        for k in range(beam):
+            tokens = [START_ID] + ids[b, k, :lengths[b, k]].tolist()
+            for t in range(max_length):
+                expected = np.zeros(max_length)
+                if t < lengths[b, k]:
+                    expected[:t + 1] = np.array(tokens[:t + 1]) + 1
+                np.testing.assert_array_equal(attention[b, k, t], expected)
+    # and each score is the history model's log-probability of the returned tokens
+    for b in range(batch):
+        np.testing.assert_allclose(
+            out.scores.numpy()[b],
+            teacher_forced_log_prob(step_fn, tile_beams(select(state, b), beam), ids[b],
+                                    lengths[b]),
+            rtol=1e-5)
