@@ -21,3 +21,4 @@ from bahdanau_tf.losses import MaskedAccuracy, MaskedSparseCategoricalCrossentro
 from bahdanau_tf.models import RNNEncDec, RNNSearch, Seq2Seq, model_from_preset
 from bahdanau_tf import evaluation
 from bahdanau_tf.translator import Translator
+from bahdanau_tf.decoding import beam_search, ensemble_step_fn, greedy_search, tile_beams

@@ -605,3 +605,62 @@ def test_attention_rows_follow_the_beam_reordering():
             teacher_forced_log_prob(step_fn, tile_beams(select(state, b), beam), ids[b],
                                     lengths[b]),
             rtol=1e-5)
+
+
+def test_dynamic_beam_size_and_nbest_in_tf_function():
+    # A serving signature may take the beam size per request: int32 scalars, no XLA.
+    model = TinyModel(seed=10, vocab=9, scale=2.0)
+    memory, state = model.encode(3)
+
+    @tf.function(input_signature=[tf.TensorSpec([], tf.int32), tf.TensorSpec([], tf.int32)])
+    def decode(beam, nbest):
+        return beam_search(model.step_fn(tile_beams(memory, beam)), state, 3, beam_size=beam,
+                           nbest=nbest, max_length=6)
+
+    for beam, nbest in [(1, 1), (4, 2)]:
+        dynamic = decode(tf.constant(beam), tf.constant(nbest))
+        static = beam_search(model.step_fn(tile_beams(memory, beam)), state, 3,
+                             beam_size=beam, nbest=nbest, max_length=6)
+        np.testing.assert_array_equal(dynamic.ids, static.ids)
+        np.testing.assert_allclose(dynamic.scores, static.scores, rtol=1e-6)
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        decode(tf.constant(2), tf.constant(3))  # nbest > beam_size, checked at run time
+
+
+def randomised_rnnsearch(target_vocabulary_size, seed):
+    """RNNSearch "tiny" with large random weights, so that its distributions are far from
+    uniform (the paper's N(0, 0.01^2) initialisation makes every sequence nearly tie)."""
+    from bahdanau_tf.models import RNNSearch
+
+    model = RNNSearch.from_preset("tiny", source_vocabulary_size=11,
+                                  target_vocabulary_size=target_vocabulary_size)
+    model.build()
+    rng = np.random.default_rng(seed)
+    for weight in model.weights:
+        weight.assign(rng.normal(size=weight.shape).astype(np.float32) * 0.5)
+    return model
+
+
+def test_wide_beam_matches_brute_force_on_rnnsearch():
+    model = randomised_rnnsearch(TINY_VOCAB, seed=11)
+    source = tf.constant([[5, 6, 7, END_ID, PAD_ID], [8, 4, 9, 10, END_ID]])
+    memory = model.encode(source)
+    state = model.initial_state(memory)
+
+    def make_step_fn(tiled_memory):
+        return lambda ids, step, s: model.decode_step(ids, s, tiled_memory)
+
+    check_wide_beam_is_exhaustive(make_step_fn, memory, state, 2, 0.0, (END_ID, UNK_ID, 4))
+    # The returned scores are the model's teacher-forced log-probabilities (its training path).
+    out = beam_search(make_step_fn(tile_beams(memory, 5)), state, 2, beam_size=5, nbest=5,
+                      max_length=4)
+    ids, lengths = out.ids.numpy(), out.lengths.numpy()
+    for sentence in range(2):
+        targets = ids[sentence]  # [5, 4]
+        inputs = np.concatenate([np.full((5, 1), START_ID), targets[:, :-1]], axis=1)
+        logits = model((tf.repeat(source[sentence:sentence + 1], 5, axis=0),
+                        tf.constant(inputs, tf.int32)))
+        log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32)).numpy()
+        picked = np.take_along_axis(log_probs, targets[..., None], axis=2)[..., 0]
+        expected = np.where(np.arange(4) < lengths[sentence][:, None], picked, 0).sum(1)
+        np.testing.assert_allclose(out.scores.numpy()[sentence], expected, rtol=1e-5)
