@@ -131,7 +131,7 @@ class BahdanauAttention(keras.layers.Layer):
         query: (batch, query_dim), the previous decoder state s_{i-1}.
         memory: (batch, source_len, memory_dim), the annotations h_j.
         keys: optional (batch, source_len, key_dim), `compute_keys(memory)`; computed when omitted.
-        mask: optional bool (batch, source_len), True at real source positions.
+        memory_mask: optional bool (batch, source_len), True at real source positions.
 
     Returns:
         ``(context, weights)``: (batch, memory_dim) in the input dtype, (batch, source_len) float32.
@@ -221,14 +221,14 @@ class BahdanauAttention(keras.layers.Layer):
         context = tf.linalg.matvec(memory, tf.cast(weights, memory.dtype), transpose_a=True)
         return context, weights
 
-    def call(self, query, memory, keys=None, mask=None):
+    def call(self, query, memory, keys=None, memory_mask=None):
         if keys is None:
             keys = self.compute_keys(memory)
-        if mask is None:
-            mask = tf.ones(tf.shape(memory)[:2], dtype="bool")
-        return self.attend(self.project_query(query), memory, keys, mask)
+        if memory_mask is None:
+            memory_mask = tf.ones(tf.shape(memory)[:2], dtype="bool")
+        return self.attend(self.project_query(query), memory, keys, memory_mask)
 
-    def compute_output_spec(self, query, memory, keys=None, mask=None):
+    def compute_output_spec(self, query, memory, keys=None, memory_mask=None):
         return (
             keras.KerasTensor((query.shape[0], memory.shape[-1]), dtype=self.compute_dtype),
             keras.KerasTensor(tuple(memory.shape[:2]), dtype="float32"),

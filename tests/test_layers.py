@@ -1,0 +1,153 @@
+"""Layers against NumPy references of the paper's equations; masking; config round trips."""
+
+import helpers
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bahdanau_tf import layers
+
+
+def _randomize(layer, seed=0, scale=0.3):
+    rng = np.random.default_rng(seed)
+    for weight in layer.weights:
+        weight.assign(rng.normal(0, scale, weight.shape).astype("float32"))
+
+
+@pytest.mark.parametrize("score", ["additive", "general", "dot"])
+def test_attention_matches_numpy_and_zeroes_padding(score):
+    rng = np.random.default_rng(1)
+    query_dim = 6 if score == "dot" else 5
+    attention = layers.BahdanauAttention(7, score=score)
+    query = rng.normal(size=(3, query_dim)).astype("float32")
+    memory = rng.normal(size=(3, 4, 6)).astype("float32")
+    lengths = [4, 2, 1]
+    mask = np.arange(4)[None, :] < np.array(lengths)[:, None]
+    context, weights = attention(query, memory, memory_mask=mask)
+    if score != "dot":
+        _randomize(attention)
+        context, weights = attention(query, memory, memory_mask=mask)
+    for row, length in enumerate(lengths):
+        real = memory[row, :length]
+        if score == "additive":
+            expected_context, expected_weights = helpers.attention_reference(
+                query[row], real, attention.query_kernel.numpy(), attention.key_kernel.numpy(),
+                attention.key_bias.numpy(), attention.score_vector.numpy(),
+            )
+        else:
+            projected = query[row] if score == "dot" else query[row] @ attention.query_kernel.numpy()
+            expected_weights = helpers.softmax(real @ projected)
+            expected_context = (expected_weights[:, None] * real).sum(0)
+        np.testing.assert_allclose(weights[row, :length], expected_weights, atol=1e-5)
+        np.testing.assert_allclose(context[row], expected_context, atol=1e-5)
+        # padding gets exactly zero weight, not merely a small one
+        assert np.all(weights.numpy()[row, length:] == 0.0)
+
+
+def test_attention_keys_are_step_independent():
+    attention = layers.BahdanauAttention(4)
+    memory = tf.random.normal([2, 3, 6])
+    attention(tf.zeros([2, 5]), memory)
+    _randomize(attention)
+    keys = attention.compute_keys(memory)
+    for _ in range(2):  # any query: the keys given explicitly give the same result as computed ones
+        query = tf.random.normal([2, 5])
+        given = attention(query, memory, keys=keys)
+        computed = attention(query, memory)
+        np.testing.assert_allclose(given[0], computed[0], atol=1e-6)
+
+
+def test_attention_rejects_bad_arguments():
+    with pytest.raises(ValueError, match="'cosine'"):
+        layers.BahdanauAttention(4, score="cosine")
+    with pytest.raises(ValueError, match="dot"):
+        layers.BahdanauAttention(4, score="dot")(tf.zeros([1, 3]), tf.zeros([1, 2, 5]))
+
+
+def test_conditional_gru_cell_matches_paper_equations():
+    rng = np.random.default_rng(2)
+    cell = layers.ConditionalGRUCell(5)
+    cell.build(input_dim=3, context_dim=4)
+    _randomize(cell)
+    x, h, c = (rng.normal(size=(2, d)).astype("float32") for d in (3, 5, 4))
+    got = cell(cell.project_inputs(x), h, cell.project_context(c)).numpy()
+    W, C, b = helpers.split3(cell.kernel.numpy()), helpers.split3(cell.context_kernel.numpy()), helpers.split3(cell.bias.numpy())
+    U = helpers.split_recurrent(cell.gate_kernel.numpy(), cell.recurrent_kernel.numpy())
+    for row in range(2):
+        np.testing.assert_allclose(got[row], helpers.gru_step(x[row], h[row], W, U, b, C, c[row]), atol=1e-5)
+
+
+def test_maxout_readout_matches_numpy():
+    rng = np.random.default_rng(3)
+    readout = layers.MaxoutReadout(maxout_dim=4, vocabulary_size=9)
+    readout.build(state_dim=5, embedding_dim=3, context_dim=6)
+    _randomize(readout)
+    s, ey, c = (rng.normal(size=(2, 7, d)).astype("float32") for d in (5, 3, 6))
+    logits = readout(s, ey, c).numpy()
+    assert logits.shape == (2, 7, 9) and logits.dtype == np.float32
+    for i in range(2):
+        for t in range(7):
+            np.testing.assert_allclose(logits[i, t], helpers.maxout_reference(readout, s[i, t], ey[i, t], c[i, t]), atol=1e-5)
+
+
+def test_bidirectional_encoder_matches_numpy_and_ignores_padding():
+    encoder = layers.BidirectionalEncoder(vocabulary_size=20, embedding_dim=4, units=5)
+    sentences = [[5, 6, 7, 8, 2], [9, 10, 2], [11, 2]]
+    width = 7  # extra padding beyond the longest sentence
+    padded = np.array([s + [0] * (width - len(s)) for s in sentences], "int32")
+    encoder(padded)
+    _randomize(encoder)
+    annotations, mask = encoder(padded)
+    annotations = annotations.numpy()
+    for row, sentence in enumerate(sentences):
+        expected = helpers.encoder_reference(encoder, sentence)
+        np.testing.assert_allclose(annotations[row, : len(sentence)], expected, atol=1e-5)
+        # the backward GRU starts at the sentence's own last token: its first-word state equals
+        # the state of the same sentence encoded alone, without any padding
+        alone = encoder(np.array([sentence], "int32"))[0].numpy()[0]
+        np.testing.assert_allclose(annotations[row, : len(sentence)], alone, atol=1e-5)
+        assert np.all(annotations[row, len(sentence) :] == 0.0)
+    np.testing.assert_array_equal(mask.numpy(), padded != 0)
+
+
+def test_block_orthogonal_gives_orthogonal_blocks():
+    matrix = layers.BlockOrthogonal(seed=1)((2, 6, 18)).numpy()
+    for direction in range(2):
+        for block in range(3):
+            q = matrix[direction, :, 6 * block : 6 * (block + 1)]
+            np.testing.assert_allclose(q @ q.T, np.eye(6), atol=1e-5)
+    assert not np.allclose(matrix[0, :, :6], matrix[0, :, 6:12])
+    with pytest.raises(ValueError, match="k \\* n"):
+        layers.BlockOrthogonal()((4, 7))
+
+
+@pytest.mark.parametrize(
+    "layer",
+    [
+        layers.BahdanauAttention(6, score="general", name="att"),
+        layers.AttentionGRUCell(5, 7, score="additive", name="cell"),
+        layers.ConditionalGRUCell(4, name="gru"),
+        layers.MaxoutReadout(3, 11, name="readout"),
+        layers.BidirectionalEncoder(30, 8, 6, name="encoder"),
+    ],
+    ids=lambda layer: type(layer).__name__,
+)
+def test_layer_config_round_trip(layer):
+    config = layer.get_config()
+    clone = type(layer).from_config(config)
+    assert clone.get_config() == config
+    restored = keras.layers.deserialize(keras.layers.serialize(layer))
+    assert type(restored) is type(layer) and restored.get_config() == config
+
+
+def test_attention_cell_under_mixed_precision_keeps_float32_weights():
+    policy = keras.mixed_precision.Policy("mixed_bfloat16")
+    cell = layers.AttentionGRUCell(4, 3, dtype=policy)
+    cell.build(input_dim=2, memory_dim=6)
+    annotations = tf.cast(tf.random.normal([2, 5, 6]), "bfloat16")
+    memory = cell.prepare_memory(annotations, tf.ones([2, 5], "bool"))
+    s, c, alpha = cell(cell.project_inputs(tf.ones([2, 2], "bfloat16")), tf.zeros([2, 4], "bfloat16"), memory)
+    assert s.dtype == tf.bfloat16 and alpha.dtype == tf.float32
+    assert all(w.dtype == "float32" for w in cell.weights)
+    np.testing.assert_allclose(tf.reduce_sum(alpha, -1), [1.0, 1.0], atol=1e-6)

@@ -1,0 +1,249 @@
+"""Models: NumPy references, masking, step/teacher-forcing consistency, round trips, learning."""
+
+import helpers
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bahdanau_tf import losses
+from bahdanau_tf.models import RNNEncDec, RNNSearch, Seq2Seq, model_from_preset, preset_names
+
+SOURCES = [[5, 6, 7, 8, 9, 2], [10, 11, 2], [12, 2]]
+TARGET_INPUTS = [[1, 13, 14, 15], [1, 16, 17, 0], [1, 18, 0, 0]]
+
+
+def _batch(width=None):
+    width = width or max(map(len, SOURCES))
+    source = np.array([s + [0] * (width - len(s)) for s in SOURCES], "int32")
+    return source, np.array(TARGET_INPUTS, "int32")
+
+
+def _tiny(preset, **overrides):
+    model = model_from_preset(preset, source_vocabulary_size=30, target_vocabulary_size=40, **overrides)
+    model(_batch())
+    helpers.randomize_weights(model, scale=0.3)
+    return model
+
+
+ALL_TINY = ["tiny", "rnnencdec-tiny", "seq2seq-tiny"]
+
+
+def test_rnnsearch_matches_numpy_reference():
+    model = _tiny("tiny")
+    source, target_in = _batch()
+    logits = model((source, target_in)).numpy()
+    attention = model.attention_weights((source, target_in)).numpy()
+    for row, sentence in enumerate(SOURCES):
+        target_len = int((target_in[row] != 0).sum())
+        expected_logits, expected_attention = helpers.rnnsearch_reference(model, sentence, target_in[row, :target_len])
+        np.testing.assert_allclose(logits[row, :target_len], expected_logits, atol=1e-5, rtol=1e-5)
+        np.testing.assert_allclose(attention[row, :target_len, : len(sentence)], expected_attention, atol=1e-5)
+
+
+def test_rnnencdec_matches_numpy_reference_with_one_context():
+    model = _tiny("rnnencdec-tiny")
+    source, target_in = _batch()
+    logits = model((source, target_in)).numpy()
+    for row, sentence in enumerate(SOURCES):
+        target_len = int((target_in[row] != 0).sum())
+        expected = helpers.rnnencdec_reference(model, sentence, target_in[row, :target_len])
+        np.testing.assert_allclose(logits[row, :target_len], expected, atol=1e-5, rtol=1e-5)
+
+
+def test_rnnencdec_context_is_the_same_at_every_step():
+    model = _tiny("rnnencdec-tiny")
+    source, _ = _batch()
+    memory = model.encode(source)
+    state = model.initial_state(memory)
+    contexts = []
+    for token in (1, 13, 14):
+        _, state, attention = model.decode_step(tf.fill([3], token), state, memory)
+        assert attention is None
+        contexts.append(model.encode(source)["context"].numpy())
+    assert memory["context"].shape == (3, model.hidden_dim)
+    np.testing.assert_array_equal(contexts[0], contexts[-1])
+
+
+@pytest.mark.parametrize("preset", ALL_TINY)
+def test_padding_changes_no_logit_at_real_positions(preset):
+    model = _tiny(preset)
+    source, target_in = _batch()
+    wide_source, _ = _batch(width=11)
+    narrow, wide = model((source, target_in)).numpy(), model((wide_source, target_in)).numpy()
+    real = target_in != 0
+    np.testing.assert_allclose(narrow[real], wide[real], atol=1e-5)
+
+
+def test_attention_on_padding_is_exactly_zero():
+    model = _tiny("tiny")
+    source, target_in = _batch(width=9)
+    attention = model.attention_weights((source, target_in)).numpy()
+    padding = np.broadcast_to((source == 0)[:, None, :], attention.shape)
+    assert np.all(attention[padding] == 0.0)
+    np.testing.assert_allclose(attention.sum(-1), 1.0, atol=1e-5)
+
+
+@pytest.mark.parametrize("preset", ALL_TINY)
+def test_teacher_forcing_equals_stepping_decode_step(preset):
+    model = _tiny(preset)
+    source, target_in = _batch()
+    np.testing.assert_allclose(
+        model((source, target_in)).numpy(), helpers.step_through(model, source, target_in), atol=1e-5
+    )
+
+
+def test_seq2seq_reads_the_source_reversed():
+    model = _tiny("seq2seq-tiny")
+    plain = Seq2Seq.from_config({**model.get_config(), "reverse_source": False})
+    plain(_batch())
+    plain.set_weights(model.get_weights())
+    source, target_in = _batch(width=8)
+    reversed_source = np.zeros_like(source)
+    for row, sentence in enumerate(SOURCES):
+        reversed_source[row, : len(sentence)] = sentence[::-1]  # padding stays at the end
+    np.testing.assert_allclose(model((source, target_in)), plain((reversed_source, target_in)), atol=1e-6)
+    assert not np.allclose(model((source, target_in)), plain((source, target_in)), atol=1e-3)
+
+
+@pytest.mark.parametrize("preset", ALL_TINY)
+def test_config_and_keras_file_round_trips(preset, tmp_path):
+    model = _tiny(preset)
+    source, target_in = _batch()
+    expected = model((source, target_in)).numpy()
+
+    clone = type(model).from_config(model.get_config())
+    clone((source, target_in))
+    clone.set_weights(model.get_weights())
+    np.testing.assert_array_equal(clone((source, target_in)), expected)
+    assert clone.get_config() == model.get_config()
+
+    path = str(tmp_path / "model.keras")
+    model.save(path)
+    loaded = keras.saving.load_model(path)
+    assert type(loaded) is type(model)
+    np.testing.assert_array_equal(loaded((source, target_in)), expected)
+
+
+def test_presets_and_bad_arguments():
+    paper = RNNSearch.presets["rnnsearch-50"]
+    assert (paper["embedding_dim"], paper["hidden_dim"], paper["attention_dim"], paper["maxout_dim"]) == (620, 1000, 1000, 500)
+    assert type(model_from_preset("rnnencdec-30", source_vocabulary_size=9, target_vocabulary_size=9)) is RNNEncDec
+    assert type(model_from_preset("seq2seq-small")) is Seq2Seq
+    assert Seq2Seq.presets["seq2seq"]["num_layers"] == 4
+    assert "rnnsearch-30" in preset_names()
+    with pytest.raises(ValueError, match="rnnencdec-50.*RNNEncDec"):
+        RNNSearch.from_preset("rnnencdec-50")
+    with pytest.raises(ValueError, match="'huge'"):
+        model_from_preset("huge")
+    with pytest.raises(ValueError, match="hidden_dim.*-3"):
+        RNNSearch(10, 10, hidden_dim=-3)
+    with pytest.raises(ValueError, match="initialization"):
+        RNNSearch(10, 10, initialization="xavier")
+
+
+def test_paper_initialisation():
+    model = RNNSearch(300, 300, embedding_dim=160, hidden_dim=150, attention_dim=140, maxout_dim=100)
+    model(_batch())
+    n = model.hidden_dim
+
+    def assert_orthogonal_blocks(matrix):
+        for block in range(matrix.shape[-1] // n):
+            q = matrix[:, block * n : (block + 1) * n]
+            np.testing.assert_allclose(q @ q.T, np.eye(n), atol=1e-4)
+
+    for direction in range(2):
+        assert_orthogonal_blocks(model.encoder.gate_kernel.numpy()[direction])
+        assert_orthogonal_blocks(model.encoder.recurrent_kernel.numpy()[direction])
+    assert_orthogonal_blocks(model.decoder_cell.gru.gate_kernel.numpy())
+    assert_orthogonal_blocks(model.decoder_cell.gru.recurrent_kernel.numpy())
+
+    attention = model.decoder_cell.attention
+    for weight in (attention.query_kernel, attention.key_kernel):
+        assert abs(np.std(weight.numpy()) - 0.001) < 0.0001
+    for weight in (model.encoder.kernel, model.decoder_cell.gru.kernel, model.readout.output_kernel,
+                   model.target_embedding.embeddings, model.initial_state_dense.kernel):
+        assert abs(np.std(weight.numpy()) - 0.01) < 0.001
+    assert np.all(attention.score_vector.numpy() == 0)
+    for weight in model.weights:
+        if "bias" in weight.path:
+            assert np.all(weight.numpy() == 0), weight.path
+
+
+def _train_step(model, learning_rate):
+    optimizer = keras.optimizers.Adam(learning_rate, global_clipnorm=1.0)
+
+    @tf.function(jit_compile=True)
+    def step(source, target_in, target_out):
+        with tf.GradientTape() as tape:
+            loss = losses.masked_nll(target_out, model((source, target_in), training=True))
+        gradients = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(gradients, model.trainable_variables))
+        return loss
+
+    return step
+
+
+def _pad(array, width=41):
+    return np.pad(array, ((0, 0), (0, width - array.shape[1])))
+
+
+def _train_reversal(model, steps, seed=0):
+    rng = np.random.default_rng(seed)
+    step = _train_step(model, 1e-2)
+    for _ in range(steps):
+        (source, target_in), target_out = helpers.reversal_batch(rng, 32, 10, 40, 12)
+        step(_pad(source), _pad(target_in), _pad(target_out))
+    (source, target_in), target_out = helpers.reversal_batch(np.random.default_rng(99), 256, 10, 40, 12)
+    correct = (np.argmax(model((source, target_in)), -1) == target_out) & (target_out != 0)
+    long = ((source != 0).sum(1) - 1 >= 30)[:, None]
+    return correct.sum() / (target_out != 0).sum(), correct[long[:, 0]].sum() / (target_out != 0)[long[:, 0]].sum()
+
+
+@pytest.mark.slow
+def test_attention_learns_reversal_and_the_fixed_context_baseline_does_not():
+    """The paper's claim in miniature: alignment matters most on long sentences."""
+    keras.utils.set_random_seed(0)
+    sizes = dict(source_vocabulary_size=16, target_vocabulary_size=16, embedding_dim=32, hidden_dim=64,
+                 maxout_dim=32, initialization="keras")
+    search_accuracy, search_long = _train_reversal(RNNSearch(attention_dim=64, **sizes), steps=450)
+    encdec_accuracy, encdec_long = _train_reversal(RNNEncDec(**sizes), steps=450)
+    assert search_accuracy >= 0.9, search_accuracy
+    assert search_long >= 0.85, search_long
+    assert encdec_long < search_long - 0.3, (encdec_long, search_long)
+
+
+def test_jit_and_mixed_precision_match_float32():
+    model = _tiny("tiny")
+    source, target_in = _batch()
+    expected = model((source, target_in)).numpy()
+    jitted = tf.function(lambda s, t: model((s, t)), jit_compile=True)(source, target_in)
+    np.testing.assert_allclose(jitted, expected, atol=1e-4)
+
+    bf16 = RNNSearch.from_config({**model.get_config(), "dtype": "mixed_bfloat16"})
+    bf16((source, target_in))
+    bf16.set_weights(model.get_weights())
+    logits = bf16((source, target_in))
+    assert logits.dtype == tf.float32
+    assert bf16.decoder_cell.compute_dtype == "bfloat16"
+    real = target_in != 0
+    # bfloat16 has 8 bits of mantissa: close, not equal
+    np.testing.assert_allclose(logits.numpy()[real], expected[real], atol=0.15 * np.abs(expected).max())
+    assert losses.masked_nll(target_in, logits).dtype == tf.float32
+
+
+def test_fit_and_evaluate_with_the_package_loss_and_metric():
+    keras.utils.set_random_seed(1)
+    model = RNNSearch.from_preset("tiny", source_vocabulary_size=16, target_vocabulary_size=16)
+    rng = np.random.default_rng(0)
+    (source, target_in), target_out = helpers.reversal_batch(rng, 64, 3, 6, 4)
+    dataset = tf.data.Dataset.from_tensor_slices(((source, target_in), target_out)).batch(16)
+    model.compile(optimizer=keras.optimizers.Adam(1e-2), loss=losses.MaskedSparseCategoricalCrossentropy(),
+                  metrics=[losses.MaskedAccuracy()])
+    before = model.evaluate(dataset, verbose=0, return_dict=True)
+    model.fit(dataset, epochs=15, verbose=0)
+    after = model.evaluate(dataset, verbose=0, return_dict=True)
+    assert after["loss"] < 0.6 * before["loss"]
+    assert after["masked_accuracy"] > before["masked_accuracy"] + 0.2
+    # the loss is the mean NLL over real tokens only
+    np.testing.assert_allclose(after["loss"], losses.masked_nll(target_out, model((source, target_in))), rtol=1e-3)
