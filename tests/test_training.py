@@ -1,0 +1,216 @@
+"""Tests of bahdanau_tf.training: the train step, clipping, precision, resume, refusal, NaN stop.
+
+Everything uses the ``tiny`` preset, word vocabularies of a few hundred words and short slices of
+the Bible corpus, with XLA off unless a test is about XLA (each new shape is a compilation).
+The distributed and kill/resume tests run in subprocesses (`tests/test_training_distributed.py`,
+`tests/test_cli_train.py`).
+"""
+
+import json
+import math
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bahdanau_tf import data, model_directory, text, training
+
+
+@pytest.fixture(scope="module")
+def corpora():
+    train = data.load_corpus("bible-en-es", split="train").select(slice(0, 3000))
+    dev = data.load_corpus("bible-en-es", split="dev").select(slice(0, 120))
+    return train, dev
+
+
+@pytest.fixture(scope="module")
+def tokenizers(corpora):
+    train, _ = corpora
+    return (
+        text.WordTokenizer.build(train.sources, max_vocabulary_size=400),
+        text.WordTokenizer.build(train.targets, max_vocabulary_size=400),
+    )
+
+
+def tiny_config(**changes):
+    defaults = dict(
+        max_length=20, jit_compile=False, log_every=10, eval_every=10_000, checkpoint_every=10_000,
+        dev_sentences=120, summaries=False,
+    )
+    return training.TrainingConfig.for_preset("tiny", **{**defaults, **changes})
+
+
+def make_trainer(directory, tokenizers, seed=1234, **changes):
+    tf.keras.utils.set_random_seed(seed)
+    return training.Trainer(
+        str(directory), *tokenizers, preset="tiny", config=tiny_config(seed=seed, **changes), log=lambda line: None
+    )
+
+
+def weights(trainer):
+    return [np.array(v) for v in trainer.model.trainable_variables]
+
+
+def test_training_defaults_follow_the_paper():
+    paper = training.TrainingConfig.for_preset("rnnsearch-50")
+    assert (paper.optimizer, paper.learning_rate, paper.clipnorm, paper.batch_size, paper.bucketing) == (
+        "adadelta", 1.0, 1.0, 80, "paper")
+    assert training.TrainingConfig.for_preset("rnnsearch-30").max_length == 30
+    optimizer = training.make_optimizer(paper)
+    assert isinstance(optimizer, tf.keras.optimizers.Adadelta)
+    assert (optimizer.rho, optimizer.epsilon) == (0.95, 1e-6)
+    sutskever = training.TrainingConfig.for_preset("seq2seq")
+    assert (sutskever.optimizer, sutskever.learning_rate, sutskever.clipnorm, sutskever.batch_size) == (
+        "sgd", 0.7, 5.0, 128)
+    assert training.TrainingConfig.for_preset("small").optimizer == "adam"
+    assert training.TrainingConfig.for_preset("small", learning_rate=0.1).learning_rate == 0.1
+    assert training.TrainingConfig.for_preset("small", clipnorm=None).clipnorm is None
+    with pytest.raises(ValueError, match="optimizer"):
+        training.TrainingConfig(optimizer="rmsprop")
+    with pytest.raises(ValueError, match="No training defaults"):
+        training.training_defaults("nope")
+
+
+def test_halving_schedule_is_sutskevers():
+    schedule = training.HalvingSchedule(0.7, steps_per_epoch=100)
+    rates = [float(schedule(step)) for step in (0, 499, 500, 549, 550, 600, 749)]
+    np.testing.assert_allclose(rates, [0.7, 0.7, 0.35, 0.35, 0.175, 0.0875, 0.7 / 2**5], rtol=1e-6)
+
+
+def test_pad_batch_rounds_lengths_up_and_fill_batch_adds_empty_pairs():
+    source = tf.constant([[5, 6, 2]])
+    target_in = tf.constant([[1, 7, 8, 9, 10]])
+    target_out = tf.constant([[7, 8, 9, 10, 2]])
+    (s, ti), to = training._pad_batch(((source, target_in), target_out), 4, max_length=50)
+    assert (s.shape, ti.shape, to.shape) == ((1, 4), (1, 8), (1, 8))
+    np.testing.assert_array_equal(to[0], [7, 8, 9, 10, 2, 0, 0, 0])
+    (s, ti), to = training._fill_batch(((s, ti), to), 3)
+    np.testing.assert_array_equal(s[1:], [[2, 0, 0, 0]] * 2)
+    np.testing.assert_array_equal(ti[1:, :2], [[1, 0]] * 2)
+    assert int(tf.reduce_sum(to[1:])) == 0
+
+
+def test_filled_rows_do_not_change_the_loss(tokenizers, tmp_path):
+    trainer = make_trainer(tmp_path, tokenizers)
+    batch = ((tf.constant([[5, 6, 2]]), tf.constant([[1, 7, 8]])), tf.constant([[7, 8, 2]]))
+    filled = training._fill_batch(batch, 4)
+    plain = trainer.eval_step(batch)
+    padded = trainer.eval_step(filled)
+    np.testing.assert_allclose([float(x) for x in padded], [float(x) for x in plain], rtol=1e-6)
+
+
+@pytest.mark.slow
+def test_a_few_hundred_steps_lower_the_dev_nll(corpora, tokenizers, tmp_path):
+    train, dev = corpora
+    trainer = make_trainer(tmp_path, tokenizers, max_steps=200, eval_every=100, log_every=50)
+    trainer.restore()
+    before = trainer.evaluate(trainer._dev_dataset(dev))
+    report = trainer.fit(train, dev)
+    assert report["updates"] == 200
+    assert report["dev_nll"] < before - 1.0, (before, report)
+    assert report["best_dev_nll"] <= report["dev_nll"]
+    assert report["train_nll"] < before
+    saved = json.loads((tmp_path / "report.json").read_text())
+    for key in ("updates", "epochs", "wall_time", "device", "train_nll", "dev_nll"):
+        assert key in saved
+    assert saved["epochs"] > 1  # 200 updates of 32 pairs; < 1000 of the 3000 pairs have <= 20 words
+    # translation reads the best checkpoint through model_directory
+    loaded = model_directory.load_model_directory(str(tmp_path))
+    assert loaded.checkpoint.endswith(f"ckpt-{report['best_step']}")
+
+
+def test_applied_gradient_norm_is_clipped(corpora, tokenizers, tmp_path):
+    """With plain SGD and learning rate 1 the update is minus the applied gradient."""
+    train, _ = corpora
+    clipnorm = 1e-3  # far below the gradient's norm, so clipping acts
+    trainer = make_trainer(tmp_path, tokenizers, optimizer="sgd", learning_rate=1.0, clipnorm=clipnorm, max_steps=1)
+    before = weights(trainer)
+    trainer.fit(train)
+    raw_norm = float(trainer._grad_norm.numpy())
+    update = [after - b for after, b in zip(weights(trainer), before)]
+    applied = math.sqrt(sum(float(np.sum(u.astype("float64") ** 2)) for u in update))
+    assert raw_norm > 10 * clipnorm
+    assert applied <= clipnorm * (1 + 1e-4)
+    assert applied > 0.99 * clipnorm
+
+
+def test_paper_clipping_bounds_the_update_to_one(corpora, tokenizers, tmp_path):
+    train, _ = corpora
+    trainer = make_trainer(tmp_path, tokenizers, optimizer="sgd", learning_rate=1.0, clipnorm=1.0, max_steps=3)
+    trainer.restore()
+    iterator = iter(trainer._train_dataset(train))
+    for _ in range(3):
+        before = weights(trainer)
+        trainer.train_step(iterator)
+        update = [a - b for a, b in zip(weights(trainer), before)]
+        applied = math.sqrt(sum(float(np.sum(u.astype("float64") ** 2)) for u in update))
+        assert applied <= 1.0 + 1e-4
+        np.testing.assert_allclose(applied, min(float(trainer._grad_norm.numpy()), 1.0), rtol=1e-3)
+
+
+@pytest.mark.parametrize("precision,jit", [("float32", True), ("mixed_bfloat16", False), ("mixed_float16", False)])
+def test_precision_and_jit_losses_are_close_to_float32(corpora, tokenizers, tmp_path, precision, jit):
+    """Plain SGD without clipping: a wrong loss scale or cast would change the losses a lot."""
+    train, dev = corpora
+    settings = dict(optimizer="sgd", learning_rate=1.0, clipnorm=None, max_steps=20, log_every=20, max_length=12)
+    reference = make_trainer(tmp_path / "float32", tokenizers, **settings)
+    reference_report = reference.fit(train, dev)
+    other = make_trainer(tmp_path / f"{precision}-jit{jit}", tokenizers, precision=precision, jit_compile=jit, **settings)
+    assert other.model.compute_dtype == {"float32": "float32", "mixed_bfloat16": "bfloat16",
+                                         "mixed_float16": "float16"}[precision]
+    report = other.fit(train, dev)
+    tolerance = 1e-3 if precision == "float32" else 0.03
+    np.testing.assert_allclose(report["train_nll"], reference_report["train_nll"], rtol=tolerance)
+    np.testing.assert_allclose(report["dev_nll"], reference_report["dev_nll"], rtol=tolerance)
+    assert reference_report["dev_nll"] < math.log(400) - 0.5  # it did learn
+
+
+def test_another_model_config_is_refused(corpora, tokenizers, tmp_path):
+    train, _ = corpora
+    make_trainer(tmp_path, tokenizers, max_steps=1).fit(train)
+    tf.keras.utils.set_random_seed(1)
+    other = training.Trainer(
+        str(tmp_path), *tokenizers, preset="tiny", config=tiny_config(max_steps=2),
+        model_overrides=dict(hidden_dim=32), log=lambda line: None,
+    )
+    with pytest.raises(ValueError, match=r"different model \(hidden_dim: saved 24, requested 32\)"):
+        other.fit(train)
+    assert model_directory.read_model_config(str(tmp_path))["config"]["hidden_dim"] == 24
+
+
+def test_resume_continues_step_weights_and_optimizer(corpora, tokenizers, tmp_path):
+    train, _ = corpora
+    first = make_trainer(tmp_path, tokenizers, max_steps=6, checkpoint_every=3)
+    first.fit(train)
+    lines = []
+    tf.keras.utils.set_random_seed(99)  # a different initialisation: the restore must overwrite it
+    second = training.Trainer(str(tmp_path), *tokenizers, preset="tiny", config=tiny_config(max_steps=8),
+                              log=lines.append)
+    assert second.restore().endswith("ckpt-6")
+    assert any(line.startswith("Resuming from") for line in lines)
+    assert int(second.step.numpy()) == 6
+    for a, b in zip(weights(second), weights(first)):
+        np.testing.assert_array_equal(a, b)
+    assert int(second.optimizer.iterations.numpy()) == 6
+    report = second.fit(train)
+    assert report["updates"] == 8
+    assert tf.train.latest_checkpoint(str(tmp_path / "checkpoints")).endswith("ckpt-8")
+
+
+def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(corpora, tokenizers, tmp_path):
+    train, _ = corpora
+    trainer = make_trainer(tmp_path, tokenizers, optimizer="sgd", learning_rate=1e30, clipnorm=None,
+                           max_steps=50, checkpoint_every=1, log_every=1)
+    with pytest.raises(training.NonFiniteLossError, match="non-finite"):
+        trainer.fit(train)
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert "non-finite" in report["stopped_because"]
+    assert report["updates"] < 50
+    latest = tf.train.latest_checkpoint(str(tmp_path / "checkpoints"))
+    if latest is not None:  # a checkpoint written before the blow-up holds finite weights
+        restored = model_directory.load_model_directory(str(tmp_path), which="latest")
+        for variable in restored.model.trainable_variables:
+            assert np.all(np.isfinite(np.array(variable)))
+        saved_step = int(latest.rsplit("-", 1)[1])
+        assert saved_step < report["updates"]
