@@ -136,7 +136,16 @@ def reference_links(alignments):
                                    _word_ids(a.target_tokens)) for a in alignments]
 
 
-def decoded_links(alignments, hypotheses, references, gold):
+def _token_words(tokens):
+    """The words a token sequence spells (pieces joined, special tokens dropped)."""
+    words = {}
+    for token, word in zip(tokens, _word_ids(tokens)):
+        if word is not None:
+            words[word] = words.get(word, "") + (token[2:] if token.startswith("##") else token)
+    return [words[w] for w in sorted(words)]
+
+
+def decoded_links(alignments, references, gold):
     """(predicted, sure) links of decoded translations, on uniquely matched words.
 
     A hypothesis word that occurs exactly once in the hypothesis and exactly once in the
@@ -146,20 +155,16 @@ def decoded_links(alignments, hypotheses, references, gold):
     from bahdanau_tf.text import split_words
 
     predicted, sure = [], []
-    for alignment, hypothesis, reference, links in zip(alignments, hypotheses, references, gold):
-        hyp_words, ref_words = split_words(hypothesis), split_words(reference)
+    for alignment, reference, links in zip(alignments, references, gold):
+        hyp_words, ref_words = _token_words(alignment.target_tokens), split_words(reference)
         ref_index = {w: i for i, w in enumerate(ref_words) if ref_words.count(w) == 1}
         mapping = {i: ref_index[w] for i, w in enumerate(hyp_words)
                    if hyp_words.count(w) == 1 and w in ref_index}
         to_hyp = {r: h for h, r in mapping.items()}
-        links_here = {(s, to_hyp[t]) for s, t in links if t in to_hyp}
-        if alignment is None:
-            predicted.append(set())
-        else:
-            found = attention_to_alignment(alignment.attention, _word_ids(alignment.source_tokens),
-                                           _word_ids(alignment.target_tokens))
-            predicted.append({(s, t) for s, t in found if t in mapping})
-        sure.append(links_here)
+        found = attention_to_alignment(alignment.attention, _word_ids(alignment.source_tokens),
+                                       _word_ids(alignment.target_tokens))
+        predicted.append({(s, t) for s, t in found if t in mapping})
+        sure.append({(s, to_hyp[t]) for s, t in links if t in to_hyp})
     return predicted, sure
 
 
@@ -206,8 +211,8 @@ def evaluate_model(translator, name, sources, references, gold, settings):
                                                     batch_size=FLAGS.batch_size)
             predicted, sure = reference_links(forced), [set(map(tuple, gold[i])) for i in scored]
             decoded_predicted, decoded_sure = decoded_links(
-                [output.alignments[i] for i in scored], [hypotheses[i] for i in scored],
-                [references[i] for i in scored], [gold[i] for i in scored])
+                [output.alignments[i] for i in scored], [references[i] for i in scored],
+                [gold[i] for i in scored])
             if any(decoded_predicted) or any(decoded_sure):
                 import dataclasses
 
