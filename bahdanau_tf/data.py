@@ -1,0 +1,591 @@
+"""Parallel corpora and the tf.data input pipeline.
+
+* :func:`load_corpus` -- the embedded English-Spanish Bible (DESIGN.md section 4), with its
+  train/dev/test splits and, for dev and test, gold word alignments from Strong's numbers.
+* :func:`load_parallel_files`, :func:`load_tsv`, :func:`load_tfds` -- the user's own data.
+* :func:`make_dataset` -- tokenisation inside tf.data, the paper's length limits and
+  bucketing (section 4 / appendix B.2), padded batches ready for ``model.fit``.
+
+Every loader returns a :class:`ParallelCorpus`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import gzip
+import os
+from typing import Iterable, Sequence
+
+import tensorflow as tf
+
+from bahdanau_tf.special_tokens import END_ID, PAD_ID, START_ID
+
+__all__ = [
+    "ParallelCorpus",
+    "CORPORA",
+    "SPLITS",
+    "DIRECTIONS",
+    "BIBLE_SPLIT_RULE",
+    "bible_split",
+    "load_corpus",
+    "load_parallel_files",
+    "load_tsv",
+    "load_tfds",
+    "make_dataset",
+    "BUCKETING_MODES",
+]
+
+CORPORA_DIRECTORY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpora")
+_CORPUS_FILES = {"bible-en-es": "bible-en-es.tsv.gz"}
+CORPORA = tuple(_CORPUS_FILES)
+SPLITS = ("train", "dev", "test", "all")
+DIRECTIONS = ("en-es", "es-en")
+BUCKETING_MODES = ("paper", "token_budget", None)
+
+BIBLE_SPLIT_RULE = (
+    "By chapter: the 1,189 chapters of the 66 books are numbered 0..1188 in canonical order "
+    "(Genesis 1 = 0, Revelation 22 = 1188); chapter c is 'test' if c % 16 == 8, 'dev' if "
+    "c % 32 == 4, 'train' otherwise. Every verse of a chapter goes to the chapter's split."
+)
+
+
+def bible_split(chapter_index: int) -> str:
+    """The split of a Bible chapter (see :data:`BIBLE_SPLIT_RULE`).
+
+    Whole chapters, never single verses, go to dev/test: neighbouring verses repeat each
+    other's names and phrases and would leak. Every 16th chapter (test) and every 32nd
+    (dev) spreads both over all books and genres.
+
+    Args:
+        chapter_index: int, 0 for Genesis 1 ... 1188 for Revelation 22.
+
+    Returns:
+        str: "train", "dev" or "test".
+    """
+    if chapter_index % 16 == 8:
+        return "test"
+    if chapter_index % 32 == 4:
+        return "dev"
+    return "train"
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class ParallelCorpus:
+    """Sentence pairs, optionally with verse ids and gold word alignments.
+
+    Attributes:
+        sources: list of str, source sentences.
+        targets: list of str, target sentences (same length).
+        alignments: None, or one entry per pair: a list of ``(source_word, target_word)``
+            index pairs over :func:`bahdanau_tf.text.split_words` of the source and target
+            sentence, or None where that pair has no gold alignment. These are all links
+            (the "possible" set P of the alignment error rate).
+        ids: None, or one id per pair (verse references such as ``"Gen 1:1"``).
+        sure_alignments: None, or per pair the subset of ``alignments`` that is sure (the
+            set S of the alignment error rate): links whose Strong's number tags exactly one
+            phrase on each side.
+        name: str, where the pairs come from.
+        direction: str or None, e.g. ``"en-es"``.
+
+    Example:
+
+        >>> corpus = load_corpus("bible-en-es", split="test")
+        >>> len(corpus), corpus.ids[0], corpus.sources[0][:20]
+        (2051, 'Gen 9:1', 'God blessed Noah and')
+    """
+
+    sources: list
+    targets: list
+    alignments: list | None = None
+    ids: list | None = None
+    sure_alignments: list | None = None
+    name: str = ""
+    direction: str | None = None
+
+    def __post_init__(self):
+        if len(self.sources) != len(self.targets):
+            raise ValueError(
+                f"sources and targets differ in length: {len(self.sources)} != {len(self.targets)}"
+            )
+        for field in ("alignments", "sure_alignments", "ids"):
+            value = getattr(self, field)
+            if value is not None and len(value) != len(self.sources):
+                raise ValueError(
+                    f"{field} has {len(value)} entries for {len(self.sources)} sentence pairs"
+                )
+
+    def __len__(self) -> int:
+        return len(self.sources)
+
+    @property
+    def references(self) -> list | None:
+        """Alias of ``ids`` (verse references for the Bible)."""
+        return self.ids
+
+    def pairs(self) -> list[tuple[str, str]]:
+        """list of (source, target) tuples."""
+        return list(zip(self.sources, self.targets))
+
+    def select(self, indices) -> "ParallelCorpus":
+        """A sub-corpus: ``indices`` is a slice or a sequence of ints."""
+        if isinstance(indices, slice):
+            pick = lambda values: None if values is None else list(values[indices])  # noqa: E731
+        else:
+            indices = list(indices)
+            pick = lambda values: None if values is None else [values[i] for i in indices]  # noqa: E731
+        return dataclasses.replace(
+            self,
+            sources=pick(self.sources),
+            targets=pick(self.targets),
+            alignments=pick(self.alignments),
+            sure_alignments=pick(self.sure_alignments),
+            ids=pick(self.ids),
+        )
+
+
+# === The embedded corpus ===
+
+
+_COLUMNS = ("id", "es_id", "split", "en", "es", "alignment")
+
+
+@functools.lru_cache(maxsize=None)
+def _read_embedded(name: str) -> tuple:
+    path = os.path.join(CORPORA_DIRECTORY, _CORPUS_FILES[name])
+    if not os.path.isfile(path):
+        raise FileNotFoundError(
+            f"The embedded corpus file {path!r} is missing; rebuild it with "
+            "scripts/build_bible_corpus.py (see bahdanau_tf/corpora/README.md)."
+        )
+    rows = []
+    with gzip.open(path, "rt", encoding="utf-8", newline="\n") as handle:
+        header = handle.readline().rstrip("\n").split("\t")
+        if header != list(_COLUMNS):
+            raise ValueError(f"Unexpected header {header!r} in {path!r}")
+        for line in handle:
+            verse_id, _, split, english, spanish, alignment = line.rstrip("\n").split("\t")
+            links = sure = None
+            if alignment and alignment != "-":
+                links, sure = [], []
+                for link in alignment.split():
+                    separator = "-" if "-" in link else "?"
+                    source, target = link.split(separator)
+                    links.append((int(source), int(target)))
+                    if separator == "-":
+                        sure.append(links[-1])
+                links, sure = tuple(links), tuple(sure)
+            rows.append((verse_id, split, english, spanish, links, sure))
+    return tuple(rows)
+
+
+def load_corpus(name: str = "bible-en-es", split: str = "train", direction: str = "en-es"):
+    """Loads an embedded corpus (offline).
+
+    The Bible (World English Bible / Reina-Valera 1909, both public domain) has 31,047
+    verse pairs: 27,989 train, 1,007 dev, 2,051 test, split by chapter
+    (:data:`BIBLE_SPLIT_RULE`). Dev and test carry gold word alignments from Strong's
+    numbers (936 dev and 2,009 test verses; the others have ``None``, see below).
+
+    Args:
+        name: str, one of :data:`CORPORA`.
+        split: str, "train", "dev", "test" or "all".
+        direction: str, "en-es" (English source) or "es-en".
+
+    Returns:
+        ParallelCorpus, with ``ids`` such as ``"Gen 1:1"`` (the English verse number) and,
+        for dev and test, ``alignments``: per verse a sorted list of ``(source_word,
+        target_word)`` pairs oriented by ``direction`` (all links; the sure ones are also in
+        ``sure_alignments``), or None where the verse has no reliable gold (the WEB's
+        Strong's tags sit under Hebrew verse numbers there; skip those verses when
+        scoring). ``alignments`` is None for train and "all".
+
+    Raises:
+        ValueError: unknown name, split or direction.
+    """
+    if name not in _CORPUS_FILES:
+        raise ValueError(f"Unknown corpus {name!r}; valid names: {list(CORPORA)}.")
+    if split not in SPLITS:
+        raise ValueError(f"Unknown split {split!r}; valid splits: {list(SPLITS)}.")
+    if direction not in DIRECTIONS:
+        raise ValueError(f"Unknown direction {direction!r}; valid directions: {list(DIRECTIONS)}.")
+    rows = [row for row in _read_embedded(name) if split == "all" or row[1] == split]
+    english = [row[2] for row in rows]
+    spanish = [row[3] for row in rows]
+    alignments = sure_alignments = None
+    if split in ("dev", "test"):
+
+        def orient(links):
+            if links is None:
+                return None
+            if direction == "en-es":
+                return list(links)
+            return sorted((target, source) for source, target in links)
+
+        alignments = [orient(row[4]) for row in rows]
+        sure_alignments = [orient(row[5]) for row in rows]
+    sources, targets = (english, spanish) if direction == "en-es" else (spanish, english)
+    return ParallelCorpus(
+        sources=sources,
+        targets=targets,
+        alignments=alignments,
+        sure_alignments=sure_alignments,
+        ids=[row[0] for row in rows],
+        name=f"{name}/{split}",
+        direction=direction,
+    )
+
+
+# === The user's own data ===
+
+
+def _read_lines(path: str) -> list[str]:
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"No such file: {path!r}")
+    with open(path, "rb") as handle:
+        raw_lines = handle.read().split(b"\n")
+    if raw_lines and raw_lines[-1] == b"":
+        raw_lines.pop()  # the final newline ends the last line, it does not start a new one
+    lines = []
+    for number, raw in enumerate(raw_lines, start=1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise ValueError(f"{path!r} line {number} is not valid UTF-8: {error}") from None
+        lines.append(line[:-1] if line.endswith("\r") else line)
+    if lines and lines[0].startswith("\ufeff"):
+        lines[0] = lines[0][1:]
+    return lines
+
+
+def load_parallel_files(source_path: str, target_path: str, name: str | None = None):
+    """Loads two parallel text files, one sentence a line (UTF-8).
+
+    Args:
+        source_path: str, source sentences.
+        target_path: str, target sentences, line i translating line i of the source.
+        name: optional str naming the corpus.
+
+    Returns:
+        ParallelCorpus (empty lines are kept; :func:`make_dataset` drops empty pairs).
+
+    Raises:
+        FileNotFoundError: a file is missing.
+        ValueError: the line counts differ, or a line is not valid UTF-8.
+    """
+    sources = _read_lines(source_path)
+    targets = _read_lines(target_path)
+    if len(sources) != len(targets):
+        raise ValueError(
+            f"Line counts differ: {source_path!r} has {len(sources)} lines, "
+            f"{target_path!r} has {len(targets)}."
+        )
+    return ParallelCorpus(
+        sources=sources, targets=targets, name=name or f"{source_path}+{target_path}"
+    )
+
+
+def load_tsv(
+    path: str,
+    source_column: int = 0,
+    target_column: int = 1,
+    skip_header: bool = False,
+    name: str | None = None,
+):
+    """Loads a tab-separated file of sentence pairs (UTF-8, one pair a line).
+
+    Args:
+        path: str.
+        source_column: int, column of the source sentence.
+        target_column: int, column of the target sentence.
+        skip_header: bool, ignore the first line.
+        name: optional str naming the corpus.
+
+    Returns:
+        ParallelCorpus.
+
+    Raises:
+        FileNotFoundError: the file is missing.
+        ValueError: a line has too few columns or is not valid UTF-8.
+    """
+    lines = _read_lines(path)
+    first = 1
+    if skip_header:
+        lines, first = lines[1:], 2
+    needed = max(source_column, target_column) + 1
+    sources, targets = [], []
+    for number, line in enumerate(lines, start=first):
+        if not line.strip():
+            continue
+        columns = line.split("\t")
+        if len(columns) < needed:
+            raise ValueError(
+                f"{path!r} line {number} has {len(columns)} tab-separated column(s), "
+                f"{needed} needed: {line[:80]!r}"
+            )
+        sources.append(columns[source_column])
+        targets.append(columns[target_column])
+    return ParallelCorpus(sources=sources, targets=targets, name=name or os.fspath(path))
+
+
+def load_tfds(
+    name: str,
+    split: str = "train",
+    source_language: str | None = None,
+    target_language: str | None = None,
+    data_dir: str | None = None,
+    download: bool = False,
+    max_examples: int | None = None,
+):
+    """Loads a ``tensorflow_datasets`` translation set, e.g. ``"wmt14_translate/fr-en"``.
+
+    ``tensorflow_datasets`` is imported only here. Nothing is downloaded unless
+    ``download=True``: the data must already be in ``data_dir`` (tfds' default otherwise).
+
+    Args:
+        name: str, the tfds name (with config).
+        split: str, a tfds split ("train", "validation", "test[:1000]", ...).
+        source_language: str feature key of the source, e.g. "fr"; defaults to the dataset's
+            first supervised key.
+        target_language: str feature key of the target; defaults to the second.
+        data_dir: optional str, where the prepared data lives.
+        download: bool, allow tfds to download and prepare the data.
+        max_examples: optional int, stop after this many pairs.
+
+    Returns:
+        ParallelCorpus.
+
+    Raises:
+        ImportError: tensorflow_datasets is not installed.
+        ValueError: a language key is not a feature of the dataset.
+    """
+    try:
+        import tensorflow_datasets as tfds
+    except ImportError as error:
+        raise ImportError(
+            "load_tfds needs the optional package tensorflow_datasets: "
+            "pip install tensorflow-datasets"
+        ) from error
+    dataset, info = tfds.load(
+        name, split=split, data_dir=data_dir, download=download, with_info=True
+    )
+    if source_language is None or target_language is None:
+        keys = info.supervised_keys or ()
+        if len(keys) < 2:
+            raise ValueError(f"{name!r} has no supervised keys; pass source/target_language.")
+        source_language = source_language or keys[0]
+        target_language = target_language or keys[1]
+    features = list(info.features.keys())
+    for language in (source_language, target_language):
+        if language not in features:
+            raise ValueError(f"{language!r} is not a feature of {name!r}; features: {features}")
+    if max_examples is not None:
+        dataset = dataset.take(max_examples)
+    sources, targets = [], []
+    for example in tfds.as_numpy(dataset):
+        sources.append(example[source_language].decode("utf-8", errors="replace"))
+        targets.append(example[target_language].decode("utf-8", errors="replace"))
+    return ParallelCorpus(
+        sources=sources,
+        targets=targets,
+        name=f"{name}/{split}",
+        direction=f"{source_language}-{target_language}",
+    )
+
+
+# === tf.data ===
+
+
+def _as_string_dataset(corpus_or_pairs) -> tuple[tf.data.Dataset, int | None]:
+    if isinstance(corpus_or_pairs, tf.data.Dataset):
+        return corpus_or_pairs, None
+    if isinstance(corpus_or_pairs, ParallelCorpus):
+        sources, targets = corpus_or_pairs.sources, corpus_or_pairs.targets
+    else:
+        pairs = list(corpus_or_pairs)
+        for index, pair in enumerate(pairs):
+            if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
+                raise ValueError(
+                    f"make_dataset expects a ParallelCorpus, a tf.data.Dataset of (source, "
+                    f"target) strings or a sequence of (source, target) pairs; item {index} "
+                    f"is {pair!r:.80}"
+                )
+        sources = [pair[0] for pair in pairs]
+        targets = [pair[1] for pair in pairs]
+    dataset = tf.data.Dataset.from_tensor_slices(
+        (tf.constant(sources, dtype=tf.string, shape=[len(sources)]),
+         tf.constant(targets, dtype=tf.string, shape=[len(targets)]))
+    )
+    return dataset, len(sources)
+
+
+def _lengths(ids: tf.Tensor) -> tf.Tensor:
+    return tf.reduce_sum(tf.cast(tf.not_equal(ids, PAD_ID), tf.int32), axis=-1)
+
+
+def _trim(ids: tf.Tensor) -> tf.Tensor:
+    """Cuts the padding columns a sub-batch of a wider window does not need."""
+    return ids[:, : tf.reduce_max(_lengths(ids))]
+
+
+def make_dataset(
+    corpus_or_pairs,
+    source_tokenizer,
+    target_tokenizer,
+    batch_size: int = 80,
+    max_length: int | None = 50,
+    bucketing: str | None = "paper",
+    shuffle: bool = True,
+    seed: int = 1234,
+    repeat: bool = False,
+    batches_per_window: int = 20,
+    tokens_per_batch: int | None = None,
+    shuffle_buffer_size: int | None = None,
+    drop_remainder: bool = False,
+) -> tf.data.Dataset:
+    """Builds the training/evaluation input pipeline.
+
+    Tokenisation runs inside tf.data (batched ``map`` with the tokenizers' graph ops). Each
+    pair becomes::
+
+        source_ids        = tokens(source) + [END]
+        target_input_ids  = [START] + tokens(target)
+        target_output_ids = tokens(target) + [END]
+
+    padded with ``PAD_ID = 0``. Pairs with an empty side, or more than ``max_length`` tokens
+    on either side (before ``[END]``), are dropped: the paper's RNNsearch-30 / -50 length
+    limits. This is the only length cut in training; tokenizers never cut.
+
+    Bucketing:
+
+    * ``"paper"`` (appendix B.2): take ``batches_per_window * batch_size`` pairs (1,600 for
+      20 x 80), sort them by source length (ties by target length), cut them into
+      ``batches_per_window`` minibatches, each padded only to its own longest sentence;
+      with ``shuffle`` the order of the minibatches inside the window is shuffled too.
+    * ``"token_budget"``: ``tf.data.Dataset.bucket_by_sequence_length`` with buckets every 5
+      tokens and a batch size of ``tokens_per_batch // bucket_length`` per bucket.
+    * ``None``: plain padded batches in corpus (or shuffled) order.
+
+    Args:
+        corpus_or_pairs: ParallelCorpus, sequence of (source, target) str pairs, or a
+            tf.data.Dataset of (source, target) tf.string scalars.
+        source_tokenizer: a tokenizer of :mod:`bahdanau_tf.text` (any ``tf.Module`` with
+            ``tokenize(strings) -> ragged int ids``).
+        target_tokenizer: likewise, for the target language.
+        batch_size: int, pairs per minibatch (80 in the paper).
+        max_length: int or None, the length limit in tokens (50 or 30); None keeps all.
+        bucketing: "paper", "token_budget" or None.
+        shuffle: bool, shuffle the pairs (seeded; reshuffled every epoch when repeating).
+        seed: int, the shuffle seed; the same seed gives the same batches.
+        repeat: bool, repeat forever (for step-based training).
+        batches_per_window: int, minibatches per sorted window (20 in the paper).
+        tokens_per_batch: int, the token budget of ``"token_budget"`` bucketing; defaults
+            to ``batch_size * max_length // 2`` (``batch_size * 25`` without a limit).
+        shuffle_buffer_size: int, defaults to the corpus size (10,000 for a Dataset input).
+        drop_remainder: bool, drop a final batch smaller than ``batch_size`` (plain and
+            token-budget batching).
+
+    Returns:
+        tf.data.Dataset of ``((source_ids, target_input_ids), target_output_ids)``, each
+        tf.int32 [batch, length].
+
+    Example:
+
+        >>> corpus = load_corpus("bible-en-es", split="dev")
+        >>> en = WordTokenizer.build(corpus.sources); es = WordTokenizer.build(corpus.targets)
+        >>> (source, target_in), target_out = next(iter(make_dataset(corpus, en, es)))
+    """
+    if bucketing not in BUCKETING_MODES:
+        raise ValueError(f"Unknown bucketing {bucketing!r}; valid values: {list(BUCKETING_MODES)}.")
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}.")
+    if max_length is not None and (not isinstance(max_length, int) or max_length < 1):
+        raise ValueError(f"max_length must be a positive int or None, got {max_length!r}.")
+    if batches_per_window < 1:
+        raise ValueError(f"batches_per_window must be >= 1, got {batches_per_window!r}.")
+    if tokens_per_batch is not None and tokens_per_batch < 1:
+        raise ValueError(f"tokens_per_batch must be >= 1, got {tokens_per_batch!r}.")
+
+    dataset, size = _as_string_dataset(corpus_or_pairs)
+    if shuffle:
+        buffer = shuffle_buffer_size or size or 10000
+        dataset = dataset.shuffle(buffer, seed=seed, reshuffle_each_iteration=True)
+    if repeat:
+        dataset = dataset.repeat()
+
+    def tokenize(sources, targets):
+        return (
+            tf.cast(source_tokenizer.tokenize(sources), tf.int32),
+            tf.cast(target_tokenizer.tokenize(targets), tf.int32),
+        )
+
+    dataset = dataset.batch(512).map(tokenize, num_parallel_calls=tf.data.AUTOTUNE).unbatch()
+
+    def keep(source, target):
+        source_length, target_length = tf.size(source), tf.size(target)
+        ok = (source_length > 0) & (target_length > 0)
+        if max_length is not None:
+            ok &= (source_length <= max_length) & (target_length <= max_length)
+        return ok
+
+    def add_special_ids(source, target):
+        end, start = tf.constant([END_ID], tf.int32), tf.constant([START_ID], tf.int32)
+        return (
+            tf.concat([source, end], 0),
+            tf.concat([start, target], 0),
+            tf.concat([target, end], 0),
+        )
+
+    dataset = dataset.filter(keep).map(add_special_ids, num_parallel_calls=tf.data.AUTOTUNE)
+    padded_shapes = ([None], [None], [None])
+
+    if bucketing is None:
+        dataset = dataset.padded_batch(
+            batch_size, padded_shapes=padded_shapes, drop_remainder=drop_remainder
+        )
+    elif bucketing == "token_budget":
+        longest = (max_length or 100) + 1
+        boundaries = list(range(5, longest + 1, 5))
+        budget = tokens_per_batch or batch_size * ((max_length or 50) // 2)
+        upper_bounds = [b - 1 for b in boundaries] + [longest if max_length else 2 * longest]
+        dataset = dataset.bucket_by_sequence_length(
+            element_length_func=lambda s, ti, to: tf.maximum(tf.size(s), tf.size(to)),
+            bucket_boundaries=boundaries,
+            bucket_batch_sizes=[max(1, budget // bound) for bound in upper_bounds],
+            padded_shapes=padded_shapes,
+            drop_remainder=drop_remainder,
+        )
+    else:
+        window_size = batch_size * batches_per_window
+        dataset = dataset.padded_batch(window_size, padded_shapes=padded_shapes).enumerate()
+
+        def window_to_batches(window_index, window):
+            source, target_in, target_out = window
+            key = _lengths(source) * (tf.shape(target_out)[1] + 1) + _lengths(target_out)
+            order = tf.argsort(key, stable=True)
+            source, target_in, target_out = (
+                tf.gather(source, order), tf.gather(target_in, order), tf.gather(target_out, order)
+            )
+            count = tf.shape(source)[0]
+            num_batches = (count + batch_size - 1) // batch_size
+            batch_order = tf.range(num_batches)
+            if shuffle:
+                noise = tf.random.stateless_uniform(
+                    [num_batches], seed=tf.stack([tf.cast(seed, tf.int64), window_index])
+                )
+                batch_order = tf.argsort(noise)
+
+            def cut(batch_index):
+                first = batch_index * batch_size
+                return tuple(
+                    _trim(ids[first: first + batch_size])
+                    for ids in (source, target_in, target_out)
+                )
+
+            return tf.data.Dataset.from_tensor_slices(batch_order).map(cut)
+
+        dataset = dataset.flat_map(window_to_batches)
+
+    dataset = dataset.map(lambda s, ti, to: ((s, ti), to))
+    return dataset.prefetch(tf.data.AUTOTUNE)

@@ -1,0 +1,298 @@
+"""Tests for bahdanau_tf.data: the embedded Bible, the loaders and make_dataset."""
+
+import collections
+import re
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bahdanau_tf import special_tokens
+from bahdanau_tf.data import (
+    ParallelCorpus,
+    bible_split,
+    load_corpus,
+    load_parallel_files,
+    load_tfds,
+    load_tsv,
+    make_dataset,
+)
+from bahdanau_tf.text import WordTokenizer, split_words
+
+END, START, PAD = special_tokens.END_ID, special_tokens.START_ID, special_tokens.PAD_ID
+
+
+@pytest.fixture(scope="module")
+def everything():
+    return load_corpus("bible-en-es", split="all")
+
+
+@pytest.fixture(scope="module")
+def dev():
+    return load_corpus("bible-en-es", split="dev")
+
+
+@pytest.fixture(scope="module")
+def tokenizers(dev):
+    return WordTokenizer.build(dev.sources), WordTokenizer.build(dev.targets)
+
+
+# === the embedded corpus ===
+
+
+def test_counts_and_splits_are_as_documented(everything):
+    sizes = {split: len(load_corpus(split=split)) for split in ("train", "dev", "test")}
+    assert sizes == {"train": 27989, "dev": 1007, "test": 2051}
+    assert len(everything) == sum(sizes.values())
+    assert len(set(everything.ids)) == len(everything)
+    again = load_corpus(split="test")
+    assert again.sources == load_corpus(split="test").sources
+
+
+def test_split_rule_by_chapter(everything):
+    splits = {split: set(load_corpus(split=split).ids) for split in ("train", "dev", "test")}
+    split_of = {verse: split for split, verses in splits.items() for verse in verses}
+    chapters = []  # (book, chapter) in canonical order, as the ids come
+    chapter_splits = collections.defaultdict(set)
+    for verse in everything.ids:
+        chapter = verse.rsplit(":", 1)[0]
+        if not chapters or chapters[-1] != chapter:
+            chapters.append(chapter)
+        chapter_splits[chapter].add(split_of[verse])
+    assert len(chapters) == len(set(chapters)) == 1189
+    assert all(len(s) == 1 for s in chapter_splits.values())  # no chapter in two splits
+    for index, chapter in enumerate(chapters):
+        assert chapter_splits[chapter] == {bible_split(index)}, chapter
+    assert chapters[0] == "Gen 1" and chapters[-1] == "Rev 22"
+
+
+def test_text_is_clean(everything):
+    english = "\n".join(everything.sources)
+    spanish = "\n".join(everything.targets)
+    for text in (english, spanish):
+        assert not re.search(r"[<>]|&\w+;|\b[GH]\d{3,4}\b", text)  # no markup, no <H3027>
+        assert not re.search(r"[a-záéíóúñ][A-ZÁÉÍÓÚÑ]", text)  # no "bornSon"
+        assert not re.search("[“”‘’\u00a0\t]|  ", text)
+    assert all(s.strip() == s and s for s in everything.sources + everything.targets)
+    verse = dict(zip(everything.ids, zip(everything.sources, everything.targets)))
+    assert "his only born Son," in verse["John 3:16"][0]
+    # enclitic pronouns stay on their verb, glued words are separated
+    assert "díjoles" in verse["Gen 9:1"][1]
+    assert "hay allí también bdelio" in verse["Gen 2:12"][1]  # "allí</w><transChange>también"
+    assert "enviándole" in spanish and "enviándo le" not in spanish
+    # psalm superscriptions are in verse 1 on both sides
+    assert verse["Ps 3:1"][0].startswith("A Psalm by David, when he fled from Absalom")
+    assert verse["Ps 3:1"][1].startswith("Salmo de David, cuando huía de delante de Absalom")
+
+
+def test_shifted_rv1909_chapters_are_re_paired(everything):
+    verse = dict(zip(everything.ids, zip(everything.sources, everything.targets)))
+    english, spanish = verse["Jonah 1:17"]
+    assert "huge fish" in english and "gran pez" in spanish
+    english, spanish = verse["Jonah 2:1"]
+    assert "Jonah prayed" in english and "oró Jonás" in spanish
+
+
+HAND_CHECKED = {
+    # verse: (english word, spanish word) links that must be there, checked by hand
+    ("test", "Gen 9:1"): [("God", "Dios"), ("Noah", "Noé"), ("fruitful", "Fructificad"),
+                          ("multiply", "multiplicad"), ("earth", "tierra")],
+    ("test", "Matt 8:1"): [("mountain", "monte"), ("multitudes", "gentes"),
+                           ("followed", "seguían"), ("came", "descendió")],
+    ("dev", "Gen 5:1"): [("book", "libro"), ("Adam", "Adam"), ("created", "crió"),
+                         ("man", "hombre"), ("likeness", "semejanza")],
+    ("dev", "Rev 22:21"): [("grace", "gracia"), ("Jesus", "Jesucristo")],
+}
+
+
+@pytest.mark.parametrize("split,verse", sorted(HAND_CHECKED))
+def test_gold_alignments_checked_by_hand(split, verse):
+    for direction in ("en-es", "es-en"):
+        corpus = load_corpus(split=split, direction=direction)
+        index = corpus.ids.index(verse)
+        source = split_words(corpus.sources[index])
+        target = split_words(corpus.targets[index])
+        links = {(source[i], target[j]) for i, j in corpus.alignments[index]}
+        sure = {(source[i], target[j]) for i, j in corpus.sure_alignments[index]}
+        for english, spanish in HAND_CHECKED[(split, verse)]:
+            pair = (english, spanish) if direction == "en-es" else (spanish, english)
+            assert pair in sure and pair in links, (verse, direction, pair)
+    # and a wrong pairing is not there
+    corpus = load_corpus(split=split)
+    index = corpus.ids.index(verse)
+    source, target = split_words(corpus.sources[index]), split_words(corpus.targets[index])
+    links = {(source[i], target[j]) for i, j in corpus.alignments[index]}
+    assert (HAND_CHECKED[(split, verse)][0][0], HAND_CHECKED[(split, verse)][1][1]) not in links
+
+
+def test_gold_alignment_indices_are_consistent():
+    for split in ("dev", "test"):
+        corpus = load_corpus(split=split)
+        with_gold = 0
+        for source, target, links, sure in zip(corpus.sources, corpus.targets,
+                                               corpus.alignments, corpus.sure_alignments):
+            if links is None:
+                assert sure is None
+                continue
+            with_gold += 1
+            n, m = len(split_words(source)), len(split_words(target))
+            assert all(0 <= i < n and 0 <= j < m for i, j in links)
+            assert set(sure) <= set(links)
+        assert with_gold > 0.9 * len(corpus)
+    assert load_corpus(split="train").alignments is None
+
+
+def test_bad_names_are_rejected():
+    with pytest.raises(ValueError, match="'bible-fr'.*bible-en-es"):
+        load_corpus("bible-fr")
+    with pytest.raises(ValueError, match="'valid'.*'dev'"):
+        load_corpus(split="valid")
+    with pytest.raises(ValueError, match="'en-fr'.*'es-en'"):
+        load_corpus(direction="en-fr")
+
+
+def test_direction_swaps_sides(dev):
+    reverse = load_corpus(split="dev", direction="es-en")
+    assert reverse.sources == dev.targets and reverse.targets == dev.sources
+    assert reverse.ids == dev.ids
+
+
+# === the user's own files ===
+
+
+def test_load_parallel_files_and_errors(tmp_path):
+    source, target = tmp_path / "a.en", tmp_path / "a.es"
+    source.write_text("Hello.\r\nGood morning\n", encoding="utf-8")
+    target.write_text("Hola.\nBuenos días\n", encoding="utf-8")
+    corpus = load_parallel_files(str(source), str(target))
+    assert corpus.pairs() == [("Hello.", "Hola."), ("Good morning", "Buenos días")]
+    assert len(corpus) == 2 and corpus.alignments is None
+
+    with pytest.raises(FileNotFoundError, match="missing.es"):
+        load_parallel_files(str(source), str(tmp_path / "missing.es"))
+    target.write_text("Hola.\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"a.en.*2 lines.*a.es.*has 1"):
+        load_parallel_files(str(source), str(target))
+    target.write_bytes(b"Hola.\nBuenos d\xeda\n")
+    with pytest.raises(ValueError, match=r"a.es.*line 2 is not valid UTF-8"):
+        load_parallel_files(str(source), str(target))
+
+
+def test_load_tsv(tmp_path):
+    path = tmp_path / "pairs.tsv"
+    path.write_text("en\tes\nHello.\tHola.\n\nYes\tSí\n", encoding="utf-8")
+    corpus = load_tsv(str(path), skip_header=True)
+    assert corpus.pairs() == [("Hello.", "Hola."), ("Yes", "Sí")]
+    assert load_tsv(str(path), source_column=1, target_column=0).sources[1] == "Hola."
+    path.write_text("Hello.\tHola.\nno tab here\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="line 2 has 1 tab-separated column"):
+        load_tsv(str(path))
+
+
+def test_load_tfds_is_lazy():
+    try:
+        import tensorflow_datasets  # noqa: F401
+    except ImportError:
+        with pytest.raises(ImportError, match="pip install tensorflow-datasets"):
+            load_tfds("wmt14_translate/fr-en")
+    else:
+        pytest.skip("tensorflow_datasets is installed; the missing-package path is not testable")
+
+
+# === make_dataset ===
+
+
+def batches(dataset):
+    return [((s.numpy(), ti.numpy()), to.numpy()) for (s, ti), to in dataset]
+
+
+def check_batch(source, target_in, target_out):
+    assert source.dtype == target_in.dtype == target_out.dtype == np.int32
+    for s, ti, to in zip(source, target_in, target_out):
+        n = int(np.sum(s != PAD))
+        m = int(np.sum(to != PAD))
+        assert n >= 2 and m >= 2
+        assert s[n - 1] == END and END not in s[: n - 1] and (s[n:] == PAD).all()
+        assert to[m - 1] == END and (to[m:] == PAD).all()
+        assert ti[0] == START and (ti[1:m] == to[: m - 1]).all() and (ti[m:] == PAD).all()
+
+
+def test_make_dataset_ids_padding_and_limits(dev, tokenizers):
+    en, es = tokenizers
+    got = batches(make_dataset(dev, en, es, batch_size=16, max_length=20, bucketing=None,
+                               shuffle=False))
+    expected = [
+        (s, t) for s, t in dev.pairs()
+        if 0 < len(split_words(s)) <= 20 and 0 < len(split_words(t)) <= 20
+    ]
+    assert sum(b[0][0].shape[0] for b in got) == len(expected) < len(dev)
+    assert [b[0][0].shape[0] for b in got[:-1]] == [16] * (len(got) - 1)
+    for (source, target_in), target_out in got:
+        check_batch(source, target_in, target_out)
+        assert source.shape[1] <= 21 and target_out.shape[1] <= 21
+    # unshuffled, the first pair is the first short pair, ids as the tokenizer gives them
+    (source, _), target_out = got[0]
+    first = en.tokenize([expected[0][0]]).to_list()[0] + [END]
+    assert source[0][: len(first)].tolist() == first
+    assert target_out[0][: len(split_words(expected[0][1])) + 1][-1] == END
+
+
+def test_paper_bucketing_sorts_each_window(dev, tokenizers):
+    en, es = tokenizers
+    batch_size, window = 8, 5
+    dataset = make_dataset(dev, en, es, batch_size=batch_size, max_length=50,
+                           batches_per_window=window, seed=7)
+    got = batches(dataset)
+    kept = sum(
+        0 < len(split_words(s)) <= 50 and 0 < len(split_words(t)) <= 50 for s, t in dev.pairs()
+    )
+    assert sum(b[0][0].shape[0] for b in got) == kept
+    order_differs = False
+    for start in range(0, len(got), window):
+        group = got[start: start + window]
+        lengths = [np.sum(b[0][0] != PAD, axis=1) for b in group]
+        for (source, target_in), target_out in group:
+            check_batch(source, target_in, target_out)
+            # each batch is padded to its own longest sentence only
+            assert np.sum(source != PAD, axis=1).max() == source.shape[1]
+        ordered = sorted(lengths, key=lambda l: l.min())
+        for shorter, longer in zip(ordered, ordered[1:]):
+            assert shorter.max() <= longer.min()  # sorted by length across the window
+        order_differs |= [l.min() for l in lengths] != [l.min() for l in ordered]
+    assert order_differs  # the batch order inside windows is shuffled
+    # seeded: same seed, same batches; another seed, other batches
+    again = batches(make_dataset(dev, en, es, batch_size=batch_size, batches_per_window=window,
+                                 seed=7))
+    assert all((a[0][0] == b[0][0]).all() for a, b in zip(got, again))
+    other = batches(make_dataset(dev, en, es, batch_size=batch_size, batches_per_window=window,
+                                 seed=8))
+    assert any(a[0][0].shape != b[0][0].shape or (a[0][0] != b[0][0]).any()
+               for a, b in zip(got, other))
+
+
+def test_token_budget_bucketing(dev, tokenizers):
+    en, es = tokenizers
+    got = batches(make_dataset(dev, en, es, batch_size=16, max_length=30,
+                               bucketing="token_budget", tokens_per_batch=300))
+    assert len(got) > 5
+    for (source, target_in), target_out in got:
+        check_batch(source, target_in, target_out)
+        longest = max(source.shape[1], target_out.shape[1])
+        assert source.shape[0] * longest <= 300 + 31
+
+
+def test_make_dataset_inputs_and_options(tokenizers):
+    en, es = tokenizers
+    pairs = [("God said", "Dijo Dios"), ("", "Dios"), ("God", ""), ("the earth", "la tierra")]
+    got = batches(make_dataset(pairs, en, es, batch_size=4, shuffle=False, bucketing=None))
+    assert len(got) == 1 and got[0][0][0].shape[0] == 2  # empty pairs dropped
+    strings = tf.data.Dataset.from_tensor_slices((["God said"] * 3, ["Dijo Dios"] * 3))
+    repeated = make_dataset(strings, en, es, batch_size=2, repeat=True, bucketing=None)
+    assert len(list(repeated.take(7))) == 7
+    corpus = ParallelCorpus(sources=["God said"], targets=["Dijo Dios"])
+    ((source, target_in), target_out), = batches(make_dataset(corpus, en, es, batch_size=1))
+    assert target_in[0][0] == START and source[0][-1] == END
+    with pytest.raises(ValueError, match="'sorted'"):
+        make_dataset(pairs, en, es, bucketing="sorted")
+    with pytest.raises(ValueError, match="item 0"):
+        make_dataset(["God said"], en, es)

@@ -1,0 +1,224 @@
+"""Tests for bahdanau_tf.text: the word split, both tokenizers, save/load and export."""
+
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bahdanau_tf import special_tokens
+from bahdanau_tf.data import load_corpus
+from bahdanau_tf.text import (
+    SubwordTokenizer,
+    WordTokenizer,
+    load_tokenizer,
+    split_words,
+)
+
+# tf-text ops the stock TF Serving model server links (DESIGN.md section 5)
+ALLOWED_TF_TEXT_OPS = {"NormalizeUTF8", "RegexSplitWithOffsets", "WordpieceTokenizeWithOffsets"}
+
+
+@pytest.fixture(scope="module")
+def dev():
+    return load_corpus("bible-en-es", split="dev")
+
+
+@pytest.fixture(scope="module")
+def word_tokenizer(dev):
+    # built on the sentences it is tested on, so every word is in the vocabulary
+    return WordTokenizer.build(dev.sources)
+
+
+@pytest.fixture(scope="module")
+def subword_tokenizer():
+    train = load_corpus("bible-en-es", split="train")
+    return SubwordTokenizer.build(train.targets[:4000], vocabulary_size=2000)
+
+
+def to_lists(ragged):
+    return [[x.decode("utf-8") if isinstance(x, bytes) else x for x in row]
+            for row in ragged.to_list()]
+
+
+# === split_words ===
+
+
+def test_split_words_rules():
+    assert split_words("In the beginning, God's Spirit—moved.") == [
+        "In", "the", "beginning", ",", "God", "'", "s", "Spirit", "—", "moved", "."
+    ]
+    assert split_words("¿Qué?  ¡Sí!") == ["¿", "Qué", "?", "¡", "Sí", "!"]
+    assert split_words("Beth-el 1,000") == ["Beth", "-", "el", "1", ",", "000"]
+    # NBSP and tabs separate, zero-width space is dropped, NFD is composed
+    assert split_words("a\u00a0b\tc\u200bd") == ["a", "b", "cd"]
+    assert split_words("Jehova\u0301") == ["Jehová"]
+    assert split_words("") == [] and split_words("  \n ") == []
+
+
+def test_graph_split_equals_python_split(dev, word_tokenizer):
+    odd = ["a\u00a0b\tc\u200bd", "Jehova\u0301 ¿qué?", "x\x00y\x1fz", "emoji 👍🏽 ok", "  "]
+    sentences = dev.sources + dev.targets + odd
+    got = to_lists(word_tokenizer.tokens(tf.constant(sentences)))
+    for sentence, tokens in zip(sentences, got):
+        assert tokens == split_words(sentence), sentence
+
+
+# === WordTokenizer ===
+
+
+def test_word_tokenizer_vocabulary_and_special_ids():
+    tokenizer = WordTokenizer.build(["b a a , c", "a b ,"], max_vocabulary_size=6)
+    assert tokenizer.vocabulary[:4] == list(special_tokens.SPECIAL_TOKENS)
+    # frequencies a:3, b:2, ",":2, c:1 -> the 2 most frequent words, ties alphabetical
+    assert tokenizer.vocabulary == ["[PAD]", "[START]", "[END]", "[UNK]", "a", ","]
+    assert tokenizer.vocabulary_size == 6
+    ids = tokenizer.tokenize(["a , b zzz", ""]).to_list()
+    assert ids == [[4, 5, special_tokens.UNK_ID, special_tokens.UNK_ID], []]
+    # tokens keep the surface form of unknown words
+    assert to_lists(tokenizer.tokens(["a , b zzz"])) == [["a", ",", "b", "zzz"]]
+    assert tokenizer.detokenize([[4, 3, 5]]).numpy()[0].decode() == "a [UNK],"
+
+
+def test_word_round_trip_over_dev(dev, word_tokenizer):
+    ids = word_tokenizer.tokenize(tf.constant(dev.sources))
+    assert ids.dtype == tf.int32
+    assert 3 not in ids.flat_values.numpy()  # built on dev: nothing unknown
+    texts = [t.decode("utf-8") for t in word_tokenizer.detokenize(ids).numpy()]
+    for original, restored in zip(dev.sources, texts):
+        assert split_words(restored) == split_words(original)
+    # the spacing rule restores the usual typography of ordinary sentences
+    simple = "In the day that God created man, he made him (in God's likeness)."
+    tokenizer = WordTokenizer.build([simple])
+    assert tokenizer.detokenize(tokenizer.tokenize([simple])).numpy()[0].decode() == simple
+
+
+def test_detokenize_dense_ragged_start_end_pad(word_tokenizer):
+    ids = word_tokenizer.tokenize(["God created the heavens", "and the earth"])
+    ragged = ids.to_list()
+    end, start = special_tokens.END_ID, special_tokens.START_ID
+    dense = [[start] + ragged[0] + [end, ragged[1][0], 0],
+             ragged[1] + [end] + [0] * (len(ragged[0]) + 3 - len(ragged[1]))]
+    from_dense = word_tokenizer.detokenize(tf.constant(dense)).numpy()
+    from_ragged = word_tokenizer.detokenize(ids).numpy()
+    assert list(from_dense) == list(from_ragged) == [b"God created the heavens", b"and the earth"]
+    assert word_tokenizer.detokenize(tf.zeros([2, 3], tf.int32)).numpy().tolist() == [b"", b""]
+
+
+def test_empty_invalid_utf8_and_very_long_inputs(word_tokenizer, subword_tokenizer):
+    long_text = " ".join(["God"] * 50000)
+    for tokenizer in (word_tokenizer, subword_tokenizer):
+        ids = tokenizer.tokenize(tf.constant([b"", b"   ", b"God \xff created", b"\xc3"]))
+        rows = ids.to_list()
+        assert rows[0] == [] and rows[1] == []
+        # the bad byte becomes U+FFFD, one [UNK] between the two words
+        assert rows[2].count(special_tokens.UNK_ID) == 1
+        assert tokenizer.detokenize(ids).numpy()[2] == b"God [UNK] created"
+        assert rows[3] == [special_tokens.UNK_ID]
+        assert tokenizer.detokenize(ids).shape == [4]
+        # no cut inside the tokenizer: the length limit is the caller's
+        per_word = len(tokenizer.tokenize(["God"]).to_list()[0])
+        assert tokenizer.tokenize([long_text]).row_lengths().numpy()[0] == 50000 * per_word
+    # WordPiece maps a word longer than max_bytes_per_word to one [UNK]
+    assert subword_tokenizer.tokenize(["a" * 500]).to_list() == [[special_tokens.UNK_ID]]
+    assert to_lists(subword_tokenizer.tokens(["a" * 500])) == [["a" * 500]]  # surface kept
+
+
+def test_in_graph_ids_equal_eager_ids(dev, word_tokenizer, subword_tokenizer):
+    sentences = tf.constant(dev.targets[:200])
+    for tokenizer in (word_tokenizer, subword_tokenizer):
+        graph_tokenize = tf.function(
+            tokenizer.tokenize, input_signature=[tf.TensorSpec([None], tf.string)]
+        )
+        assert graph_tokenize(sentences).to_list() == tokenizer.tokenize(sentences).to_list()
+
+
+# === SubwordTokenizer ===
+
+
+def test_subword_round_trip_over_dev(dev, subword_tokenizer):
+    vocabulary = subword_tokenizer.vocabulary
+    assert vocabulary[:4] == list(special_tokens.SPECIAL_TOKENS)
+    assert 1500 <= subword_tokenizer.vocabulary_size <= 2000
+    assert any(token.startswith("##") for token in vocabulary)
+    ids = subword_tokenizer.tokenize(tf.constant(dev.targets))
+    flat = ids.flat_values.numpy()
+    # no word is unknown (a handful of characters never seen in 4,000 verses at most)
+    assert np.mean(flat == special_tokens.UNK_ID) < 0.001
+    texts = [t.decode("utf-8") for t in subword_tokenizer.detokenize(ids).numpy()]
+    checked = 0
+    for original, restored, row in zip(dev.targets, texts, ids.to_list()):
+        if special_tokens.UNK_ID not in row:
+            assert split_words(restored) == split_words(original)
+            checked += 1
+    assert checked > 0.99 * len(dev)
+    # case is kept: a capitalised word and its lower-case form get different pieces
+    assert (subword_tokenizer.tokenize(["Dios"]).to_list()
+            != subword_tokenizer.tokenize(["dios"]).to_list())
+
+
+def test_subword_tokens_are_pieces(subword_tokenizer):
+    pieces = to_lists(subword_tokenizer.tokens(["Jehová habló á Moisés"]))[0]
+    joined = " ".join(pieces).replace(" ##", "")
+    assert joined == "Jehová habló á Moisés"
+    ids = subword_tokenizer.tokenize(["Jehová habló á Moisés"])
+    assert to_lists(subword_tokenizer.id_to_token(ids)) == [pieces]
+
+
+# === save / load / export ===
+
+
+def test_save_and_load_both_kinds(tmp_path, word_tokenizer, subword_tokenizer):
+    sentences = ["Y dijo Dios: Sea la luz.", "God said, \"Let there be light.\""]
+    for name, tokenizer in (("word", word_tokenizer), ("subword", subword_tokenizer)):
+        directory = tokenizer.save(str(tmp_path / name))
+        assert sorted(os.listdir(directory)) == ["tokenizer.json", "vocabulary.txt"]
+        restored = load_tokenizer(directory)
+        assert type(restored) is type(tokenizer)
+        assert restored.vocabulary == tokenizer.vocabulary
+        assert restored.tokenize(sentences).to_list() == tokenizer.tokenize(sentences).to_list()
+    with pytest.raises(FileNotFoundError, match="tokenizer.json"):
+        load_tokenizer(str(tmp_path / "missing"))
+
+
+def test_bad_vocabulary_is_rejected():
+    with pytest.raises(ValueError, match=r"\[PAD\]"):
+        WordTokenizer(["a", "b"])
+    with pytest.raises(ValueError, match="duplicate token 'a'"):
+        WordTokenizer(list(special_tokens.SPECIAL_TOKENS) + ["a", "a"])
+    with pytest.raises(ValueError, match="max_vocabulary_size"):
+        WordTokenizer.build(["a"], max_vocabulary_size=4)
+
+
+def test_saved_model_uses_only_servable_ops(tmp_path, subword_tokenizer):
+    class Export(tf.Module):
+        def __init__(self, tokenizer):
+            super().__init__()
+            self.tokenizer = tokenizer
+
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+        def roundtrip(self, sentences):
+            ids = self.tokenizer.tokenize(sentences)
+            return {"ids": ids.to_tensor(), "text": self.tokenizer.detokenize(ids),
+                    "tokens": self.tokenizer.tokens(sentences).to_tensor()}
+
+    module = Export(subword_tokenizer)
+    path = str(tmp_path / "model")
+    tf.saved_model.save(module, path, signatures={"roundtrip": module.roundtrip})
+    # the vocabulary travels as an asset; the temporary file is not needed any more
+    assert os.path.isfile(os.path.join(path, "assets", "vocabulary.txt"))
+
+    loaded = tf.saved_model.load(path)
+    sentences = tf.constant(["Jehová habló á Moisés", "", b"\xff"])
+    out = loaded.signatures["roundtrip"](sentences)
+    expected = subword_tokenizer.tokenize(sentences).to_tensor().numpy()
+    np.testing.assert_array_equal(out["ids"].numpy(), expected)
+    assert out["text"].numpy()[0].decode() == "Jehová habló á Moisés"
+
+    graph = loaded.signatures["roundtrip"].graph.as_graph_def()
+    op_types = {node.op for node in graph.node}
+    for function in graph.library.function:
+        op_types |= {node.op for node in function.node_def}
+    not_core = {op for op in op_types if not hasattr(tf.raw_ops, op)}
+    assert not_core <= ALLOWED_TF_TEXT_OPS, not_core
+    assert "WordpieceTokenizeWithOffsets" in not_core
