@@ -21,6 +21,7 @@ from bahdanau_tf.losses import MaskedAccuracy, MaskedSparseCategoricalCrossentro
 from bahdanau_tf.models import RNNEncDec, RNNSearch, Seq2Seq, model_from_preset
 from bahdanau_tf import evaluation
 from bahdanau_tf.translator import Translator
+from bahdanau_tf.serving import export_saved_model, load_exported
 from bahdanau_tf.decoding import beam_search, ensemble_step_fn, greedy_search, tile_beams
 from bahdanau_tf.text import SubwordTokenizer, WordTokenizer, load_tokenizer, split_words
 from bahdanau_tf.data import (

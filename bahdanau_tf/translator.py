@@ -345,6 +345,15 @@ class Translator(tf.Module):
             signatures["align"] = self.align.get_concrete_function()
         return signatures
 
+    def export(self, export_dir, version=None, **kwargs) -> str:
+        """Writes a TF Serving SavedModel ``export_dir/version``; returns that path.
+
+        See `bahdanau_tf.serving.export_saved_model` for the arguments and the layout.
+        """
+        from bahdanau_tf.serving import export_saved_model
+
+        return export_saved_model(self, export_dir, version=version, **kwargs)
+
     # === Python API ===
 
     def _batch_function(self, beam_size, nbest, forbid_unknown, return_alignments):
