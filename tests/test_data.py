@@ -296,3 +296,31 @@ def test_make_dataset_inputs_and_options(tokenizers):
         make_dataset(pairs, en, es, bucketing="sorted")
     with pytest.raises(ValueError, match="item 0"):
         make_dataset(["God said"], en, es)
+
+
+# === bahdanau-data ===
+
+
+def test_cli_statistics_and_vocabularies(tmp_path, capsys):
+    from absl import flags
+
+    from bahdanau_tf.cli import data as cli
+    from bahdanau_tf.text import load_tokenizer
+
+    path = tmp_path / "pairs.tsv"
+    path.write_text("God said.\tDijo Dios.\nGod saw the light\tVió Dios la luz\n", encoding="utf-8")
+    vocabulary_dir = tmp_path / "vocab"
+    flags.FLAGS(["bahdanau-data", f"--tsv={path}", f"--vocabulary_dir={vocabulary_dir}",
+                 "--json"])
+    try:
+        cli.main(["bahdanau-data"])
+    finally:
+        flags.FLAGS.unparse_flags()
+    import json
+
+    report = json.loads(capsys.readouterr().out)
+    assert report["all"]["pairs"] == 2
+    assert report["all"]["source"]["words"] == 7 and report["all"]["target"]["max"] == 4
+    source = load_tokenizer(str(vocabulary_dir / "source"))
+    assert report["source_vocabulary"]["size"] == source.vocabulary_size == 4 + 6
+    assert 3 not in source.tokenize(["God saw the light."]).to_list()[0]
