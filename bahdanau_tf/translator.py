@@ -138,7 +138,7 @@ class Translator(tf.Module):
         translator = Translator.from_directory("runs/rnnsearch-small")
         output = translator.translate(["In the beginning God created the heavens."])
         output.translations[0], output.scores[0]
-        # Export: tf.saved_model.save(translator, path, signatures=translator.signatures())
+        translator.export("/models/bahdanau")  # TF Serving SavedModel, see bahdanau_tf.serving
     """
 
     def __init__(self, models, source_tokenizer, target_tokenizer,
