@@ -59,7 +59,7 @@ _SUTSKEVER = dict(
 # docstring of `bahdanau_tf.cli.train`).
 _REDUCED = dict(
     optimizer="adam", learning_rate=2e-3, clipnorm=1.0, batch_size=64, bucketing="paper", schedule="constant",
-    max_length=50,
+    max_length=50, pad_to_multiple=16,
 )
 TRAINING_DEFAULTS = {
     "rnnsearch-50": dict(_PAPER, max_length=50),
@@ -372,6 +372,7 @@ class Trainer:
     # === Construction ===
     def _build(self):
         config = self.config
+        keras.utils.set_random_seed(config.seed)  # the same initialisation on every worker and rerun
         with self.strategy.scope():
             self.model = models_lib.model_from_preset(
                 self.preset,
@@ -483,6 +484,8 @@ class Trainer:
         local_tokens = tf.reduce_sum(tf.cast(tf.not_equal(target_out, PAD_ID), "float32"))
         global_tokens = tf.maximum(context.all_reduce("sum", local_tokens), 1.0)
         nll_sum, gradients = self._gradients(source, target_in, target_out, global_tokens)
+        # embedding gradients come as IndexedSlices; dense ones all-reduce and scale uniformly
+        gradients = [tf.convert_to_tensor(g) for g in gradients]
         gradients = context.all_reduce("sum", gradients)  # gradient of the global mean NLL
         scaled = isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer)
         if scaled:
@@ -743,11 +746,10 @@ class Trainer:
         return report
 
     def _current_learning_rate(self):
-        optimizer = getattr(self.optimizer, "inner_optimizer", self.optimizer)
-        learning_rate = optimizer._learning_rate
-        if callable(learning_rate):
-            return learning_rate(optimizer.iterations)
-        return learning_rate
+        value = self.optimizer.learning_rate  # the schedule's value at the current step, if any
+        if isinstance(value, keras.Variable):
+            value = value.value
+        return float(tf.convert_to_tensor(value))
 
     def _report(self, step, train_nll, dev_nll, run_start, elapsed_before, train_pairs, tokens, seconds, stopped):
         wall = elapsed_before + time.time() - run_start

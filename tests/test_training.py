@@ -184,8 +184,8 @@ def test_resume_continues_step_weights_and_optimizer(corpora, tokenizers, tmp_pa
     first = make_trainer(tmp_path, tokenizers, max_steps=6, checkpoint_every=3)
     first.fit(train)
     lines = []
-    tf.keras.utils.set_random_seed(99)  # a different initialisation: the restore must overwrite it
-    second = training.Trainer(str(tmp_path), *tokenizers, preset="tiny", config=tiny_config(max_steps=8),
+    # a different initialisation (seed 99): the restore must overwrite it
+    second = training.Trainer(str(tmp_path), *tokenizers, preset="tiny", config=tiny_config(max_steps=8, seed=99),
                               log=lines.append)
     assert second.restore().endswith("ckpt-6")
     assert any(line.startswith("Resuming from") for line in lines)
@@ -214,3 +214,119 @@ def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(corpora, token
             assert np.all(np.isfinite(np.array(variable)))
         saved_step = int(latest.rsplit("-", 1)[1])
         assert saved_step < report["updates"]
+
+
+# === tf.distribute, in subprocesses (device configuration and TF_CONFIG are per process) ===
+
+_COMMON = r'''
+import json, os, sys
+os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
+import numpy as np
+import tensorflow as tf
+'''
+
+_SETUP = r'''
+from bahdanau_tf import data, text, training
+train = data.load_corpus("bible-en-es", split="train").select(slice(0, 1500))
+source = text.WordTokenizer.build(train.sources, max_vocabulary_size=200)
+target = text.WordTokenizer.build(train.targets, max_vocabulary_size=200)
+
+def fit(output_dir, strategy, **changes):
+    tf.keras.utils.set_random_seed(7)
+    config = training.TrainingConfig.for_preset(
+        "tiny", max_steps=4, max_length=16, jit_compile=False, log_every=2, checkpoint_every=2,
+        summaries=False, **changes)
+    trainer = training.Trainer(output_dir, source, target, preset="tiny", config=config, strategy=strategy,
+                               log=lambda line: None)
+    report = trainer.fit(train)
+    assert report["updates"] == 4, report
+    return trainer
+'''
+
+_MIRRORED = _COMMON + r'''
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+''' + _SETUP + r'''
+# plain SGD with active clipping: any error in the loss scaling or in where the global norm is
+# taken (per replica instead of over the summed gradient) changes the weights
+settings = dict(optimizer="sgd", learning_rate=1.0, clipnorm=0.05)
+mirrored = fit(sys.argv[1] + "/mirrored", training.make_strategy("mirrored", ["/cpu:0", "/cpu:1"]), **settings)
+assert mirrored.strategy.num_replicas_in_sync == 2
+single = fit(sys.argv[1] + "/single", None, **settings)
+worst_replicas = worst_single = 0.0
+for m, s in zip(mirrored.model.trainable_variables, single.model.trainable_variables):
+    copies = [np.array(c) for c in m.value.values]
+    assert len(copies) == 2
+    worst_replicas = max(worst_replicas, float(np.max(np.abs(copies[0] - copies[1]))))
+    worst_single = max(worst_single, float(np.max(np.abs(copies[0] - np.array(s)))))
+print(json.dumps({"replicas": worst_replicas, "single": worst_single}))
+'''
+
+_WORKER = _COMMON + r'''
+strategy = tf.distribute.MultiWorkerMirroredStrategy()  # before any other TensorFlow op
+''' + _SETUP + r'''
+trainer = fit(sys.argv[1], strategy)
+np.savez(sys.argv[2], *[np.array(v) for v in trainer.model.trainable_variables])
+print(json.dumps({"replicas": strategy.num_replicas_in_sync}))
+'''
+
+
+def _run_script(script, *args, env=None, timeout=300):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-c", script, *map(str, args)], capture_output=True, text=True,
+                          env=env, timeout=timeout)
+
+
+@pytest.mark.slow
+def test_mirrored_strategy_over_two_logical_cpus_matches_one_device(tmp_path):
+    result = _run_script(_MIRRORED, tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    differences = json.loads(result.stdout.strip().splitlines()[-1])
+    assert differences["replicas"] == 0.0
+    assert differences["single"] < 1e-5
+
+
+def _free_ports(count):
+    import socket
+
+    sockets = [socket.socket() for _ in range(count)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+@pytest.mark.slow
+def test_multi_worker_strategy_two_processes_end_with_identical_weights(tmp_path):
+    import subprocess
+    import sys
+
+    workers = [f"127.0.0.1:{port}" for port in _free_ports(2)]
+    processes = []
+    for index in range(2):
+        env = dict(os.environ, TF_CONFIG=json.dumps({"cluster": {"worker": workers},
+                                                     "task": {"type": "worker", "index": index}}))
+        processes.append(subprocess.Popen(
+            [sys.executable, "-c", _WORKER, str(tmp_path / "out"), str(tmp_path / f"weights{index}.npz")],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env))
+    outputs = []
+    try:
+        for process in processes:
+            outputs.append(process.communicate(timeout=300))
+    finally:
+        for process in processes:
+            process.kill()
+    for process, (out, err) in zip(processes, outputs):
+        assert process.returncode == 0, err[-3000:]
+        assert json.loads(out.strip().splitlines()[-1])["replicas"] == 2
+    first, second = np.load(tmp_path / "weights0.npz"), np.load(tmp_path / "weights1.npz")
+    assert len(first.files) == len(second.files) > 0
+    for name in first.files:
+        np.testing.assert_array_equal(first[name], second[name])
+    # the chief (worker 0) wrote the model directory; the other worker wrote nothing there
+    assert (tmp_path / "out" / "model.json").exists()
+    assert tf.train.latest_checkpoint(str(tmp_path / "out" / "checkpoints")).endswith("ckpt-4")

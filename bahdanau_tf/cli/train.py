@@ -161,6 +161,11 @@ def main(argv):
         strategy=strategy, settings=settings, log=log,
     )
     try:
+        trainer.restore()  # resumes, or refuses a directory that holds another model
+    except ValueError as error:
+        log(f"bahdanau-train: {error}")
+        return 2
+    try:
         report = trainer.fit(train, dev, start_time=start_time)
     except training.NonFiniteLossError as error:
         log(str(error))
