@@ -90,6 +90,24 @@ class ServingOpsError(ValueError):
 
 # === Versions ===
 
+def _serving_apis():
+    """``tensorflow_serving.apis``, or an ImportError that says how to get it.
+
+    tensorflow-serving-api is an optional dependency (``pip install "bahdanau_tf[serving]"``):
+    it pins TensorFlow's version, which would fight Colab's preinstalled TensorFlow.
+    """
+    try:
+        from tensorflow_serving import apis
+        from tensorflow_serving.apis import get_model_metadata_pb2, predict_pb2, prediction_log_pb2  # noqa: F401
+    except ImportError as error:
+        raise ImportError(
+            "TF Serving request protos (warm-up records, gRPC requests, metadata) need "
+            "tensorflow-serving-api: pip install \"bahdanau_tf[serving]\". To export without "
+            "warm-up records, pass warmup=False (bahdanau-export --nowarmup)."
+        ) from error
+    return apis
+
+
 def _numeric_versions(model_base: str) -> list:
     if not tf.io.gfile.isdir(model_base):
         return []
@@ -264,7 +282,7 @@ def signature_metadata(saved_model_dir: str, model_name: str = DEFAULT_MODEL_NAM
     so clients can be tried against the export without a server.
     """
     from google.protobuf import json_format
-    from tensorflow_serving.apis import get_model_metadata_pb2
+    get_model_metadata_pb2 = _serving_apis().get_model_metadata_pb2
 
     saved_model_dir = resolve_saved_model_dir(saved_model_dir)
     signature_map = get_model_metadata_pb2.SignatureDefMap()
@@ -283,7 +301,7 @@ def signature_metadata(saved_model_dir: str, model_name: str = DEFAULT_MODEL_NAM
 # === Warm-up requests ===
 
 def _predict_request(model_name, signature_name, sentences, **scalars):
-    from tensorflow_serving.apis import predict_pb2
+    predict_pb2 = _serving_apis().predict_pb2
 
     request = predict_pb2.PredictRequest()
     request.model_spec.name = model_name
@@ -309,7 +327,7 @@ def write_warmup_requests(saved_model_dir: str, signature_names: Sequence[str] =
     Returns:
         str, the path of the warm-up file.
     """
-    from tensorflow_serving.apis import prediction_log_pb2
+    prediction_log_pb2 = _serving_apis().prediction_log_pb2
 
     sentences = list(DEFAULT_WARMUP_SENTENCES if sentences is None else sentences)
     if not sentences:
@@ -331,7 +349,7 @@ def write_warmup_requests(saved_model_dir: str, signature_names: Sequence[str] =
 
 def read_warmup_requests(saved_model_dir: str) -> list:
     """The warm-up file's records as ``PredictionLog`` protos."""
-    from tensorflow_serving.apis import prediction_log_pb2
+    prediction_log_pb2 = _serving_apis().prediction_log_pb2
 
     path = os.path.join(resolve_saved_model_dir(saved_model_dir), ASSETS_EXTRA, WARMUP_FILENAME)
     records = []
