@@ -19,6 +19,7 @@ from bahdanau_tf.layers import (
 )
 from bahdanau_tf.losses import MaskedAccuracy, MaskedSparseCategoricalCrossentropy
 from bahdanau_tf.models import RNNEncDec, RNNSearch, Seq2Seq, model_from_preset
+from bahdanau_tf.training import Trainer, TrainingConfig
 from bahdanau_tf import evaluation
 from bahdanau_tf.translator import Translator
 from bahdanau_tf.serving import export_saved_model, load_exported
