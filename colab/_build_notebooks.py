@@ -33,7 +33,7 @@ def badge(filename):
 
 # === Cells shared by every notebook ===
 
-INSTALL = f'''\
+INSTALL_TEMPLATE = f'''\
 # Install. On Colab: clone this repository (or use a bahdanau_tf-*.whl you uploaded) and pip
 # install it; Colab's preinstalled TensorFlow is kept and tensorflow-text is pinned to its
 # version. Locally, or when the package already imports, nothing is installed.
@@ -42,7 +42,7 @@ import glob, importlib, importlib.util, os, subprocess, sys
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 REPOSITORY_URL = "https://github.com/{GITHUB_REPOSITORY}.git"
 
-if importlib.util.find_spec("bahdanau_tf") is None:
+if {{guard}}:
     import tensorflow as tf
 
     tf_version = ".".join(tf.__version__.split(".")[:2])
@@ -54,7 +54,7 @@ if importlib.util.find_spec("bahdanau_tf") is None:
             subprocess.check_call(["git", "clone", "--depth=1", REPOSITORY_URL, "bahdanau_tf_src"])
         package = "./bahdanau_tf_src"  # not editable: importable in this kernel right away
     subprocess.check_call([sys.executable, "-m", "pip", "install", "-q",
-                           f"tensorflow-text=={{tf_version}}.*", package])
+                           f"tensorflow-text=={{tf_version}}.*",{{extra}} package])
     importlib.invalidate_caches()
 
 import bahdanau_tf
@@ -149,6 +149,7 @@ QUICKSTART_PARAMETERS = [
     ("VOCABULARY_SIZE", 5000, 500, "subword vocabulary per language"),
     ("VOCABULARY_SENTENCES", 8000, 500, "sentences the vocabularies are learned from"),
     ("TEST_SENTENCES", 500, 24, "test sentences scored with BLEU"),
+    ("BEAM_SIZE", 5, 1, "beam search width (1: greedy)"),
     ("OUTPUT_DIR", "bahdanau_quickstart", "bahdanau_quickstart", "where everything is written"),
 ]
 
@@ -227,7 +228,7 @@ same as `bahdanau-train --preset=small --max_minutes=12 --output_dir=bahdanau_qu
 config = training.TrainingConfig.for_preset(
     PRESET, max_minutes=TRAIN_MINUTES, max_steps=MAX_STEPS, precision=PRECISION,
     jit_compile=not SMOKE,  # XLA pays off over minutes, not over a few smoke steps
-    log_every=10 if SMOKE else 100, eval_every=MAX_STEPS or 500, dev_sentences=64 if SMOKE else 500)
+    log_every=10 if SMOKE else 100, eval_every=MAX_STEPS or 500, dev_sentences=32 if SMOKE else 500)
 trainer = training.Trainer(
     MODEL_DIR, source_tokenizer, target_tokenizer, preset=PRESET, config=config,
     settings={"corpus": train.name, "direction": "en-es", "tokenizer": source_tokenizer.kind},
@@ -244,7 +245,8 @@ in, strings out."""),
         tagged(new_code_cell('''\
 from bahdanau_tf.translator import Translator
 
-translator = Translator.from_directory(MODEL_DIR, beam_size=5)
+# BEAM_SIZE is 1 (greedy) in smoke mode: after a few updates a beam prefers the empty translation
+translator = Translator.from_directory(MODEL_DIR, beam_size=BEAM_SIZE)
 sentences = ["In the beginning God created the heavens and the earth.",
              "Jesus wept.",
              "Love is patient and is kind."]
@@ -292,10 +294,13 @@ plain strings; loading it needs only `tensorflow` and `tensorflow_text`. The ser
 further (signatures, REST and gRPC requests, n-best lists, alignments)."""),
         tagged(new_code_cell('''\
 EXPORT_DIR = os.path.join(OUTPUT_DIR, "export")
-export_path = os.path.join(EXPORT_DIR, "1")
-tf.saved_model.save(translator, export_path, signatures=translator.signatures())
+# rebuilt in float32 whatever the training precision: what a CPU model server runs best
+restored = model_directory.load_model_directory(MODEL_DIR, dtype="float32")
+exported = Translator(restored.model, restored.source_tokenizer, restored.target_tokenizer, beam_size=BEAM_SIZE)
+export_path = exported.export(EXPORT_DIR)  # EXPORT_DIR/1, then /2, ... on every export
+print("exported", export_path, sorted(os.listdir(export_path)))
 
-served = tf.saved_model.load(export_path)
+served = bahdanau_tf.load_exported(EXPORT_DIR)  # the highest version; tensorflow + tensorflow_text only
 serving_default = served.signatures["serving_default"]
 result = serving_default(sentences=tf.constant(["In the beginning God created the heavens and the earth.",
                                                 "Jesus wept."]))
@@ -305,12 +310,480 @@ for translation, score in zip(result["translations"].numpy(), result["scores"].n
     ])
 
 
-def INSTALL_CELL():  # noqa: N802 (a fresh cell object per notebook)
-    return tagged(new_code_cell(INSTALL), "install")
+# === 02: the paper's experiments ===
+
+PAPER_PARAMETERS = [
+    ("MODEL_SIZE", "small", "tiny", "'paper' (n = 1000 units), 'small' or 'tiny'"),
+    ("BUDGET_MINUTES", 48.0, 2.0, "training time of all four models together, split evenly"),
+    ("MAX_STEPS", None, 5, "update budget per model (None: only the time budget)"),
+    ("MAX_TRAIN_PAIRS", None, 1000, "training pairs used (None: all 27,989)"),
+    ("VOCABULARY_SIZE", 10000, 1000, "word shortlist per language (the paper: 30,000)"),
+    ("TEST_SENTENCES", None, 12, "test verses evaluated (None: all 2,051)"),
+    ("BEAM_SIZE", 5, 2, "beam search width"),
+    ("OUTPUT_DIR", "bahdanau_paper", "bahdanau_paper", "where models, figures and reports go"),
+]
+
+
+def reproduce_paper():
+    name = "02_reproduce_paper.ipynb"
+    return notebook([
+        new_markdown_cell(f"""\
+# Reproducing Bahdanau et al. (2015): RNNsearch vs RNNencdec, -30 vs -50
+
+{badge(name)}
+
+The paper's experiment in small: four models trained under one time budget, on the Bible that
+ships with the package (English → Spanish) instead of WMT'14 English → French:
+
+| model | encoder → decoder | trained on sentences of at most |
+| --- | --- | --- |
+| RNNencdec-30, RNNencdec-50 | one fixed vector c (Cho et al. 2014) | 30 / 50 words |
+| RNNsearch-30, RNNsearch-50 | annotations + attention (the paper) | 30 / 50 words |
+
+and then its results: **table 1** (BLEU on all test sentences and on those with no unknown word),
+**figure 2** (BLEU by sentence length: RNNencdec degrades on long sentences, RNNsearch-50 does not),
+**figure 3** (alignments), here also *measured*: the alignment error rate of the attention against
+gold word alignments from Strong's numbers, and a **table 2**-style training report.
+
+`BUDGET_MINUTES` scales everything: the paper trained each model for about 5 days; the default 48
+minutes (12 per model, on a GPU runtime) shows the trends, not the paper's numbers. Word shortlists
+as in the paper (`WordTokenizer`), `MODEL_SIZE="small"` (256 units) unless you set `"paper"`.
+
+Stored without outputs; `{SMOKE_VARIABLE}=1` (CI) shrinks every budget to a run of about a minute
+whose numbers mean nothing."""),
+        INSTALL_CELL(),
+        parameters_cell(PAPER_PARAMETERS),
+        resolve_cell(PAPER_PARAMETERS),
+        new_markdown_cell("## Data and the word shortlists (one pair of vocabularies for all four models)"),
+        new_code_cell('''\
+import json
+import time
+
+from bahdanau_tf import data, model_directory, text
+
+train = data.load_corpus("bible-en-es", split="train", direction="en-es")
+dev = data.load_corpus("bible-en-es", split="dev", direction="en-es")
+test = data.load_corpus("bible-en-es", split="test", direction="en-es")
+if MAX_TRAIN_PAIRS:
+    train = train.select(slice(0, MAX_TRAIN_PAIRS))
+if TEST_SENTENCES:
+    test = test.select(slice(0, TEST_SENTENCES))
+source_tokenizer = text.WordTokenizer.build(train.sources, max_vocabulary_size=VOCABULARY_SIZE)
+target_tokenizer = text.WordTokenizer.build(train.targets, max_vocabulary_size=VOCABULARY_SIZE)
+lengths = [len(text.split_words(s)) for s in train.sources]
+print(f"train {len(train):,} pairs ({sum(n <= 30 for n in lengths):,} of at most 30 words, "
+      f"{sum(n <= 50 for n in lengths):,} of at most 50); dev {len(dev):,}; test {len(test):,}")
+print(f"shortlists: {source_tokenizer.vocabulary_size:,} English / {target_tokenizer.vocabulary_size:,} Spanish words")
+'''),
+        new_code_cell(DEVICE),
+        new_markdown_cell("""\
+## Train the four models
+
+Each model gets `BUDGET_MINUTES / 4`. `rnnsearch-50` etc. are the paper's sizes and training
+settings (Adadelta, batch 80); the `small` / `tiny` variants use Adam. A model directory that
+exists already is resumed, so re-running this cell trains further."""),
+        tagged(new_code_cell('''\
+from bahdanau_tf import training
+
+MODELS = {  # name -> (architecture, maximum sentence length in words)
+    "RNNencdec-30": ("rnnencdec", 30),
+    "RNNencdec-50": ("rnnencdec", 50),
+    "RNNsearch-30": ("rnnsearch", 30),
+    "RNNsearch-50": ("rnnsearch", 50),
+}
+reports = {}
+for name, (architecture, max_length) in MODELS.items():
+    preset = f"{architecture}-{max_length}" if MODEL_SIZE == "paper" else f"{architecture}-{MODEL_SIZE}"
+    config = training.TrainingConfig.for_preset(
+        preset, max_length=max_length, max_minutes=BUDGET_MINUTES / len(MODELS), max_steps=MAX_STEPS,
+        precision=PRECISION, jit_compile=not SMOKE, log_every=10 if SMOKE else 200,
+        eval_every=MAX_STEPS or 500, dev_sentences=32 if SMOKE else 500)
+    print(f"=== {name}: preset {preset}, sentences of at most {max_length} words ===")
+    trainer = training.Trainer(
+        os.path.join(OUTPUT_DIR, name), source_tokenizer, target_tokenizer, preset=preset, config=config,
+        settings={"corpus": train.name, "direction": "en-es", "tokenizer": "word"},
+        log=print if not SMOKE else (lambda line: None))
+    reports[name] = trainer.fit(train, dev)
+    print(f"{reports[name]['updates']:,} updates, train NLL {reports[name]['train_nll']}, "
+          f"dev NLL {reports[name]['dev_nll']}")
+'''), "train"),
+        new_markdown_cell("""\
+### Table 2: training
+
+Updates, epochs, wall time and device per model, with the train and dev negative log-likelihood
+per target word (the paper's table 2 reports updates, epochs and time)."""),
+        tagged(new_code_cell('''\
+def number(value, digits=2):
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+rows = ["| model | updates | epochs | wall time | device | train NLL | dev NLL | best dev NLL |",
+        "| --- | ---: | ---: | ---: | --- | ---: | ---: | ---: |"]
+for name, r in reports.items():
+    rows.append(f"| {name} | {r['updates']:,} | {r['epochs']:.2f} | {r['wall_time']} | {r['device']} | "
+                f"{number(r['train_nll'], 3)} | {number(r['dev_nll'], 3)} | {number(r['best_dev_nll'], 3)} |")
+TABLE_2 = "\\n".join(rows)
+print(TABLE_2)
+'''), "table2"),
+        new_markdown_cell("""\
+## Evaluate: translations, No-UNK decoding, attention on the references
+
+For each model: beam search over the test verses; the verses with no word outside the shortlists
+decoded again with `[UNK]` forbidden (the paper's "No UNK" column); and, for RNNsearch, the
+attention it puts on the *reference* when it reads it (teacher forcing), turned into word links
+(each target word to the source word it attends to most) and scored against the gold Strong's
+alignments: AER = 1 − (|A∩S| + |A∩P|) / (|A| + |S|) (Och & Ney 2003), lower is better."""),
+        tagged(new_code_cell('''\
+from bahdanau_tf import evaluation
+from bahdanau_tf.cli.evaluate import unknown_word_test
+from bahdanau_tf.translator import Translator
+
+source_unknown = unknown_word_test(source_tokenizer, test.sources)
+target_unknown = unknown_word_test(target_tokenizer, test.targets)
+no_unk = evaluation.no_unk_subset(test.sources, test.targets, lambda s, r: any(
+    map(source_unknown, text.split_words(s))) or any(map(target_unknown, text.split_words(r))))
+gold = [i for i, links in enumerate(test.alignments) if links]
+print(f"{len(no_unk)} of {len(test)} test verses have no unknown word; {len(gold)} have gold alignments")
+
+
+def links_of(alignments):
+    return [evaluation.attention_to_alignment(a.attention, evaluation.token_word_ids(a.source_tokens),
+                                              evaluation.token_word_ids(a.target_tokens)) for a in alignments]
+
+
+translators, results, outputs = {}, {}, {}
+for name in MODELS:
+    start = time.time()
+    translator = Translator.from_directory(os.path.join(OUTPUT_DIR, name), beam_size=BEAM_SIZE)
+    output = translator.translate(test.sources, return_alignments=translator.has_attention)
+    no_unk_hypotheses = [""] * len(test)
+    if no_unk:
+        again = translator.translate([test.sources[i] for i in no_unk], forbid_unknown=True)
+        for i, hypothesis in zip(no_unk, again.translations):
+            no_unk_hypotheses[i] = hypothesis
+    predicted = sure = possible = None
+    if translator.has_attention and gold:
+        forced = translator.reference_attention([test.sources[i] for i in gold], [test.targets[i] for i in gold])
+        predicted = links_of(forced)
+        sure = [test.sure_alignments[i] for i in gold]
+        possible = [test.alignments[i] for i in gold]
+    results[name] = evaluation.evaluation_report(
+        output.translations, test.targets, test.sources, model=name, no_unk_hypotheses=no_unk_hypotheses,
+        is_unknown_word=(source_unknown, target_unknown), predicted_alignments=predicted,
+        sure_alignments=sure, possible_alignments=possible, settings={"beam_size": BEAM_SIZE})
+    translators[name], outputs[name] = translator, output
+    print(f"{name}: {results[name].bleu}  ({time.time() - start:.0f} s)")
+'''), "evaluate"),
+        new_markdown_cell("""\
+### Table 1: BLEU
+
+BLEU (sacrebleu, 13a, lowercased) on all test verses and on those with no unknown word. The
+paper's English → French numbers, for scale: RNNencdec-30 13.93 / 24.19, RNNencdec-50 17.82 /
+26.71, RNNsearch-30 21.50 / 31.44, RNNsearch-50 26.75 / 34.16."""),
+        tagged(new_code_cell('''\
+rows = ["| model | All | No UNK |", "| --- | ---: | ---: |"]
+for name, report in results.items():
+    rows.append(f"| {name} | {number(report.bleu.score)} | {number(report.no_unk.score)} |")
+TABLE_1 = "\\n".join(rows)
+print(TABLE_1)
+print()
+for name, report in results.items():
+    print(f"{name}: BLEU = {report.bleu.score:.2f} on {report.num_sentences} verses; No-UNK BLEU = "
+          f"{number(report.no_unk.score)} on {report.no_unk.num_sentences} verses")
+with open(os.path.join(OUTPUT_DIR, "evaluation.json"), "w", encoding="utf-8") as handle:
+    json.dump({name: report.to_dict() for name, report in results.items()}, handle, indent=2, ensure_ascii=False)
+'''), "table1"),
+        new_markdown_cell("""\
+### Figure 2: BLEU by sentence length
+
+All four models on one plot, test verses grouped by their number of English words."""),
+        tagged(new_code_cell('''\
+from IPython.display import Image, display
+
+FIGURE_2 = os.path.join(OUTPUT_DIR, "figure2_bleu_by_length.png")
+evaluation.plot_bleu_by_length({name: report.bleu_by_length for name, report in results.items()}, FIGURE_2,
+                               title="BLEU by source sentence length (Bible, en-es test)")
+for name, report in results.items():
+    print(name, " ".join(f"{b.label}:{number(b.bleu)}({b.count})" for b in report.bleu_by_length))
+print("wrote", FIGURE_2)
+display(Image(filename=FIGURE_2))
+'''), "figure2"),
+        new_markdown_cell("""\
+### Figure 3: alignments, looked at and measured
+
+Left as the paper draws it: the attention of RNNsearch-50 while it translates a test verse (rows:
+its output words, columns: the English words; white is 1). Then the attention on the *reference*,
+with the gold Strong's links marked by red dots, and the alignment error rate of every RNNsearch
+model against a diagonal baseline (each target word linked to the source word at the same relative
+position). RNNencdec has no attention, hence no alignment."""),
+        tagged(new_code_cell('''\
+FIGURE_3 = []
+best = "RNNsearch-50"
+candidates = [i for i in gold if 6 <= len(text.split_words(test.sources[i])) <= 25][:2] or gold[:1]
+for k, i in enumerate(candidates):
+    alignment = outputs[best].alignments[i]
+    path = os.path.join(OUTPUT_DIR, f"figure3_{k}_decoded.png")
+    evaluation.plot_attention(alignment.attention, alignment.source_tokens, alignment.target_tokens, path,
+                              title=f"{best}, {test.ids[i]}")
+    forced = translators[best].reference_attention([test.sources[i]], [test.targets[i]])[0]
+    figure = evaluation.plot_attention(forced.attention, forced.source_tokens, forced.target_tokens, None,
+                                       title=f"{best} on the reference, {test.ids[i]}; red: gold")
+    figure.axes[0].scatter([s for s, t in test.alignments[i]], [t for s, t in test.alignments[i]],
+                           s=12, c="red", marker="o")
+    gold_path = os.path.join(OUTPUT_DIR, f"figure3_{k}_gold.png")
+    figure.savefig(gold_path, dpi=figure.dpi)
+    FIGURE_3 += [path, gold_path]
+    display(Image(filename=path), Image(filename=gold_path))
+
+
+def diagonal(i):
+    n_source, n_target = len(text.split_words(test.sources[i])), len(text.split_words(test.targets[i]))
+    return {(min(n_source - 1, round(t * n_source / n_target)), t) for t in range(n_target)}
+
+
+baseline = evaluation.alignment_scores([diagonal(i) for i in gold], [test.sure_alignments[i] for i in gold],
+                                       [test.alignments[i] for i in gold])
+rows = ["| alignment | AER | precision | recall | sentences |", "| --- | ---: | ---: | ---: | ---: |"]
+for name, scores in [*((n, r.alignment) for n, r in results.items() if r.alignment), ("diagonal", baseline)]:
+    rows.append(f"| {name} | {scores.aer:.3f} | {number(scores.precision)} | {number(scores.recall)} | "
+                f"{scores.num_sentences} |")
+print("\\n".join(rows))
+'''), "figure3"),
+    ])
+
+
+# === 03: serving ===
+
+SERVING_PARAMETERS = [
+    ("MODEL_DIR", "bahdanau_quickstart/model", "bahdanau_quickstart/model",
+     "a trained model directory; trained here first if missing"),
+    ("PRESET", "small", "tiny", "preset of that training"),
+    ("TRAIN_MINUTES", 5.0, 1.0, "its time budget"),
+    ("MAX_STEPS", None, 3, "its update budget"),
+    ("MAX_TRAIN_PAIRS", None, 500, "its training pairs (None: all)"),
+    ("BEAM_SIZE", 5, 2, "beam of serving_default and align"),
+    ("EXPORT_DIR", "bahdanau_serving/models/bahdanau", "bahdanau_serving/models/bahdanau",
+     "the model base path TF Serving watches"),
+]
+
+
+def serving_notebook():
+    name = "03_serving.ipynb"
+    return notebook([
+        new_markdown_cell(f"""\
+# Serving RNNsearch: SavedModel, signatures, REST and gRPC requests
+
+{badge(name)}
+
+The export is a versioned SavedModel whose signatures run the whole translation (tokenization,
+encoder, beam search, detokenization) inside the graph, so the stock `tensorflow/serving` image
+serves it with no Python and no `bahdanau_tf`. This notebook exports a model, inspects the
+signatures, builds the REST (`instances` and `inputs` formats) and gRPC request bodies with the
+clients of the repository's `export/` kit, answers them from the loaded SavedModel as the server
+would, and gets n-best lists and alignments (figure 3) from the exported model.
+
+It uses the model the quickstart notebook trained (`bahdanau_quickstart/model`) when it exists,
+and trains a quick one otherwise. No server is started here; `export/README.md` has the Docker
+commands. Stored without outputs; `{SMOKE_VARIABLE}=1` (CI) shrinks the budgets."""),
+        INSTALL_CELL(serving=True),
+        parameters_cell(SERVING_PARAMETERS),
+        resolve_cell(SERVING_PARAMETERS),
+        new_markdown_cell("## A trained model (the quickstart's, or a quick one)"),
+        new_code_cell('''\
+import json
+
+import tensorflow as tf
+
+from bahdanau_tf import data, model_directory, serving, text, training
+from bahdanau_tf.translator import Translator
+
+if not os.path.exists(os.path.join(MODEL_DIR, model_directory.MODEL_CONFIG)):
+    train = data.load_corpus("bible-en-es", split="train").select(slice(0, MAX_TRAIN_PAIRS))
+    sample = slice(0, 500 if SMOKE else 8000)
+    source_tokenizer = text.SubwordTokenizer.build(train.sources[sample], vocabulary_size=500 if SMOKE else 5000)
+    target_tokenizer = text.SubwordTokenizer.build(train.targets[sample], vocabulary_size=500 if SMOKE else 5000)
+    config = training.TrainingConfig.for_preset(PRESET, max_minutes=TRAIN_MINUTES, max_steps=MAX_STEPS,
+                                                jit_compile=not SMOKE)
+    report = training.Trainer(MODEL_DIR, source_tokenizer, target_tokenizer, preset=PRESET, config=config,
+                              settings={"direction": "en-es"}, log=lambda line: None).fit(train)
+    print(training.format_report(report))
+print("model directory:", MODEL_DIR)
+'''),
+        new_markdown_cell("""\
+## Export
+
+`translator.export(EXPORT_DIR)` (or `bahdanau-export --model_dir=... --export_dir=...`) writes the
+next version `EXPORT_DIR/N`, refuses a graph with an op the stock model server may not have, and
+adds warm-up requests that the server replays when it loads the model."""),
+        tagged(new_code_cell('''\
+# rebuilt in float32 whatever the training precision (the quickstart uses mixed precision on a GPU):
+# what a CPU model server runs best
+restored = model_directory.load_model_directory(MODEL_DIR, dtype="float32")
+translator = Translator(restored.model, restored.source_tokenizer, restored.target_tokenizer, beam_size=BEAM_SIZE)
+export_path = translator.export(EXPORT_DIR)
+for root, directories, files in sorted(os.walk(export_path)):
+    depth = root[len(export_path):].count(os.sep)
+    print("  " * depth + os.path.basename(root) + "/", " ".join(sorted(files)))
+ops = serving.check_serving_ops(export_path)
+print(f"{len(ops['core'])} core TensorFlow op types; tf-text ops: {ops['tf_text']}")
+print(f"{len(serving.read_warmup_requests(export_path))} warm-up requests in assets.extra/")
+'''), "export"),
+        new_markdown_cell("""\
+## Inspect the signatures
+
+With `saved_model_cli` (in a shell:
+`saved_model_cli show --dir EXPORT_DIR/1 --tag_set serve --signature_def translate_nbest`), then from
+the loaded object, which needs only `tensorflow` and `tensorflow_text`."""),
+        tagged(new_code_cell('''\
+import subprocess
+import sys
+
+cli = subprocess.run([sys.executable, "-m", "tensorflow.python.tools.saved_model_cli", "show", "--dir", export_path,
+                      "--tag_set", "serve", "--signature_def", "translate_nbest"],
+                     capture_output=True, text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+print(cli.stdout)
+
+loaded = serving.load_exported(EXPORT_DIR)
+for name, function in loaded.signatures.items():
+    inputs = {key: f"{spec.dtype.name} {spec.shape}" for key, spec in function.structured_input_signature[1].items()}
+    outputs = {key: f"{spec.dtype.name} {spec.shape}" for key, spec in function.structured_outputs.items()}
+    print(f"{name}\\n  inputs:  {inputs}\\n  outputs: {outputs}")
+'''), "signatures"),
+        new_markdown_cell("## Call the signatures: translations, n-best lists, alignments"),
+        tagged(new_code_cell('''\
+SENTENCES = ["In the beginning God created the heavens and the earth.", "Jesus wept."]
+result = loaded.signatures["serving_default"](sentences=tf.constant(SENTENCES))
+for sentence, translation, score in zip(SENTENCES, result["translations"].numpy(), result["scores"].numpy()):
+    print(f"served: {translation.decode('utf-8')}   (score {score:.2f})")
+'''), "serving"),
+        tagged(new_code_cell('''\
+nbest = loaded.signatures["translate_nbest"](sentences=tf.constant(SENTENCES), beam_size=tf.constant(4),
+                                             nbest=tf.constant(3))
+for sentence, candidates, scores in zip(SENTENCES, nbest["translations"].numpy(), nbest["scores"].numpy()):
+    print(sentence)
+    for rank, (candidate, score) in enumerate(zip(candidates, scores), 1):
+        print(f"  {rank}. {candidate.decode('utf-8')}   ({score:.2f})")
+'''), "nbest"),
+        new_markdown_cell("""\
+The `align` signature returns the tokens and the attention matrix, so a client can draw the
+paper's figure 3 from a served model."""),
+        tagged(new_code_cell('''\
+from IPython.display import Image, display
+
+from bahdanau_tf import evaluation
+
+aligned = loaded.signatures["align"](sentences=tf.constant(SENTENCES[:1]))
+source_length, target_length = int(aligned["source_lengths"][0]), int(aligned["target_lengths"][0])
+source_tokens = [t.decode("utf-8") for t in aligned["source_tokens"][0, :source_length].numpy()]
+target_tokens = [t.decode("utf-8") for t in aligned["target_tokens"][0, :target_length].numpy()]
+attention = aligned["attention"][0, :target_length, :source_length].numpy()
+print("source tokens:", source_tokens)
+print("target tokens:", target_tokens)
+print("attention:", attention.shape, "rows sum to", attention.sum(axis=1).round(3).tolist())
+ALIGN_PNG = os.path.join(os.path.dirname(EXPORT_DIR), "served_attention.png")
+evaluation.plot_attention(attention, source_tokens, target_tokens, ALIGN_PNG, title="from the align signature")
+display(Image(filename=ALIGN_PNG))
+'''), "align"),
+        new_markdown_cell("""\
+## REST request bodies
+
+`export/client_rest.py` (standard library only) builds the body of
+`POST http://HOST:8501/v1/models/bahdanau:predict` from the signatures the server reports at
+`GET /v1/models/bahdanau/metadata`; `serving.signature_metadata` gives the same JSON from the
+SavedModel, so the bodies are built here exactly as against a server. `instances` (row format)
+needs a batch dimension on every input: `serving_default`, `align`; `inputs` (columnar) serves any
+signature, `translate_nbest` with its scalar `beam_size` and `nbest` included."""),
+        tagged(new_code_cell('''\
+import base64
+
+import bahdanau_tf
+
+# the export/ kit sits beside the package in a clone of the repository
+candidates = [os.path.join(os.path.dirname(os.path.dirname(bahdanau_tf.__file__)), "export"),
+              os.path.join("bahdanau_tf_src", "export")]
+EXPORT_KIT = next((d for d in candidates if os.path.isfile(os.path.join(d, "client_rest.py"))), None)
+if EXPORT_KIT is None:
+    raise FileNotFoundError(f"export/client_rest.py not found in {candidates}: clone the repository.")
+sys.path.insert(0, EXPORT_KIT)
+import client_grpc
+import client_rest
+
+metadata = serving.signature_metadata(export_path)
+rest_signatures = client_rest.signatures_from_metadata(metadata)
+instances_body = client_rest.build_predict_body(rest_signatures, "serving_default", SENTENCES)
+inputs_body = client_rest.build_predict_body(rest_signatures, "translate_nbest", SENTENCES, format="inputs",
+                                             beam_size=4, nbest=3)
+print("REST instances body:", json.dumps(instances_body, ensure_ascii=False))
+print("REST inputs body:", json.dumps(inputs_body, ensure_ascii=False))
+print("curl -d @body.json http://localhost:8501/v1/models/bahdanau:predict")
+
+
+def answer_like_tf_serving(body):
+    """What TF Serving's REST :predict answers for ``body``, computed with the loaded SavedModel."""
+    function = loaded.signatures[body.get("signature_name", "serving_default")]
+    decode = lambda v: base64.b64decode(v["b64"]) if isinstance(v, dict) else v  # noqa: E731
+    if "instances" in body:
+        columns = {key: tf.constant([decode(row[key]) for row in body["instances"]]) for key in body["instances"][0]}
+        outputs = {key: value.numpy().tolist() for key, value in function(**columns).items()}
+        return {"predictions": [{key: value[i] for key, value in outputs.items()}
+                                for i in range(len(body["instances"]))]}
+    inputs = {key: tf.constant([decode(v) for v in value] if isinstance(value, list) else value)
+              for key, value in body["inputs"].items()}
+    return {"outputs": {key: value.numpy().tolist() for key, value in function(**inputs).items()}}
+
+
+def strings(value):
+    """JSON-able copy of ``value`` with bytes decoded (as the REST API returns strings)."""
+    return json.loads(json.dumps(value, default=lambda b: b.decode("utf-8", "replace")))
+
+
+print("REST answer (instances):", json.dumps(strings(answer_like_tf_serving(instances_body)), ensure_ascii=False))
+print("REST answer (inputs):", json.dumps(strings(answer_like_tf_serving(inputs_body)), ensure_ascii=False))
+'''), "rest"),
+        new_markdown_cell("""\
+## gRPC request
+
+`export/client_grpc.py` builds a `tensorflow.serving.PredictRequest` from the SignatureDef (asked
+from the server with `GetModelMetadata`, or read from the SavedModel as here); strings travel as
+bytes. `serving.run_predict_request` runs it on the loaded model as the server's `Predict` does;
+against a server: `PredictionServiceStub(grpc.insecure_channel("localhost:8500")).Predict(request, 60)`."""),
+        tagged(new_code_cell('''\
+grpc_signatures = client_grpc.signatures_from_saved_model(export_path)
+request = client_grpc.build_predict_request(grpc_signatures, "translate_nbest", SENTENCES, beam_size=4, nbest=3)
+print("gRPC PredictRequest:")
+print(request)
+response = serving.run_predict_request(loaded, request)
+for key, value in sorted(response.items()):
+    print(f"gRPC response {key}:", json.dumps(strings(value.tolist()), ensure_ascii=False))
+'''), "grpc"),
+        new_markdown_cell("""\
+## Serve it
+
+```sh
+docker run --rm -p 8500:8500 -p 8501:8501 \\
+  -v "$PWD/bahdanau_serving/models/bahdanau:/models/bahdanau" -e MODEL_NAME=bahdanau tensorflow/serving
+python export/client_rest.py --server=http://localhost:8501 "In the beginning God created the heavens and the earth."
+python export/client_grpc.py --server=localhost:8500 --signature=translate_nbest --beam_size=8 --nbest=3 "Jesus wept."
+```
+
+Colab cannot run Docker: run these where the exported directory is. `export/README.md` covers GPUs,
+`models.config`, server-side batching and the handling of bad input."""),
+    ], accelerator=False)
+
+
+def INSTALL_CELL(serving=False):  # noqa: N802 (a fresh cell object per notebook)
+    """The install cell; ``serving`` adds tensorflow-serving-api, pinned like tensorflow-text."""
+    modules = ["bahdanau_tf"] + (["tensorflow_serving"] if serving else [])
+    guard = " or ".join(f'importlib.util.find_spec("{m}") is None' for m in modules)
+    extra = ' f"tensorflow-serving-api=={tf_version}.*",' if serving else ""
+    source = INSTALL_TEMPLATE.replace("{guard}", guard).replace("{extra}", extra)
+    return tagged(new_code_cell(source), "install")
 
 
 NOTEBOOKS = {
     "01_quickstart.ipynb": quickstart,
+    "02_reproduce_paper.ipynb": reproduce_paper,
+    "03_serving.ipynb": serving_notebook,
 }
 
 

@@ -109,13 +109,14 @@ def test_notebooks_match_their_builder():
         assert ["install"] in tags and ["parameters"] in tags, f"{name} lacks an install or parameters cell"
         install = cell(notebook, "install").source
         # no network at run time when the package imports: every install sits behind find_spec
-        assert 'if importlib.util.find_spec("bahdanau_tf") is None:' in install
+        assert 'if importlib.util.find_spec("bahdanau_tf") is None' in install
         assert install.index("find_spec") < install.index('"-m", "pip"')
 
 
-def test_install_cell_installs_nothing_when_the_package_imports(tmp_path):
+@pytest.mark.parametrize("name", ["01_quickstart.ipynb", "03_serving.ipynb"])  # 02's cell is 01's
+def test_install_cell_installs_nothing_when_the_package_imports(name, tmp_path):
     """The install cell is a no-op here: run as plain Python, it must not call pip or git."""
-    notebook = nbformat.read(os.path.join(COLAB, "01_quickstart.ipynb"), as_version=4)
+    notebook = nbformat.read(os.path.join(COLAB, name), as_version=4)
     source = cell(notebook, "install").source
     # TensorFlow's import runs `uname` through subprocess: only pip and git are refused
     guard = ("import subprocess\n"
@@ -156,3 +157,87 @@ def test_01_quickstart(tmp_path):
     served = re.findall(r"^served: (.*?)   \(score (-?\d+\.\d+)\)$", text_of(notebook, "serving"), re.M)
     assert len(served) == 2 and any(t.strip() for t, _ in served), text_of(notebook, "serving")
     assert (out / "export" / "1" / "saved_model.pb").is_file()
+
+
+@pytest.mark.slow
+def test_02_reproduce_paper(tmp_path):
+    notebook, seconds = run_notebook("02_reproduce_paper.ipynb", tmp_path)
+    print(f"02_reproduce_paper.ipynb: {seconds:.0f} s in smoke mode")
+    out = tmp_path / "bahdanau_paper"
+    models = ["RNNencdec-30", "RNNencdec-50", "RNNsearch-30", "RNNsearch-50"]
+    assert text_of(notebook, "mode").startswith("smoke mode")
+
+    table_2 = text_of(notebook, "table2")
+    for name in models:  # table 2: one row per model, the smoke budget of 5 updates
+        assert re.search(rf"^\| {name} \| 5 \| [\d.]+ \| \d\d:\d\d:\d\d \| ", table_2, re.M), table_2
+        assert json.loads((out / name / "report.json").read_text())["updates"] == 5
+
+    table_1 = text_of(notebook, "table1")
+    rows = dict(re.findall(r"^\| (RNN\w+-\d\d) \| (\d+\.\d\d) \| (?:\d+\.\d\d|-) \|$", table_1, re.M))
+    assert sorted(rows) == models, table_1
+    assert all(0.0 <= float(score) <= 100.0 for score in rows.values())
+    bleu_scores(table_1)  # every "BLEU = x" in [0, 100]
+    assert len(re.findall(r"^RNN\w+-\d\d: BLEU = ", table_1, re.M)) == 4, table_1
+    evaluation = json.loads((out / "evaluation.json").read_text())
+    assert sorted(evaluation) == models
+    for name in models:
+        assert evaluation[name]["num_sentences"] == 12
+        assert float(rows[name]) == pytest.approx(evaluation[name]["bleu"]["score"], abs=0.006)
+        # RNNencdec has no attention, so no alignment error rate
+        assert (evaluation[name]["alignment"] is None) == name.startswith("RNNencdec")
+
+    assert_png(out / "figure2_bleu_by_length.png")
+    assert has_image(notebook, "figure2")
+    figure_3 = sorted(p.name for p in out.glob("figure3_*.png"))
+    assert figure_3 and len(figure_3) % 2 == 0, figure_3
+    for name in figure_3:
+        assert_png(out / name)
+    aer = dict(re.findall(r"^\| (RNNsearch-\d\d|diagonal) \| (\d\.\d{3}) \|", text_of(notebook, "figure3"), re.M))
+    assert sorted(aer) == ["RNNsearch-30", "RNNsearch-50", "diagonal"], text_of(notebook, "figure3")
+    assert all(0.0 <= float(value) <= 1.0 for value in aer.values())
+
+
+@pytest.mark.slow
+def test_03_serving(tmp_path):
+    notebook, seconds = run_notebook("03_serving.ipynb", tmp_path)
+    print(f"03_serving.ipynb: {seconds:.0f} s in smoke mode")
+    base = tmp_path / "bahdanau_serving" / "models" / "bahdanau"
+    assert text_of(notebook, "mode").startswith("smoke mode")
+
+    assert (base / "1" / "saved_model.pb").is_file()
+    assert (base / "1" / "assets.extra" / "tf_serving_warmup_requests").is_file()
+    assert "tf-text ops: ['" in text_of(notebook, "export")
+
+    signatures = text_of(notebook, "signatures")
+    assert "inputs['beam_size'] tensor_info" in signatures  # saved_model_cli's listing
+    for name in ("serving_default", "translate_nbest", "align"):
+        assert re.search(rf"^{name}\n  inputs:  \{{.*'sentences': 'string \(None,\)'", signatures, re.M), signatures
+
+    served = re.findall(r"^served: (.*?)   \(score (-?\d+\.\d+)\)$", text_of(notebook, "serving"), re.M)
+    assert len(served) == 2, text_of(notebook, "serving")
+
+    ranks = re.findall(r"^  (\d)\. .*   \((-?\d+\.\d+)\)$", text_of(notebook, "nbest"), re.M)
+    assert [rank for rank, _ in ranks] == ["1", "2", "3"] * 2, text_of(notebook, "nbest")
+    for first, second in zip(ranks[0::3], ranks[1::3]):
+        assert float(first[1]) >= float(second[1])  # best first
+
+    align = text_of(notebook, "align")
+    assert re.search(r"^source tokens: \['In', ", align, re.M) and "'[END]']" in align, align
+    assert_png(tmp_path / "bahdanau_serving" / "models" / "served_attention.png")
+
+    rest = text_of(notebook, "rest")
+    bodies = {kind: json.loads(body) for kind, body in re.findall(r"^REST (instances|inputs) body: (.*)$", rest, re.M)}
+    assert bodies["instances"] == {"signature_name": "serving_default", "instances": [
+        {"sentences": "In the beginning God created the heavens and the earth."}, {"sentences": "Jesus wept."}]}
+    assert bodies["inputs"]["signature_name"] == "translate_nbest"
+    assert bodies["inputs"]["inputs"]["beam_size"] == 4 and bodies["inputs"]["inputs"]["nbest"] == 3
+    answers = dict(re.findall(r"^REST answer \((instances|inputs)\): (.*)$", rest, re.M))
+    predictions = json.loads(answers["instances"])["predictions"]
+    assert [p["translations"] for p in predictions] == [t for t, _ in served]  # the same as serving_default
+    columns = json.loads(answers["inputs"])["outputs"]
+    assert len(columns["translations"]) == 2 and all(len(row) == 3 for row in columns["translations"])
+
+    grpc = text_of(notebook, "grpc")
+    assert 'signature_name: "translate_nbest"' in grpc and 'string_val: "Jesus wept."' in grpc, grpc
+    response = dict(re.findall(r"^gRPC response (\w+): (.*)$", grpc, re.M))
+    assert json.loads(response["translations"]) == columns["translations"]
