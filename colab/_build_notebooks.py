@@ -222,8 +222,9 @@ print(source_tokenizer.tokens([train.sources[0]]).to_list()[0][:12])
 
 `Trainer` runs one `tf.function` update per batch (XLA-compiled on the full run), with the preset's
 training defaults (`small`: Adam, batch 64, gradient norm clipped at 1, the paper's length
-bucketing), evaluates the dev NLL, keeps the best checkpoint and writes the model directory. The
-same as `bahdanau-train --preset=small --max_minutes=12 --output_dir=bahdanau_quickstart/model`."""),
+bucketing), evaluates the dev NLL, keeps the best checkpoint and writes the model directory. On the
+command line: `bahdanau-train --preset=small --max_minutes=12 --output_dir=bahdanau_quickstart/model`
+(add `--precision=mixed_float16` or `mixed_bfloat16` on a GPU)."""),
         tagged(new_code_cell('''\
 config = training.TrainingConfig.for_preset(
     PRESET, max_minutes=TRAIN_MINUTES, max_steps=MAX_STEPS, precision=PRECISION,
@@ -341,12 +342,14 @@ ships with the package (English → Spanish) instead of WMT'14 English → Frenc
 | RNNsearch-30, RNNsearch-50 | annotations + attention (the paper) | 30 / 50 words |
 
 and then its results: **table 1** (BLEU on all test sentences and on those with no unknown word),
-**figure 2** (BLEU by sentence length: RNNencdec degrades on long sentences, RNNsearch-50 does not),
+**figure 2** (BLEU by sentence length; in the paper RNNencdec degrades on long sentences and
+RNNsearch-50 does not),
 **figure 3** (alignments), here also *measured*: the alignment error rate of the attention against
 gold word alignments from Strong's numbers, and a **table 2**-style training report.
 
 `BUDGET_MINUTES` scales everything: the paper trained each model for about 5 days; the default 48
-minutes (12 per model, on a GPU runtime) shows the trends, not the paper's numbers. Word shortlists
+minutes (12 per model, on a GPU runtime) is a small fraction of that. Do not expect the paper's
+numbers; how clearly its trends show depends on the budget you give. Word shortlists
 as in the paper (`WordTokenizer`), `MODEL_SIZE="small"` (256 units) unless you set `"paper"`.
 
 Stored without outputs; `{SMOKE_VARIABLE}=1` (CI) shrinks every budget to a run of about a minute
@@ -513,7 +516,7 @@ display(Image(filename=FIGURE_2))
 
 Left as the paper draws it: the attention of RNNsearch-50 while it translates a test verse (rows:
 its output words, columns: the English words; white is 1). Then the attention on the *reference*,
-with the gold Strong's links marked by red dots, and the alignment error rate of every RNNsearch
+with the gold Strong's links marked (red dots: sure, red circles: possible), and the alignment error rate of every RNNsearch
 model against a diagonal baseline (each target word linked to the source word at the same relative
 position). RNNencdec has no attention, hence no alignment."""),
         tagged(new_code_cell('''\
@@ -527,9 +530,12 @@ for k, i in enumerate(candidates):
                               title=f"{best}, {test.ids[i]}")
     forced = translators[best].reference_attention([test.sources[i]], [test.targets[i]])[0]
     figure = evaluation.plot_attention(forced.attention, forced.source_tokens, forced.target_tokens, None,
-                                       title=f"{best} on the reference, {test.ids[i]}; red: gold")
-    figure.axes[0].scatter([s for s, t in test.alignments[i]], [t for s, t in test.alignments[i]],
-                           s=12, c="red", marker="o")
+                                       title=f"{best} on the reference, {test.ids[i]}; gold: red (sure), circles (possible)")
+    sure_links = set(test.sure_alignments[i])
+    possible_links = set(test.alignments[i]) - sure_links
+    figure.axes[0].scatter([s for s, t in sure_links], [t for s, t in sure_links], s=14, c="red")
+    figure.axes[0].scatter([s for s, t in possible_links], [t for s, t in possible_links], s=14,
+                           facecolors="none", edgecolors="red")
     gold_path = os.path.join(OUTPUT_DIR, f"figure3_{k}_gold.png")
     figure.savefig(gold_path, dpi=figure.dpi)
     FIGURE_3 += [path, gold_path]
