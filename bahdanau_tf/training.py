@@ -59,7 +59,7 @@ _SUTSKEVER = dict(
 # docstring of `bahdanau_tf.cli.train`).
 _REDUCED = dict(
     optimizer="adam", learning_rate=2e-3, clipnorm=1.0, batch_size=64, bucketing="paper", schedule="constant",
-    max_length=50, pad_to_multiple=16,
+    max_length=50, pad_to_multiple=16, eval_every=200, checkpoint_every=200,
 )
 TRAINING_DEFAULTS = {
     "rnnsearch-50": dict(_PAPER, max_length=50),
@@ -255,8 +255,9 @@ def _round_up(length, multiple):
 def _pad_batch(batch, multiple, max_length=None):
     """Pads both lengths of a ``((source, target_in), target_out)`` batch up to a multiple.
 
-    XLA compiles one program per input shape; lengths rounded up to a multiple of 8 leave a few
-    dozen shapes instead of a few thousand, for at most 7 padding columns (masked everywhere).
+    XLA compiles one program per input shape; lengths rounded up to a multiple of 16 leave about
+    ten shapes instead of hundreds, for a few padding columns (masked everywhere). Lengths never
+    exceed ``max_length + 1``, the longest a batch can be.
     """
     (source, target_in), target_out = batch
 
@@ -266,7 +267,7 @@ def _pad_batch(batch, multiple, max_length=None):
         padded = tf.maximum(padded, length)
         return tf.pad(ids, [[0, 0], [0, padded - length]])
 
-    cap = None if max_length is None else _round_up(max_length + 1, multiple)
+    cap = None if max_length is None else max_length + 1  # the longest pair plus [END]/[START]
     return (pad(source, cap), pad(target_in, cap)), pad(target_out, cap)
 
 
@@ -532,7 +533,14 @@ class Trainer:
         return self.strategy.reduce("sum", nll_sum, axis=None), self.strategy.reduce("sum", tokens, axis=None)
 
     # === Data ===
-    def _train_dataset(self, corpus, skip_batches=0):
+    def train_dataset(self, corpus, skip_batches=0, distribute=True):
+        """The training input: shuffled, repeated, bucketed, padded batches of ``batch_size`` rows.
+
+        Args:
+            corpus: a `ParallelCorpus` (or sequence of pairs).
+            skip_batches: int, batches to skip (the data position of a resumed run).
+            distribute: bool, return ``strategy.experimental_distribute_dataset(...)``.
+        """
         from bahdanau_tf import data  # data imports the tokenizers' tf-text ops: only when needed
 
         config = self.config
@@ -551,7 +559,8 @@ class Trainer:
             dataset = dataset.skip(skip_batches)
         dataset = dataset.map(lambda *batch: _fill_batch(batch, config.batch_size))
         dataset = dataset.map(lambda *batch: _pad_batch(batch, config.pad_to_multiple, config.max_length))
-        return self.strategy.experimental_distribute_dataset(dataset.prefetch(tf.data.AUTOTUNE))
+        dataset = dataset.prefetch(tf.data.AUTOTUNE)
+        return self.strategy.experimental_distribute_dataset(dataset) if distribute else dataset
 
     def _dev_dataset(self, corpus):
         from bahdanau_tf import data
@@ -581,7 +590,10 @@ class Trainer:
             corpus, self.source_tokenizer, self.target_tokenizer, batch_size=1024,
             max_length=self.config.max_length, bucketing=None, shuffle=False,
         )
-        return int(dataset.reduce(0, lambda count, batch: count + tf.shape(batch[1])[0]).numpy())
+        def add_rows(count, batch):
+            return count + tf.shape(batch[1])[0]
+
+        return int(dataset.reduce(0, add_rows).numpy())
 
     def evaluate(self, dev_dataset):
         """Mean NLL per real target token of a (distributed) dev dataset."""
@@ -623,7 +635,7 @@ class Trainer:
         self._steps_per_epoch.assign(steps_per_epoch)  # read by the halving schedule
         if resumed_step:
             self._log(f"Skipping the {resumed_step} batches already trained on (same seeded data order).")
-        iterator = iter(self._train_dataset(train_corpus, skip_batches=resumed_step))
+        iterator = iter(self.train_dataset(train_corpus, skip_batches=resumed_step))
         dev_dataset = self._dev_dataset(dev_corpus) if dev_corpus is not None and len(dev_corpus) else None
         writer = None
         if config.summaries and self.is_chief:
@@ -669,7 +681,7 @@ class Trainer:
             if config.max_steps is not None and step >= config.max_steps:
                 stopped = f"max_steps={config.max_steps}"
                 break
-            if deadline is not None and time.time() >= deadline:
+            if deadline is not None and self._out_of_time(deadline, step, resumed_step):
                 stopped = f"max_minutes={config.max_minutes:g}"
                 break
             self.train_step(iterator)
@@ -744,6 +756,18 @@ class Trainer:
         self._write_report(report)
         self._cleanup()
         return report
+
+    def _out_of_time(self, deadline, step, resumed_step):
+        """Whether the wall-time budget is spent; agreed on by all workers of a multi-worker run."""
+        if getattr(self.strategy.extended, "_num_workers", 1) <= 1:
+            return time.time() >= deadline
+        # every worker must stop at the same step (collectives would hang otherwise): decide at
+        # log steps only, by an all-reduce of each worker's verdict
+        if (step - resumed_step) % self.config.log_every:
+            return False
+        late = tf.constant(1.0 if time.time() >= deadline else 0.0)
+        votes = self.strategy.run(lambda: tf.identity(late))
+        return float(self.strategy.reduce("sum", votes, axis=None)) > 0
 
     def _current_learning_rate(self):
         value = self.optimizer.learning_rate  # the schedule's value at the current step, if any

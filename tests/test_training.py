@@ -85,6 +85,8 @@ def test_pad_batch_rounds_lengths_up_and_fill_batch_adds_empty_pairs():
     (s, ti), to = training._pad_batch(((source, target_in), target_out), 4, max_length=50)
     assert (s.shape, ti.shape, to.shape) == ((1, 4), (1, 8), (1, 8))
     np.testing.assert_array_equal(to[0], [7, 8, 9, 10, 2, 0, 0, 0])
+    (_, ti_capped), _ = training._pad_batch(((source, target_in), target_out), 4, max_length=5)
+    assert ti_capped.shape == (1, 6)  # never beyond max_length + 1
     (s, ti), to = training._fill_batch(((s, ti), to), 3)
     np.testing.assert_array_equal(s[1:], [[2, 0, 0, 0]] * 2)
     np.testing.assert_array_equal(ti[1:, :2], [[1, 0]] * 2)
@@ -139,7 +141,7 @@ def test_paper_clipping_bounds_the_update_to_one(corpora, tokenizers, tmp_path):
     train, _ = corpora
     trainer = make_trainer(tmp_path, tokenizers, optimizer="sgd", learning_rate=1.0, clipnorm=1.0, max_steps=3)
     trainer.restore()
-    iterator = iter(trainer._train_dataset(train))
+    iterator = iter(trainer.train_dataset(train))
     for _ in range(3):
         before = weights(trainer)
         trainer.train_step(iterator)
