@@ -101,6 +101,18 @@ def test_a_sentence_translates_the_same_alone_and_in_a_batch(translator):
                                    rtol=1e-5, atol=1e-5)
         alone_nbest = translator.translate_nbest(tf.constant([sentence]), 4, 3)
         assert (alone_nbest["translations"].numpy()[0] == nbest["translations"].numpy()[i]).all()
+    # one chunk for the whole batch (no sorting inside the graph) gives the same results
+    whole = Translator(translator.models[0], translator.source_tokenizer,
+                       translator.target_tokenizer, beam_size=4, decode_chunk_size=64)
+    unchunked = whole.serving_default(tf.constant(SENTENCES))
+    assert (unchunked["translations"].numpy() == batch["translations"].numpy()).all()
+    np.testing.assert_allclose(unchunked["scores"].numpy(), batch["scores"].numpy(), atol=1e-5)
+    align = translator.align(tf.constant(SENTENCES))
+    whole_align = whole.align(tf.constant(SENTENCES))
+    for key in ("target_lengths", "source_lengths", "target_tokens", "source_tokens"):
+        assert (align[key].numpy() == whole_align[key].numpy()).all(), key
+    np.testing.assert_allclose(align["attention"].numpy(), whole_align["attention"].numpy(),
+                               atol=1e-5)
     # translate() sorts by length and cuts batches; the order comes back
     python = translator.translate(SENTENCES, batch_size=2)
     assert python.translations == [t.decode() for t in batch["translations"].numpy()]
