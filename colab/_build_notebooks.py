@@ -209,8 +209,12 @@ if os.path.exists(os.path.join(MODEL_DIR, model_directory.MODEL_CONFIG)):
 else:
     start = time.time()
     every = max(1, len(train) // VOCABULARY_SENTENCES)  # a spread-out sample, not the first books
-    source_tokenizer = text.SubwordTokenizer.build(train.sources[::every], vocabulary_size=VOCABULARY_SIZE)
-    target_tokenizer = text.SubwordTokenizer.build(train.targets[::every], vocabulary_size=VOCABULARY_SIZE)
+    # a sample needs a lower minimum count than the learner's default 10 to reach the size (as bahdanau-train)
+    learn_params = {"lower_thresh": 2}
+    source_tokenizer = text.SubwordTokenizer.build(train.sources[::every], vocabulary_size=VOCABULARY_SIZE,
+                                                   learn_params=learn_params)
+    target_tokenizer = text.SubwordTokenizer.build(train.targets[::every], vocabulary_size=VOCABULARY_SIZE,
+                                                   learn_params=learn_params)
     print(f"vocabularies learned in {time.time() - start:.0f} s")
 print("source", source_tokenizer.vocabulary_size, "tokens; target", target_tokenizer.vocabulary_size, "tokens")
 print(source_tokenizer.tokens([train.sources[0]]).to_list()[0][:12])
@@ -298,7 +302,8 @@ EXPORT_DIR = os.path.join(OUTPUT_DIR, "export")
 # rebuilt in float32 whatever the training precision: what a CPU model server runs best
 restored = model_directory.load_model_directory(MODEL_DIR, dtype="float32")
 exported = Translator(restored.model, restored.source_tokenizer, restored.target_tokenizer, beam_size=BEAM_SIZE)
-export_path = exported.export(EXPORT_DIR)  # EXPORT_DIR/1, then /2, ... on every export
+# warmup=False: TF Serving's warm-up records need tensorflow-serving-api (notebook 03 installs it)
+export_path = exported.export(EXPORT_DIR, warmup=False)  # EXPORT_DIR/1, then /2, ... on every export
 print("exported", export_path, sorted(os.listdir(export_path)))
 
 served = bahdanau_tf.load_exported(EXPORT_DIR)  # the highest version; tensorflow + tensorflow_text only
@@ -605,9 +610,11 @@ from bahdanau_tf.translator import Translator
 
 if not os.path.exists(os.path.join(MODEL_DIR, model_directory.MODEL_CONFIG)):
     train = data.load_corpus("bible-en-es", split="train").select(slice(0, MAX_TRAIN_PAIRS))
-    sample = slice(0, 500 if SMOKE else 8000)
-    source_tokenizer = text.SubwordTokenizer.build(train.sources[sample], vocabulary_size=500 if SMOKE else 5000)
-    target_tokenizer = text.SubwordTokenizer.build(train.targets[sample], vocabulary_size=500 if SMOKE else 5000)
+    sample, size = slice(None, None, max(1, len(train) // (500 if SMOKE else 8000))), 500 if SMOKE else 5000
+    source_tokenizer = text.SubwordTokenizer.build(train.sources[sample], vocabulary_size=size,
+                                                   learn_params={"lower_thresh": 2})
+    target_tokenizer = text.SubwordTokenizer.build(train.targets[sample], vocabulary_size=size,
+                                                   learn_params={"lower_thresh": 2})
     config = training.TrainingConfig.for_preset(PRESET, max_minutes=TRAIN_MINUTES, max_steps=MAX_STEPS,
                                                 jit_compile=not SMOKE)
     report = training.Trainer(MODEL_DIR, source_tokenizer, target_tokenizer, preset=PRESET, config=config,
