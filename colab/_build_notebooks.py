@@ -143,7 +143,7 @@ def notebook(cells, accelerator=True):
 
 QUICKSTART_PARAMETERS = [
     ("PRESET", "small", "tiny", "model preset"),
-    ("TRAIN_MINUTES", 12.0, 1.0, "wall-time budget of training"),
+    ("TRAIN_MINUTES", 12.0, 5.0, "wall-time budget of training"),
     ("MAX_STEPS", None, 30, "update budget (None: only the time budget)"),
     ("MAX_TRAIN_PAIRS", None, 2000, "training pairs used (None: all 27,989)"),
     ("VOCABULARY_SIZE", 5000, 500, "subword vocabulary per language"),
@@ -320,7 +320,7 @@ for translation, score in zip(result["translations"].numpy(), result["scores"].n
 
 PAPER_PARAMETERS = [
     ("MODEL_SIZE", "small", "tiny", "'paper' (n = 1000 units), 'small' or 'tiny'"),
-    ("BUDGET_MINUTES", 48.0, 2.0, "training time of all four models together, split evenly"),
+    ("BUDGET_MINUTES", 48.0, 20.0, "training time of all four models together, split evenly"),
     ("MAX_STEPS", None, 5, "update budget per model (None: only the time budget)"),
     ("MAX_TRAIN_PAIRS", None, 1000, "training pairs used (None: all 27,989)"),
     ("VOCABULARY_SIZE", 10000, 1000, "word shortlist per language (the paper: 30,000)"),
@@ -569,7 +569,7 @@ SERVING_PARAMETERS = [
     ("MODEL_DIR", "bahdanau_quickstart/model", "bahdanau_quickstart/model",
      "a trained model directory; trained here first if missing"),
     ("PRESET", "small", "tiny", "preset of that training"),
-    ("TRAIN_MINUTES", 5.0, 1.0, "its time budget"),
+    ("TRAIN_MINUTES", 5.0, 5.0, "its time budget"),
     ("MAX_STEPS", None, 3, "its update budget"),
     ("MAX_TRAIN_PAIRS", None, 500, "its training pairs (None: all)"),
     ("BEAM_SIZE", 5, 2, "beam of serving_default and align"),
