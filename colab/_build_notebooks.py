@@ -418,8 +418,9 @@ for name, (architecture, max_length) in MODELS.items():
         new_markdown_cell("""\
 ### Table 2: training
 
-Updates, epochs, wall time and device per model, with the train and dev negative log-likelihood
-per target word (the paper's table 2 reports updates, epochs and time)."""),
+The columns of the paper's table 2: updates, epochs, wall time, device, and the negative
+log-likelihood per target word on the training and development data (here also the best dev NLL,
+whose checkpoint is the one evaluated below)."""),
         tagged(new_code_cell('''\
 def number(value, digits=2):
     return "-" if value is None else f"{value:.{digits}f}"
