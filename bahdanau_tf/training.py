@@ -423,7 +423,7 @@ class Trainer:
         self._gradients = tf.function(self._loss_and_gradients, jit_compile=bool(config.jit_compile))
         self._forward_nll = tf.function(self._nll_sum, jit_compile=bool(config.jit_compile))
         self.train_step = tf.function(self._train_step)
-        self.eval_step = tf.function(self._eval_step)
+        self.eval_step = tf.function(self._eval_step, reduce_retracing=True)  # one trace for all dev shapes
 
     def restore(self):
         """Prepares the output directory and restores its latest checkpoint, if any.

@@ -151,14 +151,21 @@ def test_paper_clipping_bounds_the_update_to_one(corpora, tokenizers, tmp_path):
         np.testing.assert_allclose(applied, min(float(trainer._grad_norm.numpy()), 1.0), rtol=1e-3)
 
 
+_PRECISION_RUN = dict(optimizer="sgd", learning_rate=1.0, clipnorm=None, max_steps=20, log_every=20, max_length=12)
+
+
+@pytest.fixture(scope="module")
+def float32_report(corpora, tokenizers, tmp_path_factory):
+    return make_trainer(tmp_path_factory.mktemp("float32"), tokenizers, **_PRECISION_RUN).fit(*corpora)
+
+
 @pytest.mark.parametrize("precision,jit", [("float32", True), ("mixed_bfloat16", False), ("mixed_float16", False)])
-def test_precision_and_jit_losses_are_close_to_float32(corpora, tokenizers, tmp_path, precision, jit):
+def test_precision_and_jit_losses_are_close_to_float32(corpora, tokenizers, tmp_path, float32_report, precision,
+                                                        jit):
     """Plain SGD without clipping: a wrong loss scale or cast would change the losses a lot."""
     train, dev = corpora
-    settings = dict(optimizer="sgd", learning_rate=1.0, clipnorm=None, max_steps=20, log_every=20, max_length=12)
-    reference = make_trainer(tmp_path / "float32", tokenizers, **settings)
-    reference_report = reference.fit(train, dev)
-    other = make_trainer(tmp_path / f"{precision}-jit{jit}", tokenizers, precision=precision, jit_compile=jit, **settings)
+    reference_report = float32_report
+    other = make_trainer(tmp_path, tokenizers, precision=precision, jit_compile=jit, **_PRECISION_RUN)
     assert other.model.compute_dtype == {"float32": "float32", "mixed_bfloat16": "bfloat16",
                                          "mixed_float16": "float16"}[precision]
     report = other.fit(train, dev)
