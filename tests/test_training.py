@@ -35,7 +35,7 @@ def tokenizers(corpora):
 
 def tiny_config(**changes):
     defaults = dict(
-        max_length=20, jit_compile=False, log_every=10, eval_every=10_000, checkpoint_every=10_000,
+        max_length=20, jit_compile=False, precision="float32", log_every=10, eval_every=10_000, checkpoint_every=10_000,
         dev_sentences=120, summaries=False,
     )
     return training.TrainingConfig.for_preset("tiny", **{**defaults, **changes})
@@ -243,8 +243,8 @@ target = text.WordTokenizer.build(train.targets, max_vocabulary_size=200)
 def fit(output_dir, strategy, **changes):
     tf.keras.utils.set_random_seed(7)
     config = training.TrainingConfig.for_preset(
-        "tiny", max_steps=4, max_length=16, jit_compile=False, log_every=2, checkpoint_every=2,
-        summaries=False, **changes)
+        "tiny", max_steps=4, max_length=16, jit_compile=False, precision="float32", log_every=2,
+        checkpoint_every=2, summaries=False, **changes)
     trainer = training.Trainer(output_dir, source, target, preset="tiny", config=config, strategy=strategy,
                                log=lambda line: None)
     report = trainer.fit(train)
