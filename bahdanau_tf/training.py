@@ -55,8 +55,8 @@ _SUTSKEVER = dict(
     optimizer="sgd", learning_rate=0.7, clipnorm=5.0, batch_size=128, bucketing="paper", schedule="halving",
     max_length=50,
 )
-# What most users want on small data and a CPU: Adam, and mixed bfloat16 without XLA, the fastest
-# on CPUs with bf16 units (AVX512_BF16 / AMX: 1.5-1.9x float32, no per-shape compilations); see
+# What most users want on small data and a CPU: Adam, and mixed bfloat16 without XLA (on CPUs
+# with bf16 units, 1.2-1.45x float32 with no per-shape compilations); see the measurements in
 # `bahdanau_tf.cli.train` and benchmarks/train_throughput.py.
 _REDUCED = dict(
     optimizer="adam", learning_rate=2e-3, clipnorm=1.0, batch_size=64, bucketing="paper", schedule="constant",
