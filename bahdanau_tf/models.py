@@ -23,6 +23,7 @@ import tensorflow as tf
 from bahdanau_tf import layers as layers_lib
 from bahdanau_tf.special_tokens import PAD_ID
 
+_SIZES = ("source_vocabulary_size", "target_vocabulary_size", "embedding_dim", "hidden_dim")
 _PAPER_SIZES = dict(embedding_dim=620, hidden_dim=1000, maxout_dim=500)
 
 
@@ -30,6 +31,14 @@ class _TranslationModel(keras.Model):
     """What the three models share: presets, config, the step interface's documentation."""
 
     presets = {}
+
+    def _store_config(self, sizes, **values):
+        """Validates the positive ``sizes`` and keeps every constructor argument as an attribute;
+        `get_config` returns exactly these."""
+        _check_positive(**{name: values[name] for name in sizes})
+        for name, value in values.items():
+            setattr(self, name, value)
+        self._config_names = list(values)
 
     @classmethod
     def from_preset(cls, name, **overrides):
@@ -47,11 +56,8 @@ class _TranslationModel(keras.Model):
             )
         return cls(**{**cls.presets[name], **overrides})
 
-    def _init_config(self):
-        return {}
-
     def get_config(self):
-        return {**super().get_config(), **self._init_config()}
+        return {**super().get_config(), **{name: getattr(self, name) for name in self._config_names}}
 
     @classmethod
     def from_config(cls, config):
@@ -183,24 +189,19 @@ class RNNSearch(_TranslationModel):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        _check_positive(
+        init = layers_lib.initializers_for(initialization)
+        # === Config ===
+        self._store_config(
+            _SIZES + ("attention_dim", "maxout_dim"),
             source_vocabulary_size=source_vocabulary_size,
             target_vocabulary_size=target_vocabulary_size,
             embedding_dim=embedding_dim,
             hidden_dim=hidden_dim,
             attention_dim=attention_dim,
             maxout_dim=maxout_dim,
+            score=score,
+            initialization=initialization,
         )
-        init = layers_lib.initializers_for(initialization)
-        # === Config ===
-        self.source_vocabulary_size = source_vocabulary_size
-        self.target_vocabulary_size = target_vocabulary_size
-        self.embedding_dim = embedding_dim
-        self.hidden_dim = hidden_dim
-        self.attention_dim = attention_dim
-        self.maxout_dim = maxout_dim
-        self.score = score
-        self.initialization = initialization
         # === Layers ===
         self.encoder = layers_lib.BidirectionalEncoder(
             source_vocabulary_size,
@@ -245,18 +246,6 @@ class RNNSearch(_TranslationModel):
             bias_initializer=init["bias"],
             dtype=self.dtype_policy,
             name="readout",
-        )
-
-    def _init_config(self):
-        return dict(
-            source_vocabulary_size=self.source_vocabulary_size,
-            target_vocabulary_size=self.target_vocabulary_size,
-            embedding_dim=self.embedding_dim,
-            hidden_dim=self.hidden_dim,
-            attention_dim=self.attention_dim,
-            maxout_dim=self.maxout_dim,
-            score=self.score,
-            initialization=self.initialization,
         )
 
     def build(self, input_shape=None):
@@ -371,21 +360,17 @@ class RNNEncDec(_TranslationModel):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        _check_positive(
+        init = layers_lib.initializers_for(initialization)
+        # === Config ===
+        self._store_config(
+            _SIZES + ("maxout_dim",),
             source_vocabulary_size=source_vocabulary_size,
             target_vocabulary_size=target_vocabulary_size,
             embedding_dim=embedding_dim,
             hidden_dim=hidden_dim,
             maxout_dim=maxout_dim,
+            initialization=initialization,
         )
-        init = layers_lib.initializers_for(initialization)
-        # === Config ===
-        self.source_vocabulary_size = source_vocabulary_size
-        self.target_vocabulary_size = target_vocabulary_size
-        self.embedding_dim = embedding_dim
-        self.hidden_dim = hidden_dim
-        self.maxout_dim = maxout_dim
-        self.initialization = initialization
         # === Layers ===
         dense = dict(kernel_initializer=init["kernel"], bias_initializer=init["bias"], dtype=self.dtype_policy)
         self.source_embedding = keras.layers.Embedding(
@@ -407,16 +392,6 @@ class RNNEncDec(_TranslationModel):
         )
         self.decoder_cell = layers_lib.ConditionalGRUCell(hidden_dim, name="decoder_cell", **dense)
         self.readout = layers_lib.MaxoutReadout(maxout_dim, target_vocabulary_size, name="readout", **dense)
-
-    def _init_config(self):
-        return dict(
-            source_vocabulary_size=self.source_vocabulary_size,
-            target_vocabulary_size=self.target_vocabulary_size,
-            embedding_dim=self.embedding_dim,
-            hidden_dim=self.hidden_dim,
-            maxout_dim=self.maxout_dim,
-            initialization=self.initialization,
-        )
 
     def build(self, input_shape=None):
         n = self.hidden_dim
@@ -509,21 +484,17 @@ class Seq2Seq(_TranslationModel):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        _check_positive(
+        # === Config ===
+        self._store_config(
+            _SIZES + ("num_layers",),
             source_vocabulary_size=source_vocabulary_size,
             target_vocabulary_size=target_vocabulary_size,
             embedding_dim=embedding_dim,
             hidden_dim=hidden_dim,
             num_layers=num_layers,
+            reverse_source=bool(reverse_source),
+            init_scale=float(init_scale),
         )
-        # === Config ===
-        self.source_vocabulary_size = source_vocabulary_size
-        self.target_vocabulary_size = target_vocabulary_size
-        self.embedding_dim = embedding_dim
-        self.hidden_dim = hidden_dim
-        self.num_layers = num_layers
-        self.reverse_source = bool(reverse_source)
-        self.init_scale = float(init_scale)
         # === Layers ===
         uniform = keras.initializers.RandomUniform(-self.init_scale, self.init_scale)
         weights = dict(kernel_initializer=uniform, recurrent_initializer=uniform, dtype=self.dtype_policy)
@@ -545,17 +516,6 @@ class Seq2Seq(_TranslationModel):
         ]
         self.output_dense = keras.layers.Dense(
             target_vocabulary_size, kernel_initializer=uniform, dtype=self.dtype_policy, name="output"
-        )
-
-    def _init_config(self):
-        return dict(
-            source_vocabulary_size=self.source_vocabulary_size,
-            target_vocabulary_size=self.target_vocabulary_size,
-            embedding_dim=self.embedding_dim,
-            hidden_dim=self.hidden_dim,
-            num_layers=self.num_layers,
-            reverse_source=self.reverse_source,
-            init_scale=self.init_scale,
         )
 
     def build(self, input_shape=None):
