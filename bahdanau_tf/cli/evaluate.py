@@ -35,6 +35,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from absl import app, flags, logging
 
+from bahdanau_tf.cli import require_model_dirs
+
 FLAGS = flags.FLAGS
 
 flags.DEFINE_multi_string("model_dir", None, "Training output directory; repeat to compare models.")
@@ -259,13 +261,7 @@ def evaluate_model(translator, name, sources, references, gold, settings):
 
 
 def main(argv):
-    if len(argv) > 1:
-        raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
-    if not FLAGS.model_dir:
-        raise app.UsageError("--model_dir is required (a bahdanau-train output directory).")
-    for directory in FLAGS.model_dir:
-        if not os.path.isdir(directory):
-            raise app.UsageError(f"--model_dir={directory!r} does not exist.")
+    require_model_dirs(argv, FLAGS.model_dir)
 
     from bahdanau_tf import evaluation
     from bahdanau_tf.model_directory import read_model_config

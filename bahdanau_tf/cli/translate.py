@@ -21,6 +21,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from absl import app, flags
 
+from bahdanau_tf.cli import require_model_dirs
+
 FLAGS = flags.FLAGS
 
 flags.DEFINE_multi_string("model_dir", None, "Training output directory; repeat for an ensemble.")
@@ -62,13 +64,7 @@ def format_line(translations, scores, nbest, with_scores):
 
 
 def main(argv):
-    if len(argv) > 1:
-        raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
-    if not FLAGS.model_dir:
-        raise app.UsageError("--model_dir is required (a bahdanau-train output directory).")
-    for directory in FLAGS.model_dir:
-        if not os.path.isdir(directory):
-            raise app.UsageError(f"--model_dir={directory!r} does not exist.")
+    require_model_dirs(argv, FLAGS.model_dir)
     if FLAGS.nbest > FLAGS.beam_size:
         raise app.UsageError(f"--nbest={FLAGS.nbest} exceeds --beam_size={FLAGS.beam_size}.")
 
