@@ -14,9 +14,12 @@ from bahdanau_tf.special_tokens import PAD_ID
 def token_nll(target_ids, logits):
     """Per-token negative log-likelihood, 0 at padding: float32 (batch, target_len)."""
     target_ids = tf.cast(target_ids, "int32")
+    logits = tf.cast(logits, "float32")
+    # on rank-2 inputs the op needs no runtime shape assertion (which XLA drops with a warning)
     nll = tf.nn.sparse_softmax_cross_entropy_with_logits(
-        labels=tf.maximum(target_ids, 0), logits=tf.cast(logits, "float32")
+        labels=tf.reshape(tf.maximum(target_ids, 0), [-1]), logits=tf.reshape(logits, [-1, tf.shape(logits)[-1]])
     )
+    nll = tf.reshape(nll, tf.shape(target_ids))
     return nll * tf.cast(tf.not_equal(target_ids, PAD_ID), "float32")
 
 

@@ -144,7 +144,11 @@ class RNNSearch(_TranslationModel):
             ``"dot"`` needs ``hidden_dim`` equal to the annotation size ``2 * hidden_dim``, so it
             is only possible via ``"general"`` here; it is kept for the layer.
         initialization: ``"paper"`` (appendix B.1: orthogonal recurrent matrices, N(0, 0.001^2)
-            for W_a and U_a, zero v_a and biases, N(0, 0.01^2) elsewhere) or ``"keras"``.
+            for W_a and U_a, zero v_a and biases, N(0, 0.01^2) elsewhere) or ``"keras"``
+            (orthogonal recurrent matrices, Glorot-uniform elsewhere, U(-0.05, 0.05)
+            embeddings). The paper presets use ``"paper"``; ``small`` uses ``"keras"``: with Adam
+            and a 12-minute budget the paper's tiny weights learn several times slower (dev NLL
+            3.39 against 4.01 after 4.5 minutes of the default run, Adam 5e-3).
 
     Example:
 
@@ -169,6 +173,7 @@ class RNNSearch(_TranslationModel):
             hidden_dim=256,
             attention_dim=256,
             maxout_dim=128,
+            initialization="keras",
         ),
         "tiny": dict(
             source_vocabulary_size=64, target_vocabulary_size=64, embedding_dim=16, hidden_dim=24,
@@ -342,7 +347,8 @@ class RNNEncDec(_TranslationModel):
         "rnnencdec-50": dict(source_vocabulary_size=30000, target_vocabulary_size=30000, **_PAPER_SIZES),
         "rnnencdec-30": dict(source_vocabulary_size=30000, target_vocabulary_size=30000, **_PAPER_SIZES),
         "small": dict(
-            source_vocabulary_size=8000, target_vocabulary_size=8000, embedding_dim=128, hidden_dim=256, maxout_dim=128
+            source_vocabulary_size=8000, target_vocabulary_size=8000, embedding_dim=128, hidden_dim=256, maxout_dim=128,
+            initialization="keras",
         ),
         "tiny": dict(
             source_vocabulary_size=64, target_vocabulary_size=64, embedding_dim=16, hidden_dim=24, maxout_dim=12

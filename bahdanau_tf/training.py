@@ -19,9 +19,9 @@ What one update does (``Trainer._replica_step``), per replica:
 
 The step returns nothing to Python: losses, token counts and the gradient norm accumulate in
 variables that the host reads every ``log_every`` steps (the progress line), every
-``eval_every`` steps (dev NLL) and before every checkpoint. Batches are padded up to a multiple of
-``pad_to_multiple`` tokens so that XLA, which compiles one program per input shape, meets only a
-handful of shapes (`_pad_batch`).
+``eval_every`` steps (dev NLL) and before every checkpoint. Under XLA, which compiles one program
+per input shape, batch lengths are padded up to a multiple of 8 so that it meets only a handful
+of shapes (`_pad_batch`); without XLA batches keep their own lengths (one trace serves all).
 
 Training defaults per preset live in `TRAINING_DEFAULTS` (one table): the paper presets use
 Adadelta (lr 1.0, rho 0.95, eps 1e-6), clipnorm 1, batch 80 and the paper's bucketing;
@@ -55,13 +55,12 @@ _SUTSKEVER = dict(
     optimizer="sgd", learning_rate=0.7, clipnorm=5.0, batch_size=128, bucketing="paper", schedule="halving",
     max_length=50,
 )
-# What most users want on small data and a CPU: Adam, and mixed bfloat16 without XLA (on CPUs
-# with bf16 units, 1.2-1.45x float32 with no per-shape compilations); see the measurements in
-# `bahdanau_tf.cli.train` and benchmarks/train_throughput.py.
+# What most users want on small data and a CPU: Adam 5e-3 and float32 with XLA (batches padded to
+# a multiple of 8: ~10 shapes an epoch); see the measurements in `bahdanau_tf.cli.train` and
+# benchmarks/train_throughput.py.
 _REDUCED = dict(
-    optimizer="adam", learning_rate=2e-3, clipnorm=1.0, batch_size=64, bucketing="paper", schedule="constant",
-    max_length=50, pad_to_multiple=16, eval_every=200, checkpoint_every=200, precision="mixed_bfloat16",
-    jit_compile=False,
+    optimizer="adam", learning_rate=5e-3, clipnorm=1.0, batch_size=64, bucketing="paper", schedule="constant",
+    max_length=50, eval_every=200, checkpoint_every=200, precision="float32", jit_compile=True,
 )
 TRAINING_DEFAULTS = {
     "rnnsearch-50": dict(_PAPER, max_length=50),
@@ -113,7 +112,10 @@ class TrainingConfig:
         precision: ``"float32"``, ``"mixed_bfloat16"`` or ``"mixed_float16"`` (dynamic loss
             scaling); logits and loss stay float32.
         jit_compile: bool, compile the forward and backward pass with XLA.
-        pad_to_multiple: int, pad batch lengths up to a multiple of this (bounds XLA compilations).
+        pad_to_multiple: int or None, pad batch lengths up to a multiple of this: bounds the
+            number of XLA compilations, costs padding. None (default): 8 with ``jit_compile``,
+            else 1 (a ``tf.function`` without XLA runs every shape with one trace).
+            `padding_multiple` is the value in effect.
         seed: int, data order and initialisation.
         summaries: bool, write TensorBoard summaries to ``OUT/logs``.
     """
@@ -135,7 +137,7 @@ class TrainingConfig:
     log_every: int = 50
     precision: str = "float32"
     jit_compile: bool = True
-    pad_to_multiple: int = 8
+    pad_to_multiple: int | None = None
     seed: int = 1234
     summaries: bool = True
 
@@ -149,6 +151,8 @@ class TrainingConfig:
         for name in ("batch_size", "max_length", "eval_every", "checkpoint_every", "log_every", "pad_to_multiple",
                      "dev_sentences", "keep_checkpoints"):
             value = getattr(self, name)
+            if value is None and name == "pad_to_multiple":
+                continue
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"`{name}` must be a positive int, got {value!r}.")
         if not self.learning_rate > 0:
@@ -159,6 +163,13 @@ class TrainingConfig:
             raise ValueError(f"`max_steps` must be >= 0 or None, got {self.max_steps!r}.")
         if self.max_minutes is not None and not self.max_minutes > 0:
             raise ValueError(f"`max_minutes` must be positive or None, got {self.max_minutes!r}.")
+
+    @property
+    def padding_multiple(self):
+        """The `pad_to_multiple` in effect: 8 under XLA, 1 without, unless set."""
+        if self.pad_to_multiple is not None:
+            return self.pad_to_multiple
+        return 8 if self.jit_compile else 1
 
     @classmethod
     def for_preset(cls, preset, **changes):
@@ -257,9 +268,10 @@ def _round_up(length, multiple):
 def _pad_batch(batch, multiple, max_length=None):
     """Pads both lengths of a ``((source, target_in), target_out)`` batch up to a multiple.
 
-    XLA compiles one program per input shape; lengths rounded up to a multiple of 16 leave about
-    ten shapes instead of hundreds, for a few padding columns (masked everywhere). Lengths never
-    exceed ``max_length + 1``, the longest a batch can be.
+    XLA compiles one program per input shape; on the Bible (batch 64, pairs of at most 50
+    tokens, the paper's length-sorted windows) lengths rounded up to a multiple of 8 leave 10
+    shapes an epoch instead of hundreds, for 15% padding columns on the target side (masked
+    everywhere). Lengths never exceed ``max_length + 1``, the longest a batch can be.
     """
     (source, target_in), target_out = batch
 
@@ -560,7 +572,7 @@ class Trainer:
         if skip_batches:
             dataset = dataset.skip(skip_batches)
         dataset = dataset.map(lambda *batch: _fill_batch(batch, config.batch_size))
-        dataset = dataset.map(lambda *batch: _pad_batch(batch, config.pad_to_multiple, config.max_length))
+        dataset = dataset.map(lambda *batch: _pad_batch(batch, config.padding_multiple, config.max_length))
         dataset = dataset.prefetch(tf.data.AUTOTUNE)
         return self.strategy.experimental_distribute_dataset(dataset) if distribute else dataset
 
@@ -581,7 +593,7 @@ class Trainer:
             batches_per_window=max(1, -(-len(corpus) // config.batch_size)),
         )
         dataset = dataset.map(lambda *batch: _fill_batch(batch, config.batch_size))
-        dataset = dataset.map(lambda *batch: _pad_batch(batch, config.pad_to_multiple, config.max_length))
+        dataset = dataset.map(lambda *batch: _pad_batch(batch, config.padding_multiple, config.max_length))
         return self.strategy.experimental_distribute_dataset(dataset.cache())
 
     def _count_pairs(self, corpus):

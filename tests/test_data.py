@@ -250,11 +250,13 @@ def test_paper_bucketing_sorts_each_window(dev, tokenizers):
     order_differs = False
     for start in range(0, len(got), window):
         group = got[start: start + window]
-        lengths = [np.sum(b[0][0] != PAD, axis=1) for b in group]
+        # sorted by the longer side's length (ties by target length)
+        lengths = [np.maximum(np.sum(b[0][0] != PAD, axis=1), np.sum(b[1] != PAD, axis=1)) for b in group]
         for (source, target_in), target_out in group:
             check_batch(source, target_in, target_out)
             # each batch is padded to its own longest sentence only
             assert np.sum(source != PAD, axis=1).max() == source.shape[1]
+            assert np.sum(target_out != PAD, axis=1).max() == target_out.shape[1]
         ordered = sorted(lengths, key=lambda l: l.min())
         for shorter, longer in zip(ordered, ordered[1:]):
             assert shorter.max() <= longer.min()  # sorted by length across the window
