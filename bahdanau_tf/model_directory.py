@@ -71,7 +71,10 @@ def check_same_model(directory, model):
     differences = []
     if saved["class_name"] != wanted["class_name"]:
         differences.append(f"class {saved['class_name']} != {wanted['class_name']}")
-    ignored = {"name", "trainable", "dtype"}
+    # the compute precision and the initial weights' distribution do not change the variables:
+    # a checkpoint restores into either (e.g. a run started before the `small` preset's default
+    # initialization changed resumes)
+    ignored = {"name", "trainable", "dtype", "initialization"}
     for key in sorted((set(saved["config"]) | set(wanted["config"])) - ignored):
         old, new = saved["config"].get(key), wanted["config"].get(key)
         if old != new:

@@ -55,12 +55,12 @@ _SUTSKEVER = dict(
     optimizer="sgd", learning_rate=0.7, clipnorm=5.0, batch_size=128, bucketing="paper", schedule="halving",
     max_length=50,
 )
-# What most users want on small data and a CPU: Adam 5e-3 and float32 with XLA (batches padded to
-# a multiple of 8: ~10 shapes an epoch); see the measurements in `bahdanau_tf.cli.train` and
-# benchmarks/train_throughput.py.
+# What most users want on small data and a CPU: Adam 5e-3, mixed bfloat16 without XLA (no
+# per-shape compilations; batches keep their own lengths); see the measurements in
+# `bahdanau_tf.cli.train` and benchmarks/train_throughput.py.
 _REDUCED = dict(
     optimizer="adam", learning_rate=5e-3, clipnorm=1.0, batch_size=64, bucketing="paper", schedule="constant",
-    max_length=50, eval_every=200, checkpoint_every=200, precision="float32", jit_compile=True,
+    max_length=50, eval_every=200, checkpoint_every=200, precision="mixed_bfloat16", jit_compile=False,
 )
 TRAINING_DEFAULTS = {
     "rnnsearch-50": dict(_PAPER, max_length=50),

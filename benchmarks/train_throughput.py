@@ -11,8 +11,8 @@ Two inputs:
 * ``fixed``: one batch of length 30 on both sides, every token real (the upper bound, and the
   shape the peers' forward+backward numbers use);
 * ``corpus``: the first ``--corpus_batches`` batches of the Bible training pipeline (paper
-  bucketing, lengths padded as the variant's trainer pads them: to a multiple of 16 under XLA,
-  not at all without), cached and cycled. This is what training
+  bucketing, lengths padded as the variant's trainer pads them: to a multiple of 8 under XLA
+  unless the variant says otherwise, not at all without), cached and cycled. This is what training
   sees: padding included, and one XLA compilation per distinct shape (``shapes`` column; their
   cost is in ``first_pass_s``).
 
@@ -21,7 +21,11 @@ passes; the best is kept, since the machine is shared. Prints a table and writes
 ``benchmarks/results/train_throughput.json``.
 
     python benchmarks/train_throughput.py [--presets=small,rnnsearch-50] [--inputs=fixed,corpus]
-        [--variants=default,jit,bf16,bf16_jit,fp16] [--rounds=3]
+        [--variants=default,jit,jit_pad16,bf16,bf16_jit,fp16] [--rounds=3]
+
+``default`` is float32 without XLA (batches keep their own lengths); ``jit`` is the ``small``
+training default, float32 + XLA with lengths padded to a multiple of 8; ``jit_pad16`` pads to 16
+(fewer compilations, more padding).
 
 Word vocabularies of the given size stand in for subword ones (the compute depends on the size
 only; building a WordPiece vocabulary takes minutes).
@@ -43,7 +47,7 @@ from bahdanau_tf import data, text, training
 FLAGS = flags.FLAGS
 flags.DEFINE_list("presets", ["small", "rnnsearch-50"], "Presets to measure.")
 flags.DEFINE_list("inputs", ["fixed", "corpus"], "Inputs: fixed and/or corpus.")
-flags.DEFINE_list("variants", ["default", "jit", "bf16", "bf16_jit", "fp16"], "Variants to measure.")
+flags.DEFINE_list("variants", ["default", "jit", "jit_pad16", "bf16", "bf16_jit", "fp16"], "Variants to measure.")
 flags.DEFINE_integer("rounds", 3, "Timed passes per variant (the best is kept).")
 flags.DEFINE_integer("steps", 10, "Steps per timed pass with the fixed input (small).")
 flags.DEFINE_integer("corpus_batches", 24, "Batches cycled with the corpus input (small).")
@@ -54,7 +58,7 @@ flags.DEFINE_string("output", os.path.join(os.path.dirname(__file__), "results",
 VARIANTS = {
     "default": dict(precision="float32", jit_compile=False),
     "jit": dict(precision="float32", jit_compile=True),
-    "jit_pad8": dict(precision="float32", jit_compile=True, pad_to_multiple=8),
+    "jit_pad16": dict(precision="float32", jit_compile=True, pad_to_multiple=16),
     "bf16": dict(precision="mixed_bfloat16", jit_compile=False),
     "bf16_jit": dict(precision="mixed_bfloat16", jit_compile=True),
     "fp16": dict(precision="mixed_float16", jit_compile=False),

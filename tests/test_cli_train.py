@@ -39,8 +39,8 @@ def test_defaults_run_end_to_end_resume_and_refuse_another_model(tmp_path):
         assert (out / name).exists(), name
     report = report_of(out)
     assert report["updates"] == 3 and report["train_nll"] > 0 and report["dev_nll"] > 0
-    assert report["training"]["optimizer"] == "adam" and report["training"]["precision"] == "float32"
-    assert report["training"]["jit_compile"] is True and report["training"]["learning_rate"] == 5e-3
+    assert report["training"]["optimizer"] == "adam" and report["training"]["precision"] == "mixed_bfloat16"
+    assert report["training"]["jit_compile"] is False and report["training"]["learning_rate"] == 5e-3
     saved = model_directory.read_model_config(str(out))
     assert saved["settings"]["tokenizer"] == "subword" and saved["settings"]["direction"] == "en-es"
     loaded = model_directory.load_model_directory(str(out))

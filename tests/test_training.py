@@ -186,6 +186,17 @@ def test_another_model_config_is_refused(corpora, tokenizers, tmp_path):
     with pytest.raises(ValueError, match=r"different model \(hidden_dim: saved 24, requested 32\)"):
         other.fit(train)
     assert model_directory.read_model_config(str(tmp_path))["config"]["hidden_dim"] == 24
+    # another initialization is the same variables: the run resumes with the saved weights
+    first = make_trainer(tmp_path, tokenizers, max_steps=1)
+    first.restore()
+    saved = first.model.get_weights()
+    resumed = training.Trainer(
+        str(tmp_path), *tokenizers, preset="tiny", config=tiny_config(max_steps=1),
+        model_overrides=dict(initialization="keras"), log=lambda line: None,
+    )
+    assert resumed.restore() is not None
+    for before, after in zip(saved, resumed.model.get_weights()):
+        np.testing.assert_array_equal(before, after)
 
 
 def test_resume_continues_step_weights_and_optimizer(corpora, tokenizers, tmp_path):
