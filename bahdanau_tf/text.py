@@ -215,6 +215,17 @@ def _visible_ids(ids) -> tf.RaggedTensor:
     return tf.ragged.boolean_mask(dense, keep)
 
 
+
+class _VocabularyAsset(tf.saved_model.Asset):
+    """A SavedModel asset whose ``str`` is its file's path (tables are named after it)."""
+
+    def __init__(self, path):
+        super().__init__(path)
+        self._name_path = path
+
+    def __str__(self):
+        return self._name_path
+
 class _Tokenizer(tf.Module):
     """Shared machinery: the vocabulary asset, the two lookup tables, id <-> token."""
 
@@ -238,10 +249,15 @@ class _Tokenizer(tf.Module):
         self._vocabulary = tokens
 
         # === Assets and tables ===
-        self._vocabulary_asset = tf.saved_model.Asset(path)
+        # One SavedModel asset for both tables. TextFileInitializer names the table resource
+        # after str(filename): a plain Asset's str holds its memory address, so a tokenizer
+        # allocated where a collected one had been silently shared the old, still-living table.
+        # `_VocabularyAsset` prints its absolute path instead (with the size: a unique name).
+        self._vocabulary_asset = _VocabularyAsset(os.path.abspath(path))
         self._token_to_id = tf.lookup.StaticHashTable(
             tf.lookup.TextFileInitializer(
                 self._vocabulary_asset,
+                vocab_size=len(tokens),
                 key_dtype=tf.string,
                 key_index=tf.lookup.TextFileIndex.WHOLE_LINE,
                 value_dtype=tf.int64,
@@ -252,6 +268,7 @@ class _Tokenizer(tf.Module):
         self._id_to_token = tf.lookup.StaticHashTable(
             tf.lookup.TextFileInitializer(
                 self._vocabulary_asset,
+                vocab_size=len(tokens),
                 key_dtype=tf.int64,
                 key_index=tf.lookup.TextFileIndex.LINE_NUMBER,
                 value_dtype=tf.string,

@@ -23,9 +23,10 @@ passes; the best is kept, since the machine is shared. Prints a table and writes
     python benchmarks/train_throughput.py [--presets=small,rnnsearch-50] [--inputs=fixed,corpus]
         [--variants=default,jit,jit_pad16,bf16,bf16_jit,fp16] [--rounds=3]
 
-``default`` is float32 without XLA (batches keep their own lengths); ``jit`` is the ``small``
-training default, float32 + XLA with lengths padded to a multiple of 8; ``jit_pad16`` pads to 16
-(fewer compilations, more padding).
+``default`` is float32 without XLA (batches keep their own lengths); ``bf16`` is mixed bfloat16
+without XLA, the ``small`` training default; ``jit`` is float32 + XLA with lengths padded to a
+multiple of 8 (XLA's default padding); ``jit_pad16`` pads to 16 (fewer compilations, more
+padding).
 
 Word vocabularies of the given size stand in for subword ones (the compute depends on the size
 only; building a WordPiece vocabulary takes minutes).
