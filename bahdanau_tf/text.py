@@ -215,7 +215,6 @@ def _visible_ids(ids) -> tf.RaggedTensor:
     return tf.ragged.boolean_mask(dense, keep)
 
 
-
 class _VocabularyAsset(tf.saved_model.Asset):
     """A SavedModel asset whose ``str`` is its file's path (tables are named after it)."""
 
@@ -225,6 +224,7 @@ class _VocabularyAsset(tf.saved_model.Asset):
 
     def __str__(self):
         return self._name_path
+
 
 class _Tokenizer(tf.Module):
     """Shared machinery: the vocabulary asset, the two lookup tables, id <-> token."""

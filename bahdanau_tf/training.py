@@ -148,11 +148,10 @@ class TrainingConfig:
             raise ValueError(f"`schedule` must be one of {SCHEDULES}, got {self.schedule!r}.")
         if self.precision not in PRECISIONS:
             raise ValueError(f"`precision` must be one of {PRECISIONS}, got {self.precision!r}.")
-        for name in ("batch_size", "max_length", "eval_every", "checkpoint_every", "log_every", "pad_to_multiple",
-                     "dev_sentences", "keep_checkpoints"):
+        positive = ["batch_size", "max_length", "eval_every", "checkpoint_every", "log_every", "dev_sentences",
+                    "keep_checkpoints"] + (["pad_to_multiple"] if self.pad_to_multiple is not None else [])
+        for name in positive:
             value = getattr(self, name)
-            if value is None and name == "pad_to_multiple":
-                continue
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"`{name}` must be a positive int, got {value!r}.")
         if not self.learning_rate > 0:
@@ -571,10 +570,17 @@ class Trainer:
         )
         if skip_batches:
             dataset = dataset.skip(skip_batches)
-        dataset = dataset.map(lambda *batch: _fill_batch(batch, config.batch_size))
-        dataset = dataset.map(lambda *batch: _pad_batch(batch, config.padding_multiple, config.max_length))
+        dataset = self._full_padded_batches(dataset)
         dataset = dataset.prefetch(tf.data.AUTOTUNE)
         return self.strategy.experimental_distribute_dataset(dataset) if distribute else dataset
+
+    def _full_padded_batches(self, dataset):
+        """Every batch ``batch_size`` rows (`_fill_batch`); lengths padded as `padding_multiple` says."""
+        config = self.config
+        dataset = dataset.map(lambda *batch: _fill_batch(batch, config.batch_size))
+        if config.padding_multiple > 1:
+            dataset = dataset.map(lambda *batch: _pad_batch(batch, config.padding_multiple, config.max_length))
+        return dataset
 
     def _dev_dataset(self, corpus):
         from bahdanau_tf import data
@@ -592,8 +598,7 @@ class Trainer:
             shuffle=False,
             batches_per_window=max(1, -(-len(corpus) // config.batch_size)),
         )
-        dataset = dataset.map(lambda *batch: _fill_batch(batch, config.batch_size))
-        dataset = dataset.map(lambda *batch: _pad_batch(batch, config.padding_multiple, config.max_length))
+        dataset = self._full_padded_batches(dataset)
         return self.strategy.experimental_distribute_dataset(dataset.cache())
 
     def _count_pairs(self, corpus):
