@@ -25,7 +25,7 @@ from bahdanau_tf.special_tokens import PAD_ID
 # zero attention weight, and a row with no real position gives a uniform row instead of NaN.
 _MASK_VALUE = -1e9
 
-_SCORES = ("additive", "dot", "general")
+_SCORES = ("additive", "general")
 
 
 def _cast(variable, like):
@@ -117,12 +117,14 @@ class BahdanauAttention(keras.layers.Layer):
     ``U_a h_j`` does not depend on the decoder step i: `compute_keys` computes it once per sentence
     and the decoder passes the keys to every step. Padding positions get exactly zero weight.
 
-    ``score="dot"`` (e_ij = s^T h_j, needs equal sizes) and ``score="general"``
-    (e_ij = s^T W h_j) are Luong et al.'s scores, offered for comparison.
+    ``score="general"`` (e_ij = s^T W h_j) is Luong et al.'s (2015) multiplicative score,
+    offered for comparison (`RNNSearch(score="general")`, preset ``rnnsearch-general-small``).
+    Luong's ``"dot"`` (s^T h_j) is not offered: it needs the decoder state and the annotations
+    to have one size, which the paper's bidirectional encoder (2n) and n-unit decoder never have.
 
     Args:
         units: int, n', the size of the alignment model's hidden layer (additive score only).
-        score: ``"additive"`` (the paper), ``"dot"`` or ``"general"``.
+        score: ``"additive"`` (the paper) or ``"general"``.
         kernel_initializer: initializer of W_a and U_a (the paper: N(0, 0.001^2)).
         score_initializer: initializer of v_a (the paper: zeros).
         bias_initializer: initializer of the bias added to the keys.
@@ -183,20 +185,16 @@ class BahdanauAttention(keras.layers.Layer):
             self.score_vector = self.add_weight(
                 name="score_vector", shape=(self.units,), initializer=self.score_initializer
             )
-        elif self.score == "general":
+        else:  # general
             self.query_kernel = self.add_weight(
                 name="query_kernel", shape=(query_dim, memory_dim), initializer=self.kernel_initializer
-            )
-        elif query_dim != memory_dim:
-            raise ValueError(
-                f'score="dot" needs query and memory of one size, got {query_dim} and {memory_dim}.'
             )
         self.built = True
 
     def compute_keys(self, memory):
         """U_a h_j (+ bias) for every source position: (batch, source_len, units).
 
-        For the dot and general scores the keys are the annotations themselves.
+        For the general score the keys are the annotations themselves.
         """
         if self.score != "additive":
             return memory
@@ -204,8 +202,6 @@ class BahdanauAttention(keras.layers.Layer):
 
     def project_query(self, query):
         """W_a s_{i-1}: the only part of the alignment model that depends on the decoder step."""
-        if self.score == "dot":
-            return query
         return tf.matmul(query, _cast(self.query_kernel, query))
 
     def score_keys(self, projected_query, keys):
@@ -375,7 +371,7 @@ class AttentionGRUCell(keras.layers.Layer):
     Args:
         units: int, n, the decoder state size.
         attention_units: int, n', the alignment model's hidden size.
-        score: attention score, ``"additive"`` (the paper), ``"dot"`` or ``"general"``.
+        score: attention score, ``"additive"`` (the paper) or ``"general"`` (Luong).
         kernel_initializer, recurrent_initializer, bias_initializer: of the GRU
             (see `ConditionalGRUCell`).
         attention_initializer: of W_a and U_a; ``score_initializer``: of v_a.

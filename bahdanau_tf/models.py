@@ -13,9 +13,15 @@ Teacher forcing runs the same decoder cell as `decode_step`, over all steps in o
 ``tf.while_loop``; input projections and attention keys are computed before the loop and the
 readout after it (DESIGN §2), so only the attention and the GRU recurrence run per step.
 
-Presets are named dicts of constructor arguments (`RNNSearch.presets`); `from_preset` builds
-one, and `model_from_preset` picks the class for a preset name.
+Presets live in one registry, `PRESETS` (bottom of this module): each `Preset` row names its
+model class, its constructor arguments and its training defaults (the `TrainingConfig` fields it
+sets), like OpenNMT-tf's ``auto_config`` next to each model. `model_from_preset`,
+`Model.from_preset`, `preset_names`, `bahdanau_tf.training.TrainingConfig.for_preset` and
+``bahdanau-train --preset`` all read it.
 """
+
+import dataclasses
+from typing import Any, Optional
 
 import keras
 import tensorflow as tf
@@ -30,7 +36,10 @@ _PAPER_SIZES = dict(embedding_dim=620, hidden_dim=1000, maxout_dim=500)
 class _TranslationModel(keras.Model):
     """What the three models share: presets, config, the step interface's documentation."""
 
-    presets = {}
+    #: the prefix of this class's preset names (``"rnnsearch"`` -> ``rnnsearch-small``)
+    preset_prefix = ""
+    #: whether ``decode_step`` returns attention weights (alignments, the ``align`` signature)
+    has_attention = False
 
     def _store_config(self, sizes, **values):
         """Validates the positive ``sizes`` and keeps every constructor argument as an attribute;
@@ -41,20 +50,28 @@ class _TranslationModel(keras.Model):
         self._config_names = list(values)
 
     @classmethod
-    def from_preset(cls, name, **overrides):
+    def preset_names(cls) -> list:
+        """The registry's preset names of this class (full names, e.g. ``rnnsearch-small``)."""
+        return sorted(name for name, preset in PRESETS.items() if preset.model_class is cls)
+
+    @classmethod
+    def from_preset(cls, name: str, **overrides) -> "_TranslationModel":
         """Builds the model of a named preset; keyword arguments override the preset's values.
 
         Args:
-            name: str, one of ``cls.presets``.
+            name: str, a preset of this class: its full name (``"rnnsearch-small"``) or the
+                name without the class prefix (``"small"``).
             **overrides: constructor arguments, e.g. ``source_vocabulary_size=8000``.
         """
-        if name not in cls.presets:
-            owner = _preset_owner(name)
-            hint = f" It is a preset of {owner.__name__}." if owner is not None else ""
-            raise ValueError(
-                f"Unknown preset {name!r} for {cls.__name__}; choose one of {sorted(cls.presets)}.{hint}"
-            )
-        return cls(**{**cls.presets[name], **overrides})
+        preset = PRESETS.get(name)
+        if preset is None or preset.model_class is not cls:
+            preset = PRESETS.get(f"{cls.preset_prefix}-{name}")
+        if preset is None or preset.model_class is not cls:
+            other = PRESETS.get(name)
+            hint = f" It is a preset of {other.model_class.__name__}." if other is not None else ""
+            raise ValueError(f"Unknown preset {name!r} for {cls.__name__}; choose one of "
+                             f"{cls.preset_names()}.{hint}")
+        return cls(**{**preset.model, **overrides})
 
     def get_config(self):
         return {**super().get_config(), **{name: getattr(self, name) for name in self._config_names}}
@@ -67,59 +84,8 @@ class _TranslationModel(keras.Model):
         raise NotImplementedError
 
     def attention_weights(self, inputs):
-        """Teacher-forced attention (batch, target_len, source_len), or None without attention."""
-        return None
-
-
-def _preset_owner(name):
-    for model_class in (RNNSearch, RNNEncDec, Seq2Seq):
-        if name in model_class.presets:
-            return model_class
-    return None
-
-
-def _split_preset_name(name):
-    """``"rnnencdec-small"`` -> (RNNEncDec, "small"); a plain name -> (its first owner, name)."""
-    for model_class, prefix in ((RNNEncDec, "rnnencdec-"), (Seq2Seq, "seq2seq-"), (RNNSearch, "rnnsearch-")):
-        short = name[len(prefix):] if name.startswith(prefix) else None
-        if short in ("small", "tiny"):
-            return model_class, short
-    return _preset_owner(name), name
-
-
-def model_from_preset(name, **overrides):
-    """The model of a preset name, whichever class owns it.
-
-    ``small`` and ``tiny`` are RNNSearch's; ``rnnencdec-small``, ``seq2seq-tiny`` etc. name the
-    baselines' reduced presets.
-
-    Example:
-
-    >>> model = model_from_preset("rnnencdec-30", source_vocabulary_size=100,
-    ...                           target_vocabulary_size=100)
-    >>> type(model).__name__
-    'RNNEncDec'
-    """
-    owner, short = _split_preset_name(name)
-    if owner is None:
-        raise ValueError(f"Unknown preset {name!r}; choose one of {preset_names()}.")
-    return owner.from_preset(short, **overrides)
-
-
-def preset_names():
-    """Every name `model_from_preset` accepts."""
-    names = set(RNNSearch.presets) | set(RNNEncDec.presets) | set(Seq2Seq.presets)
-    for prefix in ("rnnsearch-", "rnnencdec-", "seq2seq-"):
-        names |= {prefix + "small", prefix + "tiny"}
-    return sorted(names)
-
-
-def model_from_config(class_name, config):
-    """Rebuilds a model from ``type(model).__name__`` and ``model.get_config()``."""
-    classes = {cls.__name__: cls for cls in (RNNSearch, RNNEncDec, Seq2Seq)}
-    if class_name not in classes:
-        raise ValueError(f"Unknown model class {class_name!r}; expected one of {sorted(classes)}.")
-    return classes[class_name].from_config(config)
+        """Teacher-forced attention (batch, target_len, source_len); models with attention only."""
+        raise NotImplementedError(f"{type(self).__name__} has no attention.")
 
 
 def _check_positive(**sizes):
@@ -140,9 +106,11 @@ class RNNSearch(_TranslationModel):
         hidden_dim: int, n, the size of each encoder direction and of the decoder (1000).
         attention_dim: int, n', the alignment model's hidden size (1000).
         maxout_dim: int, l, the number of maxout units (500).
-        score: attention score, ``"additive"`` (the paper), ``"dot"`` or ``"general"`` (Luong).
-            ``"dot"`` needs ``hidden_dim`` equal to the annotation size ``2 * hidden_dim``, so it
-            is only possible via ``"general"`` here; it is kept for the layer.
+        score: attention score, ``"additive"`` (the paper, e_ij = v_a^T tanh(W_a s_{i-1} +
+            U_a h_j)) or ``"general"`` (Luong et al. 2015, e_ij = s_{i-1}^T W_a h_j; preset
+            ``rnnsearch-general-small``). Luong's ``"dot"`` score needs the decoder state and
+            the annotations to have one size, which a bidirectional encoder (2n) and an n-unit
+            decoder never have, so it is not offered.
         initialization: ``"paper"`` (appendix B.1: orthogonal recurrent matrices, N(0, 0.001^2)
             for W_a and U_a, zero v_a and biases, N(0, 0.01^2) elsewhere) or ``"keras"``
             (orthogonal recurrent matrices, Glorot-uniform elsewhere, U(-0.05, 0.05)
@@ -159,27 +127,8 @@ class RNNSearch(_TranslationModel):
     (1, 3, 60)
     """
 
-    presets = {
-        "rnnsearch-50": dict(
-            source_vocabulary_size=30000, target_vocabulary_size=30000, attention_dim=1000, **_PAPER_SIZES
-        ),
-        "rnnsearch-30": dict(
-            source_vocabulary_size=30000, target_vocabulary_size=30000, attention_dim=1000, **_PAPER_SIZES
-        ),
-        "small": dict(
-            source_vocabulary_size=8000,
-            target_vocabulary_size=8000,
-            embedding_dim=128,
-            hidden_dim=256,
-            attention_dim=256,
-            maxout_dim=128,
-            initialization="keras",
-        ),
-        "tiny": dict(
-            source_vocabulary_size=64, target_vocabulary_size=64, embedding_dim=16, hidden_dim=24,
-            attention_dim=20, maxout_dim=12,
-        ),
-    }
+    preset_prefix = "rnnsearch"
+    has_attention = True
 
     def __init__(
         self,
@@ -343,17 +292,7 @@ class RNNEncDec(_TranslationModel):
         initialization: as in `RNNSearch` (no attention sizes).
     """
 
-    presets = {
-        "rnnencdec-50": dict(source_vocabulary_size=30000, target_vocabulary_size=30000, **_PAPER_SIZES),
-        "rnnencdec-30": dict(source_vocabulary_size=30000, target_vocabulary_size=30000, **_PAPER_SIZES),
-        "small": dict(
-            source_vocabulary_size=8000, target_vocabulary_size=8000, embedding_dim=128, hidden_dim=256, maxout_dim=128,
-            initialization="keras",
-        ),
-        "tiny": dict(
-            source_vocabulary_size=64, target_vocabulary_size=64, embedding_dim=16, hidden_dim=24, maxout_dim=12
-        ),
-    }
+    preset_prefix = "rnnencdec"
 
     def __init__(
         self,
@@ -465,18 +404,7 @@ class Seq2Seq(_TranslationModel):
         init_scale: float, weights ~ U(-init_scale, init_scale) (0.08).
     """
 
-    presets = {
-        "seq2seq": dict(
-            source_vocabulary_size=160000, target_vocabulary_size=80000, embedding_dim=1000, hidden_dim=1000,
-            num_layers=4,
-        ),
-        "small": dict(
-            source_vocabulary_size=8000, target_vocabulary_size=8000, embedding_dim=128, hidden_dim=256, num_layers=2
-        ),
-        "tiny": dict(
-            source_vocabulary_size=64, target_vocabulary_size=64, embedding_dim=16, hidden_dim=24, num_layers=2
-        ),
-    }
+    preset_prefix = "seq2seq"
 
     def __init__(
         self,
@@ -572,4 +500,125 @@ class Seq2Seq(_TranslationModel):
         return tf.cast(self.output_dense(x), "float32")
 
 
-__all__ = ["RNNSearch", "RNNEncDec", "Seq2Seq", "model_from_preset", "model_from_config"]
+# === Presets: architecture and training defaults, one row each (DESIGN §1, §2, §6) ===
+
+@dataclasses.dataclass(frozen=True)
+class Preset:
+    """One named configuration: which model, its constructor arguments, how to train it.
+
+    Attributes:
+        name: str, the registry key (``"rnnsearch-50"``, ``"rnnsearch-small"``, ...).
+        model_class: the model class.
+        model: dict of constructor arguments (training replaces the vocabulary sizes by the
+            tokenizers').
+        training: dict of the `bahdanau_tf.training.TrainingConfig` fields this preset sets;
+            the other fields keep the dataclass's defaults.
+        description: one line, for ``bahdanau-train --help`` and the docs.
+    """
+
+    name: str
+    model_class: type
+    model: dict
+    training: dict
+    description: str = ""
+
+
+PRESETS: dict = {}
+#: short names: ``small`` and ``tiny`` are RNNsearch's reduced presets
+ALIASES = {"small": "rnnsearch-small", "tiny": "rnnsearch-tiny"}
+
+
+def _register(name, model_class, model, training, description):
+    PRESETS[name] = Preset(name, model_class, dict(model), dict(training), description)
+
+
+# Appendix B.2: Adadelta (rho 0.95, eps 1e-6), batch 80, gradient norm <= 1, the paper's bucketing.
+_PAPER_TRAINING = dict(optimizer="adadelta", learning_rate=1.0, clipnorm=1.0, batch_size=80,
+                       bucketing="paper", schedule="constant")
+# Sutskever et al. 2014: SGD 0.7 halved every half epoch after epoch 5, norm <= 5, batch 128.
+_SUTSKEVER_TRAINING = dict(optimizer="sgd", learning_rate=0.7, clipnorm=5.0, batch_size=128,
+                           bucketing="paper", schedule="halving", max_length=50)
+# What most users want on small data and a CPU (measurements in bahdanau_tf/cli/train.py).
+_REDUCED_TRAINING = dict(optimizer="adam", learning_rate=5e-3, clipnorm=1.0, batch_size=64,
+                         bucketing="paper", schedule="constant", max_length=50, eval_every=200,
+                         checkpoint_every=200, precision="mixed_bfloat16", jit_compile=False)
+_TINY_TRAINING = dict(_REDUCED_TRAINING, batch_size=32)
+_PAPER_VOCABULARIES = dict(source_vocabulary_size=30000, target_vocabulary_size=30000)
+_SMALL = dict(source_vocabulary_size=8000, target_vocabulary_size=8000, embedding_dim=128,
+              hidden_dim=256)
+_TINY = dict(source_vocabulary_size=64, target_vocabulary_size=64, embedding_dim=16,
+             hidden_dim=24)
+
+for _length in (50, 30):
+    _register(f"rnnsearch-{_length}", RNNSearch,
+              dict(_PAPER_VOCABULARIES, attention_dim=1000, **_PAPER_SIZES),
+              dict(_PAPER_TRAINING, max_length=_length),
+              f"the paper's RNNsearch-{_length} (n=1000, m=620, l=500, n'=1000)")
+    _register(f"rnnencdec-{_length}", RNNEncDec, dict(_PAPER_VOCABULARIES, **_PAPER_SIZES),
+              dict(_PAPER_TRAINING, max_length=_length),
+              f"the paper's RNNencdec-{_length} baseline (Cho et al. 2014a)")
+_register("seq2seq", Seq2Seq,
+          dict(source_vocabulary_size=160000, target_vocabulary_size=80000, embedding_dim=1000,
+               hidden_dim=1000, num_layers=4),
+          _SUTSKEVER_TRAINING, "Sutskever et al. 2014: 4-layer LSTMs of 1000 cells")
+_register("rnnsearch-small", RNNSearch,
+          dict(_SMALL, attention_dim=256, maxout_dim=128, initialization="keras"),
+          _REDUCED_TRAINING, "RNNsearch at CPU size (m=128, n=256); the default, alias 'small'")
+_register("rnnsearch-general-small", RNNSearch,
+          dict(_SMALL, attention_dim=256, maxout_dim=128, initialization="keras",
+               score="general"),
+          _REDUCED_TRAINING, "rnnsearch-small with Luong's 'general' score s^T W_a h_j")
+_register("rnnsearch-tiny", RNNSearch, dict(_TINY, attention_dim=20, maxout_dim=12),
+          _TINY_TRAINING, "RNNsearch for tests; alias 'tiny'")
+_register("rnnencdec-small", RNNEncDec, dict(_SMALL, maxout_dim=128, initialization="keras"),
+          _REDUCED_TRAINING, "RNNencdec at CPU size")
+_register("rnnencdec-tiny", RNNEncDec, dict(_TINY, maxout_dim=12), _TINY_TRAINING,
+          "RNNencdec for tests")
+_register("seq2seq-small", Seq2Seq, dict(_SMALL, num_layers=2), _REDUCED_TRAINING,
+          "Seq2Seq at CPU size (2 layers of 256)")
+_register("seq2seq-tiny", Seq2Seq, dict(_TINY, num_layers=2), _TINY_TRAINING, "Seq2Seq for tests")
+MODEL_CLASSES = {cls.__name__: cls for cls in (RNNSearch, RNNEncDec, Seq2Seq)}
+
+
+def get_preset(name: str) -> Preset:
+    """The registry row of a preset name (aliases such as ``small`` resolved).
+
+    Raises:
+        ValueError: an unknown name (the message lists the known ones).
+    """
+    preset = PRESETS.get(ALIASES.get(name, name))
+    if preset is None:
+        raise ValueError(f"Unknown preset {name!r}; choose one of {preset_names()}.")
+    return preset
+
+
+def preset_names() -> list:
+    """Every name `model_from_preset` accepts (registry names and aliases)."""
+    return sorted(set(PRESETS) | set(ALIASES))
+
+
+def model_from_preset(name: str, **overrides) -> _TranslationModel:
+    """The model of a preset name, whichever class owns it.
+
+    Example:
+
+    >>> model = model_from_preset("rnnencdec-30", source_vocabulary_size=100,
+    ...                           target_vocabulary_size=100)
+    >>> type(model).__name__
+    'RNNEncDec'
+    """
+    preset = get_preset(name)
+    return preset.model_class(**{**preset.model, **overrides})
+
+
+def model_from_config(class_name: str, config: dict) -> _TranslationModel:
+    """Rebuilds a model from ``type(model).__name__`` and ``model.get_config()``."""
+    if class_name not in MODEL_CLASSES:
+        raise ValueError(f"Unknown model class {class_name!r}; expected one of "
+                         f"{sorted(MODEL_CLASSES)}.")
+    return MODEL_CLASSES[class_name].from_config(config)
+
+
+__all__ = ["RNNSearch", "RNNEncDec", "Seq2Seq", "Preset", "PRESETS", "get_preset",
+           "model_from_preset", "model_from_config", "preset_names"]
+

@@ -23,10 +23,10 @@ variables that the host reads every ``log_every`` steps (the progress line), eve
 per input shape, batch lengths are padded up to a multiple of 8 so that it meets only a handful
 of shapes (`_pad_batch`); without XLA batches keep their own lengths (one trace serves all).
 
-Training defaults per preset live in `TRAINING_DEFAULTS` (one table): the paper presets use
-Adadelta (lr 1.0, rho 0.95, eps 1e-6), clipnorm 1, batch 80 and the paper's bucketing;
-``seq2seq`` uses Sutskever et al.'s SGD 0.7, halved every half epoch after epoch 5, clipnorm 5,
-batch 128; the reduced CPU presets use Adam.
+Training defaults per preset live next to the architecture, in `bahdanau_tf.models.PRESETS`:
+the paper presets use Adadelta (lr 1.0, rho 0.95, eps 1e-6), clipnorm 1, batch 80 and the
+paper's bucketing; ``seq2seq`` uses Sutskever et al.'s SGD 0.7, halved every half epoch after
+epoch 5, clipnorm 5, batch 128; the reduced CPU presets use Adam.
 """
 
 import dataclasses
@@ -47,37 +47,6 @@ from bahdanau_tf import model_directory as model_directory_lib
 from bahdanau_tf import models as models_lib
 from bahdanau_tf.special_tokens import END_ID, PAD_ID, START_ID
 
-# === Training defaults, one row per preset (DESIGN §2) ===
-_PAPER = dict(
-    optimizer="adadelta", learning_rate=1.0, clipnorm=1.0, batch_size=80, bucketing="paper", schedule="constant"
-)
-_SUTSKEVER = dict(
-    optimizer="sgd", learning_rate=0.7, clipnorm=5.0, batch_size=128, bucketing="paper", schedule="halving",
-    max_length=50,
-)
-# What most users want on small data and a CPU: Adam 5e-3, mixed bfloat16 without XLA (no
-# per-shape compilations; batches keep their own lengths); see the measurements in
-# `bahdanau_tf.cli.train` and benchmarks/train_throughput.py.
-_REDUCED = dict(
-    optimizer="adam", learning_rate=5e-3, clipnorm=1.0, batch_size=64, bucketing="paper", schedule="constant",
-    max_length=50, eval_every=200, checkpoint_every=200, precision="mixed_bfloat16", jit_compile=False,
-)
-TRAINING_DEFAULTS = {
-    "rnnsearch-50": dict(_PAPER, max_length=50),
-    "rnnsearch-30": dict(_PAPER, max_length=30),
-    "rnnencdec-50": dict(_PAPER, max_length=50),
-    "rnnencdec-30": dict(_PAPER, max_length=30),
-    "seq2seq": dict(_SUTSKEVER),
-    "small": dict(_REDUCED),
-    "tiny": dict(_REDUCED, batch_size=32),
-    "rnnsearch-small": dict(_REDUCED),
-    "rnnsearch-tiny": dict(_REDUCED, batch_size=32),
-    "rnnencdec-small": dict(_REDUCED),
-    "rnnencdec-tiny": dict(_REDUCED, batch_size=32),
-    "seq2seq-small": dict(_REDUCED),
-    "seq2seq-tiny": dict(_REDUCED, batch_size=32),
-}
-
 OPTIMIZERS = ("adadelta", "adam", "sgd")
 SCHEDULES = ("constant", "halving")
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
@@ -88,8 +57,8 @@ STRATEGIES = ("default", "mirrored", "multi_worker")
 class TrainingConfig:
     """How to train: optimizer, batching, budgets, checkpoints and speed options.
 
-    Start from `TrainingConfig.for_preset(name, **changes)`, which fills the preset's row of
-    `TRAINING_DEFAULTS`.
+    Start from `TrainingConfig.for_preset(name, **changes)`, which fills in the training
+    defaults of the preset's row of `bahdanau_tf.models.PRESETS`.
 
     Attributes:
         optimizer: ``"adadelta"`` (rho 0.95, epsilon 1e-6: the paper), ``"adam"`` or ``"sgd"``.
@@ -172,15 +141,8 @@ class TrainingConfig:
 
     @classmethod
     def for_preset(cls, preset, **changes):
-        """The preset's row of `TRAINING_DEFAULTS`, with ``changes``."""
-        return cls(**{**training_defaults(preset), **changes})
-
-
-def training_defaults(preset):
-    """The training settings of a preset name (a copy of its row of `TRAINING_DEFAULTS`)."""
-    if preset not in TRAINING_DEFAULTS:
-        raise ValueError(f"No training defaults for preset {preset!r}; known: {sorted(TRAINING_DEFAULTS)}.")
-    return dict(TRAINING_DEFAULTS[preset])
+        """The preset's training defaults (`bahdanau_tf.models.PRESETS`), with ``changes``."""
+        return cls(**{**models_lib.get_preset(preset).training, **changes})
 
 
 class HalvingSchedule(keras.optimizers.schedules.LearningRateSchedule):
@@ -846,8 +808,6 @@ def format_report(report):
 __all__ = [
     "Trainer",
     "TrainingConfig",
-    "TRAINING_DEFAULTS",
-    "training_defaults",
     "HalvingSchedule",
     "NonFiniteLossError",
     "make_optimizer",

@@ -187,7 +187,7 @@ class Translator(tf.Module):
     @property
     def has_attention(self) -> bool:
         """True when every model returns attention (RNNsearch), so alignments exist."""
-        return all(_has_attention(m) for m in self.models)
+        return all(getattr(m, "has_attention", False) for m in self.models)
 
     @classmethod
     def from_directory(cls, model_dirs, which="best", **kwargs) -> "Translator":
@@ -563,14 +563,6 @@ def _model_step_fn(model, memory):
         return model.decode_step(ids, state, memory)
 
     return step_fn
-
-
-def _has_attention(model):
-    """True when ``model`` overrides the base's no-attention ``attention_weights``."""
-    from bahdanau_tf.models import _TranslationModel
-
-    method = getattr(type(model), "attention_weights", None)
-    return method is not None and method is not _TranslationModel.attention_weights
 
 
 def _check_int(name, value, low, high=None):

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bahdanau_tf import losses
+from bahdanau_tf import losses, models
 from bahdanau_tf.models import RNNEncDec, RNNSearch, Seq2Seq, model_from_preset, preset_names
 
 SOURCES = [[5, 6, 7, 8, 9, 2], [10, 11, 2], [12, 2]]
@@ -126,12 +126,20 @@ def test_config_and_keras_file_round_trips(preset, tmp_path):
 
 
 def test_presets_and_bad_arguments():
-    paper = RNNSearch.presets["rnnsearch-50"]
+    paper = models.get_preset("rnnsearch-50").model
     assert (paper["embedding_dim"], paper["hidden_dim"], paper["attention_dim"], paper["maxout_dim"]) == (620, 1000, 1000, 500)
     assert type(model_from_preset("rnnencdec-30", source_vocabulary_size=9, target_vocabulary_size=9)) is RNNEncDec
     assert type(model_from_preset("seq2seq-small")) is Seq2Seq
-    assert Seq2Seq.presets["seq2seq"]["num_layers"] == 4
+    assert models.get_preset("seq2seq").model["num_layers"] == 4
     assert "rnnsearch-30" in preset_names()
+    # the registry is the one list: every row builds its own class, aliases resolve
+    for name in models.PRESETS:
+        assert type(model_from_preset(name, source_vocabulary_size=9, target_vocabulary_size=9)) \
+            is models.get_preset(name).model_class
+    assert models.get_preset("small") is models.get_preset("rnnsearch-small")
+    assert RNNSearch.has_attention and not RNNEncDec.has_attention and not Seq2Seq.has_attention
+    luong = model_from_preset("rnnsearch-general-small", source_vocabulary_size=9, target_vocabulary_size=9)
+    assert luong.decoder_cell.attention.score == "general"
     with pytest.raises(ValueError, match="rnnencdec-50.*RNNEncDec"):
         RNNSearch.from_preset("rnnencdec-50")
     with pytest.raises(ValueError, match="'huge'"):

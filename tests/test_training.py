@@ -68,8 +68,8 @@ def test_training_defaults_follow_the_paper():
     assert training.TrainingConfig.for_preset("small", clipnorm=None).clipnorm is None
     with pytest.raises(ValueError, match="optimizer"):
         training.TrainingConfig(optimizer="rmsprop")
-    with pytest.raises(ValueError, match="No training defaults"):
-        training.training_defaults("nope")
+    with pytest.raises(ValueError, match="Unknown preset 'nope'"):
+        training.TrainingConfig.for_preset("nope")
 
 
 def test_halving_schedule_is_sutskevers():
