@@ -33,6 +33,10 @@ __all__ = [
     "load_tsv",
     "load_tfds",
     "make_dataset",
+    "read_lines",
+    "select_corpus",
+    "fill_batch",
+    "pad_batch",
     "BUCKETING_MODES",
 ]
 
@@ -239,21 +243,50 @@ def load_corpus(name: str = "bible-en-es", split: str = "train", direction: str 
 # === The user's own data ===
 
 
-def _read_lines(path: str) -> list[str]:
-    path = os.fspath(path)
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"No such file: {path!r}")
-    with open(path, "rb") as handle:
-        raw_lines = handle.read().split(b"\n")
+def read_lines(path: str | None = None) -> list[str]:
+    """The lines of a UTF-8 text file (or of standard input), without their line ends.
+
+    The one line reader of the package (corpora, ``bahdanau-translate``, ``bahdanau-evaluate``),
+    with one rule for every file:
+
+    - ``\n``, ``\r\n`` and a lone ``\r`` (old Mac files) each end a line; Unicode separators
+      such as U+2028 do not (they are text). A final line end does not start an empty line.
+    - A byte that is not UTF-8 is an error naming the file and the line, never replaced
+      silently (a replaced byte would train or translate as [UNK] without a word).
+    - A byte-order mark at the start of the file is dropped.
+
+    Args:
+        path: str, a file; None or ``"-"`` reads standard input.
+
+    Returns:
+        list of str.
+
+    Raises:
+        FileNotFoundError: the file does not exist (IsADirectoryError: it is a directory).
+        ValueError: a line that is not valid UTF-8.
+    """
+    if path is None or path == "-":
+        import sys
+
+        name, raw = "standard input", sys.stdin.buffer.read()
+    else:
+        path = os.fspath(path)
+        if os.path.isdir(path):
+            raise IsADirectoryError(f"{path!r} is a directory, not a text file.")
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"No such file: {path!r}")
+        with open(path, "rb") as handle:
+            name, raw = repr(path), handle.read()
+    raw_lines = raw.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
     if raw_lines and raw_lines[-1] == b"":
-        raw_lines.pop()  # the final newline ends the last line, it does not start a new one
+        raw_lines.pop()  # the final line end ends the last line, it does not start a new one
     lines = []
-    for number, raw in enumerate(raw_lines, start=1):
+    for number, raw_line in enumerate(raw_lines, start=1):
         try:
-            line = raw.decode("utf-8")
+            lines.append(raw_line.decode("utf-8"))
         except UnicodeDecodeError as error:
-            raise ValueError(f"{path!r} line {number} is not valid UTF-8: {error}") from None
-        lines.append(line[:-1] if line.endswith("\r") else line)
+            raise ValueError(f"{name} line {number} is not valid UTF-8 ({error.reason} at byte "
+                             f"{error.start}); convert it, e.g. with iconv.") from None
     if lines and lines[0].startswith("\ufeff"):
         lines[0] = lines[0][1:]
     return lines
@@ -274,8 +307,8 @@ def load_parallel_files(source_path: str, target_path: str, name: str | None = N
         FileNotFoundError: a file is missing.
         ValueError: the line counts differ, or a line is not valid UTF-8.
     """
-    sources = _read_lines(source_path)
-    targets = _read_lines(target_path)
+    sources = read_lines(source_path)
+    targets = read_lines(target_path)
     if len(sources) != len(targets):
         raise ValueError(
             f"Line counts differ: {source_path!r} has {len(sources)} lines, "
@@ -290,15 +323,22 @@ def load_tsv(
     path: str,
     source_column: int = 0,
     target_column: int = 1,
+    columns: int | None = 2,
     skip_header: bool = False,
     name: str | None = None,
 ):
     """Loads a tab-separated file of sentence pairs (UTF-8, one pair a line).
 
+    Every non-blank line must have exactly ``columns`` tab-separated columns: a line with a
+    stray tab (3 columns) or none (1 column) is an error with its line number, never cut or
+    skipped in silence. Blank lines are skipped.
+
     Args:
         path: str.
         source_column: int, column of the source sentence.
         target_column: int, column of the target sentence.
+        columns: int, the column count of every line (2); None accepts any count that holds
+            both columns.
         skip_header: bool, ignore the first line.
         name: optional str naming the corpus.
 
@@ -307,26 +347,64 @@ def load_tsv(
 
     Raises:
         FileNotFoundError: the file is missing.
-        ValueError: a line has too few columns or is not valid UTF-8.
+        ValueError: a line with another column count, or not valid UTF-8.
     """
-    lines = _read_lines(path)
+    lines = read_lines(path)
     first = 1
     if skip_header:
         lines, first = lines[1:], 2
     needed = max(source_column, target_column) + 1
+    if columns is not None and columns < needed:
+        raise ValueError(f"columns={columns} cannot hold columns {source_column} and {target_column}.")
     sources, targets = [], []
     for number, line in enumerate(lines, start=first):
         if not line.strip():
             continue
-        columns = line.split("\t")
-        if len(columns) < needed:
+        count = line.count("\t") + 1
+        if count < needed or (columns is not None and count != columns):
+            expected = f"{columns}" if columns is not None else f"at least {needed}"
             raise ValueError(
-                f"{path!r} line {number} has {len(columns)} tab-separated column(s), "
-                f"{needed} needed: {line[:80]!r}"
+                f"{os.fspath(path)!r} line {number} has {count} tab-separated column(s), "
+                f"{expected} expected: {line[:80]!r}"
             )
-        sources.append(columns[source_column])
-        targets.append(columns[target_column])
+        fields = line.split("\t")
+        sources.append(fields[source_column])
+        targets.append(fields[target_column])
     return ParallelCorpus(sources=sources, targets=targets, name=name or os.fspath(path))
+
+
+def select_corpus(
+    split: str = "train",
+    corpus: str = "bible-en-es",
+    direction: str = "en-es",
+    source_file: str | None = None,
+    target_file: str | None = None,
+    tsv: str | None = None,
+):
+    """The one corpus selector of the command lines: the user's files, else the embedded corpus.
+
+    Args:
+        split: the embedded corpus's split, used only when no file is given.
+        corpus, direction: the embedded corpus (`load_corpus`).
+        source_file, target_file: parallel text files (both or neither).
+        tsv: a TSV file of pairs (instead of the two files).
+
+    Returns:
+        ParallelCorpus.
+
+    Raises:
+        ValueError: only one of source_file/target_file, or both a TSV and text files.
+        FileNotFoundError: a file is missing.
+    """
+    if tsv and (source_file or target_file):
+        raise ValueError("Give either a TSV file or --source_file/--target_file, not both.")
+    if tsv:
+        return load_tsv(tsv)
+    if source_file or target_file:
+        if not (source_file and target_file):
+            raise ValueError("--source_file and --target_file go together.")
+        return load_parallel_files(source_file, target_file)
+    return load_corpus(corpus, split=split, direction=direction)
 
 
 def load_tfds(
@@ -594,3 +672,47 @@ def make_dataset(
 
     dataset = dataset.map(lambda s, ti, to: ((s, ti), to))
     return dataset.prefetch(tf.data.AUTOTUNE)
+
+
+# === Batch shapes: fill and pad (the trainer, and compiled `fit`) ===
+
+def _round_up(length, multiple):
+    return (length + multiple - 1) // multiple * multiple
+
+
+def pad_batch(batch, multiple: int, max_length: int | None = None):
+    """Pads both lengths of a ``((source, target_in), target_out)`` batch up to a multiple.
+
+    XLA compiles one program per input shape; on the Bible (batch 64, pairs of at most 50
+    tokens, the paper's length-sorted windows) lengths rounded up to a multiple of 8 leave 10
+    shapes an epoch instead of hundreds, for 15% padding columns on the target side (masked
+    everywhere). Lengths never exceed ``max_length + 1``, the longest a batch can be.
+    """
+    (source, target_in), target_out = batch
+
+    def pad(ids, cap):
+        length = tf.shape(ids)[1]
+        padded = tf.minimum(_round_up(length, multiple), cap) if cap else _round_up(length, multiple)
+        padded = tf.maximum(padded, length)
+        return tf.pad(ids, [[0, 0], [0, padded - length]])
+
+    cap = None if max_length is None else max_length + 1  # the longest pair plus [END]/[START]
+    return (pad(source, cap), pad(target_in, cap)), pad(target_out, cap)
+
+
+def fill_batch(batch, batch_size: int):
+    """Adds empty pairs to a short batch so that every batch has ``batch_size`` rows.
+
+    An added pair is source ``[END]`` and target input ``[START]`` with no target output token:
+    it counts for nothing in the loss (no NaN from an all-padding source either).
+    """
+    (source, target_in), target_out = batch
+    missing = batch_size - tf.shape(source)[0]
+
+    def fill(ids, first_id):
+        extra = tf.zeros([missing, tf.shape(ids)[1]], ids.dtype)
+        if first_id is not None:
+            extra = tf.concat([tf.fill([missing, 1], tf.cast(first_id, ids.dtype)), extra[:, 1:]], axis=1)
+        return tf.concat([ids, extra], axis=0)
+
+    return (fill(source, END_ID), fill(target_in, START_ID)), fill(target_out, None)

@@ -21,7 +21,7 @@ The step returns nothing to Python: losses, token counts and the gradient norm a
 variables that the host reads every ``log_every`` steps (the progress line), every
 ``eval_every`` steps (dev NLL) and before every checkpoint. Under XLA, which compiles one program
 per input shape, batch lengths are padded up to a multiple of 8 so that it meets only a handful
-of shapes (`_pad_batch`); without XLA batches keep their own lengths (one trace serves all).
+of shapes (`bahdanau_tf.data.pad_batch`); without XLA batches keep their own lengths (one trace serves all).
 
 Training defaults per preset live next to the architecture, in `bahdanau_tf.models.PRESETS`:
 the paper presets use Adadelta (lr 1.0, rho 0.95, eps 1e-6), clipnorm 1, batch 80 and the
@@ -220,48 +220,6 @@ def device_description():
             names.append(details.get("device_name", gpu.name))
         return f"{len(gpus)} x GPU ({', '.join(sorted(set(names)))})"
     return f"CPU ({platform.processor() or platform.machine()}, {os.cpu_count()} cores)"
-
-
-def _round_up(length, multiple):
-    return (length + multiple - 1) // multiple * multiple
-
-
-def _pad_batch(batch, multiple, max_length=None):
-    """Pads both lengths of a ``((source, target_in), target_out)`` batch up to a multiple.
-
-    XLA compiles one program per input shape; on the Bible (batch 64, pairs of at most 50
-    tokens, the paper's length-sorted windows) lengths rounded up to a multiple of 8 leave 10
-    shapes an epoch instead of hundreds, for 15% padding columns on the target side (masked
-    everywhere). Lengths never exceed ``max_length + 1``, the longest a batch can be.
-    """
-    (source, target_in), target_out = batch
-
-    def pad(ids, cap):
-        length = tf.shape(ids)[1]
-        padded = tf.minimum(_round_up(length, multiple), cap) if cap else _round_up(length, multiple)
-        padded = tf.maximum(padded, length)
-        return tf.pad(ids, [[0, 0], [0, padded - length]])
-
-    cap = None if max_length is None else max_length + 1  # the longest pair plus [END]/[START]
-    return (pad(source, cap), pad(target_in, cap)), pad(target_out, cap)
-
-
-def _fill_batch(batch, batch_size):
-    """Adds empty pairs to a short batch so that every batch has ``batch_size`` rows.
-
-    An added pair is source ``[END]`` and target input ``[START]`` with no target output token:
-    it counts for nothing in the loss (no NaN from an all-padding source either).
-    """
-    (source, target_in), target_out = batch
-    missing = batch_size - tf.shape(source)[0]
-
-    def fill(ids, first_id):
-        extra = tf.zeros([missing, tf.shape(ids)[1]], ids.dtype)
-        if first_id is not None:
-            extra = tf.concat([tf.fill([missing, 1], tf.cast(first_id, ids.dtype)), extra[:, 1:]], axis=1)
-        return tf.concat([ids, extra], axis=0)
-
-    return (fill(source, END_ID), fill(target_in, START_ID)), fill(target_out, None)
 
 
 def _scalar_summary(name, value):
@@ -537,11 +495,13 @@ class Trainer:
         return self.strategy.experimental_distribute_dataset(dataset) if distribute else dataset
 
     def _full_padded_batches(self, dataset):
-        """Every batch ``batch_size`` rows (`_fill_batch`); lengths padded as `padding_multiple` says."""
+        """Every batch ``batch_size`` rows (`data.fill_batch`); lengths padded as `padding_multiple` says."""
+        from bahdanau_tf import data
+
         config = self.config
-        dataset = dataset.map(lambda *batch: _fill_batch(batch, config.batch_size))
+        dataset = dataset.map(lambda *batch: data.fill_batch(batch, config.batch_size))
         if config.padding_multiple > 1:
-            dataset = dataset.map(lambda *batch: _pad_batch(batch, config.padding_multiple, config.max_length))
+            dataset = dataset.map(lambda *batch: data.pad_batch(batch, config.padding_multiple, config.max_length))
         return dataset
 
     def _dev_dataset(self, corpus):

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bahdanau_tf import special_tokens
+from bahdanau_tf import data, special_tokens
 from bahdanau_tf.data import (
     ParallelCorpus,
     bible_split,
@@ -187,6 +187,37 @@ def test_load_tsv(tmp_path):
     path.write_text("Hello.\tHola.\nno tab here\n", encoding="utf-8")
     with pytest.raises(ValueError, match="line 2 has 1 tab-separated column"):
         load_tsv(str(path))
+    # a stray tab is an error with its line number, not a silently cut third column
+    path.write_text("Hello.\tHola.\nYes\tSí\tsí\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="line 2 has 3 tab-separated column.*2 expected"):
+        load_tsv(str(path))
+    assert load_tsv(str(path), columns=None).targets == ["Hola.", "Sí"]  # explicitly allowed
+
+
+def test_read_lines_one_rule_for_line_ends_and_bytes(tmp_path):
+    path = tmp_path / "mac.txt"
+    # CR-only line ends (old Mac files) are line ends, not one long line; U+2028 is text
+    path.write_bytes(b"one\rtwo\r\nthree\nfour \xe2\x80\xa8 still four\r")
+    assert data.read_lines(str(path)) == ["one", "two", "three", "four \u2028 still four"]
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_bytes(b"a\tb\rc\td\r")
+    assert load_tsv(str(pairs)).pairs() == [("a", "b"), ("c", "d")]
+    path.write_bytes(b"\xef\xbb\xbfok\nbad \xff byte\n")
+    with pytest.raises(ValueError, match=r"mac.txt' line 2 is not valid UTF-8"):
+        data.read_lines(str(path))
+    with pytest.raises(IsADirectoryError):
+        data.read_lines(str(tmp_path))
+
+
+def test_select_corpus_picks_files_over_the_embedded_corpus(tmp_path):
+    path = tmp_path / "pairs.tsv"
+    path.write_text("Hello.\tHola.\n", encoding="utf-8")
+    assert data.select_corpus(tsv=str(path)).pairs() == [("Hello.", "Hola.")]
+    assert data.select_corpus(split="dev", direction="es-en").name == "bible-en-es/dev"
+    with pytest.raises(ValueError, match="go together"):
+        data.select_corpus(source_file=str(path))
+    with pytest.raises(ValueError, match="not both"):
+        data.select_corpus(tsv=str(path), source_file=str(path), target_file=str(path))
 
 
 def test_load_tfds_is_lazy():
@@ -326,3 +357,18 @@ def test_cli_statistics_and_vocabularies(tmp_path, capsys):
     source = load_tokenizer(str(vocabulary_dir / "source"))
     assert report["source_vocabulary"]["size"] == source.vocabulary_size == 4 + 6
     assert 3 not in source.tokenize(["God saw the light."]).to_list()[0]
+
+
+def test_pad_batch_rounds_lengths_up_and_fill_batch_adds_empty_pairs():
+    source = tf.constant([[5, 6, 2]])
+    target_in = tf.constant([[1, 7, 8, 9, 10]])
+    target_out = tf.constant([[7, 8, 9, 10, 2]])
+    (s, ti), to = data.pad_batch(((source, target_in), target_out), 4, max_length=50)
+    assert (s.shape, ti.shape, to.shape) == ((1, 4), (1, 8), (1, 8))
+    np.testing.assert_array_equal(to[0], [7, 8, 9, 10, 2, 0, 0, 0])
+    (_, ti_capped), _ = data.pad_batch(((source, target_in), target_out), 4, max_length=5)
+    assert ti_capped.shape == (1, 6)  # never beyond max_length + 1
+    (s, ti), to = data.fill_batch(((s, ti), to), 3)
+    np.testing.assert_array_equal(s[1:], [[2, 0, 0, 0]] * 2)
+    np.testing.assert_array_equal(ti[1:, :2], [[1, 0]] * 2)
+    assert int(tf.reduce_sum(to[1:])) == 0

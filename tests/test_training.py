@@ -78,25 +78,10 @@ def test_halving_schedule_is_sutskevers():
     np.testing.assert_allclose(rates, [0.7, 0.7, 0.35, 0.35, 0.175, 0.0875, 0.7 / 2**5], rtol=1e-6)
 
 
-def test_pad_batch_rounds_lengths_up_and_fill_batch_adds_empty_pairs():
-    source = tf.constant([[5, 6, 2]])
-    target_in = tf.constant([[1, 7, 8, 9, 10]])
-    target_out = tf.constant([[7, 8, 9, 10, 2]])
-    (s, ti), to = training._pad_batch(((source, target_in), target_out), 4, max_length=50)
-    assert (s.shape, ti.shape, to.shape) == ((1, 4), (1, 8), (1, 8))
-    np.testing.assert_array_equal(to[0], [7, 8, 9, 10, 2, 0, 0, 0])
-    (_, ti_capped), _ = training._pad_batch(((source, target_in), target_out), 4, max_length=5)
-    assert ti_capped.shape == (1, 6)  # never beyond max_length + 1
-    (s, ti), to = training._fill_batch(((s, ti), to), 3)
-    np.testing.assert_array_equal(s[1:], [[2, 0, 0, 0]] * 2)
-    np.testing.assert_array_equal(ti[1:, :2], [[1, 0]] * 2)
-    assert int(tf.reduce_sum(to[1:])) == 0
-
-
 def test_filled_rows_do_not_change_the_loss(tokenizers, tmp_path):
     trainer = make_trainer(tmp_path, tokenizers)
     batch = ((tf.constant([[5, 6, 2]]), tf.constant([[1, 7, 8]])), tf.constant([[7, 8, 2]]))
-    filled = training._fill_batch(batch, 4)
+    filled = data.fill_batch(batch, 4)
     plain = trainer.eval_step(batch)
     padded = trainer.eval_step(filled)
     np.testing.assert_allclose([float(x) for x in padded], [float(x) for x in plain], rtol=1e-6)
