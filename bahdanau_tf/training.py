@@ -241,6 +241,26 @@ def _is_chief(strategy):
     )
 
 
+@dataclasses.dataclass
+class _Run:
+    """The state of one `Trainer.fit` call (what is not in the checkpoint)."""
+
+    resumed_step: int
+    elapsed_before: float
+    step: int = 0
+    train_pairs: int = 0
+    start: float = 0.0
+    window_start: float = 0.0
+    train_nll: float | None = None
+    dev_nll: float | None = None
+    dev_step: int | None = None
+    evaluations_without_improvement: int = 0
+    tokens_total: float = 0.0
+    tokens_time: float = 0.0
+    stopped: str | None = None
+    report: dict | None = None
+
+
 class NonFiniteLossError(RuntimeError):
     """Training stopped because the loss or the gradient became NaN or infinite."""
 
@@ -566,137 +586,151 @@ class Trainer:
         start_time = time.time() if start_time is None else start_time
         deadline = None if config.max_minutes is None else start_time + 60 * config.max_minutes
         self.restore()
-        resumed_step = int(self.step.numpy())
-        train_pairs = self._count_pairs(train_corpus)
-        if train_pairs == 0:
+        run = _Run(resumed_step=int(self.step.numpy()), elapsed_before=float(self.elapsed_seconds.numpy()))
+        run.train_pairs = self._count_pairs(train_corpus)
+        if run.train_pairs == 0:
             raise ValueError(
                 f"No training pair is at most max_length={config.max_length} tokens long on both sides."
             )
-        steps_per_epoch = max(1, train_pairs // config.batch_size)
+        steps_per_epoch = max(1, run.train_pairs // config.batch_size)
         self._steps_per_epoch.assign(steps_per_epoch)  # read by the halving schedule
-        if resumed_step:
-            self._log(f"Skipping the {resumed_step} batches already trained on (same seeded data order).")
-        iterator = iter(self.train_dataset(train_corpus, skip_batches=resumed_step))
+        if run.resumed_step:
+            self._log(f"Skipping the {run.resumed_step} batches already trained on (same seeded data order).")
+        iterator = iter(self.train_dataset(train_corpus, skip_batches=run.resumed_step))
         dev_dataset = self._dev_dataset(dev_corpus) if dev_corpus is not None and len(dev_corpus) else None
-        writer = None
+        self._writer = None
         if config.summaries and self.is_chief:
-            writer = tf.summary.create_file_writer(os.path.join(self.output_dir, "logs"))
-
+            self._writer = tf.summary.create_file_writer(os.path.join(self.output_dir, "logs"))
         self._log(
             f"Training {type(self.model).__name__} ({self.preset}, {self.model.count_params():,} parameters) on "
-            f"{train_pairs:,} pairs ({steps_per_epoch:,} updates/epoch), batch {config.batch_size}, "
+            f"{run.train_pairs:,} pairs ({steps_per_epoch:,} updates/epoch), batch {config.batch_size}, "
             f"{config.optimizer} lr {config.learning_rate:g}, clipnorm {config.clipnorm}, {config.precision}, "
             f"jit {config.jit_compile}, {self.strategy.num_replicas_in_sync} replica(s), device {device_description()}."
         )
-        elapsed_before = float(self.elapsed_seconds.numpy())
-        run_start = time.time()
-        window_start = run_start
-        train_nll = dev_nll = None
-        evaluations_without_improvement = 0
-        stopped = None
-        step = resumed_step
-        tokens_total, tokens_time = 0.0, 0.0
-
-        def check_finite():
-            bad = int(self._first_nonfinite_step.numpy())
-            if bad >= 0:
-                latest = self.manager.latest_checkpoint
-                message = (
-                    f"Training stopped: the loss became non-finite (NaN or inf) at step {bad}. "
-                    f"The last good checkpoint is kept: {latest or 'none was written yet'}. "
-                    "Lower the learning rate, keep gradient clipping on, or use float32."
-                )
-                self._write_report(self._report(step, train_nll, dev_nll, run_start, elapsed_before, train_pairs,
-                                                tokens_total, tokens_time, f"non-finite loss at step {bad}"))
-                raise NonFiniteLossError(message)
-
-        def save():
-            check_finite()
-            if not bool(self._weights_finite()):  # an update can overflow even from a finite loss
-                self._first_nonfinite_step.assign(self.step)
-                check_finite()
-            self.elapsed_seconds.assign(elapsed_before + time.time() - run_start)
-            self.manager.save(checkpoint_number=self.step)
-
-        while True:
-            if config.max_steps is not None and step >= config.max_steps:
-                stopped = f"max_steps={config.max_steps}"
-                break
-            if deadline is not None and self._out_of_time(deadline, step, resumed_step):
-                stopped = f"max_minutes={config.max_minutes:g}"
+        run.start = run.window_start = time.time()
+        run.step = run.resumed_step
+        while run.stopped is None:
+            run.stopped = self._budget_spent(run, deadline)
+            if run.stopped:
                 break
             self.train_step(iterator)
-            step += 1
-            if step % config.log_every == 0:
-                check_finite()
-                loss_sum, tokens = float(self._loss_sum.numpy()), float(self._token_count.numpy())
-                self._loss_sum.assign(0.0)
-                self._token_count.assign(0.0)
-                now = time.time()
-                seconds = now - window_start
-                window_start = now
-                if step - resumed_step > config.log_every:  # the first window includes compilation
-                    tokens_total += tokens
-                    tokens_time += seconds
-                train_nll = loss_sum / max(tokens, 1.0)
-                tokens_per_second = tokens / max(seconds, 1e-9)
-                learning_rate = float(self._current_learning_rate())
-                self._log(
-                    f"step {step:>7,}  epoch {float(self.sentences_seen.numpy()) / train_pairs:6.2f}  "
-                    f"train NLL {train_nll:.3f}  |grad| {float(self._grad_norm.numpy()):.2f}  "
-                    f"lr {learning_rate:.3g}  {tokens_per_second:,.0f} tok/s  "
-                    f"{(elapsed_before + now - run_start) / 60:.1f} min"
-                )
-                if writer:
-                    with writer.as_default(step=step):
-                        _scalar_summary("train/nll", train_nll)
-                        _scalar_summary("train/gradient_norm", self._grad_norm)
-                        _scalar_summary("train/learning_rate", learning_rate)
-                        _scalar_summary("train/tokens_per_second", tokens_per_second)
-            if dev_dataset is not None and step % config.eval_every == 0:
-                check_finite()
-                dev_nll = self.evaluate(dev_dataset)
-                improved = dev_nll < float(self.best_dev_nll.numpy())
-                self._log(f"step {step:>7,}  dev NLL {dev_nll:.3f}" + ("  (best)" if improved else ""))
-                if writer:
-                    with writer.as_default(step=step):
-                        _scalar_summary("dev/nll", dev_nll)
-                if improved:
-                    self.best_dev_nll.assign(dev_nll)
-                    self.best_step.assign(step)
-                    self.best_manager.save(checkpoint_number=self.step)
-                    evaluations_without_improvement = 0
-                else:
-                    evaluations_without_improvement += 1
-                    if config.patience is not None and evaluations_without_improvement >= config.patience:
-                        stopped = f"early stopping (patience {config.patience})"
-                        break
-            if step % config.checkpoint_every == 0:
-                save()
+            run.step += 1
+            if run.step % config.log_every == 0:
+                self._log_progress(run)
+            if dev_dataset is not None and run.step % config.eval_every == 0:
+                self._evaluate_dev(run, dev_dataset)
+            if run.step % config.checkpoint_every == 0:
+                self._save(run)
+        self._finish(run, dev_dataset)
+        return run.report
 
-        check_finite()
-        if step % config.log_every:  # the last partial window
-            tokens = float(self._token_count.numpy())
-            if tokens:
-                train_nll = float(self._loss_sum.numpy()) / tokens
-            self._loss_sum.assign(0.0)
-            self._token_count.assign(0.0)
-        if dev_dataset is not None and (step % config.eval_every or step == resumed_step):
-            dev_nll = self.evaluate(dev_dataset)
-            self._log(f"step {step:>7,}  dev NLL {dev_nll:.3f}")
-            if dev_nll < float(self.best_dev_nll.numpy()):
-                self.best_dev_nll.assign(dev_nll)
-                self.best_step.assign(step)
-                self.best_manager.save(checkpoint_number=self.step)
-        if self.manager.latest_checkpoint is None or step != resumed_step and step % config.checkpoint_every:
-            save()
-        if writer:
-            writer.flush()
-        report = self._report(step, train_nll, dev_nll, run_start, elapsed_before, train_pairs, tokens_total,
-                              tokens_time, stopped)
-        self._write_report(report)
+    # === The loop's parts ===
+    def _budget_spent(self, run, deadline):
+        """Why training stops now (a budget or early stopping), or None to go on."""
+        config = self.config
+        if config.max_steps is not None and run.step >= config.max_steps:
+            return f"max_steps={config.max_steps}"
+        if deadline is not None and self._out_of_time(deadline, run.step, run.resumed_step):
+            return f"max_minutes={config.max_minutes:g}"
+        if config.patience is not None and run.evaluations_without_improvement >= config.patience:
+            return f"early stopping (patience {config.patience})"
+        return None
+
+    def _take_train_nll(self, run):
+        """Reads and resets the accumulated loss: the train NLL of the steps since the last read."""
+        loss_sum, tokens = float(self._loss_sum.numpy()), float(self._token_count.numpy())
+        self._loss_sum.assign(0.0)
+        self._token_count.assign(0.0)
+        if tokens:
+            run.train_nll = loss_sum / tokens
+        return tokens
+
+    def _log_progress(self, run):
+        """The progress line and the train summaries, every ``log_every`` steps."""
+        self._check_finite(run)
+        tokens = self._take_train_nll(run)
+        now = time.time()
+        seconds, run.window_start = now - run.window_start, now
+        if run.step - run.resumed_step > self.config.log_every:  # the first window includes compilation
+            run.tokens_total += tokens
+            run.tokens_time += seconds
+        tokens_per_second = tokens / max(seconds, 1e-9)
+        learning_rate = float(self._current_learning_rate())
+        self._log(
+            f"step {run.step:>7,}  epoch {float(self.sentences_seen.numpy()) / run.train_pairs:6.2f}  "
+            f"train NLL {run.train_nll:.3f}  |grad| {float(self._grad_norm.numpy()):.2f}  "
+            f"lr {learning_rate:.3g}  {tokens_per_second:,.0f} tok/s  "
+            f"{(run.elapsed_before + now - run.start) / 60:.1f} min"
+        )
+        self._summaries(run.step, {"train/nll": run.train_nll, "train/gradient_norm": self._grad_norm,
+                                   "train/learning_rate": learning_rate,
+                                   "train/tokens_per_second": tokens_per_second})
+
+    def _evaluate_dev(self, run, dev_dataset):
+        """The one dev evaluation path: dev NLL, its summary, the best checkpoint, patience."""
+        self._check_finite(run)
+        run.dev_nll = self.evaluate(dev_dataset)
+        run.dev_step = run.step
+        improved = run.dev_nll < float(self.best_dev_nll.numpy())
+        self._log(f"step {run.step:>7,}  dev NLL {run.dev_nll:.3f}" + ("  (best)" if improved else ""))
+        self._summaries(run.step, {"dev/nll": run.dev_nll})
+        if improved:
+            self.best_dev_nll.assign(run.dev_nll)
+            self.best_step.assign(run.step)
+            self.best_manager.save(checkpoint_number=self.step)
+            run.evaluations_without_improvement = 0
+        else:
+            run.evaluations_without_improvement += 1
+
+    def _check_finite(self, run):
+        """Raises NonFiniteLossError (after writing the report) once a step was non-finite."""
+        bad = int(self._first_nonfinite_step.numpy())
+        if bad < 0:
+            return
+        latest = self.manager.latest_checkpoint
+        run.stopped = f"non-finite loss at step {bad}"
+        self._write_report(self._report(run))
+        raise NonFiniteLossError(
+            f"Training stopped: the loss became non-finite (NaN or inf) at step {bad}. "
+            f"The last good checkpoint is kept: {latest or 'none was written yet'}. "
+            "Lower the learning rate, keep gradient clipping on, or use float32."
+        )
+
+    def _save(self, run):
+        """A checkpoint of the current step, refused when anything became non-finite."""
+        self._check_finite(run)
+        if not bool(self._weights_finite()):  # an update can overflow even from a finite loss
+            self._first_nonfinite_step.assign(self.step)
+            self._check_finite(run)
+        self.elapsed_seconds.assign(run.elapsed_before + time.time() - run.start)
+        self.manager.save(checkpoint_number=self.step)
+
+    def _finish(self, run, dev_dataset):
+        """The end of a run: last train NLL, a dev point at the last step, checkpoint, report."""
+        self._check_finite(run)
+        if run.step % self.config.log_every:  # the last partial window
+            self._take_train_nll(run)
+        if dev_dataset is not None and run.dev_step != run.step:
+            self._evaluate_dev(run, dev_dataset)
+        latest = self.manager.latest_checkpoint
+        if latest is None or not latest.endswith(f"-{run.step}"):
+            self._save(run)
+        if self._writer:
+            self._writer.flush()
+        run.report = self._report(run)
+        if run.step == run.resumed_step:  # nothing trained (a finished run rerun): keep its figures
+            previous = self._read_report()
+            for key in ("train_nll", "target_tokens_per_second"):
+                if run.report[key] is None and previous.get(key) is not None:
+                    run.report[key] = previous[key]
+        self._write_report(run.report)
         self._cleanup()
-        return report
+
+    def _summaries(self, step, scalars):
+        if self._writer:
+            with self._writer.as_default(step=step):
+                for name, value in scalars.items():
+                    _scalar_summary(name, value)
 
     def _out_of_time(self, deadline, step, resumed_step):
         """Whether the wall-time budget is spent; agreed on by all workers of a multi-worker run."""
@@ -716,27 +750,37 @@ class Trainer:
             value = value.value
         return float(tf.convert_to_tensor(value))
 
-    def _report(self, step, train_nll, dev_nll, run_start, elapsed_before, train_pairs, tokens, seconds, stopped):
-        wall = elapsed_before + time.time() - run_start
+    def _report(self, run):
+        wall = run.elapsed_before + time.time() - run.start
         best = float(self.best_dev_nll.numpy())
         return {
-            "updates": int(step),
-            "epochs": round(float(self.sentences_seen.numpy()) / max(train_pairs, 1), 3),
+            "updates": int(run.step),
+            "epochs": round(float(self.sentences_seen.numpy()) / max(run.train_pairs, 1), 3),
             "wall_time_seconds": round(wall, 1),
             "wall_time": time.strftime("%H:%M:%S", time.gmtime(wall)),
             "device": device_description(),
             "replicas": int(self.strategy.num_replicas_in_sync),
-            "train_nll": None if train_nll is None else round(train_nll, 4),
-            "dev_nll": None if dev_nll is None else round(dev_nll, 4),
+            "train_nll": None if run.train_nll is None else round(run.train_nll, 4),
+            "dev_nll": None if run.dev_nll is None else round(run.dev_nll, 4),
             "best_dev_nll": None if math.isinf(best) else round(best, 4),
             "best_step": int(self.best_step.numpy()) if not math.isinf(best) else None,
-            "stopped_because": stopped,
-            "target_tokens_per_second": round(tokens / seconds, 1) if seconds else None,
-            "train_pairs": int(train_pairs),
+            "stopped_because": run.stopped,
+            "target_tokens_per_second": round(run.tokens_total / run.tokens_time, 1) if run.tokens_time else None,
+            "train_pairs": int(run.train_pairs),
             "preset": self.preset,
             "parameters": int(self.model.count_params()),
             "training": dataclasses.asdict(self.config),
         }
+
+    def _read_report(self):
+        path = os.path.join(self.output_dir, model_directory_lib.REPORT)
+        if not tf.io.gfile.exists(path):
+            return {}
+        with tf.io.gfile.GFile(path) as f:
+            try:
+                return json.loads(f.read())
+            except ValueError:
+                return {}
 
     def _write_report(self, report):
         if self.is_chief:

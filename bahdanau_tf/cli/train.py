@@ -2,8 +2,9 @@ r"""bahdanau-train: trains a model and leaves a model directory for translation 
 
 With no flags it trains the ``small`` RNNsearch on the embedded Bible corpus, English -> Spanish,
 for 12 minutes on a CPU, and writes ``./bahdanau_run`` (model.json, vocabularies, checkpoints,
-best/, report.json). Running it again on the same ``--output_dir`` resumes from the last
-checkpoint (the vocabularies are read back from the directory, not rebuilt).
+best/, report.json, logs/ for TensorBoard). Running it again on the same ``--output_dir``
+resumes from the last checkpoint (the vocabularies are read back from the directory, not
+rebuilt).
 
 Examples:
 
@@ -14,132 +15,157 @@ Examples:
         --dev_target_file=dev.en --output_dir=/tmp/fr_en
     bahdanau-train --preset=tiny --max_steps=3 --output_dir=/tmp/smoke
 
-Training settings not given on the command line come from the preset's row of
-`bahdanau_tf.training.TRAINING_DEFAULTS` (e.g. Adadelta, batch 80, clipnorm 1 for the paper
-presets; Adam, batch 64 for ``small``).
+Every training flag is a field of `bahdanau_tf.training.TrainingConfig` (the flags are made from
+its fields); a flag left unset keeps the preset's training default from
+`bahdanau_tf.models.PRESETS` (e.g. Adadelta, batch 80, clipnorm 1 for the paper presets; Adam
+5e-3, batch 64 for ``small``).
 
 Why these defaults (for a 12-minute run on a 2-core CPU):
 
 - WordPiece vocabularies of 5,000 per language: no [UNK] in the output (a 5,000-word shortlist
-  leaves 7% of Spanish dev tokens unknown), learned from a spread sample of 8,000 verses with
-  the learner's minimum count lowered to 2, which reaches the size in ~30-60 s instead of ~3 min
-  for the whole corpus (``--vocabulary_sentences=0``).
+  leaves 7% of Spanish dev tokens unknown), learned from a spread sample of 8,000 verses
+  (`bahdanau_tf.text.build_tokenizers`).
 - Adam 5e-3, clipnorm 1, batch 64, pairs of at most 50 tokens: the ``small`` row; the
   ``small`` model preset uses Keras's initialisers (Glorot) instead of the paper's tiny
-  N(0, 0.01^2) weights. Measured on this machine, 4.5-minute runs of the default (dev NLL after
-  ~490 updates): Adam 2e-3 / paper init 4.58 (at 400 updates), 5e-3 / paper 4.01, 3e-3 / Keras
-  4.07, 5e-3 / Keras 3.39, 8e-3 / Keras 3.70. The paper's initialisation is kept by the paper
-  presets, with Adadelta, as in the paper.
-- mixed bfloat16 without XLA; batches keep their own lengths. Two 12-minute default runs side
-  by side: bf16 1,694 updates, 4,713 real target tokens/s over the run, test BLEU 24.3;
-  float32 + XLA (``--precision=float32 --jit``, lengths padded to a multiple of 8) 1,459
-  updates, 4,248 tokens/s, BLEU 23.0. In steady state XLA is a little faster
-  (benchmarks/train_throughput.py on Bible batches: float32 4,018, bf16 4,603, float32 + XLA
-  4,898; bf16 + XLA 3,122, XLA's CPU backend emulates bf16) but it compiles once per batch
-  shape, ~4 s each, ~10 train shapes and the dev shapes. On a CPU without bf16 units
-  (no AVX512_BF16 / AMX) use ``--precision=float32 --jit``.
+  N(0, 0.01^2) weights. Measured on a 2-core Xeon with bf16 units, 4.5-minute runs of the
+  default (dev NLL after ~490 updates): Adam 2e-3 / paper init 4.58 (at 400 updates), 5e-3 /
+  paper 4.01, 3e-3 / Keras 4.07, 5e-3 / Keras 3.39, 8e-3 / Keras 3.70. The paper's
+  initialisation is kept by the paper presets, with Adadelta, as in the paper.
 - dev NLL on the first 500 dev pairs every 200 steps, checkpoints every 200 steps.
+
+Exit codes: 0 done, 2 usage error or bad input, 3 non-finite loss, 4 output directory in use,
+130 / 143 stopped by SIGINT / SIGTERM (after a checkpoint and the report).
 """
 
+import dataclasses
 import os
+import re
 import sys
 import time
+import types
 
-from absl import app, flags, logging
+from absl import flags, logging
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+from bahdanau_tf.cli import common  # noqa: E402
+
 FLAGS = flags.FLAGS
 
-# === What to train ===
-flags.DEFINE_string("preset", "small", "Model preset (bahdanau_tf.models.preset_names()).")
+# === What to train, where ===
+flags.DEFINE_string("preset", "small", "Model preset, one of bahdanau_tf.models.preset_names(): "
+                    "small (RNNsearch at CPU size), tiny, rnnsearch-50, rnnsearch-30, rnnencdec-50, "
+                    "rnnencdec-30, seq2seq, rnnsearch-general-small, rnnencdec-small, seq2seq-small, "
+                    "...")
 flags.DEFINE_string("output_dir", "bahdanau_run", "The model directory; an existing one is resumed.")
-# === Data ===
-flags.DEFINE_string("corpus", "bible-en-es", "Embedded corpus (used unless --source_file/--tsv is given).")
-flags.DEFINE_enum("direction", "en-es", ["en-es", "es-en"], "Translation direction of the embedded corpus.")
-flags.DEFINE_string("source_file", None, "Training source sentences, one a line (with --target_file).")
-flags.DEFINE_string("target_file", None, "Training target sentences, one a line.")
-flags.DEFINE_string("dev_source_file", None, "Dev source sentences (with --dev_target_file).")
-flags.DEFINE_string("dev_target_file", None, "Dev target sentences.")
-flags.DEFINE_string("tsv", None, "Training pairs as a TSV file (source<TAB>target).")
-flags.DEFINE_string("dev_tsv", None, "Dev pairs as a TSV file.")
-flags.DEFINE_integer("max_train_pairs", None, "Use only the first N training pairs.")
-flags.DEFINE_enum("tokenizer", "subword", ["subword", "word"], "Subword (WordPiece) or the paper's word shortlist.")
-flags.DEFINE_integer("vocabulary_size", 5000, "Vocabulary size per language (special tokens included).")
-flags.DEFINE_integer("vocabulary_sentences", 8000,
-                     "Learn a subword vocabulary from this many training sentences (0: all); word shortlists "
-                     "always count every sentence.")
-# === Training (None: the preset's default) ===
-flags.DEFINE_integer("batch_size", None, "Sentence pairs per update.")
-flags.DEFINE_integer("max_length", None, "Drop pairs longer than this many tokens.")
-flags.DEFINE_enum("bucketing", None, ["paper", "token_budget", "none"], "Length bucketing.")
-flags.DEFINE_enum("optimizer", None, ["adadelta", "adam", "sgd"], "Optimizer.")
-flags.DEFINE_float("learning_rate", None, "Learning rate.")
-flags.DEFINE_float("clipnorm", None, "Bound on the gradient's global L2 norm (0: no clipping).")
-flags.DEFINE_enum("schedule", None, ["constant", "halving"], "Learning-rate schedule.")
-flags.DEFINE_enum("precision", None, ["float32", "mixed_bfloat16", "mixed_float16"], "Compute precision.")
-flags.DEFINE_boolean("jit", None, "Compile the forward and backward pass with XLA.")
-flags.DEFINE_integer("pad_to_multiple", None, "Pad batch lengths up to a multiple of this (default: 8 with --jit, else 1).")
 flags.DEFINE_enum("strategy", "default", ["default", "mirrored", "multi_worker"],
                   "tf.distribute strategy (multi_worker reads TF_CONFIG).")
-flags.DEFINE_integer("seed", 1234, "Seed of the data order and the initialisation.")
-# === Budgets, checkpoints, evaluation ===
-flags.DEFINE_integer("max_steps", None, "Stop after this many updates (in total, over resumed runs).")
-flags.DEFINE_float("max_minutes", 12.0, "Wall-time budget of this run in minutes (0: none).")
-flags.DEFINE_integer("checkpoint_every", None, "Steps between checkpoints.")
-flags.DEFINE_integer("eval_every", None, "Steps between dev NLL evaluations.")
-flags.DEFINE_integer("dev_sentences", None, "Dev pairs used for the dev NLL.")
-flags.DEFINE_integer("patience", None, "Early stopping after this many evaluations without improvement.")
-flags.DEFINE_integer("log_every", None, "Steps between progress lines.")
+# === Data ===
+common.define_corpus_flags()
+common.define_tokenizer_flags()
+flags.DEFINE_string("dev_source_file", None, "Dev source sentences (with --dev_target_file).")
+flags.DEFINE_string("dev_target_file", None, "Dev target sentences.")
+flags.DEFINE_string("dev_tsv", None, "Dev pairs as a TSV file.")
+flags.DEFINE_integer("max_train_pairs", None, "Use only the first N training pairs.", lower_bound=1)
 
 
-def _corpora():
+# === Training: one flag per TrainingConfig field ===
+def _field_help():
+    """``{field: help}`` from the Attributes section of TrainingConfig's docstring."""
+    from bahdanau_tf.training import TrainingConfig
+
+    section = TrainingConfig.__doc__.split("Attributes:", 1)[1]
+    entries = re.split(r"\n\s{8}(?=\w+: )", "\n" + section)
+    helps = {}
+    for entry in entries:
+        name, _, text = entry.strip().partition(": ")
+        # "int or None, the update budget" -> "The update budget"
+        text = re.sub(r"^(int|float|bool|str)( or None)?, ", "", " ".join(text.split()))
+        helps[name] = text[:1].upper() + text[1:]
+    return helps
+
+
+def _define_training_flags():
+    from bahdanau_tf import data, training
+
+    choices = {"optimizer": training.OPTIMIZERS, "schedule": training.SCHEDULES,
+               "precision": training.PRECISIONS,
+               "bucketing": [m or "none" for m in data.BUCKETING_MODES]}
+    at_least_zero = {"max_steps", "seed"}
+    cli_defaults = {"max_minutes": 12.0}  # the README's 12-minute run; 0 means no budget
+    helps = _field_help()
+    names = []
+    for field in dataclasses.fields(training.TrainingConfig):
+        name, kind = field.name, field.type
+        if isinstance(kind, types.UnionType):
+            kind = next(t for t in kind.__args__ if t is not type(None))
+        default = cli_defaults.get(name)
+        text = helps.get(name, name) + (" (default: the preset's)" if default is None else "")
+        if name in choices:
+            flags.DEFINE_enum(name, None, list(choices[name]), text)
+        elif kind is bool:
+            flags.DEFINE_boolean(name, None, text)
+        elif kind is int:
+            flags.DEFINE_integer(name, None, text, lower_bound=0 if name in at_least_zero else 1)
+        elif kind is float:
+            common.define_finite_float(name, default, text, lower_bound=0.0)
+        else:
+            flags.DEFINE_string(name, None, text)
+        names.append(name)
+    flags.DEFINE_alias("jit", "jit_compile")
+    return names
+
+
+TRAINING_FLAGS = _define_training_flags()
+
+
+def _training_config():
+    """The preset's TrainingConfig with every flag the user gave."""
+    from bahdanau_tf import training
+
+    changes = {}
+    for name in TRAINING_FLAGS:
+        value = FLAGS[name].value
+        if value is None:
+            continue
+        if name in ("clipnorm", "max_minutes") and value == 0:
+            value = None  # 0 switches clipping / the time budget off
+        if name == "bucketing" and value == "none":
+            value = None
+        changes[name] = value
+    return training.TrainingConfig.for_preset(FLAGS.preset, **changes)
+
+
+def _dev_corpus(train):
     from bahdanau_tf import data
 
-    if FLAGS.tsv:
-        train = data.load_tsv(FLAGS.tsv)
-        dev = data.load_tsv(FLAGS.dev_tsv) if FLAGS.dev_tsv else None
-    elif FLAGS.source_file or FLAGS.target_file:
-        if not (FLAGS.source_file and FLAGS.target_file):
-            raise app.UsageError("--source_file and --target_file go together.")
-        train = data.load_parallel_files(FLAGS.source_file, FLAGS.target_file)
-        dev = None
-        if FLAGS.dev_source_file and FLAGS.dev_target_file:
-            dev = data.load_parallel_files(FLAGS.dev_source_file, FLAGS.dev_target_file)
-    else:
-        train = data.load_corpus(FLAGS.corpus, split="train", direction=FLAGS.direction)
-        dev = data.load_corpus(FLAGS.corpus, split="dev", direction=FLAGS.direction)
-    if FLAGS.max_train_pairs:
-        train = train.select(slice(0, FLAGS.max_train_pairs))
-    return train, dev
+    if FLAGS.dev_tsv or FLAGS.dev_source_file or FLAGS.dev_target_file:
+        return data.select_corpus(source_file=FLAGS.dev_source_file,
+                                  target_file=FLAGS.dev_target_file, tsv=FLAGS.dev_tsv)
+    if FLAGS.source_file or FLAGS.tsv:
+        return None  # the user's own data without a dev set: no dev NLL
+    return common.corpus_from_flags("dev")
 
 
 def _tokenizers(train, log):
-    """The output directory's vocabularies when resuming, else new ones built from ``train``."""
+    """The output directory's vocabularies when resuming, --vocabulary_dir's, or new ones."""
     from bahdanau_tf import model_directory, text
 
-    source_dir = os.path.join(FLAGS.output_dir, model_directory.SOURCE_VOCABULARY)
-    target_dir = os.path.join(FLAGS.output_dir, model_directory.TARGET_VOCABULARY)
     if os.path.exists(os.path.join(FLAGS.output_dir, model_directory.MODEL_CONFIG)):
         log(f"{FLAGS.output_dir} holds a model: resuming with its vocabularies.")
-        return text.load_tokenizer(source_dir), text.load_tokenizer(target_dir)
+        return (text.load_tokenizer(os.path.join(FLAGS.output_dir, model_directory.SOURCE_VOCABULARY)),
+                text.load_tokenizer(os.path.join(FLAGS.output_dir, model_directory.TARGET_VOCABULARY)))
+    if FLAGS.vocabulary_dir:
+        tokenizers = tuple(text.load_tokenizer(os.path.join(FLAGS.vocabulary_dir, side))
+                           for side in ("source", "target"))
+        log(f"Using the vocabularies of {FLAGS.vocabulary_dir}: "
+            f"{tokenizers[0].vocabulary_size:,} / {tokenizers[1].vocabulary_size:,} tokens.")
+        return tokenizers
     start = time.time()
-    if FLAGS.tokenizer == "word":
-        build = lambda texts: text.WordTokenizer.build(texts, max_vocabulary_size=FLAGS.vocabulary_size)  # noqa
-        sample = slice(None)
-    else:
-        # the learner's default minimum count (10) suits a whole corpus; a sample needs a lower one
-        # to reach the vocabulary size (8,000 Bible verses: ~5,000 pieces with 2, ~2,500 with 10)
-        params = {"lower_thresh": 2} if FLAGS.vocabulary_sentences else None
-        build = lambda texts: text.SubwordTokenizer.build(  # noqa: E731
-            texts, vocabulary_size=FLAGS.vocabulary_size, learn_params=params)
-        sample = slice(0, FLAGS.vocabulary_sentences or None)
-    # a spread-out sample: every k-th sentence, not the first books only
-    step = max(1, len(train) // FLAGS.vocabulary_sentences) if sample.stop else 1
-    source = build(train.sources[::step])
-    target = build(train.targets[::step])
-    log(f"Built {FLAGS.tokenizer} vocabularies of {source.vocabulary_size:,} / {target.vocabulary_size:,} tokens "
-        f"in {time.time() - start:.0f} s.")
+    source, target = text.build_tokenizers(train, FLAGS.tokenizer, FLAGS.vocabulary_size,
+                                           FLAGS.vocabulary_sentences or None)
+    log(f"Built {FLAGS.tokenizer} vocabularies of {source.vocabulary_size:,} / "
+        f"{target.vocabulary_size:,} tokens in {time.time() - start:.0f} s.")
     return source, target
 
 
@@ -148,35 +174,17 @@ def main(argv):
     start_time = time.time()
     if not FLAGS["verbosity"].present:
         logging.set_verbosity(logging.WARNING)  # TensorFlow's INFO lines (one per checkpoint save)
-    from bahdanau_tf import training
+    from bahdanau_tf import models, training
 
+    models.get_preset(FLAGS.preset)  # an unknown preset is a usage error, before any work
+    config = _training_config()
+    common.check_writable_dir(FLAGS.output_dir, "output_dir")
     log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
-    changes = dict(
-        batch_size=FLAGS.batch_size,
-        max_length=FLAGS.max_length,
-        optimizer=FLAGS.optimizer,
-        learning_rate=FLAGS.learning_rate,
-        schedule=FLAGS.schedule,
-        precision=FLAGS.precision,
-        jit_compile=FLAGS.jit,
-        pad_to_multiple=FLAGS.pad_to_multiple,
-        seed=FLAGS.seed,
-        max_steps=FLAGS.max_steps,
-        max_minutes=FLAGS.max_minutes or None,
-        checkpoint_every=FLAGS.checkpoint_every,
-        eval_every=FLAGS.eval_every,
-        dev_sentences=FLAGS.dev_sentences,
-        patience=FLAGS.patience,
-        log_every=FLAGS.log_every,
-    )
-    # flags left unset keep the preset's training defaults
-    config = training.TrainingConfig.for_preset(FLAGS.preset, **{k: v for k, v in changes.items() if v is not None})
-    if FLAGS.clipnorm is not None:
-        config.clipnorm = FLAGS.clipnorm or None
-    if FLAGS.bucketing is not None:
-        config.bucketing = None if FLAGS.bucketing == "none" else FLAGS.bucketing
     strategy = training.make_strategy(FLAGS.strategy)  # before any other TensorFlow work (multi-worker)
-    train, dev = _corpora()
+    train = common.corpus_from_flags("train")
+    if FLAGS.max_train_pairs:
+        train = train.select(slice(0, FLAGS.max_train_pairs))
+    dev = _dev_corpus(train)
     source_tokenizer, target_tokenizer = _tokenizers(train, log)
     settings = {
         "corpus": train.name,
@@ -188,24 +196,18 @@ def main(argv):
         FLAGS.output_dir, source_tokenizer, target_tokenizer, preset=FLAGS.preset, config=config,
         strategy=strategy, settings=settings, log=log,
     )
-    try:
-        trainer.restore()  # resumes, or refuses a directory that holds another model
-    except ValueError as error:
-        log(f"bahdanau-train: {error}")
-        return 2
+    trainer.restore()  # resumes, or refuses a directory that holds another model (ValueError)
     try:
         report = trainer.fit(train, dev, start_time=start_time)
     except training.NonFiniteLossError as error:
         log(str(error))
-        return 3
+        return common.EXIT_NON_FINITE
     log("\n" + training.format_report(report))
     log(f"Model directory: {os.path.abspath(FLAGS.output_dir)}")
     return 0
 
 
-def run():
-    app.run(main)
-
+run = common.runner(main, __doc__)
 
 if __name__ == "__main__":
     run()

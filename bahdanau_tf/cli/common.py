@@ -1,0 +1,215 @@
+"""What every command line shares: the common flags (one definition, one default each), the
+corpus they select, ``--help``, and the exit codes.
+
+Exit codes (README, "Command lines"):
+
+====  =====================================================================================
+0     done
+2     usage error or bad input (a flag value, a missing or malformed file, a damaged model
+      directory): one line on stderr saying what to do, never a traceback
+3     training stopped on a non-finite loss (the last good checkpoint is kept)
+4     the output directory is in use by another process
+130   stopped by SIGINT (Ctrl-C), after a checkpoint and the report were written
+143   stopped by SIGTERM, likewise
+====  =====================================================================================
+
+A command module defines its flags at import time by calling the ``define_*`` functions it
+needs (each defines a flag only once per process, so two commands can live in one process),
+then ends with ``run = common.runner(main, __doc__)``.
+"""
+
+import math
+import os
+import sys
+
+from absl import app, flags
+
+FLAGS = flags.FLAGS
+
+EXIT_OK = 0
+EXIT_USAGE = 2
+EXIT_NON_FINITE = 3
+EXIT_IN_USE = 4
+EXIT_SIGINT = 130
+EXIT_SIGTERM = 143
+
+
+class UserError(Exception):
+    """A mistake the user can fix: printed as one line, exit code 2 (or ``exit_code``)."""
+
+    def __init__(self, message, exit_code=EXIT_USAGE):
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+# Errors that library functions raise for bad input; the command lines report them as one line.
+USER_ERRORS = (app.UsageError, UserError, FileNotFoundError, FileExistsError, IsADirectoryError,
+               NotADirectoryError, PermissionError, ValueError)
+
+
+def _define_once(define, name, *args, **kwargs):
+    if name not in FLAGS:
+        define(name, *args, **kwargs)
+
+
+def define_finite_float(name, default, help_text, lower_bound=None, upper_bound=None):
+    """A float flag that refuses NaN and infinity as well as values outside its bounds.
+
+    The flag belongs to the calling module (for ``--help``).
+    """
+    caller = sys._getframe(1).f_globals["__name__"]
+    _define_once(flags.DEFINE_float, name, default, help_text, lower_bound=lower_bound,
+                 upper_bound=upper_bound, module_name=caller)
+    if not getattr(FLAGS[name], "_finite_checked", False):
+        flags.register_validator(name, lambda value: value is None or math.isfinite(value),
+                                 message=f"--{name} must be a finite number.")
+        FLAGS[name]._finite_checked = True
+
+
+def define_corpus_flags():
+    """Which corpus: the embedded one (``--corpus``, ``--direction``) or the user's files."""
+    from bahdanau_tf import data
+
+    _define_once(flags.DEFINE_enum, "corpus", data.CORPORA[0], list(data.CORPORA),
+                 "Embedded corpus (used unless --source_file/--target_file or --tsv is given).")
+    _define_once(flags.DEFINE_enum, "direction", None, list(data.DIRECTIONS),
+                 "Translation direction of the embedded corpus (default en-es, or the model's "
+                 "training direction where a model is given).")
+    _define_once(flags.DEFINE_string, "source_file", None,
+                 "Source sentences, one a line (UTF-8; with --target_file).")
+    _define_once(flags.DEFINE_string, "target_file", None,
+                 "Target (reference) sentences, one a line, line i translating source line i.")
+    _define_once(flags.DEFINE_string, "tsv", None, "Sentence pairs as a TSV file "
+                 "(source<TAB>target, exactly two columns).")
+
+
+def define_tokenizer_flags():
+    """How to learn vocabularies (`bahdanau_tf.text.build_tokenizers`), or where to find them."""
+    from bahdanau_tf import text
+
+    _define_once(flags.DEFINE_enum, "tokenizer", text.TOKENIZER_KINDS[0],
+                 list(text.TOKENIZER_KINDS),
+                 "Subword (WordPiece: no [UNK] in the output) or the paper's word shortlist.")
+    _define_once(flags.DEFINE_integer, "vocabulary_size", text.DEFAULT_VOCABULARY_SIZE,
+                 "Vocabulary size per language, special tokens included.", lower_bound=5)
+    _define_once(flags.DEFINE_integer, "vocabulary_sentences", text.DEFAULT_VOCABULARY_SENTENCES,
+                 "Learn a subword vocabulary from a spread sample of this many sentences "
+                 "(0: all); word shortlists always count every sentence.", lower_bound=0)
+    _define_once(flags.DEFINE_string, "vocabulary_dir", None,
+                 "Use the vocabularies in DIR/source and DIR/target (as bahdanau-data "
+                 "--vocabulary_dir writes them) instead of learning new ones.")
+
+
+def define_model_dir_flags(help_text="Training output directory; repeat for an ensemble."):
+    """Which trained model(s): ``--model_dir`` (repeatable) and ``--checkpoint``."""
+    _define_once(flags.DEFINE_multi_string, "model_dir", None, help_text)
+    _define_once(flags.DEFINE_enum, "checkpoint", "best", ["best", "latest"],
+                 "Which checkpoint to load: the best dev NLL (falls back to the latest, with a "
+                 "warning, when there is none) or the latest.")
+
+
+def define_search_flags():
+    """Beam search settings shared by translate, evaluate and export."""
+    from bahdanau_tf import translator
+
+    _define_once(flags.DEFINE_integer, "beam_size", translator.DEFAULT_BEAM_SIZE,
+                 "Beam size; 1 is greedy search.", lower_bound=1,
+                 upper_bound=translator.MAX_BEAM_SIZE)
+    define_finite_float("length_penalty", 0.0,
+                        "GNMT length penalty alpha (>= 0); 0 ranks by log p(y|x).",
+                        lower_bound=0.0)
+    _define_once(flags.DEFINE_integer, "max_source_length", translator.DEFAULT_MAX_SOURCE_LENGTH,
+                 "Longer inputs are cut to this many tokens.", lower_bound=1)
+
+
+def corpus_from_flags(split="train", direction=None):
+    """The corpus the common flags select (`bahdanau_tf.data.select_corpus`)."""
+    from bahdanau_tf import data
+
+    return data.select_corpus(split=split, corpus=FLAGS.corpus,
+                              direction=FLAGS.direction or direction or "en-es",
+                              source_file=FLAGS.source_file, target_file=FLAGS.target_file,
+                              tsv=FLAGS.tsv)
+
+
+def require_model_dirs():
+    """The usage checks of every command that reads trained model directories."""
+    if not FLAGS.model_dir:
+        raise UserError("--model_dir is required (a bahdanau-train output directory).")
+    for directory in FLAGS.model_dir:
+        if not os.path.isdir(directory):
+            raise UserError(f"--model_dir={directory!r} does not exist.")
+
+
+def check_writable_file(path, flag):
+    """Refuses, before any work, an output file that cannot be written."""
+    if os.path.isdir(path):
+        raise UserError(f"--{flag}={path!r} is a directory; give a file name.")
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise UserError(f"--{flag}={path!r}: the directory {parent!r} does not exist.")
+    if not os.access(parent, os.W_OK):
+        raise UserError(f"--{flag}={path!r}: the directory {parent!r} is not writable.")
+
+
+def check_writable_dir(path, flag):
+    """Refuses, before any work, an output directory that exists as a file or cannot be made."""
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise UserError(f"--{flag}={path!r} is a file, not a directory.")
+    existing = os.path.abspath(path)
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.access(existing, os.W_OK):
+        raise UserError(f"--{flag}={path!r}: {existing!r} is not writable.")
+
+
+def _program():
+    return os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "bahdanau"
+
+
+def _print_help(doc, module_names):
+    print((doc or "").strip() + "\n")
+    for module_name in module_names:
+        text = FLAGS.module_help(module_name)
+        if text.strip():
+            print(text)
+    print("\nMore: --helpfull (every flag, absl's and TensorFlow's included).")
+
+
+def _parse_flags(argv):
+    """absl's flag parsing, with one line and exit code 2 for a bad flag (absl exits 1)."""
+    try:
+        return FLAGS(argv)
+    except flags.Error as error:
+        print(f"{_program()}: error: {error}", file=sys.stderr)
+        sys.exit(EXIT_USAGE)
+
+
+def runner(main, doc, module_name=None):
+    """The console-script entry point of a command: ``run = common.runner(main, __doc__)``.
+
+    ``--help`` (``-h``, ``--helpshort``) prints the command's docstring and its own flags and
+    exits 0. A `USER_ERRORS` exception from ``main`` becomes one line on stderr and exit code 2
+    (or the `UserError`'s own code); unexpected bugs keep their traceback.
+    """
+    module_name = module_name or main.__module__
+
+    def guarded_main(argv):
+        try:
+            if len(argv) > 1:
+                raise UserError(f"Unexpected arguments: {argv[1:]} (flags are --name=value).")
+            return main(argv)
+        except USER_ERRORS as error:
+            code = getattr(error, "exit_code", EXIT_USAGE)
+            message = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
+            print(f"{_program()}: error: {message}", file=sys.stderr)
+            sys.exit(code)
+
+    def run(argv=None):
+        argv = list(sys.argv if argv is None else argv)
+        if any(arg in ("-h", "-?", "--help", "--helpshort") for arg in argv[1:]):
+            _print_help(doc, [module_name, __name__])
+            sys.exit(EXIT_OK)
+        app.run(guarded_main, argv=argv, flags_parser=_parse_flags)
+
+    return run
