@@ -165,3 +165,55 @@ def reversal_batch(rng, batch_size, min_length, max_length, symbols):
         target_in[row, 0], target_in[row, 1 : length + 1] = 1, reversed_sequence
         target_out[row, :length], target_out[row, length] = reversed_sequence, 2
     return (source, target_in), target_out
+
+
+# === Shared builders: toy vocabularies, a random-weight model, a model directory ===
+
+TOY_SOURCE_WORDS = "the cat sat on a mat and dog ran to house".split()
+TOY_TARGET_WORDS = "el gato se sentó en una alfombra y perro corrió a casa".split()
+
+
+def toy_tokenizers():
+    """Word tokenizers over two 11-/12-word toy vocabularies (special tokens first)."""
+    from bahdanau_tf.special_tokens import SPECIAL_TOKENS
+    from bahdanau_tf.text import WordTokenizer
+
+    return (WordTokenizer(list(SPECIAL_TOKENS) + TOY_SOURCE_WORDS),
+            WordTokenizer(list(SPECIAL_TOKENS) + TOY_TARGET_WORDS))
+
+
+def random_model(model_class=None, seed=0, scale=0.6, unk_bias=0.0, preset="tiny",
+                 source_vocabulary_size=None, target_vocabulary_size=None, **overrides):
+    """The one random-weight test model: a ``tiny`` preset with weights ~ N(0, scale^2).
+
+    The paper's N(0, 0.01^2) makes every distribution almost uniform (beam search would meet
+    near-ties everywhere); redrawn weights give peaked, history-dependent distributions and
+    non-uniform attention. Vocabulary sizes default to `toy_tokenizers`'.
+    """
+    from bahdanau_tf import model_directory
+    from bahdanau_tf.models import RNNSearch
+    from bahdanau_tf.special_tokens import UNK_ID
+
+    model_class = model_class or RNNSearch
+    model = model_class.from_preset(
+        preset,
+        source_vocabulary_size=source_vocabulary_size or len(TOY_SOURCE_WORDS) + 4,
+        target_vocabulary_size=target_vocabulary_size or len(TOY_TARGET_WORDS) + 4, **overrides)
+    model_directory.build_model(model)
+    randomize_weights(model, seed=seed, scale=scale)
+    if unk_bias:
+        bias = model.readout.output_bias
+        bias.assign(bias.numpy() + unk_bias * np.eye(bias.shape[0], dtype=np.float32)[UNK_ID])
+    return model
+
+
+def save_model_dir(directory, model, source_tokenizer, target_tokenizer, settings=None):
+    """A model directory as the trainer leaves it: model.json, vocabularies, a checkpoint."""
+    import tensorflow as tf
+
+    from bahdanau_tf import model_directory
+
+    model_directory.write_model_config(str(directory), model, source_tokenizer, target_tokenizer,
+                                       settings)
+    tf.train.Checkpoint(model=model).save(os.path.join(str(directory), "checkpoints", "ckpt"))
+    return str(directory)

@@ -9,16 +9,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import pytest
 import tensorflow as tf
 
-from bahdanau_tf import model_directory
 from bahdanau_tf.translator import Translator
-from test_translator import random_model, tokenizers  # noqa: E402
-
-
-def save_model_dir(directory, model, source_tokenizer, target_tokenizer):
-    """A model directory as the trainer leaves it: model.json, vocabularies, a checkpoint."""
-    model_directory.write_model_config(str(directory), model, source_tokenizer, target_tokenizer)
-    tf.train.Checkpoint(model=model).save(os.path.join(str(directory), "checkpoints", "ckpt"))
-    return str(directory)
+from helpers import random_model, save_model_dir  # noqa: E402
+from helpers import toy_tokenizers as tokenizers  # noqa: E402
 
 
 def run_cli(args, stdin=""):
@@ -47,9 +40,20 @@ def test_one_line_out_per_line_in_with_empty_lines(model_dir):
     assert [out[0], out[3]] == expected
 
 
-def test_nbest_files_and_invalid_utf8(model_dir, tmp_path):
+def test_invalid_utf8_is_refused_with_its_line_before_any_work(model_dir, tmp_path):
     input_file = tmp_path / "in.txt"
-    input_file.write_bytes(b"the cat\n\xff\xfe bad bytes\n\nthe dog ran to the house")  # no final \n
+    input_file.write_bytes(b"the cat\n\xff\xfe bad bytes\n")
+    output_file = tmp_path / "out.txt"
+    result = run_cli([f"--model_dir={model_dir}", f"--input_file={input_file}",
+                      f"--output_file={output_file}"])
+    assert result.returncode == 2
+    assert "line 2 is not valid UTF-8" in result.stderr.decode()
+    assert "Traceback" not in result.stderr.decode() and not output_file.exists()
+
+
+def test_nbest_files_and_cr_line_ends(model_dir, tmp_path):
+    input_file = tmp_path / "in.txt"
+    input_file.write_bytes(b"the cat\rthe mat sat\r\n\nthe dog ran to the house")  # no final \n
     output_file = tmp_path / "out.txt"
     result = run_cli([f"--model_dir={model_dir}", "--beam_size=3", "--nbest=2",
                       f"--input_file={input_file}", f"--output_file={output_file}"])
@@ -65,5 +69,15 @@ def test_nbest_files_and_invalid_utf8(model_dir, tmp_path):
 
 def test_a_missing_model_dir_is_a_clear_error(tmp_path):
     result = run_cli([f"--model_dir={tmp_path / 'nowhere'}"], "hello\n")
-    assert result.returncode != 0
+    assert result.returncode == 2
     assert "does not exist" in result.stderr.decode()
+    assert "Traceback" not in result.stderr.decode()
+
+
+def test_help_prints_the_commands_own_flags():
+    result = subprocess.run([sys.executable, "-m", "bahdanau_tf.cli.translate", "--help"],
+                            capture_output=True, timeout=120)
+    out = result.stdout.decode()
+    assert result.returncode == 0
+    assert "bahdanau-translate: translate text" in out and "--beam_size" in out
+    assert "--nbest" in out and "--tpu" not in out  # not absl's or TensorFlow's flags

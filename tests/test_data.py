@@ -343,7 +343,7 @@ def test_cli_statistics_and_vocabularies(tmp_path, capsys):
     path = tmp_path / "pairs.tsv"
     path.write_text("God said.\tDijo Dios.\nGod saw the light\tVió Dios la luz\n", encoding="utf-8")
     vocabulary_dir = tmp_path / "vocab"
-    flags.FLAGS(["bahdanau-data", f"--tsv={path}", f"--vocabulary_dir={vocabulary_dir}",
+    flags.FLAGS(["bahdanau-data", f"--tsv={path}", f"--vocabulary_dir={vocabulary_dir}", "--tokenizer=word",
                  "--json"])
     try:
         cli.main(["bahdanau-data"])

@@ -20,27 +20,8 @@ from bahdanau_tf.special_tokens import END_ID, PAD_ID, SPECIAL_TOKENS, START_ID,
 from bahdanau_tf.text import WordTokenizer
 from bahdanau_tf.translator import MAX_BEAM_SIZE, Translator
 
-SOURCE_WORDS = "the cat sat on a mat and dog ran to house".split()
-TARGET_WORDS = "el gato se sentó en una alfombra y perro corrió a casa".split()
-
-
-def tokenizers():
-    return (WordTokenizer(list(SPECIAL_TOKENS) + SOURCE_WORDS),
-            WordTokenizer(list(SPECIAL_TOKENS) + TARGET_WORDS))
-
-
-def random_model(model_class=RNNSearch, seed=0, scale=0.6, unk_bias=0.0):
-    """A tiny model with weights ~ N(0, scale^2): peaked, non-trivial distributions."""
-    model = model_class.from_preset("tiny", source_vocabulary_size=len(SOURCE_WORDS) + 4,
-                                    target_vocabulary_size=len(TARGET_WORDS) + 4)
-    model_directory.build_model(model)
-    rng = np.random.default_rng(seed)
-    for variable in model.weights:
-        variable.assign(rng.normal(0.0, scale, variable.shape).astype(np.float32))
-    if unk_bias:
-        bias = model.readout.output_bias
-        bias.assign(bias.numpy() + unk_bias * np.eye(bias.shape[0], dtype=np.float32)[UNK_ID])
-    return model
+from helpers import random_model  # noqa: E402
+from helpers import toy_tokenizers as tokenizers  # noqa: E402
 
 
 SENTENCES = [

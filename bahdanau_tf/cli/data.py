@@ -3,35 +3,34 @@
 Examples:
 
     bahdanau-data                                     # statistics of the embedded Bible
+    bahdanau-data --vocabulary_dir=/tmp/vocab         # the vocabularies bahdanau-train learns
+    bahdanau-train --vocabulary_dir=/tmp/vocab        # ... and trains with them
     bahdanau-data --vocabulary_dir=/tmp/vocab --tokenizer=word --vocabulary_size=30000
-    bahdanau-data --source_file=train.en --target_file=train.es --vocabulary_dir=/tmp/v \
-        --tokenizer=subword --vocabulary_size=8000
+    bahdanau-data --source_file=train.en --target_file=train.es --vocabulary_dir=/tmp/v
 
 With the embedded corpus, statistics are printed per split and vocabularies are built from
 the train split; with the user's files (``--source_file/--target_file`` or ``--tsv``) there is
 one split, "all". Vocabularies go to ``VOCABULARY_DIR/source`` and ``VOCABULARY_DIR/target``
-(``bahdanau_tf.load_tokenizer`` reads them back).
+(``bahdanau_tf.load_tokenizer`` reads them back), learned with the same recipe and defaults as
+``bahdanau-train`` (`bahdanau_tf.text.build_tokenizers`).
 """
 
 import json
 import os
 
-import numpy as np
-from absl import app, flags
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from bahdanau_tf import data, text
-from bahdanau_tf.special_tokens import UNK_ID
+import numpy as np  # noqa: E402
+from absl import flags  # noqa: E402
+
+from bahdanau_tf import data, text  # noqa: E402
+from bahdanau_tf.cli import common  # noqa: E402
+from bahdanau_tf.special_tokens import UNK_ID  # noqa: E402
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("corpus", "bible-en-es", "Embedded corpus name.")
-flags.DEFINE_enum("direction", "en-es", list(data.DIRECTIONS), "Embedded corpus direction.")
-flags.DEFINE_string("source_file", None, "Own data: source sentences, one a line.")
-flags.DEFINE_string("target_file", None, "Own data: target sentences, one a line.")
-flags.DEFINE_string("tsv", None, "Own data: a TSV file of source<TAB>target lines.")
-flags.DEFINE_string("vocabulary_dir", None, "Build vocabularies into this directory.")
-flags.DEFINE_enum("tokenizer", "word", ["word", "subword"], "Kind of vocabulary to build.")
-flags.DEFINE_integer("vocabulary_size", None,
-                     "Vocabulary size incl. special tokens (default 30000 word, 8000 subword).")
+common.define_corpus_flags()
+common.define_tokenizer_flags()
+FLAGS["vocabulary_dir"].help = "Build vocabularies into DIR/source and DIR/target."
 flags.DEFINE_boolean("json", False, "Print the statistics as JSON.")
 
 
@@ -74,34 +73,22 @@ def coverage(tokenizer, sentences):
 
 
 def _load_splits():
-    if FLAGS.tsv:
-        return {"all": data.load_tsv(FLAGS.tsv)}
-    if FLAGS.source_file or FLAGS.target_file:
-        if not (FLAGS.source_file and FLAGS.target_file):
-            raise app.UsageError("--source_file and --target_file go together.")
-        return {"all": data.load_parallel_files(FLAGS.source_file, FLAGS.target_file)}
-    return {
-        split: data.load_corpus(FLAGS.corpus, split=split, direction=FLAGS.direction)
-        for split in ("train", "dev", "test")
-    }
+    if FLAGS.tsv or FLAGS.source_file or FLAGS.target_file:
+        return {"all": common.corpus_from_flags()}
+    return {split: common.corpus_from_flags(split) for split in ("train", "dev", "test")}
 
 
 def main(argv):
-    if len(argv) > 1:
-        raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+    del argv
     splits = _load_splits()
     report = {name: corpus_statistics(corpus) for name, corpus in splits.items()}
 
     if FLAGS.vocabulary_dir:
+        common.check_writable_dir(FLAGS.vocabulary_dir, "vocabulary_dir")
         training = splits.get("train", splits.get("all"))
-        if FLAGS.tokenizer == "word":
-            size = FLAGS.vocabulary_size or 30000
-            build = lambda texts: text.WordTokenizer.build(texts, max_vocabulary_size=size)  # noqa: E731
-        else:
-            size = FLAGS.vocabulary_size or 8000
-            build = lambda texts: text.SubwordTokenizer.build(texts, vocabulary_size=size)  # noqa: E731
-        for side, texts in (("source", training.sources), ("target", training.targets)):
-            tokenizer = build(texts)
+        tokenizers = text.build_tokenizers(training, FLAGS.tokenizer, FLAGS.vocabulary_size,
+                                           FLAGS.vocabulary_sentences or None)
+        for side, tokenizer in zip(("source", "target"), tokenizers):
             directory = tokenizer.save(os.path.join(FLAGS.vocabulary_dir, side))
             report[f"{side}_vocabulary"] = {"directory": directory,
                                             "size": tokenizer.vocabulary_size}
@@ -130,8 +117,7 @@ def main(argv):
                   f"p90 {s['p90']:.0f}, p99 {s['p99']:.0f}, max {s['max']}")
 
 
-def run():
-    app.run(main)
+run = common.runner(main, __doc__)
 
 
 if __name__ == "__main__":

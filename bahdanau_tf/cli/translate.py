@@ -5,7 +5,9 @@ Reads stdin and writes stdout unless --input_file / --output_file are given. Wit
 each output line holds the K best translations and their scores, tab-separated:
 ``translation_1<TAB>score_1<TAB>translation_2<TAB>score_2...``. Inputs longer than the
 Translator's bound (--max_source_length tokens, 100 by default) are cut: only their beginning is
-translated.
+translated. Input is read with the package's one line reader (`bahdanau_tf.data.read_lines`):
+``\n``, ``\r\n`` and ``\r`` end lines, and a line that is not UTF-8 is an error naming the line
+(exit code 2), before anything is translated.
 
 Example:
 
@@ -19,40 +21,22 @@ import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from absl import app, flags
+from absl import flags  # noqa: E402
 
-from bahdanau_tf.cli import require_model_dirs
+from bahdanau_tf.cli import common  # noqa: E402
 
 FLAGS = flags.FLAGS
 
-flags.DEFINE_multi_string("model_dir", None, "Training output directory; repeat for an ensemble.")
-flags.DEFINE_enum("checkpoint", "best", ["best", "latest"], "Which checkpoint to load.")
+common.define_model_dir_flags()
+common.define_search_flags()
 flags.DEFINE_string("input_file", None, "Sentences, one a line (default: stdin).")
 flags.DEFINE_string("output_file", None, "Where to write the translations (default: stdout).")
-flags.DEFINE_integer("batch_size", 64, "Sentences per graph call.")
-flags.DEFINE_integer("beam_size", 5, "Beam size; 1 is greedy search.")
+flags.DEFINE_integer("batch_size", 64, "Sentences per graph call.", lower_bound=1)
 flags.DEFINE_integer("nbest", 1, "Translations per line; > 1 writes tab-separated n-best lists "
-                     "with scores.")
-flags.DEFINE_float("length_penalty", 0.0, "GNMT length penalty alpha; 0 ranks by log p(y|x).")
-flags.DEFINE_integer("max_source_length", 100, "Longer inputs are cut to this many tokens.")
+                     "with scores.", lower_bound=1)
 flags.DEFINE_bool("forbid_unknown", False, "Never generate [UNK] (the paper's No-UNK decoding).")
 flags.DEFINE_bool("scores", False, "With --nbest=1, append a tab and the score to each line.")
 flags.DEFINE_bool("jit_compile", False, "Compile the search with XLA.")
-
-
-def read_lines(path=None):
-    """The lines of a file (or stdin) without their line ends; invalid UTF-8 is replaced."""
-    if path is None:
-        data = sys.stdin.buffer.read()
-    else:
-        with open(path, "rb") as handle:
-            data = handle.read()
-    text = data.decode("utf-8", errors="replace")
-    # str.splitlines would also split on U+2028 etc.; only real line ends count here
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()  # the final newline ends the last line, it does not start a new one
-    return [line[:-1] if line.endswith("\r") else line for line in lines]
 
 
 def format_line(translations, scores, nbest, with_scores):
@@ -64,20 +48,20 @@ def format_line(translations, scores, nbest, with_scores):
 
 
 def main(argv):
-    require_model_dirs(argv, FLAGS.model_dir)
+    del argv
+    common.require_model_dirs()
     if FLAGS.nbest > FLAGS.beam_size:
-        raise app.UsageError(f"--nbest={FLAGS.nbest} exceeds --beam_size={FLAGS.beam_size}.")
-
+        raise common.UserError(f"--nbest={FLAGS.nbest} exceeds --beam_size={FLAGS.beam_size}.")
+    if FLAGS.output_file:
+        common.check_writable_file(FLAGS.output_file, "output_file")
+    from bahdanau_tf.data import read_lines
     from bahdanau_tf.translator import Translator
 
-    try:
-        translator = Translator.from_directory(
-            FLAGS.model_dir, which=FLAGS.checkpoint, beam_size=FLAGS.beam_size,
-            length_penalty=FLAGS.length_penalty, max_source_length=FLAGS.max_source_length,
-            jit_compile=FLAGS.jit_compile)
-    except (FileNotFoundError, ValueError) as error:
-        raise app.UsageError(str(error))
-    lines = read_lines(FLAGS.input_file)
+    lines = read_lines(FLAGS.input_file)  # a bad file is refused before the model is loaded
+    translator = Translator.from_directory(
+        FLAGS.model_dir, which=FLAGS.checkpoint, beam_size=FLAGS.beam_size,
+        length_penalty=FLAGS.length_penalty, max_source_length=FLAGS.max_source_length,
+        jit_compile=FLAGS.jit_compile)
     output = translator.translate(lines, nbest=FLAGS.nbest, forbid_unknown=FLAGS.forbid_unknown,
                                   batch_size=FLAGS.batch_size)
     text = "".join(format_line(t, s, FLAGS.nbest, FLAGS.scores) + "\n"
@@ -90,9 +74,7 @@ def main(argv):
         sys.stdout.flush()
 
 
-def run():
-    app.run(main)
-
+run = common.runner(main, __doc__)
 
 if __name__ == "__main__":
     run()
