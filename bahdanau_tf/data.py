@@ -35,6 +35,7 @@ __all__ = [
     "make_dataset",
     "read_lines",
     "select_corpus",
+    "count_pairs",
     "fill_batch",
     "pad_batch",
     "BUCKETING_MODES",
@@ -672,6 +673,32 @@ def make_dataset(
 
     dataset = dataset.map(lambda s, ti, to: ((s, ti), to))
     return dataset.prefetch(tf.data.AUTOTUNE)
+
+
+def count_pairs(corpus_or_pairs, source_tokenizer, target_tokenizer,
+                max_length: int | None = 50) -> dict:
+    """What `make_dataset`'s filter keeps and drops, counted in one tokenisation pass.
+
+    Returns:
+        dict with ``total``, ``kept``, ``empty`` (a side without any token) and ``too_long``
+        (a side of more than ``max_length`` tokens; an empty pair counts as empty only).
+    """
+    dataset, _ = _as_string_dataset(corpus_or_pairs)
+
+    def counts(sources, targets):
+        source_lengths = tf.cast(source_tokenizer.tokenize(sources).row_lengths(), tf.int32)
+        target_lengths = tf.cast(target_tokenizer.tokenize(targets).row_lengths(), tf.int32)
+        empty = (source_lengths == 0) | (target_lengths == 0)
+        too_long = tf.zeros_like(empty)
+        if max_length is not None:
+            too_long = ~empty & ((source_lengths > max_length) | (target_lengths > max_length))
+        as_int = lambda mask: tf.reduce_sum(tf.cast(mask, tf.int64))  # noqa: E731
+        return tf.stack([tf.size(empty, tf.int64), as_int(empty), as_int(too_long)])
+
+    total, empty, too_long = (int(x) for x in dataset.batch(1024).map(counts).reduce(
+        tf.zeros([3], tf.int64), lambda state, batch: state + batch).numpy())
+    return {"total": total, "kept": total - empty - too_long, "empty": empty,
+            "too_long": too_long}
 
 
 # === Batch shapes: fill and pad (the trainer, and compiled `fit`) ===

@@ -11,7 +11,10 @@ One directory holds everything needed to use a trained model, nothing else requi
       report.json             the training report (table 2 of the paper), written by the trainer
 
 This module owns the layout: the trainer writes through `write_model_config`, everybody reads
-through `load_model_directory`.
+through `load_model_directory`, which checks the directory against ``model.json`` first
+(`check_model_directory`: vocabulary sizes, checkpoint files) and names the file that is wrong.
+``model.json`` is written last and atomically, when the first checkpoint exists: a directory
+with ``model.json`` is a complete model directory.
 """
 
 import dataclasses
@@ -40,12 +43,14 @@ def model_config(model, settings=None):
 
 
 def write_model_config(directory, model, source_tokenizer, target_tokenizer, settings=None):
-    """Writes ``model.json`` and both vocabularies into ``directory`` (created if needed)."""
+    """Writes both vocabularies, then ``model.json`` (atomically), into ``directory``."""
     tf.io.gfile.makedirs(directory)
-    with tf.io.gfile.GFile(os.path.join(directory, MODEL_CONFIG), "w") as f:
-        f.write(json.dumps(model_config(model, settings), indent=2, sort_keys=True))
     source_tokenizer.save(os.path.join(directory, SOURCE_VOCABULARY))
     target_tokenizer.save(os.path.join(directory, TARGET_VOCABULARY))
+    path = os.path.join(directory, MODEL_CONFIG)
+    with tf.io.gfile.GFile(path + ".tmp", "w") as f:
+        f.write(json.dumps(model_config(model, settings), indent=2, sort_keys=True))
+    tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
 
 
 def read_model_config(directory):
@@ -94,16 +99,93 @@ def build_model(model):
     return model
 
 
-def latest_checkpoint(directory, which="best"):
-    """Path of the checkpoint to use: the best one if ``which="best"`` and it exists, else latest."""
-    candidates = [BEST, CHECKPOINTS] if which == "best" else [CHECKPOINTS]
+def _complete_checkpoint(prefix):
+    """The files a checkpoint prefix is missing (its .index, its data shards), or []."""
+    if not tf.io.gfile.exists(prefix + ".index"):
+        return [os.path.basename(prefix) + ".index"]
+    try:
+        reader = tf.train.load_checkpoint(prefix)
+        reader.get_variable_to_shape_map()
+    except (tf.errors.OpError, ValueError) as error:
+        return [f"{os.path.basename(prefix)}.data-* ({str(error).splitlines()[0]})"]
+    return []
+
+
+def _listed_checkpoint(directory):
+    """The checkpoint the ``checkpoint`` state file names, whether or not its files exist.
+
+    (``tf.train.latest_checkpoint`` answers None for a damaged one, which would hide it.)
+    """
+    state = tf.train.get_checkpoint_state(directory)
+    if state is None or not state.model_checkpoint_path:
+        return None
+    path = state.model_checkpoint_path
+    return path if os.path.isabs(path) else os.path.join(directory, path)
+
+
+def latest_checkpoint(directory, which="best", warn=None):
+    """Path of the checkpoint to use: the best one if ``which="best"`` and it is whole, else latest.
+
+    ``best/`` falls back to ``checkpoints/`` only with a warning (``warn``, default: stderr):
+    because there is no best checkpoint (no dev set), or because it is damaged.
+
+    Raises:
+        ValueError: the checkpoint to use is damaged (a file is missing), or ``which`` is bad.
+    """
+    import sys
+
     if which not in ("best", "latest"):
         raise ValueError(f'`which` must be "best" or "latest", got {which!r}.')
-    for sub in candidates:
-        path = tf.train.latest_checkpoint(os.path.join(directory, sub))
-        if path:
-            return path
-    return None
+    warn = warn or (lambda line: print(line, file=sys.stderr, flush=True))
+    latest = _listed_checkpoint(os.path.join(directory, CHECKPOINTS))
+    if which == "best":
+        best = _listed_checkpoint(os.path.join(directory, BEST))
+        missing = _complete_checkpoint(best) if best else None
+        if best and not missing:
+            return best
+        if latest:
+            reason = (f"{BEST}/ is damaged ({', '.join(missing)} missing)" if best
+                      else f"there is no {BEST}/ checkpoint (no dev evaluation)")
+            warn(f"Warning: {reason}; using the latest checkpoint {latest}.")
+    if latest:
+        missing = _complete_checkpoint(latest)
+        if missing:
+            raise ValueError(f"The checkpoint {latest!r} is damaged: {', '.join(missing)} "
+                             "missing.")
+    return latest
+
+
+def check_model_directory(directory, saved=None):
+    """Checks a model directory against its ``model.json``; names the file that is wrong.
+
+    - both vocabularies exist and have the vocabulary sizes ``model.json`` was trained with
+      (a vocabulary cut short would otherwise translate into [UNK]s with exit code 0);
+    - the directory is complete: ``model.json`` without vocabularies is a half-written one.
+
+    Returns:
+        the ``model.json`` dict.
+
+    Raises:
+        FileNotFoundError: not a model directory.
+        ValueError: a missing or mismatched file, named.
+    """
+    from bahdanau_tf.text import load_tokenizer, VOCABULARY_FILENAME
+
+    saved = saved or read_model_config(directory)
+    config = saved.get("config", {})
+    for side, name in (("source", SOURCE_VOCABULARY), ("target", TARGET_VOCABULARY)):
+        path = os.path.join(directory, name)
+        if not tf.io.gfile.exists(os.path.join(path, VOCABULARY_FILENAME)):
+            raise ValueError(f"{directory!r} is a half-written model directory: "
+                             f"{os.path.join(path, VOCABULARY_FILENAME)} is missing.")
+        size = load_tokenizer(path).vocabulary_size
+        expected = config.get(f"{side}_vocabulary_size")
+        if expected is not None and size != expected:
+            raise ValueError(
+                f"{os.path.join(path, VOCABULARY_FILENAME)} has {size:,} tokens but the model "
+                f"was trained with {expected:,} ({MODEL_CONFIG}): the vocabulary file is damaged "
+                "or from another model.")
+    return saved
 
 
 @dataclasses.dataclass
@@ -131,10 +213,11 @@ def load_model_directory(directory, which="best", dtype=None):
 
     Raises:
         FileNotFoundError: not a model directory, or no checkpoint in it.
+        ValueError: a damaged or mismatched file (see `check_model_directory`).
     """
     from bahdanau_tf.text import load_tokenizer  # text imports tensorflow_text: only when needed
 
-    saved = read_model_config(directory)
+    saved = check_model_directory(directory)
     config = dict(saved["config"])
     if dtype is not None:
         config["dtype"] = dtype

@@ -35,8 +35,10 @@ import math
 import os
 import platform
 import shutil
+import signal
 import sys
 import tempfile
+import threading
 import time
 
 import keras
@@ -265,6 +267,69 @@ class NonFiniteLossError(RuntimeError):
     """Training stopped because the loss or the gradient became NaN or infinite."""
 
 
+class DirectoryInUseError(RuntimeError):
+    """Another process is training into the same output directory."""
+
+
+class TrainingInterrupted(RuntimeError):
+    """SIGINT or SIGTERM stopped training, after a checkpoint and the report were written.
+
+    Attributes:
+        signal_number: int, the signal (2 for SIGINT, 15 for SIGTERM).
+        report: dict, the report written to ``report.json``.
+    """
+
+    def __init__(self, signal_number, report):
+        name = signal.Signals(signal_number).name
+        super().__init__(f"Training stopped by {name} at update {report['updates']:,}: the "
+                         "checkpoint of that update and report.json are written; rerun the same "
+                         "command to resume.")
+        self.signal_number = signal_number
+        self.report = report
+
+
+class _DirectoryLock:
+    """An exclusive, non-blocking lock on ``directory/.lock`` (fcntl.flock), held by one process.
+
+    The kernel releases it when the process dies (even by SIGKILL), so a stale lock file never
+    blocks a later run. Where fcntl does not exist (Windows) the directory is not locked.
+    """
+
+    NAME = ".lock"
+
+    def __init__(self, directory):
+        self.path = os.path.join(directory, self.NAME)
+        self._handle = None
+
+    def acquire(self):
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - not on POSIX
+            return
+        handle = open(self.path, "a+")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.seek(0)
+            owner = handle.read().strip() or "unknown"
+            handle.close()
+            raise DirectoryInUseError(
+                f"{os.path.dirname(self.path)!r} is in use by another training process "
+                f"(pid {owner}); wait for it to finish or use another --output_dir.") from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(str(os.getpid()))
+        handle.flush()
+        self._handle = handle
+
+    def release(self, remove=False):
+        if self._handle is not None:
+            if remove and os.path.exists(self.path):
+                os.remove(self.path)
+            self._handle.close()  # closing the file releases the lock
+            self._handle = None
+
+
 class Trainer:
     """Trains a model of a preset on a parallel corpus and writes its model directory.
 
@@ -321,6 +386,10 @@ class Trainer:
         # non-chief workers of a multi-worker run write their (identical) checkpoints elsewhere
         self._write_dir = output_dir if self.is_chief else tempfile.mkdtemp(prefix="bahdanau_worker_")
         self._restored = None
+        self._lock = _DirectoryLock(output_dir)
+        self._created_dir = False
+        self._created_entries = set()
+        self._signal = None
         self._build()
 
     # === Construction ===
@@ -379,31 +448,39 @@ class Trainer:
         self.eval_step = tf.function(self._eval_step, reduce_retracing=True)  # one trace for all dev shapes
 
     def restore(self):
-        """Prepares the output directory and restores its latest checkpoint, if any.
+        """Takes the output directory (a lock) and restores its latest checkpoint, if any.
 
-        A new directory gets ``model.json`` and the vocabularies; an existing one must hold the
-        same model (else ValueError, from `model_directory.check_same_model`).
+        An existing model directory must be complete (`model_directory.check_model_directory`)
+        and hold the same model (`model_directory.check_same_model`), else ValueError. Nothing
+        is written yet: ``model.json`` and the vocabularies are written with the first
+        checkpoint, so a run that fails before it leaves no model directory behind.
 
         Returns:
             str, the restored checkpoint's path, or None for a fresh start.
+
+        Raises:
+            DirectoryInUseError: another process holds the directory.
+            ValueError: a half-written directory, or one that holds another model.
         """
         if self._restored is not None:
             return self._restored[0]
+        if self.is_chief:
+            if os.path.exists(self.output_dir) and not os.path.isdir(self.output_dir):
+                raise ValueError(f"--output_dir {self.output_dir!r} is a file, not a directory.")
+            self._created_dir = not os.path.exists(self.output_dir)
+            tf.io.gfile.makedirs(self.output_dir)
+            self._lock.acquire()
         config_path = os.path.join(self.output_dir, model_directory_lib.MODEL_CONFIG)
-        if not self.is_chief:
-            pass  # the chief checks and writes the directory; workers only restore
-        elif tf.io.gfile.exists(config_path):
-            model_directory_lib.check_same_model(self.output_dir, self.model)
-        else:
-            settings = {
-                "preset": self.preset,
-                "training": dataclasses.asdict(self.config),
-                **self.settings,
-            }
-            model_directory_lib.write_model_config(
-                self.output_dir, self.model, self.source_tokenizer, self.target_tokenizer, settings
-            )
-        latest = tf.train.latest_checkpoint(os.path.join(self.output_dir, model_directory_lib.CHECKPOINTS))
+        checkpoints = os.path.join(self.output_dir, model_directory_lib.CHECKPOINTS)
+        if tf.io.gfile.exists(config_path):
+            if self.is_chief:
+                model_directory_lib.check_model_directory(self.output_dir)
+                model_directory_lib.check_same_model(self.output_dir, self.model)
+        elif model_directory_lib._listed_checkpoint(checkpoints):
+            raise ValueError(
+                f"{self.output_dir!r} is a half-written model directory: it has checkpoints but "
+                f"no {model_directory_lib.MODEL_CONFIG}; remove it or use another --output_dir.")
+        latest = model_directory_lib.latest_checkpoint(self.output_dir, which="latest")
         if latest:
             self.checkpoint.restore(latest).assert_existing_objects_matched()
             self._log(
@@ -412,6 +489,36 @@ class Trainer:
             )
         self._restored = (latest,)
         return latest
+
+    def _write_model_config(self):
+        """``model.json`` and the vocabularies, with the first checkpoint (see `restore`)."""
+        if not self.is_chief or tf.io.gfile.exists(
+                os.path.join(self.output_dir, model_directory_lib.MODEL_CONFIG)):
+            return
+        settings = {"preset": self.preset, "training": dataclasses.asdict(self.config), **self.settings}
+        model_directory_lib.write_model_config(
+            self.output_dir, self.model, self.source_tokenizer, self.target_tokenizer, settings)
+
+    def _abandon_fresh_start(self):
+        """A run that failed before its first checkpoint leaves the directory as it found it."""
+        if not self.is_chief or tf.io.gfile.exists(
+                os.path.join(self.output_dir, model_directory_lib.MODEL_CONFIG)):
+            return
+        if getattr(self, "_writer", None) is not None:
+            self._writer.close()
+            self._writer = None
+        if self._created_dir:
+            self._lock.release()
+            shutil.rmtree(self.output_dir, ignore_errors=True)
+            return
+        for name in ("logs", model_directory_lib.CHECKPOINTS, model_directory_lib.BEST):
+            if name in self._created_entries:
+                shutil.rmtree(os.path.join(self.output_dir, name), ignore_errors=True)
+
+    def close(self):
+        """Releases the output directory (`fit` does it when it returns or raises)."""
+        self._lock.release()
+        self._restored = None
 
     @tf.function
     def _weights_finite(self):
@@ -544,17 +651,11 @@ class Trainer:
         return self.strategy.experimental_distribute_dataset(dataset.cache())
 
     def _count_pairs(self, corpus):
-        """Pairs of ``corpus`` that survive the length filter (one tokenisation pass)."""
+        """What the length filter keeps and drops of ``corpus`` (`bahdanau_tf.data.count_pairs`)."""
         from bahdanau_tf import data
 
-        dataset = data.make_dataset(
-            corpus, self.source_tokenizer, self.target_tokenizer, batch_size=1024,
-            max_length=self.config.max_length, bucketing=None, shuffle=False,
-        )
-        def add_rows(count, batch):
-            return count + tf.shape(batch[1])[0]
-
-        return int(dataset.reduce(0, add_rows).numpy())
+        return data.count_pairs(corpus, self.source_tokenizer, self.target_tokenizer,
+                                self.config.max_length)
 
     def evaluate(self, dev_dataset):
         """Mean NLL per real target token of a (distributed) dev dataset."""
@@ -581,17 +682,44 @@ class Trainer:
 
         Raises:
             NonFiniteLossError: the loss became NaN or infinite (the last good checkpoint is kept).
+            TrainingInterrupted: SIGINT or SIGTERM; the current update finished, then a
+                checkpoint and ``report.json`` were written (``error.report``).
+            DirectoryInUseError: another process trains into ``output_dir``.
+            ValueError: an empty corpus, or a directory that is half-written or holds another
+                model. A run that fails before its first checkpoint leaves ``output_dir`` as it
+                found it.
         """
-        config = self.config
         start_time = time.time() if start_time is None else start_time
-        deadline = None if config.max_minutes is None else start_time + 60 * config.max_minutes
         self.restore()
+        if self.is_chief:
+            self._created_entries = {name for name in ("logs", model_directory_lib.CHECKPOINTS,
+                                                       model_directory_lib.BEST)
+                                     if not os.path.exists(os.path.join(self.output_dir, name))}
+        handlers = self._catch_signals()
+        try:
+            run = self._fit(train_corpus, dev_corpus, start_time)
+        except BaseException:
+            self._abandon_fresh_start()
+            raise
+        finally:
+            self._restore_signals(handlers)
+            self.close()
+        if self._signal is not None:
+            raise TrainingInterrupted(self._signal, run.report)
+        return run.report
+
+    def _fit(self, train_corpus, dev_corpus, start_time):
+        config = self.config
+        deadline = None if config.max_minutes is None else start_time + 60 * config.max_minutes
         run = _Run(resumed_step=int(self.step.numpy()), elapsed_before=float(self.elapsed_seconds.numpy()))
-        run.train_pairs = self._count_pairs(train_corpus)
+        counts = self._count_pairs(train_corpus)
+        run.train_pairs = counts["kept"]
+        dropped = (f"; dropped {counts['too_long']:,} longer than {config.max_length} tokens and "
+                   f"{counts['empty']:,} with an empty side" if counts["kept"] < counts["total"] else "")
         if run.train_pairs == 0:
             raise ValueError(
-                f"No training pair is at most max_length={config.max_length} tokens long on both sides."
-            )
+                "The training corpus is empty." if not counts["total"] else
+                f"No training pair is left of {counts['total']:,}{dropped}.")
         steps_per_epoch = max(1, run.train_pairs // config.batch_size)
         self._steps_per_epoch.assign(steps_per_epoch)  # read by the halving schedule
         if run.resumed_step:
@@ -603,7 +731,8 @@ class Trainer:
             self._writer = tf.summary.create_file_writer(os.path.join(self.output_dir, "logs"))
         self._log(
             f"Training {type(self.model).__name__} ({self.preset}, {self.model.count_params():,} parameters) on "
-            f"{run.train_pairs:,} pairs ({steps_per_epoch:,} updates/epoch), batch {config.batch_size}, "
+            f"{run.train_pairs:,} of {counts['total']:,} pairs{dropped} ({steps_per_epoch:,} updates/epoch), "
+            f"batch {config.batch_size}, "
             f"{config.optimizer} lr {config.learning_rate:g}, clipnorm {config.clipnorm}, {config.precision}, "
             f"jit {config.jit_compile}, {self.strategy.num_replicas_in_sync} replica(s), device {device_description()}."
         )
@@ -622,12 +751,34 @@ class Trainer:
             if run.step % config.checkpoint_every == 0:
                 self._save(run)
         self._finish(run, dev_dataset)
-        return run.report
+        return run
+
+    def _catch_signals(self):
+        """SIGINT and SIGTERM end the run after the current step (checkpoint + report)."""
+        self._signal = None
+        if threading.current_thread() is not threading.main_thread():
+            return {}
+
+        def handler(signal_number, frame):
+            if self._signal is not None:  # a second signal: stop now
+                raise KeyboardInterrupt
+            self._signal = signal_number
+            self._log(f"{signal.Signals(signal_number).name}: finishing the current update, then "
+                      "a checkpoint and the report (again to stop at once).")
+
+        return {number: signal.signal(number, handler) for number in (signal.SIGINT, signal.SIGTERM)}
+
+    @staticmethod
+    def _restore_signals(handlers):
+        for number, previous in handlers.items():
+            signal.signal(number, previous)
 
     # === The loop's parts ===
     def _budget_spent(self, run, deadline):
         """Why training stops now (a budget or early stopping), or None to go on."""
         config = self.config
+        if self._signal is not None:
+            return f"{signal.Signals(self._signal).name} at update {run.step}"
         if config.max_steps is not None and run.step >= config.max_steps:
             return f"max_steps={config.max_steps}"
         if deadline is not None and self._out_of_time(deadline, run.step, run.resumed_step):
@@ -678,6 +829,7 @@ class Trainer:
             self.best_dev_nll.assign(run.dev_nll)
             self.best_step.assign(run.step)
             self.best_manager.save(checkpoint_number=self.step)
+            self._write_model_config()
             run.evaluations_without_improvement = 0
         else:
             run.evaluations_without_improvement += 1
@@ -704,6 +856,7 @@ class Trainer:
             self._check_finite(run)
         self.elapsed_seconds.assign(run.elapsed_before + time.time() - run.start)
         self.manager.save(checkpoint_number=self.step)
+        self._write_model_config()
 
     def _finish(self, run, dev_dataset):
         """The end of a run: last train NLL, a dev point at the last step, checkpoint, report."""
@@ -814,6 +967,8 @@ __all__ = [
     "TrainingConfig",
     "HalvingSchedule",
     "NonFiniteLossError",
+    "DirectoryInUseError",
+    "TrainingInterrupted",
     "make_optimizer",
     "make_strategy",
     "format_report",

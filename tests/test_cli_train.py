@@ -111,3 +111,72 @@ def test_sigkill_mid_run_then_resume(tmp_path):
     assert f"Skipping the {saved_step} batches" in result.stderr
     assert report_of(out)["updates"] == saved_step + 5
     assert _latest_step(out) == saved_step + 5
+
+
+def _wait_for(path, pattern, process, timeout=300):
+    """Waits until the file at ``path`` matches ``pattern`` (the process's stderr)."""
+    import re
+
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        text = path.read_text() if path.exists() else ""
+        if re.search(pattern, text):
+            return text
+        assert process.poll() is None, text[-3000:]
+        time.sleep(0.2)
+    raise AssertionError(f"{pattern!r} never appeared: {text[-3000:]}")
+
+
+@pytest.mark.slow
+def test_one_writer_per_directory_and_sigterm_saves_the_last_step(tmp_path):
+    out, log = tmp_path / "run", tmp_path / "stderr.txt"
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    with open(log, "w") as stderr:
+        process = subprocess.Popen(
+            COMMAND + SMALL_RUN + ["--max_steps=100000", "--checkpoint_every=1000", "--log_every=1",
+                                   "--eval_every=1000", f"--output_dir={out}"],
+            stdout=subprocess.DEVNULL, stderr=stderr, env=env)
+    try:
+        _wait_for(log, r"step +7 ", process)
+        # a second writer is refused with its own exit code, and touches nothing
+        second = train(*SMALL_RUN, "--max_steps=3", f"--output_dir={out}")
+        assert second.returncode == 4, second.stderr[-2000:]
+        assert "in use by another training process" in second.stderr
+        assert "Traceback" not in second.stderr
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=300)
+    assert process.returncode == 143, log.read_text()[-3000:]
+    report = report_of(out)
+    # no checkpoint was due (every 1000): the signal saved the last finished update
+    assert report["updates"] >= 7 and _latest_step(out) == report["updates"]
+    assert report["stopped_because"].startswith("SIGTERM") and report["train_nll"] > 0
+
+    # the finished run, rerun, keeps its figures and resumes at the saved step
+    result = train(*SMALL_RUN, f"--max_steps={report['updates']}", f"--output_dir={out}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    again = report_of(out)
+    assert again["updates"] == report["updates"] and again["train_nll"] == report["train_nll"]
+
+
+def test_a_failed_first_run_leaves_no_directory_and_no_temp_files(tmp_path):
+    out, temp = tmp_path / "run", tmp_path / "tmp"
+    temp.mkdir()
+    empty = tmp_path / "empty.tsv"
+    empty.write_text("\n\n", encoding="utf-8")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", TMPDIR=str(temp))
+    flags = ["--preset=tiny", "--max_minutes=0", "--dev_sentences=32", f"--output_dir={out}"]
+    result = subprocess.run(COMMAND + flags + [f"--tsv={empty}", "--max_steps=2"],
+                            capture_output=True, text=True, timeout=600, env=env)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert "empty" in result.stderr.splitlines()[-1]
+    assert not out.exists()  # nothing a later run could mistake for its own
+    good = tmp_path / "good.tsv"
+    good.write_text("".join(f"the cat {i}\tel gato {i}\n" for i in range(50)), encoding="utf-8")
+    result = subprocess.run(COMMAND + flags + [f"--tsv={good}", "--max_steps=2",
+                                               "--vocabulary_size=40"],
+                            capture_output=True, text=True, timeout=600, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "resuming" not in result.stderr.lower() and "Built subword vocabularies" in result.stderr
+    assert model_directory.load_model_directory(str(out)).source_tokenizer.vocabulary_size > 10
+    assert sorted(os.listdir(temp)) == []  # nothing left in the system temp dir

@@ -196,12 +196,18 @@ def main(argv):
         FLAGS.output_dir, source_tokenizer, target_tokenizer, preset=FLAGS.preset, config=config,
         strategy=strategy, settings=settings, log=log,
     )
-    trainer.restore()  # resumes, or refuses a directory that holds another model (ValueError)
     try:
+        trainer.restore()  # takes the directory; resumes, or refuses another model (ValueError)
         report = trainer.fit(train, dev, start_time=start_time)
+    except training.DirectoryInUseError as error:
+        raise common.UserError(str(error), common.EXIT_IN_USE)
     except training.NonFiniteLossError as error:
         log(str(error))
         return common.EXIT_NON_FINITE
+    except training.TrainingInterrupted as error:
+        log("\n" + training.format_report(error.report))
+        log(str(error))
+        return 128 + error.signal_number  # 130 for SIGINT, 143 for SIGTERM
     log("\n" + training.format_report(report))
     log(f"Model directory: {os.path.abspath(FLAGS.output_dir)}")
     return 0
