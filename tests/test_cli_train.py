@@ -180,3 +180,42 @@ def test_a_failed_first_run_leaves_no_directory_and_no_temp_files(tmp_path):
     assert "resuming" not in result.stderr.lower() and "Built subword vocabularies" in result.stderr
     assert model_directory.load_model_directory(str(out)).source_tokenizer.vocabulary_size > 10
     assert sorted(os.listdir(temp)) == []  # nothing left in the system temp dir
+
+
+@pytest.mark.slow
+def test_every_preset_of_the_registry_trains_one_step(tmp_path):
+    """bahdanau-train --preset=NAME --max_steps=1 for every registry row, in one process.
+
+    The paper-sized presets keep their layer sizes; only the data is tiny (word vocabularies of
+    60, batches of 2 pairs of at most 20 tokens), so one update of each is cheap.
+    """
+    from bahdanau_tf import models
+
+    script = tmp_path / "every_preset.py"
+    script.write_text(
+        "import json, sys\n"
+        "from absl import flags\n"
+        "from bahdanau_tf.cli import train\n"
+        "codes = {}\n"
+        "for preset in sys.argv[2:]:\n"
+        "    try:\n"
+        "        train.run(['bahdanau-train', f'--preset={preset}', f'--output_dir={sys.argv[1]}/{preset}',\n"
+        "                   '--max_steps=1', '--max_minutes=0', '--tokenizer=word', '--vocabulary_size=60',\n"
+        "                   '--max_train_pairs=400', '--max_length=20', '--batch_size=2', '--dev_sentences=4',\n"
+        "                   '--jit=false'])\n"
+        "    except SystemExit as exit:\n"
+        "        codes[preset] = exit.code\n"
+        "    flags.FLAGS.unparse_flags()\n"
+        "print(json.dumps(codes))\n")
+    presets = sorted(models.PRESETS)
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    result = subprocess.run([sys.executable, str(script), str(tmp_path), *presets], capture_output=True,
+                            text=True, timeout=900, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    codes = json.loads(result.stdout.strip().splitlines()[-1])
+    assert codes == {preset: 0 for preset in presets}, result.stderr[-3000:]
+    for preset in presets:
+        report = report_of(tmp_path / preset)
+        assert report["updates"] == 1 and report["preset"] == preset and report["train_nll"] > 0
+        saved = model_directory.read_model_config(str(tmp_path / preset))
+        assert saved["class_name"] == models.get_preset(preset).model_class.__name__
