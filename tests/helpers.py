@@ -165,3 +165,14 @@ def reversal_batch(rng, batch_size, min_length, max_length, symbols):
         target_in[row, 0], target_in[row, 1 : length + 1] = 1, reversed_sequence
         target_out[row, :length], target_out[row, length] = reversed_sequence, 2
     return (source, target_in), target_out
+
+
+def save_model_dir(directory, model, source_tokenizer, target_tokenizer):
+    """A model directory as the trainer leaves it: model.json, vocabularies, a checkpoint."""
+    import tensorflow as tf
+
+    from bahdanau_tf import model_directory
+
+    model_directory.write_model_config(str(directory), model, source_tokenizer, target_tokenizer)
+    tf.train.Checkpoint(model=model).save(os.path.join(str(directory), "checkpoints", "ckpt"))
+    return str(directory)
