@@ -100,13 +100,18 @@ def test_report_has_every_measure_with_sane_values(evaluation_dir):
         lines = (output_dir / f"translations_{entry['model']}.txt").read_text(
             encoding="utf-8").split("\n")
         assert len(lines) == SENTENCES + 1 and lines[-1] == ""
-        # by default only translations with [UNK] are decoded again for No-UNK BLEU
-        assert entry["settings"]["no_unk"] == "reuse"
+        # --no_unk=auto at beam 2: nothing decoded twice when no translation has an [UNK]
         with_unk = sum(UNK_TOKEN in line for line in lines)
-        assert entry["timings"]["no_unk_sentences_decoded"] <= with_unk < SENTENCES
+        decoded = entry["timings"]["no_unk_sentences_decoded"]
+        if with_unk:
+            expected = ("decode", entry["no_unk"]["num_sentences"])
+            assert (entry["settings"]["no_unk"], decoded) == expected
+        else:
+            assert (entry["settings"]["no_unk"], decoded) == ("reuse", 0)
         # the report's BLEU is the BLEU of the written translations
         assert entry["bleu"]["score"] == pytest.approx(
             evaluation.corpus_bleu(lines[:-1], references).score)
+    assert search["settings"]["no_unk"] == "reuse"  # the trained model writes no [UNK]
     # the trained model says different things for different verses
     hypotheses = (output_dir / "translations_rnnsearch.txt").read_text(encoding="utf-8")
     assert len(set(hypotheses.split("\n"))) > SENTENCES // 2

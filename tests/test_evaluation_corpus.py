@@ -58,7 +58,7 @@ def evaluated(corpus, tokenizers):
     model = tiny_model(RNNSearch, *tokenizers, seed=5, unk_bias=1.5)
     translator = Translator(model, *tokenizers, beam_size=1)
     reuse = evaluation.evaluate_translator(translator, corpus, name="tiny", attention_plots=2,
-                                           attention_plot_max_words=10)  # the default mode
+                                           attention_plot_max_words=10)  # auto: greedy -> reuse
     decode = evaluation.evaluate_translator(translator, corpus, no_unk="decode")
     return model, reuse, decode
 
@@ -130,12 +130,32 @@ def test_no_unk_reuse_decodes_only_translations_with_unk_and_is_exact_for_greedy
     assert all(reuse.no_unk_translations[i] != reuse.translations[i] for i in with_unk)
 
 
-def test_models_without_attention_and_bad_arguments(corpus, tokenizers):
-    translator = Translator(tiny_model(RNNEncDec, *tokenizers, seed=4), *tokenizers, beam_size=1)
-    result = evaluation.evaluate_translator(translator, corpus, no_unk="off", attention_plots=2)
-    assert result.report.alignment is None and result.report.decoded_alignment is None
+def test_no_unk_auto_rule_and_a_model_without_attention(corpus, tokenizers):
+    model = tiny_model(RNNEncDec, *tokenizers, seed=4, unk_bias=1.5)
+    translator = Translator(model, *tokenizers, beam_size=2)
+
+    # beam search and [UNK] in some translation: the whole subset is decoded again
+    result = evaluation.evaluate_translator(translator, corpus, attention_plots=2)
+    report = result.report
+    assert any(UNK_TOKEN in t for t in result.translations)
+    assert report.settings["no_unk"] == "decode"
+    assert report.timings["no_unk_sentences_decoded"] == report.no_unk.num_sentences > 0
+    assert report.alignment is None and report.decoded_alignment is None
     assert result.alignments is None and result.attention_figures == {}
-    assert result.report.no_unk is None and "no_unk_decode_seconds" not in result.report.timings
+
+    # a model that never emits [UNK]: nothing is decoded again
+    bias = model.readout.output_bias
+    bias.assign(bias.numpy() - 100.0 * np.eye(bias.shape[0], dtype=np.float32)[UNK_ID])
+    result = evaluation.evaluate_translator(translator, corpus)
+    assert not any(UNK_TOKEN in t for t in result.translations)
+    assert result.report.settings["no_unk"] == "reuse"
+    assert result.report.timings["no_unk_sentences_decoded"] == 0
+    assert all(result.no_unk_translations[i] == result.translations[i]
+               for i in result.report.no_unk.indices)
+
+    result = evaluation.evaluate_translator(translator, corpus, no_unk="off")
+    assert result.report.no_unk is None and result.report.settings["no_unk"] == "off"
+    assert "no_unk_decode_seconds" not in result.report.timings
     with pytest.raises(ValueError, match="no_unk"):
         evaluation.evaluate_translator(translator, corpus, no_unk="sometimes")
     with pytest.raises(ValueError, match="empty"):

@@ -5,10 +5,10 @@ corpus's test split (default) or on ``--source_file``/``--reference_file``:
 
 - BLEU and chrF of the beam-search translations (sacrebleu, 13a, lowercased; table 1 "All");
 - No-UNK BLEU: the sentences with no unknown word in source or reference, with [UNK] forbidden
-  (table 1 "No UNK"). ``--no_unk=reuse`` (default) decodes again only those whose ordinary
-  translation has an [UNK]: exact for greedy search, and for beam search unless an [UNK]
-  hypothesis took a beam slot and was pruned later (see `bahdanau_tf.evaluation.corpus`);
-  ``--no_unk=decode`` decodes the whole subset again, as the paper does;
+  (table 1 "No UNK"). ``--no_unk=auto`` (default) reuses the ordinary translations without
+  [UNK] where that is exact (greedy search) or where no translation has an [UNK] (typical of
+  subword vocabularies: then nothing is decoded twice), and otherwise decodes the subset again
+  as ``--no_unk=decode`` does; see `bahdanau_tf.evaluation.corpus` for the exact rule;
 - BLEU by source length (figure 2): one ``bleu_by_length.png`` with every model on it;
 - attention heatmaps of a few sentences (figure 3): ``attention_<model>_<i>.png``;
 - alignment error rate (Och & Ney; sure and possible gold links apart) against the corpus's
@@ -57,10 +57,10 @@ flags.DEFINE_integer("max_sentences", None, "Evaluate only the first N sentences
 flags.DEFINE_integer("beam_size", 5, "Beam size; 1 is greedy search.")
 flags.DEFINE_float("length_penalty", 0.0, "GNMT length penalty alpha; 0 ranks by log p(y|x).")
 flags.DEFINE_integer("batch_size", 64, "Sentences per graph call.")
-flags.DEFINE_enum("no_unk", "reuse", ["reuse", "decode", "off"],
-                  "No-UNK BLEU: 'reuse' keeps the ordinary translations without [UNK] and decodes "
-                  "the others again with [UNK] forbidden (exact for beam 1); 'decode' decodes "
-                  "the whole no-UNK subset again; 'off' skips it.")
+flags.DEFINE_enum("no_unk", "auto", ["auto", "reuse", "decode", "off"],
+                  "No-UNK BLEU: 'decode' decodes the no-UNK subset again with [UNK] forbidden; "
+                  "'reuse' only its translations with [UNK] (exact for beam 1); 'auto' is "
+                  "'reuse' for beam 1 or when no translation has [UNK], else 'decode'; 'off'.")
 flags.DEFINE_integer("attention_plots", 3, "Heatmaps per model (the first sentences of at most "
                      "--attention_plot_max_words source words).")
 flags.DEFINE_integer("attention_plot_max_words", 30, "Longest source sentence to plot.")
