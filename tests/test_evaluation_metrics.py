@@ -250,3 +250,17 @@ def test_bleu_by_length_scores_each_bucket():
     )
     assert scores[1].bleu < 100.0
     assert scores[2].bleu is None
+
+
+def test_unknown_word_test_asks_the_tokenizer():
+    from bahdanau_tf.text import WordTokenizer
+
+    tokenizer = WordTokenizer.build(["the cat sat on the mat ."], max_vocabulary_size=8)
+    # the shortlist: the 4 most frequent words ("the", then ".", "cat", "mat" alphabetically)
+    is_unknown = evaluation.unknown_word_test(tokenizer, ["the cat sat, on the dog."])
+    assert [w for w in ["the", "cat", ".", ",", "sat", "on", "dog"] if is_unknown(w)] == [
+        ",", "sat", "on", "dog"]
+    assert not is_unknown("zebra")  # not in the sentences: not asked
+    assert not evaluation.unknown_word_test(tokenizer, [])("dog")
+    with pytest.raises(TypeError, match="single string"):
+        evaluation.unknown_word_test(tokenizer, "the cat")

@@ -133,10 +133,11 @@ def attention_to_alignment(
 
 
 def attention_links(alignments: Sequence) -> list[set[Link]]:
-    """Word links of each `bahdanau_tf.translator.Alignment` (e.g. `Translator.reference_attention`).
+    """Word links of each `bahdanau_tf.translator.Alignment`, e.g. of reference attention.
 
-    Every target token links to the source token it attends to most (:func:`attention_to_alignment`),
-    with WordPiece pieces grouped into words by :func:`token_word_ids`.
+    Every target token links to the source token it attends to most
+    (:func:`attention_to_alignment`), with WordPiece pieces grouped into words by
+    :func:`token_word_ids`.
 
     Args:
         alignments: list of objects with ``source_tokens``, ``target_tokens`` and

@@ -307,11 +307,12 @@ def _sentence_pair_test(
 
 
 def unknown_word_test(tokenizer, sentences: Sequence[str]) -> Callable[[str], bool]:
-    """``f(word) -> bool``: True for a word of ``sentences`` that ``tokenizer`` maps (partly) to [UNK].
+    """``f(word) -> bool``: True for a word of ``sentences`` that ``tokenizer`` maps to [UNK].
 
-    A word-level shortlist maps every word outside it to [UNK]; a subword tokenizer only words
-    with a character outside its alphabet. All distinct words (``bahdanau_tf.text.split_words``)
-    are tokenized in one graph call, not one by one; a word not in ``sentences`` is known.
+    A word-level shortlist maps every word outside it to [UNK]; a subword tokenizer only a word
+    with a character outside its alphabet. All distinct words of ``sentences``
+    (``bahdanau_tf.text.split_words``) are tokenized in one graph call, not one by one; a word
+    that is not in ``sentences`` counts as known.
 
     Args:
         tokenizer: a `bahdanau_tf.text` tokenizer (``tokenize(list of str) -> ragged ids``).
