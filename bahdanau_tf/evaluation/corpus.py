@@ -215,8 +215,8 @@ def _no_unk_translations(translator, sources, references, translations, is_unkno
     keep = no_unk_subset(sources, references, _sentence_pair_test(is_unknown, _default_split))
     result = [""] * len(sources)
     if mode == "reuse":
-        # detokenized text shows [UNK] exactly where the ids have it: no vocabulary word holds
-        # "[" (split_words splits punctuation off)
+        # detokenize writes id 3 as "[UNK]", so a translation with [UNK] is always caught; a
+        # text that only spells "[UNK]" with other tokens is decoded again, which is still exact
         for i in keep:
             result[i] = translations[i]
         keep = [i for i in keep if UNK_TOKEN in translations[i]]
