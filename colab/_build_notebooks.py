@@ -438,50 +438,26 @@ print(TABLE_2)
         new_markdown_cell("""\
 ## Evaluate: translations, No-UNK decoding, attention on the references
 
-For each model: beam search over the test verses; the verses with no word outside the shortlists
-decoded again with `[UNK]` forbidden (the paper's "No UNK" column); and, for RNNsearch, the
-attention it puts on the *reference* when it reads it (teacher forcing), turned into word links
-(each target word to the source word it attends to most) and scored against the gold Strong's
-alignments: AER = 1 − (|A∩S| + |A∩P|) / (|A| + |S|) (Och & Ney 2003), lower is better."""),
+`evaluation.evaluate_translator` does the paper's evaluation of one model: beam search over the
+test verses; the verses with no word outside the shortlists decoded again with `[UNK]` forbidden
+(the paper's "No UNK" column); and, for RNNsearch, the attention it puts on the *reference* when
+it reads it (teacher forcing), turned into word links (each target word to the source word it
+attends to most) and scored against the gold Strong's alignments, whose links are *sure* (S) or
+only *possible* (P): AER = 1 − (|A∩S| + |A∩P|) / (|A| + |S|) (Och & Ney 2003), lower is better."""),
         tagged(new_code_cell('''\
 from bahdanau_tf import evaluation
-from bahdanau_tf.cli.evaluate import unknown_word_test
 from bahdanau_tf.translator import Translator
 
-source_unknown = unknown_word_test(source_tokenizer, test.sources)
-target_unknown = unknown_word_test(target_tokenizer, test.targets)
-no_unk = evaluation.no_unk_subset(test.sources, test.targets, lambda s, r: any(
-    map(source_unknown, text.split_words(s))) or any(map(target_unknown, text.split_words(r))))
-gold = [i for i, links in enumerate(test.alignments) if links]
-print(f"{len(no_unk)} of {len(test)} test verses have no unknown word; {len(gold)} have gold alignments")
-
-
-def links_of(alignments):
-    return [evaluation.attention_to_alignment(a.attention, evaluation.token_word_ids(a.source_tokens),
-                                              evaluation.token_word_ids(a.target_tokens)) for a in alignments]
-
+gold, sure, possible = evaluation.gold_links(test.alignments, test.sure_alignments)
+print(f"{len(gold)} of {len(test)} test verses have gold alignments: "
+      f"{sum(map(len, sure)):,} sure links, {sum(map(len, possible)):,} in all")
 
 translators, results, outputs = {}, {}, {}
 for name in MODELS:
     start = time.time()
     translator = Translator.from_directory(os.path.join(OUTPUT_DIR, name), beam_size=BEAM_SIZE)
-    output = translator.translate(test.sources, return_alignments=translator.has_attention)
-    no_unk_hypotheses = [""] * len(test)
-    if no_unk:
-        again = translator.translate([test.sources[i] for i in no_unk], forbid_unknown=True)
-        for i, hypothesis in zip(no_unk, again.translations):
-            no_unk_hypotheses[i] = hypothesis
-    predicted = sure = possible = None
-    if translator.has_attention and gold:
-        forced = translator.reference_attention([test.sources[i] for i in gold], [test.targets[i] for i in gold])
-        predicted = links_of(forced)
-        sure = [test.sure_alignments[i] for i in gold]
-        possible = [test.alignments[i] for i in gold]
-    results[name] = evaluation.evaluation_report(
-        output.translations, test.targets, test.sources, model=name, no_unk_hypotheses=no_unk_hypotheses,
-        is_unknown_word=(source_unknown, target_unknown), predicted_alignments=predicted,
-        sure_alignments=sure, possible_alignments=possible, settings={"beam_size": BEAM_SIZE})
-    translators[name], outputs[name] = translator, output
+    outputs[name] = evaluation.evaluate_translator(translator, test, name=name)
+    translators[name], results[name] = translator, outputs[name].report
     print(f"{name}: {results[name].bleu}  ({time.time() - start:.0f} s)")
 '''), "evaluate"),
         new_markdown_cell("""\
@@ -549,13 +525,8 @@ for k, i in enumerate(candidates):
     display(Image(filename=path), Image(filename=gold_path))
 
 
-def diagonal(i):
-    n_source, n_target = len(text.split_words(test.sources[i])), len(text.split_words(test.targets[i]))
-    return {(min(n_source - 1, round(t * n_source / n_target)), t) for t in range(n_target)}
-
-
-baseline = evaluation.alignment_scores([diagonal(i) for i in gold], [test.sure_alignments[i] for i in gold],
-                                       [test.alignments[i] for i in gold])
+diagonal = evaluation.diagonal_links([test.sources[i] for i in gold], [test.targets[i] for i in gold])
+baseline = evaluation.alignment_scores(diagonal, sure, possible)
 rows = ["| alignment | AER | precision | recall | sentences |", "| --- | ---: | ---: | ---: | ---: |"]
 for name, scores in [*((n, r.alignment) for n, r in results.items() if r.alignment), ("diagonal", baseline)]:
     rows.append(f"| {name} | {scores.aer:.3f} | {number(scores.precision)} | {number(scores.recall)} | "

@@ -217,3 +217,20 @@ def save_model_dir(directory, model, source_tokenizer, target_tokenizer, setting
                                        settings)
     tf.train.Checkpoint(model=model).save(os.path.join(str(directory), "checkpoints", "ckpt"))
     return str(directory)
+
+
+def diagonal_aer_reference(sources, targets, sure, possible):
+    """Och & Ney's AER (counts summed over sentences, S and P apart) of the diagonal baseline.
+
+    Target word t of n_t links to source word min(n_s - 1, round(t * n_s / n_t)); ``sure`` and
+    ``possible`` are per-sentence link lists (P includes S).
+    """
+    from bahdanau_tf.text import split_words
+
+    counts = np.zeros(4)  # |A|, |S|, |A∩S|, |A∩P|
+    for source, target, s, p in zip(sources, targets, sure, possible):
+        n_source, n_target = len(split_words(source)), len(split_words(target))
+        a = {(min(n_source - 1, round(t * n_source / n_target)), t) for t in range(n_target)}
+        s, p = set(map(tuple, s)), set(map(tuple, p))
+        counts += [len(a), len(s), len(a & s), len(a & p)]
+    return 1.0 - (counts[2] + counts[3]) / (counts[0] + counts[1])

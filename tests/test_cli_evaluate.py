@@ -20,9 +20,9 @@ from bahdanau_tf import evaluation
 from bahdanau_tf.data import load_corpus
 from bahdanau_tf.model_directory import build_model
 from bahdanau_tf.models import RNNEncDec, RNNSearch
-from bahdanau_tf.special_tokens import END_ID, START_ID
+from bahdanau_tf.special_tokens import END_ID, START_ID, UNK_TOKEN
 from bahdanau_tf.text import WordTokenizer, split_words
-from test_cli_translate import save_model_dir  # noqa: E402
+from helpers import save_model_dir
 
 SENTENCES = 24
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -100,17 +100,28 @@ def test_report_has_every_measure_with_sane_values(evaluation_dir):
         lines = (output_dir / f"translations_{entry['model']}.txt").read_text(
             encoding="utf-8").split("\n")
         assert len(lines) == SENTENCES + 1 and lines[-1] == ""
+        # --no_unk=auto at beam 2: nothing decoded twice when no translation has an [UNK]
+        with_unk = sum(UNK_TOKEN in line for line in lines)
+        decoded = entry["timings"]["no_unk_sentences_decoded"]
+        if with_unk:
+            expected = ("decode", entry["no_unk"]["num_sentences"])
+            assert (entry["settings"]["no_unk"], decoded) == expected
+        else:
+            assert (entry["settings"]["no_unk"], decoded) == ("reuse", 0)
         # the report's BLEU is the BLEU of the written translations
         assert entry["bleu"]["score"] == pytest.approx(
             evaluation.corpus_bleu(lines[:-1], references).score)
+    assert search["settings"]["no_unk"] == "reuse"  # the trained model writes no [UNK]
     # the trained model says different things for different verses
     hypotheses = (output_dir / "translations_rnnsearch.txt").read_text(encoding="utf-8")
     assert len(set(hypotheses.split("\n"))) > SENTENCES // 2
-    # AER for the attention model only, in [0, 1], over gold links
+    # AER for the attention model only, in [0, 1], over gold links: sure (S) and possible (P)
+    # apart, S the links whose Strong's number tags one phrase on each side, P all links
     alignment = search["alignment"]
     assert 0.0 <= alignment["aer"] <= 1.0
-    assert alignment["num_sure"] == sum(len(set(map(tuple, a)))
-                                        for a in corpus.alignments[:SENTENCES])
+    assert alignment["num_sure"] == sum(len(s or ()) for s in corpus.sure_alignments[:SENTENCES])
+    assert alignment["num_possible"] == sum(len(p or ()) for p in corpus.alignments[:SENTENCES])
+    assert alignment["num_sure"] < alignment["num_possible"]
     assert alignment["num_predicted"] > 0
     assert baseline["alignment"] is None and baseline["decoded_alignment"] is None
     assert search["decoded_alignment"] is None or 0.0 <= search["decoded_alignment"]["aer"] <= 1.0

@@ -18,6 +18,8 @@ import time
 
 import pytest
 
+import helpers
+
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
 
@@ -200,6 +202,22 @@ def test_02_reproduce_paper(tmp_path):
     aer = dict(re.findall(r"^\| (RNNsearch-\d\d|diagonal) \| (\d\.\d{3}) \|", text_of(notebook, "figure3"), re.M))
     assert sorted(aer) == ["RNNsearch-30", "RNNsearch-50", "diagonal"], text_of(notebook, "figure3")
     assert all(0.0 <= float(value) <= 1.0 for value in aer.values())
+    # the AER keeps the sure and possible gold links apart (Och & Ney): the diagonal baseline of
+    # the smoke mode's 12 test verses, from the corpus's own fields
+    from bahdanau_tf.data import load_corpus
+
+    test = load_corpus("bible-en-es", split="test").select(slice(0, 12))
+    gold = [i for i, links in enumerate(test.alignments) if links]
+    expected = helpers.diagonal_aer_reference(
+        [test.sources[i] for i in gold], [test.targets[i] for i in gold],
+        [test.sure_alignments[i] for i in gold], [test.alignments[i] for i in gold])
+    assert float(aer["diagonal"]) == pytest.approx(expected, abs=5e-4)
+    for name in ("RNNsearch-30", "RNNsearch-50"):
+        assert float(aer[name]) == pytest.approx(evaluation[name]["alignment"]["aer"], abs=5e-4)
+        assert evaluation[name]["alignment"]["num_sure"] < evaluation[name]["alignment"]["num_possible"]
+    # the notebook scores through the library: no scoring code of its own, nothing from the CLI
+    source = "\n".join(c.source for c in notebook.cells)
+    assert "evaluation.evaluate_translator(" in source and "bahdanau_tf.cli" not in source
 
 
 @pytest.mark.slow

@@ -1,0 +1,95 @@
+"""The paper's evaluation (Bahdanau et al. 2015, sections 4.2 and 5; DESIGN §3).
+
+This package owns "evaluate a Translator on a corpus"; ``bahdanau-evaluate`` and the notebooks
+call :func:`evaluate_translator` and write what it returns. Its modules, each one job:
+
+- :mod:`~bahdanau_tf.evaluation.metrics`: BLEU and chrF (sacrebleu, 13a, lowercased), No-UNK
+  BLEU (table 1), BLEU by source length (figure 2), over strings;
+- :mod:`~bahdanau_tf.evaluation.alignment`: attention -> word links, gold links with the sure
+  (S) and possible (P) sets apart, and the alignment error rate (Och & Ney 2003);
+- :mod:`~bahdanau_tf.evaluation.plots`: figures 2 and 3 with matplotlib;
+- :mod:`~bahdanau_tf.evaluation.report`: :class:`EvaluationReport`, all of it as one JSON
+  document;
+- :mod:`~bahdanau_tf.evaluation.corpus`: :func:`evaluate_translator`, which decodes a corpus
+  with a `Translator` and puts the above together.
+
+Every public name is importable from ``bahdanau_tf.evaluation``.
+
+Example:
+
+    from bahdanau_tf import evaluation
+    from bahdanau_tf.data import load_corpus
+    from bahdanau_tf.translator import Translator
+
+    result = evaluation.evaluate_translator(Translator.from_directory("runs/rnnsearch"),
+                                            load_corpus("bible-en-es", split="test"))
+    print(result.report.bleu)
+"""
+
+from bahdanau_tf.evaluation.alignment import (
+    AlignmentScores,
+    Link,
+    alignment_error_rate,
+    alignment_scores,
+    attention_links,
+    attention_to_alignment,
+    decoded_links,
+    diagonal_links,
+    gold_links,
+    token_word_ids,
+)
+from bahdanau_tf.evaluation.corpus import (
+    NO_UNK_MODES,
+    TranslatorEvaluation,
+    evaluate_translator,
+)
+from bahdanau_tf.evaluation.metrics import (
+    DEFAULT_LENGTH_BUCKETS,
+    BleuResult,
+    ChrfResult,
+    LengthBucketScore,
+    NoUnkBleuResult,
+    Split,
+    bleu_by_length,
+    corpus_bleu,
+    corpus_chrf,
+    length_buckets,
+    no_unk_bleu,
+    no_unk_subset,
+    unknown_word_test,
+)
+from bahdanau_tf.evaluation.plots import plot_attention, plot_bleu_by_length
+from bahdanau_tf.evaluation.report import EvaluationReport, evaluation_report
+
+__all__ = [
+    "DEFAULT_LENGTH_BUCKETS",
+    "NO_UNK_MODES",
+    "AlignmentScores",
+    "BleuResult",
+    "ChrfResult",
+    "EvaluationReport",
+    "LengthBucketScore",
+    "Link",
+    "NoUnkBleuResult",
+    "Split",
+    "TranslatorEvaluation",
+    "alignment_error_rate",
+    "alignment_scores",
+    "attention_links",
+    "attention_to_alignment",
+    "bleu_by_length",
+    "corpus_bleu",
+    "corpus_chrf",
+    "decoded_links",
+    "diagonal_links",
+    "evaluate_translator",
+    "evaluation_report",
+    "gold_links",
+    "length_buckets",
+    "no_unk_bleu",
+    "no_unk_subset",
+    "plot_attention",
+    "plot_bleu_by_length",
+    "token_word_ids",
+    "unknown_word_test",
+]

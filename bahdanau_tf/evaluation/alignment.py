@@ -1,0 +1,435 @@
+"""Alignment error rate of attention against gold word alignments (Och & Ney 2003).
+
+The paper's alignment claim (figure 3) measured instead of looked at:
+
+- :func:`token_word_ids`, :func:`attention_to_alignment`: an attention matrix over model tokens
+  becomes word links, each target word to the source word it attends to most;
+- :func:`attention_links`, :func:`decoded_links`: the same for the `Alignment` objects of a
+  `Translator` (teacher-forced attention on the references, or the attention of its own
+  translations carried over to the reference's words);
+- :func:`gold_links`: a corpus's gold links, the sure set S and the possible set P kept apart;
+- :func:`alignment_scores`, :func:`alignment_error_rate`:
+  ``AER = 1 - (|A∩S| + |A∩P|) / (|A| + |S|)``, with precision and recall.
+
+Links are ``(source_index, target_index)`` pairs of 0-based *word* indices
+(:func:`bahdanau_tf.text.split_words` words).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from bahdanau_tf.special_tokens import SPECIAL_TOKENS, UNK_TOKEN
+
+Link = tuple[int, int]
+
+
+def token_word_ids(
+    tokens: Sequence[str], continuation_prefix: str = "##"
+) -> list[int | None]:
+    """Maps subword tokens to the index of the word they belong to.
+
+    A token starting with ``continuation_prefix`` (WordPiece's ``"##"``) continues the previous
+    word; any other token starts a new word; the special tokens (``[PAD]``, ``[START]``,
+    ``[END]``, ``[UNK]`` is a word) map to None. For SentencePiece-style tokenizers that mark
+    word *starts*, build the map yourself.
+
+    Args:
+        tokens: list of str, a sentence's model tokens.
+        continuation_prefix: str, the marker of a word-internal piece.
+
+    Returns:
+        list of int or None, one per token, for :func:`attention_to_alignment`.
+
+    Example:
+
+        >>> token_word_ids(["the", "go", "##sp", "##el", "[END]"])
+        [0, 1, 1, 1, None]
+    """
+    word_ids: list[int | None] = []
+    word = -1
+    for token in tokens:
+        if token in SPECIAL_TOKENS and token != UNK_TOKEN:
+            word_ids.append(None)
+            continue
+        if not (continuation_prefix and token.startswith(continuation_prefix) and word >= 0):
+            word += 1
+        word_ids.append(word)
+    return word_ids
+
+
+def _check_word_ids(name: str, word_ids: Sequence[int | None] | None, length: int) -> list:
+    if word_ids is None:
+        return list(range(length))
+    word_ids = list(word_ids)
+    if len(word_ids) > length:
+        raise ValueError(
+            f"`{name}` has {len(word_ids)} entries but the attention has only {length} "
+            "positions on that axis."
+        )
+    return word_ids
+
+
+def attention_to_alignment(
+    attention,
+    source_word_ids: Sequence[int | None] | None = None,
+    target_word_ids: Sequence[int | None] | None = None,
+) -> set[Link]:
+    """Turns an attention matrix over model tokens into word alignment links.
+
+    Convention: every target token links to the source token it attends to most (its row's
+    argmax; the first one on ties). The two tokens are then mapped to word indices with the
+    given maps, so subword pieces count for the word they came from and several pieces give one
+    link. A position whose map entry is None or negative, or that lies beyond the end of the map
+    (the [END] token, padding), has no word: links from or to it are dropped — a target token
+    that attends most to the source [END] is left unaligned (Och & Ney's NULL alignment).
+
+    Args:
+        attention: array-like ``[target_len, source_len]``, α_ij over model tokens (one
+            sentence; padding allowed).
+        source_word_ids: list of int or None, the word index of each source token (e.g. from
+            :func:`token_word_ids`); None means token j is word j.
+        target_word_ids: list of int or None, the same for the target tokens.
+
+    Returns:
+        set of ``(source_word_index, target_word_index)`` pairs, for
+        :func:`alignment_error_rate`.
+
+    Raises:
+        ValueError: if ``attention`` is not 2-D or a map is longer than its axis.
+
+    Example:
+
+        >>> sorted(attention_to_alignment(
+        ...     [[0.9, 0.1, 0.0], [0.2, 0.7, 0.1], [0.1, 0.1, 0.8]],
+        ...     source_word_ids=[0, 0, None], target_word_ids=[0, 1, None]))
+        [(0, 0), (0, 1)]
+    """
+    matrix = np.asarray(attention)
+    if matrix.ndim != 2:
+        raise ValueError(
+            f"`attention` must be 2-D [target_len, source_len], got shape {list(matrix.shape)}."
+        )
+    target_len, source_len = matrix.shape
+    source_words = _check_word_ids("source_word_ids", source_word_ids, source_len)
+    target_words = _check_word_ids("target_word_ids", target_word_ids, target_len)
+    links = set()
+    if source_len == 0:
+        return links
+    best_source = np.argmax(matrix, axis=1)  # (target_len,)
+    for t, target_word in enumerate(target_words):
+        if target_word is None or target_word < 0:
+            continue
+        s = int(best_source[t])
+        source_word = source_words[s] if s < len(source_words) else None
+        if source_word is None or source_word < 0:
+            continue
+        links.add((int(source_word), int(target_word)))
+    return links
+
+
+def attention_links(alignments: Sequence) -> list[set[Link]]:
+    """Word links of each `bahdanau_tf.translator.Alignment`, e.g. of reference attention.
+
+    Every target token links to the source token it attends to most
+    (:func:`attention_to_alignment`), with WordPiece pieces grouped into words by
+    :func:`token_word_ids`.
+
+    Args:
+        alignments: list of objects with ``source_tokens``, ``target_tokens`` and
+            ``attention`` ``[len(target_tokens), len(source_tokens)]``.
+
+    Returns:
+        list of sets of ``(source_word, target_word)`` links, one per alignment.
+    """
+    return [
+        attention_to_alignment(
+            a.attention, token_word_ids(a.source_tokens), token_word_ids(a.target_tokens)
+        )
+        for a in alignments
+    ]
+
+
+def _token_words(tokens: Sequence[str]) -> list[str]:
+    """The words a token sequence spells (pieces joined, special tokens dropped)."""
+    words: dict[int, str] = {}
+    for token, word in zip(tokens, token_word_ids(tokens)):
+        if word is not None:
+            words[word] = words.get(word, "") + (token[2:] if token.startswith("##") else token)
+    return [words[w] for w in sorted(words)]
+
+
+def decoded_links(
+    alignments: Sequence,
+    references: Sequence[str],
+    sure: Sequence[Iterable],
+    possible: Sequence[Iterable] | None = None,
+) -> tuple[list[set[Link]], list[set[Link]], list[set[Link]]]:
+    """Links of decoded translations, scored on the words they share with the reference.
+
+    A translation has no gold alignment of its own. A hypothesis word that occurs exactly once
+    in the hypothesis and exactly once in the reference inherits that reference word's gold
+    links (sure and possible apart); only those hypothesis words are scored, the others have no
+    gold and their predicted links are dropped.
+
+    Args:
+        alignments: list of `bahdanau_tf.translator.Alignment` of the translations.
+        references: list of str, the reference of each translation.
+        sure: per sentence, the sure gold links ``(source_word, reference_word)``.
+        possible: per sentence, the possible gold links (sure ones may be included), or None
+            for P = S.
+
+    Returns:
+        ``(predicted, sure, possible)`` per sentence, in hypothesis word indices, for
+        :func:`alignment_scores`.
+    """
+    from bahdanau_tf.text import split_words
+
+    possible = sure if possible is None else possible
+    counts = {len(alignments), len(references), len(sure), len(possible)}
+    if len(counts) > 1:
+        raise ValueError(
+            f"Sentence counts differ: {len(alignments)} alignments, {len(references)} "
+            f"references, {len(sure)} sure, {len(possible)} possible."
+        )
+    found = attention_links(alignments)
+    predicted_out, sure_out, possible_out = [], [], []
+    for alignment, links, reference, s, p in zip(alignments, found, references, sure, possible):
+        hyp_words, ref_words = _token_words(alignment.target_tokens), split_words(reference)
+        ref_index = {w: i for i, w in enumerate(ref_words) if ref_words.count(w) == 1}
+        to_hyp = {
+            ref_index[w]: i
+            for i, w in enumerate(hyp_words)
+            if hyp_words.count(w) == 1 and w in ref_index
+        }
+        scored = set(to_hyp.values())
+        predicted_out.append({(a, t) for a, t in links if t in scored})
+        sure_out.append({(a, to_hyp[t]) for a, t in s if t in to_hyp})
+        possible_out.append({(a, to_hyp[t]) for a, t in p if t in to_hyp})
+    return predicted_out, sure_out, possible_out
+
+
+def diagonal_links(sources: Sequence[str], targets: Sequence[str]) -> list[set[Link]]:
+    """A baseline aligner: target word t links to the source word at the same relative position.
+
+    Target word ``t`` of ``n_t`` links to source word ``min(n_s - 1, round(t * n_s / n_t))``
+    (:func:`bahdanau_tf.text.split_words` words): what attention scores against when it has
+    learned nothing but word order.
+
+    Args:
+        sources: list of str, the source sentences.
+        targets: list of str, their translations.
+
+    Returns:
+        list of sets of ``(source_word, target_word)`` links; empty for an empty sentence.
+
+    Example:
+
+        >>> [sorted(links) for links in diagonal_links(["a b c d"], ["w x"])]
+        [[(0, 0), (2, 1)]]
+    """
+    from bahdanau_tf.text import split_words
+
+    if len(sources) != len(targets):
+        raise ValueError(f"{len(sources)} sources but {len(targets)} targets.")
+    links = []
+    for source, target in zip(sources, targets):
+        n_source, n_target = len(split_words(source)), len(split_words(target))
+        links.append(
+            {(min(n_source - 1, round(t * n_source / n_target)), t) for t in range(n_target)}
+            if n_source
+            else set()
+        )
+    return links
+
+
+def gold_links(
+    alignments: Sequence[Iterable | None], sure_alignments: Sequence[Iterable | None] | None = None
+) -> tuple[list[int], list[set[Link]], list[set[Link]]]:
+    """The sentences with gold links, and their sure (S) and possible (P) sets kept apart.
+
+    The embedded Bible's gold comes from Strong's numbers (``scripts/build_bible_corpus.py``):
+    a link is *sure* when its number tags one phrase on each side, *possible* when the number
+    recurs in the verse. `bahdanau_tf.data.ParallelCorpus` holds all links in
+    ``alignments`` (P) and the sure ones in ``sure_alignments`` (S ⊆ P). Merging them (S = P)
+    counts every possible link as a miss when it is not predicted, and overstates the AER.
+
+    Args:
+        alignments: per sentence, all gold links (P), or None / empty for a sentence without
+            gold (left out).
+        sure_alignments: per sentence, the sure links (S); None when the corpus does not tell
+            them apart, then every link is sure (S = P).
+
+    Returns:
+        ``(indices, sure, possible)``: the indices of the sentences with at least one gold
+        link, and their S and P link sets.
+
+    Raises:
+        ValueError: if the two lists differ in length.
+
+    Example:
+
+        >>> indices, sure, possible = gold_links([[(0, 0), (1, 1)], None, [(0, 1)]],
+        ...                                      [[(0, 0)], None, []])
+        >>> indices, sure, [sorted(p) for p in possible]
+        ([0, 2], [{(0, 0)}, set()], [[(0, 0), (1, 1)], [(0, 1)]])
+    """
+    alignments = list(alignments)
+    sure_alignments = alignments if sure_alignments is None else list(sure_alignments)
+    if len(sure_alignments) != len(alignments):
+        raise ValueError(
+            f"{len(alignments)} sentences of gold links but {len(sure_alignments)} of sure links."
+        )
+    indices = [i for i, links in enumerate(alignments) if links]
+    sure = [{tuple(link) for link in sure_alignments[i] or ()} for i in indices]
+    possible = [{tuple(link) for link in alignments[i]} | s for i, s in zip(indices, sure)]
+    return indices, sure, possible
+
+
+@dataclasses.dataclass(frozen=True)
+class AlignmentScores:
+    """Corpus-level alignment quality (Och & Ney 2003), counts summed over sentences.
+
+    Attributes:
+        aer: alignment error rate, 1 - (|A∩S| + |A∩P|) / (|A| + |S|); 0 is perfect.
+        precision: |A∩P| / |A| (None when nothing was predicted).
+        recall: |A∩S| / |S| (None when there is no sure link).
+        num_predicted: |A|, the predicted links.
+        num_sure: |S|, the sure gold links.
+        num_possible: |P|, the possible gold links, sure ones included.
+        num_sentences: the number of sentences.
+    """
+
+    aer: float
+    precision: float | None
+    recall: float | None
+    num_predicted: int
+    num_sure: int
+    num_possible: int
+    num_sentences: int
+
+
+def _is_link(value: Any) -> bool:
+    return (
+        isinstance(value, (tuple, list))
+        and len(value) == 2
+        and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in value)
+    )
+
+
+def _as_link_corpus(name: str, alignments) -> list[set[Link]]:
+    """Accepts one sentence's links or a list of per-sentence links; returns a list of sets."""
+    if isinstance(alignments, (set, frozenset)):
+        alignments = [alignments]
+    else:
+        alignments = list(alignments)
+        if alignments and _is_link(alignments[0]):
+            alignments = [alignments]
+    corpus = []
+    for i, sentence in enumerate(alignments):
+        links = set()
+        for link in sentence:
+            if not _is_link(link):
+                raise TypeError(
+                    f"`{name}` sentence {i}: a link must be a (source_index, target_index) pair "
+                    f"of ints, got {link!r}"
+                )
+            links.add((int(link[0]), int(link[1])))
+        corpus.append(links)
+    return corpus
+
+
+def alignment_scores(
+    predicted: Iterable,
+    sure: Iterable,
+    possible: Iterable | None = None,
+) -> AlignmentScores:
+    """Alignment error rate, precision and recall of predicted word links (Och & Ney 2003).
+
+    ``AER = 1 - (|A∩S| + |A∩P|) / (|A| + |S|)`` with A the predicted links, S the sure and P
+    the possible gold links (P ⊇ S: P is taken as S ∪ ``possible``, so ``possible`` may list
+    the possible-only links or all of them). Corpus-level: the four counts are summed over the
+    sentences before dividing, not averaged per sentence.
+
+    Args:
+        predicted: the links of each sentence — a list (one entry per sentence) of sets of
+            ``(source_index, target_index)`` 0-based word-index pairs; a single sentence's set
+            of pairs is accepted too.
+        sure: the sure gold links, same layout and sentence count.
+        possible: the possible gold links, same layout, or None for P = S.
+
+    Returns:
+        An :class:`AlignmentScores`.
+
+    Raises:
+        ValueError: if the sentence counts differ, or there are no predicted and no sure links
+            at all (AER undefined).
+
+    Example:
+
+        >>> alignment_scores([{(0, 0), (1, 2)}], [{(0, 0), (1, 1)}]).aer
+        0.5
+    """
+    predicted_links = _as_link_corpus("predicted", predicted)
+    sure_links = _as_link_corpus("sure", sure)
+    possible_links = (
+        [set(s) for s in sure_links] if possible is None else _as_link_corpus("possible", possible)
+    )
+    counts = {
+        "predicted": len(predicted_links),
+        "sure": len(sure_links),
+        "possible": len(possible_links),
+    }
+    if len(set(counts.values())) > 1:
+        described = ", ".join(f"{count} {name}" for name, count in counts.items())
+        raise ValueError(f"Sentence counts differ: {described}.")
+
+    num_a = num_s = num_p = a_and_s = a_and_p = 0
+    for a, s, p in zip(predicted_links, sure_links, possible_links):
+        p = p | s
+        num_a += len(a)
+        num_s += len(s)
+        num_p += len(p)
+        a_and_s += len(a & s)
+        a_and_p += len(a & p)
+    if num_a + num_s == 0:
+        raise ValueError(
+            "Alignment error rate undefined: no predicted and no sure links in "
+            f"{len(predicted_links)} sentences."
+        )
+    return AlignmentScores(
+        aer=1.0 - (a_and_s + a_and_p) / (num_a + num_s),
+        precision=a_and_p / num_a if num_a else None,
+        recall=a_and_s / num_s if num_s else None,
+        num_predicted=num_a,
+        num_sure=num_s,
+        num_possible=num_p,
+        num_sentences=len(predicted_links),
+    )
+
+
+def alignment_error_rate(
+    predicted: Iterable,
+    sure: Iterable,
+    possible: Iterable | None = None,
+) -> float:
+    """Corpus-level alignment error rate (Och & Ney 2003); see :func:`alignment_scores`.
+
+    Args:
+        predicted: per-sentence sets of ``(source_index, target_index)`` links (or one set).
+        sure: the sure gold links, same layout.
+        possible: the possible gold links, or None for P = S.
+
+    Returns:
+        float in [0, 1]; 0 when the prediction is the gold, 1 when it shares no link with it.
+
+    Example:
+
+        >>> alignment_error_rate([{(0, 0), (1, 1)}], [{(0, 0), (1, 1)}])
+        0.0
+    """
+    return alignment_scores(predicted, sure, possible).aer

@@ -1,0 +1,184 @@
+"""Tests for bahdanau_tf.evaluation.alignment: word links from attention, gold S and P, AER."""
+
+import doctest
+
+import numpy as np
+import pytest
+
+import helpers
+from bahdanau_tf import evaluation
+from bahdanau_tf.evaluation import alignment
+
+
+def test_doctests():
+    assert doctest.testmod(alignment).failed == 0
+
+
+# === Alignment error rate ===
+
+
+def test_aer_of_gold_is_0_and_of_disjoint_is_1():
+    sure = [{(0, 0), (1, 2), (2, 1)}, {(0, 1), (1, 0)}]
+    assert evaluation.alignment_error_rate(sure, sure) == 0.0
+    disjoint = [{(0, 1), (1, 1)}, {(0, 0)}]
+    assert evaluation.alignment_error_rate(disjoint, sure) == 1.0
+    # a possible link predicted is not an error, a link outside P is
+    possible = [{(2, 2)}, set()]
+    assert evaluation.alignment_error_rate(
+        [sure[0] | {(2, 2)}, sure[1]], sure, possible
+    ) == pytest.approx(0.0)
+
+
+def test_aer_by_hand_with_sure_and_possible_links():
+    # sentence 1: S = {(0,0), (1,1), (2,2)}, P adds (1,2); A = {(0,0), (1,2), (2,1)}
+    # sentence 2: S = {(0,0)}, P = S;                      A = {(0,0), (1,1)}
+    predicted = [{(0, 0), (1, 2), (2, 1)}, [(0, 0), (1, 1)]]
+    sure = [{(0, 0), (1, 1), (2, 2)}, {(0, 0)}]
+    possible = [{(1, 2)}, set()]
+    # |A| = 5, |S| = 4, |A∩S| = 1 + 1 = 2, |A∩P| = 2 + 1 = 3  (counts summed, corpus-level)
+    # AER = 1 - (2 + 3) / (5 + 4) = 4/9
+    scores = evaluation.alignment_scores(predicted, sure, possible)
+    assert scores.aer == pytest.approx(4 / 9)
+    assert scores.precision == pytest.approx(3 / 5)
+    assert scores.recall == pytest.approx(2 / 4)
+    assert (scores.num_predicted, scores.num_sure, scores.num_possible) == (5, 4, 5)
+    # P given with the sure links included gives the same result
+    possible_with_sure = [possible[0] | sure[0], sure[1]]
+    assert evaluation.alignment_error_rate(predicted, sure, possible_with_sure) == pytest.approx(
+        4 / 9
+    )
+    # not the mean of the sentence AERs (1 - 3/6 = 0.5 and 1 - 2/3)
+    assert scores.aer != pytest.approx(np.mean([0.5, 1 / 3]))
+    # a single sentence's set of pairs is one sentence
+    assert evaluation.alignment_error_rate(predicted[0], sure[0], possible[0]) == pytest.approx(
+        1 - (1 + 2) / (3 + 3)
+    )
+
+
+def test_aer_rejects_bad_input():
+    with pytest.raises(ValueError, match="2 predicted, 1 sure"):
+        evaluation.alignment_error_rate([{(0, 0)}, set()], [{(0, 0)}])
+    with pytest.raises(ValueError, match="undefined"):
+        evaluation.alignment_error_rate([set()], [set()])
+    with pytest.raises(TypeError, match="pair"):
+        evaluation.alignment_error_rate([{(0, 0, 1)}], [{(0, 0)}])
+
+
+def test_token_word_ids_groups_wordpieces():
+    tokens = ["in", "the", "begin", "##ning", "[UNK]", "##s", "[END]", "[PAD]"]
+    assert evaluation.token_word_ids(tokens) == [0, 1, 2, 2, 3, 3, None, None]
+    assert evaluation.token_word_ids(["##x", "y"]) == [0, 1]
+
+
+def test_attention_to_alignment_with_subword_pieces():
+    # source tokens: "en" "el" "prin" "##cipio" [END] [PAD]  -> words 0 1 2 2 - -
+    # target tokens: "in" "the" "begin" "##ning" "." [END] [PAD] -> words 0 1 2 2 3 - -
+    source_word_ids = evaluation.token_word_ids(["en", "el", "prin", "##cipio", "[END]", "[PAD]"])
+    target_word_ids = [0, 1, 2, 2, 3]  # shorter than the axis: END and padding dropped
+    attention = np.array(
+        [
+            # en   el  prin  ##c  END  PAD
+            [0.7, 0.1, 0.1, 0.1, 0.0, 0.0],  # in      -> en
+            [0.1, 0.6, 0.2, 0.1, 0.0, 0.0],  # the     -> el
+            [0.0, 0.1, 0.3, 0.6, 0.0, 0.0],  # begin   -> ##cipio (word 2)
+            [0.0, 0.1, 0.8, 0.1, 0.0, 0.0],  # ##ning  -> prin (word 2): same link once
+            [0.1, 0.1, 0.1, 0.1, 0.6, 0.0],  # .       -> [END]: unaligned
+            [0.5, 0.0, 0.0, 0.0, 0.5, 0.0],  # [END]   -> dropped (no target word)
+            [0.9, 0.1, 0.0, 0.0, 0.0, 0.0],  # [PAD]   -> dropped
+        ]
+    )
+    links = evaluation.attention_to_alignment(attention, source_word_ids, target_word_ids)
+    assert links == {(0, 0), (1, 1), (2, 2)}
+    # without maps, token j is word j
+    assert evaluation.attention_to_alignment(attention[:2, :2]) == {(0, 0), (1, 1)}
+    # ties go to the first source token
+    assert evaluation.attention_to_alignment([[0.5, 0.5]]) == {(0, 0)}
+    # a target piece of a word attending elsewhere adds a second link for that word
+    attention[3] = [0.0, 0.9, 0.1, 0.0, 0.0, 0.0]
+    assert evaluation.attention_to_alignment(attention, source_word_ids, target_word_ids) == {
+        (0, 0),
+        (1, 1),
+        (2, 2),
+        (1, 2),
+    }
+    with pytest.raises(ValueError, match="7 entries"):
+        evaluation.attention_to_alignment(attention, list(range(7)))
+
+
+# === Gold links: sure (S) and possible (P) apart ===
+
+
+def test_gold_links_keep_sure_and_possible_apart_by_hand():
+    # a corpus as bahdanau_tf.data holds it: all links (P) and the sure ones (S ⊆ P); verse 1
+    # has no gold; verse 2's only link is possible ("the" sharing a Strong's number with "all")
+    alignments = [[(0, 0), (1, 1), (1, 2), (2, 2)], None, [(0, 1)]]
+    sure_alignments = [[(0, 0), (2, 2)], None, []]
+    predicted = [{(0, 0), (1, 2)}, {(0, 1)}]
+
+    indices, sure, possible = evaluation.gold_links(alignments, sure_alignments)
+
+    assert indices == [0, 2]
+    assert sure == [{(0, 0), (2, 2)}, set()]
+    assert possible == [{(0, 0), (1, 1), (1, 2), (2, 2)}, {(0, 1)}]
+    # |A| = 3, |S| = 2, |A∩S| = 1, |A∩P| = 2 + 1 = 3: AER = 1 - (1 + 3) / (3 + 2) = 0.2
+    scores = evaluation.alignment_scores(predicted, sure, possible)
+    assert scores.aer == pytest.approx(0.2)
+    assert (scores.num_predicted, scores.num_sure, scores.num_possible) == (3, 2, 5)
+    # merged (every link sure, as bahdanau-evaluate scored it before): |S| = 5, |A∩S| = 3,
+    # AER = 1 - (3 + 3) / (3 + 5) = 0.25
+    assert evaluation.alignment_error_rate(predicted, possible) == pytest.approx(0.25)
+    # a corpus without sure links marked: every link is sure
+    assert evaluation.gold_links(alignments) == (indices, possible, possible)
+    with pytest.raises(ValueError, match="3 sentences of gold links but 2"):
+        evaluation.gold_links(alignments, sure_alignments[:2])
+
+
+def test_diagonal_baseline_on_the_test_split_scores_sure_and_possible_apart():
+    """The issue's numbers: 0.7995 with S and P apart, 0.8588 with every link sure."""
+    from bahdanau_tf.data import load_corpus
+
+    test = load_corpus("bible-en-es", split="test")
+    indices, sure, possible = evaluation.gold_links(test.alignments, test.sure_alignments)
+    predicted = evaluation.diagonal_links([test.sources[i] for i in indices],
+                                          [test.targets[i] for i in indices])
+    scores = evaluation.alignment_scores(predicted, sure, possible)
+
+    gold = [i for i, links in enumerate(test.alignments) if links]
+    expected = helpers.diagonal_aer_reference(
+        [test.sources[i] for i in gold], [test.targets[i] for i in gold],
+        [test.sure_alignments[i] for i in gold], [test.alignments[i] for i in gold])
+    assert indices == gold
+    assert scores.aer == pytest.approx(expected, abs=1e-12)
+    assert (len(indices), scores.num_sure, scores.num_possible) == (2009, 22969, 92937)
+    assert round(scores.aer, 4) == 0.7995
+    assert round(evaluation.alignment_error_rate(predicted, possible), 4) == 0.8588
+
+
+def test_decoded_links_carry_gold_over_to_uniquely_matched_words():
+    from types import SimpleNamespace
+
+    # source "God saw the light"; reference "Dios vio la luz"; hypothesis "la luz la vio ."
+    hypothesis = SimpleNamespace(
+        source_tokens=["God", "saw", "the", "light", "[END]"],
+        target_tokens=["la", "l", "##uz", "la", "vio", ".", "[END]"],
+        attention=np.array([
+            [0.1, 0.1, 0.7, 0.1, 0.0],  # la   -> the   (hyp word 0, not unique: dropped)
+            [0.1, 0.1, 0.1, 0.7, 0.0],  # l    -> light (hyp word 1 "luz")
+            [0.7, 0.1, 0.1, 0.1, 0.0],  # ##uz -> God   (hyp word 1 again: a second link)
+            [0.1, 0.1, 0.7, 0.1, 0.0],  # la   -> the   (hyp word 2, not unique: dropped)
+            [0.1, 0.1, 0.1, 0.7, 0.0],  # vio  -> light (hyp word 3)
+            [0.1, 0.1, 0.1, 0.1, 0.6],  # .    -> [END] (unaligned; not in the reference)
+            [0.5, 0.1, 0.1, 0.1, 0.2],  # [END] dropped
+        ]),
+    )
+    sure = [{(0, 0), (1, 1)}]             # God-Dios, saw-vio
+    possible = [{(2, 2), (3, 3), (1, 1)}]  # the-la, light-luz possible only
+    predicted, hyp_sure, hyp_possible = evaluation.decoded_links(
+        [hypothesis], ["Dios vio la luz"], sure, possible)
+    # reference word -> hypothesis word: vio 1 -> 3, luz 3 -> 1 (la occurs twice: not scored)
+    assert predicted == [{(3, 1), (0, 1), (3, 3)}]
+    assert hyp_sure == [{(1, 3)}]
+    assert hyp_possible == [{(1, 3), (3, 1)}]
+    scores = evaluation.alignment_scores(predicted, hyp_sure, hyp_possible)
+    # |A| = 3, |S| = 1, |A∩S| = 0, |A∩P| = 1: AER = 1 - 1/4
+    assert scores.aer == pytest.approx(0.75)
