@@ -10,13 +10,17 @@ One directory holds everything needed to use a trained model, nothing else requi
       best/                   the checkpoint with the best dev NLL (what translation uses), if any
       report.json             the training report (table 2 of the paper), written by the trainer
 
-This module owns the layout: the trainer writes through `write_model_config`, everybody reads
-through `load_model_directory`.
+This module owns the layout: the trainer writes through `write_model_config`, a Keras user
+through ``model.save_to_preset`` (`save_model_directory`: the same files, one checkpoint in
+``checkpoints/``), and everybody reads through `load_model_directory`, which also reads a
+``.keras`` file whose model carries its tokenizers (``model.attach_tokenizers`` before
+``model.save``): wherever a model directory is accepted, such a file is too.
 """
 
 import dataclasses
 import json
 import os
+import zipfile
 
 import tensorflow as tf
 
@@ -48,8 +52,33 @@ def write_model_config(directory, model, source_tokenizer, target_tokenizer, set
     target_tokenizer.save(os.path.join(directory, TARGET_VOCABULARY))
 
 
+def is_keras_file(path) -> bool:
+    """True for a ``.keras`` file (a zip archive written by ``model.save``)."""
+    path = os.fspath(path)
+    return not os.path.isdir(path) and (path.endswith(".keras") or zipfile.is_zipfile(path))
+
+
+def _keras_file_config(path):
+    """``config.json`` of a ``.keras`` archive, as `read_model_config` returns it."""
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"No such .keras file: {path!r}")
+    try:
+        with zipfile.ZipFile(path) as archive:
+            config = json.loads(archive.read("config.json"))
+    except (zipfile.BadZipFile, KeyError, ValueError) as error:
+        raise ValueError(f"{path!r} is not a .keras file written by model.save ({error}).") from None
+    return {"class_name": config.get("class_name"), "config": config.get("config", {}),
+            "settings": {}}
+
+
 def read_model_config(directory):
-    """``model.json`` of a model directory, as a dict; a clear error when it is missing."""
+    """``model.json`` of a model directory (or a ``.keras`` file's config), as a dict.
+
+    Raises:
+        FileNotFoundError: not a model directory (a clear message), or no such file.
+    """
+    if is_keras_file(directory):
+        return _keras_file_config(os.fspath(directory))
     path = os.path.join(directory, MODEL_CONFIG)
     if not tf.io.gfile.exists(path):
         raise FileNotFoundError(
@@ -87,6 +116,21 @@ def check_same_model(directory, model):
         )
 
 
+def save_model_directory(directory, model, source_tokenizer, target_tokenizer, settings=None):
+    """Writes a complete model directory of a trained model: config, vocabularies, a checkpoint.
+
+    What ``model.save_to_preset`` calls; the result loads like a ``bahdanau-train`` output.
+
+    Raises:
+        FileExistsError: ``directory`` exists and is not empty (one writer per directory).
+    """
+    if tf.io.gfile.exists(directory) and tf.io.gfile.listdir(directory):
+        raise FileExistsError(f"{directory!r} is not empty; save a model directory into a new one.")
+    write_model_config(directory, model, source_tokenizer, target_tokenizer, settings)
+    tf.train.Checkpoint(model=model).save(os.path.join(directory, CHECKPOINTS, "ckpt"))
+    return directory
+
+
 def build_model(model):
     """Creates all variables of ``model`` by calling it once on a one-token batch."""
     dummy = tf.ones([1, 1], "int32")
@@ -117,23 +161,48 @@ class ModelDirectory:
     checkpoint: str
 
 
+def _load_keras_file(path, dtype=None):
+    """A `ModelDirectory` of a ``.keras`` file whose model carries its tokenizers."""
+    import keras
+
+    _keras_file_config(path)  # a clear error for a missing or foreign file
+    model = keras.saving.load_model(path, compile=False)
+    if not isinstance(model, models_lib._TranslationModel):
+        raise ValueError(f"{path!r} holds a {type(model).__name__}, not a bahdanau_tf model.")
+    if model.source_tokenizer is None:
+        raise ValueError(f"{path!r} has no vocabularies: call model.attach_tokenizers(source, "
+                         "target) before model.save, so that the file can translate.")
+    if dtype is not None:
+        rebuilt = build_model(models_lib.model_from_config(
+            type(model).__name__, {**model.get_config(), "dtype": dtype}))
+        rebuilt.set_weights(model.get_weights())
+        model = rebuilt.attach_tokenizers(model.source_tokenizer, model.target_tokenizer)
+    return ModelDirectory(model=model, source_tokenizer=model.source_tokenizer,
+                          target_tokenizer=model.target_tokenizer, settings={}, checkpoint=path)
+
+
 def load_model_directory(directory, which="best", dtype=None):
-    """Loads a trained model directory.
+    """Loads a trained model directory, or a ``.keras`` file.
 
     Args:
-        directory: str, a directory written by the trainer (``bahdanau-train --output_dir``).
+        directory: str, a directory written by the trainer (``bahdanau-train --output_dir``) or
+            by ``model.save_to_preset``; or a ``.keras`` file of a model that carries its
+            tokenizers (``which`` does not apply to it).
         which: ``"best"`` (best dev NLL, falling back to the latest) or ``"latest"``.
         dtype: optional dtype policy for the rebuilt model (e.g. ``"float32"`` to serve a model
             trained under mixed precision).
 
     Returns:
-        `ModelDirectory`.
+        `ModelDirectory`; its model has the tokenizers attached (``model.translate`` works).
 
     Raises:
         FileNotFoundError: not a model directory, or no checkpoint in it.
+        ValueError: a ``.keras`` file without tokenizers, or not a bahdanau_tf model.
     """
     from bahdanau_tf.text import load_tokenizer  # text imports tensorflow_text: only when needed
 
+    if is_keras_file(directory):
+        return _load_keras_file(os.fspath(directory), dtype=dtype)
     saved = read_model_config(directory)
     config = dict(saved["config"])
     if dtype is not None:
@@ -143,10 +212,12 @@ def load_model_directory(directory, which="best", dtype=None):
     if checkpoint is None:
         raise FileNotFoundError(f"No checkpoint in {directory!r} (looked in {BEST}/ and {CHECKPOINTS}/).")
     tf.train.Checkpoint(model=model).restore(checkpoint).expect_partial().assert_existing_objects_matched()
+    model.attach_tokenizers(load_tokenizer(os.path.join(directory, SOURCE_VOCABULARY)),
+                            load_tokenizer(os.path.join(directory, TARGET_VOCABULARY)))
     return ModelDirectory(
         model=model,
-        source_tokenizer=load_tokenizer(os.path.join(directory, SOURCE_VOCABULARY)),
-        target_tokenizer=load_tokenizer(os.path.join(directory, TARGET_VOCABULARY)),
+        source_tokenizer=model.source_tokenizer,
+        target_tokenizer=model.target_tokenizer,
         settings=saved.get("settings", {}),
         checkpoint=checkpoint,
     )

@@ -12,5 +12,5 @@ def require_model_dirs(argv, model_dirs):
     if not model_dirs:
         raise app.UsageError("--model_dir is required (a bahdanau-train output directory).")
     for directory in model_dirs:
-        if not os.path.isdir(directory):
+        if not os.path.exists(directory):  # a model directory or a .keras file
             raise app.UsageError(f"--model_dir={directory!r} does not exist.")
