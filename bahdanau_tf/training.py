@@ -86,7 +86,12 @@ class TrainingConfig:
             else 1 (a ``tf.function`` without XLA runs every shape with one trace).
             `padding_multiple` is the value in effect.
         seed: int, data order and initialisation.
-        summaries: bool, write TensorBoard summaries to ``OUT/logs``.
+        summaries: bool, write TensorBoard summaries to ``OUT/logs`` (the series are listed in
+            `Trainer`'s docstring).
+        dev_bleu_every: int, translate the dev sample (greedy) at the first dev evaluation,
+            then every this many evaluations, and at the last one: dev BLEU, attention images
+            and sample translations go to TensorBoard; 0 never (needs ``summaries``).
+        dev_bleu_sentences: int, the dev sample: the first this many dev pairs.
     """
 
     optimizer: str = "adam"
@@ -109,6 +114,8 @@ class TrainingConfig:
     pad_to_multiple: int | None = None
     seed: int = 1234
     summaries: bool = True
+    dev_bleu_every: int = 2
+    dev_bleu_sentences: int = 100
 
     def __post_init__(self):
         if self.optimizer not in OPTIMIZERS:
@@ -131,6 +138,10 @@ class TrainingConfig:
             raise ValueError(f"`max_steps` must be >= 0 or None, got {self.max_steps!r}.")
         if self.max_minutes is not None and not self.max_minutes > 0:
             raise ValueError(f"`max_minutes` must be positive or None, got {self.max_minutes!r}.")
+        for name, low in (("dev_bleu_every", 0), ("dev_bleu_sentences", 1)):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < low:
+                raise ValueError(f"`{name}` must be an int >= {low}, got {value!r}.")
 
     @property
     def padding_multiple(self):
@@ -222,14 +233,49 @@ def device_description():
     return f"CPU ({platform.processor() or platform.machine()}, {os.cpu_count()} cores)"
 
 
-def _scalar_summary(name, value):
-    """A TensorBoard scalar, written with core TensorFlow only (TensorBoard need not be installed)."""
+def _summary_metadata(plugin_name, data_class):
     from tensorflow.core.framework import summary_pb2
 
-    metadata = summary_pb2.SummaryMetadata(
-        plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars")
+    return summary_pb2.SummaryMetadata(
+        plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name=plugin_name),
+        data_class=data_class,
     )
-    tf.summary.write(name, tf.cast(value, "float32"), metadata=metadata)
+
+
+# TensorBoard's own summary ops come with the tensorboard package, which TensorFlow no longer
+# brings; these write the same records (plugin name + tensor layout) with core TensorFlow only.
+def _scalar_summary(name, value):
+    """A TensorBoard scalar (the ``scalars`` plugin's float32 scalar)."""
+    tf.summary.write(name, tf.cast(value, "float32"), metadata=_summary_metadata("scalars", 1))
+
+
+def _image_summary(name, png, width, height):
+    """A TensorBoard image: the ``images`` plugin's [width, height, PNG bytes] string tensor."""
+    tf.summary.write(name, tf.constant([str(width), str(height), png], tf.string),
+                     metadata=_summary_metadata("images", 3))
+
+
+def _text_summary(name, markdown):
+    """A TensorBoard text (the ``text`` plugin renders a string tensor as Markdown)."""
+    tf.summary.write(name, tf.constant(markdown, tf.string), metadata=_summary_metadata("text", 2))
+
+
+def _attention_png(alignment, title):
+    """An alignment drawn like the paper's figure 3, as PNG bytes and its pixel size."""
+    import io
+
+    from bahdanau_tf import evaluation
+
+    figure = evaluation.plot_attention(alignment.attention, alignment.source_tokens,
+                                       alignment.target_tokens, None, title=title)
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=figure.dpi)
+    width, height = figure.canvas.get_width_height()
+    return buffer.getvalue(), width, height
+
+
+def _markdown_cell(text):
+    return text.replace("|", "\\|").replace("\n", " ") or " "
 
 
 def _is_chief(strategy):
@@ -255,6 +301,9 @@ class _Run:
     dev_nll: float | None = None
     dev_step: int | None = None
     evaluations_without_improvement: int = 0
+    evaluations: int = 0
+    deadline: float | None = None
+    dev_bleu: float | None = None
     tokens_total: float = 0.0
     tokens_time: float = 0.0
     stopped: str | None = None
@@ -273,6 +322,15 @@ class Trainer:
     config must match (`model_directory.check_same_model`) and training resumes from the latest
     checkpoint (step, weights, optimizer state, elapsed wall time, and the data position: the
     seeded input pipeline skips the batches already used).
+
+    TensorBoard (``tensorboard --logdir OUT/logs``; the package is the ``[tensorboard]`` extra):
+    ``train/nll``, ``train/gradient_norm``, ``train/learning_rate``, ``train/tokens_per_second``
+    every ``log_every`` steps; ``dev/nll`` at every dev evaluation, the last step's included;
+    and, at the first evaluation, every ``dev_bleu_every``-th and the last, from a greedy
+    translation of the first ``dev_bleu_sentences`` dev pairs: ``dev/bleu`` (sacrebleu, as
+    `bahdanau_tf.evaluation.corpus_bleu`), ``dev/translations`` (text: source, reference and
+    translation of the first 4) and ``dev/attention_0``, ``dev/attention_1`` (images of the
+    attention on two fixed dev sentences, figure 3; models with attention only).
 
     Args:
         output_dir: str, the model directory (created if needed).
@@ -321,6 +379,8 @@ class Trainer:
         # non-chief workers of a multi-worker run write their (identical) checkpoints elsewhere
         self._write_dir = output_dir if self.is_chief else tempfile.mkdtemp(prefix="bahdanau_worker_")
         self._restored = None
+        self._dev_corpus = None  # the dev pairs, for dev BLEU and the TensorBoard samples
+        self._dev_translator = None
         self._build()
 
     # === Construction ===
@@ -528,6 +588,7 @@ class Trainer:
         from bahdanau_tf import data
 
         config = self.config
+        self._dev_corpus = corpus
         corpus = corpus.select(slice(0, config.dev_sentences))
         # sorted by length (one window), so batches are dense and few shapes get compiled
         dataset = data.make_dataset(
@@ -547,14 +608,7 @@ class Trainer:
         """Pairs of ``corpus`` that survive the length filter (one tokenisation pass)."""
         from bahdanau_tf import data
 
-        dataset = data.make_dataset(
-            corpus, self.source_tokenizer, self.target_tokenizer, batch_size=1024,
-            max_length=self.config.max_length, bucketing=None, shuffle=False,
-        )
-        def add_rows(count, batch):
-            return count + tf.shape(batch[1])[0]
-
-        return int(dataset.reduce(0, add_rows).numpy())
+        return data.count_pairs(corpus, self.source_tokenizer, self.target_tokenizer, self.config.max_length)
 
     def evaluate(self, dev_dataset):
         """Mean NLL per real target token of a (distributed) dev dataset."""
@@ -587,6 +641,7 @@ class Trainer:
         deadline = None if config.max_minutes is None else start_time + 60 * config.max_minutes
         self.restore()
         run = _Run(resumed_step=int(self.step.numpy()), elapsed_before=float(self.elapsed_seconds.numpy()))
+        run.deadline = deadline  # the progress line shows the budget
         run.train_pairs = self._count_pairs(train_corpus)
         if run.train_pairs == 0:
             raise ValueError(
@@ -660,7 +715,7 @@ class Trainer:
             f"step {run.step:>7,}  epoch {float(self.sentences_seen.numpy()) / run.train_pairs:6.2f}  "
             f"train NLL {run.train_nll:.3f}  |grad| {float(self._grad_norm.numpy()):.2f}  "
             f"lr {learning_rate:.3g}  {tokens_per_second:,.0f} tok/s  "
-            f"{(run.elapsed_before + now - run.start) / 60:.1f} min"
+            + self._budget_progress(run, now, seconds / self.config.log_every)
         )
         self._summaries(run.step, {"train/nll": run.train_nll, "train/gradient_norm": self._grad_norm,
                                    "train/learning_rate": learning_rate,
@@ -674,6 +729,11 @@ class Trainer:
         improved = run.dev_nll < float(self.best_dev_nll.numpy())
         self._log(f"step {run.step:>7,}  dev NLL {run.dev_nll:.3f}" + ("  (best)" if improved else ""))
         self._summaries(run.step, {"dev/nll": run.dev_nll})
+        run.evaluations += 1
+        every, max_steps = self.config.dev_bleu_every, self.config.max_steps
+        last = run.stopped is not None or (max_steps is not None and run.step >= max_steps)
+        if every and (run.evaluations % every == 1 % every or last):
+            self._dev_translation_summaries(run)
         if improved:
             self.best_dev_nll.assign(run.dev_nll)
             self.best_step.assign(run.step)
@@ -726,11 +786,63 @@ class Trainer:
         self._write_report(run.report)
         self._cleanup()
 
-    def _summaries(self, step, scalars):
+    def _summaries(self, step, scalars, images=None, texts=None):
+        """Writes TensorBoard summaries (chief only): scalars, ``{name: (png, width, height)}``
+        images and ``{name: markdown}`` texts."""
         if self._writer:
             with self._writer.as_default(step=step):
                 for name, value in scalars.items():
                     _scalar_summary(name, value)
+                for name, (png, width, height) in (images or {}).items():
+                    _image_summary(name, png, width, height)
+                for name, markdown in (texts or {}).items():
+                    _text_summary(name, markdown)
+
+    def _budget_progress(self, run, now, seconds_per_step):
+        """``7.3 / 12.0 min`` under a time budget (else the minutes trained), and the time left
+        when ``max_steps`` ends the run first."""
+        config = self.config
+        if run.deadline is not None:
+            started = run.deadline - 60 * config.max_minutes
+            text = f"{(now - started) / 60:.1f} / {config.max_minutes:.1f} min"
+        else:
+            text = f"{(run.elapsed_before + now - run.start) / 60:.1f} min"
+        if config.max_steps is not None:
+            left = max(config.max_steps - run.step, 0) * seconds_per_step
+            if run.deadline is None or now + left < run.deadline:
+                text += f"  ETA {left / 60:.1f} min"
+        return text
+
+    def _dev_translation_summaries(self, run):
+        """Dev BLEU (greedy, on the dev sample), sample translations and attention images."""
+        if not self._writer or self._dev_corpus is None or not len(self._dev_corpus):
+            return
+        from bahdanau_tf import evaluation
+        from bahdanau_tf.translator import Translator
+
+        if self._dev_translator is None:
+            self._dev_translator = Translator(self.model, self.source_tokenizer, self.target_tokenizer,
+                                              beam_size=1)
+        sample = self._dev_corpus.select(slice(0, self.config.dev_bleu_sentences))
+        start = time.time()
+        translations = self._dev_translator.translate(sample.sources, beam_size=1).translations
+        run.dev_bleu = evaluation.corpus_bleu(translations, sample.targets).score
+        self._log(f"step {run.step:>7,}  dev BLEU {run.dev_bleu:.2f} (greedy, {len(sample)} sentences, "
+                  f"{time.time() - start:.0f} s)")
+        rows = ["| source | reference | translation |", "| --- | --- | --- |"] + [
+            f"| {_markdown_cell(s)} | {_markdown_cell(r)} | {_markdown_cell(t)} |"
+            for s, r, t in list(zip(sample.sources, sample.targets, translations))[:4]]
+        images = {}
+        if self.model.has_attention:
+            # two fixed sentences of readable length, the same at every evaluation
+            fixed = [s for s in sample.sources if 0 < len(s.split()) <= 25][:2]
+            alignments = self._dev_translator.translate(fixed, beam_size=1, return_alignments=True).alignments
+            for index, (sentence, alignment) in enumerate(zip(fixed, alignments)):
+                if alignment.target_tokens:
+                    images[f"dev/attention_{index}"] = _attention_png(
+                        alignment, f"step {run.step}: {sentence[:60]}")
+        self._summaries(run.step, {"dev/bleu": run.dev_bleu}, images=images,
+                        texts={"dev/translations": "\n".join(rows)})
 
     def _out_of_time(self, deadline, step, resumed_step):
         """Whether the wall-time budget is spent; agreed on by all workers of a multi-worker run."""
