@@ -393,14 +393,15 @@ def test_cardinality_is_the_number_of_batches_produced(dev, tokenizers, options)
     assert data.count_pairs(corpus, en, es, max_length=25) == kept < len(corpus)
 
 
-def test_repeated_dataset_is_infinite_and_fit_knows_its_steps(dev, tokenizers):
+def test_repeated_dataset_is_infinite_and_fit_knows_its_steps(dev):
     import keras
 
     from bahdanau_tf import losses
     from bahdanau_tf.models import RNNSearch
 
-    en, es = tokenizers
     corpus = dev.select(slice(0, 150))
+    en = WordTokenizer.build(corpus.sources, max_vocabulary_size=200)
+    es = WordTokenizer.build(corpus.targets, max_vocabulary_size=200)
     repeated = make_dataset(corpus, en, es, batch_size=32, max_length=20, repeat=True)
     assert int(repeated.cardinality()) == tf.data.INFINITE_CARDINALITY
     dataset = make_dataset(corpus, en, es, batch_size=32, max_length=20)
