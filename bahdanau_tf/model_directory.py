@@ -21,7 +21,9 @@ import dataclasses
 import json
 import os
 import zipfile
+from typing import Any
 
+import keras
 import tensorflow as tf
 
 from bahdanau_tf import models as models_lib
@@ -34,7 +36,7 @@ BEST = "best"
 REPORT = "report.json"
 
 
-def model_config(model, settings=None):
+def model_config(model: keras.Model, settings: dict | None = None) -> dict:
     """The JSON-able description of a model: class name, config and run settings."""
     return {
         "class_name": type(model).__name__,
@@ -43,7 +45,8 @@ def model_config(model, settings=None):
     }
 
 
-def write_model_config(directory, model, source_tokenizer, target_tokenizer, settings=None):
+def write_model_config(directory: str, model: keras.Model, source_tokenizer: Any, target_tokenizer: Any,
+                       settings: dict | None = None) -> None:
     """Writes ``model.json`` and both vocabularies into ``directory`` (created if needed)."""
     tf.io.gfile.makedirs(directory)
     with tf.io.gfile.GFile(os.path.join(directory, MODEL_CONFIG), "w") as f:
@@ -52,7 +55,7 @@ def write_model_config(directory, model, source_tokenizer, target_tokenizer, set
     target_tokenizer.save(os.path.join(directory, TARGET_VOCABULARY))
 
 
-def is_keras_file(path) -> bool:
+def is_keras_file(path: str | os.PathLike) -> bool:
     """True for a ``.keras`` file (a zip archive written by ``model.save``)."""
     path = os.fspath(path)
     return not os.path.isdir(path) and (path.endswith(".keras") or zipfile.is_zipfile(path))
@@ -71,7 +74,7 @@ def _keras_file_config(path):
             "settings": {}}
 
 
-def read_model_config(directory):
+def read_model_config(directory: str | os.PathLike) -> dict:
     """``model.json`` of a model directory (or a ``.keras`` file's config), as a dict.
 
     Raises:
@@ -89,7 +92,7 @@ def read_model_config(directory):
         return json.loads(f.read())
 
 
-def check_same_model(directory, model):
+def check_same_model(directory: str, model: keras.Model) -> None:
     """Raises ValueError when ``directory`` holds a model of another class or config than ``model``.
 
     Resuming training or restoring a checkpoint into a model of another shape would otherwise fail
@@ -116,7 +119,8 @@ def check_same_model(directory, model):
         )
 
 
-def save_model_directory(directory, model, source_tokenizer, target_tokenizer, settings=None):
+def save_model_directory(directory: str, model: keras.Model, source_tokenizer: Any, target_tokenizer: Any,
+                         settings: dict | None = None) -> str:
     """Writes a complete model directory of a trained model: config, vocabularies, a checkpoint.
 
     What ``model.save_to_preset`` calls; the result loads like a ``bahdanau-train`` output.
@@ -131,14 +135,14 @@ def save_model_directory(directory, model, source_tokenizer, target_tokenizer, s
     return directory
 
 
-def build_model(model):
+def build_model(model: keras.Model) -> keras.Model:
     """Creates all variables of ``model`` by calling it once on a one-token batch."""
     dummy = tf.ones([1, 1], "int32")
     model((dummy, dummy))
     return model
 
 
-def latest_checkpoint(directory, which="best"):
+def latest_checkpoint(directory: str, which: str = "best") -> str | None:
     """Path of the checkpoint to use: the best one if ``which="best"`` and it exists, else latest."""
     candidates = [BEST, CHECKPOINTS] if which == "best" else [CHECKPOINTS]
     if which not in ("best", "latest"):
@@ -181,7 +185,8 @@ def _load_keras_file(path, dtype=None):
                           target_tokenizer=model.target_tokenizer, settings={}, checkpoint=path)
 
 
-def load_model_directory(directory, which="best", dtype=None):
+def load_model_directory(directory: str | os.PathLike, which: str = "best",
+                         dtype: str | None = None) -> "ModelDirectory":
     """Loads a trained model directory, or a ``.keras`` file.
 
     Args:

@@ -91,7 +91,7 @@ class _TranslationModel(keras.Model):
     #: asset subdirectories of the tokenizers (the names a model directory uses)
     _VOCABULARIES = ("source_vocabulary", "target_vocabulary")
 
-    def __init__(self, **kwargs):
+    def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self._attached = _Attachments()
 
@@ -137,16 +137,16 @@ class _TranslationModel(keras.Model):
                              f"{cls.preset_names()}.{hint}")
         return cls(**{**preset.model, **overrides})
 
-    def get_config(self):
+    def get_config(self) -> dict:
         return {**super().get_config(), **{name: getattr(self, name) for name in self._config_names}}
 
     @classmethod
-    def from_config(cls, config):
+    def from_config(cls, config: dict) -> "_TranslationModel":
         return cls(**config)
 
     # === Strings in, strings out ===
 
-    def attach_tokenizers(self, source_tokenizer, target_tokenizer) -> "_TranslationModel":
+    def attach_tokenizers(self, source_tokenizer: Any, target_tokenizer: Any) -> "_TranslationModel":
         """Keeps the tokenizers the model was trained with: for `translate`, saving and presets.
 
         Args:
@@ -171,17 +171,17 @@ class _TranslationModel(keras.Model):
         return self
 
     @property
-    def source_tokenizer(self):
+    def source_tokenizer(self) -> Any:
         """The attached source tokenizer, or None."""
         return self._attached.source_tokenizer
 
     @property
-    def target_tokenizer(self):
+    def target_tokenizer(self) -> Any:
         """The attached target tokenizer, or None."""
         return self._attached.target_tokenizer
 
     def translate(self, sentences: "str | Sequence[str]", beam_size: Optional[int] = None,
-                  nbest: int = 1, forbid_unknown: bool = False, batch_size: int = 64):
+                  nbest: int = 1, forbid_unknown: bool = False, batch_size: int = 64) -> str | list:
         """Translates strings with beam search (`bahdanau_tf.translator.Translator`, cached).
 
         Args:
@@ -246,10 +246,10 @@ class _TranslationModel(keras.Model):
                                              self.target_tokenizer)
         return preset_dir
 
-    def initial_state(self, memory):
+    def initial_state(self, memory: dict) -> Any:
         raise NotImplementedError
 
-    def attention_weights(self, inputs):
+    def attention_weights(self, inputs: tuple) -> tf.Tensor:
         """Teacher-forced attention (batch, target_len, source_len); models with attention only."""
         raise NotImplementedError(f"{type(self).__name__} has no attention.")
 
@@ -322,16 +322,16 @@ class RNNSearch(_TranslationModel):
 
     def __init__(
         self,
-        source_vocabulary_size,
-        target_vocabulary_size,
-        embedding_dim=620,
-        hidden_dim=1000,
-        attention_dim=1000,
-        maxout_dim=500,
-        score="additive",
-        initialization="paper",
+        source_vocabulary_size: int,
+        target_vocabulary_size: int,
+        embedding_dim: int = 620,
+        hidden_dim: int = 1000,
+        attention_dim: int = 1000,
+        maxout_dim: int = 500,
+        score: str = "additive",
+        initialization: str = "paper",
         **kwargs,
-    ):
+    ) -> None:
         super().__init__(**kwargs)
         init = layers_lib.initializers_for(initialization)
         # === Config ===
@@ -392,7 +392,7 @@ class RNNSearch(_TranslationModel):
             name="readout",
         )
 
-    def build(self, input_shape=None):
+    def build(self, input_shape: tuple | None = None) -> None:
         annotation_dim = 2 * self.hidden_dim
         self.encoder.build((None, None))
         self.initial_state_dense.build((None, self.hidden_dim))
@@ -401,7 +401,7 @@ class RNNSearch(_TranslationModel):
         self.readout.build(state_dim=self.hidden_dim, embedding_dim=self.embedding_dim, context_dim=annotation_dim)
         self.built = True
 
-    def encode(self, source_ids, training=False):
+    def encode(self, source_ids: tf.Tensor, training: bool = False) -> dict:
         """Annotations, attention keys U_a h_j and the source mask: the decoder's memory.
 
         Args:
@@ -414,12 +414,12 @@ class RNNSearch(_TranslationModel):
         annotations, mask = self.encoder(source_ids, training=training)
         return self.decoder_cell.prepare_memory(annotations, mask)
 
-    def initial_state(self, memory):
+    def initial_state(self, memory: dict) -> tf.Tensor:
         """s_0 = tanh(W_s h<-_1), from the backward encoder state at the first source word."""
         backward_first = memory["annotations"][:, 0, self.hidden_dim :]
         return self.initial_state_dense(backward_first)
 
-    def decode_step(self, previous_ids, state, memory):
+    def decode_step(self, previous_ids: tf.Tensor, state: Any, memory: dict) -> tuple:
         """One decoder step.
 
         Args:
@@ -461,10 +461,10 @@ class RNNSearch(_TranslationModel):
         logits = self.readout(states, embedded, contexts)
         return logits, layers_lib.stack_time(attention)
 
-    def call(self, inputs, training=False):
+    def call(self, inputs: tuple, training: bool = False) -> tf.Tensor:
         return self._teacher_forcing(inputs, training=training)[0]
 
-    def attention_weights(self, inputs):
+    def attention_weights(self, inputs: tuple) -> tf.Tensor:
         """alpha_ij of the reference translation (teacher forcing): (batch, target_len, source_len)."""
         return self._teacher_forcing(inputs)[1]
 
@@ -486,14 +486,14 @@ class RNNEncDec(_TranslationModel):
 
     def __init__(
         self,
-        source_vocabulary_size,
-        target_vocabulary_size,
-        embedding_dim=620,
-        hidden_dim=1000,
-        maxout_dim=500,
-        initialization="paper",
+        source_vocabulary_size: int,
+        target_vocabulary_size: int,
+        embedding_dim: int = 620,
+        hidden_dim: int = 1000,
+        maxout_dim: int = 500,
+        initialization: str = "paper",
         **kwargs,
-    ):
+    ) -> None:
         super().__init__(**kwargs)
         init = layers_lib.initializers_for(initialization)
         # === Config ===
@@ -528,7 +528,7 @@ class RNNEncDec(_TranslationModel):
         self.decoder_cell = layers_lib.ConditionalGRUCell(hidden_dim, name="decoder_cell", **dense)
         self.readout = layers_lib.MaxoutReadout(maxout_dim, target_vocabulary_size, name="readout", **dense)
 
-    def build(self, input_shape=None):
+    def build(self, input_shape: tuple | None = None) -> None:
         n = self.hidden_dim
         self.source_embedding.build((None, None))
         self.encoder_gru.build((None, None, self.embedding_dim))
@@ -539,7 +539,7 @@ class RNNEncDec(_TranslationModel):
         self.readout.build(state_dim=n, embedding_dim=self.embedding_dim, context_dim=n)
         self.built = True
 
-    def encode(self, source_ids, training=False):
+    def encode(self, source_ids: tf.Tensor, training: bool = False) -> dict:
         """The fixed context c = tanh(V h_Tx) and its projection into the decoder's gates.
 
         Returns:
@@ -550,17 +550,17 @@ class RNNEncDec(_TranslationModel):
         context = self.context_dense(last_state)
         return {"context": context, "projected_context": self.decoder_cell.project_context(context)}
 
-    def initial_state(self, memory):
+    def initial_state(self, memory: dict) -> tf.Tensor:
         """s_0 = tanh(V' c)."""
         return self.initial_state_dense(memory["context"])
 
-    def decode_step(self, previous_ids, state, memory):
+    def decode_step(self, previous_ids: tf.Tensor, state: Any, memory: dict) -> tuple:
         """One decoder step; returns ``(logits, state, None)`` (there is no attention)."""
         embedded = self.target_embedding(previous_ids)
         state = self.decoder_cell(self.decoder_cell.project_inputs(embedded), state, memory["projected_context"])
         return self.readout(state, embedded, memory["context"]), state, None
 
-    def call(self, inputs, training=False):
+    def call(self, inputs: tuple, training: bool = False) -> tf.Tensor:
         source_ids, target_input_ids = inputs
         memory = self.encode(source_ids, training=training)
         embedded = self.target_embedding(target_input_ids)
@@ -598,15 +598,15 @@ class Seq2Seq(_TranslationModel):
 
     def __init__(
         self,
-        source_vocabulary_size,
-        target_vocabulary_size,
-        embedding_dim=1000,
-        hidden_dim=1000,
-        num_layers=4,
-        reverse_source=True,
-        init_scale=0.08,
+        source_vocabulary_size: int,
+        target_vocabulary_size: int,
+        embedding_dim: int = 1000,
+        hidden_dim: int = 1000,
+        num_layers: int = 4,
+        reverse_source: bool = True,
+        init_scale: float = 0.08,
         **kwargs,
-    ):
+    ) -> None:
         super().__init__(**kwargs)
         # === Config ===
         self._store_config(
@@ -642,7 +642,7 @@ class Seq2Seq(_TranslationModel):
             target_vocabulary_size, kernel_initializer=uniform, dtype=self.dtype_policy, name="output"
         )
 
-    def build(self, input_shape=None):
+    def build(self, input_shape: tuple | None = None) -> None:
         self.source_embedding.build((None, None))
         self.target_embedding.build((None, None))
         for index, (encoder, decoder) in enumerate(zip(self.encoder_layers, self.decoder_layers)):
@@ -652,7 +652,7 @@ class Seq2Seq(_TranslationModel):
         self.output_dense.build((None, self.hidden_dim))
         self.built = True
 
-    def encode(self, source_ids, training=False):
+    def encode(self, source_ids: tf.Tensor, training: bool = False) -> dict:
         """The final (h, c) of every encoder layer, after reading the source backwards.
 
         Returns:
@@ -669,10 +669,10 @@ class Seq2Seq(_TranslationModel):
             states.append((h, c))
         return {"states": tuple(states)}
 
-    def initial_state(self, memory):
+    def initial_state(self, memory: dict) -> tuple:
         return memory["states"]
 
-    def decode_step(self, previous_ids, state, memory):
+    def decode_step(self, previous_ids: tf.Tensor, state: Any, memory: dict) -> tuple:
         """One decoder step; returns ``(logits, state, None)``."""
         x = self.target_embedding(previous_ids)
         new_state = []
@@ -681,7 +681,7 @@ class Seq2Seq(_TranslationModel):
             new_state.append((h, c))
         return tf.cast(self.output_dense(x), "float32"), tuple(new_state), None
 
-    def call(self, inputs, training=False):
+    def call(self, inputs: tuple, training: bool = False) -> tf.Tensor:
         source_ids, target_input_ids = inputs
         state = self.encode(source_ids, training=training)["states"]
         x = self.target_embedding(target_input_ids)

@@ -38,6 +38,7 @@ import shutil
 import sys
 import tempfile
 import time
+from typing import Any, Callable
 
 import keras
 import tensorflow as tf
@@ -144,14 +145,14 @@ class TrainingConfig:
                 raise ValueError(f"`{name}` must be an int >= {low}, got {value!r}.")
 
     @property
-    def padding_multiple(self):
+    def padding_multiple(self) -> int:
         """The `pad_to_multiple` in effect: 8 under XLA, 1 without, unless set."""
         if self.pad_to_multiple is not None:
             return self.pad_to_multiple
         return 8 if self.jit_compile else 1
 
     @classmethod
-    def for_preset(cls, preset, **changes):
+    def for_preset(cls, preset: str, **changes) -> "TrainingConfig":
         """The preset's training defaults (`bahdanau_tf.models.PRESETS`), with ``changes``."""
         return cls(**{**models_lib.get_preset(preset).training, **changes})
 
@@ -166,20 +167,21 @@ class HalvingSchedule(keras.optimizers.schedules.LearningRateSchedule):
         every_epochs: float, then every this many epochs (0.5).
     """
 
-    def __init__(self, initial_learning_rate, steps_per_epoch, start_epoch=5.0, every_epochs=0.5):
+    def __init__(self, initial_learning_rate: float, steps_per_epoch: int | tf.Variable,
+                 start_epoch: float = 5.0, every_epochs: float = 0.5) -> None:
         self.initial_learning_rate = float(initial_learning_rate)
         self.steps_per_epoch = steps_per_epoch
         self.start_epoch = float(start_epoch)
         self.every_epochs = float(every_epochs)
 
-    def __call__(self, step):
+    def __call__(self, step: tf.Tensor) -> tf.Tensor:
         epoch = tf.cast(step, "float32") / tf.maximum(tf.cast(self.steps_per_epoch, "float32"), 1.0)
         halvings = tf.where(
             epoch >= self.start_epoch, tf.floor((epoch - self.start_epoch) / self.every_epochs) + 1.0, 0.0
         )
         return self.initial_learning_rate * tf.pow(0.5, halvings)
 
-    def get_config(self):
+    def get_config(self) -> dict:
         return dict(
             initial_learning_rate=self.initial_learning_rate,
             steps_per_epoch=int(self.steps_per_epoch),
@@ -188,7 +190,8 @@ class HalvingSchedule(keras.optimizers.schedules.LearningRateSchedule):
         )
 
 
-def make_optimizer(config, steps_per_epoch=None):
+def make_optimizer(config: TrainingConfig,
+                   steps_per_epoch: int | tf.Variable | None = None) -> keras.optimizers.Optimizer:
     """The Keras optimizer of a `TrainingConfig` (clipping is done by the trainer, not here)."""
     learning_rate = config.learning_rate
     if config.schedule == "halving":
@@ -204,7 +207,7 @@ def make_optimizer(config, steps_per_epoch=None):
     return optimizer
 
 
-def make_strategy(name="default", devices=None):
+def make_strategy(name: str = "default", devices: list | None = None) -> tf.distribute.Strategy:
     """A `tf.distribute` strategy by name.
 
     Args:
@@ -221,7 +224,7 @@ def make_strategy(name="default", devices=None):
     raise ValueError(f"`strategy` must be one of {STRATEGIES}, got {name!r}.")
 
 
-def device_description():
+def device_description() -> str:
     """A short description of the devices training runs on, for the report."""
     gpus = tf.config.list_physical_devices("GPU")
     if gpus:
@@ -354,16 +357,16 @@ class Trainer:
 
     def __init__(
         self,
-        output_dir,
-        source_tokenizer,
-        target_tokenizer,
-        preset="small",
-        config=None,
-        model_overrides=None,
-        strategy=None,
-        settings=None,
-        log=None,
-    ):
+        output_dir: str,
+        source_tokenizer: Any,
+        target_tokenizer: Any,
+        preset: str = "small",
+        config: TrainingConfig | None = None,
+        model_overrides: dict | None = None,
+        strategy: tf.distribute.Strategy | str | None = None,
+        settings: dict | None = None,
+        log: Callable[[str], None] | None = None,
+    ) -> None:
         self.output_dir = output_dir
         self.source_tokenizer = source_tokenizer
         self.target_tokenizer = target_tokenizer
@@ -438,7 +441,7 @@ class Trainer:
         self.train_step = tf.function(self._train_step)
         self.eval_step = tf.function(self._eval_step, reduce_retracing=True)  # one trace for all dev shapes
 
-    def restore(self):
+    def restore(self) -> str | None:
         """Prepares the output directory and restores its latest checkpoint, if any.
 
         A new directory gets ``model.json`` and the vocabularies; an existing one must hold the
@@ -546,7 +549,7 @@ class Trainer:
         return self.strategy.reduce("sum", nll_sum, axis=None), self.strategy.reduce("sum", tokens, axis=None)
 
     # === Data ===
-    def train_dataset(self, corpus, skip_batches=0, distribute=True):
+    def train_dataset(self, corpus: Any, skip_batches: int = 0, distribute: bool = True) -> tf.data.Dataset:
         """The training input: shuffled, repeated, bucketed, padded batches of ``batch_size`` rows.
 
         Args:
@@ -610,7 +613,7 @@ class Trainer:
 
         return data.count_pairs(corpus, self.source_tokenizer, self.target_tokenizer, self.config.max_length)
 
-    def evaluate(self, dev_dataset):
+    def evaluate(self, dev_dataset: Any) -> float:
         """Mean NLL per real target token of a (distributed) dev dataset."""
         total, tokens = 0.0, 0.0
         for batch in dev_dataset:
@@ -620,7 +623,7 @@ class Trainer:
         return total / max(tokens, 1.0)
 
     # === The loop ===
-    def fit(self, train_corpus, dev_corpus=None, start_time=None):
+    def fit(self, train_corpus: Any, dev_corpus: Any = None, start_time: float | None = None) -> dict:
         """Trains until a budget is spent or early stopping; returns the report (table 2).
 
         Args:
@@ -904,7 +907,7 @@ class Trainer:
             shutil.rmtree(self._write_dir, ignore_errors=True)
 
 
-def format_report(report):
+def format_report(report: dict) -> str:
     """The report as a table-2 style text block."""
     rows = [
         ("Updates", f"{report['updates']:,}"),
