@@ -113,6 +113,7 @@ def test_sigkill_mid_run_then_resume(tmp_path):
     assert _latest_step(out) == saved_step + 5
 
 
+@pytest.mark.slow
 def test_trains_with_the_vocabularies_bahdanau_data_built(tmp_path):
     from bahdanau_tf import text
 
