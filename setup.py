@@ -19,7 +19,7 @@ setup(
     python_requires=">=3.10",
     packages=find_packages(include=["bahdanau_tf", "bahdanau_tf.*"]),
     include_package_data=True,
-    package_data={"bahdanau_tf": ["corpora/*", "corpora/**/*"]},
+    package_data={"bahdanau_tf": ["corpora/*", "corpora/**/*", "py.typed"]},
     install_requires=[
         "tensorflow>=2.16",
         "tensorflow-text>=2.16",
@@ -38,6 +38,7 @@ setup(
             "ipykernel>=6.25",
         ],
         "serving": ["tensorflow-serving-api>=2.16", "requests>=2.28"],
+        "tensorboard": ["tensorboard>=2.16"],
     },
     entry_points={
         "console_scripts": [

@@ -46,10 +46,10 @@ class BlockOrthogonal(keras.initializers.Initializer):
         seed: optional int.
     """
 
-    def __init__(self, seed=None):
+    def __init__(self, seed: int | None = None) -> None:
         self.seed = seed
 
-    def __call__(self, shape, dtype=None):
+    def __call__(self, shape: tuple, dtype: str | None = None) -> tf.Tensor:
         rows, cols = int(shape[-2]), int(shape[-1])
         if cols % rows:
             raise ValueError(f"BlockOrthogonal needs a shape (..., n, k * n), got {tuple(shape)}.")
@@ -67,11 +67,11 @@ class BlockOrthogonal(keras.initializers.Initializer):
         matrix = ops.reshape(matrix, (rows, -1, cols))  # (n, prod(leading), k * n)
         return ops.reshape(ops.transpose(matrix, (1, 0, 2)), tuple(leading) + (rows, cols))
 
-    def get_config(self):
+    def get_config(self) -> dict:
         return {"seed": self.seed}
 
 
-def paper_initializers():
+def paper_initializers() -> dict:
     """Initializers of appendix B.1, by role (also used by the models' paper presets)."""
     return {
         "kernel": keras.initializers.RandomNormal(stddev=0.01),
@@ -82,7 +82,7 @@ def paper_initializers():
     }
 
 
-def keras_initializers():
+def keras_initializers() -> dict:
     """Keras's usual defaults, by role (the ``initialization="keras"`` option)."""
     return {
         "kernel": keras.initializers.GlorotUniform(),
@@ -93,7 +93,7 @@ def keras_initializers():
     }
 
 
-def initializers_for(initialization):
+def initializers_for(initialization: str) -> dict:
     if initialization == "paper":
         return paper_initializers()
     if initialization == "keras":
@@ -101,7 +101,7 @@ def initializers_for(initialization):
     raise ValueError(f'`initialization` must be "paper" or "keras", got {initialization!r}.')
 
 
-def masked_softmax(scores, mask):
+def masked_softmax(scores: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
     """Softmax over the last axis of float scores where ``mask`` is True; exactly 0 elsewhere."""
     scores = tf.cast(scores, "float32")
     scores = tf.where(mask, scores, _MASK_VALUE)
@@ -148,13 +148,13 @@ class BahdanauAttention(keras.layers.Layer):
 
     def __init__(
         self,
-        units,
-        score="additive",
-        kernel_initializer=None,
-        score_initializer="zeros",
-        bias_initializer="zeros",
+        units: int,
+        score: str = "additive",
+        kernel_initializer: str | keras.initializers.Initializer | None = None,
+        score_initializer: str | keras.initializers.Initializer | None = "zeros",
+        bias_initializer: str | keras.initializers.Initializer | None = "zeros",
         **kwargs,
-    ):
+    ) -> None:
         super().__init__(**kwargs)
         if score not in _SCORES:
             raise ValueError(f"`score` must be one of {_SCORES}, got {score!r}.")
@@ -168,7 +168,7 @@ class BahdanauAttention(keras.layers.Layer):
         self.score_initializer = keras.initializers.get(score_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
 
-    def build(self, query_shape, memory_shape=None):
+    def build(self, query_shape: tuple, memory_shape: tuple | None = None) -> None:
         if memory_shape is None:  # Keras may pass both shapes as one list
             query_shape, memory_shape = query_shape
         query_dim, memory_dim = int(query_shape[-1]), int(memory_shape[-1])
@@ -191,7 +191,7 @@ class BahdanauAttention(keras.layers.Layer):
             )
         self.built = True
 
-    def compute_keys(self, memory):
+    def compute_keys(self, memory: tf.Tensor) -> tf.Tensor:
         """U_a h_j (+ bias) for every source position: (batch, source_len, units).
 
         For the general score the keys are the annotations themselves.
@@ -200,37 +200,40 @@ class BahdanauAttention(keras.layers.Layer):
             return memory
         return tf.matmul(memory, _cast(self.key_kernel, memory)) + _cast(self.key_bias, memory)
 
-    def project_query(self, query):
+    def project_query(self, query: tf.Tensor) -> tf.Tensor:
         """W_a s_{i-1}: the only part of the alignment model that depends on the decoder step."""
         return tf.matmul(query, _cast(self.query_kernel, query))
 
-    def score_keys(self, projected_query, keys):
+    def score_keys(self, projected_query: tf.Tensor, keys: tf.Tensor) -> tf.Tensor:
         """e_ij for one decoder step: (batch, source_len)."""
         if self.score == "additive":
             hidden = tf.tanh(keys + projected_query[:, None, :])  # (batch, source_len, units)
             return tf.linalg.matvec(hidden, _cast(self.score_vector, hidden))
         return tf.linalg.matvec(keys, projected_query)  # (batch, source_len)
 
-    def attend(self, projected_query, memory, keys, mask):
+    def attend(self, projected_query: tf.Tensor, memory: tf.Tensor, keys: tf.Tensor, mask: tf.Tensor) -> tuple:
         """Context and weights from an already projected query (the decoder cell's fast path)."""
         weights = masked_softmax(self.score_keys(projected_query, keys), mask)
         context = tf.linalg.matvec(memory, tf.cast(weights, memory.dtype), transpose_a=True)
         return context, weights
 
-    def call(self, query, memory, keys=None, memory_mask=None):
+    def call(self, query: tf.Tensor, memory: tf.Tensor, keys: tf.Tensor | None = None,
+             memory_mask: tf.Tensor | None = None) -> tuple:
         if keys is None:
             keys = self.compute_keys(memory)
         if memory_mask is None:
             memory_mask = tf.ones(tf.shape(memory)[:2], dtype="bool")
         return self.attend(self.project_query(query), memory, keys, memory_mask)
 
-    def compute_output_spec(self, query, memory, keys=None, memory_mask=None):
+    def compute_output_spec(self, query: keras.KerasTensor, memory: keras.KerasTensor,
+                            keys: keras.KerasTensor | None = None,
+                            memory_mask: keras.KerasTensor | None = None) -> tuple:
         return (
             keras.KerasTensor((query.shape[0], memory.shape[-1]), dtype=self.compute_dtype),
             keras.KerasTensor(tuple(memory.shape[:2]), dtype="float32"),
         )
 
-    def get_config(self):
+    def get_config(self) -> dict:
         config = {
             "units": self.units,
             "score": self.score,
@@ -241,7 +244,8 @@ class BahdanauAttention(keras.layers.Layer):
         return {**super().get_config(), **config}
 
 
-def gru_step(projected_inputs, h_tm1, gate_kernel, recurrent_kernel):
+def gru_step(projected_inputs: tf.Tensor, h_tm1: tf.Tensor, gate_kernel: tf.Tensor,
+             recurrent_kernel: tf.Tensor) -> tf.Tensor:
     """One step of the paper's GRU (appendix A.1), any leading batch dimensions.
 
     Args:
@@ -301,12 +305,12 @@ class ConditionalGRUCell(keras.layers.Layer):
 
     def __init__(
         self,
-        units,
-        kernel_initializer="glorot_uniform",
-        recurrent_initializer=None,
-        bias_initializer="zeros",
+        units: int,
+        kernel_initializer: str | keras.initializers.Initializer | None = "glorot_uniform",
+        recurrent_initializer: str | keras.initializers.Initializer | None = None,
+        bias_initializer: str | keras.initializers.Initializer | None = "zeros",
         **kwargs,
-    ):
+    ) -> None:
         super().__init__(**kwargs)
         if int(units) <= 0:
             raise ValueError(f"`units` must be positive, got {units!r}.")
@@ -315,7 +319,7 @@ class ConditionalGRUCell(keras.layers.Layer):
         self.recurrent_initializer = keras.initializers.get(recurrent_initializer or BlockOrthogonal())
         self.bias_initializer = keras.initializers.get(bias_initializer)
 
-    def build(self, input_dim, context_dim):
+    def build(self, input_dim: int, context_dim: int) -> None:
         units = self.units
         self.kernel = self.add_weight(
             name="kernel", shape=(int(input_dim), 3 * units), initializer=self.kernel_initializer
@@ -333,15 +337,15 @@ class ConditionalGRUCell(keras.layers.Layer):
         self.bias = self.add_weight(name="bias", shape=(3 * units,), initializer=self.bias_initializer)
         self.built = True
 
-    def project_inputs(self, inputs):
+    def project_inputs(self, inputs: tf.Tensor) -> tf.Tensor:
         """[W_z; W_r; W] E y + bias, for any leading dimensions: (..., 3 * units)."""
         return tf.matmul(inputs, _cast(self.kernel, inputs)) + _cast(self.bias, inputs)
 
-    def project_context(self, context):
+    def project_context(self, context: tf.Tensor) -> tf.Tensor:
         """[C_z; C_r; C] c, for any leading dimensions: (..., 3 * units)."""
         return tf.matmul(context, _cast(self.context_kernel, context))
 
-    def call(self, projected_inputs, h_tm1, projected_context):
+    def call(self, projected_inputs: tf.Tensor, h_tm1: tf.Tensor, projected_context: tf.Tensor) -> tf.Tensor:
         return gru_step(
             projected_inputs + projected_context,
             h_tm1,
@@ -349,7 +353,7 @@ class ConditionalGRUCell(keras.layers.Layer):
             _cast(self.recurrent_kernel, h_tm1),
         )
 
-    def get_config(self):
+    def get_config(self) -> dict:
         config = {
             "units": self.units,
             "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
@@ -397,16 +401,16 @@ class AttentionGRUCell(keras.layers.Layer):
 
     def __init__(
         self,
-        units,
-        attention_units,
-        score="additive",
-        kernel_initializer="glorot_uniform",
-        recurrent_initializer=None,
-        bias_initializer="zeros",
-        attention_initializer=None,
-        score_initializer="zeros",
+        units: int,
+        attention_units: int,
+        score: str = "additive",
+        kernel_initializer: str | keras.initializers.Initializer | None = "glorot_uniform",
+        recurrent_initializer: str | keras.initializers.Initializer | None = None,
+        bias_initializer: str | keras.initializers.Initializer | None = "zeros",
+        attention_initializer: str | keras.initializers.Initializer | None = None,
+        score_initializer: str | keras.initializers.Initializer | None = "zeros",
         **kwargs,
-    ):
+    ) -> None:
         super().__init__(**kwargs)
         self.units = int(units)
         self.attention_units = int(attention_units)
@@ -430,26 +434,26 @@ class AttentionGRUCell(keras.layers.Layer):
             name="gru",
         )
 
-    def build(self, input_dim, memory_dim):
+    def build(self, input_dim: int, memory_dim: int) -> None:
         self.attention.build((None, self.units), (None, None, int(memory_dim)))
         self.gru.build(input_dim=input_dim, context_dim=memory_dim)
         self.built = True
 
-    def project_inputs(self, inputs):
+    def project_inputs(self, inputs: tf.Tensor) -> tf.Tensor:
         return self.gru.project_inputs(inputs)
 
-    def prepare_memory(self, annotations, mask):
+    def prepare_memory(self, annotations: tf.Tensor, mask: tf.Tensor) -> dict:
         """The step-independent part of attention, computed once per sentence."""
         return {"annotations": annotations, "keys": self.attention.compute_keys(annotations), "mask": mask}
 
-    def call(self, projected_inputs, h_tm1, memory):
+    def call(self, projected_inputs: tf.Tensor, h_tm1: tf.Tensor, memory: dict) -> tuple:
         context, weights = self.attention.attend(
             self.attention.project_query(h_tm1), memory["annotations"], memory["keys"], memory["mask"]
         )
         h = self.gru(projected_inputs, h_tm1, self.gru.project_context(context))
         return h, context, weights
 
-    def get_config(self):
+    def get_config(self) -> dict:
         gru_config, attention_config = self.gru.get_config(), self.attention.get_config()
         config = {
             "units": self.units,
@@ -496,8 +500,10 @@ class MaxoutReadout(keras.layers.Layer):
     """
 
     def __init__(
-        self, maxout_dim, vocabulary_size, kernel_initializer="glorot_uniform", bias_initializer="zeros", **kwargs
-    ):
+        self, maxout_dim: int, vocabulary_size: int,
+        kernel_initializer: str | keras.initializers.Initializer | None = "glorot_uniform",
+        bias_initializer: str | keras.initializers.Initializer | None = "zeros", **kwargs
+    ) -> None:
         super().__init__(**kwargs)
         if int(maxout_dim) <= 0 or int(vocabulary_size) <= 0:
             raise ValueError(
@@ -508,7 +514,7 @@ class MaxoutReadout(keras.layers.Layer):
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
 
-    def build(self, state_dim, embedding_dim, context_dim):
+    def build(self, state_dim: int, embedding_dim: int, context_dim: int) -> None:
         pre = 2 * self.maxout_dim
 
         def kernel(name, rows, cols):
@@ -524,7 +530,7 @@ class MaxoutReadout(keras.layers.Layer):
         )
         self.built = True
 
-    def call(self, states, embeddings, contexts):
+    def call(self, states: tf.Tensor, embeddings: tf.Tensor, contexts: tf.Tensor) -> tf.Tensor:
         pre_maxout = (
             tf.matmul(states, _cast(self.state_kernel, states))
             + tf.matmul(embeddings, _cast(self.embedding_kernel, states))
@@ -537,7 +543,7 @@ class MaxoutReadout(keras.layers.Layer):
         logits = tf.matmul(maxout, _cast(self.output_kernel, maxout)) + _cast(self.output_bias, maxout)
         return tf.cast(logits, "float32")
 
-    def get_config(self):
+    def get_config(self) -> dict:
         config = {
             "maxout_dim": self.maxout_dim,
             "vocabulary_size": self.vocabulary_size,
@@ -586,15 +592,15 @@ class BidirectionalEncoder(keras.layers.Layer):
 
     def __init__(
         self,
-        vocabulary_size,
-        embedding_dim,
-        units,
-        kernel_initializer="glorot_uniform",
-        recurrent_initializer=None,
-        bias_initializer="zeros",
-        embeddings_initializer="uniform",
+        vocabulary_size: int,
+        embedding_dim: int,
+        units: int,
+        kernel_initializer: str | keras.initializers.Initializer | None = "glorot_uniform",
+        recurrent_initializer: str | keras.initializers.Initializer | None = None,
+        bias_initializer: str | keras.initializers.Initializer | None = "zeros",
+        embeddings_initializer: str | keras.initializers.Initializer | None = "uniform",
         **kwargs,
-    ):
+    ) -> None:
         super().__init__(**kwargs)
         self.vocabulary_size = int(vocabulary_size)
         self.embedding_dim = int(embedding_dim)
@@ -612,7 +618,7 @@ class BidirectionalEncoder(keras.layers.Layer):
             name="embedding",
         )
 
-    def build(self, source_shape=None):
+    def build(self, source_shape: tuple = None) -> None:
         n, m = self.units, self.embedding_dim
         self.embedding.build((None, None))
         self.kernel = self.add_weight(name="kernel", shape=(2, m, 3 * n), initializer=self.kernel_initializer)
@@ -625,7 +631,7 @@ class BidirectionalEncoder(keras.layers.Layer):
         self.bias = self.add_weight(name="bias", shape=(2, 1, 3 * n), initializer=self.bias_initializer)
         self.built = True
 
-    def call(self, source_ids, training=False):
+    def call(self, source_ids: tf.Tensor, training: bool = False) -> tuple:
         mask = tf.not_equal(source_ids, PAD_ID)
         lengths = tf.reduce_sum(tf.cast(mask, "int32"), axis=1)
         embedded = self.embedding(source_ids)  # (batch, source_len, m)
@@ -648,7 +654,7 @@ class BidirectionalEncoder(keras.layers.Layer):
         # positions past each sentence's end hold states of no word: zero them
         return annotations * tf.cast(mask, annotations.dtype)[:, :, None], mask
 
-    def get_config(self):
+    def get_config(self) -> dict:
         config = {
             "vocabulary_size": self.vocabulary_size,
             "embedding_dim": self.embedding_dim,
@@ -661,14 +667,14 @@ class BidirectionalEncoder(keras.layers.Layer):
         return {**super().get_config(), **config}
 
 
-def stack_time(tensor_array_or_list):
+def stack_time(tensor_array_or_list: tf.TensorArray | list) -> tf.Tensor:
     """(time, batch, ...) -> (batch, time, ...)."""
     stacked = tensor_array_or_list.stack() if isinstance(tensor_array_or_list, tf.TensorArray) else tensor_array_or_list
     rank = stacked.shape.rank
     return tf.transpose(stacked, [1, 0] + list(range(2, rank)))
 
 
-def time_major(tensor):
+def time_major(tensor: tf.Tensor) -> tf.Tensor:
     """(batch, time, ...) -> (time, batch, ...)."""
     rank = tensor.shape.rank
     return tf.transpose(tensor, [1, 0] + list(range(2, rank)))

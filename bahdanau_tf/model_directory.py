@@ -14,13 +14,19 @@ This module owns the layout: the trainer writes through `write_model_config`, ev
 through `load_model_directory`, which checks the directory against ``model.json`` first
 (`check_model_directory`: vocabulary sizes, checkpoint files) and names the file that is wrong.
 ``model.json`` is written last and atomically, when the first checkpoint exists: a directory
-with ``model.json`` is a complete model directory.
+with ``model.json`` is a complete model directory. A Keras user writes the same files through
+``model.save_to_preset`` (`save_model_directory`), and `load_model_directory` also reads a ``.keras`` file whose model
+carries its tokenizers (``model.attach_tokenizers`` before ``model.save``): wherever a model
+directory is accepted, such a file is too.
 """
 
 import dataclasses
 import json
 import os
+import zipfile
+from typing import Any
 
+import keras
 import tensorflow as tf
 
 from bahdanau_tf import models as models_lib
@@ -33,7 +39,7 @@ BEST = "best"
 REPORT = "report.json"
 
 
-def model_config(model, settings=None):
+def model_config(model: keras.Model, settings: dict | None = None) -> dict:
     """The JSON-able description of a model: class name, config and run settings."""
     return {
         "class_name": type(model).__name__,
@@ -42,7 +48,8 @@ def model_config(model, settings=None):
     }
 
 
-def write_model_config(directory, model, source_tokenizer, target_tokenizer, settings=None):
+def write_model_config(directory: str, model: keras.Model, source_tokenizer: Any, target_tokenizer: Any,
+                       settings: dict | None = None) -> None:
     """Writes both vocabularies, then ``model.json`` (atomically), into ``directory``."""
     tf.io.gfile.makedirs(directory)
     source_tokenizer.save(os.path.join(directory, SOURCE_VOCABULARY))
@@ -53,8 +60,33 @@ def write_model_config(directory, model, source_tokenizer, target_tokenizer, set
     tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
 
 
-def read_model_config(directory):
-    """``model.json`` of a model directory, as a dict; a clear error when it is missing."""
+def is_keras_file(path: str | os.PathLike) -> bool:
+    """True for a ``.keras`` file (a zip archive written by ``model.save``)."""
+    path = os.fspath(path)
+    return not os.path.isdir(path) and (path.endswith(".keras") or zipfile.is_zipfile(path))
+
+
+def _keras_file_config(path):
+    """``config.json`` of a ``.keras`` archive, as `read_model_config` returns it."""
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"No such .keras file: {path!r}")
+    try:
+        with zipfile.ZipFile(path) as archive:
+            config = json.loads(archive.read("config.json"))
+    except (zipfile.BadZipFile, KeyError, ValueError) as error:
+        raise ValueError(f"{path!r} is not a .keras file written by model.save ({error}).") from None
+    return {"class_name": config.get("class_name"), "config": config.get("config", {}),
+            "settings": {}}
+
+
+def read_model_config(directory: str | os.PathLike) -> dict:
+    """``model.json`` of a model directory (or a ``.keras`` file's config), as a dict.
+
+    Raises:
+        FileNotFoundError: not a model directory (a clear message), or no such file.
+    """
+    if is_keras_file(directory):
+        return _keras_file_config(os.fspath(directory))
     path = os.path.join(directory, MODEL_CONFIG)
     if not tf.io.gfile.exists(path):
         raise FileNotFoundError(
@@ -65,7 +97,7 @@ def read_model_config(directory):
         return json.loads(f.read())
 
 
-def check_same_model(directory, model):
+def check_same_model(directory: str, model: keras.Model) -> None:
     """Raises ValueError when ``directory`` holds a model of another class or config than ``model``.
 
     Resuming training or restoring a checkpoint into a model of another shape would otherwise fail
@@ -92,7 +124,23 @@ def check_same_model(directory, model):
         )
 
 
-def build_model(model):
+def save_model_directory(directory: str, model: keras.Model, source_tokenizer: Any, target_tokenizer: Any,
+                         settings: dict | None = None) -> str:
+    """Writes a complete model directory of a trained model: config, vocabularies, a checkpoint.
+
+    What ``model.save_to_preset`` calls; the result loads like a ``bahdanau-train`` output.
+
+    Raises:
+        FileExistsError: ``directory`` exists and is not empty (one writer per directory).
+    """
+    if tf.io.gfile.exists(directory) and tf.io.gfile.listdir(directory):
+        raise FileExistsError(f"{directory!r} is not empty; save a model directory into a new one.")
+    write_model_config(directory, model, source_tokenizer, target_tokenizer, settings)
+    tf.train.Checkpoint(model=model).save(os.path.join(directory, CHECKPOINTS, "ckpt"))
+    return directory
+
+
+def build_model(model: keras.Model) -> keras.Model:
     """Creates all variables of ``model`` by calling it once on a one-token batch."""
     dummy = tf.ones([1, 1], "int32")
     model((dummy, dummy))
@@ -123,7 +171,7 @@ def _listed_checkpoint(directory):
     return path if os.path.isabs(path) else os.path.join(directory, path)
 
 
-def latest_checkpoint(directory, which="best", warn=None):
+def latest_checkpoint(directory: str, which: str = "best", warn=None) -> str | None:
     """Path of the checkpoint to use: the best one if ``which="best"`` and it is whole, else latest.
 
     ``best/`` falls back to ``checkpoints/`` only with a warning (``warn``, default: stderr):
@@ -199,24 +247,50 @@ class ModelDirectory:
     checkpoint: str
 
 
-def load_model_directory(directory, which="best", dtype=None):
-    """Loads a trained model directory.
+def _load_keras_file(path, dtype=None):
+    """A `ModelDirectory` of a ``.keras`` file whose model carries its tokenizers."""
+    import keras
+
+    _keras_file_config(path)  # a clear error for a missing or foreign file
+    model = keras.saving.load_model(path, compile=False)
+    if not isinstance(model, models_lib._TranslationModel):
+        raise ValueError(f"{path!r} holds a {type(model).__name__}, not a bahdanau_tf model.")
+    if model.source_tokenizer is None:
+        raise ValueError(f"{path!r} has no vocabularies: call model.attach_tokenizers(source, "
+                         "target) before model.save, so that the file can translate.")
+    if dtype is not None:
+        rebuilt = build_model(models_lib.model_from_config(
+            type(model).__name__, {**model.get_config(), "dtype": dtype}))
+        rebuilt.set_weights(model.get_weights())
+        model = rebuilt.attach_tokenizers(model.source_tokenizer, model.target_tokenizer)
+    return ModelDirectory(model=model, source_tokenizer=model.source_tokenizer,
+                          target_tokenizer=model.target_tokenizer, settings={}, checkpoint=path)
+
+
+def load_model_directory(directory: str | os.PathLike, which: str = "best",
+                         dtype: str | None = None) -> "ModelDirectory":
+    """Loads a trained model directory, or a ``.keras`` file.
 
     Args:
-        directory: str, a directory written by the trainer (``bahdanau-train --output_dir``).
+        directory: str, a directory written by the trainer (``bahdanau-train --output_dir``) or
+            by ``model.save_to_preset``; or a ``.keras`` file of a model that carries its
+            tokenizers (``which`` does not apply to it).
         which: ``"best"`` (best dev NLL, falling back to the latest) or ``"latest"``.
         dtype: optional dtype policy for the rebuilt model (e.g. ``"float32"`` to serve a model
             trained under mixed precision).
 
     Returns:
-        `ModelDirectory`.
+        `ModelDirectory`; its model has the tokenizers attached (``model.translate`` works).
 
     Raises:
         FileNotFoundError: not a model directory, or no checkpoint in it.
-        ValueError: a damaged or mismatched file (see `check_model_directory`).
+        ValueError: a damaged or mismatched file (see `check_model_directory`), a ``.keras``
+            file without tokenizers, or not a bahdanau_tf model.
     """
     from bahdanau_tf.text import load_tokenizer  # text imports tensorflow_text: only when needed
 
+    if is_keras_file(directory):
+        return _load_keras_file(os.fspath(directory), dtype=dtype)
     saved = check_model_directory(directory)
     config = dict(saved["config"])
     if dtype is not None:
@@ -226,10 +300,12 @@ def load_model_directory(directory, which="best", dtype=None):
     if checkpoint is None:
         raise FileNotFoundError(f"No checkpoint in {directory!r} (looked in {BEST}/ and {CHECKPOINTS}/).")
     tf.train.Checkpoint(model=model).restore(checkpoint).expect_partial().assert_existing_objects_matched()
+    model.attach_tokenizers(load_tokenizer(os.path.join(directory, SOURCE_VOCABULARY)),
+                            load_tokenizer(os.path.join(directory, TARGET_VOCABULARY)))
     return ModelDirectory(
         model=model,
-        source_tokenizer=load_tokenizer(os.path.join(directory, SOURCE_VOCABULARY)),
-        target_tokenizer=load_tokenizer(os.path.join(directory, TARGET_VOCABULARY)),
+        source_tokenizer=model.source_tokenizer,
+        target_tokenizer=model.target_tokenizer,
         settings=saved.get("settings", {}),
         checkpoint=checkpoint,
     )

@@ -18,10 +18,29 @@ model class, its constructor arguments and its training defaults (the `TrainingC
 sets), like OpenNMT-tf's ``auto_config`` next to each model. `model_from_preset`,
 `Model.from_preset`, `preset_names`, `bahdanau_tf.training.TrainingConfig.for_preset` and
 ``bahdanau-train --preset`` all read it.
+
+Strings in, strings out (keras-hub style): a model keeps the two tokenizers it is given
+(`attach_tokenizers`), translates with `translate` (a cached `bahdanau_tf.translator.Translator`),
+saves them inside its ``.keras`` file (Keras's ``save_assets`` / ``load_assets`` hooks) and
+in a preset directory (`save_to_preset`, the layout of `bahdanau_tf.model_directory`, what
+``bahdanau-train`` writes); `from_preset` and `model_from_preset` accept such a directory or a
+``.keras`` file (config, weights and tokenizers) as well as a registry name (an untrained
+architecture)::
+
+    model = RNNSearch.from_preset("small", source_vocabulary_size=s.vocabulary_size, ...)
+    model.compile(...); model.fit(make_dataset(corpus, s, t), epochs=2)
+    model.attach_tokenizers(s, t)
+    model.translate(["In the beginning God created the heavens and the earth."])
+    model.save("rnnsearch.keras")       # keras.saving.load_model(...).translate([...]) works
+    model.save_to_preset("rnnsearch")   # bahdanau-translate --model_dir=rnnsearch
 """
 
 import dataclasses
-from typing import Any, Optional
+import os
+import shutil
+import tempfile
+import weakref
+from typing import Any, Optional, Sequence
 
 import keras
 import tensorflow as tf
@@ -33,13 +52,48 @@ _SIZES = ("source_vocabulary_size", "target_vocabulary_size", "embedding_dim", "
 _PAPER_SIZES = dict(embedding_dim=620, hidden_dim=1000, maxout_dim=500)
 
 
+class _Attachments:
+    """What a model holds besides its weights: its tokenizers and its cached Translator.
+
+    A plain object on purpose: neither Keras nor tf.train tracks it, so checkpoints, weights
+    and SavedModels of the model stay what they were (the tokenizers travel as Keras assets).
+    """
+
+    def __init__(self):
+        self.source_tokenizer = None
+        self.target_tokenizer = None
+        self.translator = None
+
+
+def _load_private_tokenizer(directory):
+    """A tokenizer read from a copy of ``directory`` that lives as long as the tokenizer.
+
+    Keras deletes its asset directory after loading, but the tokenizer's vocabulary file must
+    outlive it (a SavedModel export copies it); the copy is removed with the tokenizer (or at exit).
+    """
+    from bahdanau_tf.text import load_tokenizer
+
+    private = tempfile.mkdtemp(prefix="bahdanau_assets_")
+    copy = os.path.join(private, "vocabulary")
+    shutil.copytree(directory, copy)
+    tokenizer = load_tokenizer(copy)
+    weakref.finalize(tokenizer, shutil.rmtree, private, True)
+    return tokenizer
+
+
 class _TranslationModel(keras.Model):
-    """What the three models share: presets, config, the step interface's documentation."""
+    """What the three models share: presets, config, tokenizers, the step interface's documentation."""
 
     #: the prefix of this class's preset names (``"rnnsearch"`` -> ``rnnsearch-small``)
     preset_prefix = ""
     #: whether ``decode_step`` returns attention weights (alignments, the ``align`` signature)
     has_attention = False
+    #: asset subdirectories of the tokenizers (the names a model directory uses)
+    _VOCABULARIES = ("source_vocabulary", "target_vocabulary")
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self._attached = _Attachments()
 
     def _store_config(self, sizes, **values):
         """Validates the positive ``sizes`` and keeps every constructor argument as an attribute;
@@ -56,13 +110,23 @@ class _TranslationModel(keras.Model):
 
     @classmethod
     def from_preset(cls, name: str, **overrides) -> "_TranslationModel":
-        """Builds the model of a named preset; keyword arguments override the preset's values.
+        """A registry preset's architecture, or a trained model from a preset directory or file.
 
         Args:
             name: str, a preset of this class: its full name (``"rnnsearch-small"``) or the
-                name without the class prefix (``"small"``).
-            **overrides: constructor arguments, e.g. ``source_vocabulary_size=8000``.
+                name without the class prefix (``"small"``): an untrained model; or the path
+                of a model directory (``save_to_preset``, ``bahdanau-train --output_dir``) or
+                of a ``.keras`` file: the trained model with its tokenizers attached. A
+                registry name wins over a directory of the same name (write ``./small``).
+            **overrides: constructor arguments, e.g. ``source_vocabulary_size=8000``; for a
+                path only ``dtype`` (e.g. ``"float32"`` for a model trained in mixed precision).
+
+        Raises:
+            ValueError: an unknown name, a path holding another class, or overrides of a
+                trained architecture.
         """
+        if f"{cls.preset_prefix}-{name}" not in PRESETS and _is_model_path(name):
+            return _load_trained(name, overrides, expected_class=cls)
         preset = PRESETS.get(name)
         if preset is None or preset.model_class is not cls:
             preset = PRESETS.get(f"{cls.preset_prefix}-{name}")
@@ -73,19 +137,145 @@ class _TranslationModel(keras.Model):
                              f"{cls.preset_names()}.{hint}")
         return cls(**{**preset.model, **overrides})
 
-    def get_config(self):
+    def get_config(self) -> dict:
         return {**super().get_config(), **{name: getattr(self, name) for name in self._config_names}}
 
     @classmethod
-    def from_config(cls, config):
+    def from_config(cls, config: dict) -> "_TranslationModel":
         return cls(**config)
 
-    def initial_state(self, memory):
+    # === Strings in, strings out ===
+
+    def attach_tokenizers(self, source_tokenizer: Any, target_tokenizer: Any) -> "_TranslationModel":
+        """Keeps the tokenizers the model was trained with: for `translate`, saving and presets.
+
+        Args:
+            source_tokenizer: a `bahdanau_tf.text` tokenizer of ``source_vocabulary_size`` ids.
+            target_tokenizer: one of ``target_vocabulary_size`` ids.
+
+        Returns:
+            the model itself.
+
+        Raises:
+            ValueError: a vocabulary size that is not the model's.
+        """
+        for side, tokenizer in (("source", source_tokenizer), ("target", target_tokenizer)):
+            expected = getattr(self, f"{side}_vocabulary_size")
+            size = getattr(tokenizer, "vocabulary_size", None)
+            if size != expected:
+                raise ValueError(f"The {side} tokenizer has {size} ids but the model's "
+                                 f"{side}_vocabulary_size is {expected}.")
+        self._attached.source_tokenizer = source_tokenizer
+        self._attached.target_tokenizer = target_tokenizer
+        self._attached.translator = None
+        return self
+
+    @property
+    def source_tokenizer(self) -> Any:
+        """The attached source tokenizer, or None."""
+        return self._attached.source_tokenizer
+
+    @property
+    def target_tokenizer(self) -> Any:
+        """The attached target tokenizer, or None."""
+        return self._attached.target_tokenizer
+
+    def translate(self, sentences: "str | Sequence[str]", beam_size: Optional[int] = None,
+                  nbest: int = 1, forbid_unknown: bool = False, batch_size: int = 64) -> str | list:
+        """Translates strings with beam search (`bahdanau_tf.translator.Translator`, cached).
+
+        Args:
+            sentences: a str or a list of str.
+            beam_size: int, None for the Translator's default (5); 1 is greedy search.
+            nbest: int, > 1 gives the ``nbest`` best translations of each sentence.
+            forbid_unknown: bool, never generate [UNK] (the paper's "No UNK" decoding).
+            batch_size: int, sentences per graph call.
+
+        Returns:
+            str for a str, list of str for a list (lists of ``nbest`` str when ``nbest > 1``).
+            For scores and alignments use ``Translator.from_model(model).translate``.
+
+        Raises:
+            ValueError: no tokenizers attached, or a bad beam_size / nbest.
+        """
+        if self._attached.translator is None:
+            from bahdanau_tf.translator import Translator
+
+            self._attached.translator = Translator.from_model(self)
+        single = isinstance(sentences, (str, bytes))
+        output = self._attached.translator.translate(
+            [sentences] if single else list(sentences), beam_size=beam_size, nbest=nbest,
+            forbid_unknown=forbid_unknown, batch_size=batch_size)
+        return output.translations[0] if single else output.translations
+
+    def save_assets(self, dir_path: str) -> None:
+        """Keras's hook (``model.save("m.keras")``): writes the attached tokenizers."""
+        if self.source_tokenizer is not None:
+            for name, tokenizer in zip(self._VOCABULARIES, (self.source_tokenizer, self.target_tokenizer)):
+                tokenizer.save(os.path.join(dir_path, name))
+
+    def load_assets(self, dir_path: str) -> None:
+        """Keras's hook (``keras.saving.load_model``): attaches the saved tokenizers, if any."""
+        paths = [os.path.join(dir_path, name) for name in self._VOCABULARIES]
+        if all(os.path.isdir(path) for path in paths):
+            self.attach_tokenizers(*(_load_private_tokenizer(path) for path in paths))
+
+    def save_to_preset(self, preset_dir: str) -> str:
+        """Writes a preset directory: ``model.json``, both vocabularies and a checkpoint.
+
+        The layout of a ``bahdanau-train`` output directory (`bahdanau_tf.model_directory`), so
+        `from_preset`, `model_from_preset`, `Translator.from_directory` and every command line's
+        ``--model_dir`` read it.
+
+        Args:
+            preset_dir: str, a new or empty directory.
+
+        Returns:
+            str, ``preset_dir``.
+
+        Raises:
+            ValueError: no tokenizers attached.
+            FileExistsError: ``preset_dir`` is not empty.
+        """
+        from bahdanau_tf import model_directory
+
+        if self.source_tokenizer is None:
+            raise ValueError("save_to_preset needs the model's tokenizers: call "
+                             "model.attach_tokenizers(source_tokenizer, target_tokenizer) first.")
+        model_directory.save_model_directory(preset_dir, self, self.source_tokenizer,
+                                             self.target_tokenizer)
+        return preset_dir
+
+    def initial_state(self, memory: dict) -> Any:
         raise NotImplementedError
 
-    def attention_weights(self, inputs):
+    def attention_weights(self, inputs: tuple) -> tf.Tensor:
         """Teacher-forced attention (batch, target_len, source_len); models with attention only."""
         raise NotImplementedError(f"{type(self).__name__} has no attention.")
+
+
+def _is_model_path(name) -> bool:
+    """True for a path to load (a directory, a ``.keras`` file), False for a registry name."""
+    name = os.fspath(name)
+    if name in PRESETS or name in ALIASES:
+        return False
+    return os.path.exists(name) or name.endswith(".keras")
+
+
+def _load_trained(path, overrides, expected_class=None):
+    """The model of a preset directory or ``.keras`` file, its tokenizers attached."""
+    from bahdanau_tf.model_directory import load_model_directory
+
+    overrides = dict(overrides)
+    dtype = overrides.pop("dtype", None)
+    if overrides:
+        raise ValueError(f"{os.fspath(path)!r} holds a trained model: its architecture cannot "
+                         f"be changed (got {sorted(overrides)}); only dtype can be given.")
+    model = load_model_directory(os.fspath(path), dtype=dtype).model
+    if expected_class is not None and not isinstance(model, expected_class):
+        raise ValueError(f"{os.fspath(path)!r} holds a {type(model).__name__}, not a "
+                         f"{expected_class.__name__}; use model_from_preset to load any class.")
+    return model
 
 
 def _check_positive(**sizes):
@@ -132,16 +322,16 @@ class RNNSearch(_TranslationModel):
 
     def __init__(
         self,
-        source_vocabulary_size,
-        target_vocabulary_size,
-        embedding_dim=620,
-        hidden_dim=1000,
-        attention_dim=1000,
-        maxout_dim=500,
-        score="additive",
-        initialization="paper",
+        source_vocabulary_size: int,
+        target_vocabulary_size: int,
+        embedding_dim: int = 620,
+        hidden_dim: int = 1000,
+        attention_dim: int = 1000,
+        maxout_dim: int = 500,
+        score: str = "additive",
+        initialization: str = "paper",
         **kwargs,
-    ):
+    ) -> None:
         super().__init__(**kwargs)
         init = layers_lib.initializers_for(initialization)
         # === Config ===
@@ -202,7 +392,7 @@ class RNNSearch(_TranslationModel):
             name="readout",
         )
 
-    def build(self, input_shape=None):
+    def build(self, input_shape: tuple | None = None) -> None:
         annotation_dim = 2 * self.hidden_dim
         self.encoder.build((None, None))
         self.initial_state_dense.build((None, self.hidden_dim))
@@ -211,7 +401,7 @@ class RNNSearch(_TranslationModel):
         self.readout.build(state_dim=self.hidden_dim, embedding_dim=self.embedding_dim, context_dim=annotation_dim)
         self.built = True
 
-    def encode(self, source_ids, training=False):
+    def encode(self, source_ids: tf.Tensor, training: bool = False) -> dict:
         """Annotations, attention keys U_a h_j and the source mask: the decoder's memory.
 
         Args:
@@ -224,12 +414,12 @@ class RNNSearch(_TranslationModel):
         annotations, mask = self.encoder(source_ids, training=training)
         return self.decoder_cell.prepare_memory(annotations, mask)
 
-    def initial_state(self, memory):
+    def initial_state(self, memory: dict) -> tf.Tensor:
         """s_0 = tanh(W_s h<-_1), from the backward encoder state at the first source word."""
         backward_first = memory["annotations"][:, 0, self.hidden_dim :]
         return self.initial_state_dense(backward_first)
 
-    def decode_step(self, previous_ids, state, memory):
+    def decode_step(self, previous_ids: tf.Tensor, state: Any, memory: dict) -> tuple:
         """One decoder step.
 
         Args:
@@ -271,10 +461,10 @@ class RNNSearch(_TranslationModel):
         logits = self.readout(states, embedded, contexts)
         return logits, layers_lib.stack_time(attention)
 
-    def call(self, inputs, training=False):
+    def call(self, inputs: tuple, training: bool = False) -> tf.Tensor:
         return self._teacher_forcing(inputs, training=training)[0]
 
-    def attention_weights(self, inputs):
+    def attention_weights(self, inputs: tuple) -> tf.Tensor:
         """alpha_ij of the reference translation (teacher forcing): (batch, target_len, source_len)."""
         return self._teacher_forcing(inputs)[1]
 
@@ -296,14 +486,14 @@ class RNNEncDec(_TranslationModel):
 
     def __init__(
         self,
-        source_vocabulary_size,
-        target_vocabulary_size,
-        embedding_dim=620,
-        hidden_dim=1000,
-        maxout_dim=500,
-        initialization="paper",
+        source_vocabulary_size: int,
+        target_vocabulary_size: int,
+        embedding_dim: int = 620,
+        hidden_dim: int = 1000,
+        maxout_dim: int = 500,
+        initialization: str = "paper",
         **kwargs,
-    ):
+    ) -> None:
         super().__init__(**kwargs)
         init = layers_lib.initializers_for(initialization)
         # === Config ===
@@ -338,7 +528,7 @@ class RNNEncDec(_TranslationModel):
         self.decoder_cell = layers_lib.ConditionalGRUCell(hidden_dim, name="decoder_cell", **dense)
         self.readout = layers_lib.MaxoutReadout(maxout_dim, target_vocabulary_size, name="readout", **dense)
 
-    def build(self, input_shape=None):
+    def build(self, input_shape: tuple | None = None) -> None:
         n = self.hidden_dim
         self.source_embedding.build((None, None))
         self.encoder_gru.build((None, None, self.embedding_dim))
@@ -349,7 +539,7 @@ class RNNEncDec(_TranslationModel):
         self.readout.build(state_dim=n, embedding_dim=self.embedding_dim, context_dim=n)
         self.built = True
 
-    def encode(self, source_ids, training=False):
+    def encode(self, source_ids: tf.Tensor, training: bool = False) -> dict:
         """The fixed context c = tanh(V h_Tx) and its projection into the decoder's gates.
 
         Returns:
@@ -360,17 +550,17 @@ class RNNEncDec(_TranslationModel):
         context = self.context_dense(last_state)
         return {"context": context, "projected_context": self.decoder_cell.project_context(context)}
 
-    def initial_state(self, memory):
+    def initial_state(self, memory: dict) -> tf.Tensor:
         """s_0 = tanh(V' c)."""
         return self.initial_state_dense(memory["context"])
 
-    def decode_step(self, previous_ids, state, memory):
+    def decode_step(self, previous_ids: tf.Tensor, state: Any, memory: dict) -> tuple:
         """One decoder step; returns ``(logits, state, None)`` (there is no attention)."""
         embedded = self.target_embedding(previous_ids)
         state = self.decoder_cell(self.decoder_cell.project_inputs(embedded), state, memory["projected_context"])
         return self.readout(state, embedded, memory["context"]), state, None
 
-    def call(self, inputs, training=False):
+    def call(self, inputs: tuple, training: bool = False) -> tf.Tensor:
         source_ids, target_input_ids = inputs
         memory = self.encode(source_ids, training=training)
         embedded = self.target_embedding(target_input_ids)
@@ -408,15 +598,15 @@ class Seq2Seq(_TranslationModel):
 
     def __init__(
         self,
-        source_vocabulary_size,
-        target_vocabulary_size,
-        embedding_dim=1000,
-        hidden_dim=1000,
-        num_layers=4,
-        reverse_source=True,
-        init_scale=0.08,
+        source_vocabulary_size: int,
+        target_vocabulary_size: int,
+        embedding_dim: int = 1000,
+        hidden_dim: int = 1000,
+        num_layers: int = 4,
+        reverse_source: bool = True,
+        init_scale: float = 0.08,
         **kwargs,
-    ):
+    ) -> None:
         super().__init__(**kwargs)
         # === Config ===
         self._store_config(
@@ -452,7 +642,7 @@ class Seq2Seq(_TranslationModel):
             target_vocabulary_size, kernel_initializer=uniform, dtype=self.dtype_policy, name="output"
         )
 
-    def build(self, input_shape=None):
+    def build(self, input_shape: tuple | None = None) -> None:
         self.source_embedding.build((None, None))
         self.target_embedding.build((None, None))
         for index, (encoder, decoder) in enumerate(zip(self.encoder_layers, self.decoder_layers)):
@@ -462,7 +652,7 @@ class Seq2Seq(_TranslationModel):
         self.output_dense.build((None, self.hidden_dim))
         self.built = True
 
-    def encode(self, source_ids, training=False):
+    def encode(self, source_ids: tf.Tensor, training: bool = False) -> dict:
         """The final (h, c) of every encoder layer, after reading the source backwards.
 
         Returns:
@@ -479,10 +669,10 @@ class Seq2Seq(_TranslationModel):
             states.append((h, c))
         return {"states": tuple(states)}
 
-    def initial_state(self, memory):
+    def initial_state(self, memory: dict) -> tuple:
         return memory["states"]
 
-    def decode_step(self, previous_ids, state, memory):
+    def decode_step(self, previous_ids: tf.Tensor, state: Any, memory: dict) -> tuple:
         """One decoder step; returns ``(logits, state, None)``."""
         x = self.target_embedding(previous_ids)
         new_state = []
@@ -491,7 +681,7 @@ class Seq2Seq(_TranslationModel):
             new_state.append((h, c))
         return tf.cast(self.output_dense(x), "float32"), tuple(new_state), None
 
-    def call(self, inputs, training=False):
+    def call(self, inputs: tuple, training: bool = False) -> tf.Tensor:
         source_ids, target_input_ids = inputs
         state = self.encode(source_ids, training=training)["states"]
         x = self.target_embedding(target_input_ids)
@@ -598,7 +788,10 @@ def preset_names() -> list:
 
 
 def model_from_preset(name: str, **overrides) -> _TranslationModel:
-    """The model of a preset name, whichever class owns it.
+    """The model of a preset name, whichever class owns it; or a trained model from a path.
+
+    ``name`` may also be a preset directory or a ``.keras`` file (see `RNNSearch.from_preset`):
+    the trained model, its tokenizers attached; ``overrides`` may then only set ``dtype``.
 
     Example:
 
@@ -607,6 +800,8 @@ def model_from_preset(name: str, **overrides) -> _TranslationModel:
     >>> type(model).__name__
     'RNNEncDec'
     """
+    if _is_model_path(name):
+        return _load_trained(name, overrides)
     preset = get_preset(name)
     return preset.model_class(**{**preset.model, **overrides})
 

@@ -40,6 +40,7 @@ import sys
 import tempfile
 import threading
 import time
+from typing import Any, Callable
 
 import keras
 import tensorflow as tf
@@ -88,7 +89,13 @@ class TrainingConfig:
             else 1 (a ``tf.function`` without XLA runs every shape with one trace).
             `padding_multiple` is the value in effect.
         seed: int, data order and initialisation.
-        summaries: bool, write TensorBoard summaries to ``OUT/logs``.
+        summaries: bool, write TensorBoard summaries to ``OUT/logs`` (the series are listed in
+            `Trainer`'s docstring).
+        dev_bleu_every: int, translate the dev sample (greedy) at the first dev evaluation,
+            then every this many evaluations, and at the last one: dev BLEU, attention images
+            and sample translations go to TensorBoard; 0 never (needs ``summaries``).
+        dev_bleu_sentences: int, the dev sample: the first this many dev pairs (100 sentences
+            of the small preset: about 3 s on a 2-core CPU, untrained, every output at its length bound).
     """
 
     optimizer: str = "adam"
@@ -111,6 +118,8 @@ class TrainingConfig:
     pad_to_multiple: int | None = None
     seed: int = 1234
     summaries: bool = True
+    dev_bleu_every: int = 2
+    dev_bleu_sentences: int = 100
 
     def __post_init__(self):
         if self.optimizer not in OPTIMIZERS:
@@ -133,16 +142,20 @@ class TrainingConfig:
             raise ValueError(f"`max_steps` must be >= 0 or None, got {self.max_steps!r}.")
         if self.max_minutes is not None and not self.max_minutes > 0:
             raise ValueError(f"`max_minutes` must be positive or None, got {self.max_minutes!r}.")
+        for name, low in (("dev_bleu_every", 0), ("dev_bleu_sentences", 1)):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < low:
+                raise ValueError(f"`{name}` must be an int >= {low}, got {value!r}.")
 
     @property
-    def padding_multiple(self):
+    def padding_multiple(self) -> int:
         """The `pad_to_multiple` in effect: 8 under XLA, 1 without, unless set."""
         if self.pad_to_multiple is not None:
             return self.pad_to_multiple
         return 8 if self.jit_compile else 1
 
     @classmethod
-    def for_preset(cls, preset, **changes):
+    def for_preset(cls, preset: str, **changes) -> "TrainingConfig":
         """The preset's training defaults (`bahdanau_tf.models.PRESETS`), with ``changes``."""
         return cls(**{**models_lib.get_preset(preset).training, **changes})
 
@@ -157,20 +170,21 @@ class HalvingSchedule(keras.optimizers.schedules.LearningRateSchedule):
         every_epochs: float, then every this many epochs (0.5).
     """
 
-    def __init__(self, initial_learning_rate, steps_per_epoch, start_epoch=5.0, every_epochs=0.5):
+    def __init__(self, initial_learning_rate: float, steps_per_epoch: int | tf.Variable,
+                 start_epoch: float = 5.0, every_epochs: float = 0.5) -> None:
         self.initial_learning_rate = float(initial_learning_rate)
         self.steps_per_epoch = steps_per_epoch
         self.start_epoch = float(start_epoch)
         self.every_epochs = float(every_epochs)
 
-    def __call__(self, step):
+    def __call__(self, step: tf.Tensor) -> tf.Tensor:
         epoch = tf.cast(step, "float32") / tf.maximum(tf.cast(self.steps_per_epoch, "float32"), 1.0)
         halvings = tf.where(
             epoch >= self.start_epoch, tf.floor((epoch - self.start_epoch) / self.every_epochs) + 1.0, 0.0
         )
         return self.initial_learning_rate * tf.pow(0.5, halvings)
 
-    def get_config(self):
+    def get_config(self) -> dict:
         return dict(
             initial_learning_rate=self.initial_learning_rate,
             steps_per_epoch=int(self.steps_per_epoch),
@@ -179,7 +193,8 @@ class HalvingSchedule(keras.optimizers.schedules.LearningRateSchedule):
         )
 
 
-def make_optimizer(config, steps_per_epoch=None):
+def make_optimizer(config: TrainingConfig,
+                   steps_per_epoch: int | tf.Variable | None = None) -> keras.optimizers.Optimizer:
     """The Keras optimizer of a `TrainingConfig` (clipping is done by the trainer, not here)."""
     learning_rate = config.learning_rate
     if config.schedule == "halving":
@@ -195,7 +210,7 @@ def make_optimizer(config, steps_per_epoch=None):
     return optimizer
 
 
-def make_strategy(name="default", devices=None):
+def make_strategy(name: str = "default", devices: list | None = None) -> tf.distribute.Strategy:
     """A `tf.distribute` strategy by name.
 
     Args:
@@ -212,7 +227,7 @@ def make_strategy(name="default", devices=None):
     raise ValueError(f"`strategy` must be one of {STRATEGIES}, got {name!r}.")
 
 
-def device_description():
+def device_description() -> str:
     """A short description of the devices training runs on, for the report."""
     gpus = tf.config.list_physical_devices("GPU")
     if gpus:
@@ -224,14 +239,49 @@ def device_description():
     return f"CPU ({platform.processor() or platform.machine()}, {os.cpu_count()} cores)"
 
 
-def _scalar_summary(name, value):
-    """A TensorBoard scalar, written with core TensorFlow only (TensorBoard need not be installed)."""
+def _summary_metadata(plugin_name, data_class):
     from tensorflow.core.framework import summary_pb2
 
-    metadata = summary_pb2.SummaryMetadata(
-        plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars")
+    return summary_pb2.SummaryMetadata(
+        plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name=plugin_name),
+        data_class=data_class,
     )
-    tf.summary.write(name, tf.cast(value, "float32"), metadata=metadata)
+
+
+# TensorBoard's own summary ops come with the tensorboard package, which TensorFlow no longer
+# brings; these write the same records (plugin name + tensor layout) with core TensorFlow only.
+def _scalar_summary(name, value):
+    """A TensorBoard scalar (the ``scalars`` plugin's float32 scalar)."""
+    tf.summary.write(name, tf.cast(value, "float32"), metadata=_summary_metadata("scalars", 1))
+
+
+def _image_summary(name, png, width, height):
+    """A TensorBoard image: the ``images`` plugin's [width, height, PNG bytes] string tensor."""
+    tf.summary.write(name, tf.constant([str(width), str(height), png], tf.string),
+                     metadata=_summary_metadata("images", 3))
+
+
+def _text_summary(name, markdown):
+    """A TensorBoard text (the ``text`` plugin renders a string tensor as Markdown)."""
+    tf.summary.write(name, tf.constant(markdown, tf.string), metadata=_summary_metadata("text", 2))
+
+
+def _attention_png(alignment, title):
+    """An alignment drawn like the paper's figure 3, as PNG bytes and its pixel size."""
+    import io
+
+    from bahdanau_tf import evaluation
+
+    figure = evaluation.plot_attention(alignment.attention, alignment.source_tokens,
+                                       alignment.target_tokens, None, title=title)
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=figure.dpi)
+    width, height = figure.canvas.get_width_height()
+    return buffer.getvalue(), width, height
+
+
+def _markdown_cell(text):
+    return text.replace("|", "\\|").replace("\n", " ") or " "
 
 
 def _is_chief(strategy):
@@ -257,6 +307,9 @@ class _Run:
     dev_nll: float | None = None
     dev_step: int | None = None
     evaluations_without_improvement: int = 0
+    evaluations: int = 0
+    deadline: float | None = None
+    dev_bleu: float | None = None
     tokens_total: float = 0.0
     tokens_time: float = 0.0
     stopped: str | None = None
@@ -339,6 +392,15 @@ class Trainer:
     checkpoint (step, weights, optimizer state, elapsed wall time, and the data position: the
     seeded input pipeline skips the batches already used).
 
+    TensorBoard (``tensorboard --logdir OUT/logs``; the package is the ``[tensorboard]`` extra):
+    ``train/nll``, ``train/gradient_norm``, ``train/learning_rate``, ``train/tokens_per_second``
+    every ``log_every`` steps; ``dev/nll`` at every dev evaluation, the last step's included;
+    and, at the first evaluation, every ``dev_bleu_every``-th and the last, from a greedy
+    translation of the first ``dev_bleu_sentences`` dev pairs: ``dev/bleu`` (sacrebleu, as
+    `bahdanau_tf.evaluation.corpus_bleu`), ``dev/translations`` (text: source, reference and
+    translation of the first 4) and ``dev/attention_0``, ``dev/attention_1`` (images of the
+    attention on two fixed dev sentences, figure 3; models with attention only).
+
     Args:
         output_dir: str, the model directory (created if needed).
         source_tokenizer, target_tokenizer: tokenizers of `bahdanau_tf.text`.
@@ -361,16 +423,16 @@ class Trainer:
 
     def __init__(
         self,
-        output_dir,
-        source_tokenizer,
-        target_tokenizer,
-        preset="small",
-        config=None,
-        model_overrides=None,
-        strategy=None,
-        settings=None,
-        log=None,
-    ):
+        output_dir: str,
+        source_tokenizer: Any,
+        target_tokenizer: Any,
+        preset: str = "small",
+        config: TrainingConfig | None = None,
+        model_overrides: dict | None = None,
+        strategy: tf.distribute.Strategy | str | None = None,
+        settings: dict | None = None,
+        log: Callable[[str], None] | None = None,
+    ) -> None:
         self.output_dir = output_dir
         self.source_tokenizer = source_tokenizer
         self.target_tokenizer = target_tokenizer
@@ -390,6 +452,8 @@ class Trainer:
         self._created_dir = False
         self._created_entries = set()
         self._signal = None
+        self._dev_corpus = None  # the dev pairs, for dev BLEU and the TensorBoard samples
+        self._dev_translator = None
         self._build()
 
     # === Construction ===
@@ -447,7 +511,7 @@ class Trainer:
         self.train_step = tf.function(self._train_step)
         self.eval_step = tf.function(self._eval_step, reduce_retracing=True)  # one trace for all dev shapes
 
-    def restore(self):
+    def restore(self) -> str | None:
         """Takes the output directory (a lock) and restores its latest checkpoint, if any.
 
         An existing model directory must be complete (`model_directory.check_model_directory`)
@@ -593,7 +657,7 @@ class Trainer:
         return self.strategy.reduce("sum", nll_sum, axis=None), self.strategy.reduce("sum", tokens, axis=None)
 
     # === Data ===
-    def train_dataset(self, corpus, skip_batches=0, distribute=True):
+    def train_dataset(self, corpus: Any, skip_batches: int = 0, distribute: bool = True) -> tf.data.Dataset:
         """The training input: shuffled, repeated, bucketed, padded batches of ``batch_size`` rows.
 
         Args:
@@ -635,6 +699,7 @@ class Trainer:
         from bahdanau_tf import data
 
         config = self.config
+        self._dev_corpus = corpus
         corpus = corpus.select(slice(0, config.dev_sentences))
         # sorted by length (one window), so batches are dense and few shapes get compiled
         dataset = data.make_dataset(
@@ -654,10 +719,9 @@ class Trainer:
         """What the length filter keeps and drops of ``corpus`` (`bahdanau_tf.data.count_pairs`)."""
         from bahdanau_tf import data
 
-        return data.count_pairs(corpus, self.source_tokenizer, self.target_tokenizer,
-                                self.config.max_length)
+        return data.count_pairs(corpus, self.source_tokenizer, self.target_tokenizer, self.config.max_length)
 
-    def evaluate(self, dev_dataset):
+    def evaluate(self, dev_dataset: Any) -> float:
         """Mean NLL per real target token of a (distributed) dev dataset."""
         total, tokens = 0.0, 0.0
         for batch in dev_dataset:
@@ -667,7 +731,7 @@ class Trainer:
         return total / max(tokens, 1.0)
 
     # === The loop ===
-    def fit(self, train_corpus, dev_corpus=None, start_time=None):
+    def fit(self, train_corpus: Any, dev_corpus: Any = None, start_time: float | None = None) -> dict:
         """Trains until a budget is spent or early stopping; returns the report (table 2).
 
         Args:
@@ -716,6 +780,7 @@ class Trainer:
         run.train_pairs = counts["kept"]
         dropped = (f"; dropped {counts['too_long']:,} longer than {config.max_length} tokens and "
                    f"{counts['empty']:,} with an empty side" if counts["kept"] < counts["total"] else "")
+        run.deadline = deadline  # the progress line shows the budget
         if run.train_pairs == 0:
             raise ValueError(
                 "The training corpus is empty." if not counts["total"] else
@@ -811,7 +876,7 @@ class Trainer:
             f"step {run.step:>7,}  epoch {float(self.sentences_seen.numpy()) / run.train_pairs:6.2f}  "
             f"train NLL {run.train_nll:.3f}  |grad| {float(self._grad_norm.numpy()):.2f}  "
             f"lr {learning_rate:.3g}  {tokens_per_second:,.0f} tok/s  "
-            f"{(run.elapsed_before + now - run.start) / 60:.1f} min"
+            + self._budget_progress(run, now, seconds / self.config.log_every)
         )
         self._summaries(run.step, {"train/nll": run.train_nll, "train/gradient_norm": self._grad_norm,
                                    "train/learning_rate": learning_rate,
@@ -825,6 +890,11 @@ class Trainer:
         improved = run.dev_nll < float(self.best_dev_nll.numpy())
         self._log(f"step {run.step:>7,}  dev NLL {run.dev_nll:.3f}" + ("  (best)" if improved else ""))
         self._summaries(run.step, {"dev/nll": run.dev_nll})
+        run.evaluations += 1
+        every, max_steps = self.config.dev_bleu_every, self.config.max_steps
+        last = run.stopped is not None or (max_steps is not None and run.step >= max_steps)
+        if every and (run.evaluations % every == 1 % every or last):
+            self._dev_translation_summaries(run)
         if improved:
             self.best_dev_nll.assign(run.dev_nll)
             self.best_step.assign(run.step)
@@ -879,11 +949,63 @@ class Trainer:
         self._write_report(run.report)
         self._cleanup()
 
-    def _summaries(self, step, scalars):
+    def _summaries(self, step, scalars, images=None, texts=None):
+        """Writes TensorBoard summaries (chief only): scalars, ``{name: (png, width, height)}``
+        images and ``{name: markdown}`` texts."""
         if self._writer:
             with self._writer.as_default(step=step):
                 for name, value in scalars.items():
                     _scalar_summary(name, value)
+                for name, (png, width, height) in (images or {}).items():
+                    _image_summary(name, png, width, height)
+                for name, markdown in (texts or {}).items():
+                    _text_summary(name, markdown)
+
+    def _budget_progress(self, run, now, seconds_per_step):
+        """``7.3 / 12.0 min`` under a time budget (else the minutes trained), and the time left
+        when ``max_steps`` ends the run first."""
+        config = self.config
+        if run.deadline is not None:
+            started = run.deadline - 60 * config.max_minutes
+            text = f"{(now - started) / 60:.1f} / {config.max_minutes:.1f} min"
+        else:
+            text = f"{(run.elapsed_before + now - run.start) / 60:.1f} min"
+        if config.max_steps is not None:
+            left = max(config.max_steps - run.step, 0) * seconds_per_step
+            if run.deadline is None or now + left < run.deadline:
+                text += f"  ETA {left / 60:.1f} min"
+        return text
+
+    def _dev_translation_summaries(self, run):
+        """Dev BLEU (greedy, on the dev sample), sample translations and attention images."""
+        if not self._writer or self._dev_corpus is None or not len(self._dev_corpus):
+            return
+        from bahdanau_tf import evaluation
+        from bahdanau_tf.translator import Translator
+
+        if self._dev_translator is None:
+            self._dev_translator = Translator(self.model, self.source_tokenizer, self.target_tokenizer,
+                                              beam_size=1)
+        sample = self._dev_corpus.select(slice(0, self.config.dev_bleu_sentences))
+        start = time.time()
+        translations = self._dev_translator.translate(sample.sources, beam_size=1).translations
+        run.dev_bleu = evaluation.corpus_bleu(translations, sample.targets).score
+        self._log(f"step {run.step:>7,}  dev BLEU {run.dev_bleu:.2f} (greedy, {len(sample)} sentences, "
+                  f"{time.time() - start:.0f} s)")
+        rows = ["| source | reference | translation |", "| --- | --- | --- |"] + [
+            f"| {_markdown_cell(s)} | {_markdown_cell(r)} | {_markdown_cell(t)} |"
+            for s, r, t in list(zip(sample.sources, sample.targets, translations))[:4]]
+        images = {}
+        if self.model.has_attention:
+            # two fixed sentences of readable length, the same at every evaluation
+            fixed = [s for s in sample.sources if 0 < len(s.split()) <= 25][:2]
+            alignments = self._dev_translator.translate(fixed, beam_size=1, return_alignments=True).alignments
+            for index, (sentence, alignment) in enumerate(zip(fixed, alignments)):
+                if alignment.target_tokens:
+                    images[f"dev/attention_{index}"] = _attention_png(
+                        alignment, f"step {run.step}: {sentence[:60]}")
+        self._summaries(run.step, {"dev/bleu": run.dev_bleu}, images=images,
+                        texts={"dev/translations": "\n".join(rows)})
 
     def _out_of_time(self, deadline, step, resumed_step):
         """Whether the wall-time budget is spent; agreed on by all workers of a multi-worker run."""
@@ -945,7 +1067,7 @@ class Trainer:
             shutil.rmtree(self._write_dir, ignore_errors=True)
 
 
-def format_report(report):
+def format_report(report: dict) -> str:
     """The report as a table-2 style text block."""
     rows = [
         ("Updates", f"{report['updates']:,}"),

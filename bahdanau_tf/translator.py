@@ -194,7 +194,8 @@ class Translator(tf.Module):
         """Loads one training output directory, or several for an ensemble.
 
         Args:
-            model_dirs: str, or a list of str (an ensemble; the vocabularies must be equal).
+            model_dirs: str, or a list of str (an ensemble; the vocabularies must be equal):
+                model directories or ``.keras`` files (`bahdanau_tf.model_directory`).
             which: ``"best"`` (best dev NLL, else latest) or ``"latest"`` checkpoint.
             **kwargs: `Translator` arguments (beam_size, jit_compile, ...).
 
@@ -215,6 +216,31 @@ class Translator(tf.Module):
                                  "an ensemble needs models over the same vocabularies.")
         return cls([d.model for d in loaded], first.source_tokenizer, first.target_tokenizer,
                    **kwargs)
+
+    @classmethod
+    def from_model(cls, models, **kwargs) -> "Translator":
+        """A Translator of a model (or an ensemble) that carries its tokenizers.
+
+        Args:
+            models: a model with attached tokenizers (``model.attach_tokenizers``, or loaded
+                from a ``.keras`` file or preset directory), or a list of them over the same
+                vocabularies.
+            **kwargs: `Translator` arguments (beam_size, jit_compile, ...).
+
+        Raises:
+            ValueError: a model without tokenizers, or members with other vocabularies.
+        """
+        models = list(models) if isinstance(models, (list, tuple)) else [models]
+        for model in models:
+            if getattr(model, "source_tokenizer", None) is None:
+                raise ValueError(f"{type(model).__name__} has no tokenizers: call "
+                                 "model.attach_tokenizers(source_tokenizer, target_tokenizer).")
+        first = models[0]
+        for other in models[1:]:
+            if (other.source_tokenizer.vocabulary != first.source_tokenizer.vocabulary
+                    or other.target_tokenizer.vocabulary != first.target_tokenizer.vocabulary):
+                raise ValueError("An ensemble needs models over the same vocabularies.")
+        return cls(models, first.source_tokenizer, first.target_tokenizer, **kwargs)
 
     # === Graph pieces (traced inside the tf.functions) ===
 

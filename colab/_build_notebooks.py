@@ -122,6 +122,21 @@ print("device:", training.device_description(), "| precision:", PRECISION)
 '''
 
 
+def TENSORBOARD_CELL(log_dir):  # noqa: N802 (a fresh cell object per notebook)
+    """TensorBoard inline, opened before training so that it follows the run."""
+    return tagged(new_code_cell(f'''\
+# TensorBoard inline: train/dev NLL, dev BLEU, attention images and sample translations of the
+# training below, refreshed while it runs (Colab ships TensorBoard; elsewhere
+# pip install "bahdanau_tf[tensorboard]"). Not in smoke mode: it starts a server.
+import importlib.util
+
+LOG_DIR = {log_dir}
+if not SMOKE and importlib.util.find_spec("tensorboard"):
+    %load_ext tensorboard
+    %tensorboard --logdir {{LOG_DIR}}
+'''), "tensorboard")
+
+
 def tagged(cell, *tags):
     cell.metadata["tags"] = list(tags)
     return cell
@@ -230,6 +245,7 @@ training defaults (`small`: Adam, batch 64, gradient norm clipped at 1, the pape
 bucketing), evaluates the dev NLL, keeps the best checkpoint and writes the model directory. On the
 command line: `bahdanau-train --preset=small --max_minutes=12 --output_dir=bahdanau_quickstart/model`
 (add `--precision=mixed_float16` or `mixed_bfloat16` on a GPU)."""),
+        TENSORBOARD_CELL('os.path.join(MODEL_DIR, "logs")'),
         tagged(new_code_cell('''\
 config = training.TrainingConfig.for_preset(
     PRESET, max_minutes=TRAIN_MINUTES, max_steps=MAX_STEPS, precision=PRECISION,
@@ -391,6 +407,7 @@ print(f"shortlists: {source_tokenizer.vocabulary_size:,} English / {target_token
 Each model gets `BUDGET_MINUTES / 4`. `rnnsearch-50` etc. are the paper's sizes and training
 settings (Adadelta, batch 80); the `small` / `tiny` variants use Adam. A model directory that
 exists already is resumed, so re-running this cell trains further."""),
+        TENSORBOARD_CELL("OUTPUT_DIR  # the four models' logs side by side"),
         tagged(new_code_cell('''\
 from bahdanau_tf import training
 

@@ -219,3 +219,25 @@ def test_every_preset_of_the_registry_trains_one_step(tmp_path):
         assert report["updates"] == 1 and report["preset"] == preset and report["train_nll"] > 0
         saved = model_directory.read_model_config(str(tmp_path / preset))
         assert saved["class_name"] == models.get_preset(preset).model_class.__name__
+
+
+@pytest.mark.slow
+def test_trains_with_the_vocabularies_bahdanau_data_built(tmp_path):
+    from bahdanau_tf import text
+
+    vocabulary_dir = tmp_path / "vocabularies"
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    built = subprocess.run([sys.executable, "-m", "bahdanau_tf.cli.data", "--tokenizer=word",
+                            "--vocabulary_size=250", f"--vocabulary_dir={vocabulary_dir}"],
+                           capture_output=True, text=True, timeout=300, env=env)
+    assert built.returncode == 0, built.stderr[-3000:]
+    out = tmp_path / "run"
+    # --tokenizer/--vocabulary_size asking for other vocabularies lose to --vocabulary_dir
+    result = train(*SMALL_RUN, "--max_steps=2", f"--vocabulary_dir={vocabulary_dir}", f"--output_dir={out}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"Using the vocabularies of {vocabulary_dir}: 250 / 250 tokens." in result.stderr
+    assert report_of(out)["updates"] == 2
+    loaded = model_directory.load_model_directory(str(out))
+    for side, tokenizer in (("source", loaded.source_tokenizer), ("target", loaded.target_tokenizer)):
+        assert tokenizer.vocabulary == text.load_tokenizer(str(vocabulary_dir / side)).vocabulary
+    assert loaded.model.source_vocabulary_size == loaded.model.target_vocabulary_size == 250

@@ -372,3 +372,68 @@ def test_pad_batch_rounds_lengths_up_and_fill_batch_adds_empty_pairs():
     np.testing.assert_array_equal(s[1:], [[2, 0, 0, 0]] * 2)
     np.testing.assert_array_equal(ti[1:, :2], [[1, 0]] * 2)
     assert int(tf.reduce_sum(to[1:])) == 0
+
+
+# === what Keras sees: cardinality and shapes ===
+
+
+@pytest.mark.parametrize("options", [
+    dict(bucketing="paper", batches_per_window=3),
+    dict(bucketing=None, drop_remainder=True),
+    dict(bucketing="token_budget", tokens_per_batch=200),
+    dict(bucketing="token_budget", tokens_per_batch=200, drop_remainder=True),
+])
+def test_cardinality_is_the_number_of_batches_produced(dev, tokenizers, options):
+    en, es = tokenizers
+    corpus = dev.select(slice(0, 300))
+    dataset = make_dataset(corpus, en, es, batch_size=16, max_length=25, **options)
+    produced = len(batches(dataset))
+    assert int(dataset.cardinality()) == produced > 0
+    kept = sum(0 < len(split_words(s)) <= 25 and 0 < len(split_words(t)) <= 25 for s, t in corpus.pairs())
+    assert data.count_pairs(corpus, en, es, max_length=25)["kept"] == kept < len(corpus)
+
+
+def test_repeated_dataset_is_infinite_and_fit_knows_its_steps(dev):
+    import keras
+
+    from bahdanau_tf import losses
+    from bahdanau_tf.models import RNNSearch
+
+    corpus = dev.select(slice(0, 150))
+    en = WordTokenizer.build(corpus.sources, max_vocabulary_size=200)
+    es = WordTokenizer.build(corpus.targets, max_vocabulary_size=200)
+    repeated = make_dataset(corpus, en, es, batch_size=32, max_length=20, repeat=True)
+    assert int(repeated.cardinality()) == tf.data.INFINITE_CARDINALITY
+    dataset = make_dataset(corpus, en, es, batch_size=32, max_length=20)
+    steps = int(dataset.cardinality())
+    assert steps == len(batches(dataset)) > 1
+
+    class Steps(keras.callbacks.Callback):
+        seen = []
+
+        def on_epoch_begin(self, epoch, logs=None):
+            self.seen.append(self.params["steps"])
+
+    model = RNNSearch.from_preset("tiny", source_vocabulary_size=en.vocabulary_size,
+                                  target_vocabulary_size=es.vocabulary_size)
+    model.compile(optimizer="adam", loss=losses.MaskedSparseCategoricalCrossentropy())
+    model.fit(dataset, epochs=2, verbose=0, callbacks=[Steps()])
+    assert Steps.seen == [steps, steps]  # Keras's progress bar has its total, hence an ETA
+
+
+def test_pad_to_multiple_bounds_the_shapes(dev, tokenizers):
+    en, es = tokenizers
+    plain = batches(make_dataset(dev, en, es, batch_size=32, max_length=30, shuffle=False))
+    padded = batches(make_dataset(dev, en, es, batch_size=32, max_length=30, shuffle=False,
+                                  pad_to_multiple=8))
+    assert len(padded) == len(plain)
+    for ((source, target_in), target_out), ((s, ti), to) in zip(padded, plain):
+        for wide, narrow in ((source, s), (target_in, ti), (target_out, to)):
+            # the same ids, then padding up to a multiple of 8 (at most max_length + 1 = 31)
+            assert wide.shape[1] == min(-(-narrow.shape[1] // 8) * 8, 31)
+            np.testing.assert_array_equal(wide[:, : narrow.shape[1]], narrow)
+            assert (wide[:, narrow.shape[1]:] == PAD).all()
+    lengths = {b[0][0].shape[1] for b in padded} | {b[1].shape[1] for b in padded}
+    assert lengths <= {8, 16, 24, 31} and len({b[0][0].shape[1] for b in plain}) > 4
+    with pytest.raises(ValueError, match="pad_to_multiple"):
+        make_dataset(dev, en, es, pad_to_multiple=0)

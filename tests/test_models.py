@@ -1,5 +1,7 @@
 """Models: NumPy references, masking, step/teacher-forcing consistency, round trips, learning."""
 
+import os
+
 import helpers
 import keras
 import numpy as np
@@ -255,3 +257,106 @@ def test_fit_and_evaluate_with_the_package_loss_and_metric():
     assert after["masked_accuracy"] > before["masked_accuracy"] + 0.2
     # the loss is the mean NLL over real tokens only
     np.testing.assert_allclose(after["loss"], losses.masked_nll(target_out, model((source, target_in))), rtol=1e-3)
+
+
+# === A Keras user's whole path: fit, translate, save, reload, command lines, serving ===
+
+# the export through the object graph, in a process that imports tensorflow and tensorflow_text only
+# (the session-bundle path of bahdanau_tf/serving.py's tests applies once the serving work lands)
+_SERVE = """
+import json, sys
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  (the tf-text ops of the graph)
+served = tf.saved_model.load(sys.argv[1]).signatures["serving_default"]
+out = served(sentences=tf.constant(json.loads(sys.argv[2])))["translations"].numpy()
+print(json.dumps([t.decode("utf-8") for t in out]))
+"""
+
+
+def _python(*args):
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout
+
+
+def _toy_pairs(count, seed=0):
+    """Word-for-word toy translations over helpers' toy vocabularies."""
+    rng = np.random.default_rng(seed)
+    pairs = []
+    for _ in range(count):
+        words = rng.integers(0, len(helpers.TOY_SOURCE_WORDS), rng.integers(2, 7))
+        pairs.append((" ".join(helpers.TOY_SOURCE_WORDS[i] for i in words),
+                      " ".join(helpers.TOY_TARGET_WORDS[i] for i in words)))
+    return pairs
+
+
+@pytest.mark.slow
+def test_fit_model_translates_saves_reloads_and_serves_from_every_entry_point(tmp_path):
+    import json
+
+    from bahdanau_tf.data import make_dataset
+    from bahdanau_tf.translator import Translator
+
+    source_tokenizer, target_tokenizer = helpers.toy_tokenizers()
+    keras.utils.set_random_seed(3)
+    model = RNNSearch.from_preset("tiny", source_vocabulary_size=source_tokenizer.vocabulary_size,
+                                  target_vocabulary_size=target_tokenizer.vocabulary_size)
+    model.compile(optimizer=keras.optimizers.Adam(2e-2), loss=losses.MaskedSparseCategoricalCrossentropy())
+    model.fit(make_dataset(_toy_pairs(96), source_tokenizer, target_tokenizer, batch_size=16), epochs=12,
+              verbose=0)
+    with pytest.raises(ValueError, match="attach_tokenizers"):
+        model.translate(["the cat"])
+    model.attach_tokenizers(source_tokenizer, target_tokenizer)
+    sentences = ["the cat sat on a mat", "dog ran to the house", "a cat", ""]
+    expected = model.translate(sentences)
+    assert len(expected) == 4 and expected[3] == "" and all(expected[:3])
+    assert model.translate(sentences[0]) == expected[0]
+    assert Translator.from_model(model).translate(sentences).translations == expected
+    nbest = model.translate(sentences[:2], beam_size=4, nbest=3)
+    assert [len(row) for row in nbest] == [3, 3] and nbest[0][0] == model.translate(sentences[0], beam_size=4)
+
+    # one .keras file holds config, weights and vocabularies; a fresh process (bahdanau-translate:
+    # keras.saving.load_model, then the model's own tokenizers) translates from it
+    keras_file = str(tmp_path / "rnnsearch.keras")
+    model.save(keras_file)
+    (tmp_path / "in.txt").write_text("\n".join(sentences) + "\n", encoding="utf-8")
+    _python("-m", "bahdanau_tf.cli.translate", f"--model_dir={keras_file}", f"--input_file={tmp_path / 'in.txt'}",
+            f"--output_file={tmp_path / 'out.txt'}")
+    assert (tmp_path / "out.txt").read_text(encoding="utf-8").split("\n")[:-1] == expected
+    export_path = _python("-m", "bahdanau_tf.cli.export", f"--model_dir={keras_file}",
+                          f"--export_dir={tmp_path / 'export'}", "--nowarmup").strip().splitlines()[-1]
+    assert json.loads(_python("-c", _SERVE, export_path, json.dumps(sentences))) == expected
+
+    # a preset directory: the model directory layout, read back by from_preset and the Translator
+    preset_dir = model.save_to_preset(str(tmp_path / "preset"))
+    assert sorted(os.listdir(preset_dir)) == ["checkpoints", "model.json", "source_vocabulary",
+                                              "target_vocabulary"]
+    for loaded in (RNNSearch.from_preset(preset_dir), model_from_preset(keras_file, dtype="float32"),
+                   Translator.from_directory(preset_dir)):
+        assert loaded.translate(sentences) == expected or loaded.translate(sentences).translations == expected
+    with pytest.raises(ValueError, match="holds a RNNSearch, not a Seq2Seq"):
+        Seq2Seq.from_preset(preset_dir)
+    with pytest.raises(ValueError, match="only dtype"):
+        RNNSearch.from_preset(preset_dir, hidden_dim=8)
+    with pytest.raises(FileExistsError, match="not empty"):
+        model.save_to_preset(preset_dir)
+
+
+def test_tokenizers_must_fit_the_model_and_a_bare_keras_file_says_what_is_missing(tmp_path):
+    from bahdanau_tf import model_directory
+
+    source_tokenizer, target_tokenizer = helpers.toy_tokenizers()
+    model = helpers.random_model()
+    with pytest.raises(ValueError, match="target tokenizer has 17 ids but the model's target_vocabulary_size is 16"):
+        model.attach_tokenizers(source_tokenizer, source_tokenizer.__class__(
+            list(target_tokenizer.vocabulary) + ["extra"]))
+    with pytest.raises(ValueError, match="save_to_preset needs the model's tokenizers"):
+        model.save_to_preset(str(tmp_path / "preset"))
+    path = str(tmp_path / "bare.keras")
+    model.save(path)
+    assert keras.saving.load_model(path).source_tokenizer is None
+    with pytest.raises(ValueError, match="has no vocabularies"):
+        model_directory.load_model_directory(path)

@@ -136,6 +136,64 @@ def test_paper_clipping_bounds_the_update_to_one(corpora, tokenizers, tmp_path):
         np.testing.assert_allclose(applied, min(float(trainer._grad_norm.numpy()), 1.0), rtol=1e-3)
 
 
+def _events(log_dir):
+    """Every summary value of a TensorBoard log directory: [(tag, step, plugin, ndarray)]."""
+    values = []
+    for name in sorted(os.listdir(log_dir)):
+        for record in tf.data.TFRecordDataset(os.path.join(log_dir, name)):
+            event = tf.compat.v1.Event.FromString(record.numpy())
+            for value in event.summary.value:
+                values.append((value.tag, event.step, value.metadata.plugin_data.plugin_name,
+                               tf.make_ndarray(value.tensor)))
+    return values
+
+
+@pytest.mark.slow
+def test_tensorboard_gets_the_final_dev_point_bleu_attention_images_and_translations(
+        corpora, tokenizers, tmp_path):
+    from bahdanau_tf import evaluation
+    from bahdanau_tf.translator import Translator
+
+    train, dev = corpora
+    lines = []
+    trainer = make_trainer(tmp_path, tokenizers, max_steps=12, eval_every=5, log_every=5, summaries=True,
+                           dev_sentences=40, dev_bleu_every=2, dev_bleu_sentences=16, max_minutes=10.0)
+    trainer._log = lines.append
+    report = trainer.fit(train, dev)
+    events = _events(tmp_path / "logs")
+
+    def series(tag):
+        return [(step, array) for name, step, _, array in events if name == tag]
+
+    # dev NLL at every evaluation and at the last step, which is the report's
+    assert [step for step, _ in series("dev/nll")] == [5, 10, 12]
+    assert round(float(series("dev/nll")[-1][1]), 4) == report["dev_nll"]
+    # dev BLEU at the first evaluation, every 2nd and the last: the greedy BLEU of the dev sample
+    assert [step for step, _ in series("dev/bleu")] == [5, 12]
+    sample = dev.select(slice(0, 16))
+    greedy = Translator(trainer.model, *tokenizers, beam_size=1).translate(sample.sources).translations
+    expected = evaluation.corpus_bleu(greedy, sample.targets).score
+    np.testing.assert_allclose(float(series("dev/bleu")[-1][1]), expected, rtol=1e-6)
+    assert {plugin for name, _, plugin, _ in events if name in ("dev/nll", "dev/bleu")} == {"scalars"}
+    # attention heatmaps of two fixed dev sentences: PNGs whose header sizes are the tensor's
+    for tag in ("dev/attention_0", "dev/attention_1"):
+        (step, image), = [(step, a) for step, a in series(tag) if step == 12]
+        width, height, png = image
+        assert png[:8] == b"\x89PNG\r\n\x1a\n"
+        assert tuple(tf.io.decode_png(png).shape[:2]) == (int(height), int(width))
+    assert {plugin for name, _, plugin, _ in events if name.startswith("dev/attention")} == {"images"}
+    # sample translations as a Markdown table: source, reference and the greedy translation
+    (_, markdown), = [(step, a) for step, a in series("dev/translations") if step == 12]
+    table = markdown.item().decode("utf-8")
+    assert table.startswith("| source | reference | translation |")
+    assert f"| {sample.sources[0]} | {sample.targets[0]} | {greedy[0] or ' '} |" in table
+    assert [plugin for name, _, plugin, _ in events if name == "dev/translations"] == ["text", "text"]
+    # progress lines show the time budget, and the time left when max_steps ends the run first
+    progress = [line for line in lines if "train NLL" in line]
+    assert len(progress) == 2 and all(" / 10.0 min  ETA " in line for line in progress), progress
+    assert any(line.startswith("step      12  dev BLEU ") for line in lines), lines
+
+
 _PRECISION_RUN = dict(optimizer="sgd", learning_rate=1.0, clipnorm=None, max_steps=20, log_every=20, max_length=12)
 
 

@@ -100,7 +100,8 @@ def define_tokenizer_flags():
                  "--vocabulary_dir writes them) instead of learning new ones.")
 
 
-def define_model_dir_flags(help_text="Training output directory; repeat for an ensemble."):
+def define_model_dir_flags(help_text="Training output directory (or preset directory, or .keras "
+                                      "file); repeat for an ensemble."):
     """Which trained model(s): ``--model_dir`` (repeatable) and ``--checkpoint``."""
     _define_once(flags.DEFINE_multi_string, "model_dir", None, help_text)
     _define_once(flags.DEFINE_enum, "checkpoint", "best", ["best", "latest"],
@@ -135,9 +136,10 @@ def corpus_from_flags(split="train", direction=None):
 def require_model_dirs():
     """The usage checks of every command that reads trained model directories."""
     if not FLAGS.model_dir:
-        raise UserError("--model_dir is required (a bahdanau-train output directory).")
+        raise UserError("--model_dir is required (a bahdanau-train output directory, a "
+                        "model.save_to_preset directory or a .keras file).")
     for directory in FLAGS.model_dir:
-        if not os.path.isdir(directory):
+        if not os.path.exists(directory):
             raise UserError(f"--model_dir={directory!r} does not exist.")
 
 

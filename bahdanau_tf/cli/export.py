@@ -22,7 +22,8 @@ from absl import app, flags
 
 FLAGS = flags.FLAGS
 
-flags.DEFINE_multi_string("model_dir", None, "Training output directory; repeat for an ensemble.")
+flags.DEFINE_multi_string("model_dir", None, "Training output directory (or preset directory, or "
+                          ".keras file); repeat for an ensemble.")
 flags.DEFINE_string("export_dir", None, "Model base path: the version is written below it.")
 flags.DEFINE_integer("version", None, "Version number (default: highest existing + 1).")
 flags.DEFINE_bool("overwrite", False, "Replace an existing version directory.")
@@ -43,7 +44,7 @@ def main(argv):
     if not FLAGS.export_dir:
         raise app.UsageError("--export_dir is required (the model base path).")
     for directory in FLAGS.model_dir:
-        if not os.path.isdir(directory):
+        if not os.path.exists(directory):  # a model directory or a .keras file
             raise app.UsageError(f"--model_dir={directory!r} does not exist.")
     if FLAGS.version is not None and FLAGS.version < 1:
         raise app.UsageError(f"--version must be >= 1, got {FLAGS.version}.")
