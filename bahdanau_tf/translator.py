@@ -220,12 +220,14 @@ class Translator(tf.Module):
         return all(_has_attention(m) for m in self.models)
 
     @classmethod
-    def from_directory(cls, model_dirs, which="best", **kwargs) -> "Translator":
+    def from_directory(cls, model_dirs, which="best", dtype=None, **kwargs) -> "Translator":
         """Loads one training output directory, or several for an ensemble.
 
         Args:
             model_dirs: str, or a list of str (an ensemble; the vocabularies must be equal).
             which: ``"best"`` (best dev NLL, else latest) or ``"latest"`` checkpoint.
+            dtype: optional dtype policy to rebuild the models in (e.g. ``"float32"`` for a
+                model trained under mixed precision); None keeps the training policy.
             **kwargs: `Translator` arguments (beam_size, jit_compile, ...).
 
         Raises:
@@ -236,7 +238,7 @@ class Translator(tf.Module):
 
         if isinstance(model_dirs, (str, bytes)) or not isinstance(model_dirs, Sequence):
             model_dirs = [model_dirs]
-        loaded = [load_model_directory(d, which=which) for d in model_dirs]
+        loaded = [load_model_directory(d, which=which, dtype=dtype) for d in model_dirs]
         first = loaded[0]
         for directory, other in zip(model_dirs[1:], loaded[1:]):
             if (other.source_tokenizer.vocabulary != first.source_tokenizer.vocabulary
@@ -450,9 +452,21 @@ class Translator(tf.Module):
                 "scores": tf.where(kept, out["scores"], float("-inf")),
                 "beam_size": beam_size, "nbest": nbest}
 
-    @tf.function(input_signature=[_SENTENCES])
-    def align(self, sentences):
-        """The best translation with its tokens and attention (figure 3), default beam."""
+    @property
+    def align(self):
+        """``align(sentences)``: the best translations with tokens and attention (figure 3).
+
+        A tf.function (default beam) for models with attention; an AttributeError for the
+        others, so that SavedModel, which saves every function attribute, leaves it out.
+        """
+        if not self.has_attention:
+            raise AttributeError("align needs models with attention (RNNsearch).")
+        if "align" not in self._cache.functions:
+            self._cache.functions["align"] = tf.function(self._align,
+                                                         input_signature=[_SENTENCES])
+        return self._cache.functions["align"]
+
+    def _align(self, sentences):
         sentences = _checked_rows(sentences)
         out = self._translate_graph(sentences, self.beam_size, 1, return_attention=True)
         keys = ("source_tokens", "source_lengths", "target_tokens", "target_lengths",
