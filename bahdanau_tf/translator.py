@@ -9,12 +9,15 @@ the host:
              -> detokenize
 
 Three ``tf.function`` s with fixed input signatures are meant to become the SavedModel's
-signatures as they are (``translator.signatures()`` returns them by name):
+signatures as they are (``translator.signatures()`` returns them by name). Every input has the
+leading batch dimension, which TF Serving's batcher (``--enable_batching``) needs:
 
 - ``serving_default(sentences)``: tf.string ``[batch]`` -> ``translations`` tf.string
   ``[batch]``, ``scores`` tf.float32 ``[batch]`` (the default beam size);
-- ``translate_nbest(sentences, beam_size, nbest)``: int32 scalars -> ``translations`` and
-  ``scores`` ``[batch, nbest]``, best first;
+- ``translate_nbest(sentences, beam_size, nbest)``: per-row int32 ``[batch]`` beams and
+  n-best sizes -> ``translations`` and ``scores`` ``[batch, max(nbest)]``, best first (a
+  row's entries beyond its own ``nbest``: ``""``, ``-inf``), and the ``beam_size`` and
+  ``nbest`` used; each row gets exactly what it gets alone with its own beam;
 - ``align(sentences)`` (models with attention only): ``translations``, ``scores``,
   ``source_tokens`` tf.string ``[batch, source_len]`` (``[END]`` last, padded with ``""``),
   ``source_lengths`` int32 ``[batch]``, ``target_tokens`` ``[batch, target_len]`` (``[END]``
@@ -33,8 +36,15 @@ Decisions (all documented here once):
   translates to ``""`` with score 0.0 (every n-best entry), without consulting the model;
   ``align`` gives it one source token (``[END]``), no target token.
 - **Bad bytes**: invalid UTF-8 becomes U+FFFD, i.e. ``[UNK]``; unknown words are ``[UNK]``.
-  Nothing raises inside the graph for any input: ``translate_nbest`` clamps ``beam_size`` to
-  ``[1, MAX_BEAM_SIZE]`` and ``nbest`` to ``[1, beam_size]``.
+  No row's content makes the graph raise: ``translate_nbest`` clamps each row's ``beam_size``
+  to ``[1, MAX_BEAM_SIZE]`` and ``nbest`` to ``[1, beam_size]`` (an error would fail every
+  request TF Serving batched with it). A request of the wrong *shape* is refused with
+  InvalidArgument: inputs that are not vectors (the server does not check shapes against
+  the signature, and a ``[2, 2]`` request would be read as 4 sentences), or per-row inputs of
+  another length than ``sentences``.
+- **Export**: the Keras models are not part of the SavedModel's object graph; their
+  underlying ``tf.Variable`` s are (see ``Translator.__init__``), which is what TF Serving's
+  loader restores.
 - **Batch independence**: rows are decoded independently (padding is masked, each row has
   its own length limit), so a sentence gets the same translation alone and inside any batch.
 - **Chunks**: inside the graph a batch is sorted by source length and searched
