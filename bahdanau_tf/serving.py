@@ -168,8 +168,8 @@ def _claimed_version(export_dir: str, version: Optional[int], overwrite: bool):
     which fails when it exists: of two exports of one version, one gets it and the other a
     `VersionClaimedError`, and the version directory is checked again under the claim. With
     ``version=None``, a claimed or existing number is skipped for the next one. The server
-    ignores names that are not numbers. (Atomic where the file system's mkdir is: local and
-    POSIX network file systems; object stores such as GCS do not promise it.)
+    ignores names that are not numbers. (Atomic on local and POSIX network file systems, with
+    ``os.mkdir``; on object stores such as GCS, a check then a create, which is not.)
     """
     automatic = version is None
     if automatic:
@@ -178,8 +178,8 @@ def _claimed_version(export_dir: str, version: Optional[int], overwrite: bool):
         claim = os.path.join(export_dir, f".claim-{version}")
         final_dir = os.path.join(export_dir, str(version))
         try:
-            tf.io.gfile.mkdir(claim)
-        except tf.errors.AlreadyExistsError:
+            _make_claim(claim)
+        except FileExistsError:
             if automatic:
                 version += 1
                 continue
@@ -199,6 +199,16 @@ def _claimed_version(export_dir: str, version: Optional[int], overwrite: bool):
     finally:
         if tf.io.gfile.exists(claim):
             tf.io.gfile.rmtree(claim)
+
+
+def _make_claim(path: str) -> None:
+    """Creates ``path``; FileExistsError if it exists (atomic on a local file system)."""
+    if "://" in path:  # tf.io.gfile's mkdir succeeds on an existing directory
+        if tf.io.gfile.exists(path):
+            raise FileExistsError(path)
+        tf.io.gfile.mkdir(path)
+    else:
+        os.mkdir(path)
 
 
 def _publish(temporary_dir: str, final_dir: str, overwrite: bool) -> None:
