@@ -337,9 +337,17 @@ class SessionBundle:
         self.path = resolve_saved_model_dir(path)
         self._graph = tf.Graph()
         self._session = tf.compat.v1.Session(graph=self._graph)
-        with self._graph.as_default():
-            meta_graph = tf.compat.v1.saved_model.loader.load(self._session, list(tags),
-                                                              self.path)
+        # the v1 loader is used on purpose (it is the server's path): not its deprecation
+        # warning nor its INFO lines
+        logger = tf.get_logger()
+        level = logger.level
+        logger.setLevel("ERROR")
+        try:
+            with self._graph.as_default():
+                meta_graph = tf.compat.v1.saved_model.loader.load(self._session, list(tags),
+                                                                  self.path)
+        finally:
+            logger.setLevel(level)
         self.signature_defs = {name: signature
                                for name, signature in meta_graph.signature_def.items()
                                if not name.startswith("__")}
