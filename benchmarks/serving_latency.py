@@ -30,7 +30,6 @@ stops near the source length. The mean output length is printed so runs can be c
 import json
 import os
 import platform
-import re
 import subprocess
 import sys
 import tempfile

@@ -54,7 +54,8 @@ PROGRAM = "bahdanau-export"
 
 def fail(message):
     """A user error: one line on stderr, exit code 2."""
-    print(f"{PROGRAM}: error: {message}", file=sys.stderr)
+    lines = str(message).strip().splitlines() or [repr(message)]
+    print(f"{PROGRAM}: error: {lines[0]}", file=sys.stderr)
     sys.exit(2)
 
 
