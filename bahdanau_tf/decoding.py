@@ -99,7 +99,8 @@ def _static_int(value):
 
 def beam_search(step_fn: StepFn, initial_state, batch_size, beam_size=5, max_length=100,
                 start_id=START_ID, end_id=END_ID, length_penalty=0.0, forbid_ids=(), nbest=1,
-                return_attention=False, attention_length=None) -> BeamSearchOutput:
+                return_attention=False, attention_length=None,
+                beam_sizes=None) -> BeamSearchOutput:
     """Beam search that maximises log p(y | x) over a step function, batched over sentences.
 
     Each sentence keeps ``beam_size`` hypotheses. At every step each live hypothesis is extended
@@ -141,6 +142,13 @@ def beam_search(step_fn: StepFn, initial_state, batch_size, beam_size=5, max_len
         return_attention: also return the attention rows of the returned hypotheses.
         attention_length: int or int32 scalar, the length of the attention rows (the padded
             source length); required with ``return_attention``.
+        beam_sizes: optional int32 ``[batch]``, each sentence's own beam in
+            ``[1, beam_size]`` (values outside are clipped to it): the search runs
+            ``beam_size`` slots per sentence and, after every step's ``top_k``, empties the
+            slots beyond the sentence's own beam. Since ``top_k`` is stable and the emptied
+            slots hold ``-inf``, a sentence gets exactly what a search with its own beam
+            gives (up to floating-point effects of the batch's shape). A sentence whose beam
+            is below ``nbest`` gets empty slots (``-inf``) after its own beam's hypotheses.
 
     Returns:
         A `BeamSearchOutput` (ids, lengths, scores, attention) with ``nbest`` hypotheses per
@@ -200,6 +208,9 @@ def beam_search(step_fn: StepFn, initial_state, batch_size, beam_size=5, max_len
     if static_beam is None or static_nbest is None:
         tf.debugging.assert_less_equal(nbest_t, beam, message="nbest must be <= beam_size")
     rows = batch * beam  # the batch * beam rows seen by step_fn
+    own_beams = None
+    if beam_sizes is not None:
+        own_beams = tf.clip_by_value(tf.cast(beam_sizes, tf.int32), 1, beam)
     alpha = tf.convert_to_tensor(length_penalty, tf.float32)
     start_id = tf.cast(start_id, tf.int32)
     end_id = tf.cast(end_id, tf.int32)
@@ -226,7 +237,12 @@ def beam_search(step_fn: StepFn, initial_state, batch_size, beam_size=5, max_len
         all_finished = tf.reduce_all(finished, axis=1)
         ranks = scores / length_penalty_factor(lengths, alpha)
         finished_ranks = tf.where(finished, ranks, _NEG_INF)
-        nth_finished = tf.math.top_k(finished_ranks, k=nbest_t).values[:, -1]
+        best_finished = tf.math.top_k(finished_ranks, k=nbest_t).values
+        if own_beams is None:
+            nth_finished = best_finished[:, -1]
+        else:  # a sentence with a smaller beam has fewer hypotheses
+            nth_finished = tf.gather(best_finished, tf.minimum(nbest_t, own_beams) - 1,
+                                     batch_dims=1)
         best_live = tf.reduce_max(tf.where(finished, _NEG_INF, scores), axis=1)
         # A continuation's score only falls, and the penalty is largest at the limit.
         live_bound = best_live / length_penalty_factor(limits, alpha)
@@ -262,6 +278,10 @@ def beam_search(step_fn: StepFn, initial_state, batch_size, beam_size=5, max_len
         new_scores = tf.gather(tf.reshape(totals, [-1]),
                                tf.reshape(parent * vocab + token, [-1]))
         new_scores = tf.reshape(new_scores, [batch, beam])
+        if own_beams is not None:
+            # slots beyond a sentence's own beam: emptied, so they never extend anything
+            new_scores = tf.where(tf.range(beam)[None, :] < own_beams[:, None], new_scores,
+                                  _NEG_INF)
         was_finished = tf.gather(flat_finished, parent)
         # -inf: a candidate of a forbidden token or of an empty beam (fewer candidates than
         # beams, e.g. at step 0); frozen like a finished one and reported as an empty slot.

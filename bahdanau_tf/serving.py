@@ -1,4 +1,4 @@
-"""SavedModel export for TF Serving: versioned directory, op check, warm-up requests.
+"""SavedModel export for TF Serving: versioned directory, checks, warm-up requests.
 
 `export_saved_model` writes what the stock ``tensorflow_model_server`` loads as is
 (DESIGN §5)::
@@ -11,7 +11,8 @@
         assets.extra/
           tf_serving_warmup_requests      PredictionLog records the server replays at load
 
-Signatures (all with a dynamic batch; built by `bahdanau_tf.translator.Translator`):
+Signatures (built by `bahdanau_tf.translator.Translator`). Every input has the leading batch
+dimension ``-1``, so every signature can be served with ``--enable_batching`` and is warmed up:
 
 ================  ==================================  ===========================================
 name              inputs                              outputs
@@ -19,8 +20,9 @@ name              inputs                              outputs
 serving_default   sentences  string [-1]              translations string [-1],
                                                       scores float32 [-1]
 translate_nbest   sentences  string [-1],             translations string [-1, -1] (best first),
-                  beam_size  int32 [] (1..64),        scores float32 [-1, -1]
-                  nbest      int32 [] (1..beam)
+                  beam_size  int32 [-1] (1..64),      scores float32 [-1, -1] (-inf: padding),
+                  nbest      int32 [-1] (1..beam)     beam_size int32 [-1], nbest int32 [-1]
+                                                      (the values used, after clamping)
 align             sentences  string [-1]              translations string [-1], scores float32
                                                       [-1], source_tokens string [-1, -1],
                                                       source_lengths int32 [-1], target_tokens
@@ -28,34 +30,46 @@ align             sentences  string [-1]              translations string [-1], 
                                                       attention float32 [-1, -1, -1]
 ================  ==================================  ===========================================
 
-``align`` exists only for models with attention (RNNsearch). Inputs are cut to the
-Translator's ``max_source_length`` tokens (100 by default); see `bahdanau_tf.translator` for
-the handling of empty, unknown and invalid-UTF-8 input.
+``align`` exists only for models with attention (RNNsearch). ``translate_nbest`` searches each
+row with its own beam and returns as many columns as the batch's largest ``nbest``; a row's
+entries beyond its own ``nbest`` are ``""`` with score ``-inf`` (``-Infinity`` in TF Serving's
+JSON). Inputs are cut to the Translator's ``max_source_length`` tokens (100 by default); see
+`bahdanau_tf.translator` for the handling of empty, unknown and invalid-UTF-8 input. An input
+that is not a vector, or per-row inputs of another length than ``sentences``, are refused with
+InvalidArgument.
 
-Serving compatibility is proven without a server (none can be installed here):
-`check_serving_ops` lists every op type of the graph and its function library and refuses
-anything that is neither a core TensorFlow op (``tf.raw_ops``) nor one of the long-standing
-tf-text ops the model server links (`SERVING_TF_TEXT_OPS`); tests load the export in a
-fresh process that imports only ``tensorflow`` and ``tensorflow_text``.
+The server's loading path is the *session bundle*: import the MetaGraph, run the saver's
+restore op and the init op (tables), then ``Session::Run`` by the signature's tensor names.
+`SessionBundle` does exactly that in Python; ``tf.saved_model.load`` (`load_exported`) takes
+another path (the object graph) that hides failures the server would meet. Before a version
+is published, `export_saved_model` checks it: every op type is core TensorFlow or a
+long-standing tf-text op the model server links (`check_serving_ops`), and every signature
+answers the warm-up requests through a `SessionBundle`. No model server can be installed
+here; the tests also load exports in a fresh process that imports only ``tensorflow`` and
+``tensorflow_text``.
 
-TF Serving's ``--enable_batching`` batches every signature and needs a batch dimension on
-every input: ``translate_nbest`` (scalar ``beam_size``/``nbest``) is refused by the batcher,
-so its requests are not in the warm-up file (a failing warm-up request fails the model load).
+Warm-up records need tensorflow-serving-api (``pip install "bahdanau_tf[serving]"``), an
+optional dependency that pins TensorFlow's version. Without it the export is written without
+warm-up records (``warmup=None``, the default) or refused up front (``warmup=True``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
-import shutil
 import time
 from typing import Iterable, Optional, Sequence
 
+import numpy as np
 import tensorflow as tf
 
 WARMUP_FILENAME = "tf_serving_warmup_requests"
 ASSETS_EXTRA = "assets.extra"
 DEFAULT_MODEL_NAME = "bahdanau"
+# The precision of an exported graph unless asked otherwise (bahdanau-export --keep_precision):
+# a CPU model server runs float32 best, whatever precision training used.
+SERVING_DTYPE = "float32"
 
 # tf-text ops in TF Serving's model server since its 2.x releases (DESIGN §5). Newer ones
 # (FastBertNormalize, FastWordpiece*, RoundRobinTrim, ...) are refused: a server whose bundled
@@ -82,13 +96,28 @@ DEFAULT_WARMUP_SENTENCES = (
     "   ",
     "zyxwv qwerty",
 )
+# Per-row values of the warm-up requests' non-string inputs, by input name.
+WARMUP_ROW_VALUES = {"beam_size": 4, "nbest": 2}
 
 
 class ServingOpsError(ValueError):
     """The graph holds op types that the stock TF Serving model server may not have."""
 
 
+class VersionClaimedError(FileExistsError):
+    """Another export is writing the same version right now (or was killed while it did)."""
+
+
 # === Versions ===
+
+def warmup_available() -> bool:
+    """True when tensorflow-serving-api (needed for warm-up records) is installed."""
+    try:
+        _serving_apis()
+    except ImportError:
+        return False
+    return True
+
 
 def _serving_apis():
     """``tensorflow_serving.apis``, or an ImportError that says how to get it.
@@ -131,24 +160,93 @@ def resolve_saved_model_dir(path: str) -> str:
     return os.path.join(path, str(versions[-1]))
 
 
+@contextlib.contextmanager
+def _claimed_version(export_dir: str, version: Optional[int], overwrite: bool):
+    """Claims a version of ``export_dir`` for this process; yields ``(version, final_dir)``.
+
+    The claim is the directory ``.claim-N`` beside the versions, made with one ``mkdir``,
+    which fails when it exists: of two exports of one version, one gets it and the other a
+    `VersionClaimedError`, and the version directory is checked again under the claim. With
+    ``version=None``, a claimed or existing number is skipped for the next one. The server
+    ignores names that are not numbers. (Atomic on local and POSIX network file systems, with
+    ``os.mkdir``; on object stores such as GCS, a check then a create, which is not.)
+    """
+    automatic = version is None
+    if automatic:
+        version = (_numeric_versions(export_dir) or [0])[-1] + 1
+    while True:
+        claim = os.path.join(export_dir, f".claim-{version}")
+        final_dir = os.path.join(export_dir, str(version))
+        try:
+            _make_claim(claim)
+        except FileExistsError:
+            if automatic:
+                version += 1
+                continue
+            raise VersionClaimedError(
+                f"Another export is writing version {version} of {export_dir!r} (it holds "
+                f"{claim!r}); wait for it, or pass another version. If no export is running, "
+                "one was interrupted: delete that directory.") from None
+        if tf.io.gfile.exists(final_dir) and not overwrite:
+            tf.io.gfile.rmtree(claim)
+            if automatic:
+                version += 1
+                continue
+            raise FileExistsError(f"{final_dir!r} exists; pass another version or overwrite=True.")
+        break
+    try:
+        yield version, final_dir
+    finally:
+        if tf.io.gfile.exists(claim):
+            tf.io.gfile.rmtree(claim)
+
+
+def _make_claim(path: str) -> None:
+    """Creates ``path``; FileExistsError if it exists (atomic on a local file system)."""
+    if "://" in path:  # tf.io.gfile's mkdir succeeds on an existing directory
+        if tf.io.gfile.exists(path):
+            raise FileExistsError(path)
+        tf.io.gfile.mkdir(path)
+    else:
+        os.mkdir(path)
+
+
+def _publish(temporary_dir: str, final_dir: str, overwrite: bool) -> None:
+    """Renames the finished export to its version (under the claim); replaces only if asked."""
+    if tf.io.gfile.exists(final_dir):
+        if not overwrite:  # written meanwhile by something that does not claim versions
+            raise FileExistsError(f"{final_dir!r} appeared during the export; not replaced.")
+        retired = f"{temporary_dir}-retired"
+        tf.io.gfile.rename(final_dir, retired)
+        tf.io.gfile.rename(temporary_dir, final_dir)
+        tf.io.gfile.rmtree(retired)
+    else:
+        tf.io.gfile.rename(temporary_dir, final_dir)
+
+
 # === Export ===
 
 def export_saved_model(translator, export_dir: str, version: Optional[int] = None,
-                       warmup: bool = True,
+                       warmup: Optional[bool] = None,
                        warmup_sentences: Optional[Sequence[str]] = None,
                        model_name: str = DEFAULT_MODEL_NAME, overwrite: bool = False,
                        allowed_extra_ops: Iterable[str] = ()) -> str:
     """Writes ``translator`` as version ``version`` of the TF Serving model ``export_dir``.
 
-    The version is written to a hidden temporary directory beside it, checked, then renamed,
-    so a server polling ``export_dir`` never sees a half-written version.
+    The version is claimed first (two exports of one version: the second fails, nothing is
+    replaced), written to a hidden temporary directory beside it, checked — op types, and
+    every signature answering the warm-up requests through a `SessionBundle`, the model
+    server's loading path — then renamed, so a server polling ``export_dir`` never sees a
+    half-written or broken version.
 
     Args:
         translator: a `bahdanau_tf.translator.Translator`; its ``beam_size`` is the beam of
-            ``serving_default`` and ``align``.
+            ``serving_default`` and ``align``. Build it in float32 (`SERVING_DTYPE`) for a CPU
+            server: ``Translator.from_directory(path, dtype=SERVING_DTYPE)``.
         export_dir: str, the model base path (what ``--model_base_path`` points at).
-        version: int >= 1, or None for one more than the highest existing version (1 if none).
-        warmup: bool, write ``assets.extra/tf_serving_warmup_requests``.
+        version: int >= 1, or None for one more than the highest existing or claimed version.
+        warmup: write ``assets.extra/tf_serving_warmup_requests``: True (tensorflow-serving-api
+            required, checked before any work), False, or None (when it is installed).
         warmup_sentences: list of str for the warm-up requests (defaults cover edge cases).
         model_name: str, the model name put in the warm-up requests' ``model_spec``.
         overwrite: bool, replace an existing version directory instead of raising.
@@ -159,45 +257,49 @@ def export_saved_model(translator, export_dir: str, version: Optional[int] = Non
 
     Raises:
         FileExistsError: the version exists and ``overwrite`` is False.
+        VersionClaimedError: another export is writing that version.
+        ImportError: ``warmup=True`` without tensorflow-serving-api.
         ServingOpsError: the graph uses an op the stock server may not have.
 
     Example:
 
-        translator = Translator.from_directory("runs/rnnsearch-small")
+        translator = Translator.from_directory("runs/rnnsearch-small", dtype=SERVING_DTYPE)
         path = export_saved_model(translator, "/models/bahdanau")  # "/models/bahdanau/1"
     """
+    if warmup:
+        _serving_apis()  # the missing dependency is said before minutes of tracing
+    write_warmup = warmup_available() if warmup is None else bool(warmup)
+    sentences = list(DEFAULT_WARMUP_SENTENCES if warmup_sentences is None else warmup_sentences)
+    if not sentences:
+        raise ValueError("warm-up needs at least one sentence, got an empty list.")
     export_dir = os.fspath(export_dir)
-    if version is None:
-        version = (_numeric_versions(export_dir) or [0])[-1] + 1
-    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+    if version is not None and (isinstance(version, bool) or not isinstance(version, int)
+                                or version < 1):
         raise ValueError(f"version must be an int >= 1, got {version!r}.")
-    final_dir = os.path.join(export_dir, str(version))
-    if tf.io.gfile.exists(final_dir) and not overwrite:
-        raise FileExistsError(f"{final_dir!r} exists; pass another version or overwrite=True.")
     tf.io.gfile.makedirs(export_dir)
-    # TF Serving only looks at numeric names: the temporary directory is invisible to it
-    temporary_dir = os.path.join(export_dir, f".tmp-{version}-{os.getpid()}-{time.time_ns()}")
-    try:
-        signatures = translator.signatures()
-        tf.saved_model.save(translator, temporary_dir, signatures=signatures)
-        check_serving_ops(temporary_dir, allowed_extra=allowed_extra_ops)
-        if warmup:
-            write_warmup_requests(temporary_dir, signature_names=list(signatures),
-                                  sentences=warmup_sentences, model_name=model_name)
-        if tf.io.gfile.exists(final_dir):
-            tf.io.gfile.rmtree(final_dir)
-        tf.io.gfile.rename(temporary_dir, final_dir)
-    finally:
-        if tf.io.gfile.exists(temporary_dir):
-            tf.io.gfile.rmtree(temporary_dir)
+    with _claimed_version(export_dir, version, overwrite) as (version, final_dir):
+        # TF Serving only looks at numeric names: the temporary directory is invisible to it
+        temporary_dir = os.path.join(export_dir,
+                                     f".tmp-{version}-{os.getpid()}-{time.time_ns()}")
+        try:
+            tf.saved_model.save(translator, temporary_dir, signatures=translator.signatures())
+            check_serving_ops(temporary_dir, allowed_extra=allowed_extra_ops)
+            if write_warmup:
+                write_warmup_requests(temporary_dir, sentences=sentences, model_name=model_name)
+            check_session_bundle(temporary_dir, sentences)
+            _publish(temporary_dir, final_dir, overwrite)
+        finally:
+            if tf.io.gfile.exists(temporary_dir):
+                tf.io.gfile.rmtree(temporary_dir)
     return final_dir
 
 
 def load_exported(path: str):
-    """Loads an export: a version directory, or a model base (its highest version).
+    """Loads an export with ``tf.saved_model.load`` (the object graph), for Python callers.
 
-    Only tensorflow and tensorflow_text are needed; the returned object's ``signatures``
-    are what the model server runs.
+    A version directory, or a model base (its highest version). Only tensorflow and
+    tensorflow_text are needed. This is *not* the model server's loading path: use
+    `SessionBundle` to run an export as TF Serving does.
 
     Example:
 
@@ -207,6 +309,165 @@ def load_exported(path: str):
     import tensorflow_text  # noqa: F401  registers the tf-text ops the graph uses
 
     return tf.saved_model.load(resolve_saved_model_dir(path))
+
+
+# === The model server's loading path ===
+
+class SessionBundle:
+    """A SavedModel loaded and run the way ``tensorflow_model_server`` does (its SessionBundle).
+
+    Imports the MetaGraph tagged ``serve`` into a new graph, runs the saver's restore op (the
+    variables) and the init op (the vocabulary tables), and runs a signature by feeding and
+    fetching its tensor names with ``Session::Run``: no Python object graph, no Keras, and no
+    client-side shape check (the server has none: the graph must refuse bad shapes itself).
+
+    Args:
+        path: a version directory, or a model base (its highest version).
+        tags: the MetaGraph tags.
+
+    Example:
+
+        with SessionBundle("/models/bahdanau") as bundle:
+            bundle.run("serving_default", sentences=["In the beginning"])["translations"]
+    """
+
+    def __init__(self, path: str, tags: Sequence[str] = ("serve",)):
+        import tensorflow_text  # noqa: F401  registers the tf-text ops, as the server links them
+
+        self.path = resolve_saved_model_dir(path)
+        self._graph = tf.Graph()
+        self._session = tf.compat.v1.Session(graph=self._graph)
+        # the v1 loader is used on purpose (it is the server's path): not its deprecation
+        # warning nor its INFO lines
+        logger = tf.get_logger()
+        level = logger.level
+        logger.setLevel("ERROR")
+        try:
+            with self._graph.as_default():
+                meta_graph = tf.compat.v1.saved_model.loader.load(self._session, list(tags),
+                                                                  self.path)
+        finally:
+            logger.setLevel(level)
+        self.signature_defs = {name: signature
+                               for name, signature in meta_graph.signature_def.items()
+                               if not name.startswith("__")}
+
+    def run(self, signature_name: str = "serving_default", **inputs) -> dict:
+        """Runs one signature; returns ``{output name: NumPy array}`` (strings as bytes).
+
+        Args:
+            signature_name: str.
+            **inputs: every input of the signature by name: lists or arrays (str is encoded
+                as UTF-8; bytes are passed as they are).
+
+        Raises:
+            ValueError: unknown signature, missing or unknown inputs.
+            tf.errors.InvalidArgumentError: the graph refused the input.
+        """
+        if signature_name not in self.signature_defs:
+            raise ValueError(f"Unknown signature {signature_name!r}; the model has "
+                             f"{sorted(self.signature_defs)}.")
+        signature = self.signature_defs[signature_name]
+        if set(inputs) != set(signature.inputs):
+            raise ValueError(f"Signature {signature_name!r} takes inputs "
+                             f"{sorted(signature.inputs)}, got {sorted(inputs)}.")
+        feeds = {}
+        for key, info in signature.inputs.items():
+            dtype = tf.as_dtype(info.dtype)
+            if dtype == tf.string:
+                value = np.asarray(inputs[key], dtype=object)
+                value = np.frompyfunc(_as_bytes, 1, 1)(value) if value.size else value
+                value = np.asarray(value, dtype=object)
+            else:
+                value = np.asarray(inputs[key], dtype=dtype.as_numpy_dtype)
+            feeds[self._tensor(info.name)] = value
+        keys = sorted(signature.outputs)
+        fetches = [self._tensor(signature.outputs[key].name) for key in keys]
+        # Session::Run itself, as the server calls it (Session.run would first compare the
+        # fed shapes with the signature's in Python, which the server does not do)
+        values = self._session._call_tf_sessionrun(None, feeds, fetches, [], None)
+        return dict(zip(keys, values))
+
+    def _tensor(self, name):
+        return self._graph.get_tensor_by_name(name)._as_tf_output()
+
+    def close(self):
+        self._session.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *unused):
+        self.close()
+
+
+def _as_bytes(value):
+    return value.encode("utf-8") if isinstance(value, str) else value
+
+
+def is_batchable(signature_def) -> bool:
+    """True when every input has a leading batch dimension of dynamic size.
+
+    That is what TF Serving's batcher (``--enable_batching``) needs to merge requests, and
+    what the warm-up file holds requests for.
+    """
+    for info in signature_def.inputs.values():
+        shape = info.tensor_shape
+        if shape.unknown_rank or not shape.dim or shape.dim[0].size != -1:
+            return False
+    return True
+
+
+def warmup_inputs(signature_def, sentences: Sequence[str]) -> dict:
+    """The inputs of one warm-up request of a batchable signature: ``{name: list}``.
+
+    String inputs get ``sentences``; any other input gets its `WARMUP_ROW_VALUES` value on
+    every row.
+
+    Raises:
+        ValueError: a signature without a batch dimension, or an input with no warm-up value.
+    """
+    if not is_batchable(signature_def):
+        raise ValueError("warm-up requests need a batch dimension on every input.")
+    inputs = {}
+    for key, info in signature_def.inputs.items():
+        if tf.as_dtype(info.dtype) == tf.string:
+            inputs[key] = list(sentences)
+        elif key in WARMUP_ROW_VALUES:
+            inputs[key] = [WARMUP_ROW_VALUES[key]] * len(sentences)
+        else:
+            raise ValueError(f"No warm-up value for the input {key!r}; add it to "
+                             "WARMUP_ROW_VALUES.")
+    return inputs
+
+
+def _warmup_batches(sentences):
+    """The two requests per signature: the first sentence alone, then all of them."""
+    return [list(sentences[:1]), list(sentences)]
+
+
+def check_session_bundle(saved_model_dir: str,
+                         sentences: Sequence[str] = DEFAULT_WARMUP_SENTENCES) -> None:
+    """Runs every batchable signature on the warm-up batches through a `SessionBundle`.
+
+    What the model server does when it loads the version and replays its warm-up file; an
+    export that cannot be restored that way (e.g. untracked Keras 3 variables) fails here.
+
+    Raises:
+        RuntimeError: naming the signature that failed, with TensorFlow's message.
+    """
+    with SessionBundle(saved_model_dir) as bundle:
+        for name, signature in sorted(bundle.signature_defs.items()):
+            if not is_batchable(signature):
+                continue
+            for batch in _warmup_batches(sentences):
+                try:
+                    bundle.run(name, **warmup_inputs(signature, batch))
+                except tf.errors.OpError as error:
+                    raise RuntimeError(
+                        f"The export {saved_model_dir!r} does not run through TF Serving's "
+                        f"loading path (session bundle): signature {name!r} failed with "
+                        f"{type(error).__name__}: {error.message.splitlines()[0]}") from error
 
 
 # === The op check ===
@@ -300,29 +561,31 @@ def signature_metadata(saved_model_dir: str, model_name: str = DEFAULT_MODEL_NAM
 
 # === Warm-up requests ===
 
-def _predict_request(model_name, signature_name, sentences, **scalars):
+def predict_request(signature_def, signature_name: str, inputs: dict,
+                    model_name: str = DEFAULT_MODEL_NAME):
+    """A ``PredictRequest`` with ``inputs`` (``{name: list}``) typed by the SignatureDef."""
     predict_pb2 = _serving_apis().predict_pb2
 
     request = predict_pb2.PredictRequest()
     request.model_spec.name = model_name
     request.model_spec.signature_name = signature_name
-    request.inputs["sentences"].CopyFrom(
-        tf.make_tensor_proto([s.encode("utf-8") for s in sentences], dtype=tf.string,
-                             shape=[len(sentences)]))
-    for name, value in scalars.items():
-        request.inputs[name].CopyFrom(tf.make_tensor_proto(value, dtype=tf.int32, shape=[]))
+    for key, values in inputs.items():
+        dtype = tf.as_dtype(signature_def.inputs[key].dtype)
+        if dtype == tf.string:
+            values = [_as_bytes(v) for v in values]
+        request.inputs[key].CopyFrom(tf.make_tensor_proto(values, dtype=dtype,
+                                                          shape=[len(values)]))
     return request
 
 
-def write_warmup_requests(saved_model_dir: str, signature_names: Sequence[str] = ("serving_default",),
-                          sentences: Optional[Sequence[str]] = None,
+def write_warmup_requests(saved_model_dir: str, sentences: Optional[Sequence[str]] = None,
                           model_name: str = DEFAULT_MODEL_NAME) -> str:
     """Writes ``assets.extra/tf_serving_warmup_requests``: PredictionLog records (TFRecord).
 
     The server replays them when it loads the model, so the first real request does not pay
-    for graph initialisation (vocabulary tables, kernel set-up). For each signature with a
-    batch dimension on all its inputs: one request with the first sentence and one with all
-    of them. ``translate_nbest`` is left out (see the module docstring).
+    for graph initialisation (vocabulary tables, kernel set-up); a failing one fails the load.
+    For every batchable signature (`is_batchable`: all of this package's): one request with
+    the first sentence and one with all of them (`warmup_inputs`).
 
     Returns:
         str, the path of the warm-up file.
@@ -336,13 +599,14 @@ def write_warmup_requests(saved_model_dir: str, signature_names: Sequence[str] =
     tf.io.gfile.makedirs(directory)
     path = os.path.join(directory, WARMUP_FILENAME)
     with tf.io.TFRecordWriter(path) as writer:
-        for name in signature_names:
-            if name == "translate_nbest":
+        for name, signature in sorted(signature_defs(saved_model_dir).items()):
+            if not is_batchable(signature):
                 continue
-            for batch in (sentences[:1], sentences):
+            for batch in _warmup_batches(sentences):
+                request = predict_request(signature, name, warmup_inputs(signature, batch),
+                                          model_name=model_name)
                 log = prediction_log_pb2.PredictionLog(
-                    predict_log=prediction_log_pb2.PredictLog(
-                        request=_predict_request(model_name, name, batch)))
+                    predict_log=prediction_log_pb2.PredictLog(request=request))
                 writer.write(log.SerializeToString())
     return path
 
@@ -358,20 +622,21 @@ def read_warmup_requests(saved_model_dir: str) -> list:
     return records
 
 
-def run_predict_request(loaded, request) -> dict:
-    """Runs a ``PredictRequest`` on a loaded SavedModel's signature, as the server's Predict does.
+def run_predict_request(bundle: SessionBundle, request) -> dict:
+    """Runs a ``PredictRequest`` on a `SessionBundle`, as the server's Predict does.
 
     Returns:
         dict of output name -> NumPy array.
     """
-    function = loaded.signatures[request.model_spec.signature_name or "serving_default"]
-    inputs = {name: tf.constant(tf.make_ndarray(proto)) for name, proto in request.inputs.items()}
-    return {name: value.numpy() for name, value in function(**inputs).items()}
+    inputs = {name: tf.make_ndarray(proto) for name, proto in request.inputs.items()}
+    return bundle.run(request.model_spec.signature_name or "serving_default", **inputs)
 
 
 __all__ = [
-    "export_saved_model", "load_exported", "check_serving_ops", "list_op_types",
-    "signature_defs", "signature_metadata", "write_warmup_requests", "read_warmup_requests",
-    "run_predict_request", "resolve_saved_model_dir", "ServingOpsError", "SERVING_TF_TEXT_OPS",
-    "WARMUP_FILENAME",
+    "export_saved_model", "load_exported", "SessionBundle", "check_session_bundle",
+    "check_serving_ops", "list_op_types", "signature_defs", "signature_metadata",
+    "is_batchable", "warmup_inputs", "warmup_available", "predict_request",
+    "write_warmup_requests", "read_warmup_requests", "run_predict_request",
+    "resolve_saved_model_dir", "ServingOpsError", "VersionClaimedError", "SERVING_TF_TEXT_OPS",
+    "SERVING_DTYPE", "WARMUP_FILENAME",
 ]

@@ -9,12 +9,15 @@ the host:
              -> detokenize
 
 Three ``tf.function`` s with fixed input signatures are meant to become the SavedModel's
-signatures as they are (``translator.signatures()`` returns them by name):
+signatures as they are (``translator.signatures()`` returns them by name). Every input has the
+leading batch dimension, which TF Serving's batcher (``--enable_batching``) needs:
 
 - ``serving_default(sentences)``: tf.string ``[batch]`` -> ``translations`` tf.string
   ``[batch]``, ``scores`` tf.float32 ``[batch]`` (the default beam size);
-- ``translate_nbest(sentences, beam_size, nbest)``: int32 scalars -> ``translations`` and
-  ``scores`` ``[batch, nbest]``, best first;
+- ``translate_nbest(sentences, beam_size, nbest)``: per-row int32 ``[batch]`` beams and
+  n-best sizes -> ``translations`` and ``scores`` ``[batch, max(nbest)]``, best first (a
+  row's entries beyond its own ``nbest``: ``""``, ``-inf``), and the ``beam_size`` and
+  ``nbest`` used; each row gets exactly what it gets alone with its own beam;
 - ``align(sentences)`` (models with attention only): ``translations``, ``scores``,
   ``source_tokens`` tf.string ``[batch, source_len]`` (``[END]`` last, padded with ``""``),
   ``source_lengths`` int32 ``[batch]``, ``target_tokens`` ``[batch, target_len]`` (``[END]``
@@ -33,8 +36,15 @@ Decisions (all documented here once):
   translates to ``""`` with score 0.0 (every n-best entry), without consulting the model;
   ``align`` gives it one source token (``[END]``), no target token.
 - **Bad bytes**: invalid UTF-8 becomes U+FFFD, i.e. ``[UNK]``; unknown words are ``[UNK]``.
-  Nothing raises inside the graph for any input: ``translate_nbest`` clamps ``beam_size`` to
-  ``[1, MAX_BEAM_SIZE]`` and ``nbest`` to ``[1, beam_size]``.
+  No row's content makes the graph raise: ``translate_nbest`` clamps each row's ``beam_size``
+  to ``[1, MAX_BEAM_SIZE]`` and ``nbest`` to ``[1, beam_size]`` (an error would fail every
+  request TF Serving batched with it). A request of the wrong *shape* is refused with
+  InvalidArgument: inputs that are not vectors (the server does not check shapes against
+  the signature, and a ``[2, 2]`` request would be read as 4 sentences), or per-row inputs of
+  another length than ``sentences``.
+- **Export**: the Keras models are not part of the SavedModel's object graph; their
+  underlying ``tf.Variable`` s are (see ``Translator.__init__``), which is what TF Serving's
+  loader restores.
 - **Batch independence**: rows are decoded independently (padding is masked, each row has
   its own length limit), so a sentence gets the same translation alone and inside any batch.
 - **Chunks**: inside the graph a batch is sorted by source length and searched
@@ -76,8 +86,9 @@ DEFAULT_MAX_SOURCE_LENGTH = 100
 MAX_BEAM_SIZE = 64  # translate_nbest clamps its beam_size input to this
 
 _SENTENCES = tf.TensorSpec([None], tf.string, name="sentences")
-_BEAM_SIZE = tf.TensorSpec([], tf.int32, name="beam_size")
-_NBEST = tf.TensorSpec([], tf.int32, name="nbest")
+# every input of every signature has the leading batch dimension (TF Serving's batching)
+_BEAM_SIZE = tf.TensorSpec([None], tf.int32, name="beam_size")
+_NBEST = tf.TensorSpec([None], tf.int32, name="nbest")
 
 
 @dataclasses.dataclass
@@ -117,6 +128,13 @@ class _FunctionCache:
 
     def __init__(self):
         self.functions = {}
+
+
+class _Untracked:
+    """A plain holder whose contents SavedModel and checkpoints do not see."""
+
+    def __init__(self, **attributes):
+        self.__dict__.update(attributes)
 
 
 def _decode_strings(values) -> list:
@@ -170,8 +188,25 @@ class Translator(tf.Module):
         if len(vocabularies) > 1:
             raise ValueError(f"The models of an ensemble must share the target vocabulary; "
                              f"got target_vocabulary_size {sorted(vocabularies)}.")
+        for model in models:
+            if not getattr(model, "built", True):
+                from bahdanau_tf.model_directory import build_model
+
+                build_model(model)  # its variables must exist to be tracked below
         # === Modules ===
-        self.models = models
+        # The Keras models are held out of the SavedModel's object graph; their underlying
+        # tf.Variables are tracked instead (see `_model_variables`).
+        self._keras = _Untracked(models=models)
+        # A Keras 3 variable wraps a tf.Variable (``.value``), which is what the traced
+        # functions capture. Exported as a Keras variable, it is restored by the object-graph
+        # loader (tf.saved_model.load) only: its SavedModel export is a *copy* of the
+        # tf.Variable, so the saver's restore op that TF Serving runs (the session bundle)
+        # fills the copy and leaves the captured variable uninitialised ("Could not find
+        # variable ..."). Tracking the tf.Variables themselves, and not the Keras objects, gives
+        # one restore op per captured variable and one copy of the weights on disk and in the
+        # server (keras.export.ExportArchive tracks both: twice the weights).
+        self._model_variables = [[variable.value for variable in model.variables]
+                                 for model in models]
         self.source_tokenizer = source_tokenizer
         self.target_tokenizer = target_tokenizer
         # === Config ===
@@ -185,18 +220,25 @@ class Translator(tf.Module):
         self._cache = _FunctionCache()
 
     @property
+    def models(self) -> list:
+        """list: the Keras model(s), one per ensemble member."""
+        return list(self._keras.models)
+
+    @property
     def has_attention(self) -> bool:
         """True when every model returns attention (RNNsearch), so alignments exist."""
         return all(getattr(m, "has_attention", False) for m in self.models)
 
     @classmethod
-    def from_directory(cls, model_dirs, which="best", **kwargs) -> "Translator":
+    def from_directory(cls, model_dirs, which="best", dtype=None, **kwargs) -> "Translator":
         """Loads one training output directory, or several for an ensemble.
 
         Args:
             model_dirs: str, or a list of str (an ensemble; the vocabularies must be equal):
                 model directories or ``.keras`` files (`bahdanau_tf.model_directory`).
             which: ``"best"`` (best dev NLL, else latest) or ``"latest"`` checkpoint.
+            dtype: optional dtype policy to rebuild the models in (e.g. ``"float32"`` for a
+                model trained under mixed precision); None keeps the training policy.
             **kwargs: `Translator` arguments (beam_size, jit_compile, ...).
 
         Raises:
@@ -207,7 +249,7 @@ class Translator(tf.Module):
 
         if isinstance(model_dirs, (str, bytes)) or not isinstance(model_dirs, Sequence):
             model_dirs = [model_dirs]
-        loaded = [load_model_directory(d, which=which) for d in model_dirs]
+        loaded = [load_model_directory(d, which=which, dtype=dtype) for d in model_dirs]
         first = loaded[0]
         for directory, other in zip(model_dirs[1:], loaded[1:]):
             if (other.source_tokenizer.vocabulary != first.source_tokenizer.vocabulary
@@ -262,8 +304,17 @@ class Translator(tf.Module):
         return tf.where(lengths > 0, tf.maximum(limits, 1), 1)
 
     def _search(self, source_ids, limits, forbid_unknown, beam_size, nbest, return_attention):
-        """Encoder + beam search over int tensors: the part XLA can compile."""
+        """Encoder + beam search over int tensors: the part XLA can compile.
+
+        ``beam_size`` is an int, an int32 scalar, or int32 ``[batch]`` per-row beams (the
+        search then runs the largest and empties each row's slots beyond its own beam, see
+        `bahdanau_tf.decoding.beam_search`'s ``beam_sizes``).
+        """
         batch = tf.shape(source_ids)[0]
+        beam_sizes = None
+        if isinstance(beam_size, tf.Tensor) and beam_size.shape.rank == 1:
+            beam_sizes = beam_size
+            beam_size = tf.maximum(tf.reduce_max(tf.concat([beam_sizes, [1]], 0)), nbest)
         states, step_fns = [], []
         for model in self.models:
             memory = model.encode(source_ids, training=False)
@@ -279,7 +330,8 @@ class Translator(tf.Module):
             step_fn, state, batch_size=batch, beam_size=beam_size, max_length=limits,
             length_penalty=self.length_penalty, forbid_ids=forbid, nbest=nbest,
             return_attention=return_attention,
-            attention_length=tf.shape(source_ids)[1] if return_attention else None)
+            attention_length=tf.shape(source_ids)[1] if return_attention else None,
+            beam_sizes=beam_sizes)
         return output
 
     def _static_search(self, beam_size, nbest, return_attention):
@@ -295,19 +347,22 @@ class Translator(tf.Module):
         return self._cache.functions[key]
 
     def _search_in_chunks(self, search, source_ids, lengths, limits, forbid_unknown, nbest,
-                          return_attention):
+                          return_attention, row_inputs=()):
         """Runs ``search`` over chunks of ``decode_chunk_size`` sentences of similar length.
 
         The batch is sorted by source length (longest first), cut into chunks, and each chunk
         is searched on its own, with its own padding and its own early exit: a long sentence
         no longer keeps a whole large batch stepping, and smaller ``[rows, vocabulary]``
         tensors stay in cache. Rows are independent, so the results are those of one big
-        search, put back in the input order.
+        search, put back in the input order. ``row_inputs``: more ``[batch]`` tensors (e.g.
+        per-row beams), sorted and cut like the rows and passed to ``search`` after its
+        three arguments.
         """
         batch = tf.shape(source_ids)[0]
         width = tf.shape(source_ids)[1]
         order = tf.argsort(lengths, direction="DESCENDING", stable=True)
         source_ids, lengths, limits = (tf.gather(t, order) for t in (source_ids, lengths, limits))
+        row_inputs = tuple(tf.gather(t, order) for t in row_inputs)
         time = tf.maximum(tf.reduce_max(limits), 1)
         chunk = self.decode_chunk_size
         # at least one (possibly empty) chunk, so an empty batch still has outputs to concat
@@ -322,7 +377,7 @@ class Translator(tf.Module):
             # the chunk's own padding: its longest source plus [END]
             chunk_width = tf.reduce_max(tf.concat([lengths[start:end] + 1, [1]], 0))
             outputs = search(source_ids[start:end, :chunk_width], limits[start:end],
-                             forbid_unknown)
+                             forbid_unknown, *(t[start:end] for t in row_inputs))
             ids, out_lengths, scores = outputs[:3]
             padded = [tf.pad(ids, [[0, 0], [0, 0], [0, time - tf.shape(ids)[2]]]), out_lengths,
                       scores]
@@ -353,20 +408,26 @@ class Translator(tf.Module):
         """The whole pipeline for one batch; returns a dict of tensors.
 
         ``beam_size`` and ``nbest`` are Python ints (static shapes, XLA possible) or int32
-        scalars (a dynamic beam: no XLA).
+        scalars (a dynamic beam: no XLA); ``beam_size`` may also be int32 ``[batch]``, one
+        beam per row.
         """
         sentences = tf.reshape(tf.convert_to_tensor(sentences, tf.string), [-1])
         source_ids, lengths = self._source_ids(sentences)
         limits = self._length_limits(lengths)
         forbid_unknown = tf.convert_to_tensor(forbid_unknown, tf.bool)
+        row_inputs = ()
         if isinstance(beam_size, int) and isinstance(nbest, int):
             search = self._static_search(beam_size, nbest, return_attention)
         else:
-            def search(chunk_ids, chunk_limits, forbid):
-                return tuple(x for x in self._search(chunk_ids, chunk_limits, forbid, beam_size,
+            if isinstance(beam_size, tf.Tensor) and beam_size.shape.rank == 1:
+                row_inputs = (beam_size,)
+
+            def search(chunk_ids, chunk_limits, forbid, *chunk_rows):
+                chunk_beam = chunk_rows[0] if chunk_rows else beam_size
+                return tuple(x for x in self._search(chunk_ids, chunk_limits, forbid, chunk_beam,
                                                      nbest, return_attention) if x is not None)
         results = self._search_in_chunks(search, source_ids, lengths, limits, forbid_unknown,
-                                         nbest, return_attention)
+                                         nbest, return_attention, row_inputs=row_inputs)
         ids, out_lengths, scores = results[:3]
         empty = lengths == 0  # [batch]
         batch = tf.shape(ids)[0]
@@ -401,23 +462,48 @@ class Translator(tf.Module):
     @tf.function(input_signature=[_SENTENCES])
     def serving_default(self, sentences):
         """Translates a batch with the default beam: ``translations`` [batch], ``scores``."""
+        sentences = _checked_rows(sentences)
         out = self._translate_graph(sentences, self.beam_size, 1)
         return {"translations": out["translations"][:, 0], "scores": out["scores"][:, 0]}
 
     @tf.function(input_signature=[_SENTENCES, _BEAM_SIZE, _NBEST])
     def translate_nbest(self, sentences, beam_size, nbest):
-        """n-best lists with a per-request beam: ``translations``, ``scores`` [batch, nbest].
+        """n-best lists, each row with its own beam: ``translations``, ``scores`` [batch, n].
 
-        ``beam_size`` is clamped to [1, MAX_BEAM_SIZE] and ``nbest`` to [1, beam_size].
+        Every input has the batch dimension (TF Serving's batcher merges requests along it):
+        row i is searched with beam ``beam_size[i]`` and returns its ``nbest[i]`` best
+        translations, exactly what it gets alone. ``n`` is the batch's largest ``nbest``; a
+        row's entries beyond its own ``nbest`` are ``""`` with score ``-inf``. Out-of-range
+        values are clamped per row, ``beam_size`` to [1, MAX_BEAM_SIZE] and ``nbest`` to
+        [1, beam_size], and the values used come back as the outputs ``beam_size`` and
+        ``nbest``: a refusal would fail every request the server batched with this one.
         """
+        sentences, beam_size, nbest = _checked_rows(sentences, beam_size, nbest)
         beam_size = tf.clip_by_value(beam_size, 1, MAX_BEAM_SIZE)
         nbest = tf.clip_by_value(nbest, 1, beam_size)
-        out = self._translate_graph(sentences, beam_size, nbest)
-        return {"translations": out["translations"], "scores": out["scores"]}
+        width = tf.reduce_max(tf.concat([nbest, [1]], 0))
+        out = self._translate_graph(sentences, beam_size, width)
+        kept = tf.range(width)[None, :] < nbest[:, None]
+        return {"translations": tf.where(kept, out["translations"], ""),
+                "scores": tf.where(kept, out["scores"], float("-inf")),
+                "beam_size": beam_size, "nbest": nbest}
 
-    @tf.function(input_signature=[_SENTENCES])
-    def align(self, sentences):
-        """The best translation with its tokens and attention (figure 3), default beam."""
+    @property
+    def align(self):
+        """``align(sentences)``: the best translations with tokens and attention (figure 3).
+
+        A tf.function (default beam) for models with attention; an AttributeError for the
+        others, so that SavedModel, which saves every function attribute, leaves it out.
+        """
+        if not self.has_attention:
+            raise AttributeError("align needs models with attention (RNNsearch).")
+        if "align" not in self._cache.functions:
+            self._cache.functions["align"] = tf.function(self._align,
+                                                         input_signature=[_SENTENCES])
+        return self._cache.functions["align"]
+
+    def _align(self, sentences):
+        sentences = _checked_rows(sentences)
         out = self._translate_graph(sentences, self.beam_size, 1, return_attention=True)
         keys = ("source_tokens", "source_lengths", "target_tokens", "target_lengths",
                 "attention")
@@ -589,6 +675,31 @@ def _model_step_fn(model, memory):
         return model.decode_step(ids, state, memory)
 
     return step_fn
+
+
+def _checked_rows(sentences, *per_row):
+    """Refuses (InvalidArgument) inputs that are not vectors of one length, in the graph.
+
+    The signatures' ``[None]`` shapes are not enforced by the model server's Session::Run,
+    which would otherwise translate a ``[2, 2]`` request as 4 sentences. The raw ``Rank`` and
+    ``Shape`` ops read the fed tensor at run time (``tf.rank`` and ``tf.size`` would be folded
+    into constants from the declared shape when tracing).
+    """
+    tensors = (sentences,) + per_row
+    names = ("sentences", "beam_size", "nbest")[: len(tensors)]
+    checks = []
+    for name, tensor in zip(names, tensors):
+        rank = tf.raw_ops.Rank(input=tensor)
+        checks.append(tf.debugging.assert_equal(
+            rank, 1, message=f"{name} must be a vector [batch] (one row per sentence)"))
+    rows = tf.raw_ops.Shape(input=sentences)[:1]
+    for name, tensor in zip(names[1:], per_row):
+        checks.append(tf.debugging.assert_equal(
+            tf.raw_ops.Shape(input=tensor)[:1], rows,
+            message=f"{name} must have one value per sentence"))
+    with tf.control_dependencies(checks):
+        tensors = tuple(tf.identity(t) for t in tensors)
+    return tensors if per_row else tensors[0]
 
 
 def _check_int(name, value, low, high=None):

@@ -312,22 +312,24 @@ display(Image(filename=ATTENTION_PNG))
 
 The export is a versioned directory (`EXPORT_DIR/1/`) that `tensorflow_model_server` loads as is.
 Tokenization, beam search and detokenization are inside its signatures, so the model is called with
-plain strings; loading it needs only `tensorflow` and `tensorflow_text`. The serving notebook goes
-further (signatures, REST and gRPC requests, n-best lists, alignments)."""),
+plain strings. It is loaded here as the server loads it (the session bundle: restore the variables,
+initialise the tables, run the signature by its tensor names), with only `tensorflow` and
+`tensorflow_text`. The serving notebook goes further (signatures, REST and gRPC requests, n-best
+lists, alignments)."""),
         tagged(new_code_cell('''\
+from bahdanau_tf import serving
+
 EXPORT_DIR = os.path.join(OUTPUT_DIR, "export")
-# rebuilt in float32 whatever the training precision: what a CPU model server runs best
-restored = model_directory.load_model_directory(MODEL_DIR, dtype="float32")
-exported = Translator(restored.model, restored.source_tokenizer, restored.target_tokenizer, beam_size=BEAM_SIZE)
+# float32 whatever the training precision (what a CPU model server runs best), as bahdanau-export does
+exported = Translator.from_directory(MODEL_DIR, dtype=serving.SERVING_DTYPE, beam_size=BEAM_SIZE)
 # warmup=False: TF Serving's warm-up records need tensorflow-serving-api (notebook 03 installs it)
 export_path = exported.export(EXPORT_DIR, warmup=False)  # EXPORT_DIR/1, then /2, ... on every export
 print("exported", export_path, sorted(os.listdir(export_path)))
 
-served = bahdanau_tf.load_exported(EXPORT_DIR)  # the highest version; tensorflow + tensorflow_text only
-serving_default = served.signatures["serving_default"]
-result = serving_default(sentences=tf.constant(["In the beginning God created the heavens and the earth.",
-                                                "Jesus wept."]))
-for translation, score in zip(result["translations"].numpy(), result["scores"].numpy()):
+with serving.SessionBundle(EXPORT_DIR) as served:  # the highest version, loaded as TF Serving loads it
+    result = served.run("serving_default", sentences=["In the beginning God created the heavens and the earth.",
+                                                      "Jesus wept."])
+for translation, score in zip(result["translations"], result["scores"]):
     print(f"served: {translation.decode('utf-8')}   (score {score:.2f})")
 '''), "serving"),
     ])
@@ -578,10 +580,12 @@ def serving_notebook():
 
 The export is a versioned SavedModel whose signatures run the whole translation (tokenization,
 encoder, beam search, detokenization) inside the graph, so the stock `tensorflow/serving` image
-serves it with no Python and no `bahdanau_tf`. This notebook exports a model, inspects the
-signatures, builds the REST (`instances` and `inputs` formats) and gRPC request bodies with the
-clients of the repository's `export/` kit, answers them from the loaded SavedModel as the server
-would, and gets n-best lists and alignments (figure 3) from the exported model.
+serves it with no Python and no `bahdanau_tf`. This notebook exports a model, loads it the way the
+model server does (the *session bundle*: restore the variables, initialise the tables, run a
+signature by its tensor names), inspects the signatures, builds the REST (`instances` and `inputs`
+formats) and gRPC request bodies with the clients of the repository's `export/` kit, answers them
+as the server would, and gets n-best lists (each sentence with its own beam) and alignments
+(figure 3) from the exported model.
 
 It uses the model the quickstart notebook trained (`bahdanau_quickstart/model`) when it exists,
 and trains a quick one otherwise. No server is started here; `export/README.md` has the Docker
@@ -616,13 +620,13 @@ print("model directory:", MODEL_DIR)
 ## Export
 
 `translator.export(EXPORT_DIR)` (or `bahdanau-export --model_dir=... --export_dir=...`) writes the
-next version `EXPORT_DIR/N`, refuses a graph with an op the stock model server may not have, and
-adds warm-up requests that the server replays when it loads the model."""),
+next version `EXPORT_DIR/N` in float32 (whatever the training precision; `--keep_precision` keeps
+it), adds warm-up requests that the server replays when it loads the model, and publishes the
+version only once every op is one the stock server has and every signature answers the warm-up
+requests through the session bundle."""),
         tagged(new_code_cell('''\
-# rebuilt in float32 whatever the training precision (the quickstart uses mixed precision on a GPU):
-# what a CPU model server runs best
-restored = model_directory.load_model_directory(MODEL_DIR, dtype="float32")
-translator = Translator(restored.model, restored.source_tokenizer, restored.target_tokenizer, beam_size=BEAM_SIZE)
+# float32 whatever the training precision (the quickstart uses mixed precision on a GPU), as bahdanau-export
+translator = Translator.from_directory(MODEL_DIR, dtype=serving.SERVING_DTYPE, beam_size=BEAM_SIZE)
 export_path = translator.export(EXPORT_DIR)
 for root, directories, files in sorted(os.walk(export_path)):
     depth = root[len(export_path):].count(os.sep)
@@ -636,7 +640,9 @@ print(f"{len(serving.read_warmup_requests(export_path))} warm-up requests in ass
 
 With `saved_model_cli` (in a shell:
 `saved_model_cli show --dir EXPORT_DIR/1 --tag_set serve --signature_def translate_nbest`), then from
-the loaded object, which needs only `tensorflow` and `tensorflow_text`."""),
+the model loaded as the server loads it (`serving.SessionBundle`, which needs only `tensorflow` and
+`tensorflow_text`). Every input has the batch dimension (`-1`): the server can batch every
+signature (`--enable_batching`), and `translate_nbest` takes `beam_size` and `nbest` per sentence."""),
         tagged(new_code_cell('''\
 import subprocess
 import sys
@@ -646,25 +652,34 @@ cli = subprocess.run([sys.executable, "-m", "tensorflow.python.tools.saved_model
                      capture_output=True, text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
 print(cli.stdout)
 
-loaded = serving.load_exported(EXPORT_DIR)
-for name, function in loaded.signatures.items():
-    inputs = {key: f"{spec.dtype.name} {spec.shape}" for key, spec in function.structured_input_signature[1].items()}
-    outputs = {key: f"{spec.dtype.name} {spec.shape}" for key, spec in function.structured_outputs.items()}
-    print(f"{name}\\n  inputs:  {inputs}\\n  outputs: {outputs}")
+bundle = serving.SessionBundle(EXPORT_DIR)  # the highest version: the MetaGraph, restored and initialised
+
+
+def described(tensors):
+    return {key: f"{tf.as_dtype(info.dtype).name} {[d.size for d in info.tensor_shape.dim]}"
+            for key, info in sorted(tensors.items())}
+
+
+for name, signature in sorted(bundle.signature_defs.items()):
+    print(f"{name}\\n  inputs:  {described(signature.inputs)}\\n  outputs: {described(signature.outputs)}")
 '''), "signatures"),
         new_markdown_cell("## Call the signatures: translations, n-best lists, alignments"),
         tagged(new_code_cell('''\
 SENTENCES = ["In the beginning God created the heavens and the earth.", "Jesus wept."]
-result = loaded.signatures["serving_default"](sentences=tf.constant(SENTENCES))
-for sentence, translation, score in zip(SENTENCES, result["translations"].numpy(), result["scores"].numpy()):
+result = bundle.run("serving_default", sentences=SENTENCES)  # Session::Run by the signature's tensor names
+for sentence, translation, score in zip(SENTENCES, result["translations"], result["scores"]):
     print(f"served: {translation.decode('utf-8')}   (score {score:.2f})")
+in_process = translator.translate(SENTENCES)
+print("the same as the in-process Translator:",
+      [t.decode("utf-8") for t in result["translations"]] == in_process.translations)
 '''), "serving"),
         tagged(new_code_cell('''\
-nbest = loaded.signatures["translate_nbest"](sentences=tf.constant(SENTENCES), beam_size=tf.constant(4),
-                                             nbest=tf.constant(3))
-for sentence, candidates, scores in zip(SENTENCES, nbest["translations"].numpy(), nbest["scores"].numpy()):
-    print(sentence)
-    for rank, (candidate, score) in enumerate(zip(candidates, scores), 1):
+# each sentence with its own beam and n-best; the columns go to the largest n-best, padded with "" / -inf
+nbest = bundle.run("translate_nbest", sentences=SENTENCES, beam_size=[4, 2], nbest=[3, 2])
+for sentence, candidates, scores, beam, count in zip(SENTENCES, nbest["translations"], nbest["scores"],
+                                                     nbest["beam_size"], nbest["nbest"]):
+    print(f"{sentence}   (beam {beam}, {count} best)")
+    for rank, (candidate, score) in enumerate(zip(candidates[:count], scores[:count]), 1):
         print(f"  {rank}. {candidate.decode('utf-8')}   ({score:.2f})")
 '''), "nbest"),
         new_markdown_cell("""\
@@ -675,11 +690,11 @@ from IPython.display import Image, display
 
 from bahdanau_tf import evaluation
 
-aligned = loaded.signatures["align"](sentences=tf.constant(SENTENCES[:1]))
+aligned = bundle.run("align", sentences=SENTENCES[:1])
 source_length, target_length = int(aligned["source_lengths"][0]), int(aligned["target_lengths"][0])
-source_tokens = [t.decode("utf-8") for t in aligned["source_tokens"][0, :source_length].numpy()]
-target_tokens = [t.decode("utf-8") for t in aligned["target_tokens"][0, :target_length].numpy()]
-attention = aligned["attention"][0, :target_length, :source_length].numpy()
+source_tokens = [t.decode("utf-8") for t in aligned["source_tokens"][0, :source_length]]
+target_tokens = [t.decode("utf-8") for t in aligned["target_tokens"][0, :target_length]]
+attention = aligned["attention"][0, :target_length, :source_length]
 print("source tokens:", source_tokens)
 print("target tokens:", target_tokens)
 print("attention:", attention.shape, "rows sum to", attention.sum(axis=1).round(3).tolist())
@@ -693,9 +708,9 @@ display(Image(filename=ALIGN_PNG))
 `export/client_rest.py` (standard library only) builds the body of
 `POST http://HOST:8501/v1/models/bahdanau:predict` from the signatures the server reports at
 `GET /v1/models/bahdanau/metadata`; `serving.signature_metadata` gives the same JSON from the
-SavedModel, so the bodies are built here exactly as against a server. `instances` (row format)
-needs a batch dimension on every input: `serving_default`, `align`; `inputs` (columnar) serves any
-signature, `translate_nbest` with its scalar `beam_size` and `nbest` included."""),
+SavedModel, so the bodies are built here exactly as against a server. Every input has a batch
+dimension, so both formats serve every signature: `instances` (one object per sentence, with its
+own `beam_size` and `nbest`) and `inputs` (one list per input)."""),
         tagged(new_code_cell('''\
 import base64
 
@@ -715,24 +730,23 @@ metadata = serving.signature_metadata(export_path)
 rest_signatures = client_rest.signatures_from_metadata(metadata)
 instances_body = client_rest.build_predict_body(rest_signatures, "serving_default", SENTENCES)
 inputs_body = client_rest.build_predict_body(rest_signatures, "translate_nbest", SENTENCES, format="inputs",
-                                             beam_size=4, nbest=3)
+                                             beam_size=4, nbest=3)  # one value for every sentence
 print("REST instances body:", json.dumps(instances_body, ensure_ascii=False))
 print("REST inputs body:", json.dumps(inputs_body, ensure_ascii=False))
 print("curl -d @body.json http://localhost:8501/v1/models/bahdanau:predict")
 
 
 def answer_like_tf_serving(body):
-    """What TF Serving's REST :predict answers for ``body``, computed with the loaded SavedModel."""
-    function = loaded.signatures[body.get("signature_name", "serving_default")]
+    """What TF Serving's REST :predict answers for ``body``, computed through the session bundle."""
+    name = body.get("signature_name", "serving_default")
     decode = lambda v: base64.b64decode(v["b64"]) if isinstance(v, dict) else v  # noqa: E731
-    if "instances" in body:
-        columns = {key: tf.constant([decode(row[key]) for row in body["instances"]]) for key in body["instances"][0]}
-        outputs = {key: value.numpy().tolist() for key, value in function(**columns).items()}
+    if "instances" in body:  # rows become columns, as the server does
+        columns = {key: [decode(row[key]) for row in body["instances"]] for key in body["instances"][0]}
+        outputs = {key: value.tolist() for key, value in bundle.run(name, **columns).items()}
         return {"predictions": [{key: value[i] for key, value in outputs.items()}
                                 for i in range(len(body["instances"]))]}
-    inputs = {key: tf.constant([decode(v) for v in value] if isinstance(value, list) else value)
-              for key, value in body["inputs"].items()}
-    return {"outputs": {key: value.numpy().tolist() for key, value in function(**inputs).items()}}
+    inputs = {key: [decode(v) for v in value] for key, value in body["inputs"].items()}
+    return {"outputs": {key: value.tolist() for key, value in bundle.run(name, **inputs).items()}}
 
 
 def strings(value):
@@ -748,14 +762,14 @@ print("REST answer (inputs):", json.dumps(strings(answer_like_tf_serving(inputs_
 
 `export/client_grpc.py` builds a `tensorflow.serving.PredictRequest` from the SignatureDef (asked
 from the server with `GetModelMetadata`, or read from the SavedModel as here); strings travel as
-bytes. `serving.run_predict_request` runs it on the loaded model as the server's `Predict` does;
+bytes. `serving.run_predict_request` runs it through the session bundle as the server's `Predict` does;
 against a server: `PredictionServiceStub(grpc.insecure_channel("localhost:8500")).Predict(request, 60)`."""),
         tagged(new_code_cell('''\
 grpc_signatures = client_grpc.signatures_from_saved_model(export_path)
 request = client_grpc.build_predict_request(grpc_signatures, "translate_nbest", SENTENCES, beam_size=4, nbest=3)
 print("gRPC PredictRequest:")
 print(request)
-response = serving.run_predict_request(loaded, request)
+response = serving.run_predict_request(bundle, request)
 for key, value in sorted(response.items()):
     print(f"gRPC response {key}:", json.dumps(strings(value.tolist()), ensure_ascii=False))
 '''), "grpc"),

@@ -11,6 +11,7 @@ Example:
     python client_grpc.py --server=localhost:8500 --model=bahdanau \\
         "In the beginning God created the heavens and the earth."
     python client_grpc.py --signature=translate_nbest --beam_size=8 --nbest=3 "Let there be light."
+    # beam_size and nbest are per row: one value for every sentence (here), or a list in Python
     python client_grpc.py --signature=align "In the beginning"   # tokens + attention matrix
 """
 
@@ -64,10 +65,12 @@ def build_predict_request(signatures, signature_name, sentences, model_name="bah
         sentences: list of str or bytes: the signature's batched string input.
         model_name: str, the name in models.config.
         version: optional int.
-        **values: the other inputs by name, e.g. ``beam_size=5, nbest=3``.
+        **values: the other per-row inputs by name, each one value for every sentence or a
+            list of one value per sentence, e.g. ``beam_size=5, nbest=[3, 1]``.
 
     Raises:
-        ValueError: unknown signature, missing or unknown inputs.
+        ValueError: unknown signature, missing or unknown inputs, or a list of values of
+            another length than ``sentences``.
     """
     if signature_name not in signatures:
         raise ValueError(f"Unknown signature {signature_name!r}; the model has "
@@ -90,9 +93,11 @@ def build_predict_request(signatures, signature_name, sentences, model_name="bah
     request.inputs[batched[0]].CopyFrom(
         tf.make_tensor_proto(data, dtype=inputs[batched[0]].dtype, shape=[len(data)]))
     for key, value in values.items():
-        shape = [d.size for d in inputs[key].tensor_shape.dim]
+        rows = list(value) if isinstance(value, (list, tuple)) else [value] * len(data)
+        if len(rows) != len(data):
+            raise ValueError(f"{key} needs one value per sentence ({len(data)}), got {len(rows)}.")
         request.inputs[key].CopyFrom(
-            tf.make_tensor_proto(value, dtype=inputs[key].dtype, shape=shape or []))
+            tf.make_tensor_proto(rows, dtype=inputs[key].dtype, shape=[len(rows)]))
     return request
 
 

@@ -5,10 +5,13 @@ The request body is built from the signature the server reports
 (``GET /v1/models/NAME/metadata``), not from names written here, so it follows the export.
 Two body formats of TF Serving's ``:predict``:
 
-- ``instances`` (row format): one object per sentence, ``[{"sentences": "..."}]``; every
-  input needs a batch dimension, so it serves ``serving_default`` and ``align``;
-- ``inputs`` (columnar format): ``{"sentences": [...], "beam_size": 5, "nbest": 3}``; any
-  signature, ``translate_nbest`` included.
+- ``instances`` (row format): one object per sentence,
+  ``[{"sentences": "...", "beam_size": 5, "nbest": 3}]``;
+- ``inputs`` (columnar format): ``{"sentences": [...], "beam_size": [5, ...], "nbest": [3, ...]}``.
+
+Every input of every signature has a batch dimension (so the server can batch requests), so
+both formats serve every signature. ``beam_size`` and ``nbest`` are per row: one value for
+every sentence, or a list with one value per sentence.
 
 Sentences given as bytes (e.g. invalid UTF-8) are sent as ``{"b64": ...}``, TF Serving's JSON
 form of binary strings.
@@ -17,7 +20,7 @@ Example:
 
     python client_rest.py --server=http://localhost:8501 --model=bahdanau \\
         "In the beginning God created the heavens and the earth."
-    python client_rest.py --signature=translate_nbest --format=inputs --beam_size=8 --nbest=3 \\
+    python client_rest.py --signature=translate_nbest --beam_size=8 --nbest=3 \\
         "And God said, Let there be light."
 """
 
@@ -92,14 +95,15 @@ def build_predict_body(signatures, signature_name, sentences, format="instances"
         signature_name: str, e.g. ``"serving_default"``.
         sentences: list of str (or bytes): the signature's batched string input.
         format: ``"instances"`` (row format) or ``"inputs"`` (columnar format).
-        **values: the signature's other inputs by name, e.g. ``beam_size=5, nbest=3``.
+        **values: the signature's other per-row inputs by name, each one value for every
+            sentence or a list of one value per sentence, e.g. ``beam_size=5, nbest=[3, 1]``.
 
     Returns:
         dict, ready for ``json.dumps``.
 
     Raises:
-        ValueError: unknown signature, missing or unknown inputs, or a signature with
-            non-batched inputs in the ``instances`` format.
+        ValueError: unknown signature, missing or unknown inputs, a list of values of another
+            length than ``sentences``, or an input without a batch dimension.
     """
     if signature_name not in signatures:
         raise ValueError(f"Unknown signature {signature_name!r}; the model has "
@@ -116,18 +120,23 @@ def build_predict_body(signatures, signature_name, sentences, format="instances"
     if unknown or missing:
         raise ValueError(f"Signature {signature_name!r} takes inputs {sorted(specs)}: missing "
                          f"{sorted(missing)}, unknown {sorted(unknown)}.")
+    unbatched = [k for k, s in specs.items() if not s["shape"] or s["shape"][0] != -1]
+    if unbatched:
+        raise ValueError(f"Signature {signature_name!r} has inputs without a batch dimension: "
+                         f"{unbatched}; this client sends one row per sentence.")
     sentences = [_string_value(s) for s in sentences]
+    columns = {batched[0]: sentences}
+    for key, value in values.items():
+        rows = list(value) if isinstance(value, (list, tuple)) else [value] * len(sentences)
+        if len(rows) != len(sentences):
+            raise ValueError(f"{key} needs one value per sentence ({len(sentences)}), got "
+                             f"{len(rows)}.")
+        columns[key] = [_convert(v, specs[key]["dtype"]) for v in rows]
     if format == "instances":
-        scalars = [k for k, s in specs.items() if s["shape"] == []]
-        if scalars:
-            raise ValueError(f"Signature {signature_name!r} has non-batched inputs {scalars}: "
-                             'the "instances" format needs a batch dimension on every input; '
-                             'use format="inputs".')
         return {"signature_name": signature_name,
-                "instances": [{batched[0]: s} for s in sentences]}
-    inputs = {batched[0]: sentences}
-    inputs.update({k: _convert(v, specs[k]["dtype"]) for k, v in values.items()})
-    return {"signature_name": signature_name, "inputs": inputs}
+                "instances": [{key: column[i] for key, column in columns.items()}
+                              for i in range(len(sentences))]}
+    return {"signature_name": signature_name, "inputs": columns}
 
 
 def predict(server, model_name, body, version=None, timeout=60):

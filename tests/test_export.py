@@ -1,10 +1,21 @@
 """Tests for bahdanau_tf.serving, bahdanau-export and the export/ kit (TF Serving, DESIGN §5).
 
-No model server can be installed here, so compatibility is shown the way the issue asks:
-the export loads and runs in a fresh process that imports only tensorflow and
-tensorflow_text, and every op type in its graph is core TF or a long-standing tf-text op.
-One export (through the command line, `tiny` RNNsearch with WordPiece vocabularies) is shared
-by the module.
+No model server can be installed here, so an export is run the way the server runs it: the
+*session bundle* (import the MetaGraph, run the saver's restore op and the init op,
+``Session::Run`` by the signature's tensor names), in a fresh process that imports only
+tensorflow and tensorflow_text, and `serving.SessionBundle` in this process. Every op type must
+be core TF or a long-standing tf-text op.
+
+Four exports of ``tiny`` models with random weights are shared by the module; together they
+cover every model class, an ensemble, and float32 and mixed-precision training:
+
+- ``rnnsearch``: RNNSearch trained in mixed bfloat16, exported by the command line (float32 by
+  default);
+- ``ensemble``: two RNNSearch (float32 and mixed bfloat16, both named ``rnn_search`` in their
+  model.json), command line with ``--keep_precision``;
+- ``rnnencdec``: RNNEncDec, command line on a "base install" (tensorflow-serving-api hidden):
+  exported without warm-up records;
+- ``seq2seq``: Seq2Seq, Python API.
 """
 
 import base64
@@ -24,10 +35,10 @@ import pytest
 import tensorflow as tf
 
 from bahdanau_tf import model_directory, serving
-from bahdanau_tf.models import RNNSearch
+from bahdanau_tf.models import model_from_preset
 from bahdanau_tf.special_tokens import SPECIAL_TOKENS
 from bahdanau_tf.text import SubwordTokenizer
-from bahdanau_tf.translator import Translator
+from bahdanau_tf.translator import MAX_BEAM_SIZE, Translator
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 BEAM = 4
@@ -50,126 +61,195 @@ BAD_BATCH = [
     "zebra quokka Ωmega".encode(),  # unknown words and characters
     b"the dog ran",
 ]
+BATCH = [s.encode() for s in SENTENCES] + BAD_BATCH
+# translate_nbest: every row its own beam and n-best
+BEAMS = [1, 5, 3, 2, 6, 4, 1, 3, 2, 5]
+NBESTS = [1, 3, 2, 2, 6, 1, 1, 3, 1, 4]
 
 
-def _subword(words):
+def _run(args, env=None, **kwargs):
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", **(env or {})}
+    return subprocess.run(args, capture_output=True, env=env, timeout=600, **kwargs)
+
+
+def _start(args):
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+
+
+def _finish(process):
+    stdout, stderr = process.communicate(timeout=600)
+    return process.returncode, stdout.decode(), stderr.decode()
+
+
+def _subword(words, path):
     pieces = words + [c for c in LETTERS if c not in words] + ["##" + c for c in LETTERS]
-    return SubwordTokenizer(list(SPECIAL_TOKENS) + pieces)
+    path.write_text("\n".join(list(SPECIAL_TOKENS) + pieces) + "\n", encoding="utf-8")
+    return SubwordTokenizer(str(path))
 
 
-def _random_model(source_size, target_size, seed=7, scale=0.6):
-    model = RNNSearch.from_preset("tiny", source_vocabulary_size=source_size,
-                                  target_vocabulary_size=target_size)
+def _model_dir(directory, preset, source, target, seed, dtype="float32"):
+    """A model directory with random weights (large enough that translations differ)."""
+    model = model_from_preset(preset, source_vocabulary_size=source.vocabulary_size,
+                              target_vocabulary_size=target.vocabulary_size, dtype=dtype)
     model_directory.build_model(model)
     rng = np.random.default_rng(seed)
     for variable in model.weights:
-        variable.assign(rng.normal(0.0, scale, variable.shape).astype(np.float32))
-    return model
-
-
-def _run(args, **kwargs):
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
-    return subprocess.run(args, capture_output=True, env=env, timeout=300, **kwargs)
+        variable.assign(rng.normal(0.0, 0.6, variable.shape).astype(np.float32))
+    model_directory.write_model_config(str(directory), model, source, target)
+    tf.train.Checkpoint(model=model).save(str(directory / "checkpoints" / "ckpt"))
+    return str(directory)
 
 
 @pytest.fixture(scope="module")
-def model_dir(tmp_path_factory):
-    source, target = _subword(SOURCE_WORDS), _subword(TARGET_WORDS)
-    model = _random_model(source.vocabulary_size, target.vocabulary_size)
-    directory = str(tmp_path_factory.mktemp("model"))
-    model_directory.write_model_config(directory, model, source, target)
-    tf.train.Checkpoint(model=model).save(os.path.join(directory, "checkpoints", "ckpt"))
-    return directory
-
-
-@pytest.fixture(scope="module")
-def model_base(model_dir, tmp_path_factory):
-    """bahdanau-export run once: MODEL_BASE/1."""
-    base = str(tmp_path_factory.mktemp("serving") / "bahdanau")
-    result = _run([sys.executable, "-m", "bahdanau_tf.cli.export", f"--model_dir={model_dir}",
-                   f"--export_dir={base}", f"--beam_size={BEAM}"])
-    assert result.returncode == 0, result.stderr.decode()[-3000:]
-    assert result.stdout.decode().strip() == os.path.join(base, "1")
-    return base
-
-
-@pytest.fixture(scope="module")
-def export_path(model_base):
-    return os.path.join(model_base, "1")
-
-
-@pytest.fixture(scope="module")
-def translator(model_dir):
-    return Translator.from_directory(model_dir, beam_size=BEAM)
-
-
-@pytest.fixture(scope="module")
-def loaded(export_path):
-    return serving.load_exported(export_path)
-
-
-def _in_process(translator, sentences, beam_size=5, nbest=3):
-    """The three signatures' outputs from the Translator itself, as NumPy."""
-    batch = tf.constant(sentences, tf.string)
-    outputs = {
-        "serving_default": translator.serving_default(batch),
-        "translate_nbest": translator.translate_nbest(batch, beam_size, nbest),
-        "align": translator.align(batch),
+def model_dirs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("models")
+    source = _subword(SOURCE_WORDS, root / "source.txt")
+    target = _subword(TARGET_WORDS, root / "target.txt")
+    return {
+        "rnnsearch_mixed": _model_dir(root / "rnnsearch_mixed", "tiny", source, target, 7,
+                                      dtype="mixed_bfloat16"),
+        "rnnsearch_float32": _model_dir(root / "rnnsearch_float32", "tiny", source, target, 8),
+        "rnnencdec": _model_dir(root / "rnnencdec", "rnnencdec-tiny", source, target, 9),
+        "seq2seq": _model_dir(root / "seq2seq", "seq2seq-tiny", source, target, 10),
     }
+
+
+EXPORT_CLI = [sys.executable, "-m", "bahdanau_tf.cli.export"]
+# a base install: tensorflow_serving cannot be imported (sys.modules[name] = None)
+WITHOUT_SERVING_API = [sys.executable, "-c", "import sys; sys.modules['tensorflow_serving'] = None; "
+                       "from bahdanau_tf.cli.export import run; sys.argv[0] = 'bahdanau-export'; run()"]
+
+
+@pytest.fixture(scope="module")
+def seq2seq_translator(model_dirs):
+    # One object for the export and the comparisons: a Seq2Seq checkpoint does not hold the
+    # LSTM weights today (Seq2Seq.encoder_layers / decoder_layers are not checkpointed), so two
+    # loads of one directory differ.
+    return Translator.from_directory(model_dirs["seq2seq"], dtype=serving.SERVING_DTYPE,
+                                     beam_size=BEAM)
+
+
+@pytest.fixture(scope="module")
+def exports(model_dirs, seq2seq_translator, tmp_path_factory):
+    """The four exports (see the module docstring): {name: version directory}."""
+    root = tmp_path_factory.mktemp("serving")
+    commands = {
+        "rnnsearch": EXPORT_CLI + [f"--model_dir={model_dirs['rnnsearch_mixed']}",
+                                   f"--export_dir={root / 'rnnsearch'}", f"--beam_size={BEAM}"],
+        "ensemble": EXPORT_CLI + [f"--model_dir={model_dirs['rnnsearch_float32']}",
+                                  f"--model_dir={model_dirs['rnnsearch_mixed']}",
+                                  f"--export_dir={root / 'ensemble'}", f"--beam_size={BEAM}",
+                                  "--keep_precision"],
+        "rnnencdec": WITHOUT_SERVING_API + [f"--model_dir={model_dirs['rnnencdec']}",
+                                            f"--export_dir={root / 'rnnencdec'}",
+                                            f"--beam_size={BEAM}"],
+    }
+    processes = {name: _start(command) for name, command in commands.items()}
+    # meanwhile, the Python API in this process
+    paths = {"seq2seq": seq2seq_translator.export(str(root / "seq2seq"))}
+    for name, process in processes.items():
+        code, stdout, stderr = _finish(process)
+        assert code == 0, stderr[-3000:]
+        assert stdout.strip() == str(root / name / "1")
+        paths[name] = stdout.strip()
+        warned = [line for line in stderr.splitlines() if line.startswith("bahdanau-export:")]
+        if name == "rnnencdec":  # exported, without warm-up records, and said so in one line
+            assert len(warned) == 1 and "without warm-up records" in warned[0], stderr
+        else:
+            assert warned == [], stderr
+    return paths
+
+
+@pytest.fixture(scope="module")
+def translators(model_dirs, seq2seq_translator):
+    """In-process Translators built like each export."""
+    return {
+        "rnnsearch": Translator.from_directory(model_dirs["rnnsearch_mixed"], dtype="float32",
+                                               beam_size=BEAM),
+        "ensemble": Translator.from_directory(
+            [model_dirs["rnnsearch_float32"], model_dirs["rnnsearch_mixed"]], beam_size=BEAM),
+        "rnnencdec": Translator.from_directory(model_dirs["rnnencdec"], beam_size=BEAM),
+        "seq2seq": seq2seq_translator,
+    }
+
+
+@pytest.fixture(scope="module")
+def bundle(exports):
+    """The RNNsearch export, loaded as the model server loads it."""
+    with serving.SessionBundle(exports["rnnsearch"]) as loaded:
+        yield loaded
+
+
+def _in_process(translator, sentences, beams, nbests):
+    """Every signature's outputs from the Translator itself, as NumPy."""
+    batch = tf.constant(sentences, tf.string)
+    outputs = {"serving_default": translator.serving_default(batch),
+               "translate_nbest": translator.translate_nbest(batch, beams, nbests)}
+    if translator.has_attention:
+        outputs["align"] = translator.align(batch)
     return {name: {k: v.numpy() for k, v in out.items()} for name, out in outputs.items()}
 
 
-def _assert_same_outputs(expected, actual):
-    assert set(expected) == set(actual)
+def _assert_same_outputs(expected, actual, context):
+    assert set(expected) == set(actual), context
     for key, value in expected.items():
         other = np.asarray(actual[key])
-        assert value.shape == other.shape, key
+        assert value.shape == other.shape, (context, key)
         if value.dtype == object:
-            assert (value == other).all(), key
+            assert (value == other).all(), (context, key, value, other)
         elif value.dtype.kind == "f":
-            np.testing.assert_allclose(other, value, rtol=1e-5, atol=1e-5, err_msg=key)
+            np.testing.assert_allclose(other, value, rtol=1e-5, atol=1e-5, err_msg=f"{context} {key}")
         else:
-            np.testing.assert_array_equal(other, value, err_msg=key)
+            np.testing.assert_array_equal(other, value, err_msg=f"{context} {key}")
 
 
-def test_layout_and_version_numbering(model_base, export_path):
-    assert all(name.isdigit() for name in os.listdir(model_base))  # no temporary directory
-    assert {"assets", "assets.extra", "saved_model.pb", "variables"} <= set(os.listdir(export_path))
-    assert len(os.listdir(os.path.join(export_path, "assets"))) == 2  # the two vocabularies
-    assert os.listdir(os.path.join(export_path, "assets.extra")) == [serving.WARMUP_FILENAME]
+def test_layout_and_version_numbering(exports):
+    for name, path in exports.items():
+        base = os.path.dirname(path)
+        assert os.listdir(base) == ["1"], name  # no temporary directory, no claim left
+        expected = {"assets", "saved_model.pb", "variables", "fingerprint.pb"}
+        if name != "rnnencdec":  # the base install wrote no warm-up records
+            expected.add("assets.extra")
+            assert os.listdir(os.path.join(path, "assets.extra")) == [serving.WARMUP_FILENAME]
+        assert set(os.listdir(path)) == expected, (name, os.listdir(path))
+        assert len(os.listdir(os.path.join(path, "assets"))) == 2  # the two vocabularies
 
 
 FRESH_SCRIPT = textwrap.dedent(r"""
-    import base64, json, sys, time
+    # The model server's loading path, with nothing but tensorflow and tensorflow_text.
+    import base64, json, sys
+    import numpy as np
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  registers the tf-text ops, as the model server does
     before = {m for m in sys.modules if m.split(".")[0] in ("keras", "tf_keras")}
-    start = time.perf_counter()
-    model = tf.saved_model.load(sys.argv[1])
-    load_seconds = time.perf_counter() - start
-    request = json.load(open(sys.argv[2]))
-    sentences = tf.constant([base64.b64decode(s) for s in request["sentences"]])
-    calls = {
-        "serving_default": dict(sentences=sentences),
-        "translate_nbest": dict(sentences=sentences, beam_size=tf.constant(request["beam_size"]),
-                                nbest=tf.constant(request["nbest"])),
-        "align": dict(sentences=sentences),
-    }
-    result = {"signatures": sorted(model.signatures), "load_seconds": load_seconds}
-    for name, inputs in calls.items():
-        outputs = model.signatures[name](**inputs)
+    request = json.load(open(sys.argv[1]))
+    sentences = np.array([base64.b64decode(s) for s in request["sentences"]], dtype=object)
+    inputs = {"sentences": sentences, "beam_size": np.array(request["beam_size"], np.int32),
+              "nbest": np.array(request["nbest"], np.int32)}
+    result = {}
+    for name, path in request["exports"].items():
         result[name] = {}
-        for key, value in outputs.items():
-            value = value.numpy()
-            if value.dtype == object:
-                value = [base64.b64encode(v).decode() for v in value.reshape(-1)]
-                result[name][key] = {"strings": value, "shape": list(outputs[key].shape)}
-            else:
-                result[name][key] = {"values": value.tolist(), "dtype": str(value.dtype)}
-    after = {m for m in sys.modules if m.split(".")[0] in ("keras", "tf_keras")}
+        with tf.compat.v1.Session(graph=tf.Graph()) as session:
+            meta_graph = tf.compat.v1.saved_model.loader.load(session, ["serve"], path)
+            for key, signature in meta_graph.signature_def.items():
+                if key.startswith("__"):
+                    continue
+                feeds = {info.name: inputs[input_name] for input_name, info in signature.inputs.items()}
+                outputs = session.run({k: v.name for k, v in signature.outputs.items()}, feeds)
+                result[name][key] = {}
+                for output_name, value in outputs.items():
+                    if value.dtype == object:
+                        result[name][key][output_name] = {
+                            "strings": [base64.b64encode(v).decode() for v in value.reshape(-1)],
+                            "shape": list(value.shape)}
+                    else:
+                        result[name][key][output_name] = {"values": value.tolist(),
+                                                          "dtype": str(value.dtype)}
     result["package_imported"] = any(m.split(".")[0] == "bahdanau_tf" for m in sys.modules)
-    result["keras_imported_by_load"] = sorted(after - before)
-    json.dump(result, open(sys.argv[3], "w"))
+    after = {m for m in sys.modules if m.split(".")[0] in ("keras", "tf_keras")}
+    result["keras_imported"] = sorted(after - before)  # by loading and running the exports
+    json.dump(result, open(sys.argv[2], "w"))
 """)
 
 
@@ -180,57 +260,117 @@ def _decode_fresh(output):
     return np.asarray(output["values"], dtype=output["dtype"])
 
 
-def test_fresh_process_with_only_tensorflow_and_tf_text_matches_translator(
-        export_path, translator, tmp_path):
-    sentences = SENTENCES + BAD_BATCH
+def test_every_signature_runs_through_the_session_bundle_in_a_fresh_process(
+        exports, translators, tmp_path):
     script = tmp_path / "fresh.py"
     script.write_text(FRESH_SCRIPT)
     request = tmp_path / "request.json"
     request.write_text(json.dumps({
-        "sentences": [base64.b64encode(s if isinstance(s, bytes) else s.encode()).decode()
-                      for s in sentences],
-        "beam_size": 5, "nbest": 3}))
+        "exports": exports, "sentences": [base64.b64encode(s).decode() for s in BATCH],
+        "beam_size": BEAMS, "nbest": NBESTS}))
     output = tmp_path / "output.json"
     # cwd and PYTHONPATH away from the repository: the package cannot be imported by accident
-    env_path = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    process = subprocess.Popen([sys.executable, "-I", str(script), export_path, str(request),
-                                str(output)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               cwd=str(tmp_path), env={**env_path, "TF_CPP_MIN_LOG_LEVEL": "2"})
-    expected = _in_process(translator, sentences)  # meanwhile, in this process
-    _, stderr = process.communicate(timeout=300)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    process = subprocess.Popen([sys.executable, "-I", str(script), str(request), str(output)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=str(tmp_path),
+                               env={**env, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    # meanwhile, in this process
+    expected = {name: _in_process(t, BATCH, BEAMS, NBESTS) for name, t in translators.items()}
+    _, stderr = process.communicate(timeout=600)
     assert process.returncode == 0, stderr.decode()[-3000:]
     fresh = json.loads(output.read_text())
-    assert fresh["signatures"] == ["align", "serving_default", "translate_nbest"]
-    assert fresh["package_imported"] is False
-    assert fresh["keras_imported_by_load"] == []  # loading needs no Keras code either
-    for name in ("serving_default", "translate_nbest", "align"):
-        _assert_same_outputs(expected[name], {k: _decode_fresh(v) for k, v in fresh[name].items()})
-    # the model really translates: distinct, non-empty outputs for real sentences
-    translations = expected["serving_default"]["translations"]
-    assert len(set(translations[: len(SENTENCES)])) == len(SENTENCES)
-    assert expected["translate_nbest"]["translations"].shape == (len(sentences), 3)
+    assert fresh.pop("package_imported") is False
+    assert fresh.pop("keras_imported") == []  # running the export needs no Keras code either
+    assert sorted(fresh) == sorted(exports)
+    for name in exports:
+        assert sorted(fresh[name]) == sorted(expected[name]), name
+        for signature, outputs in expected[name].items():
+            _assert_same_outputs(outputs, {k: _decode_fresh(v) for k, v in fresh[name][signature].items()},
+                                 f"{name}/{signature}")
+        # the models really translate: distinct, non-empty outputs for real sentences
+        translations = expected[name]["serving_default"]["translations"]
+        assert len(set(translations[: len(SENTENCES)])) == len(SENTENCES), name
+    assert sorted(fresh["rnnsearch"]) == ["align", "serving_default", "translate_nbest"]
+    assert sorted(fresh["rnnencdec"]) == ["serving_default", "translate_nbest"]  # no attention
 
 
-def test_saved_model_cli_lists_the_documented_signatures(export_path):
-    result = _run(["saved_model_cli", "show", "--all", "--dir", export_path])
+def _graph_dtypes(path):
+    """The dtypes of every op's ``T`` attribute in the SavedModel's functions."""
+    proto = serving._read_saved_model_proto(path)
+    dtypes = set()
+    for meta_graph in proto.meta_graphs:
+        for function in meta_graph.graph_def.library.function:
+            for node in function.node_def:
+                if "T" in node.attr and node.attr["T"].type:
+                    dtypes.add(tf.as_dtype(node.attr["T"].type).name)
+    return dtypes
+
+
+def test_the_graph_is_float32_unless_the_training_precision_is_kept(exports):
+    assert "bfloat16" not in _graph_dtypes(exports["rnnsearch"])  # trained in mixed bfloat16
+    assert "bfloat16" in _graph_dtypes(exports["ensemble"])  # --keep_precision
+
+
+def test_translate_nbest_rows_with_their_own_beam_equal_each_row_alone(bundle, translators):
+    together = bundle.run("translate_nbest", sentences=BATCH, beam_size=BEAMS, nbest=NBESTS)
+    width = max(NBESTS)
+    assert together["translations"].shape == together["scores"].shape == (len(BATCH), width)
+    assert list(together["beam_size"]) == BEAMS and list(together["nbest"]) == NBESTS
+    beam_matters = False
+    for row, (sentence, beam, nbest) in enumerate(zip(BATCH, BEAMS, NBESTS)):
+        alone = bundle.run("translate_nbest", sentences=[sentence], beam_size=[beam], nbest=[nbest])
+        assert list(alone["translations"][0]) == list(together["translations"][row, :nbest]), row
+        np.testing.assert_allclose(together["scores"][row, :nbest], alone["scores"][0],
+                                   rtol=1e-5, atol=1e-5)
+        # padding beyond the row's own n-best
+        assert (together["translations"][row, nbest:] == b"").all()
+        assert np.isneginf(together["scores"][row, nbest:]).all()
+        if row in (0, 1, 4):  # and the Python API with a static beam agrees
+            python = translators["rnnsearch"].translate([sentence], beam_size=beam, nbest=nbest)
+            texts = python.translations[0] if nbest > 1 else [python.translations[0]]
+            assert [t.decode("utf-8", "replace") for t in alone["translations"][0]] == texts
+        widest = bundle.run("translate_nbest", sentences=[sentence], beam_size=[max(BEAMS)],
+                            nbest=[1])
+        beam_matters |= widest["translations"][0, 0] != alone["translations"][0, 0]
+    assert beam_matters  # the rows' beams change their results, so the test can see them
+
+
+SAVED_MODEL_CLI = [sys.executable, "-c", "import tensorflow_text; "
+                   "from tensorflow.python.tools import saved_model_cli; saved_model_cli.main()"]
+
+
+def test_saved_model_cli_runs_serving_default(exports, translators):
+    # saved_model_cli with tf-text's ops registered, as the model server links them
+    result = _run(SAVED_MODEL_CLI + ["run", "--dir", exports["rnnsearch"], "--tag_set", "serve",
+                   "--signature_def", "serving_default",
+                   "--input_exprs", f"sentences={SENTENCES[:2]!r}"])
+    assert result.returncode == 0, result.stderr.decode()[-3000:]
+    expected = translators["rnnsearch"].serving_default(tf.constant(SENTENCES[:2]))
+    text = result.stdout.decode()
+    assert "Result for output key translations:" in text, text
+    for translation in expected["translations"].numpy():
+        assert repr(translation) in text, (translation, text)
+
+
+def test_saved_model_cli_lists_the_documented_signatures(exports):
+    result = _run(["saved_model_cli", "show", "--all", "--dir", exports["rnnsearch"]])
     assert result.returncode == 0, result.stderr.decode()[-3000:]
     text = result.stdout.decode()
     blocks = {}
     for block in text.split("signature_def['")[1:]:
-        name = block.split("']", 1)[0]
-        blocks[name] = block
-    assert {"serving_default", "translate_nbest", "align"} <= set(blocks)
+        blocks[block.split("']", 1)[0]] = block
+    rows = {"sentences": ("DT_STRING", "(-1)")}
     documented = {
         "serving_default": {
-            "inputs": {"sentences": ("DT_STRING", "(-1)")},
+            "inputs": rows,
             "outputs": {"translations": ("DT_STRING", "(-1)"), "scores": ("DT_FLOAT", "(-1)")}},
         "translate_nbest": {
-            "inputs": {"sentences": ("DT_STRING", "(-1)"), "beam_size": ("DT_INT32", "()"),
-                       "nbest": ("DT_INT32", "()")},
+            "inputs": {**rows, "beam_size": ("DT_INT32", "(-1)"), "nbest": ("DT_INT32", "(-1)")},
             "outputs": {"translations": ("DT_STRING", "(-1, -1)"),
-                        "scores": ("DT_FLOAT", "(-1, -1)")}},
+                        "scores": ("DT_FLOAT", "(-1, -1)"),
+                        "beam_size": ("DT_INT32", "(-1)"), "nbest": ("DT_INT32", "(-1)")}},
         "align": {
-            "inputs": {"sentences": ("DT_STRING", "(-1)")},
+            "inputs": rows,
             "outputs": {"translations": ("DT_STRING", "(-1)"), "scores": ("DT_FLOAT", "(-1)"),
                         "source_tokens": ("DT_STRING", "(-1, -1)"),
                         "source_lengths": ("DT_INT32", "(-1)"),
@@ -238,10 +378,10 @@ def test_saved_model_cli_lists_the_documented_signatures(export_path):
                         "target_lengths": ("DT_INT32", "(-1)"),
                         "attention": ("DT_FLOAT", "(-1, -1, -1)")}},
     }
+    assert set(blocks) == set(documented) | {"__saved_model_init_op"}
     for name, spec in documented.items():
-        block = blocks[name]
-        inputs_text, outputs_text = block.split("The given SavedModel SignatureDef contains the "
-                                                "following output(s):")
+        inputs_text, outputs_text = blocks[name].split(
+            "The given SavedModel SignatureDef contains the following output(s):")
         for part, text_part in (("inputs", inputs_text), ("outputs", outputs_text)):
             listed = {}
             for entry in text_part.split(f"{part}['")[1:]:
@@ -252,14 +392,35 @@ def test_saved_model_cli_lists_the_documented_signatures(export_path):
             assert listed == spec[part], (name, part, listed)
 
 
-def test_op_check_passes_on_the_export(export_path):
-    report = serving.check_serving_ops(export_path)
-    # the tokenizers' tf-text ops are there, and nothing newer
-    assert set(report["tf_text"]) == {"NormalizeUTF8", "RegexSplitWithOffsets",
-                                      "WordpieceTokenizeWithOffsets"}
-    ops = serving.list_op_types(export_path)
-    assert {"While", "StatefulPartitionedCall", "LookupTableFindV2"} <= ops  # loop and tables
-    assert not any(op.startswith("Fast") or "Addons" in op for op in ops)
+def test_every_signature_is_batchable_and_warmed_up_through_the_session_bundle(exports, bundle):
+    with serving.SessionBundle(exports["seq2seq"]) as seq2seq:
+        for name, loaded in (("rnnsearch", bundle), ("seq2seq", seq2seq)):
+            defs = serving.signature_defs(exports[name])
+            assert all(serving.is_batchable(d) for d in defs.values()), name
+            records = serving.read_warmup_requests(exports[name])
+            assert records and len(records) <= 1000  # the server reads at most 1000
+            warmed = set()
+            # replayed as the server does at load: session bundle, Session::Run by tensor names
+            for log in records:
+                assert log.WhichOneof("log_type") == "predict_log"
+                request = log.predict_log.request
+                assert request.model_spec.name == "bahdanau"
+                warmed.add(request.model_spec.signature_name)
+                outputs = serving.run_predict_request(loaded, request)
+                batch = request.inputs["sentences"].tensor_shape.dim[0].size
+                assert all(value.shape[0] == batch for value in outputs.values())
+            assert warmed == set(defs), name  # every signature, chosen by being batchable
+
+
+def test_op_check_passes_on_every_export(exports):
+    for name, path in exports.items():
+        report = serving.check_serving_ops(path)
+        # the tokenizers' tf-text ops are there, and nothing newer
+        assert set(report["tf_text"]) == {"NormalizeUTF8", "RegexSplitWithOffsets",
+                                          "WordpieceTokenizeWithOffsets"}, name
+        ops = serving.list_op_types(path)
+        assert {"While", "StatefulPartitionedCall", "LookupTableFindV2"} <= ops  # loop, tables
+        assert not any(op.startswith("Fast") or "Addons" in op for op in ops)
 
 
 class _FastWordpiece(tf.Module):
@@ -289,84 +450,237 @@ def test_op_check_fails_on_a_planted_newer_tf_text_op(tmp_path):
     refused = {op for op in serving.list_op_types(path) if not hasattr(tf.raw_ops, op)}
     assert "FastWordpieceTokenizeWithOffsets" in refused
     serving.check_serving_ops(path, allowed_extra=refused)  # the escape hatch works
-    # the export refuses to publish such a graph: no version directory appears
+    # the export refuses to publish such a graph: no version directory, no claim left
     base = tmp_path / "base"
     with pytest.raises(serving.ServingOpsError):
         serving.export_saved_model(module, str(base), warmup=False)
     assert os.listdir(base) == []
 
 
-def test_warmup_records_parse_and_the_model_answers_them(export_path, loaded):
-    records = serving.read_warmup_requests(export_path)
-    assert records and len(records) <= 1000  # the server reads at most 1000
-    names = set()
-    for log in records:
-        assert log.WhichOneof("log_type") == "predict_log"
-        request = log.predict_log.request
-        names.add(request.model_spec.signature_name)
-        assert request.model_spec.name == "bahdanau"
-        outputs = serving.run_predict_request(loaded, request)
-        batch = request.inputs["sentences"].tensor_shape.dim[0].size
-        assert all(value.shape[0] == batch for value in outputs.values())
-    # every signature whose inputs all have a batch dimension (batching-safe) is warmed up
-    assert names == {"serving_default", "align"}
+# === Hostile input, through the session bundle (the server's Session::Run) ===
+
+LONG_ROW = "the cat sat on the mat " * 4400  # 101,200 characters, 26,400 words
 
 
-def test_mixed_bad_input_batch_every_row_answered(loaded, translator):
-    out = loaded.signatures["serving_default"](sentences=tf.constant(BAD_BATCH))
-    translations, scores = out["translations"].numpy(), out["scores"].numpy()
-    assert translations.shape == scores.shape == (len(BAD_BATCH),)
-    assert np.isfinite(scores).all()
-    assert translations[0] == translations[1] == b"" and scores[0] == scores[1] == 0.0
-    for row in (2, 3, 4, 5):
-        assert translations[row] and scores[row] < 0
-    for row, sentence in enumerate(BAD_BATCH):  # each row as if it came alone
-        alone = loaded.signatures["serving_default"](sentences=tf.constant([sentence]))
-        assert alone["translations"].numpy()[0] == translations[row]
-        np.testing.assert_allclose(alone["scores"].numpy()[0], scores[row], rtol=1e-5, atol=1e-5)
-    aligned = loaded.signatures["align"](sentences=tf.constant(BAD_BATCH))
-    source_lengths = aligned["source_lengths"].numpy()
-    assert source_lengths[2] == translator.max_source_length + 1  # the documented cut, + [END]
-    assert list(source_lengths[:2]) == [1, 1]  # empty input: only [END]
-    assert list(aligned["target_lengths"].numpy()[:2]) == [0, 0]
-    nbest = loaded.signatures["translate_nbest"](sentences=tf.constant(BAD_BATCH),
-                                                 beam_size=tf.constant(1000),
-                                                 nbest=tf.constant(-3))  # clamped, no error
-    assert nbest["translations"].shape == (len(BAD_BATCH), 1)
-    empty = loaded.signatures["serving_default"](sentences=tf.constant([], tf.string))
-    assert empty["translations"].shape == (0,)
+def _answered(rows):
+    """Checks: one finite answer per row."""
+    def check(out, translator):
+        assert out["translations"].shape == out["scores"].shape == (rows,)
+        assert np.isfinite(out["scores"]).all()
+    return check
 
 
-def test_concurrent_requests_equal_sequential_results(loaded):
-    function = loaded.signatures["serving_default"]
+def _no_rows(key):
+    """Checks: an empty batch answers with empty outputs."""
+    def check(out, translator):
+        assert all(value.shape[0] == 0 for value in out.values()), out
+        assert key in out
+    return check
+
+
+def _alone_equals(sentence):
+    """Checks: the one row's answer is what the Translator gives for ``sentence``."""
+    def check(out, translator):
+        expected = translator.serving_default(tf.constant([sentence]))
+        assert out["translations"][0] == expected["translations"].numpy()[0]
+        np.testing.assert_allclose(out["scores"][0], expected["scores"].numpy()[0], atol=1e-5)
+    return check
+
+
+def _empty_translation(out, translator):
+    assert list(out["translations"]) == [b""] * len(out["translations"])
+    assert (out["scores"] == 0.0).all()
+
+
+def _thousand_rows(out, translator):
+    assert out["translations"].shape == (1000,)
+    expected = translator.serving_default(tf.constant(SENTENCES))["translations"].numpy()
+    assert list(out["translations"]) == list(expected) * 250  # each row as if alone
+
+
+def _long_row(out, translator):
+    assert out["source_lengths"][0] == translator.max_source_length + 1  # the documented cut
+    cut = " ".join(LONG_ROW.split()[: translator.max_source_length])
+    expected = translator.serving_default(tf.constant([cut]))
+    assert out["translations"][0] == expected["translations"].numpy()[0]
+
+
+def _clamped(out, translator):
+    assert list(out["beam_size"]) == [1, 1, MAX_BEAM_SIZE, 3]
+    assert list(out["nbest"]) == [1, 1, 3, 3]
+    assert out["translations"].shape == (4, 3)
+
+
+def _refused(pattern):
+    return ("InvalidArgument", pattern)
+
+
+HOSTILE_CASES = [
+    # (id, signature, inputs, check or ("InvalidArgument", message pattern))
+    ("empty batch", "serving_default", dict(sentences=[]), _no_rows("translations")),
+    ("empty batch, n-best", "translate_nbest", dict(sentences=[], beam_size=[], nbest=[]),
+     _no_rows("translations")),
+    ("empty batch, align", "align", dict(sentences=[]), _no_rows("attention")),
+    ("1,000 rows", "serving_default", dict(sentences=SENTENCES * 250), _thousand_rows),
+    ("100k-character row", "align", dict(sentences=[LONG_ROW]), _long_row),
+    ("invalid UTF-8", "serving_default", dict(sentences=[b"\xff\xfe the \xc3 cat \x80"]),
+     _alone_equals(b"\xff\xfe the \xc3 cat \x80")),
+    ("only whitespace", "serving_default", dict(sentences=["", " ", "\t\n", "\u3000\u00a0"]),
+     _empty_translation),
+    ("only punctuation", "serving_default", dict(sentences=["!!! ... ,,, ?", "«»"]), _answered(2)),
+    ("out-of-range beam_size and nbest", "translate_nbest",
+     dict(sentences=SENTENCES, beam_size=[0, -5, 1000, 3], nbest=[1, 7, 3, 99]), _clamped),
+    ("rank-2 sentences", "serving_default", dict(sentences=[SENTENCES[:2], SENTENCES[2:]]),
+     _refused("sentences must be a vector")),
+    ("rank-2 sentences, align", "align", dict(sentences=[SENTENCES[:2], SENTENCES[2:]]),
+     _refused("sentences must be a vector")),
+    ("rank-2 sentences, n-best", "translate_nbest",
+     dict(sentences=[SENTENCES[:2], SENTENCES[2:]], beam_size=[[2, 2], [2, 2]],
+          nbest=[[1, 1], [1, 1]]), _refused("must be a vector")),
+    ("scalar sentence", "serving_default", dict(sentences=np.array("the cat", dtype=object)),
+     _refused("sentences must be a vector")),
+    ("rank-2 beam_size", "translate_nbest",
+     dict(sentences=SENTENCES[:2], beam_size=[[2], [2]], nbest=[1, 1]),
+     _refused("beam_size must be a vector")),
+    ("beam_size rows != sentences", "translate_nbest",
+     dict(sentences=SENTENCES[:2], beam_size=[2, 2, 2], nbest=[1, 1]),
+     _refused("beam_size must have one value per sentence")),
+    ("nbest rows != sentences", "translate_nbest",
+     dict(sentences=SENTENCES[:2], beam_size=[2, 2], nbest=[1]),
+     _refused("nbest must have one value per sentence")),
+]
+
+
+@pytest.mark.parametrize("case", HOSTILE_CASES, ids=[case[0] for case in HOSTILE_CASES])
+def test_hostile_input_gets_a_defined_answer_or_invalid_argument(case, bundle, translators):
+    _, signature, inputs, check = case
+    if isinstance(check, tuple):
+        with pytest.raises(tf.errors.InvalidArgumentError, match=check[1]):
+            bundle.run(signature, **inputs)
+    else:
+        check(bundle.run(signature, **inputs), translators["rnnsearch"])
+    # the model still answers afterwards
+    assert bundle.run("serving_default", sentences=["the dog"])["translations"].shape == (1,)
+
+
+def test_concurrent_requests_equal_sequential_results(bundle):
     pool_inputs = SENTENCES + [s.decode("utf-8", "replace") for s in BAD_BATCH[:2] + BAD_BATCH[3:]]
     requests = [[pool_inputs[(t * 7 + r + k) % len(pool_inputs)] for k in range(1 + (t + r) % 3)]
-                for t in range(8) for r in range(20)]
-    call = lambda batch: {k: v.numpy() for k, v in function(sentences=tf.constant(batch)).items()}  # noqa: E731
+                for t in range(8) for r in range(10)]
+    call = lambda batch: bundle.run("serving_default", sentences=batch)  # noqa: E731
     sequential = [call(batch) for batch in requests]
     with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
-        threads = [pool.submit(lambda t=t: [call(b) for b in requests[t * 20:(t + 1) * 20]])
+        threads = [pool.submit(lambda t=t: [call(b) for b in requests[t * 10:(t + 1) * 10]])
                    for t in range(8)]
         concurrent_results = [out for future in threads for out in future.result()]
-    assert len(concurrent_results) == 160
+    assert len(concurrent_results) == 80
     for expected, actual in zip(sequential, concurrent_results):
         assert (expected["translations"] == actual["translations"]).all()
         np.testing.assert_allclose(actual["scores"], expected["scores"], rtol=1e-5, atol=1e-5)
 
 
-def test_python_api_export_and_load_exported(translator, model_base):
-    path = translator.export(model_base)  # next version
-    assert path == os.path.join(model_base, "2")
-    with pytest.raises(FileExistsError):
-        translator.export(model_base, version=2)
-    import bahdanau_tf
+# === Versions: the Python API, the command line, concurrent exports ===
 
-    model = bahdanau_tf.load_exported(model_base)  # the highest version
+def test_python_api_refuses_an_existing_version_and_load_exported_works(exports, translators):
+    base = os.path.dirname(exports["seq2seq"])
+    with pytest.raises(FileExistsError, match="exists"):
+        translators["seq2seq"].export(base, version=1)
+    model = serving.load_exported(base)  # the object graph: a convenience, not the server's path
     out = model.signatures["serving_default"](sentences=tf.constant(SENTENCES))
-    expected = translator.serving_default(tf.constant(SENTENCES))
+    expected = translators["seq2seq"].serving_default(tf.constant(SENTENCES))
     assert (out["translations"].numpy() == expected["translations"].numpy()).all()
-    assert sorted(os.listdir(model_base)) == ["1", "2"]
+    assert sorted(os.listdir(base)) == ["1"]
 
+
+CLAIM_SCRIPT = textwrap.dedent(r"""
+    # One exporter: a small module whose signatures() waits, so two exporters overlap.
+    import sys, time
+    import tensorflow as tf
+    from bahdanau_tf import serving
+
+    class Tagged(tf.Module):
+        def __init__(self, tag):
+            super().__init__()
+            self.tag = tag
+
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="sentences")])
+        def serve(self, sentences):
+            return {"tag": tf.fill(tf.shape(sentences), self.tag)}
+
+        def signatures(self):
+            time.sleep(4)
+            return {"serving_default": self.serve.get_concrete_function()}
+
+    base, version, tag = sys.argv[1], sys.argv[2], sys.argv[3]
+    try:
+        path = serving.export_saved_model(Tagged(tag), base, warmup=False,
+                                          version=None if version == "auto" else int(version))
+    except FileExistsError as error:
+        print(f"refused: {type(error).__name__}: {error}", file=sys.stderr)
+        sys.exit(2)
+    print(path)
+""")
+
+
+def test_concurrent_exports_claim_their_version_atomically(tmp_path):
+    script = tmp_path / "claim.py"
+    script.write_text(CLAIM_SCRIPT)
+    fixed, automatic = str(tmp_path / "fixed"), str(tmp_path / "automatic")
+    processes = {(base, tag): _start([sys.executable, str(script), base, version, tag])
+                 for base, version in ((fixed, "3"), (automatic, "auto")) for tag in "AB"}
+    results = {key: _finish(process) for key, process in processes.items()}
+
+    def served_tag(path):
+        with serving.SessionBundle(path) as loaded:
+            return loaded.run("serving_default", sentences=["x"])["tag"][0].decode()
+
+    # the same version: one export wins, the other fails clearly, nothing is replaced
+    codes = sorted(results[(fixed, tag)][0] for tag in "AB")
+    assert codes == [0, 2], results
+    winner = next(tag for tag in "AB" if results[(fixed, tag)][0] == 0)
+    loser = "B" if winner == "A" else "A"
+    assert results[(fixed, winner)][1].strip() == os.path.join(fixed, "3")
+    assert "refused: VersionClaimedError: Another export is writing version 3" in \
+        results[(fixed, loser)][2] or "exists" in results[(fixed, loser)][2], results
+    assert os.listdir(fixed) == ["3"]
+    assert served_tag(os.path.join(fixed, "3")) == winner
+    # no version given: each export gets its own number
+    paths = {tag: results[(automatic, tag)][1].strip() for tag in "AB"}
+    assert all(results[(automatic, tag)][0] == 0 for tag in "AB"), results
+    assert sorted(paths.values()) == [os.path.join(automatic, "1"), os.path.join(automatic, "2")]
+    assert sorted(os.listdir(automatic)) == ["1", "2"]
+    for tag, path in paths.items():
+        assert served_tag(path) == tag
+
+
+def test_command_line_user_errors_are_one_line_and_exit_2(model_dirs, exports, tmp_path):
+    model = f"--model_dir={model_dirs['seq2seq']}"
+    base = f"--export_dir={os.path.dirname(exports['seq2seq'])}"
+    cases = {
+        "no model_dir": ([f"--export_dir={tmp_path}"], "--model_dir is required"),
+        "missing model_dir": ([f"--model_dir={tmp_path / 'nowhere'}", base], "does not exist"),
+        "beam_size 0": ([model, base, "--beam_size=0"], "--beam_size must be in [1, 64]"),
+        "length_penalty nan": ([model, base, "--length_penalty=nan"], "--length_penalty must be"),
+        "bad integer": ([model, base, "--beam_size=five"], "beam_size"),
+        "existing version": ([model, base, "--version=1"], "exists"),
+    }
+    processes = {name: _start(EXPORT_CLI + args) for name, (args, _) in cases.items()}
+    processes["warmup without tensorflow-serving-api"] = _start(
+        WITHOUT_SERVING_API + [model, base, "--warmup"])
+    expected = {name: message for name, (_, message) in cases.items()}
+    expected["warmup without tensorflow-serving-api"] = "--warmup needs tensorflow-serving-api"
+    for name, process in processes.items():
+        code, stdout, stderr = _finish(process)
+        # ours: one line (TensorFlow's own C++ log lines may come before it)
+        lines = [line for line in stderr.splitlines() if line.startswith("bahdanau-export:")]
+        assert code == 2, (name, stderr)
+        assert len(lines) == 1 and lines[0].startswith("bahdanau-export: error: "), (name, stderr)
+        assert expected[name] in lines[0], (name, lines[0])
+        assert "Traceback" not in stderr and stdout == ""
+    assert os.listdir(os.path.dirname(exports["seq2seq"])) == ["1"]
+
+
+# === The export/ kit's clients ===
 
 def _load_script(name):
     spec = importlib.util.spec_from_file_location(name, REPO / "export" / f"{name}.py")
@@ -375,47 +689,52 @@ def _load_script(name):
     return module
 
 
-def test_rest_client_bodies_follow_the_exported_signature(export_path, loaded):
+def test_rest_client_bodies_follow_the_exported_signature(exports, bundle):
     client = _load_script("client_rest")
-    metadata = serving.signature_metadata(export_path)  # what GET .../metadata returns
+    metadata = serving.signature_metadata(exports["rnnsearch"])  # what GET .../metadata returns
     signatures = client.signatures_from_metadata(metadata)
-    defs = serving.signature_defs(export_path)
+    defs = serving.signature_defs(exports["rnnsearch"])
     for name, signature_def in defs.items():
         assert set(signatures[name]["inputs"]) == set(signature_def.inputs)
-    # instances (row format) for serving_default, inputs (columnar) for any signature
-    body = client.build_predict_body(signatures, "serving_default", ["the cat", "\xff"],
-                                     format="instances")
+    # instances (row format) and inputs (columnar) for every signature
+    body = client.build_predict_body(signatures, "serving_default", ["the cat", "\xff"])
     assert body == {"signature_name": "serving_default",
                     "instances": [{"sentences": "the cat"}, {"sentences": "\xff"}]}
     body = client.build_predict_body(signatures, "serving_default", [b"\xff\xfe", b"ok"],
                                      format="inputs")
     assert body["inputs"] == {"sentences": [{"b64": "//4="}, "ok"]}  # invalid UTF-8 as binary
-    body = client.build_predict_body(signatures, "translate_nbest", ["the cat"],
-                                     beam_size=5, nbest=2, format="inputs")
-    assert set(body["inputs"]) == set(defs["translate_nbest"].inputs)
-    with pytest.raises(ValueError, match="instances"):
-        client.build_predict_body(signatures, "translate_nbest", ["x"], beam_size=5, nbest=2,
-                                  format="instances")
+    body = client.build_predict_body(signatures, "translate_nbest", ["the cat", "a dog"],
+                                     beam_size=5, nbest=2)
+    assert body["instances"] == [{"sentences": "the cat", "beam_size": 5, "nbest": 2},
+                                 {"sentences": "a dog", "beam_size": 5, "nbest": 2}]
+    body = client.build_predict_body(signatures, "translate_nbest", ["the cat", "a dog"],
+                                     beam_size=[5, 1], nbest=[2, 1], format="inputs")
+    assert body["inputs"] == {"sentences": ["the cat", "a dog"], "beam_size": [5, 1], "nbest": [2, 1]}
     with pytest.raises(ValueError, match="nbest"):
-        client.build_predict_body(signatures, "translate_nbest", ["x"], format="inputs")
+        client.build_predict_body(signatures, "translate_nbest", ["x"], beam_size=5)
+    with pytest.raises(ValueError, match="one value per sentence"):
+        client.build_predict_body(signatures, "translate_nbest", ["x", "y"], beam_size=[5],
+                                  nbest=1)
     # the bodies' values have the signature's dtypes and shapes: run them as the server would
     for name, extra in (("serving_default", {}), ("translate_nbest", dict(beam_size=5, nbest=2)),
                         ("align", {})):
-        body = client.build_predict_body(signatures, name, SENTENCES[:2], format="inputs", **extra)
-        inputs = {}
-        for key, value in body["inputs"].items():
-            spec = defs[name].inputs[key]
-            tensor = tf.constant(value, tf.as_dtype(spec.dtype))
-            assert tensor.shape.rank == len(spec.tensor_shape.dim)
-            inputs[key] = tensor
-        outputs = loaded.signatures[name](**inputs)
-        assert set(outputs) == set(defs[name].outputs)
+        for form in ("instances", "inputs"):
+            body = client.build_predict_body(signatures, name, SENTENCES[:2], format=form, **extra)
+            if form == "instances":  # the server turns rows into columns
+                columns = {key: [row[key] for row in body["instances"]] for key in body["instances"][0]}
+            else:
+                columns = body["inputs"]
+            for key, value in columns.items():
+                assert np.asarray(value).shape == (2,), (name, key)
+            outputs = bundle.run(name, **columns)
+            assert set(outputs) == set(defs[name].outputs)
+            assert all(value.shape[0] == 2 for value in outputs.values())
 
 
-def test_grpc_client_requests_follow_the_exported_signature(export_path, loaded):
+def test_grpc_client_requests_follow_the_exported_signature(exports, bundle):
     client = _load_script("client_grpc")
-    signatures = client.signatures_from_saved_model(export_path)
-    defs = serving.signature_defs(export_path)
+    signatures = client.signatures_from_saved_model(exports["rnnsearch"])
+    defs = serving.signature_defs(exports["rnnsearch"])
     for name, extra in (("serving_default", {}), ("translate_nbest", dict(beam_size=5, nbest=2)),
                         ("align", {})):
         request = client.build_predict_request(signatures, name, SENTENCES[:2],
@@ -424,9 +743,12 @@ def test_grpc_client_requests_follow_the_exported_signature(export_path, loaded)
         assert set(request.inputs) == set(defs[name].inputs)
         for key, proto in request.inputs.items():
             assert proto.dtype == defs[name].inputs[key].dtype
-            assert len(proto.tensor_shape.dim) == len(defs[name].inputs[key].tensor_shape.dim)
-        outputs = serving.run_predict_request(loaded, request)
+            assert [d.size for d in proto.tensor_shape.dim] == [2]
+        outputs = serving.run_predict_request(bundle, request)
         assert set(outputs) == set(defs[name].outputs)
+    request = client.build_predict_request(signatures, "translate_nbest", SENTENCES[:2],
+                                           beam_size=[3, 1], nbest=[2, 1])
+    assert list(tf.make_ndarray(request.inputs["beam_size"])) == [3, 1]
     # the request for invalid UTF-8 carries the raw bytes
     request = client.build_predict_request(signatures, "serving_default", [b"\xff"])
     assert tf.make_ndarray(request.inputs["sentences"])[0] == b"\xff"

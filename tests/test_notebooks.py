@@ -233,16 +233,24 @@ def test_03_serving(tmp_path):
 
     signatures = text_of(notebook, "signatures")
     assert "inputs['beam_size'] tensor_info" in signatures  # saved_model_cli's listing
+    # the SignatureDefs of the session bundle: every input has the batch dimension
     for name in ("serving_default", "translate_nbest", "align"):
-        assert re.search(rf"^{name}\n  inputs:  \{{.*'sentences': 'string \(None,\)'", signatures, re.M), signatures
+        assert re.search(rf"^{name}\n  inputs:  \{{.*'sentences': 'string \[-1\]'", signatures, re.M), signatures
+    assert "'beam_size': 'int32 [-1]', 'nbest': 'int32 [-1]'" in signatures, signatures
 
-    served = re.findall(r"^served: (.*?)   \(score (-?\d+\.\d+)\)$", text_of(notebook, "serving"), re.M)
-    assert len(served) == 2, text_of(notebook, "serving")
+    serving = text_of(notebook, "serving")
+    served = re.findall(r"^served: (.*?)   \(score (-?\d+\.\d+)\)$", serving, re.M)
+    assert len(served) == 2, serving
+    # run through the session bundle, the answers are the in-process Translator's
+    assert "the same as the in-process Translator: True" in serving, serving
 
-    ranks = re.findall(r"^  (\d)\. .*   \((-?\d+\.\d+)\)$", text_of(notebook, "nbest"), re.M)
-    assert [rank for rank, _ in ranks] == ["1", "2", "3"] * 2, text_of(notebook, "nbest")
-    for first, second in zip(ranks[0::3], ranks[1::3]):
-        assert float(first[1]) >= float(second[1])  # best first
+    nbest = text_of(notebook, "nbest")
+    assert re.search(r"^In the beginning .*\(beam 4, 3 best\)$", nbest, re.M), nbest
+    assert re.search(r"^Jesus wept\.   \(beam 2, 2 best\)$", nbest, re.M), nbest
+    ranks = re.findall(r"^  (\d)\. .*   \((-?\d+\.\d+)\)$", nbest, re.M)
+    assert [rank for rank, _ in ranks] == ["1", "2", "3", "1", "2"], nbest  # each sentence its own n-best
+    scores = [float(score) for _, score in ranks]
+    assert scores[0] >= scores[1] >= scores[2] and scores[3] >= scores[4]  # best first
 
     align = text_of(notebook, "align")
     assert re.search(r"^source tokens: \['In', ", align, re.M) and "'[END]']" in align, align
@@ -253,7 +261,7 @@ def test_03_serving(tmp_path):
     assert bodies["instances"] == {"signature_name": "serving_default", "instances": [
         {"sentences": "In the beginning God created the heavens and the earth."}, {"sentences": "Jesus wept."}]}
     assert bodies["inputs"]["signature_name"] == "translate_nbest"
-    assert bodies["inputs"]["inputs"]["beam_size"] == 4 and bodies["inputs"]["inputs"]["nbest"] == 3
+    assert bodies["inputs"]["inputs"]["beam_size"] == [4, 4] and bodies["inputs"]["inputs"]["nbest"] == [3, 3]
     answers = dict(re.findall(r"^REST answer \((instances|inputs)\): (.*)$", rest, re.M))
     predictions = json.loads(answers["instances"])["predictions"]
     assert [p["translations"] for p in predictions] == [t for t, _ in served]  # the same as serving_default

@@ -74,13 +74,14 @@ def test_beam_one_equals_a_python_greedy_loop(translator):
 
 def test_a_sentence_translates_the_same_alone_and_in_a_batch(translator):
     batch = translator.serving_default(tf.constant(SENTENCES))
-    nbest = translator.translate_nbest(tf.constant(SENTENCES), 4, 3)
+    nbest = translator.translate_nbest(tf.constant(SENTENCES), [4] * len(SENTENCES),
+                                         [3] * len(SENTENCES))
     for i, sentence in enumerate(SENTENCES):
         alone = translator.serving_default(tf.constant([sentence]))
         assert alone["translations"].numpy()[0] == batch["translations"].numpy()[i]
         np.testing.assert_allclose(alone["scores"].numpy()[0], batch["scores"].numpy()[i],
                                    rtol=1e-5, atol=1e-5)
-        alone_nbest = translator.translate_nbest(tf.constant([sentence]), 4, 3)
+        alone_nbest = translator.translate_nbest(tf.constant([sentence]), [4], [3])
         assert (alone_nbest["translations"].numpy()[0] == nbest["translations"].numpy()[i]).all()
     # one chunk for the whole batch (no sorting inside the graph) gives the same results
     whole = Translator(translator.models[0], translator.source_tokenizer,
@@ -147,9 +148,9 @@ def test_a_batch_mixing_bad_inputs_gets_an_answer_for_every_row(translator):
         out["translations"].numpy()[4]
     assert texts[5] == translator.translate([SENTENCES[0]]).translations[0]
     # out-of-range beam and nbest are clamped inside the graph instead of raising
-    nbest = translator.translate_nbest(tf.constant(bad), 0, 99)
+    nbest = translator.translate_nbest(tf.constant(bad), [0] * len(bad), [99] * len(bad))
     assert nbest["translations"].shape == (len(bad), 1)
-    big = translator.translate_nbest(tf.constant(bad[:2]), 1000, 2)
+    big = translator.translate_nbest(tf.constant(bad[:2]), [1000] * 2, [2] * 2)
     assert big["translations"].shape == (2, 2)
     align = translator.align(tf.constant(bad))
     assert align["source_lengths"].numpy()[0] == 1  # just [END]

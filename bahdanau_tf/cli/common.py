@@ -166,7 +166,9 @@ def check_writable_dir(path, flag):
 
 
 def _program():
-    return os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "bahdanau"
+    """The command's name: ``bahdanau-train`` also when run as ``python -m bahdanau_tf.cli.train``."""
+    name = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "bahdanau"
+    return f"bahdanau-{name[:-3]}" if name.endswith(".py") else name
 
 
 def _print_help(doc, module_names):

@@ -4,8 +4,18 @@ Writes ``--export_dir/N/`` (saved_model.pb, variables/, assets/ with the vocabul
 assets.extra/tf_serving_warmup_requests), N = ``--version`` or one more than the highest
 existing version, and prints that path. The signatures (``serving_default``,
 ``translate_nbest``, ``align``) are described in `bahdanau_tf.serving`; the export is refused
-when its graph uses an op the stock model server may not have. export/README.md shows how to
-serve the result.
+when its graph uses an op the stock model server may not have, or when a signature does not
+answer through the server's loading path. export/README.md shows how to serve the result.
+
+The graph is float32 whatever precision training used (what a CPU model server runs best);
+``--keep_precision`` keeps the training policy (e.g. mixed bfloat16 for a GPU server).
+
+Warm-up records need tensorflow-serving-api (``pip install "bahdanau_tf[serving]"``). Without
+it the model is exported without them and one line on stderr says so; ``--warmup`` asks for
+them explicitly and is refused up front when the package is missing, ``--nowarmup`` skips them.
+
+Exit codes: 0 exported; 2 a usage error or bad input (one line on stderr), e.g. a version that
+exists or that another export is writing right now.
 
 Example:
 
@@ -15,58 +25,63 @@ Example:
 """
 
 import os
+import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from absl import app, flags
+from absl import flags  # noqa: E402
+
+from bahdanau_tf.cli import common  # noqa: E402
 
 FLAGS = flags.FLAGS
 
-flags.DEFINE_multi_string("model_dir", None, "Training output directory (or preset directory, or "
-                          ".keras file); repeat for an ensemble.")
+common.define_model_dir_flags()
+common.define_search_flags()
 flags.DEFINE_string("export_dir", None, "Model base path: the version is written below it.")
-flags.DEFINE_integer("version", None, "Version number (default: highest existing + 1).")
+flags.DEFINE_integer("version", None, "Version number (default: highest existing + 1).",
+                     lower_bound=1)
 flags.DEFINE_bool("overwrite", False, "Replace an existing version directory.")
-flags.DEFINE_enum("checkpoint", "best", ["best", "latest"], "Which checkpoint to load.")
-flags.DEFINE_integer("beam_size", 5, "Beam of serving_default and align (translate_nbest takes "
-                     "it per request).")
-flags.DEFINE_float("length_penalty", 0.0, "GNMT length penalty alpha; 0 ranks by log p(y|x).")
-flags.DEFINE_integer("max_source_length", 100, "Longer inputs are cut to this many tokens.")
 flags.DEFINE_string("model_name", "bahdanau", "Model name in the warm-up requests (models.config).")
-flags.DEFINE_bool("warmup", True, "Write assets.extra/tf_serving_warmup_requests.")
+flags.DEFINE_bool("warmup", None, "Write assets.extra/tf_serving_warmup_requests (default: when "
+                  "tensorflow-serving-api is installed).")
+flags.DEFINE_bool("keep_precision", False, "Keep the training precision policy instead of "
+                  "exporting a float32 graph.")
+
+PROGRAM = "bahdanau-export"
 
 
 def main(argv):
-    if len(argv) > 1:
-        raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
-    if not FLAGS.model_dir:
-        raise app.UsageError("--model_dir is required (a bahdanau-train output directory).")
+    del argv
+    common.require_model_dirs()
     if not FLAGS.export_dir:
-        raise app.UsageError("--export_dir is required (the model base path).")
-    for directory in FLAGS.model_dir:
-        if not os.path.exists(directory):  # a model directory or a .keras file
-            raise app.UsageError(f"--model_dir={directory!r} does not exist.")
-    if FLAGS.version is not None and FLAGS.version < 1:
-        raise app.UsageError(f"--version must be >= 1, got {FLAGS.version}.")
+        raise common.UserError("--export_dir is required (the model base path).")
+    common.check_writable_dir(FLAGS.export_dir, "export_dir")
 
-    from bahdanau_tf.serving import export_saved_model
+    from bahdanau_tf import serving
     from bahdanau_tf.translator import Translator
 
-    try:
-        translator = Translator.from_directory(
-            FLAGS.model_dir, which=FLAGS.checkpoint, beam_size=FLAGS.beam_size,
-            length_penalty=FLAGS.length_penalty, max_source_length=FLAGS.max_source_length)
-        path = export_saved_model(translator, FLAGS.export_dir, version=FLAGS.version,
-                                  warmup=FLAGS.warmup, model_name=FLAGS.model_name,
-                                  overwrite=FLAGS.overwrite)
-    except (FileNotFoundError, FileExistsError, ValueError) as error:
-        raise app.UsageError(str(error))
+    warmup = FLAGS.warmup
+    if warmup is None and not serving.warmup_available():
+        # friendlier than a refusal: the model serves without them, only its first request
+        # pays for the initialisation
+        print(f"{PROGRAM}: tensorflow-serving-api is not installed: exporting without warm-up "
+              "records (pip install \"bahdanau_tf[serving]\" to add them).", file=sys.stderr)
+        warmup = False
+    if warmup and not serving.warmup_available():
+        raise common.UserError("--warmup needs tensorflow-serving-api: pip install "
+                               "\"bahdanau_tf[serving]\" (or pass --nowarmup).")
+    translator = Translator.from_directory(
+        FLAGS.model_dir, which=FLAGS.checkpoint,
+        dtype=None if FLAGS.keep_precision else serving.SERVING_DTYPE,
+        beam_size=FLAGS.beam_size, length_penalty=FLAGS.length_penalty,
+        max_source_length=FLAGS.max_source_length)
+    path = serving.export_saved_model(translator, FLAGS.export_dir, version=FLAGS.version,
+                                      warmup=warmup, model_name=FLAGS.model_name,
+                                      overwrite=FLAGS.overwrite)
     print(path)
 
 
-def run():
-    app.run(main)
-
+run = common.runner(main, __doc__)
 
 if __name__ == "__main__":
     run()
