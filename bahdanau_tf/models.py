@@ -641,6 +641,11 @@ class Seq2Seq(_TranslationModel):
         self.output_dense = keras.layers.Dense(
             target_vocabulary_size, kernel_initializer=uniform, dtype=self.dtype_policy, name="output"
         )
+        # tf.train.Checkpoint follows attributes, not the lists Keras 3 wraps (without these, the
+        # checkpoints held no LSTM weight): each LSTM is also an attribute of its own
+        for index, (encoder, decoder) in enumerate(zip(self.encoder_layers, self.decoder_layers)):
+            setattr(self, f"encoder_lstm_{index}", encoder)
+            setattr(self, f"decoder_lstm_{index}", decoder)
 
     def build(self, input_shape: tuple | None = None) -> None:
         self.source_embedding.build((None, None))

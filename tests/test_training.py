@@ -233,6 +233,9 @@ def test_another_model_config_is_refused(corpora, tokenizers, tmp_path):
     first = make_trainer(tmp_path, tokenizers, max_steps=1)
     first.restore()
     saved = first.model.get_weights()
+    with pytest.raises(training.DirectoryInUseError):  # restore() takes the directory ...
+        make_trainer(tmp_path, tokenizers, max_steps=1).restore()
+    first.close()  # ... until fit returns or close() gives it back
     resumed = training.Trainer(
         str(tmp_path), *tokenizers, preset="tiny", config=tiny_config(max_steps=1),
         model_overrides=dict(initialization="keras"), log=lambda line: None,
