@@ -534,6 +534,16 @@ class Trainer:
             self._created_dir = not os.path.exists(self.output_dir)
             tf.io.gfile.makedirs(self.output_dir)
             self._lock.acquire()
+        try:
+            latest = self._check_and_restore()
+        except BaseException:
+            self._lock.release()  # a refused directory is not kept locked
+            raise
+        self._restored = (latest,)
+        return latest
+
+    def _check_and_restore(self):
+        """`restore` once the directory is ours: checks, then the latest checkpoint, if any."""
         config_path = os.path.join(self.output_dir, model_directory_lib.MODEL_CONFIG)
         checkpoints = os.path.join(self.output_dir, model_directory_lib.CHECKPOINTS)
         if tf.io.gfile.exists(config_path):
@@ -551,7 +561,6 @@ class Trainer:
                 f"Resuming from {latest}: step {int(self.step.numpy())}, "
                 f"{self.elapsed_seconds.numpy() / 60:.1f} min trained so far."
             )
-        self._restored = (latest,)
         return latest
 
     def _write_model_config(self):
