@@ -30,20 +30,25 @@ BEST = "best"
 REPORT = "report.json"
 
 
-def model_config(model, settings=None):
-    """The JSON-able description of a model: class name, config and run settings."""
-    return {
+def model_config(model, settings=None, device=None):
+    """The JSON-able description of a model: class name, config, run settings and, for a trained
+    model, the ``device`` it was trained on with the precision and XLA setting used (and whether
+    they were the device's choice, `bahdanau_tf.devices`)."""
+    config = {
         "class_name": type(model).__name__,
         "config": model.get_config(),
         "settings": dict(settings or {}),
     }
+    if device is not None:
+        config["device"] = dict(device)
+    return config
 
 
-def write_model_config(directory, model, source_tokenizer, target_tokenizer, settings=None):
+def write_model_config(directory, model, source_tokenizer, target_tokenizer, settings=None, device=None):
     """Writes ``model.json`` and both vocabularies into ``directory`` (created if needed)."""
     tf.io.gfile.makedirs(directory)
     with tf.io.gfile.GFile(os.path.join(directory, MODEL_CONFIG), "w") as f:
-        f.write(json.dumps(model_config(model, settings), indent=2, sort_keys=True))
+        f.write(json.dumps(model_config(model, settings, device), indent=2, sort_keys=True))
     source_tokenizer.save(os.path.join(directory, SOURCE_VOCABULARY))
     target_tokenizer.save(os.path.join(directory, TARGET_VOCABULARY))
 

@@ -33,7 +33,6 @@ import dataclasses
 import json
 import math
 import os
-import platform
 import shutil
 import sys
 import tempfile
@@ -42,6 +41,7 @@ import time
 import keras
 import tensorflow as tf
 
+from bahdanau_tf import devices
 from bahdanau_tf import losses
 from bahdanau_tf import model_directory as model_directory_lib
 from bahdanau_tf import models as models_lib
@@ -55,12 +55,12 @@ _SUTSKEVER = dict(
     optimizer="sgd", learning_rate=0.7, clipnorm=5.0, batch_size=128, bucketing="paper", schedule="halving",
     max_length=50,
 )
-# What most users want on small data and a CPU: Adam 5e-3, mixed bfloat16 without XLA (no
-# per-shape compilations; batches keep their own lengths); see the measurements in
-# `bahdanau_tf.cli.train` and benchmarks/train_throughput.py.
+# What most users want on small data and a CPU: Adam 5e-3; precision and XLA are the device's
+# (`bahdanau_tf.devices`), see the measurements in `bahdanau_tf.cli.train` and
+# benchmarks/train_throughput.py.
 _REDUCED = dict(
     optimizer="adam", learning_rate=5e-3, clipnorm=1.0, batch_size=64, bucketing="paper", schedule="constant",
-    max_length=50, eval_every=200, checkpoint_every=200, precision="mixed_bfloat16", jit_compile=False,
+    max_length=50, eval_every=200, checkpoint_every=200,
 )
 TRAINING_DEFAULTS = {
     "rnnsearch-50": dict(_PAPER, max_length=50),
@@ -110,8 +110,11 @@ class TrainingConfig:
         keep_checkpoints: int, how many recent checkpoints `tf.train.CheckpointManager` keeps.
         log_every: int, steps between progress lines and summaries (the only host reads).
         precision: ``"float32"``, ``"mixed_bfloat16"`` or ``"mixed_float16"`` (dynamic loss
-            scaling); logits and loss stay float32.
-        jit_compile: bool, compile the forward and backward pass with XLA.
+            scaling); logits and loss stay float32. None (default): the device's choice,
+            `bahdanau_tf.devices.training_choice` (bf16 on CPUs with bf16 units and on GPUs
+            from compute capability 8.0, float16 on 7.x, float32 elsewhere).
+        jit_compile: bool, compile the forward and backward pass with XLA. None (default): the
+            device's choice (off on CPUs with bf16 units, on elsewhere).
         pad_to_multiple: int or None, pad batch lengths up to a multiple of this: bounds the
             number of XLA compilations, costs padding. None (default): 8 with ``jit_compile``,
             else 1 (a ``tf.function`` without XLA runs every shape with one trace).
@@ -135,13 +138,20 @@ class TrainingConfig:
     checkpoint_every: int = 500
     keep_checkpoints: int = 3
     log_every: int = 50
-    precision: str = "float32"
-    jit_compile: bool = True
+    precision: str | None = None
+    jit_compile: bool | None = None
     pad_to_multiple: int | None = None
     seed: int = 1234
     summaries: bool = True
 
     def __post_init__(self):
+        # precision and XLA left to the device (None) are resolved here, once
+        self.device_choice = None
+        self.device_chose = tuple(name for name in ("precision", "jit_compile") if getattr(self, name) is None)
+        if self.device_chose:
+            self.device_choice = devices.training_choice(precision=self.precision)
+            for name in self.device_chose:
+                setattr(self, name, getattr(self.device_choice, name))
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"`optimizer` must be one of {OPTIMIZERS}, got {self.optimizer!r}.")
         if self.schedule not in SCHEDULES:
@@ -162,6 +172,14 @@ class TrainingConfig:
             raise ValueError(f"`max_steps` must be >= 0 or None, got {self.max_steps!r}.")
         if self.max_minutes is not None and not self.max_minutes > 0:
             raise ValueError(f"`max_minutes` must be positive or None, got {self.max_minutes!r}.")
+
+    def speed_summary(self):
+        """``"float32 + XLA (device choice: CPU without bfloat16 units)"``, for the header line."""
+        words = f"{self.precision}{' + XLA' if self.jit_compile else ', no XLA'}"
+        if not self.device_chose:
+            return f"{words} (as set)"
+        which = "" if len(self.device_chose) == 2 else f" of {self.device_chose[0]}"
+        return f"{words} (device choice{which}: {self.device_choice.reason})"
 
     @property
     def padding_multiple(self):
@@ -248,16 +266,7 @@ def make_strategy(name="default", devices=None):
     raise ValueError(f"`strategy` must be one of {STRATEGIES}, got {name!r}.")
 
 
-def device_description():
-    """A short description of the devices training runs on, for the report."""
-    gpus = tf.config.list_physical_devices("GPU")
-    if gpus:
-        names = []
-        for gpu in gpus:
-            details = tf.config.experimental.get_device_details(gpu)
-            names.append(details.get("device_name", gpu.name))
-        return f"{len(gpus)} x GPU ({', '.join(sorted(set(names)))})"
-    return f"CPU ({platform.processor() or platform.machine()}, {os.cpu_count()} cores)"
+device_description = devices.device_description  # moved to bahdanau_tf.devices
 
 
 def _round_up(length, multiple):
@@ -461,7 +470,8 @@ class Trainer:
                 **self.settings,
             }
             model_directory_lib.write_model_config(
-                self.output_dir, self.model, self.source_tokenizer, self.target_tokenizer, settings
+                self.output_dir, self.model, self.source_tokenizer, self.target_tokenizer, settings,
+                device=self._device_record(),
             )
         latest = tf.train.latest_checkpoint(os.path.join(self.output_dir, model_directory_lib.CHECKPOINTS))
         if latest:
@@ -472,6 +482,17 @@ class Trainer:
             )
         self._restored = (latest,)
         return latest
+
+    def _device_record(self):
+        """What ``model.json`` records about the device and the speed settings used on it."""
+        config = self.config
+        return {
+            "machine": devices.detect().to_json(),
+            "precision": config.precision,
+            "jit_compile": bool(config.jit_compile),
+            "chosen_by_device": list(config.device_chose),  # the others were set explicitly
+            "reason": config.device_choice.reason if config.device_choice is not None else None,
+        }
 
     @tf.function
     def _weights_finite(self):
@@ -663,8 +684,8 @@ class Trainer:
         self._log(
             f"Training {type(self.model).__name__} ({self.preset}, {self.model.count_params():,} parameters) on "
             f"{train_pairs:,} pairs ({steps_per_epoch:,} updates/epoch), batch {config.batch_size}, "
-            f"{config.optimizer} lr {config.learning_rate:g}, clipnorm {config.clipnorm}, {config.precision}, "
-            f"jit {config.jit_compile}, {self.strategy.num_replicas_in_sync} replica(s), device {device_description()}."
+            f"{config.optimizer} lr {config.learning_rate:g}, clipnorm {config.clipnorm}, {config.speed_summary()}, "
+            f"{self.strategy.num_replicas_in_sync} replica(s), device {device_description()}."
         )
         elapsed_before = float(self.elapsed_seconds.numpy())
         run_start = time.time()

@@ -30,14 +30,14 @@ Why these defaults (for a 12-minute run on a 2-core CPU):
   ~490 updates): Adam 2e-3 / paper init 4.58 (at 400 updates), 5e-3 / paper 4.01, 3e-3 / Keras
   4.07, 5e-3 / Keras 3.39, 8e-3 / Keras 3.70. The paper's initialisation is kept by the paper
   presets, with Adadelta, as in the paper.
-- mixed bfloat16 without XLA; batches keep their own lengths. Two 12-minute default runs side
-  by side: bf16 1,694 updates, 4,713 real target tokens/s over the run, test BLEU 24.3;
-  float32 + XLA (``--precision=float32 --jit``, lengths padded to a multiple of 8) 1,459
-  updates, 4,248 tokens/s, BLEU 23.0. In steady state XLA is a little faster
-  (benchmarks/train_throughput.py on Bible batches: float32 4,018, bf16 4,603, float32 + XLA
-  4,898; bf16 + XLA 3,122, XLA's CPU backend emulates bf16) but it compiles once per batch
-  shape, ~4 s each, ~10 train shapes and the dev shapes. On a CPU without bf16 units
-  (no AVX512_BF16 / AMX) use ``--precision=float32 --jit``.
+- precision and XLA are the device's (`bahdanau_tf.devices`; the header line says which and
+  why, ``model.json`` records it): mixed bfloat16 without XLA on a CPU with bf16 units
+  (``avx512_bf16``/``amx_bf16``), float32 + XLA (lengths padded to a multiple of 8) on any
+  other CPU, XLA with bf16/fp16 on GPUs. On a bf16 CPU two 12-minute default runs side by
+  side gave: bf16 1,694 updates, 4,713 real target tokens/s, test BLEU 24.3; float32 + XLA
+  1,459 updates, 4,248 tokens/s, BLEU 23.0. On a 2-core AVX2-only AMD EPYC bf16 is the
+  slowest variant (float32 2,395, bf16 1,907, float32 + XLA 3,081 tokens/s on Bible batches).
+  ``--precision`` and ``--jit`` override the choice.
 - dev NLL on the first 500 dev pairs every 200 steps, checkpoints every 200 steps.
 """
 
@@ -77,8 +77,9 @@ flags.DEFINE_enum("optimizer", None, ["adadelta", "adam", "sgd"], "Optimizer.")
 flags.DEFINE_float("learning_rate", None, "Learning rate.")
 flags.DEFINE_float("clipnorm", None, "Bound on the gradient's global L2 norm (0: no clipping).")
 flags.DEFINE_enum("schedule", None, ["constant", "halving"], "Learning-rate schedule.")
-flags.DEFINE_enum("precision", None, ["float32", "mixed_bfloat16", "mixed_float16"], "Compute precision.")
-flags.DEFINE_boolean("jit", None, "Compile the forward and backward pass with XLA.")
+flags.DEFINE_enum("precision", None, ["float32", "mixed_bfloat16", "mixed_float16"],
+                  "Compute precision (default: the device's, see bahdanau_tf.devices).")
+flags.DEFINE_boolean("jit", None, "Compile the forward and backward pass with XLA (default: the device's).")
 flags.DEFINE_integer("pad_to_multiple", None, "Pad batch lengths up to a multiple of this (default: 8 with --jit, else 1).")
 flags.DEFINE_enum("strategy", "default", ["default", "mirrored", "multi_worker"],
                   "tf.distribute strategy (multi_worker reads TF_CONFIG).")
