@@ -17,6 +17,8 @@ Presets are named dicts of constructor arguments (`RNNSearch.presets`); `from_pr
 one, and `model_from_preset` picks the class for a preset name.
 """
 
+import functools
+
 import keras
 import tensorflow as tf
 
@@ -194,7 +196,7 @@ class RNNSearch(_TranslationModel):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        init = layers_lib.initializers_for(initialization)
+        init = functools.partial(layers_lib.initializer_for, initialization)  # a new instance per layer
         # === Config ===
         self._store_config(
             _SIZES + ("attention_dim", "maxout_dim"),
@@ -212,24 +214,24 @@ class RNNSearch(_TranslationModel):
             source_vocabulary_size,
             embedding_dim,
             hidden_dim,
-            kernel_initializer=init["kernel"],
-            bias_initializer=init["bias"],
-            embeddings_initializer=init["embedding"],
+            kernel_initializer=init("kernel"),
+            bias_initializer=init("bias"),
+            embeddings_initializer=init("embedding"),
             dtype=self.dtype_policy,
             name="encoder",
         )
         self.initial_state_dense = keras.layers.Dense(  # W_s
             hidden_dim,
             activation="tanh",
-            kernel_initializer=init["kernel"],
-            bias_initializer=init["bias"],
+            kernel_initializer=init("kernel"),
+            bias_initializer=init("bias"),
             dtype=self.dtype_policy,
             name="initial_state",
         )
         self.target_embedding = keras.layers.Embedding(
             target_vocabulary_size,
             embedding_dim,
-            embeddings_initializer=init["embedding"],
+            embeddings_initializer=init("embedding"),
             dtype=self.dtype_policy,
             name="target_embedding",
         )
@@ -237,18 +239,18 @@ class RNNSearch(_TranslationModel):
             hidden_dim,
             attention_dim,
             score=score,
-            kernel_initializer=init["kernel"],
-            bias_initializer=init["bias"],
-            attention_initializer=init["attention"],
-            score_initializer=init["score_vector"],
+            kernel_initializer=init("kernel"),
+            bias_initializer=init("bias"),
+            attention_initializer=init("attention"),
+            score_initializer=init("score_vector"),
             dtype=self.dtype_policy,
             name="decoder_cell",
         )
         self.readout = layers_lib.MaxoutReadout(
             maxout_dim,
             target_vocabulary_size,
-            kernel_initializer=init["kernel"],
-            bias_initializer=init["bias"],
+            kernel_initializer=init("kernel"),
+            bias_initializer=init("bias"),
             dtype=self.dtype_policy,
             name="readout",
         )
@@ -366,7 +368,7 @@ class RNNEncDec(_TranslationModel):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        init = layers_lib.initializers_for(initialization)
+        init = functools.partial(layers_lib.initializer_for, initialization)  # a new instance per layer
         # === Config ===
         self._store_config(
             _SIZES + ("maxout_dim",),
@@ -378,9 +380,11 @@ class RNNEncDec(_TranslationModel):
             initialization=initialization,
         )
         # === Layers ===
-        dense = dict(kernel_initializer=init["kernel"], bias_initializer=init["bias"], dtype=self.dtype_policy)
+        def dense():  # a layer's initializers: new instances, so no two layers share a draw
+            return dict(kernel_initializer=init("kernel"), bias_initializer=init("bias"), dtype=self.dtype_policy)
+
         self.source_embedding = keras.layers.Embedding(
-            source_vocabulary_size, embedding_dim, embeddings_initializer=init["embedding"],
+            source_vocabulary_size, embedding_dim, embeddings_initializer=init("embedding"),
             dtype=self.dtype_policy, name="source_embedding",
         )
         self.encoder_gru = keras.layers.GRU(
@@ -388,16 +392,16 @@ class RNNEncDec(_TranslationModel):
             reset_after=False,
             recurrent_initializer=layers_lib.BlockOrthogonal(),
             name="encoder_gru",
-            **dense,
+            **dense(),
         )
-        self.context_dense = keras.layers.Dense(hidden_dim, activation="tanh", name="context", **dense)  # V
-        self.initial_state_dense = keras.layers.Dense(hidden_dim, activation="tanh", name="initial_state", **dense)
+        self.context_dense = keras.layers.Dense(hidden_dim, activation="tanh", name="context", **dense())  # V
+        self.initial_state_dense = keras.layers.Dense(hidden_dim, activation="tanh", name="initial_state", **dense())
         self.target_embedding = keras.layers.Embedding(
-            target_vocabulary_size, embedding_dim, embeddings_initializer=init["embedding"],
+            target_vocabulary_size, embedding_dim, embeddings_initializer=init("embedding"),
             dtype=self.dtype_policy, name="target_embedding",
         )
-        self.decoder_cell = layers_lib.ConditionalGRUCell(hidden_dim, name="decoder_cell", **dense)
-        self.readout = layers_lib.MaxoutReadout(maxout_dim, target_vocabulary_size, name="readout", **dense)
+        self.decoder_cell = layers_lib.ConditionalGRUCell(hidden_dim, name="decoder_cell", **dense())
+        self.readout = layers_lib.MaxoutReadout(maxout_dim, target_vocabulary_size, name="readout", **dense())
 
     def build(self, input_shape=None):
         n = self.hidden_dim
@@ -502,26 +506,34 @@ class Seq2Seq(_TranslationModel):
             init_scale=float(init_scale),
         )
         # === Layers ===
-        uniform = keras.initializers.RandomUniform(-self.init_scale, self.init_scale)
-        weights = dict(kernel_initializer=uniform, recurrent_initializer=uniform, dtype=self.dtype_policy)
+        def uniform():  # a new instance for every weight: each gets its own draw
+            return keras.initializers.RandomUniform(-self.init_scale, self.init_scale)
+
+        def weights():
+            return dict(kernel_initializer=uniform(), recurrent_initializer=uniform(), dtype=self.dtype_policy)
+
         self.source_embedding = keras.layers.Embedding(
-            source_vocabulary_size, embedding_dim, embeddings_initializer=uniform, dtype=self.dtype_policy,
+            source_vocabulary_size, embedding_dim, embeddings_initializer=uniform(), dtype=self.dtype_policy,
             name="source_embedding",
         )
         self.target_embedding = keras.layers.Embedding(
-            target_vocabulary_size, embedding_dim, embeddings_initializer=uniform, dtype=self.dtype_policy,
+            target_vocabulary_size, embedding_dim, embeddings_initializer=uniform(), dtype=self.dtype_policy,
             name="target_embedding",
         )
         self.encoder_layers = [
-            keras.layers.LSTM(hidden_dim, return_sequences=True, return_state=True, name=f"encoder_lstm_{i}", **weights)
+            keras.layers.LSTM(
+                hidden_dim, return_sequences=True, return_state=True, name=f"encoder_lstm_{i}", **weights()
+            )
             for i in range(num_layers)
         ]
         self.decoder_layers = [
-            keras.layers.LSTM(hidden_dim, return_sequences=True, return_state=True, name=f"decoder_lstm_{i}", **weights)
+            keras.layers.LSTM(
+                hidden_dim, return_sequences=True, return_state=True, name=f"decoder_lstm_{i}", **weights()
+            )
             for i in range(num_layers)
         ]
         self.output_dense = keras.layers.Dense(
-            target_vocabulary_size, kernel_initializer=uniform, dtype=self.dtype_policy, name="output"
+            target_vocabulary_size, kernel_initializer=uniform(), dtype=self.dtype_policy, name="output"
         )
 
     def build(self, input_shape=None):
