@@ -43,8 +43,10 @@ from __future__ import annotations
 import collections
 import json
 import os
+import shutil
 import tempfile
 import unicodedata
+import weakref
 from typing import Iterable, Sequence
 
 import tensorflow as tf
@@ -243,8 +245,11 @@ class _Tokenizer(tf.Module):
             tokens = list(vocabulary)
             source = "(list)"
             _validate_vocabulary(tokens, source)
-            # The asset needs a file; a list is written to a private temporary directory.
-            path = _write_vocabulary(tokens, tempfile.mkdtemp(prefix="bahdanau_vocabulary_"))
+            # The asset needs a file; a list is written to a private temporary directory, which
+            # goes when the tokenizer is collected or the process exits (nothing left in /tmp).
+            directory = tempfile.mkdtemp(prefix="bahdanau_vocabulary_")
+            weakref.finalize(self, shutil.rmtree, directory, ignore_errors=True)
+            path = _write_vocabulary(tokens, directory)
         _validate_vocabulary(tokens, source)
         self._vocabulary = tokens
 

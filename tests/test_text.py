@@ -157,6 +157,26 @@ def test_subword_round_trip_over_dev(dev, subword_tokenizer):
             != subword_tokenizer.tokenize(["dios"]).to_list())
 
 
+def test_building_vocabularies_leaves_nothing_in_the_temp_dir(tmp_path):
+    # a tokenizer built from a list keeps its vocabulary file in a temporary directory until it
+    # is collected or the process exits
+    import subprocess
+    import sys
+
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    script = ("from bahdanau_tf import text\n"
+              "w = text.WordTokenizer.build(['In the beginning'])\n"
+              "s = text.SubwordTokenizer.build(['In the beginning God created'], vocabulary_size=40)\n"
+              "import os, tempfile\n"
+              "print(sorted(os.listdir(tempfile.gettempdir())))\n")
+    env = dict(os.environ, TMPDIR=str(temp), TF_CPP_MIN_LOG_LEVEL="2")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.count("bahdanau_vocabulary_") == 2  # in use while the process runs
+    assert [p.name for p in temp.iterdir() if p.name.startswith("bahdanau")] == []
+
+
 def test_subword_tokens_are_pieces(subword_tokenizer):
     pieces = to_lists(subword_tokenizer.tokens(["Jehová habló á Moisés"]))[0]
     joined = " ".join(pieces).replace(" ##", "")
