@@ -149,15 +149,17 @@ def _check_arguments(beam_size, nbest, max_length, buffer_length, length_penalty
         max_length, (int, np.integer)) else max_length
     if static_max is not None and np.any(np.asarray(static_max) < 1):
         raise ValueError(f"max_length must be >= 1, got {max_length!r}")
-    if buffer_length is not None and (_static_int(buffer_length) is None or _static_int(buffer_length) < 1):
-        raise ValueError(f"buffer_length must be a Python int >= 1 or None, got {buffer_length!r}")
+    static_buffer = None if buffer_length is None else _static_int(buffer_length)
+    if static_buffer is not None and static_buffer < 1:
+        raise ValueError(f"buffer_length must be >= 1, got {buffer_length!r}")
 
 
 def _buffer_steps(limits, max_length, buffer_length):
     """The number of steps the buffers hold: ``buffer_length``, else the largest limit (a
     Python int when it is known when tracing, so that shapes stay static)."""
     if buffer_length is not None:
-        return _static_int(buffer_length)
+        static = _static_int(buffer_length)
+        return static if static is not None else tf.maximum(tf.cast(buffer_length, tf.int32), 1)
     static_max = tf.get_static_value(max_length) if not isinstance(
         max_length, (int, np.integer)) else max_length
     if static_max is not None:
@@ -292,10 +294,12 @@ def beam_search(step_fn: StepFn, initial_state, batch_size, beam_size=5, max_len
         return_attention: also return the attention rows of the returned hypotheses.
         attention_length: int or int32 scalar, the length of the attention rows (the padded
             source length); required with ``return_attention``.
-        buffer_length: a Python int, the number of steps the output buffers hold and the most
-            the loop runs: a compile-time constant, separate from the per-sentence limits.
-            None: ``max(max_length)`` (a constant when ``max_length`` is a Python value; else
-            computed from the data, which under XLA means one compilation per value).
+        buffer_length: int (or int32 scalar), the number of steps the output buffers hold and
+            the most the loop runs, separate from the per-sentence limits: under XLA a
+            compile-time constant (a Python int, or an argument of the compiled function:
+            one compilation per value). None: ``max(max_length)`` (a constant when
+            ``max_length`` is a Python value; else computed from the data, which under XLA
+            makes the limits themselves compile-time constants).
 
     Returns:
         A `BeamSearchOutput` (ids, lengths, scores, attention) with ``nbest`` hypotheses per
