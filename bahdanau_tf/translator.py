@@ -50,14 +50,20 @@ Decisions (all documented here once):
   column forbids it: ``forbid_unknown=True``).
 - **Ensembles** (Sutskever et al. 2014): several models over the same vocabularies; their
   probabilities are averaged at every step (`bahdanau_tf.decoding.ensemble_step_fn`).
-- **XLA**: with ``jit_compile=True`` the search (encoder + beam search over int tensors) is
-  compiled with XLA; tokenization stays outside it (string ops). XLA compiles one program per
-  input shape and length limit, so it pays off for repeated shapes (benchmarks) rather than
-  for mixed traffic; TF Serving runs XLA:CPU only with ``--xla_cpu_compilation_enabled``.
-  Under XLA the per-sentence length limits are compile-time constants of beam search's
-  buffers, so a new batch *content* (not only shape) can mean a new compilation (1-40 s):
-  XLA is about 1.5-2x faster on a warm, repeated batch and much slower on fresh traffic.
-  The default is therefore False (see benchmarks/decode_throughput.py for the measurements).
+- **XLA**: `translate` (and so bahdanau-translate and bahdanau-evaluate) compiles the search
+  (encoder + beam search over int tensors) with XLA by default (``jit_compile``, see
+  `bahdanau_tf.devices.decoding_jit`); tokenization stays outside it (string ops). XLA
+  compiles one program per input shape, so each chunk is padded to a *row bucket* (powers of
+  two up to ``decode_chunk_size``; filler rows are empty sources that end at once) and a
+  *length bucket* (``length_buckets``, capped at ``max_source_length + 1``), and beam search
+  gets a static output buffer, the largest limit of that width, separate from the
+  per-sentence length limits (runtime data). A stream of requests therefore compiles at most
+  ``len(row_buckets) * len(length_buckets)`` programs per (beam size, n-best,
+  alignments) combination (`compilation_bound`; 5 x 8 = 40 with the defaults, ~5-10 for a
+  test set sorted by length); `compilations` counts them. Padding is masked, so the outputs
+  are those of the non-XLA path up to float rounding. The exported signatures stay without
+  XLA unless ``serving_jit_compile`` (``bahdanau-export --jit``): TF Serving's model server
+  runs XLA:CPU only with ``--xla_cpu_compilation_enabled``.
 """
 
 from __future__ import annotations

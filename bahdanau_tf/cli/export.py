@@ -33,6 +33,8 @@ flags.DEFINE_float("length_penalty", 0.0, "GNMT length penalty alpha; 0 ranks by
 flags.DEFINE_integer("max_source_length", 100, "Longer inputs are cut to this many tokens.")
 flags.DEFINE_string("model_name", "bahdanau", "Model name in the warm-up requests (models.config).")
 flags.DEFINE_bool("warmup", True, "Write assets.extra/tf_serving_warmup_requests.")
+flags.DEFINE_bool("jit", False, "Compile the signatures' search with XLA (bucketed shapes); the stock model server "
+                  "then needs --xla_cpu_compilation_enabled.")
 
 
 def main(argv):
@@ -54,7 +56,8 @@ def main(argv):
     try:
         translator = Translator.from_directory(
             FLAGS.model_dir, which=FLAGS.checkpoint, beam_size=FLAGS.beam_size,
-            length_penalty=FLAGS.length_penalty, max_source_length=FLAGS.max_source_length)
+            length_penalty=FLAGS.length_penalty, max_source_length=FLAGS.max_source_length,
+            serving_jit_compile=FLAGS.jit)
         path = export_saved_model(translator, FLAGS.export_dir, version=FLAGS.version,
                                   warmup=FLAGS.warmup, model_name=FLAGS.model_name,
                                   overwrite=FLAGS.overwrite)

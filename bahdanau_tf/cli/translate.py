@@ -37,7 +37,8 @@ flags.DEFINE_float("length_penalty", 0.0, "GNMT length penalty alpha; 0 ranks by
 flags.DEFINE_integer("max_source_length", 100, "Longer inputs are cut to this many tokens.")
 flags.DEFINE_bool("forbid_unknown", False, "Never generate [UNK] (the paper's No-UNK decoding).")
 flags.DEFINE_bool("scores", False, "With --nbest=1, append a tab and the score to each line.")
-flags.DEFINE_bool("jit_compile", False, "Compile the search with XLA.")
+flags.DEFINE_bool("jit_compile", None, "Compile the search with XLA over bucketed shapes (default: yes, "
+                  "bahdanau_tf.devices.decoding_jit).")
 
 
 def read_lines(path=None):
