@@ -90,7 +90,8 @@ class Machine:
 
     def to_json(self) -> dict:
         """The fields as a JSON-able dict (benchmarks and ``model.json`` record it)."""
-        return {**dataclasses.asdict(self), "description": self.description()}
+        return {**dataclasses.asdict(self), "flags": {flag: flag in self.cpu_flags for flag in RELEVANT_CPU_FLAGS},
+                "description": self.description()}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -190,10 +191,25 @@ def decoding_jit(machine: Machine | None = None) -> bool:
     return True
 
 
+def benchmark_record() -> dict:
+    """What a benchmark's JSON records about the machine: the `Machine` (CPU model and its
+    relevant flags), the environment variables that cap or change the kernels used, and the
+    load average (the machine may be shared)."""
+    import tensorflow as tf
+
+    return {
+        **detect().to_json(),
+        "environment": {name: os.environ.get(name) for name in
+                        ("ONEDNN_MAX_CPU_ISA", "XLA_FLAGS", "TF_ENABLE_ONEDNN_OPTS")},
+        "tensorflow": tf.__version__,
+        "load_average": os.getloadavg() if hasattr(os, "getloadavg") else None,
+    }
+
+
 def device_description() -> str:
     """A short description of the devices training runs on, for the report."""
     return detect().description()
 
 
 __all__ = ["Machine", "SpeedChoice", "RELEVANT_CPU_FLAGS", "cpu_info", "detect", "training_choice",
-           "decoding_jit", "device_description"]
+           "decoding_jit", "benchmark_record", "device_description"]
