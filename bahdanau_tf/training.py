@@ -79,7 +79,7 @@ TRAINING_DEFAULTS = {
 }
 
 OPTIMIZERS = ("adadelta", "adam", "sgd")
-SCHEDULES = ("constant", "halving")
+SCHEDULES = ("constant", "halving", "warmup_rsqrt")
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
 STRATEGIES = ("default", "mirrored", "multi_worker")
 
@@ -95,8 +95,10 @@ class TrainingConfig:
         optimizer: ``"adadelta"`` (rho 0.95, epsilon 1e-6: the paper), ``"adam"`` or ``"sgd"``.
         learning_rate: float.
         clipnorm: float or None, the bound on the global L2 norm of the gradient (paper: 1).
-        schedule: ``"constant"`` or ``"halving"`` (Sutskever et al.: halve the learning rate every
-            half epoch after epoch 5).
+        schedule: ``"constant"``, ``"halving"`` (Sutskever et al.: halve the learning rate every
+            half epoch after epoch 5) or ``"warmup_rsqrt"`` (`WarmupRsqrtSchedule`: linear
+            warm-up over ``warmup_steps``, then decay as 1 / sqrt(step)).
+        warmup_steps: int, the warm-up of ``"warmup_rsqrt"``.
         batch_size: int, sentence pairs per update (global, over all replicas).
         max_length: int, longer pairs are dropped (the -50 / -30 of the presets).
         bucketing: ``"paper"`` (1,600 pairs sorted by length, cut into 20 minibatches),
@@ -127,6 +129,7 @@ class TrainingConfig:
     learning_rate: float = 1e-3
     clipnorm: float | None = 1.0
     schedule: str = "constant"
+    warmup_steps: int = 200
     batch_size: int = 64
     max_length: int = 50
     bucketing: str | None = "paper"
@@ -159,7 +162,7 @@ class TrainingConfig:
         if self.precision not in PRECISIONS:
             raise ValueError(f"`precision` must be one of {PRECISIONS}, got {self.precision!r}.")
         positive = ["batch_size", "max_length", "eval_every", "checkpoint_every", "log_every", "dev_sentences",
-                    "keep_checkpoints"] + (["pad_to_multiple"] if self.pad_to_multiple is not None else [])
+                    "keep_checkpoints", "warmup_steps"] + (["pad_to_multiple"] if self.pad_to_multiple is not None else [])
         for name in positive:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -233,11 +236,39 @@ class HalvingSchedule(keras.optimizers.schedules.LearningRateSchedule):
         )
 
 
+class WarmupRsqrtSchedule(keras.optimizers.schedules.LearningRateSchedule):
+    """Linear warm-up to the peak, then decay as 1 / sqrt(step) (Vaswani et al. 2017, eq. 3).
+
+    ``lr(step) = peak * min((step + 1) / warmup_steps, sqrt(warmup_steps / (step + 1)))``: the
+    first updates, taken on a random model with Adam's still unreliable second-moment estimates,
+    are small; after the peak at ``warmup_steps`` the rate falls slowly (a quarter of the peak
+    at 16 x ``warmup_steps``) and needs no total step count, so it suits wall-time budgets.
+
+    Args:
+        peak_learning_rate: float.
+        warmup_steps: int >= 1.
+    """
+
+    def __init__(self, peak_learning_rate, warmup_steps):
+        self.peak_learning_rate = float(peak_learning_rate)
+        self.warmup_steps = int(warmup_steps)
+
+    def __call__(self, step):
+        step = tf.cast(step, "float32") + 1.0
+        warmup = float(self.warmup_steps)
+        return self.peak_learning_rate * tf.minimum(step / warmup, tf.sqrt(warmup / step))
+
+    def get_config(self):
+        return dict(peak_learning_rate=self.peak_learning_rate, warmup_steps=self.warmup_steps)
+
+
 def make_optimizer(config, steps_per_epoch=None):
     """The Keras optimizer of a `TrainingConfig` (clipping is done by the trainer, not here)."""
     learning_rate = config.learning_rate
     if config.schedule == "halving":
         learning_rate = HalvingSchedule(learning_rate, 1 if steps_per_epoch is None else steps_per_epoch)
+    elif config.schedule == "warmup_rsqrt":
+        learning_rate = WarmupRsqrtSchedule(learning_rate, config.warmup_steps)
     if config.optimizer == "adadelta":
         optimizer = keras.optimizers.Adadelta(learning_rate, rho=0.95, epsilon=1e-6)
     elif config.optimizer == "adam":
@@ -870,6 +901,7 @@ __all__ = [
     "TRAINING_DEFAULTS",
     "training_defaults",
     "HalvingSchedule",
+    "WarmupRsqrtSchedule",
     "NonFiniteLossError",
     "make_optimizer",
     "make_strategy",

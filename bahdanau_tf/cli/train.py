@@ -76,7 +76,8 @@ flags.DEFINE_enum("bucketing", None, ["paper", "token_budget", "none"], "Length 
 flags.DEFINE_enum("optimizer", None, ["adadelta", "adam", "sgd"], "Optimizer.")
 flags.DEFINE_float("learning_rate", None, "Learning rate.")
 flags.DEFINE_float("clipnorm", None, "Bound on the gradient's global L2 norm (0: no clipping).")
-flags.DEFINE_enum("schedule", None, ["constant", "halving"], "Learning-rate schedule.")
+flags.DEFINE_enum("schedule", None, ["constant", "halving", "warmup_rsqrt"], "Learning-rate schedule.")
+flags.DEFINE_integer("warmup_steps", None, "Warm-up steps of --schedule=warmup_rsqrt.")
 flags.DEFINE_enum("precision", None, ["float32", "mixed_bfloat16", "mixed_float16"],
                   "Compute precision (default: the device's, see bahdanau_tf.devices).")
 flags.DEFINE_boolean("jit", None, "Compile the forward and backward pass with XLA (default: the device's).")
@@ -160,6 +161,7 @@ def main(argv):
         optimizer=FLAGS.optimizer,
         learning_rate=FLAGS.learning_rate,
         schedule=FLAGS.schedule,
+        warmup_steps=FLAGS.warmup_steps,
         precision=FLAGS.precision,
         jit_compile=FLAGS.jit,
         pad_to_multiple=FLAGS.pad_to_multiple,
