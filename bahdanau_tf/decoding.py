@@ -40,7 +40,8 @@ class BeamSearchOutput(NamedTuple):
 
     Attributes:
         ids: int32 ``[batch, nbest, time]``, the tokens of each hypothesis, ``end_id`` included,
-            ``PAD_ID`` after it. ``time`` is the buffer length, ``max(max_length)``.
+            ``PAD_ID`` after it. ``time`` is the buffer length (``buffer_length``, else
+            ``max(max_length)``).
         lengths: int32 ``[batch, nbest]``, the number of tokens including ``end_id``, or the
             sentence's ``max_length`` for a hypothesis that never emitted ``end_id``. 0 for an
             empty slot (only when fewer than ``nbest`` hypotheses exist, e.g. a tiny vocabulary).
@@ -87,6 +88,33 @@ def length_penalty_factor(lengths, alpha):
     return tf.pow((5.0 + tf.cast(lengths, tf.float32)) / 6.0, tf.cast(alpha, tf.float32))
 
 
+class Ranking(NamedTuple):
+    """How hypotheses are ranked, together with the bound that lets the search stop early.
+
+    ``rank = log p / ((5 + length) / 6) ** alpha`` (the GNMT length penalty); ``alpha = 0``
+    ranks by log p, the paper's objective. A larger alpha favours longer outputs: beam search
+    by log p prefers short ones, since every token adds a negative log-probability.
+
+    The bound: a live hypothesis's log p can only fall as it grows (log-probabilities are
+    <= 0) and the penalty only grows with its length, which cannot pass its sentence's limit,
+    so no continuation ranks above ``live log p / penalty(limit)``. The two belong together:
+    another ranking needs another bound, or early stopping would change results.
+
+    Attributes:
+        alpha: float32 scalar >= 0.
+    """
+
+    alpha: tf.Tensor
+
+    def rank(self, scores, lengths):
+        """The ranks of hypotheses with log-probabilities ``scores`` and ``lengths`` tokens."""
+        return scores / length_penalty_factor(lengths, self.alpha)
+
+    def best_continuation(self, live_scores, limits):
+        """The best rank any continuation of a live hypothesis with ``live_scores`` can reach."""
+        return live_scores / length_penalty_factor(limits, self.alpha)
+
+
 def _static_int(value):
     """The Python int of ``value`` when it is known when tracing, else None."""
     if isinstance(value, (int, np.integer)):
@@ -97,10 +125,146 @@ def _static_int(value):
     return int(static)
 
 
+def _check_arguments(beam_size, nbest, max_length, buffer_length, length_penalty, forbid_ids,
+                     end_id, return_attention, attention_length):
+    """ValueError for every argument whose value is known when tracing and wrong."""
+    static_beam, static_nbest = _static_int(beam_size), _static_int(nbest)
+    if static_beam is not None and static_beam < 1:
+        raise ValueError(f"beam_size must be >= 1, got {beam_size!r}")
+    if static_nbest is not None and static_nbest < 1:
+        raise ValueError(f"nbest must be >= 1, got {nbest!r}")
+    if static_beam is not None and static_nbest is not None and static_nbest > static_beam:
+        raise ValueError(f"nbest must be <= beam_size, got nbest={nbest!r} > "
+                         f"beam_size={beam_size!r}")
+    if isinstance(length_penalty, (int, float)) and not length_penalty >= 0:  # NaN too
+        raise ValueError(f"length_penalty must be >= 0, got {length_penalty!r}")
+    static_forbid = tf.get_static_value(forbid_ids) if not isinstance(
+        forbid_ids, (list, tuple)) else np.asarray(forbid_ids, dtype=np.int64)
+    if static_forbid is not None and _static_int(end_id) is not None and np.any(
+            np.asarray(static_forbid) == _static_int(end_id)):
+        raise ValueError(f"forbid_ids must not contain end_id={end_id!r}, got {forbid_ids!r}")
+    if return_attention and attention_length is None:
+        raise ValueError("return_attention=True needs attention_length (the source length)")
+    static_max = tf.get_static_value(max_length) if not isinstance(
+        max_length, (int, np.integer)) else max_length
+    if static_max is not None and np.any(np.asarray(static_max) < 1):
+        raise ValueError(f"max_length must be >= 1, got {max_length!r}")
+    static_buffer = None if buffer_length is None else _static_int(buffer_length)
+    if static_buffer is not None and static_buffer < 1:
+        raise ValueError(f"buffer_length must be >= 1, got {buffer_length!r}")
+
+
+def _buffer_steps(limits, max_length, buffer_length):
+    """The number of steps the buffers hold: ``buffer_length``, else the largest limit (a
+    Python int when it is known when tracing, so that shapes stay static)."""
+    if buffer_length is not None:
+        static = _static_int(buffer_length)
+        return static if static is not None else tf.maximum(tf.cast(buffer_length, tf.int32), 1)
+    static_max = tf.get_static_value(max_length) if not isinstance(
+        max_length, (int, np.integer)) else max_length
+    if static_max is not None:
+        return max(int(np.max(static_max)), 1)
+    return tf.maximum(tf.reduce_max(limits), 1)  # an empty batch still needs one step
+
+
+def _candidates(logits, finished, never, end_id):
+    """Log-probabilities of every extension of every row: [rows, vocab].
+
+    Tokens in ``never`` get -inf (``end_id`` stays allowed); a finished row has one candidate,
+    itself extended by ``end_id`` at log-prob 0, so its score stays frozen.
+    """
+    log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
+    token_range = tf.range(tf.shape(log_probs)[-1], dtype=tf.int32)
+    forbidden = tf.reduce_any(token_range[:, None] == never[None, :], axis=1)
+    forbidden &= tf.not_equal(token_range, end_id)  # e.g. start_id == end_id
+    log_probs = tf.where(forbidden[None, :], _NEG_INF, log_probs)
+    frozen = tf.where(token_range == end_id, 0.0, _NEG_INF)
+    return tf.where(tf.reshape(finished, [-1])[:, None], frozen[None, :], log_probs)
+
+
+class _Step(NamedTuple):
+    """The survivors of one step: [batch, beam] each, ``parent_rows`` [batch * beam]."""
+
+    parent_rows: tf.Tensor  # the row of the previous step each survivor extends
+    token: tf.Tensor  # the token it adds
+    scores: tf.Tensor
+    finished: tf.Tensor
+    lengths: tf.Tensor
+    written: tf.Tensor  # the token stored in the buffer (PAD after the end)
+
+
+def _select(candidates, scores, finished, lengths, step, limits, ranking, beam, end_id,
+            own_beams=None):
+    """The best ``beam`` candidates of each sentence, by rank (top_k: ties to the lower beam,
+    then the lower token id); with ``own_beams`` the slots beyond a sentence's own beam are
+    emptied, so they never extend anything."""
+    batch = tf.shape(scores)[0]
+    vocab = tf.shape(candidates)[-1]
+    totals = tf.reshape(scores, [-1, 1]) + candidates  # [rows, vocab]
+    flat_finished, flat_lengths = tf.reshape(finished, [-1]), tf.reshape(lengths, [-1])
+    candidate_lengths = tf.where(flat_finished, flat_lengths, step + 1)
+    ranks = ranking.rank(totals, candidate_lengths[:, None])
+    _, top = tf.math.top_k(tf.reshape(ranks, [batch, beam * vocab]), k=beam)  # [batch, beam]
+    parent = top // vocab + tf.range(batch)[:, None] * beam
+    token = top % vocab
+    new_scores = tf.reshape(tf.gather(tf.reshape(totals, [-1]), tf.reshape(parent * vocab + token, [-1])),
+                            [batch, beam])
+    if own_beams is not None:
+        new_scores = tf.where(tf.range(beam)[None, :] < own_beams[:, None], new_scores, _NEG_INF)
+    was_finished = tf.gather(flat_finished, parent)
+    # -inf: a candidate of a forbidden token or of an empty beam (fewer candidates than beams,
+    # e.g. at step 0); frozen like a finished one and reported as an empty slot.
+    dead = tf.math.is_inf(new_scores)
+    return _Step(
+        parent_rows=tf.reshape(parent, [-1]),
+        token=token,
+        scores=new_scores,
+        finished=was_finished | dead | tf.equal(token, end_id) | (step + 1 >= limits[:, None]),
+        lengths=tf.where(was_finished, tf.gather(flat_lengths, parent), step + 1),
+        written=tf.where(was_finished | dead, PAD_ID, token),
+    )
+
+
+def _sentences_done(scores, finished, lengths, limits, ranking, nbest, own_beams=None):
+    """[batch] bool: no live hypothesis can still enter the sentence's n-best."""
+    best_finished = tf.math.top_k(tf.where(finished, ranking.rank(scores, lengths), _NEG_INF), k=nbest).values
+    if own_beams is None:
+        nth_finished = best_finished[:, -1]
+    else:  # a sentence with a smaller beam has fewer hypotheses
+        nth_finished = tf.gather(best_finished, tf.minimum(nbest, own_beams) - 1, batch_dims=1)
+    best_live = tf.reduce_max(tf.where(finished, _NEG_INF, scores), axis=1)
+    return tf.reduce_all(finished, axis=1) | (nth_finished > ranking.best_continuation(best_live, limits))
+
+
+def _backtrack(tokens, parents, attention_buffer, rows, steps, return_attention):
+    """Follows the parent pointers back from ``rows`` (the chosen hypotheses' last rows).
+
+    Returns:
+        ids [time, len(rows)] and attention [time, len(rows), source_len] (or a placeholder).
+    """
+    time = tf.shape(tokens)[0]
+
+    def body(step, row, out_ids, out_attention):
+        out_ids = tf.tensor_scatter_nd_update(out_ids, [[step]], tf.gather(tokens[step], row)[None])
+        if return_attention:
+            out_attention = tf.tensor_scatter_nd_update(
+                out_attention, [[step]], tf.gather(attention_buffer[step], row)[None])
+        return step - 1, tf.gather(parents[step], row), out_ids, out_attention
+
+    out_ids = tf.fill([time, tf.size(rows)], tf.constant(PAD_ID, tf.int32))
+    if return_attention:
+        out_attention = tf.zeros([time, tf.size(rows), tf.shape(attention_buffer)[-1]], tf.float32)
+    else:
+        out_attention = tf.zeros([0], tf.float32)
+    _, _, out_ids, out_attention = tf.while_loop(
+        lambda step, *unused: step >= 0, body, (steps - 1, rows, out_ids, out_attention))
+    return out_ids, out_attention
+
+
 def beam_search(step_fn: StepFn, initial_state, batch_size, beam_size=5, max_length=100,
                 start_id=START_ID, end_id=END_ID, length_penalty=0.0, forbid_ids=(), nbest=1,
                 return_attention=False, attention_length=None,
-                beam_sizes=None) -> BeamSearchOutput:
+                buffer_length=None, beam_sizes=None) -> BeamSearchOutput:
     """Beam search that maximises log p(y | x) over a step function, batched over sentences.
 
     Each sentence keeps ``beam_size`` hypotheses. At every step each live hypothesis is extended
@@ -111,15 +275,11 @@ def beam_search(step_fn: StepFn, initial_state, batch_size, beam_size=5, max_len
     itself) until better ones push it out. The first step extends beam 0 only, so the beams do
     not start as copies. ``PAD_ID`` and ``start_id`` are never generated, nor ``forbid_ids``.
 
-    The loop stops after ``max(max_length)`` steps, or earlier when every sentence is done: all
-    its hypotheses finished, or its ``nbest``-th best finished hypothesis scores strictly more
-    than any continuation of a live one could (log-probabilities are <= 0, so a live score can
-    only fall; with a length penalty the bound uses the sentence's ``max_length``). Stopping
-    early never changes the result.
-
-    With ``length_penalty = alpha > 0``, candidates are ranked by
-    ``log p / ((5 + length) / 6) ** alpha``, which only matters when comparing finished
-    hypotheses of different lengths (live candidates of one step share their length).
+    Candidates are ranked by `Ranking` (log p, divided by the GNMT length penalty when
+    ``length_penalty > 0``). The loop stops after the buffer's length, or earlier when every
+    sentence is done: all its hypotheses finished, or its ``nbest``-th best finished hypothesis
+    ranks strictly above the best any live one could reach (`Ranking.best_continuation`).
+    Stopping early never changes the result.
 
     Args:
         step_fn: ``(ids, step, state) -> (logits, state, attention)``, see the module docstring.
@@ -130,9 +290,9 @@ def beam_search(step_fn: StepFn, initial_state, batch_size, beam_size=5, max_len
         beam_size: int >= 1 (a scalar tensor also works outside XLA).
         max_length: the maximum number of tokens of an output, ``end_id`` included: an int, an
             int32 scalar, or an int32 ``[batch]`` tensor of per-sentence limits (e.g.
-            ``2 * source_length + 10``). Values below 1 are treated as 1. Under
-            ``jit_compile=True`` it must be a compile-time constant or a function input, as XLA
-            then compiles one program per value.
+            ``2 * source_length + 10``). Values below 1 are treated as 1, values above
+            ``buffer_length`` as ``buffer_length``. Runtime data: under ``jit_compile=True``
+            with a ``buffer_length``, new limits do not recompile.
         start_id: the first decoder input y_0.
         end_id: the token that finishes a hypothesis.
         length_penalty: float alpha >= 0 of the GNMT length penalty; 0 ranks by log p.
@@ -142,6 +302,12 @@ def beam_search(step_fn: StepFn, initial_state, batch_size, beam_size=5, max_len
         return_attention: also return the attention rows of the returned hypotheses.
         attention_length: int or int32 scalar, the length of the attention rows (the padded
             source length); required with ``return_attention``.
+        buffer_length: int (or int32 scalar), the number of steps the output buffers hold and
+            the most the loop runs, separate from the per-sentence limits: under XLA a
+            compile-time constant (a Python int, or an argument of the compiled function:
+            one compilation per value). None: ``max(max_length)`` (a constant when
+            ``max_length`` is a Python value; else computed from the data, which under XLA
+            makes the limits themselves compile-time constants).
         beam_sizes: optional int32 ``[batch]``, each sentence's own beam in
             ``[1, beam_size]`` (values outside are clipped to it): the search runs
             ``beam_size`` slots per sentence and, after every step's ``top_k``, empties the
@@ -155,9 +321,9 @@ def beam_search(step_fn: StepFn, initial_state, batch_size, beam_size=5, max_len
         sentence, best first.
 
     Raises:
-        ValueError: beam_size < 1, nbest < 1 or nbest > beam_size, max_length < 1,
-            length_penalty < 0, end_id in forbid_ids, return_attention without
-            attention_length, or a step function that returns no attention when it is asked for.
+        ValueError: beam_size < 1, nbest < 1 or nbest > beam_size, max_length < 1, a bad
+            buffer_length, length_penalty < 0, end_id in forbid_ids, return_attention without
+            attention_length, or a step function that returns no attention when asked for it.
 
     Example:
 
@@ -174,194 +340,80 @@ def beam_search(step_fn: StepFn, initial_state, batch_size, beam_size=5, max_len
     >>> out.lengths.numpy().tolist()
     [[3], [3]]
     """
-    # === Arguments ===
-    static_beam = _static_int(beam_size)
-    static_nbest = _static_int(nbest)
-    if static_beam is not None and static_beam < 1:
-        raise ValueError(f"beam_size must be >= 1, got {beam_size!r}")
-    if static_nbest is not None and static_nbest < 1:
-        raise ValueError(f"nbest must be >= 1, got {nbest!r}")
-    if static_beam is not None and static_nbest is not None and static_nbest > static_beam:
-        raise ValueError(f"nbest must be <= beam_size, got nbest={nbest!r} > "
-                         f"beam_size={beam_size!r}")
-    if isinstance(length_penalty, (int, float)) and length_penalty < 0:
-        raise ValueError(f"length_penalty must be >= 0, got {length_penalty!r}")
-    static_forbid = tf.get_static_value(forbid_ids) if not isinstance(
-        forbid_ids, (list, tuple)) else np.asarray(forbid_ids, dtype=np.int64)
-    if static_forbid is not None and _static_int(end_id) is not None and np.any(
-            np.asarray(static_forbid) == _static_int(end_id)):
-        raise ValueError(f"forbid_ids must not contain end_id={end_id!r}, got {forbid_ids!r}")
-    if return_attention and attention_length is None:
-        raise ValueError("return_attention=True needs attention_length (the source length)")
-    static_max = tf.get_static_value(max_length) if not isinstance(
-        max_length, (int, np.integer)) else max_length
-    if static_max is not None and np.any(np.asarray(static_max) < 1):
-        raise ValueError(f"max_length must be >= 1, got {max_length!r}")
-
+    _check_arguments(beam_size, nbest, max_length, buffer_length, length_penalty, forbid_ids,
+                     end_id, return_attention, attention_length)
     if batch_size is None:
         batch_size = tf.shape(tf.nest.flatten(initial_state)[0])[0]
     # Python ints where they are known, so that static shapes survive the loop (and XLA).
-    static_batch = _static_int(batch_size)
-    batch = static_batch if static_batch is not None else tf.cast(batch_size, tf.int32)
-    beam = static_beam if static_beam is not None else tf.cast(beam_size, tf.int32)
-    nbest_t = static_nbest if static_nbest is not None else tf.cast(nbest, tf.int32)
-    if static_beam is None or static_nbest is None:
-        tf.debugging.assert_less_equal(nbest_t, beam, message="nbest must be <= beam_size")
-    rows = batch * beam  # the batch * beam rows seen by step_fn
-    own_beams = None
-    if beam_sizes is not None:
-        own_beams = tf.clip_by_value(tf.cast(beam_sizes, tf.int32), 1, beam)
-    alpha = tf.convert_to_tensor(length_penalty, tf.float32)
-    start_id = tf.cast(start_id, tf.int32)
-    end_id = tf.cast(end_id, tf.int32)
+    def known(value):
+        static = _static_int(value)
+        return static if static is not None else tf.cast(value, tf.int32)
 
-    # Per-sentence limits [batch]; the buffers hold max(limits) steps, static when it is known
-    # so that shapes stay static (and XLA compiles) with a Python max_length.
+    batch, beam, nbest = known(batch_size), known(beam_size), known(nbest)
+    if not isinstance(beam, int) or not isinstance(nbest, int):
+        tf.debugging.assert_less_equal(nbest, beam, message="nbest must be <= beam_size")
+    rows = batch * beam  # the batch * beam rows seen by step_fn
+    own_beams = None if beam_sizes is None else tf.clip_by_value(tf.cast(beam_sizes, tf.int32), 1, beam)
+    ranking = Ranking(tf.convert_to_tensor(length_penalty, tf.float32))
+    start_id, end_id = tf.cast(start_id, tf.int32), tf.cast(end_id, tf.int32)
     limits = tf.maximum(tf.cast(max_length, tf.int32), 1)  # int64 lengths welcome
     if limits.shape.rank == 0:
         limits = tf.fill([batch], limits)
-    if static_max is not None:
-        time = max(int(np.max(static_max)), 1)
-    else:
-        time = tf.reduce_max(limits)
-        # An empty batch has no limits; keep the buffers' time dimension valid.
-        time = tf.maximum(time, 1)
-
+    time = _buffer_steps(limits, max_length, buffer_length)
+    limits = tf.minimum(limits, time)
     # PAD and START are never outputs; END must stay allowed.
     never = tf.concat([tf.constant([PAD_ID], tf.int32), tf.reshape(start_id, [1]),
                        tf.reshape(tf.cast(forbid_ids, tf.int32), [-1])], axis=0)
 
-    # === Loop ===
-    def sentence_done(scores, finished, lengths):
-        """[batch] bool: nothing live can enter the sentence's n-best any more."""
-        all_finished = tf.reduce_all(finished, axis=1)
-        ranks = scores / length_penalty_factor(lengths, alpha)
-        finished_ranks = tf.where(finished, ranks, _NEG_INF)
-        best_finished = tf.math.top_k(finished_ranks, k=nbest_t).values
-        if own_beams is None:
-            nth_finished = best_finished[:, -1]
-        else:  # a sentence with a smaller beam has fewer hypotheses
-            nth_finished = tf.gather(best_finished, tf.minimum(nbest_t, own_beams) - 1,
-                                     batch_dims=1)
-        best_live = tf.reduce_max(tf.where(finished, _NEG_INF, scores), axis=1)
-        # A continuation's score only falls, and the penalty is largest at the limit.
-        live_bound = best_live / length_penalty_factor(limits, alpha)
-        return all_finished | (nth_finished > live_bound)
-
+    # === The loop ===
     def cond(step, scores, finished, lengths, *unused):
-        return (step < time) & tf.logical_not(
-            tf.reduce_all(sentence_done(scores, finished, lengths)))
+        return (step < time) & ~tf.reduce_all(
+            _sentences_done(scores, finished, lengths, limits, ranking, nbest, own_beams))
 
     def body(step, scores, finished, lengths, ids, state, tokens, parents, attention_buffer):
         logits, state, attention = step_fn(ids, step, state)
-        log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)  # [rows, vocab]
-        vocab = tf.shape(log_probs)[-1]
-        token_range = tf.range(vocab, dtype=tf.int32)
-        forbidden = tf.reduce_any(token_range[:, None] == never[None, :], axis=1)
-        forbidden &= tf.not_equal(token_range, end_id)  # e.g. start_id == end_id
-        log_probs = tf.where(forbidden[None, :], _NEG_INF, log_probs)
-        # A finished hypothesis has one candidate, itself, extended by END at log-prob 0.
-        frozen = tf.where(token_range == end_id, 0.0, _NEG_INF)
-        flat_finished = tf.reshape(finished, [-1])
-        log_probs = tf.where(flat_finished[:, None], frozen[None, :], log_probs)
-
-        totals = tf.reshape(scores, [-1, 1]) + log_probs  # [rows, vocab]
-        flat_lengths = tf.reshape(lengths, [-1])
-        candidate_lengths = tf.where(flat_finished, flat_lengths, step + 1)
-        ranks = totals / length_penalty_factor(candidate_lengths, alpha)[:, None]
-        ranks = tf.reshape(ranks, [batch, beam * vocab])
-        # top_k is stable: ties go to the lower beam, then the lower token id.
-        _, top = tf.math.top_k(ranks, k=beam)  # [batch, beam]
-        parent = top // vocab + tf.range(batch)[:, None] * beam  # rows of the previous step
-        token = top % vocab
-        parent_rows = tf.reshape(parent, [-1])
-        new_scores = tf.gather(tf.reshape(totals, [-1]),
-                               tf.reshape(parent * vocab + token, [-1]))
-        new_scores = tf.reshape(new_scores, [batch, beam])
-        if own_beams is not None:
-            # slots beyond a sentence's own beam: emptied, so they never extend anything
-            new_scores = tf.where(tf.range(beam)[None, :] < own_beams[:, None], new_scores,
-                                  _NEG_INF)
-        was_finished = tf.gather(flat_finished, parent)
-        # -inf: a candidate of a forbidden token or of an empty beam (fewer candidates than
-        # beams, e.g. at step 0); frozen like a finished one and reported as an empty slot.
-        dead = tf.math.is_inf(new_scores)
-        new_lengths = tf.where(was_finished, tf.gather(flat_lengths, parent), step + 1)
-        new_finished = (was_finished | dead | tf.equal(token, end_id)
-                        | (step + 1 >= limits[:, None]))
-        written = tf.where(was_finished | dead, PAD_ID, token)
-
-        state = tf.nest.map_structure(lambda t: tf.gather(t, parent_rows), state)
-        tokens = tf.tensor_scatter_nd_update(tokens, [[step]], tf.reshape(written, [1, -1]))
-        parents = tf.tensor_scatter_nd_update(parents, [[step]], parent_rows[None, :])
+        chosen = _select(_candidates(logits, finished, never, end_id), scores, finished, lengths, step, limits,
+                         ranking, beam, end_id, own_beams)
+        # the states follow their hypotheses, whatever their structure
+        state = tf.nest.map_structure(lambda t: tf.gather(t, chosen.parent_rows), state)
+        tokens = tf.tensor_scatter_nd_update(tokens, [[step]], tf.reshape(chosen.written, [1, -1]))
+        parents = tf.tensor_scatter_nd_update(parents, [[step]], chosen.parent_rows[None, :])
         if return_attention:
             if attention is None:
                 raise ValueError("return_attention=True but step_fn returned attention=None")
             # the row that produced each kept token (rows after the end are masked at the end)
-            row = tf.gather(tf.cast(attention, tf.float32), parent_rows)
+            row = tf.gather(tf.cast(attention, tf.float32), chosen.parent_rows)
             attention_buffer = tf.tensor_scatter_nd_update(attention_buffer, [[step]], row[None])
-        return (step + 1, new_scores, new_finished, new_lengths, tf.reshape(token, [-1]), state,
+        return (step + 1, chosen.scores, chosen.finished, chosen.lengths, tf.reshape(chosen.token, [-1]), state,
                 tokens, parents, attention_buffer)
 
     # Beam 0 of each sentence starts at log p = 0, the others at -inf: they get filled with
     # beam 0's continuations at the first step instead of duplicating it.
-    first_scores = tf.where(tf.range(beam) == 0, 0.0, _NEG_INF)
-    scores = tf.tile(first_scores[None, :], [batch, 1])
-    finished = tf.math.is_inf(scores)
-    lengths = tf.zeros([batch, beam], tf.int32)
-    ids = tf.fill([rows], start_id)
-    state = tile_beams(initial_state, beam)
+    scores = tf.tile(tf.where(tf.range(beam) == 0, 0.0, _NEG_INF)[None, :], [batch, 1])
     # tokens[t, r], parents[t, r]: the token written at step t by row r and the row it extends.
-    tokens = tf.fill([time, rows], tf.constant(PAD_ID, tf.int32))
-    parents = tf.zeros([time, rows], tf.int32)
-    if return_attention:
-        attention_buffer = tf.zeros(
-            [time, rows, tf.cast(attention_length, tf.int32)], tf.float32)
-    else:
-        attention_buffer = tf.zeros([0], tf.float32)  # unused placeholder loop variable
-    steps, scores, finished, lengths, _, _, tokens, parents, attention_buffer = tf.while_loop(
+    attention_shape = [time, rows, tf.cast(attention_length, tf.int32)] if return_attention else [0]
+    steps, scores, _, lengths, _, _, tokens, parents, attention_buffer = tf.while_loop(
         cond, body,
-        (tf.constant(0, tf.int32), scores, finished, lengths, ids, state, tokens, parents,
-         attention_buffer))
+        (tf.constant(0, tf.int32), scores, tf.math.is_inf(scores), tf.zeros([batch, beam], tf.int32),
+         tf.fill([rows], start_id), tile_beams(initial_state, beam),
+         tf.fill([time, rows], tf.constant(PAD_ID, tf.int32)), tf.zeros([time, rows], tf.int32),
+         tf.zeros(attention_shape, tf.float32)))
 
-    # === Backtracking ===
-    ranks = scores / length_penalty_factor(lengths, alpha)
-    best_ranks, best = tf.math.top_k(ranks, k=nbest_t)  # [batch, nbest]
-    lengths = tf.gather(lengths, best, batch_dims=1)
-    empty = tf.math.is_inf(best_ranks)
-    lengths = tf.where(empty, 0, lengths)
-    rows_out = tf.reshape(best + tf.range(batch)[:, None] * beam, [-1])  # [batch * nbest]
-
-    def back_cond(step, *unused):
-        return step >= 0
-
-    def back_body(step, row, out_ids, out_attention):
-        out_ids = tf.tensor_scatter_nd_update(out_ids, [[step]],
-                                              tf.gather(tokens[step], row)[None])
-        if return_attention:
-            out_attention = tf.tensor_scatter_nd_update(
-                out_attention, [[step]], tf.gather(attention_buffer[step], row)[None])
-        return step - 1, tf.gather(parents[step], row), out_ids, out_attention
-
-    out_rows = batch * nbest_t
-    out_ids = tf.fill([time, out_rows], tf.constant(PAD_ID, tf.int32))
-    if return_attention:
-        out_attention = tf.zeros([time, out_rows, tf.shape(attention_buffer)[-1]], tf.float32)
-    else:
-        out_attention = tf.zeros([0], tf.float32)
-    _, _, out_ids, out_attention = tf.while_loop(
-        back_cond, back_body, (steps - 1, rows_out, out_ids, out_attention))
-
+    # === The n-best, read back through the parent pointers ===
+    best_ranks, best = tf.math.top_k(ranking.rank(scores, lengths), k=nbest)  # [batch, nbest]
+    lengths = tf.where(tf.math.is_inf(best_ranks), 0, tf.gather(lengths, best, batch_dims=1))
+    last_rows = tf.reshape(best + tf.range(batch)[:, None] * beam, [-1])  # [batch * nbest]
+    out_ids, out_attention = _backtrack(tokens, parents, attention_buffer, last_rows, steps, return_attention)
     # [time, batch * nbest] -> [batch, nbest, time]; nothing after a hypothesis's end.
-    out_ids = tf.reshape(tf.transpose(out_ids), [batch, nbest_t, time])
+    out_ids = tf.reshape(tf.transpose(out_ids), [batch, nbest, time])
     valid = tf.range(time)[None, None, :] < lengths[:, :, None]
-    out_ids = tf.where(valid, out_ids, PAD_ID)
     attention = None
     if return_attention:
         attention = tf.reshape(tf.transpose(out_attention, [1, 0, 2]),
-                               [batch, nbest_t, time, tf.shape(out_attention)[-1]])
+                               [batch, nbest, time, tf.shape(out_attention)[-1]])
         attention = tf.where(valid[..., None], attention, 0.0)
-    return BeamSearchOutput(ids=out_ids, lengths=lengths, scores=best_ranks, attention=attention)
+    return BeamSearchOutput(ids=tf.where(valid, out_ids, PAD_ID), lengths=lengths, scores=best_ranks,
+                            attention=attention)
 
 
 def greedy_search(step_fn: StepFn, initial_state, batch_size, max_length=100, start_id=START_ID,

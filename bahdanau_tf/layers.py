@@ -15,6 +15,8 @@ than ``call`` (e.g. ``project_inputs``) is used from inside a decoding loop. Att
 are computed in float32.
 """
 
+import zlib
+
 import keras
 import tensorflow as tf
 from keras import ops
@@ -94,11 +96,44 @@ def keras_initializers() -> dict:
 
 
 def initializers_for(initialization: str) -> dict:
+    """New initializers by role for ``"paper"`` or ``"keras"``; each call makes new instances."""
     if initialization == "paper":
         return paper_initializers()
     if initialization == "keras":
         return keras_initializers()
     raise ValueError(f'`initialization` must be "paper" or "keras", got {initialization!r}.')
+
+
+def initializer_for(initialization, role):
+    """A new initializer of one role (``"kernel"``, ``"embedding"``, ...): give one to each layer.
+
+    Keras 3 fixes an unseeded random initializer's seed when the initializer is created, so one
+    instance passed to two layers would give them the same values.
+    """
+    return initializers_for(initialization)[role]
+
+
+def _own_draw(initializer, layer, weight_name):
+    """A copy of ``initializer`` that draws values of its own for one weight (appendix B.1
+    samples every matrix independently).
+
+    Keras 3 fixes an unseeded initializer's seed when the initializer is created, so one instance
+    used for two weights gives the same values (or, for other shapes, the same leading values:
+    W_a would equal the first rows of U_a). An unseeded copy draws a new seed (from Python's
+    ``random``, which `keras.utils.set_random_seed` seeds: runs stay repeatable); a seeded one
+    gets its seed plus a number derived from the layer's and the weight's name, so its values
+    stay repeatable and still differ between weights.
+    """
+    config = initializer.get_config()
+    seed = config.get("seed")
+    if isinstance(seed, int) and not isinstance(seed, bool):
+        config["seed"] = (seed + zlib.crc32(f"{layer.name}/{weight_name}".encode())) % (2**31 - 1)
+    return initializer.__class__.from_config(config)
+
+
+def _add_weight(layer, name, shape, initializer):
+    """``layer.add_weight`` with values drawn for this weight alone (`_own_draw`)."""
+    return layer.add_weight(name=name, shape=shape, initializer=_own_draw(initializer, layer, name))
 
 
 def masked_softmax(scores: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
@@ -173,22 +208,13 @@ class BahdanauAttention(keras.layers.Layer):
             query_shape, memory_shape = query_shape
         query_dim, memory_dim = int(query_shape[-1]), int(memory_shape[-1])
         if self.score == "additive":
-            self.query_kernel = self.add_weight(
-                name="query_kernel", shape=(query_dim, self.units), initializer=self.kernel_initializer
-            )
-            self.key_kernel = self.add_weight(
-                name="key_kernel", shape=(memory_dim, self.units), initializer=self.kernel_initializer
-            )
-            self.key_bias = self.add_weight(
-                name="key_bias", shape=(self.units,), initializer=self.bias_initializer
-            )
-            self.score_vector = self.add_weight(
-                name="score_vector", shape=(self.units,), initializer=self.score_initializer
-            )
+            self.query_kernel = _add_weight(self, "query_kernel", (query_dim, self.units), self.kernel_initializer)
+            self.key_kernel = _add_weight(self, "key_kernel", (memory_dim, self.units), self.kernel_initializer)
+            self.key_bias = _add_weight(self, "key_bias", (self.units,), self.bias_initializer)
+            self.score_vector = _add_weight(self, "score_vector", (self.units,), self.score_initializer)
         else:  # general
-            self.query_kernel = self.add_weight(
-                name="query_kernel", shape=(query_dim, memory_dim), initializer=self.kernel_initializer
-            )
+            self.query_kernel = _add_weight(self, "query_kernel", (query_dim, memory_dim),
+                                            self.kernel_initializer)
         self.built = True
 
     def compute_keys(self, memory: tf.Tensor) -> tf.Tensor:
@@ -321,20 +347,14 @@ class ConditionalGRUCell(keras.layers.Layer):
 
     def build(self, input_dim: int, context_dim: int) -> None:
         units = self.units
-        self.kernel = self.add_weight(
-            name="kernel", shape=(int(input_dim), 3 * units), initializer=self.kernel_initializer
-        )
-        self.context_kernel = self.add_weight(
-            name="context_kernel", shape=(int(context_dim), 3 * units), initializer=self.kernel_initializer
+        self.kernel = _add_weight(self, "kernel", (int(input_dim), 3 * units), self.kernel_initializer)
+        self.context_kernel = _add_weight(
+            self, "context_kernel", (int(context_dim), 3 * units), self.kernel_initializer
         )
         # [U_z | U_r] and U are separate weights so no step slices a variable
-        self.gate_kernel = self.add_weight(
-            name="gate_kernel", shape=(units, 2 * units), initializer=self.recurrent_initializer
-        )
-        self.recurrent_kernel = self.add_weight(
-            name="recurrent_kernel", shape=(units, units), initializer=self.recurrent_initializer
-        )
-        self.bias = self.add_weight(name="bias", shape=(3 * units,), initializer=self.bias_initializer)
+        self.gate_kernel = _add_weight(self, "gate_kernel", (units, 2 * units), self.recurrent_initializer)
+        self.recurrent_kernel = _add_weight(self, "recurrent_kernel", (units, units), self.recurrent_initializer)
+        self.bias = _add_weight(self, "bias", (3 * units,), self.bias_initializer)
         self.built = True
 
     def project_inputs(self, inputs: tf.Tensor) -> tf.Tensor:
@@ -518,16 +538,14 @@ class MaxoutReadout(keras.layers.Layer):
         pre = 2 * self.maxout_dim
 
         def kernel(name, rows, cols):
-            return self.add_weight(name=name, shape=(int(rows), cols), initializer=self.kernel_initializer)
+            return _add_weight(self, name, (int(rows), cols), self.kernel_initializer)
 
         self.state_kernel = kernel("state_kernel", state_dim, pre)  # U_o
         self.embedding_kernel = kernel("embedding_kernel", embedding_dim, pre)  # V_o
         self.context_kernel = kernel("context_kernel", context_dim, pre)  # C_o
-        self.bias = self.add_weight(name="bias", shape=(pre,), initializer=self.bias_initializer)
+        self.bias = _add_weight(self, "bias", (pre,), self.bias_initializer)
         self.output_kernel = kernel("output_kernel", self.maxout_dim, self.vocabulary_size)  # W_o
-        self.output_bias = self.add_weight(
-            name="output_bias", shape=(self.vocabulary_size,), initializer=self.bias_initializer
-        )
+        self.output_bias = _add_weight(self, "output_bias", (self.vocabulary_size,), self.bias_initializer)
         self.built = True
 
     def call(self, states: tf.Tensor, embeddings: tf.Tensor, contexts: tf.Tensor) -> tf.Tensor:
@@ -613,7 +631,7 @@ class BidirectionalEncoder(keras.layers.Layer):
         self.embedding = keras.layers.Embedding(
             self.vocabulary_size,
             self.embedding_dim,
-            embeddings_initializer=self.embeddings_initializer,
+            embeddings_initializer=_own_draw(self.embeddings_initializer, self, "embedding"),
             dtype=self.dtype_policy,
             name="embedding",
         )
@@ -621,14 +639,10 @@ class BidirectionalEncoder(keras.layers.Layer):
     def build(self, source_shape: tuple = None) -> None:
         n, m = self.units, self.embedding_dim
         self.embedding.build((None, None))
-        self.kernel = self.add_weight(name="kernel", shape=(2, m, 3 * n), initializer=self.kernel_initializer)
-        self.gate_kernel = self.add_weight(
-            name="gate_kernel", shape=(2, n, 2 * n), initializer=self.recurrent_initializer
-        )
-        self.recurrent_kernel = self.add_weight(
-            name="recurrent_kernel", shape=(2, n, n), initializer=self.recurrent_initializer
-        )
-        self.bias = self.add_weight(name="bias", shape=(2, 1, 3 * n), initializer=self.bias_initializer)
+        self.kernel = _add_weight(self, "kernel", (2, m, 3 * n), self.kernel_initializer)
+        self.gate_kernel = _add_weight(self, "gate_kernel", (2, n, 2 * n), self.recurrent_initializer)
+        self.recurrent_kernel = _add_weight(self, "recurrent_kernel", (2, n, n), self.recurrent_initializer)
+        self.bias = _add_weight(self, "bias", (2, 1, 3 * n), self.bias_initializer)
         self.built = True
 
     def call(self, source_ids: tf.Tensor, training: bool = False) -> tuple:

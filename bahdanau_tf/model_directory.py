@@ -39,24 +39,29 @@ BEST = "best"
 REPORT = "report.json"
 
 
-def model_config(model: keras.Model, settings: dict | None = None) -> dict:
-    """The JSON-able description of a model: class name, config and run settings."""
-    return {
+def model_config(model: keras.Model, settings: dict | None = None, device: dict | None = None) -> dict:
+    """The JSON-able description of a model: class name, config, run settings and, for a trained
+    model, the ``device`` it was trained on with the precision and XLA setting used (and whether
+    they were the device's choice, `bahdanau_tf.devices`)."""
+    config = {
         "class_name": type(model).__name__,
         "config": model.get_config(),
         "settings": dict(settings or {}),
     }
+    if device is not None:
+        config["device"] = dict(device)
+    return config
 
 
 def write_model_config(directory: str, model: keras.Model, source_tokenizer: Any, target_tokenizer: Any,
-                       settings: dict | None = None) -> None:
+                       settings: dict | None = None, device: dict | None = None) -> None:
     """Writes both vocabularies, then ``model.json`` (atomically), into ``directory``."""
     tf.io.gfile.makedirs(directory)
     source_tokenizer.save(os.path.join(directory, SOURCE_VOCABULARY))
     target_tokenizer.save(os.path.join(directory, TARGET_VOCABULARY))
     path = os.path.join(directory, MODEL_CONFIG)
     with tf.io.gfile.GFile(path + ".tmp", "w") as f:
-        f.write(json.dumps(model_config(model, settings), indent=2, sort_keys=True))
+        f.write(json.dumps(model_config(model, settings, device), indent=2, sort_keys=True))
     tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
 
 

@@ -36,6 +36,7 @@ architecture)::
 """
 
 import dataclasses
+import functools
 import os
 import shutil
 import tempfile
@@ -333,7 +334,7 @@ class RNNSearch(_TranslationModel):
         **kwargs,
     ) -> None:
         super().__init__(**kwargs)
-        init = layers_lib.initializers_for(initialization)
+        init = functools.partial(layers_lib.initializer_for, initialization)  # a new instance per layer
         # === Config ===
         self._store_config(
             _SIZES + ("attention_dim", "maxout_dim"),
@@ -351,24 +352,24 @@ class RNNSearch(_TranslationModel):
             source_vocabulary_size,
             embedding_dim,
             hidden_dim,
-            kernel_initializer=init["kernel"],
-            bias_initializer=init["bias"],
-            embeddings_initializer=init["embedding"],
+            kernel_initializer=init("kernel"),
+            bias_initializer=init("bias"),
+            embeddings_initializer=init("embedding"),
             dtype=self.dtype_policy,
             name="encoder",
         )
         self.initial_state_dense = keras.layers.Dense(  # W_s
             hidden_dim,
             activation="tanh",
-            kernel_initializer=init["kernel"],
-            bias_initializer=init["bias"],
+            kernel_initializer=init("kernel"),
+            bias_initializer=init("bias"),
             dtype=self.dtype_policy,
             name="initial_state",
         )
         self.target_embedding = keras.layers.Embedding(
             target_vocabulary_size,
             embedding_dim,
-            embeddings_initializer=init["embedding"],
+            embeddings_initializer=init("embedding"),
             dtype=self.dtype_policy,
             name="target_embedding",
         )
@@ -376,18 +377,18 @@ class RNNSearch(_TranslationModel):
             hidden_dim,
             attention_dim,
             score=score,
-            kernel_initializer=init["kernel"],
-            bias_initializer=init["bias"],
-            attention_initializer=init["attention"],
-            score_initializer=init["score_vector"],
+            kernel_initializer=init("kernel"),
+            bias_initializer=init("bias"),
+            attention_initializer=init("attention"),
+            score_initializer=init("score_vector"),
             dtype=self.dtype_policy,
             name="decoder_cell",
         )
         self.readout = layers_lib.MaxoutReadout(
             maxout_dim,
             target_vocabulary_size,
-            kernel_initializer=init["kernel"],
-            bias_initializer=init["bias"],
+            kernel_initializer=init("kernel"),
+            bias_initializer=init("bias"),
             dtype=self.dtype_policy,
             name="readout",
         )
@@ -495,7 +496,7 @@ class RNNEncDec(_TranslationModel):
         **kwargs,
     ) -> None:
         super().__init__(**kwargs)
-        init = layers_lib.initializers_for(initialization)
+        init = functools.partial(layers_lib.initializer_for, initialization)  # a new instance per layer
         # === Config ===
         self._store_config(
             _SIZES + ("maxout_dim",),
@@ -507,9 +508,11 @@ class RNNEncDec(_TranslationModel):
             initialization=initialization,
         )
         # === Layers ===
-        dense = dict(kernel_initializer=init["kernel"], bias_initializer=init["bias"], dtype=self.dtype_policy)
+        def dense():  # a layer's initializers: new instances, so no two layers share a draw
+            return dict(kernel_initializer=init("kernel"), bias_initializer=init("bias"), dtype=self.dtype_policy)
+
         self.source_embedding = keras.layers.Embedding(
-            source_vocabulary_size, embedding_dim, embeddings_initializer=init["embedding"],
+            source_vocabulary_size, embedding_dim, embeddings_initializer=init("embedding"),
             dtype=self.dtype_policy, name="source_embedding",
         )
         self.encoder_gru = keras.layers.GRU(
@@ -517,16 +520,16 @@ class RNNEncDec(_TranslationModel):
             reset_after=False,
             recurrent_initializer=layers_lib.BlockOrthogonal(),
             name="encoder_gru",
-            **dense,
+            **dense(),
         )
-        self.context_dense = keras.layers.Dense(hidden_dim, activation="tanh", name="context", **dense)  # V
-        self.initial_state_dense = keras.layers.Dense(hidden_dim, activation="tanh", name="initial_state", **dense)
+        self.context_dense = keras.layers.Dense(hidden_dim, activation="tanh", name="context", **dense())  # V
+        self.initial_state_dense = keras.layers.Dense(hidden_dim, activation="tanh", name="initial_state", **dense())
         self.target_embedding = keras.layers.Embedding(
-            target_vocabulary_size, embedding_dim, embeddings_initializer=init["embedding"],
+            target_vocabulary_size, embedding_dim, embeddings_initializer=init("embedding"),
             dtype=self.dtype_policy, name="target_embedding",
         )
-        self.decoder_cell = layers_lib.ConditionalGRUCell(hidden_dim, name="decoder_cell", **dense)
-        self.readout = layers_lib.MaxoutReadout(maxout_dim, target_vocabulary_size, name="readout", **dense)
+        self.decoder_cell = layers_lib.ConditionalGRUCell(hidden_dim, name="decoder_cell", **dense())
+        self.readout = layers_lib.MaxoutReadout(maxout_dim, target_vocabulary_size, name="readout", **dense())
 
     def build(self, input_shape: tuple | None = None) -> None:
         n = self.hidden_dim
@@ -620,26 +623,34 @@ class Seq2Seq(_TranslationModel):
             init_scale=float(init_scale),
         )
         # === Layers ===
-        uniform = keras.initializers.RandomUniform(-self.init_scale, self.init_scale)
-        weights = dict(kernel_initializer=uniform, recurrent_initializer=uniform, dtype=self.dtype_policy)
+        def uniform():  # a new instance for every weight: each gets its own draw
+            return keras.initializers.RandomUniform(-self.init_scale, self.init_scale)
+
+        def weights():
+            return dict(kernel_initializer=uniform(), recurrent_initializer=uniform(), dtype=self.dtype_policy)
+
         self.source_embedding = keras.layers.Embedding(
-            source_vocabulary_size, embedding_dim, embeddings_initializer=uniform, dtype=self.dtype_policy,
+            source_vocabulary_size, embedding_dim, embeddings_initializer=uniform(), dtype=self.dtype_policy,
             name="source_embedding",
         )
         self.target_embedding = keras.layers.Embedding(
-            target_vocabulary_size, embedding_dim, embeddings_initializer=uniform, dtype=self.dtype_policy,
+            target_vocabulary_size, embedding_dim, embeddings_initializer=uniform(), dtype=self.dtype_policy,
             name="target_embedding",
         )
         self.encoder_layers = [
-            keras.layers.LSTM(hidden_dim, return_sequences=True, return_state=True, name=f"encoder_lstm_{i}", **weights)
+            keras.layers.LSTM(
+                hidden_dim, return_sequences=True, return_state=True, name=f"encoder_lstm_{i}", **weights()
+            )
             for i in range(num_layers)
         ]
         self.decoder_layers = [
-            keras.layers.LSTM(hidden_dim, return_sequences=True, return_state=True, name=f"decoder_lstm_{i}", **weights)
+            keras.layers.LSTM(
+                hidden_dim, return_sequences=True, return_state=True, name=f"decoder_lstm_{i}", **weights()
+            )
             for i in range(num_layers)
         ]
         self.output_dense = keras.layers.Dense(
-            target_vocabulary_size, kernel_initializer=uniform, dtype=self.dtype_policy, name="output"
+            target_vocabulary_size, kernel_initializer=uniform(), dtype=self.dtype_policy, name="output"
         )
         # tf.train.Checkpoint follows attributes, not the lists Keras 3 wraps (without these, the
         # checkpoints held no LSTM weight): each LSTM is also an attribute of its own
@@ -733,10 +744,12 @@ _PAPER_TRAINING = dict(optimizer="adadelta", learning_rate=1.0, clipnorm=1.0, ba
 # Sutskever et al. 2014: SGD 0.7 halved every half epoch after epoch 5, norm <= 5, batch 128.
 _SUTSKEVER_TRAINING = dict(optimizer="sgd", learning_rate=0.7, clipnorm=5.0, batch_size=128,
                            bucketing="paper", schedule="halving", max_length=50)
-# What most users want on small data and a CPU (measurements in bahdanau_tf/cli/train.py).
+# What most users want on small data and a CPU: Adam 5e-3; precision and XLA are the device's
+# (`bahdanau_tf.devices`), see the measurements in `bahdanau_tf.cli.train` and
+# benchmarks/train_throughput.py.
 _REDUCED_TRAINING = dict(optimizer="adam", learning_rate=5e-3, clipnorm=1.0, batch_size=64,
                          bucketing="paper", schedule="constant", max_length=50, eval_every=200,
-                         checkpoint_every=200, precision="mixed_bfloat16", jit_compile=False)
+                         checkpoint_every=200)
 _TINY_TRAINING = dict(_REDUCED_TRAINING, batch_size=32)
 _PAPER_VOCABULARIES = dict(source_vocabulary_size=30000, target_vocabulary_size=30000)
 _SMALL = dict(source_vocabulary_size=8000, target_vocabulary_size=8000, embedding_dim=128,

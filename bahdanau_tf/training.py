@@ -33,7 +33,6 @@ import dataclasses
 import json
 import math
 import os
-import platform
 import shutil
 import signal
 import sys
@@ -45,13 +44,14 @@ from typing import Any, Callable
 import keras
 import tensorflow as tf
 
+from bahdanau_tf import devices
 from bahdanau_tf import losses
 from bahdanau_tf import model_directory as model_directory_lib
 from bahdanau_tf import models as models_lib
 from bahdanau_tf.special_tokens import END_ID, PAD_ID, START_ID
 
 OPTIMIZERS = ("adadelta", "adam", "sgd")
-SCHEDULES = ("constant", "halving")
+SCHEDULES = ("constant", "halving", "warmup_rsqrt")
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
 STRATEGIES = ("default", "mirrored", "multi_worker")
 
@@ -67,8 +67,10 @@ class TrainingConfig:
         optimizer: ``"adadelta"`` (rho 0.95, epsilon 1e-6: the paper), ``"adam"`` or ``"sgd"``.
         learning_rate: float.
         clipnorm: float or None, the bound on the global L2 norm of the gradient (paper: 1).
-        schedule: ``"constant"`` or ``"halving"`` (Sutskever et al.: halve the learning rate every
-            half epoch after epoch 5).
+        schedule: ``"constant"``, ``"halving"`` (Sutskever et al.: halve the learning rate every
+            half epoch after epoch 5) or ``"warmup_rsqrt"`` (`WarmupRsqrtSchedule`: linear
+            warm-up over ``warmup_steps``, then decay as 1 / sqrt(step)).
+        warmup_steps: int, the warm-up of ``"warmup_rsqrt"``.
         batch_size: int, sentence pairs per update (global, over all replicas).
         max_length: int, longer pairs are dropped (the -50 / -30 of the presets).
         bucketing: ``"paper"`` (1,600 pairs sorted by length, cut into 20 minibatches),
@@ -82,8 +84,11 @@ class TrainingConfig:
         keep_checkpoints: int, how many recent checkpoints `tf.train.CheckpointManager` keeps.
         log_every: int, steps between progress lines and summaries (the only host reads).
         precision: ``"float32"``, ``"mixed_bfloat16"`` or ``"mixed_float16"`` (dynamic loss
-            scaling); logits and loss stay float32.
-        jit_compile: bool, compile the forward and backward pass with XLA.
+            scaling); logits and loss stay float32. None (default): the device's choice,
+            `bahdanau_tf.devices.training_choice` (bf16 on CPUs with bf16 units and on GPUs
+            from compute capability 8.0, float16 on 7.x, float32 elsewhere).
+        jit_compile: bool, compile the forward and backward pass with XLA. None (default): the
+            device's choice (off on CPUs with bf16 units, on elsewhere).
         pad_to_multiple: int or None, pad batch lengths up to a multiple of this: bounds the
             number of XLA compilations, costs padding. None (default): 8 with ``jit_compile``,
             else 1 (a ``tf.function`` without XLA runs every shape with one trace).
@@ -102,6 +107,7 @@ class TrainingConfig:
     learning_rate: float = 1e-3
     clipnorm: float | None = 1.0
     schedule: str = "constant"
+    warmup_steps: int = 200
     batch_size: int = 64
     max_length: int = 50
     bucketing: str | None = "paper"
@@ -113,8 +119,8 @@ class TrainingConfig:
     checkpoint_every: int = 500
     keep_checkpoints: int = 3
     log_every: int = 50
-    precision: str = "float32"
-    jit_compile: bool = True
+    precision: str | None = None
+    jit_compile: bool | None = None
     pad_to_multiple: int | None = None
     seed: int = 1234
     summaries: bool = True
@@ -122,6 +128,13 @@ class TrainingConfig:
     dev_bleu_sentences: int = 100
 
     def __post_init__(self):
+        # precision and XLA left to the device (None) are resolved here, once
+        self.device_choice = None
+        self.device_chose = tuple(name for name in ("precision", "jit_compile") if getattr(self, name) is None)
+        if self.device_chose:
+            self.device_choice = devices.training_choice(precision=self.precision)
+            for name in self.device_chose:
+                setattr(self, name, getattr(self.device_choice, name))
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"`optimizer` must be one of {OPTIMIZERS}, got {self.optimizer!r}.")
         if self.schedule not in SCHEDULES:
@@ -129,7 +142,7 @@ class TrainingConfig:
         if self.precision not in PRECISIONS:
             raise ValueError(f"`precision` must be one of {PRECISIONS}, got {self.precision!r}.")
         positive = ["batch_size", "max_length", "eval_every", "checkpoint_every", "log_every", "dev_sentences",
-                    "keep_checkpoints"] + (["pad_to_multiple"] if self.pad_to_multiple is not None else [])
+                    "keep_checkpoints", "warmup_steps"] + (["pad_to_multiple"] if self.pad_to_multiple is not None else [])
         for name in positive:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -146,6 +159,14 @@ class TrainingConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
                 raise ValueError(f"`{name}` must be an int >= {low}, got {value!r}.")
+
+    def speed_summary(self):
+        """``"float32 + XLA (device choice: CPU without bfloat16 units)"``, for the header line."""
+        words = f"{self.precision}{' + XLA' if self.jit_compile else ', no XLA'}"
+        if not self.device_chose:
+            return f"{words} (as set)"
+        which = "" if len(self.device_chose) == 2 else f" of {self.device_chose[0]}"
+        return f"{words} (device choice{which}: {self.device_choice.reason})"
 
     @property
     def padding_multiple(self) -> int:
@@ -193,12 +214,40 @@ class HalvingSchedule(keras.optimizers.schedules.LearningRateSchedule):
         )
 
 
+class WarmupRsqrtSchedule(keras.optimizers.schedules.LearningRateSchedule):
+    """Linear warm-up to the peak, then decay as 1 / sqrt(step) (Vaswani et al. 2017, eq. 3).
+
+    ``lr(step) = peak * min((step + 1) / warmup_steps, sqrt(warmup_steps / (step + 1)))``: the
+    first updates, taken on a random model with Adam's still unreliable second-moment estimates,
+    are small; after the peak at ``warmup_steps`` the rate falls slowly (a quarter of the peak
+    at 16 x ``warmup_steps``) and needs no total step count, so it suits wall-time budgets.
+
+    Args:
+        peak_learning_rate: float.
+        warmup_steps: int >= 1.
+    """
+
+    def __init__(self, peak_learning_rate, warmup_steps):
+        self.peak_learning_rate = float(peak_learning_rate)
+        self.warmup_steps = int(warmup_steps)
+
+    def __call__(self, step):
+        step = tf.cast(step, "float32") + 1.0
+        warmup = float(self.warmup_steps)
+        return self.peak_learning_rate * tf.minimum(step / warmup, tf.sqrt(warmup / step))
+
+    def get_config(self):
+        return dict(peak_learning_rate=self.peak_learning_rate, warmup_steps=self.warmup_steps)
+
+
 def make_optimizer(config: TrainingConfig,
                    steps_per_epoch: int | tf.Variable | None = None) -> keras.optimizers.Optimizer:
     """The Keras optimizer of a `TrainingConfig` (clipping is done by the trainer, not here)."""
     learning_rate = config.learning_rate
     if config.schedule == "halving":
         learning_rate = HalvingSchedule(learning_rate, 1 if steps_per_epoch is None else steps_per_epoch)
+    elif config.schedule == "warmup_rsqrt":
+        learning_rate = WarmupRsqrtSchedule(learning_rate, config.warmup_steps)
     if config.optimizer == "adadelta":
         optimizer = keras.optimizers.Adadelta(learning_rate, rho=0.95, epsilon=1e-6)
     elif config.optimizer == "adam":
@@ -227,16 +276,7 @@ def make_strategy(name: str = "default", devices: list | None = None) -> tf.dist
     raise ValueError(f"`strategy` must be one of {STRATEGIES}, got {name!r}.")
 
 
-def device_description() -> str:
-    """A short description of the devices training runs on, for the report."""
-    gpus = tf.config.list_physical_devices("GPU")
-    if gpus:
-        names = []
-        for gpu in gpus:
-            details = tf.config.experimental.get_device_details(gpu)
-            names.append(details.get("device_name", gpu.name))
-        return f"{len(gpus)} x GPU ({', '.join(sorted(set(names)))})"
-    return f"CPU ({platform.processor() or platform.machine()}, {os.cpu_count()} cores)"
+device_description = devices.device_description  # moved to bahdanau_tf.devices
 
 
 def _summary_metadata(plugin_name, data_class):
@@ -570,7 +610,8 @@ class Trainer:
             return
         settings = {"preset": self.preset, "training": dataclasses.asdict(self.config), **self.settings}
         model_directory_lib.write_model_config(
-            self.output_dir, self.model, self.source_tokenizer, self.target_tokenizer, settings)
+            self.output_dir, self.model, self.source_tokenizer, self.target_tokenizer, settings,
+            device=self._device_record())
 
     def _abandon_fresh_start(self):
         """A run that failed before its first checkpoint leaves the directory as it found it."""
@@ -592,6 +633,17 @@ class Trainer:
         """Releases the output directory (`fit` does it when it returns or raises)."""
         self._lock.release()
         self._restored = None
+
+    def _device_record(self):
+        """What ``model.json`` records about the device and the speed settings used on it."""
+        config = self.config
+        return {
+            "machine": devices.detect().to_json(),
+            "precision": config.precision,
+            "jit_compile": bool(config.jit_compile),
+            "chosen_by_device": list(config.device_chose),  # the others were set explicitly
+            "reason": config.device_choice.reason if config.device_choice is not None else None,
+        }
 
     @tf.function
     def _weights_finite(self):
@@ -807,8 +859,8 @@ class Trainer:
             f"Training {type(self.model).__name__} ({self.preset}, {self.model.count_params():,} parameters) on "
             f"{run.train_pairs:,} of {counts['total']:,} pairs{dropped} ({steps_per_epoch:,} updates/epoch), "
             f"batch {config.batch_size}, "
-            f"{config.optimizer} lr {config.learning_rate:g}, clipnorm {config.clipnorm}, {config.precision}, "
-            f"jit {config.jit_compile}, {self.strategy.num_replicas_in_sync} replica(s), device {device_description()}."
+            f"{config.optimizer} lr {config.learning_rate:g}, clipnorm {config.clipnorm}, {config.speed_summary()}, "
+            f"{self.strategy.num_replicas_in_sync} replica(s), device {device_description()}."
         )
         run.start = run.window_start = time.time()
         run.step = run.resumed_step
@@ -1097,6 +1149,7 @@ __all__ = [
     "Trainer",
     "TrainingConfig",
     "HalvingSchedule",
+    "WarmupRsqrtSchedule",
     "NonFiniteLossError",
     "DirectoryInUseError",
     "TrainingInterrupted",

@@ -60,29 +60,39 @@ Decisions (all documented here once):
   column forbids it: ``forbid_unknown=True``).
 - **Ensembles** (Sutskever et al. 2014): several models over the same vocabularies; their
   probabilities are averaged at every step (`bahdanau_tf.decoding.ensemble_step_fn`).
-- **XLA**: with ``jit_compile=True`` the search (encoder + beam search over int tensors) is
-  compiled with XLA; tokenization stays outside it (string ops). XLA compiles one program per
-  input shape and length limit, so it pays off for repeated shapes (benchmarks) rather than
-  for mixed traffic; TF Serving runs XLA:CPU only with ``--xla_cpu_compilation_enabled``.
-  Under XLA the per-sentence length limits are compile-time constants of beam search's
-  buffers, so a new batch *content* (not only shape) can mean a new compilation (1-40 s):
-  XLA is about 1.5-2x faster on a warm, repeated batch and much slower on fresh traffic.
-  The default is therefore False (see benchmarks/decode_throughput.py for the measurements).
+- **XLA**: `translate` (and so bahdanau-translate and bahdanau-evaluate) compiles the search
+  (encoder + beam search over int tensors) with XLA by default (``jit_compile``, see
+  `bahdanau_tf.devices.decoding_jit`); tokenization stays outside it (string ops). XLA
+  compiles one program per input shape, so each chunk is padded to a *row bucket* (powers of
+  two up to ``decode_chunk_size``; filler rows are empty sources that end at once) and a
+  *length bucket* (``length_buckets``, capped at ``max_source_length + 1``), and beam search
+  gets a static output buffer, the largest limit of that width, separate from the
+  per-sentence length limits (runtime data). A stream of requests therefore compiles at most
+  ``len(row_buckets) * len(length_buckets)`` programs per (beam size, n-best,
+  alignments) combination (`compilation_bound`; 5 x 8 = 40 with the defaults, ~5-10 for a
+  test set sorted by length); `compilations` counts them. Padding is masked, so the outputs
+  are those of the non-XLA path up to float rounding. The exported signatures stay without
+  XLA unless ``serving_jit_compile`` (``bahdanau-export --jit``): TF Serving's model server
+  runs XLA:CPU only with ``--xla_cpu_compilation_enabled``.
 """
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
+import math
 from typing import Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
 
-from bahdanau_tf import decoding
+from bahdanau_tf import decoding, devices
 from bahdanau_tf.special_tokens import END_ID, END_TOKEN, PAD_ID, START_ID, UNK_ID
 
 DEFAULT_BEAM_SIZE = 5
 DEFAULT_MAX_SOURCE_LENGTH = 100
+# padded source widths ([END] included) of the XLA search: few shapes, little padding
+DEFAULT_LENGTH_BUCKETS = (8, 16, 24, 32, 48, 64, 96, 128, 192, 256)
 MAX_BEAM_SIZE = 64  # translate_nbest clamps its beam_size input to this
 
 _SENTENCES = tf.TensorSpec([None], tf.string, name="sentences")
@@ -155,9 +165,14 @@ class Translator(tf.Module):
         max_source_length: int, inputs are cut to this many tokens (100).
         max_length_ratio: float, output limit = ceil(ratio * source tokens) + offset (2.0).
         max_length_offset: int (10).
-        jit_compile: bool, compile the search with XLA (see the module docstring).
-        decode_chunk_size: int, sentences searched together inside one graph call (16); a
-            batch is sorted by length and searched chunk after chunk (see the module docstring).
+        jit_compile: bool, compile `translate`'s search with XLA, over bucketed shapes (see the
+            module docstring); None (default): `bahdanau_tf.devices.decoding_jit` (yes).
+        decode_chunk_size: int, sentences searched together (16); a batch is sorted by length
+            and searched chunk after chunk (see the module docstring).
+        serving_jit_compile: bool, compile the search of the exported signatures with XLA
+            (False: TF Serving runs XLA:CPU only with ``--xla_cpu_compilation_enabled``).
+        length_buckets: increasing ints, the padded source widths (tokens + ``[END]``) the XLA
+            search is compiled for; wider sources use ``max_source_length + 1``.
         name: optional module name.
 
     Example:
@@ -171,7 +186,8 @@ class Translator(tf.Module):
     def __init__(self, models, source_tokenizer, target_tokenizer,
                  beam_size=DEFAULT_BEAM_SIZE, length_penalty=0.0,
                  max_source_length=DEFAULT_MAX_SOURCE_LENGTH, max_length_ratio=2.0,
-                 max_length_offset=10, jit_compile=False, decode_chunk_size=16, name=None):
+                 max_length_offset=10, jit_compile=None, decode_chunk_size=16,
+                 serving_jit_compile=False, length_buckets=DEFAULT_LENGTH_BUCKETS, name=None):
         super().__init__(name=name)
         models = list(models) if isinstance(models, (list, tuple)) else [models]
         if not models:
@@ -180,7 +196,12 @@ class Translator(tf.Module):
         _check_int("max_source_length", max_source_length, 1)
         _check_int("max_length_offset", max_length_offset, 0)
         _check_int("decode_chunk_size", decode_chunk_size, 1)
-        if not isinstance(length_penalty, (int, float)) or length_penalty < 0:
+        length_buckets = tuple(length_buckets)
+        for bucket in length_buckets:
+            _check_int("length_buckets", bucket, 2)
+        if list(length_buckets) != sorted(set(length_buckets)):
+            raise ValueError(f"length_buckets must be increasing, got {length_buckets!r}.")
+        if not isinstance(length_penalty, (int, float)) or not length_penalty >= 0:
             raise ValueError(f"length_penalty must be a float >= 0, got {length_penalty!r}.")
         if not isinstance(max_length_ratio, (int, float)) or max_length_ratio < 0:
             raise ValueError(f"max_length_ratio must be a float >= 0, got {max_length_ratio!r}.")
@@ -215,8 +236,14 @@ class Translator(tf.Module):
         self.max_source_length = int(max_source_length)
         self.max_length_ratio = float(max_length_ratio)
         self.max_length_offset = int(max_length_offset)
-        self.jit_compile = bool(jit_compile)
+        self.jit_compile = devices.decoding_jit() if jit_compile is None else bool(jit_compile)
+        self.serving_jit_compile = bool(serving_jit_compile)
         self.decode_chunk_size = int(decode_chunk_size)
+        # the padded source widths of the XLA path ([END] included), capped by the longest input
+        cap = self.max_source_length + 1
+        self.length_buckets = tuple(b for b in length_buckets if b < cap) + (cap,)
+        self.row_buckets = tuple(sorted({min(2 ** k, self.decode_chunk_size)
+                                         for k in range(self.decode_chunk_size.bit_length() + 1)}))
         self._cache = _FunctionCache()
 
     @property
@@ -234,8 +261,7 @@ class Translator(tf.Module):
         """Loads one training output directory, or several for an ensemble.
 
         Args:
-            model_dirs: str, or a list of str (an ensemble; the vocabularies must be equal):
-                model directories or ``.keras`` files (`bahdanau_tf.model_directory`).
+            model_dirs: str, or a list of str (an ensemble; the vocabularies must be equal).
             which: ``"best"`` (best dev NLL, else latest) or ``"latest"`` checkpoint.
             dtype: optional dtype policy to rebuild the models in (e.g. ``"float32"`` for a
                 model trained under mixed precision); None keeps the training policy.
@@ -303,7 +329,8 @@ class Translator(tf.Module):
                          tf.int32) + self.max_length_offset
         return tf.where(lengths > 0, tf.maximum(limits, 1), 1)
 
-    def _search(self, source_ids, limits, forbid_unknown, beam_size, nbest, return_attention):
+    def _search(self, source_ids, limits, forbid_unknown, beam_size, nbest, return_attention,
+                buffer_length=None):
         """Encoder + beam search over int tensors: the part XLA can compile.
 
         ``beam_size`` is an int, an int32 scalar, or int32 ``[batch]`` per-row beams (the
@@ -331,35 +358,60 @@ class Translator(tf.Module):
             length_penalty=self.length_penalty, forbid_ids=forbid, nbest=nbest,
             return_attention=return_attention,
             attention_length=tf.shape(source_ids)[1] if return_attention else None,
-            beam_sizes=beam_sizes)
+            buffer_length=buffer_length, beam_sizes=beam_sizes)
         return output
 
-    def _static_search(self, beam_size, nbest, return_attention):
-        """The search with Python beam/nbest, a tf.function (XLA when asked), cached."""
-        key = ("search", beam_size, nbest, return_attention)
+    def _static_search(self, beam_size, nbest, return_attention, jit_compile):
+        """The search with Python beam/nbest, a tf.function (XLA when asked), cached.
+
+        Its last argument, ``buffer_length``, is a Python int: under XLA each value (and each
+        input shape) is one trace, one compilation (`compilations` counts them).
+        """
+        key = ("search", beam_size, nbest, return_attention, jit_compile)
         if key not in self._cache.functions:
-            def search(source_ids, limits, forbid_unknown):
+            def search(source_ids, limits, forbid_unknown, buffer_length=None):
                 return tuple(x for x in self._search(source_ids, limits, forbid_unknown,
-                                                     beam_size, nbest, return_attention)
+                                                     beam_size, nbest, return_attention,
+                                                     buffer_length)
                              if x is not None)
             self._cache.functions[key] = tf.function(
-                search, jit_compile=self.jit_compile, reduce_retracing=True)
+                search, jit_compile=jit_compile, reduce_retracing=not jit_compile)
         return self._cache.functions[key]
 
+    @property
+    def compilations(self) -> int:
+        """XLA programs compiled so far by `translate` (one per bucketed shape and variant).
+
+        At most ``len(row_buckets) * len(length_buckets)`` per (beam_size, nbest,
+        return_alignments) used, see `compilation_bound`; forbid_unknown is data.
+        """
+        return sum(function.experimental_get_tracing_count()
+                   for key, function in self._cache.functions.items() if key[0] == "search" and key[-1])
+
+    def compilation_bound(self, variants=1) -> int:
+        """The most XLA compilations `translate` can make for ``variants`` (beam_size, nbest,
+        return_alignments) combinations: one per row bucket and length bucket."""
+        return variants * len(self.row_buckets) * len(self.length_buckets)
+
+    def _buffer_length(self, width):
+        """The output buffer of a source width (tokens + [END]): the largest possible limit."""
+        return max(int(math.ceil(self.max_length_ratio * (width - 1))) + self.max_length_offset, 1)
+
     def _search_in_chunks(self, search, source_ids, lengths, limits, forbid_unknown, nbest,
-                          return_attention, row_inputs=()):
+                          return_attention, jit_compile=False, row_inputs=()):
         """Runs ``search`` over chunks of ``decode_chunk_size`` sentences of similar length.
 
         The batch is sorted by source length (longest first), cut into chunks, and each chunk
         is searched on its own, with its own padding and its own early exit: a long sentence
         no longer keeps a whole large batch stepping, and smaller ``[rows, vocabulary]``
         tensors stay in cache. Rows are independent, so the results are those of one big
-        search, put back in the input order. ``row_inputs``: more ``[batch]`` tensors (e.g.
-        per-row beams), sorted and cut like the rows and passed to ``search`` after its
-        three arguments.
+        search, put back in the input order. Under XLA each chunk is padded to a row bucket
+        and a length bucket, and its output buffer is that bucket's, so that a stream of
+        batches meets a bounded number of shapes. ``row_inputs``: more ``[batch]`` int32
+        tensors (e.g. per-row beams), sorted and cut like the rows and passed to ``search``
+        after its four arguments.
         """
         batch = tf.shape(source_ids)[0]
-        width = tf.shape(source_ids)[1]
         order = tf.argsort(lengths, direction="DESCENDING", stable=True)
         source_ids, lengths, limits = (tf.gather(t, order) for t in (source_ids, lengths, limits))
         row_inputs = tuple(tf.gather(t, order) for t in row_inputs)
@@ -367,95 +419,113 @@ class Translator(tf.Module):
         chunk = self.decode_chunk_size
         # at least one (possibly empty) chunk, so an empty batch still has outputs to concat
         chunks = tf.maximum((batch + chunk - 1) // chunk, 1)
+        source_ids = tf.pad(source_ids, [[0, chunks * chunk - batch], [0, 0]], constant_values=PAD_ID)
+        lengths = tf.pad(lengths, [[0, chunks * chunk - batch]])
+        limits = tf.pad(limits, [[0, chunks * chunk - batch]], constant_values=1)
+        row_inputs = tuple(tf.pad(t, [[0, chunks * chunk - batch]], constant_values=1)
+                           for t in row_inputs)
+        width = tf.shape(source_ids)[1]
         count = 4 if return_attention else 3
         dtypes = (tf.int32, tf.int32, tf.float32, tf.float32)[:count]
         arrays = tuple(tf.TensorArray(dtype, size=chunks, infer_shape=False) for dtype in dtypes)
+        row_buckets = tf.constant(self.row_buckets)
+        length_buckets = tf.constant(self.length_buckets)
 
         def body(i, arrays):
             start = i * chunk
-            end = tf.minimum(start + chunk, batch)
+            rows = tf.minimum(batch - start, chunk)
             # the chunk's own padding: its longest source plus [END]
-            chunk_width = tf.reduce_max(tf.concat([lengths[start:end] + 1, [1]], 0))
-            outputs = search(source_ids[start:end, :chunk_width], limits[start:end],
-                             forbid_unknown, *(t[start:end] for t in row_inputs))
+            chunk_width = tf.reduce_max(tf.concat([lengths[start:start + rows] + 1, [1]], 0))
+            buffer_length = None
+            if jit_compile:
+                rows = row_buckets[tf.searchsorted(row_buckets, [tf.maximum(rows, 1)])[0]]
+                chunk_width = length_buckets[tf.searchsorted(length_buckets, [chunk_width])[0]]
+                buffer_length = tf.cast(tf.math.ceil(self.max_length_ratio * tf.cast(chunk_width - 1, tf.float32)),
+                                        tf.int32) + self.max_length_offset
+            ids = tf.pad(source_ids[start:start + rows, :chunk_width],
+                         [[0, 0], [0, chunk_width - tf.minimum(chunk_width, width)]])
+            chunk_limits = limits[start:start + rows]
+            # filler rows (an [END]-only source, limit 1) end at once
+            ids = tf.where(tf.range(chunk_width)[None, :] == 0, tf.where(ids[:, :1] == PAD_ID, END_ID, ids), ids)
+            outputs = search(ids, chunk_limits, forbid_unknown, buffer_length,
+                             *(t[start:start + rows] for t in row_inputs))
+            outputs = [tensor[:tf.minimum(rows, batch - start)] for tensor in outputs]
             ids, out_lengths, scores = outputs[:3]
-            padded = [tf.pad(ids, [[0, 0], [0, 0], [0, time - tf.shape(ids)[2]]]), out_lengths,
-                      scores]
+            ids = ids[:, :, :time]
+            padded = [tf.pad(ids, [[0, 0], [0, 0], [0, time - tf.shape(ids)[2]]]), out_lengths, scores]
             if return_attention:
-                attention = outputs[3]
-                padded.append(tf.pad(attention, [[0, 0], [0, 0],
-                                                 [0, time - tf.shape(attention)[2]],
+                attention = outputs[3][:, :, :time, :width]
+                padded.append(tf.pad(attention, [[0, 0], [0, 0], [0, time - tf.shape(attention)[2]],
                                                  [0, width - tf.shape(attention)[3]]]))
             return i + 1, tuple(a.write(i, t) for a, t in zip(arrays, padded))
 
         _, arrays = tf.while_loop(lambda i, arrays: i < chunks, body, (0, arrays))
         inverse = tf.math.invert_permutation(order)
-        results = []
-        for array, dtype in zip(arrays, dtypes):
-            value = array.concat()
-            results.append(tf.gather(value, inverse))
-        ids = tf.reshape(results[0], [batch, -1, time])
-        nbest_dim = tf.shape(ids)[1]
-        results[0] = ids
-        results[1] = tf.reshape(results[1], [batch, nbest_dim])
-        results[2] = tf.reshape(results[2], [batch, nbest_dim])
+        results = [tf.gather(array.concat(), inverse) for array in arrays]
+        nbest_dim = tf.shape(results[1])[-1]
+        results[0] = tf.reshape(results[0], [batch, nbest_dim, time])
         if return_attention:
             results[3] = tf.reshape(results[3], [batch, nbest_dim, time, width])
         return tuple(results)
 
     def _translate_graph(self, sentences, beam_size, nbest, forbid_unknown=False,
                          return_attention=False):
-        """The whole pipeline for one batch; returns a dict of tensors.
+        """The whole pipeline for one batch (the signatures' graph); returns a dict of tensors.
 
         ``beam_size`` and ``nbest`` are Python ints (static shapes, XLA possible) or int32
         scalars (a dynamic beam: no XLA); ``beam_size`` may also be int32 ``[batch]``, one
-        beam per row.
+        beam per row. XLA when ``serving_jit_compile``.
         """
         sentences = tf.reshape(tf.convert_to_tensor(sentences, tf.string), [-1])
         source_ids, lengths = self._source_ids(sentences)
         limits = self._length_limits(lengths)
         forbid_unknown = tf.convert_to_tensor(forbid_unknown, tf.bool)
+        jit_compile = self.serving_jit_compile and isinstance(beam_size, int) and isinstance(nbest, int)
         row_inputs = ()
         if isinstance(beam_size, int) and isinstance(nbest, int):
-            search = self._static_search(beam_size, nbest, return_attention)
+            search = self._static_search(beam_size, nbest, return_attention, jit_compile)
         else:
             if isinstance(beam_size, tf.Tensor) and beam_size.shape.rank == 1:
                 row_inputs = (beam_size,)
 
-            def search(chunk_ids, chunk_limits, forbid, *chunk_rows):
+            def search(chunk_ids, chunk_limits, forbid, buffer_length=None, *chunk_rows):
                 chunk_beam = chunk_rows[0] if chunk_rows else beam_size
                 return tuple(x for x in self._search(chunk_ids, chunk_limits, forbid, chunk_beam,
                                                      nbest, return_attention) if x is not None)
         results = self._search_in_chunks(search, source_ids, lengths, limits, forbid_unknown,
-                                         nbest, return_attention, row_inputs=row_inputs)
-        ids, out_lengths, scores = results[:3]
+                                         nbest, return_attention, jit_compile, row_inputs)
+        outputs = self._outputs(sentences, lengths, *results[:3])
+        if return_attention:
+            outputs.update(self._alignment_outputs(sentences, lengths, outputs, results[3]))
+        return outputs
+
+    def _outputs(self, sentences, lengths, ids, out_lengths, scores):
+        """Texts, scores, ids and lengths of searched ids [batch, nbest, time]; an empty
+        source gets "" and score 0."""
         empty = lengths == 0  # [batch]
-        batch = tf.shape(ids)[0]
-        nbest_dim = tf.shape(ids)[1]
+        batch, nbest_dim = tf.shape(ids)[0], tf.shape(ids)[1]
         flat_ids = tf.reshape(ids, [batch * nbest_dim, -1])
         texts = tf.reshape(self.target_tokenizer.detokenize(flat_ids), [batch, nbest_dim])
-        texts = tf.where(empty[:, None], "", texts)
-        scores = tf.where(empty[:, None], 0.0, scores)
-        out_lengths = tf.where(empty[:, None], 0, out_lengths)
-        outputs = {"translations": texts, "scores": scores, "ids": ids, "lengths": out_lengths,
-                   "source_lengths": lengths}
-        if return_attention:
-            best_ids = ids[:, 0]  # [batch, time]
-            target_lengths = out_lengths[:, 0]
-            target_tokens = self.target_tokenizer.id_to_token(best_ids)
-            valid = tf.range(tf.shape(best_ids)[1])[None, :] < target_lengths[:, None]
-            source_tokens = self.source_tokenizer.tokens(sentences)[:, : self.max_source_length]
-            end = tf.RaggedTensor.from_tensor(tf.fill([source_tokens.nrows(), 1], END_TOKEN))
-            source_tokens = tf.concat([source_tokens, end], axis=1).to_tensor(default_value="")
-            attention = results[3][:, 0]  # [batch, time, source_len]
-            outputs.update(
-                source_tokens=source_tokens,
-                source_lengths=lengths + 1,
-                target_tokens=tf.where(valid, target_tokens, ""),
-                target_lengths=target_lengths,
-                attention=tf.where(valid[:, :, None], attention, 0.0),
-            )
-        return outputs
+        return {"translations": tf.where(empty[:, None], "", texts),
+                "scores": tf.where(empty[:, None], 0.0, scores), "ids": ids,
+                "lengths": tf.where(empty[:, None], 0, out_lengths), "source_lengths": lengths}
+
+    def _alignment_outputs(self, sentences, lengths, outputs, attention):
+        """The tokens and attention of the best translations (``align``'s extra outputs)."""
+        best_ids = outputs["ids"][:, 0]  # [batch, time]
+        target_lengths = outputs["lengths"][:, 0]
+        target_tokens = self.target_tokenizer.id_to_token(best_ids)
+        valid = tf.range(tf.shape(best_ids)[1])[None, :] < target_lengths[:, None]
+        source_tokens = self.source_tokenizer.tokens(sentences)[:, : self.max_source_length]
+        end = tf.RaggedTensor.from_tensor(tf.fill([source_tokens.nrows(), 1], END_TOKEN))
+        source_tokens = tf.concat([source_tokens, end], axis=1).to_tensor(default_value="")
+        return dict(
+            source_tokens=source_tokens,
+            source_lengths=lengths + 1,
+            target_tokens=tf.where(valid, target_tokens, ""),
+            target_lengths=target_lengths,
+            attention=tf.where(valid[:, :, None], attention[:, 0], 0.0),  # [batch, time, source_len]
+        )
 
     # === The signatures (tf.functions meant for export) ===
 
@@ -535,6 +605,7 @@ class Translator(tf.Module):
     # === Python API ===
 
     def _batch_function(self, beam_size, nbest, forbid_unknown, return_alignments):
+        """Without XLA: the signatures' whole pipeline as one graph per batch."""
         key = ("batch", beam_size, nbest, forbid_unknown, return_alignments)
         if key not in self._cache.functions:
             def translate_batch(sentences):
@@ -544,9 +615,77 @@ class Translator(tf.Module):
                                                      input_signature=[_SENTENCES])
         return self._cache.functions[key]
 
+    def _graph_pieces(self, return_alignments):
+        """With XLA: the string graphs around the search (tokenize before, detokenize after)."""
+        key = ("pieces", return_alignments)
+        if key not in self._cache.functions:
+            def prepare(sentences):
+                source_ids, lengths = self._source_ids(sentences)
+                return source_ids, lengths, self._length_limits(lengths)
+
+            def finish(sentences, lengths, ids, out_lengths, scores, attention=None):
+                outputs = self._outputs(sentences, lengths, ids, out_lengths, scores)
+                if return_alignments:
+                    outputs.update(self._alignment_outputs(sentences, lengths, outputs, attention))
+                return outputs
+
+            int_matrix = tf.TensorSpec([None, None, None], tf.int32)
+            float_matrix = tf.TensorSpec([None, None], tf.float32)
+            signature = [_SENTENCES, tf.TensorSpec([None], tf.int32), int_matrix,
+                         tf.TensorSpec([None, None], tf.int32), float_matrix]
+            if return_alignments:
+                signature.append(tf.TensorSpec([None, None, None, None], tf.float32))
+            self._cache.functions[key] = (tf.function(prepare, input_signature=[_SENTENCES]),
+                                          tf.function(finish, input_signature=signature))
+        return self._cache.functions[key]
+
+    def _xla_search(self, source_ids, lengths, limits, beam_size, nbest, forbid_unknown,
+                    return_alignments):
+        """The XLA search of one batch, chunk by chunk, over bucketed shapes (NumPy in, out).
+
+        Like `_search_in_chunks`, but the loop over chunks runs in Python, so each chunk's
+        shape (rows and width rounded up to `row_buckets` and `length_buckets`) and output
+        buffer (the largest limit of its width) are Python values: a new batch only compiles
+        when it meets a new bucket, and `compilations` counts exactly what was compiled.
+        """
+        search = self._static_search(beam_size, nbest, return_alignments, True)
+        forbid = tf.constant(bool(forbid_unknown))
+        batch = len(lengths)
+        order = np.argsort(-lengths, kind="stable")
+        time = int(max(limits.max(initial=1), 1))
+        width = source_ids.shape[1]
+        ids = np.full([batch, nbest, time], PAD_ID, np.int32)
+        out_lengths = np.zeros([batch, nbest], np.int32)
+        scores = np.zeros([batch, nbest], np.float32)
+        attention = np.zeros([batch, nbest, time, width], np.float32) if return_alignments else None
+        for start in range(0, batch, self.decode_chunk_size):
+            rows = order[start:start + self.decode_chunk_size]
+            padded_rows = self.row_buckets[bisect.bisect_left(self.row_buckets, len(rows))]
+            chunk_width = int(lengths[rows].max()) + 1
+            padded_width = self.length_buckets[bisect.bisect_left(self.length_buckets, chunk_width)]
+            chunk = np.full([padded_rows, padded_width], PAD_ID, np.int32)
+            chunk[:, 0] = END_ID  # filler rows: an empty source, limit 1
+            chunk[:len(rows), :chunk_width] = source_ids[rows, :chunk_width]
+            chunk_limits = np.ones([padded_rows], np.int32)
+            chunk_limits[:len(rows)] = limits[rows]
+            outputs = search(tf.constant(chunk), tf.constant(chunk_limits), forbid,
+                             self._buffer_length(padded_width))
+            steps = min(time, outputs[0].shape[2])
+            ids[rows, :, :steps] = outputs[0].numpy()[:len(rows), :, :steps]
+            out_lengths[rows] = outputs[1].numpy()[:len(rows)]
+            scores[rows] = outputs[2].numpy()[:len(rows)]
+            if return_alignments:
+                columns = min(width, padded_width)
+                attention[rows, :, :steps, :columns] = outputs[3].numpy()[:len(rows), :, :steps, :columns]
+        return ids, out_lengths, scores, attention
+
     def translate(self, sentences, beam_size=None, nbest=1, return_alignments=False,
                   forbid_unknown=False, batch_size=64) -> TranslationOutput:
         """Translates sentences, in batches of ``batch_size`` (sorted by length inside).
+
+        With ``jit_compile`` (the default) the search runs under XLA over bucketed shapes
+        (at most `compilation_bound` compilations per beam_size, nbest and return_alignments;
+        `compilations` counts them); without, as the exported signatures run it.
 
         Args:
             sentences: list of str (or bytes; invalid UTF-8 is tolerated), or one str.
@@ -573,8 +712,18 @@ class Translator(tf.Module):
         _check_int("batch_size", batch_size, 1)
         if return_alignments and not self.has_attention:
             raise ValueError("return_alignments=True needs models with attention (RNNsearch).")
-        function = self._batch_function(int(beam_size), int(nbest), bool(forbid_unknown),
-                                        bool(return_alignments))
+        beam_size, nbest = int(beam_size), int(nbest)
+        forbid_unknown, return_alignments = bool(forbid_unknown), bool(return_alignments)
+        if self.jit_compile:
+            prepare, finish = self._graph_pieces(return_alignments)
+
+            def function(batch):
+                source_ids, lengths, limits = (t.numpy() for t in prepare(batch))
+                searched = self._xla_search(source_ids, lengths, limits, beam_size, nbest,
+                                            forbid_unknown, return_alignments)
+                return finish(batch, lengths, *(x for x in searched if x is not None))
+        else:
+            function = self._batch_function(beam_size, nbest, forbid_unknown, return_alignments)
         # longest first: similar lengths share a batch (less padding), and the first graph
         # call sees the largest shapes
         order = sorted(range(len(sentences)), key=lambda i: -len(sentences[i]))

@@ -1,62 +1,68 @@
-"""Decode throughput of the Translator: sentences/s and target tokens/s, eager vs tf.function vs XLA.
+"""Decode throughput of `Translator.translate`: the old and new defaults side by side, per machine.
 
-What is timed is one call of the Translator's graph per batch — tokenization, encoder, beam
-search and detokenization, exactly what ``serving_default`` runs — on English verses of the
-Bible test split, for greedy search (beam 1) and beams 5 and 12, at batch 1, 16 and 64. A batch
-size of b decodes ``max(b, 16)`` sentences (16 calls of one sentence at batch 1). A second table
-shows how the cost grows with the source length (inputs of 10, 20, 40 and 80 words made by
-joining verses).
+What is timed is `Translator.translate` on English verses of the Bible test split (tokenization,
+encoder, beam search, detokenization; Python included, as bahdanau-translate and
+bahdanau-evaluate run it), for greedy search (beam 1) and beam 5:
 
-The model is a `small` preset (5k word vocabularies built from the train split) with its
-initial weights, unless ``--model_dir`` names a trained one. An untrained model hardly ever
-emits [END], so every hypothesis runs to the length limit (2 n + 10 tokens): the worst case.
-A trained model stops near the source length, which is why the tokens/s columns and the mean
-output length are printed too: compare runs by tokens/s.
+* ``old_default``: ``Translator(jit_compile=False)``, one ``tf.function`` per batch without
+  XLA (what the exported signatures run);
+* ``new_default``: ``Translator()``, XLA over bucketed shapes (`bahdanau_tf.translator`).
 
-Every variant is compiled/traced in an untimed warm-up round, then timed ``--rounds`` times; the
-best round is kept (the machine is shared and noisy). XLA compiles one program per input shape,
-so its warm-up is the price of each new shape (see the ``compile_s`` column).
+At batch sizes >= 16 ``--sentences`` verses are translated per round (sentences/s); at batch 1
+``--latency_sentences`` verses one call each, and the median and 90th percentile latency are
+reported. Each variant first translates the same workload once untimed (``warmup_s``: tracing
+and, for XLA, one compilation per bucketed shape — ``compilations``), then ``--rounds`` timed
+rounds; the best is kept (the machine is shared). The variants alternate round by round.
 
-    python benchmarks/decode_throughput.py [--model_dir=RUN] [--presets=small,rnnsearch-50]
-        [--batch_sizes=1,16,64] [--beam_sizes=1,5,12] [--variants=eager,function,xla]
+Machines: ``native`` and ``avx2``, an AVX2/FMA-only CPU emulated on this one
+(benchmarks/_machines.py); each runs in its own process and its JSON records the CPU model and
+flags. The model is ``--model_dir`` (a trained one: outputs stop near the source length) or an
+untrained ``small`` preset over 5k word vocabularies (outputs run to the length limit: the
+worst case), so compare runs by tokens/s too.
+
+    python benchmarks/decode_throughput.py [--model_dir=RUN] [--machines=native,avx2]
+        [--batch_sizes=64,1] [--beam_sizes=1,5]
 """
 
 import json
 import os
-import platform
+import sys
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import numpy as np
-import tensorflow as tf
 from absl import app, flags
 
-from bahdanau_tf.data import load_corpus
-from bahdanau_tf.model_directory import build_model, load_model_directory
-from bahdanau_tf.models import model_from_preset
-from bahdanau_tf.text import WordTokenizer
-from bahdanau_tf.translator import Translator
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _machines  # noqa: E402
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("model_dir", None, "A trained model directory (default: untrained presets).")
-flags.DEFINE_list("presets", ["small"], "Presets to measure without --model_dir.")
-flags.DEFINE_list("batch_sizes", ["1", "16", "64"], "Batch sizes.")
-flags.DEFINE_list("beam_sizes", ["1", "5", "12"], "Beam sizes (1 = greedy).")
-flags.DEFINE_list("variants", ["eager", "function", "xla"], "Execution modes.")
-flags.DEFINE_list("eager_beam_sizes", ["1", "5"], "Eager is slow: only these beams, at the "
-                  "largest batch size.")
-flags.DEFINE_list("source_lengths", ["10", "20", "40", "80"], "Source lengths (words) of the "
-                  "length sweep; empty to skip it.")
-flags.DEFINE_integer("sweep_batch_size", 16, "Batch size of the length sweep.")
-flags.DEFINE_integer("sweep_beam_size", 5, "Beam size of the length sweep.")
+flags.DEFINE_string("model_dir", None, "A trained model directory (default: an untrained preset).")
+flags.DEFINE_string("preset", "small", "Preset to measure without --model_dir.")
+flags.DEFINE_list("machines", ["native", "avx2"], "Machines: native and/or avx2 (emulated).")
+flags.DEFINE_list("batch_sizes", ["64", "1"], "Batch sizes.")
+flags.DEFINE_list("beam_sizes", ["1", "5"], "Beam sizes (1 = greedy).")
+flags.DEFINE_list("variants", ["old_default", "new_default"], "Variants.")
+flags.DEFINE_integer("sentences", 256, "Verses per round at batch sizes > 1.")
+flags.DEFINE_integer("latency_sentences", 32, "Verses (one call each) at batch size 1.")
 flags.DEFINE_integer("rounds", 3, "Timed rounds per measurement (best kept).")
-flags.DEFINE_integer("vocabulary_size", 5000, "Word vocabulary per language for untrained presets.")
-flags.DEFINE_string("output", "benchmarks/results/decode_throughput.json", "JSON output path.")
+flags.DEFINE_integer("vocabulary_size", 5000, "Word vocabulary per language for an untrained preset.")
+flags.DEFINE_bool("child", False, "Internal: measure in this process.")
+flags.DEFINE_string("output", os.path.join(os.path.dirname(__file__), "results", "decode_throughput.json"),
+                    "JSON output path.")
+
+VARIANTS = {"old_default": dict(jit_compile=False), "new_default": dict()}
 
 
-def _translator_parts(preset):
-    """(model, source tokenizer, target tokenizer, label) for a preset or --model_dir."""
+def _parts():
+    """(model, source tokenizer, target tokenizer, label)."""
+    import tensorflow as tf
+
+    from bahdanau_tf.data import load_corpus
+    from bahdanau_tf.model_directory import build_model, load_model_directory
+    from bahdanau_tf.models import model_from_preset
+    from bahdanau_tf.text import WordTokenizer
+
     if FLAGS.model_dir:
         loaded = load_model_directory(FLAGS.model_dir)
         name = os.path.basename(os.path.normpath(FLAGS.model_dir))
@@ -65,123 +71,109 @@ def _translator_parts(preset):
     source = WordTokenizer.build(train.sources, max_vocabulary_size=FLAGS.vocabulary_size)
     target = WordTokenizer.build(train.targets, max_vocabulary_size=FLAGS.vocabulary_size)
     tf.keras.utils.set_random_seed(0)
-    model = build_model(model_from_preset(preset, source_vocabulary_size=source.vocabulary_size,
+    model = build_model(model_from_preset(FLAGS.preset, source_vocabulary_size=source.vocabulary_size,
                                           target_vocabulary_size=target.vocabulary_size))
-    return model, source, target, f"{preset} (untrained, {FLAGS.vocabulary_size} words)"
+    return model, source, target, f"{FLAGS.preset} (untrained, {FLAGS.vocabulary_size} words)"
 
 
-def _time_workload(function, batches, rounds):
-    """(compile/warm-up seconds, best round seconds, generated tokens of one round)."""
+def _throughput(translator, sentences, batch_size, beam_size):
+    """Seconds of one round and the generated tokens (counted by re-tokenizing the outputs)."""
     start = time.perf_counter()
-    tokens = 0
-    for batch in batches:
-        out = function(batch)
-        tokens += int(out["lengths"][:, 0].numpy().sum())
-    warmup = time.perf_counter() - start
-    best = float("inf")
-    for _ in range(rounds):
+    out = translator.translate(sentences, beam_size=beam_size, batch_size=batch_size)
+    seconds = time.perf_counter() - start
+    tokens = int(translator.target_tokenizer.tokenize(out.translations).row_lengths().numpy().sum())
+    return seconds, tokens + len(sentences)  # + [END]
+
+
+def _latencies(translator, sentences, beam_size):
+    times = []
+    for sentence in sentences:
         start = time.perf_counter()
-        for batch in batches:
-            function(batch)["translations"].numpy()
-        best = min(best, time.perf_counter() - start)
-    return warmup, best, tokens
+        translator.translate([sentence], beam_size=beam_size)
+        times.append(time.perf_counter() - start)
+    return times
 
 
-def _decode_function(translator, beam_size, eager):
-    function = translator._batch_function(beam_size, 1, False, False)
-    if not eager:
-        return function
+def _measure():
+    import numpy as np
 
-    def run_eagerly(batch):
-        tf.config.run_functions_eagerly(True)
-        try:
-            return function(batch)
-        finally:
-            tf.config.run_functions_eagerly(False)
+    from bahdanau_tf.data import load_corpus
+    from bahdanau_tf.translator import Translator
 
-    return run_eagerly
-
-
-def measure(model, source_tokenizer, target_tokenizer, sentences, rounds):
+    model, source, target, label = _parts()
+    test = load_corpus("bible-en-es", split="test").sources
+    translators = {name: Translator(model, source, target, **VARIANTS[name]) for name in FLAGS.variants}
     rows = []
-    translators = {
-        "eager": Translator(model, source_tokenizer, target_tokenizer),
-        "function": Translator(model, source_tokenizer, target_tokenizer),
-        "xla": Translator(model, source_tokenizer, target_tokenizer, jit_compile=True),
-    }
-    batch_sizes = [int(b) for b in FLAGS.batch_sizes]
-    for batch_size in batch_sizes:
-        count = max(batch_size, 16)
-        batches = [tf.constant(sentences[i:i + batch_size], tf.string)
-                   for i in range(0, count, batch_size)]
+    for batch_size in (int(b) for b in FLAGS.batch_sizes):
         for beam_size in (int(b) for b in FLAGS.beam_sizes):
-            for variant in FLAGS.variants:
-                if variant == "eager" and (batch_size != max(batch_sizes) or
-                                           str(beam_size) not in FLAGS.eager_beam_sizes):
-                    continue
-                function = _decode_function(translators[variant], beam_size, variant == "eager")
-                warmup, seconds, tokens = _time_workload(
-                    function, batches, 1 if variant == "eager" else rounds)
-                row = dict(batch_size=batch_size, beam_size=beam_size, variant=variant,
-                           sentences=count, seconds=seconds, compile_seconds=warmup,
-                           sentences_per_second=count / seconds, tokens_per_second=tokens / seconds,
-                           mean_output_tokens=tokens / count)
-                rows.append(row)
-                print(_format_row(row), flush=True)
+            results = {}
+            for name, translator in translators.items():  # untimed: traces and compilations
+                before = translator.compilations
+                start = time.perf_counter()
+                if batch_size == 1:
+                    _latencies(translator, test[:FLAGS.latency_sentences], beam_size)
+                else:
+                    _throughput(translator, test[:FLAGS.sentences], batch_size, beam_size)
+                results[name] = dict(warmup_s=round(time.perf_counter() - start, 1),
+                                     compilations=translator.compilations - before, best=float("inf"))
+            for _ in range(FLAGS.rounds):
+                for name, translator in translators.items():  # alternating: the same noise for both
+                    result = results[name]
+                    if batch_size == 1:
+                        times = sorted(_latencies(translator, test[:FLAGS.latency_sentences], beam_size))
+                        if np.median(times) < result["best"]:
+                            result.update(best=float(np.median(times)), median_ms=round(1000 * np.median(times), 1),
+                                          p90_ms=round(1000 * times[int(0.9 * (len(times) - 1))], 1),
+                                          sentences_per_s=round(len(times) / sum(times), 1))
+                    else:
+                        seconds, tokens = _throughput(translator, test[:FLAGS.sentences], batch_size, beam_size)
+                        if seconds < result["best"]:
+                            result.update(best=seconds, sentences_per_s=round(FLAGS.sentences / seconds, 1),
+                                          tokens_per_s=round(tokens / seconds, 1),
+                                          mean_output_tokens=round(tokens / FLAGS.sentences, 1))
+            for name, result in results.items():
+                result.pop("best")
+                rows.append(dict(model=label, variant=name, batch_size=batch_size, beam_size=beam_size, **result))
     return rows
 
 
-def length_sweep(model, source_tokenizer, target_tokenizer, sentences, rounds):
-    """ms per sentence for inputs of exactly L words (verses joined, then cut)."""
-    words = " ".join(sentences).split()
-    translator = Translator(model, source_tokenizer, target_tokenizer)
-    function = _decode_function(translator, FLAGS.sweep_beam_size, eager=False)
-    rows = []
-    for length in (int(n) for n in FLAGS.source_lengths):
-        inputs = [" ".join(words[i * length:(i + 1) * length])
-                  for i in range(FLAGS.sweep_batch_size)]
-        warmup, seconds, tokens = _time_workload(function, [tf.constant(inputs)], rounds)
-        row = dict(source_words=length, batch_size=FLAGS.sweep_batch_size,
-                   beam_size=FLAGS.sweep_beam_size, variant="function", seconds=seconds,
-                   ms_per_sentence=1000 * seconds / len(inputs),
-                   sentences_per_second=len(inputs) / seconds, tokens_per_second=tokens / seconds,
-                   mean_output_tokens=tokens / len(inputs))
-        rows.append(row)
-        print(f"  {length:>3} words: {row['ms_per_sentence']:8.1f} ms/sentence  "
-              f"{row['tokens_per_second']:8.0f} tokens/s  "
-              f"(mean output {row['mean_output_tokens']:.1f} tokens)", flush=True)
-    return rows
-
-
-def _format_row(row):
-    return (f"  batch {row['batch_size']:>3}  beam {row['beam_size']:>2}  {row['variant']:<8}"
-            f" {row['sentences_per_second']:8.1f} sent/s {row['tokens_per_second']:9.0f} tok/s"
-            f"   mean out {row['mean_output_tokens']:5.1f}   compile {row['compile_seconds']:6.1f} s")
+def _table(rows):
+    header = ("machine", "variant", "batch_size", "beam_size", "sentences_per_s", "tokens_per_s", "median_ms",
+              "p90_ms", "warmup_s", "compilations")
+    cells = [[str(row.get(h, "")) for h in header] for row in rows]
+    widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(header)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths))]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(cell, widths)) for cell in cells]
+    return "\n".join(lines)
 
 
 def main(argv):
     del argv
-    sentences = load_corpus("bible-en-es", split="test").sources
-    results = {"machine": {"platform": platform.platform(), "processor": platform.processor(),
-                           "cpus": os.cpu_count(), "tensorflow": tf.__version__},
-               "rounds": FLAGS.rounds, "models": []}
-    presets = [None] if FLAGS.model_dir else FLAGS.presets
-    for preset in presets:
-        model, source, target, label = _translator_parts(preset)
-        print(f"\n{label}: Bible test sentences (mean {np.mean([len(s.split()) for s in sentences[:64]]):.1f} "
-              f"words in the first 64), best of {FLAGS.rounds} rounds")
-        rows = measure(model, source, target, sentences, FLAGS.rounds)
-        sweep = []
-        if FLAGS.source_lengths:
-            print(f"  cost against source length (batch {FLAGS.sweep_batch_size}, beam "
-                  f"{FLAGS.sweep_beam_size}, tf.function):")
-            sweep = length_sweep(model, source, target, sentences, FLAGS.rounds)
-        results["models"].append({"model": label, "throughput": rows, "length_sweep": sweep})
+    if FLAGS.child:
+        from bahdanau_tf import devices
+
+        print(json.dumps({"rows": _measure(), "machine": devices.benchmark_record()}), flush=True)
+        return
+    script = os.path.abspath(__file__)
+    passed = [f"--{name}={getattr(FLAGS, name)}" for name in ("preset", "sentences", "latency_sentences", "rounds",
+                                                              "vocabulary_size")]
+    passed += [f"--{name}={','.join(getattr(FLAGS, name))}" for name in ("batch_sizes", "beam_sizes", "variants")]
+    if FLAGS.model_dir:
+        passed.append(f"--model_dir={FLAGS.model_dir}")
+    machines, rows = {}, []
+    for machine in FLAGS.machines:
+        result = _machines.run_child(script, ["--child"] + passed, machine)
+        machines[machine] = result["machine"]
+        print(f"{machine}: {result['machine']['description']}", flush=True)
+        for row in result["rows"]:
+            rows.append(dict(machine=machine, **row))
+            print(json.dumps(rows[-1]), flush=True)
+    print(_table(rows))
     os.makedirs(os.path.dirname(FLAGS.output) or ".", exist_ok=True)
     with open(FLAGS.output, "w") as handle:
-        json.dump(results, handle, indent=2)
+        json.dump({"machines": machines, "rounds": FLAGS.rounds, "rows": rows}, handle, indent=2)
         handle.write("\n")
-    print(f"\nWrote {FLAGS.output}")
+    print(f"wrote {FLAGS.output}")
 
 
 if __name__ == "__main__":

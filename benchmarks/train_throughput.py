@@ -1,4 +1,4 @@
-"""Target tokens/s of the Trainer's train step: default vs XLA vs mixed precision.
+"""Target tokens/s of the Trainer's train step: old and new defaults and the variants, per machine.
 
 What is timed is `bahdanau_tf.training.Trainer.train_step` itself — one ``tf.function`` with the
 forward and backward pass, the all-reduce, global-norm clipping and the optimizer update, fed by
@@ -6,58 +6,69 @@ a prefetching ``tf.data`` iterator — for the ``small`` preset (5k vocabularies
 and the paper's ``rnnsearch-50`` shapes (30k vocabularies, batch 80, Adadelta). Only real
 (non-padding) target tokens count.
 
+Variants (precision / XLA):
+
+* ``old_default``: mixed bfloat16 without XLA, the ``small`` default before the device rule;
+* ``new_default``: what `TrainingConfig` picks on the machine (`bahdanau_tf.devices`);
+* ``float32``, ``bf16`` (mixed bfloat16), ``jit`` (float32 + XLA, lengths padded to a multiple
+  of 8), ``jit_pad16`` (padded to 16), ``bf16_jit``, ``fp16`` (mixed float16).
+
+Machines: ``native`` and ``avx2``, an AVX2/FMA-only CPU emulated on this one (see
+benchmarks/_machines.py for what is capped and how that was checked). Every (machine, preset,
+input, variant) runs in a fresh process, and each machine also measures the float32 GFLOP/s of
+a 2048 x 2048 matmul: the ``ceiling`` column is the train step's achieved FLOP/s over it. The
+train step's FLOPs are counted from the model's matmuls at the padded batch shapes (forward,
+times 3 for forward + backward; element-wise work left out), see `train_step_flops`.
+
 Two inputs:
 
-* ``fixed``: one batch of length 30 on both sides, every token real (the upper bound, and the
-  shape the peers' forward+backward numbers use);
 * ``corpus``: the first ``--corpus_batches`` batches of the Bible training pipeline (paper
-  bucketing, lengths padded as the variant's trainer pads them: to a multiple of 8 under XLA
-  unless the variant says otherwise, not at all without), cached and cycled. This is what training
-  sees: padding included, and one XLA compilation per distinct shape (``shapes`` column; their
-  cost is in ``first_pass_s``).
+  bucketing, lengths padded as the variant's trainer pads them), cached and cycled. This is
+  what training sees: padding included, and one XLA compilation per distinct shape (``shapes``
+  column; their cost is in ``first_pass_s``);
+* ``fixed``: one batch of length 30 on both sides, every token real (the upper bound).
 
 Every variant runs an untimed first pass (tracing, XLA compilation), then ``--rounds`` timed
 passes; the best is kept, since the machine is shared. Prints a table and writes JSON to
 ``benchmarks/results/train_throughput.json``.
 
-    python benchmarks/train_throughput.py [--presets=small,rnnsearch-50] [--inputs=fixed,corpus]
-        [--variants=default,jit,jit_pad16,bf16,bf16_jit,fp16] [--rounds=3]
-
-``default`` is float32 without XLA (batches keep their own lengths); ``bf16`` is mixed bfloat16
-without XLA, the ``small`` training default; ``jit`` is float32 + XLA with lengths padded to a
-multiple of 8 (XLA's default padding); ``jit_pad16`` pads to 16 (fewer compilations, more
-padding).
+    python benchmarks/train_throughput.py [--machines=native,avx2] [--presets=small]
+        [--inputs=corpus,fixed] [--variants=old_default,new_default,float32,bf16,jit] [--rounds=3]
 
 Word vocabularies of the given size stand in for subword ones (the compute depends on the size
-only; building a WordPiece vocabulary takes minutes).
+only).
 """
 
 import json
 import os
-import platform
+import sys
 import tempfile
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import tensorflow as tf
 from absl import app, flags
 
-from bahdanau_tf import data, text, training
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _machines  # noqa: E402
 
 FLAGS = flags.FLAGS
-flags.DEFINE_list("presets", ["small", "rnnsearch-50"], "Presets to measure.")
-flags.DEFINE_list("inputs", ["fixed", "corpus"], "Inputs: fixed and/or corpus.")
-flags.DEFINE_list("variants", ["default", "jit", "jit_pad16", "bf16", "bf16_jit", "fp16"], "Variants to measure.")
+flags.DEFINE_list("machines", ["native", "avx2"], "Machines: native and/or avx2 (emulated).")
+flags.DEFINE_list("presets", ["small"], "Presets to measure (small, rnnsearch-50).")
+flags.DEFINE_list("inputs", ["corpus", "fixed"], "Inputs: corpus and/or fixed.")
+flags.DEFINE_list("variants", ["old_default", "new_default", "float32", "bf16", "jit"], "Variants to measure.")
 flags.DEFINE_integer("rounds", 3, "Timed passes per variant (the best is kept).")
 flags.DEFINE_integer("steps", 10, "Steps per timed pass with the fixed input (small).")
 flags.DEFINE_integer("corpus_batches", 24, "Batches cycled with the corpus input (small).")
 flags.DEFINE_integer("large_steps", 2, "Steps per pass for rnnsearch-50 (slow on a CPU).")
+flags.DEFINE_string("child", None, "Internal: preset:input:variant measured in this process.")
 flags.DEFINE_string("output", os.path.join(os.path.dirname(__file__), "results", "train_throughput.json"),
                     "Where to write the JSON results.")
 
 VARIANTS = {
-    "default": dict(precision="float32", jit_compile=False),
+    "old_default": dict(precision="mixed_bfloat16", jit_compile=False),
+    "new_default": dict(),
+    "float32": dict(precision="float32", jit_compile=False),
     "jit": dict(precision="float32", jit_compile=True),
     "jit_pad16": dict(precision="float32", jit_compile=True, pad_to_multiple=16),
     "bf16": dict(precision="mixed_bfloat16", jit_compile=False),
@@ -67,12 +78,36 @@ VARIANTS = {
 VOCABULARY = {"small": 5000, "rnnsearch-50": 30000}
 
 
+def train_step_flops(model, batch_size, source_length, target_length):
+    """Matmul FLOPs of one RNNsearch train step at these (padded) shapes: 3 x the forward pass.
+
+    Forward: the encoder's input projections and recurrences (both directions), the attention
+    keys, s_0, the decoder's input projection, per target step W_a s, the scores v_a^T tanh(.),
+    the context, the GRU's U_z, U_r, U and C c, then the maxout readout and the vocabulary
+    projection. Backward costs about twice the forward (two matmuls per matmul).
+    """
+    m, n = model.embedding_dim, model.hidden_dim
+    a, l, v = model.attention_dim, model.maxout_dim, model.target_vocabulary_size
+    b, s, t = batch_size, source_length, target_length
+    encoder = 2 * (b * s * m * 3 * n + s * b * n * 3 * n)
+    keys, initial = b * s * 2 * n * a, b * n * n
+    decoder_inputs = b * t * m * 3 * n
+    per_step = b * n * a + b * s * a + b * s * 2 * n + b * n * 3 * n + b * 2 * n * 3 * n
+    readout = b * t * (n + m + 2 * n) * 2 * l + b * t * l * v
+    forward = 2 * (encoder + keys + initial + decoder_inputs + t * per_step + readout)
+    return 3 * forward
+
+
 def _tokenizers(corpus, size):
+    from bahdanau_tf import text
+
     return (text.WordTokenizer.build(corpus.sources, max_vocabulary_size=size),
             text.WordTokenizer.build(corpus.targets, max_vocabulary_size=size))
 
 
 def _fixed_batch(batch_size, length, vocabulary_size):
+    import tensorflow as tf
+
     ids = tf.random.stateless_uniform([batch_size, length], [1, 2], 4, vocabulary_size, "int32")
     return (ids, ids), ids
 
@@ -97,55 +132,101 @@ def _measure(trainer, dataset, steps, rounds):
     return first, best, tokens
 
 
+def measure_variant(preset, input_kind, variant):
+    """One row, measured in this process."""
+    import shutil
+
+    import tensorflow as tf
+
+    from bahdanau_tf import data, training
+
+    train = data.load_corpus("bible-en-es", split="train")
+    tokenizers = _tokenizers(train, VOCABULARY.get(preset, 5000))
+    config = training.TrainingConfig.for_preset(preset, summaries=False, **VARIANTS[variant])
+    large = preset not in ("small", "tiny")
+    directories = [tempfile.mkdtemp(prefix="train_throughput_") for _ in range(2)]
+    try:
+        if input_kind == "fixed":
+            batches = [_fixed_batch(config.batch_size, 30, tokenizers[1].vocabulary_size)]
+            dataset = tf.data.Dataset.from_tensors(batches[0]).repeat()
+            steps = FLAGS.large_steps if large else FLAGS.steps
+        else:  # the variant's own padding
+            probe = training.Trainer(directories[0], *tokenizers, preset=preset, config=config,
+                                     log=lambda line: None)
+            dataset = probe.train_dataset(train, distribute=False).take(FLAGS.corpus_batches).cache()
+            batches = list(dataset)
+            dataset = dataset.repeat()
+            steps = FLAGS.corpus_batches
+        trainer = training.Trainer(directories[1], *tokenizers, preset=preset, config=config,
+                                   log=lambda line: None)
+        first, seconds, tokens = _measure(trainer, dataset, steps, FLAGS.rounds)
+        flops = sum(train_step_flops(trainer.model, int(b[1].shape[0]), int(b[0][0].shape[1]), int(b[1].shape[1]))
+                    for b in batches) / len(batches)
+    finally:
+        for directory in directories:
+            shutil.rmtree(directory, ignore_errors=True)
+    return dict(preset=preset, input=input_kind, variant=variant, precision=config.precision,
+                jit_compile=bool(config.jit_compile), batch_size=config.batch_size,
+                vocabulary_size=tokenizers[1].vocabulary_size,
+                shapes=len({tuple(b[0][0].shape) + tuple(b[1].shape) for b in batches}),
+                first_pass_s=round(first, 1), step_ms=round(1000 * seconds, 1),
+                real_target_tokens_per_step=round(tokens, 1), target_tokens_per_s=round(tokens / seconds, 1),
+                gflops_per_s=round(flops / seconds / 1e9, 2))
+
+
+def _child(spec):
+    from bahdanau_tf import devices
+
+    if spec == "ceiling":
+        row = {"matmul_gflops": round(_machines.matmul_gflops(), 1)}
+    else:
+        row = measure_variant(*spec.split(":"))
+    row["machine"] = devices.benchmark_record()
+    print(json.dumps(row), flush=True)
+
+
+def _table(rows):
+    header = ("machine", "preset", "input", "variant", "precision", "jit_compile", "shapes", "first_pass_s",
+              "step_ms", "target_tokens_per_s", "gflops_per_s", "ceiling")
+    cells = [[str(row.get(h, "")) for h in header] for row in rows]
+    widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(header)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths))]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(cell, widths)) for cell in cells]
+    return "\n".join(lines)
+
+
 def main(argv):
     del argv
-    train = data.load_corpus("bible-en-es", split="train")
-    rows = []
-    for preset in FLAGS.presets:
-        tokenizers = _tokenizers(train, VOCABULARY.get(preset, 5000))
-        defaults = training.TrainingConfig.for_preset(preset)
-        large = preset not in ("small", "tiny")
-        for input_kind in FLAGS.inputs:
-            if input_kind == "corpus" and large:
-                continue  # a few steps of rnnsearch-50 on a CPU say nothing about its shapes
-            for variant in FLAGS.variants:
-                config = training.TrainingConfig.for_preset(preset, summaries=False, **VARIANTS[variant])
-                if input_kind == "fixed":
-                    batch = _fixed_batch(defaults.batch_size, 30, tokenizers[1].vocabulary_size)
-                    dataset = tf.data.Dataset.from_tensors(batch).repeat()
-                    steps = FLAGS.large_steps if large else FLAGS.steps
-                    shapes = 1
-                else:  # the variant's own padding (16 under XLA, none without)
-                    probe = training.Trainer(tempfile.mkdtemp(), *tokenizers, preset=preset,
-                                             config=config, log=lambda line: None)
-                    dataset = probe.train_dataset(train, distribute=False).take(FLAGS.corpus_batches).cache()
-                    shapes = len({tuple(b[0][0].shape) + tuple(b[1].shape) for b in dataset})
-                    dataset = dataset.repeat()
-                    steps = FLAGS.corpus_batches
-                trainer = training.Trainer(tempfile.mkdtemp(), *tokenizers, preset=preset, config=config,
-                                           log=lambda line: None)
-                first, seconds, tokens = _measure(trainer, dataset, steps, FLAGS.rounds)
-                row = dict(preset=preset, input=input_kind, variant=variant, batch_size=config.batch_size,
-                           vocabulary_size=tokenizers[1].vocabulary_size, shapes=shapes,
-                           first_pass_s=round(first, 1), step_ms=round(1000 * seconds, 1),
-                           real_target_tokens_per_step=round(tokens, 1),
-                           target_tokens_per_s=round(tokens / seconds, 1))
-                rows.append(row)
-                print(json.dumps(row), flush=True)
-    header = ("preset", "input", "variant", "shapes", "first_pass_s", "step_ms", "target_tokens_per_s")
-    widths = [max(len(h), *(len(str(r[h])) for r in rows)) for h in header]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths))]
-    lines += ["  ".join(str(r[h]).ljust(w) for h, w in zip(header, widths)) for r in rows]
-    print("\n".join(lines))
+    if FLAGS.child:
+        return _child(FLAGS.child)
+    script = os.path.abspath(__file__)
+    passed = ["--rounds", str(FLAGS.rounds), "--steps", str(FLAGS.steps), "--corpus_batches",
+              str(FLAGS.corpus_batches), "--large_steps", str(FLAGS.large_steps)]
+    machines, rows = {}, []
+    for machine in FLAGS.machines:
+        ceiling = _machines.run_child(script, ["--child=ceiling"], machine)
+        machines[machine] = dict(ceiling.pop("machine"), matmul_gflops=ceiling["matmul_gflops"])
+        print(f"{machine}: {machines[machine]['description']}, float32 matmul {ceiling['matmul_gflops']} GFLOP/s",
+              flush=True)
+        for preset in FLAGS.presets:
+            for input_kind in FLAGS.inputs:
+                if input_kind == "corpus" and preset not in ("small", "tiny"):
+                    continue  # a few steps of rnnsearch-50 on a CPU say nothing about its shapes
+                for variant in FLAGS.variants:
+                    low_precision = "precision" in VARIANTS[variant] and VARIANTS[variant]["precision"] != "float32"
+                    row = _machines.run_child(script, [f"--child={preset}:{input_kind}:{variant}"] + passed,
+                                              machine, low_precision=low_precision)
+                    row["machine_record"] = row.pop("machine")
+                    row["machine"] = machine
+                    row["ceiling"] = f"{100 * row['gflops_per_s'] / ceiling['matmul_gflops']:.1f}%"
+                    rows.append(row)
+                    print(json.dumps({k: v for k, v in row.items() if k != "machine_record"}), flush=True)
+    print(_table(rows))
     os.makedirs(os.path.dirname(FLAGS.output), exist_ok=True)
     with open(FLAGS.output, "w") as f:
-        json.dump({
-            "machine": {"processor": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
-                        "load_average_at_end": os.getloadavg(), "tensorflow": tf.__version__},
-            "rounds": FLAGS.rounds,
-            "rows": rows,
-        }, f, indent=2)
+        json.dump({"machines": machines, "rounds": FLAGS.rounds, "rows": rows}, f, indent=2)
         f.write("\n")
+    print(f"wrote {FLAGS.output}")
 
 
 if __name__ == "__main__":

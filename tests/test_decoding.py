@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bahdanau_tf.decoding import (BeamSearchOutput, beam_search, ensemble_step_fn,
+from bahdanau_tf.decoding import (BeamSearchOutput, Ranking, beam_search, ensemble_step_fn,
                                   greedy_search, tile_beams)
 from bahdanau_tf.special_tokens import END_ID, PAD_ID, START_ID, UNK_ID
 
@@ -274,7 +274,8 @@ def test_nbest_larger_than_the_hypothesis_count_reports_empty_slots():
 def test_bad_arguments_raise_value_errors():
     step_fn, _ = scripted_step_fn(SCRIPT_1, DEFAULT_1)
     bad = [dict(beam_size=0), dict(beam_size=2, nbest=3), dict(nbest=0),
-           dict(max_length=0), dict(length_penalty=-1.0), dict(forbid_ids=(UNK_ID, END_ID)),
+           dict(max_length=0), dict(length_penalty=-1.0), dict(length_penalty=float("nan")),
+           dict(buffer_length=0), dict(forbid_ids=(UNK_ID, END_ID)),
            dict(return_attention=True)]
     for kwargs in bad:
         with pytest.raises(ValueError):
@@ -494,6 +495,48 @@ def test_eager_tf_function_and_xla_agree():
     # the dynamic batch: one traced graph serves another batch size
     half = graph(memory[:2], state[:2], limits[:2])
     np.testing.assert_array_equal(half.ids, eager.ids.numpy()[:2, :, :7])
+
+
+def test_a_static_buffer_keeps_one_xla_compilation_for_new_limits():
+    # the limits are data, the buffer a constant: new limits of the same batch shape reuse the
+    # compiled program, and every result equals the eager search with a buffer of its own size
+    model = TinyModel(seed=5, vocab=9, scale=2.0)
+    memory, state = model.encode(4)
+
+    def decode(memory, state, limits):
+        return beam_search(model.step_fn(tile_beams(memory, 3)), state, 4, beam_size=3, nbest=2,
+                           max_length=limits, length_penalty=0.6, return_attention=True,
+                           attention_length=6, buffer_length=12)
+
+    xla = tf.function(decode, jit_compile=True)
+    for limits in ([3, 7, 5, 8], [12, 1, 2, 9], [4, 4, 4, 30]):
+        out = xla(memory, state, tf.constant(limits))
+        assert out.ids.shape == (4, 2, 12)
+        # a limit above the buffer is the buffer
+        eager = beam_search(model.step_fn(tile_beams(memory, 3)), state, 4, beam_size=3, nbest=2,
+                            max_length=tf.constant(np.minimum(limits, 12)), length_penalty=0.6,
+                            return_attention=True, attention_length=6)
+        width = eager.ids.shape[2]
+        np.testing.assert_array_equal(out.ids[:, :, :width], eager.ids)
+        assert np.all(out.ids.numpy()[:, :, width:] == PAD_ID)
+        np.testing.assert_array_equal(out.lengths, eager.lengths)
+        np.testing.assert_allclose(out.scores, eager.scores, rtol=1e-5)
+        np.testing.assert_allclose(out.attention[:, :, :width], eager.attention, atol=1e-5)
+    assert xla.experimental_get_tracing_count() == 1
+
+
+def test_ranking_bound_is_never_beaten_by_a_continuation():
+    # any continuation: a lower log p (each token adds log p <= 0), a longer length up to the limit
+    rng = np.random.default_rng(0)
+    for alpha in (0.0, 0.6, 2.0):
+        ranking = Ranking(tf.constant(alpha))
+        score = -rng.exponential(size=200).astype(np.float32)
+        length = rng.integers(1, 20, size=200)
+        limit = length + rng.integers(0, 20, size=200)
+        later_score = score - rng.exponential(size=200).astype(np.float32) * rng.integers(0, 2, size=200)
+        later_length = length + (rng.random(200) * (limit - length + 1)).astype(int).clip(0, limit - length)
+        bound = ranking.best_continuation(score, limit).numpy()
+        assert np.all(ranking.rank(later_score, later_length).numpy() <= bound + 1e-6), alpha
 
 
 def test_scripted_ties_agree_under_tf_function_and_xla():

@@ -150,3 +150,53 @@ def test_attention_cell_under_mixed_precision_keeps_float32_weights():
     assert s.dtype == tf.bfloat16 and alpha.dtype == tf.float32
     assert all(w.dtype == "float32" for w in cell.weights)
     np.testing.assert_allclose(tf.reduce_sum(alpha, -1), [1.0, 1.0], atol=1e-6)
+
+
+def _shared_values(a, b):
+    """How many nonzero values two weights have in common (random draws almost never share)."""
+    a, b = a[a != 0], b[b != 0]
+    return len(np.intersect1d(a, b)) if a.size and b.size else 0
+
+
+# every preset's own initialisation; the paper presets at tiny sizes (same initializers)
+_SHRUNK = dict(source_vocabulary_size=40, target_vocabulary_size=50, embedding_dim=8, hidden_dim=8)
+
+
+@pytest.mark.parametrize("preset", ["rnnsearch-50", "small", "rnnencdec-30", "rnnencdec-small", "seq2seq",
+                                    "seq2seq-small"])
+def test_no_two_weights_of_a_model_start_with_the_same_values(preset):
+    from bahdanau_tf import models
+
+    sizes = dict(_SHRUNK)
+    if not preset.startswith("seq2seq"):
+        sizes["maxout_dim"] = 4
+    if not preset.startswith(("seq2seq", "rnnencdec")):
+        sizes["attention_dim"] = 8
+    keras.utils.set_random_seed(3)
+    model = models.model_from_preset(preset, **sizes)
+    model.build()
+    weights = [(w.path, w.numpy().ravel()) for w in model.weights]
+    for index, (name, values) in enumerate(weights):
+        for other_name, other in weights[index + 1:]:
+            shared = _shared_values(values, other)
+            # W_a and U_a used to share their first rows, the two embeddings all their values
+            assert shared <= max(2, 0.01 * min(values.size, other.size)), (name, other_name, shared)
+    # and the draws follow the global seed: the same model again
+    keras.utils.set_random_seed(3)
+    again = models.model_from_preset(preset, **sizes)
+    again.build()
+    for (name, values), weight in zip(weights, again.weights):
+        np.testing.assert_array_equal(values, weight.numpy().ravel(), err_msg=name)
+
+
+def test_a_seeded_initializer_gives_each_weight_its_own_repeatable_values():
+    def cell():
+        cell = layers.ConditionalGRUCell(6, kernel_initializer=keras.initializers.RandomNormal(seed=5), name="c")
+        cell.build(input_dim=6, context_dim=6)
+        return cell
+
+    first, second = cell(), cell()
+    assert _shared_values(first.kernel.numpy(), first.context_kernel.numpy()) == 0
+    assert _shared_values(first.gate_kernel.numpy(), first.recurrent_kernel.numpy()) == 0
+    np.testing.assert_array_equal(first.kernel.numpy(), second.kernel.numpy())
+    np.testing.assert_array_equal(first.context_kernel.numpy(), second.context_kernel.numpy())

@@ -11,6 +11,8 @@ from bahdanau_tf.data import load_corpus
 from bahdanau_tf.text import (
     SubwordTokenizer,
     WordTokenizer,
+    count_words,
+    learn_wordpiece,
     load_tokenizer,
     split_words,
 )
@@ -155,6 +157,57 @@ def test_subword_round_trip_over_dev(dev, subword_tokenizer):
     # case is kept: a capitalised word and its lower-case form get different pieces
     assert (subword_tokenizer.tokenize(["Dios"]).to_list()
             != subword_tokenizer.tokenize(["dios"]).to_list())
+
+
+def test_subword_vocabulary_has_the_size_asked_for(subword_tokenizer):
+    # tf-text's threshold bisection gave 4,950 / 5,570 tokens when asked for 5,000
+    assert subword_tokenizer.vocabulary_size == 2000
+    assert subword_tokenizer.vocabulary[:4] == list(special_tokens.SPECIAL_TOKENS)
+
+
+def test_learned_pieces_equal_tf_texts_learner_at_its_threshold():
+    # one round of tf-text's learner keeps the substrings counting >= thresh; ranking keeps as
+    # many of the best: the same set (an independent implementation as the reference)
+    from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as lib
+
+    train = load_corpus("bible-en-es", split="train")
+    counts = count_words(train.targets[:1500])
+    words = [(w, c) for w, c in counts.items() if len(w) <= 50]
+    params = lib.Params(upper_thresh=None, lower_thresh=None, num_iterations=1, max_input_tokens=None,
+                        max_token_length=50, max_unique_chars=1000, vocab_size=None, slack_ratio=None,
+                        include_joiner_token=True, joiner="##",
+                        reserved_tokens=list(special_tokens.SPECIAL_TOKENS))
+    for thresh in (5, 20):
+        reference = lib.learn_with_thresh(words, thresh, params)
+        ours = learn_wordpiece(counts, len(reference), iterations=1)
+        assert len(ours) == len(reference) and set(ours) == set(reference), thresh
+
+
+def test_learning_from_too_little_text_keeps_every_piece():
+    vocabulary = learn_wordpiece(count_words(["ab ab", "b"]), 1000)
+    # characters, their ## forms and the one piece that is not a character: "ab"
+    assert vocabulary == list(special_tokens.SPECIAL_TOKENS) + ["a", "b", "ab", "##a", "##b"]
+    assert learn_wordpiece(count_words(["abcdef"]), 6)[4:10] == ["a", "b", "c", "d", "e", "f"]
+
+
+def test_building_vocabularies_leaves_nothing_in_the_temp_dir(tmp_path):
+    # a tokenizer built from a list keeps its vocabulary file in a temporary directory until it
+    # is collected or the process exits
+    import subprocess
+    import sys
+
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    script = ("from bahdanau_tf import text\n"
+              "w = text.WordTokenizer.build(['In the beginning'])\n"
+              "s = text.SubwordTokenizer.build(['In the beginning God created'], vocabulary_size=40)\n"
+              "import os, tempfile\n"
+              "print(sorted(os.listdir(tempfile.gettempdir())))\n")
+    env = dict(os.environ, TMPDIR=str(temp), TF_CPP_MIN_LOG_LEVEL="2")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.count("bahdanau_vocabulary_") == 2  # in use while the process runs
+    assert [p.name for p in temp.iterdir() if p.name.startswith("bahdanau")] == []
 
 
 def test_subword_tokens_are_pieces(subword_tokenizer):

@@ -78,6 +78,18 @@ def test_halving_schedule_is_sutskevers():
     np.testing.assert_allclose(rates, [0.7, 0.7, 0.35, 0.35, 0.175, 0.0875, 0.7 / 2**5], rtol=1e-6)
 
 
+def test_warmup_rsqrt_schedule_rises_linearly_then_decays_as_one_over_sqrt():
+    config = training.TrainingConfig.for_preset("small", schedule="warmup_rsqrt", warmup_steps=100)
+    schedule = training.make_optimizer(config).learning_rate  # the optimizer reads it per step
+    steps = np.array([0, 49, 99, 399, 1599])
+    expected = 5e-3 * np.minimum((steps + 1) / 100, np.sqrt(100 / (steps + 1)))  # 1% .. 25% of the peak
+    np.testing.assert_allclose([float(training.WarmupRsqrtSchedule(5e-3, 100)(k)) for k in steps], expected,
+                               rtol=1e-6)
+    assert float(tf.convert_to_tensor(schedule)) == pytest.approx(5e-5)  # step 0
+    with pytest.raises(ValueError, match="warmup_steps"):
+        training.TrainingConfig(warmup_steps=0)
+
+
 def test_filled_rows_do_not_change_the_loss(tokenizers, tmp_path):
     trainer = make_trainer(tmp_path, tokenizers)
     batch = ((tf.constant([[5, 6, 2]]), tf.constant([[1, 7, 8]])), tf.constant([[7, 8, 2]]))

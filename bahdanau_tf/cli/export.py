@@ -47,6 +47,9 @@ flags.DEFINE_bool("warmup", None, "Write assets.extra/tf_serving_warmup_requests
 flags.DEFINE_bool("keep_precision", False, "Keep the training precision policy instead of "
                   "exporting a float32 graph.")
 
+flags.DEFINE_bool("jit", False, "Compile the signatures' search with XLA (bucketed shapes); the "
+                  "stock model server then needs --xla_cpu_compilation_enabled.")
+
 PROGRAM = "bahdanau-export"
 
 
@@ -74,7 +77,7 @@ def main(argv):
         FLAGS.model_dir, which=FLAGS.checkpoint,
         dtype=None if FLAGS.keep_precision else serving.SERVING_DTYPE,
         beam_size=FLAGS.beam_size, length_penalty=FLAGS.length_penalty,
-        max_source_length=FLAGS.max_source_length)
+        max_source_length=FLAGS.max_source_length, serving_jit_compile=FLAGS.jit)
     path = serving.export_saved_model(translator, FLAGS.export_dir, version=FLAGS.version,
                                       warmup=warmup, model_name=FLAGS.model_name,
                                       overwrite=FLAGS.overwrite)

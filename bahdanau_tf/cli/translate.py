@@ -36,7 +36,8 @@ flags.DEFINE_integer("nbest", 1, "Translations per line; > 1 writes tab-separate
                      "with scores.", lower_bound=1)
 flags.DEFINE_bool("forbid_unknown", False, "Never generate [UNK] (the paper's No-UNK decoding).")
 flags.DEFINE_bool("scores", False, "With --nbest=1, append a tab and the score to each line.")
-flags.DEFINE_bool("jit_compile", False, "Compile the search with XLA.")
+flags.DEFINE_bool("jit_compile", None, "Compile the search with XLA over bucketed shapes (default: yes, "
+                  "bahdanau_tf.devices.decoding_jit).")
 
 
 def format_line(translations, scores, nbest, with_scores):

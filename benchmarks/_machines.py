@@ -1,0 +1,67 @@
+"""Shared by the benchmarks: the machines to emulate, and running a measurement in a child process.
+
+``native`` is the machine as it is. ``avx2`` approximates an AVX2/FMA-only x86 CPU (e.g. the
+AMD EPYC of CI runners and cloud VMs) on a newer one, in the same run:
+
+- ``ONEDNN_MAX_CPU_ISA=AVX2``: oneDNN (TensorFlow's float32 matmuls and more) uses AVX2 kernels
+  only (its verbose log then reports ``isa:Intel AVX2``);
+- ``XLA_FLAGS=--xla_cpu_max_isa=AVX2``: XLA:CPU generates no AVX-512 code (no EVEX-encoded
+  instruction in its object files, against dozens without the flag);
+- for bf16/fp16 variants also ``TF_ENABLE_ONEDNN_OPTS=0``: on a CPU without AVX-512 TensorFlow
+  does not send bf16 ops to oneDNN but to Eigen; capped oneDNN would be asked for them and
+  abort ("could not create a primitive descriptor"), so those runs use Eigen throughout
+  (float32 ops included: a slight underestimate of such a CPU).
+
+Each measurement runs in a fresh process (the variables must be set before TensorFlow starts).
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+MACHINES = {
+    "native": {},
+    "avx2": {"ONEDNN_MAX_CPU_ISA": "AVX2", "XLA_FLAGS": "--xla_cpu_max_isa=AVX2"},
+}
+_EIGEN_FOR_LOW_PRECISION = {"TF_ENABLE_ONEDNN_OPTS": "0"}
+
+
+def environment(machine, low_precision=False):
+    """The environment of a child process that emulates ``machine``."""
+    if machine not in MACHINES:
+        raise ValueError(f"machine must be one of {sorted(MACHINES)}, got {machine!r}")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", **MACHINES[machine])
+    if machine != "native" and low_precision:
+        env.update(_EIGEN_FOR_LOW_PRECISION)
+    return env
+
+
+def run_child(script, arguments, machine, low_precision=False, timeout=3600):
+    """Runs ``python script --child ... arguments`` and returns the JSON of its last stdout line."""
+    command = [sys.executable, script] + list(arguments)
+    result = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
+                            env=environment(machine, low_precision))
+    lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
+    if result.returncode != 0 or not lines:
+        raise RuntimeError(f"{' '.join(command)} failed on {machine}:\n{result.stderr[-3000:]}")
+    return json.loads(lines[-1])
+
+
+def matmul_gflops(size=2048, rounds=5):
+    """float32 GFLOP/s of a large square matmul (tf.function, the kernels TensorFlow picks)."""
+    import time
+
+    import tensorflow as tf
+
+    a = tf.random.stateless_normal([size, size], [1, 2])
+    matmul = tf.function(lambda x: tf.matmul(x, x))
+    matmul(a).numpy()
+    best = float("inf")
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for _ in range(4):
+            result = matmul(a)
+        result.numpy()
+        best = min(best, (time.perf_counter() - start) / 4)
+    return 2 * size ** 3 / best / 1e9

@@ -1,0 +1,72 @@
+"""Tests of bahdanau_tf.devices: the hardware rule behind the default precision and XLA setting."""
+
+import pytest
+
+from bahdanau_tf import devices, training
+
+AVX2_EPYC = devices.Machine(kind="cpu", name="AMD EPYC 7B12", cores=2, cpu_flags=("avx2", "fma"))
+BF16_XEON = devices.Machine(kind="cpu", name="Intel Xeon", cores=2,
+                            cpu_flags=("avx2", "fma", "avx512f", "avx512_bf16"))
+
+
+@pytest.mark.parametrize("machine,precision,jit", [
+    (AVX2_EPYC, "float32", True),
+    (BF16_XEON, "mixed_bfloat16", False),
+    (devices.Machine(kind="cpu", name="Sapphire Rapids", cores=8, cpu_flags=("avx2", "amx_bf16", "amx_tile")),
+     "mixed_bfloat16", False),
+    # oneDNN capped below its bf16 ISA, or off: the bf16 units are out of reach
+    (devices.Machine(kind="cpu", name="x", cores=2, cpu_flags=BF16_XEON.cpu_flags, onednn_max_isa="AVX2"),
+     "float32", True),
+    (devices.Machine(kind="cpu", name="x", cores=2, cpu_flags=BF16_XEON.cpu_flags,
+                     onednn_max_isa="avx512_core_bf16"), "mixed_bfloat16", False),
+    (devices.Machine(kind="cpu", name="x", cores=2, cpu_flags=BF16_XEON.cpu_flags, onednn_enabled=False),
+     "float32", True),
+    (devices.Machine(kind="gpu", name="A100", cores=1, compute_capability=(8, 0)), "mixed_bfloat16", True),
+    (devices.Machine(kind="gpu", name="T4", cores=1, compute_capability=(7, 5)), "mixed_float16", True),
+    (devices.Machine(kind="gpu", name="P100", cores=1, compute_capability=(6, 0)), "float32", True),
+])
+def test_training_choice_follows_the_hardware(machine, precision, jit):
+    choice = devices.training_choice(machine)
+    assert (choice.precision, choice.jit_compile) == (precision, jit)
+    assert choice.reason
+
+
+def test_a_fixed_precision_gets_its_own_xla_setting():
+    # XLA:CPU emulates bf16, so a user's bf16 on a CPU runs without XLA; float32 gets XLA
+    assert devices.training_choice(BF16_XEON, precision="float32").jit_compile is True
+    assert devices.training_choice(AVX2_EPYC, precision="mixed_bfloat16").jit_compile is False
+
+
+def test_cpu_info_reads_model_name_and_relevant_flags(tmp_path):
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nmodel name\t: AMD EPYC 7B12\n"
+                       "flags\t\t: fpu sse2 avx avx2 fma bmi2\n\nprocessor\t: 1\nmodel name\t: AMD EPYC 7B12\n")
+    assert devices.cpu_info(str(cpuinfo)) == ("AMD EPYC 7B12", ("avx2", "fma"))
+
+
+@pytest.fixture
+def fresh_detection(monkeypatch):
+    devices.detect.cache_clear()
+    yield monkeypatch
+    devices.detect.cache_clear()
+
+
+def test_onednn_cap_in_the_environment_turns_bf16_off(fresh_detection):
+    fresh_detection.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    machine = devices.detect()
+    assert machine.onednn_max_isa == "AVX2" and not machine.cpu_bf16
+    assert "ONEDNN_MAX_CPU_ISA=AVX2" in machine.description()
+    config = training.TrainingConfig.for_preset("small")
+    assert (config.precision, config.jit_compile, config.padding_multiple) == ("float32", True, 8)
+    assert config.device_chose == ("precision", "jit_compile")
+    assert config.speed_summary() == "float32 + XLA (device choice: CPU without bfloat16 units)"
+
+
+def test_explicit_settings_win_over_the_device():
+    config = training.TrainingConfig.for_preset("small", precision="mixed_float16", jit_compile=False)
+    assert (config.precision, config.jit_compile, config.device_chose) == ("mixed_float16", False, ())
+    assert config.speed_summary() == "mixed_float16, no XLA (as set)"
+    # the paper presets follow the device too (no preset row fixes precision or XLA)
+    auto = training.TrainingConfig.for_preset("rnnsearch-50")
+    choice = devices.training_choice()
+    assert (auto.precision, auto.jit_compile) == (choice.precision, choice.jit_compile)
