@@ -105,20 +105,14 @@ def resolve_cell(rows, extra=""):
 
 
 DEVICE = '''\
-# The GPU is used when the runtime has one (Runtime > Change runtime type > GPU), with mixed
-# precision: bfloat16 on Ampere and newer (A100, L4), float16 with loss scaling before (T4).
-# Softmaxes and the loss stay float32. On a CPU: float32.
-import tensorflow as tf
+# Precision and XLA follow the device (bahdanau_tf.devices, as bahdanau-train does): mixed
+# bfloat16 on Ampere and newer GPUs (A100, L4) and on CPUs with bf16 units, float16 with loss
+# scaling on older GPUs (T4), float32 + XLA on other CPUs. Softmaxes and the loss stay float32.
+from bahdanau_tf import devices
 
-from bahdanau_tf import training
-
-gpus = tf.config.list_physical_devices("GPU")
-if gpus:
-    capability = tf.config.experimental.get_device_details(gpus[0]).get("compute_capability", (0, 0))
-    PRECISION = "mixed_bfloat16" if tuple(capability) >= (8, 0) else "mixed_float16"
-else:
-    PRECISION = "float32"
-print("device:", training.device_description(), "| precision:", PRECISION)
+CHOICE = devices.training_choice()
+print("device:", devices.device_description(), "|", CHOICE.precision,
+      "+ XLA" if CHOICE.jit_compile else "without XLA", "|", CHOICE.reason)
 '''
 
 
@@ -224,13 +218,9 @@ if os.path.exists(os.path.join(MODEL_DIR, model_directory.MODEL_CONFIG)):
     target_tokenizer = text.load_tokenizer(os.path.join(MODEL_DIR, model_directory.TARGET_VOCABULARY))
 else:
     start = time.time()
-    every = max(1, len(train) // VOCABULARY_SENTENCES)  # a spread-out sample, not the first books
-    # a sample needs a lower minimum count than the learner's default 10 to reach the size (as bahdanau-train)
-    learn_params = {"lower_thresh": 2}
-    source_tokenizer = text.SubwordTokenizer.build(train.sources[::every], vocabulary_size=VOCABULARY_SIZE,
-                                                   learn_params=learn_params)
-    target_tokenizer = text.SubwordTokenizer.build(train.targets[::every], vocabulary_size=VOCABULARY_SIZE,
-                                                   learn_params=learn_params)
+    # the recipe bahdanau-train uses: WordPiece of exactly VOCABULARY_SIZE pieces from a spread sample
+    source_tokenizer, target_tokenizer = text.build_tokenizers(
+        train, "subword", VOCABULARY_SIZE, VOCABULARY_SENTENCES)
     print(f"vocabularies learned in {time.time() - start:.0f} s")
 print("source", source_tokenizer.vocabulary_size, "tokens; target", target_tokenizer.vocabulary_size, "tokens")
 print(source_tokenizer.tokens([train.sources[0]]).to_list()[0][:12])
@@ -244,12 +234,12 @@ print(source_tokenizer.tokens([train.sources[0]]).to_list()[0][:12])
 training defaults (`small`: Adam, batch 64, gradient norm clipped at 1, the paper's length
 bucketing), evaluates the dev NLL, keeps the best checkpoint and writes the model directory. On the
 command line: `bahdanau-train --preset=small --max_minutes=12 --output_dir=bahdanau_quickstart/model`
-(add `--precision=mixed_float16` or `mixed_bfloat16` on a GPU)."""),
+(precision and XLA follow the device, as above; `--precision` and `--jit` override them)."""),
         TENSORBOARD_CELL('os.path.join(MODEL_DIR, "logs")'),
         tagged(new_code_cell('''\
 config = training.TrainingConfig.for_preset(
-    PRESET, max_minutes=TRAIN_MINUTES, max_steps=MAX_STEPS, precision=PRECISION,
-    jit_compile=not SMOKE,  # XLA pays off over minutes, not over a few smoke steps
+    PRESET, max_minutes=TRAIN_MINUTES, max_steps=MAX_STEPS,  # precision and XLA: the device's
+    jit_compile=False if SMOKE else None,  # XLA pays off over minutes, not over a few smoke steps
     log_every=10 if SMOKE else 100, eval_every=MAX_STEPS or 500, dev_sentences=32 if SMOKE else 500)
 trainer = training.Trainer(
     MODEL_DIR, source_tokenizer, target_tokenizer, preset=PRESET, config=config,
@@ -395,8 +385,7 @@ if MAX_TRAIN_PAIRS:
     train = train.select(slice(0, MAX_TRAIN_PAIRS))
 if TEST_SENTENCES:
     test = test.select(slice(0, TEST_SENTENCES))
-source_tokenizer = text.WordTokenizer.build(train.sources, max_vocabulary_size=VOCABULARY_SIZE)
-target_tokenizer = text.WordTokenizer.build(train.targets, max_vocabulary_size=VOCABULARY_SIZE)
+source_tokenizer, target_tokenizer = text.build_tokenizers(train, "word", VOCABULARY_SIZE)
 lengths = [len(text.split_words(s)) for s in train.sources]
 print(f"train {len(train):,} pairs ({sum(n <= 30 for n in lengths):,} of at most 30 words, "
       f"{sum(n <= 50 for n in lengths):,} of at most 50); dev {len(dev):,}; test {len(test):,}")
@@ -424,7 +413,7 @@ for name, (architecture, max_length) in MODELS.items():
     preset = f"{architecture}-{max_length}" if MODEL_SIZE == "paper" else f"{architecture}-{MODEL_SIZE}"
     config = training.TrainingConfig.for_preset(
         preset, max_length=max_length, max_minutes=BUDGET_MINUTES / len(MODELS), max_steps=MAX_STEPS,
-        precision=PRECISION, jit_compile=not SMOKE, log_every=10 if SMOKE else 200,
+        jit_compile=False if SMOKE else None, log_every=10 if SMOKE else 200,
         eval_every=MAX_STEPS or 500, dev_sentences=32 if SMOKE else 500)
     print(f"=== {name}: preset {preset}, sentences of at most {max_length} words ===")
     trainer = training.Trainer(
@@ -604,13 +593,10 @@ from bahdanau_tf.translator import Translator
 
 if not os.path.exists(os.path.join(MODEL_DIR, model_directory.MODEL_CONFIG)):
     train = data.load_corpus("bible-en-es", split="train").select(slice(0, MAX_TRAIN_PAIRS))
-    sample, size = slice(None, None, max(1, len(train) // (500 if SMOKE else 8000))), 500 if SMOKE else 5000
-    source_tokenizer = text.SubwordTokenizer.build(train.sources[sample], vocabulary_size=size,
-                                                   learn_params={"lower_thresh": 2})
-    target_tokenizer = text.SubwordTokenizer.build(train.targets[sample], vocabulary_size=size,
-                                                   learn_params={"lower_thresh": 2})
+    source_tokenizer, target_tokenizer = text.build_tokenizers(  # bahdanau-train's recipe
+        train, "subword", 500 if SMOKE else 5000, 500 if SMOKE else 8000)
     config = training.TrainingConfig.for_preset(PRESET, max_minutes=TRAIN_MINUTES, max_steps=MAX_STEPS,
-                                                jit_compile=not SMOKE)
+                                                jit_compile=False if SMOKE else None)
     report = training.Trainer(MODEL_DIR, source_tokenizer, target_tokenizer, preset=PRESET, config=config,
                               settings={"direction": "en-es"}, log=lambda line: None).fit(train)
     print(training.format_report(report))
