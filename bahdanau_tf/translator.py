@@ -464,6 +464,9 @@ class Translator(tf.Module):
         results = [tf.gather(array.concat(), inverse) for array in arrays]
         nbest_dim = tf.shape(results[1])[-1]
         results[0] = tf.reshape(results[0], [batch, nbest_dim, time])
+        # static ranks for the signatures: lengths and scores [batch, nbest]
+        results[1] = tf.reshape(results[1], [batch, nbest_dim])
+        results[2] = tf.reshape(results[2], [batch, nbest_dim])
         if return_attention:
             results[3] = tf.reshape(results[3], [batch, nbest_dim, time, width])
         return tuple(results)
