@@ -136,6 +136,27 @@ def _add_weight(layer, name, shape, initializer):
     return layer.add_weight(name=name, shape=shape, initializer=_own_draw(initializer, layer, name))
 
 
+@tf.custom_gradient
+def _additive_scores(projected_query, keys, score_vector):
+    """e_ij = v_a^T tanh(W_a s_{i-1} + U_a h_j) from the projected query and the keys: (batch, source_len).
+
+    The gradient recomputes tanh(...) instead of keeping it: per decoder step it is a
+    (batch, source_len, units) tensor, the model's largest activation, and storing it for the
+    backward pass (written once, read once, in a buffer of all steps) cost more than computing it
+    again (a train step of `small` on CPU under XLA: ~5% faster).
+    """
+
+    def hidden():
+        return tf.tanh(keys + projected_query[:, None, :])  # (batch, source_len, units)
+
+    def gradient(upstream):
+        tanh = hidden()
+        d_hidden = upstream[:, :, None] * score_vector * (1.0 - tanh * tanh)
+        return tf.reduce_sum(d_hidden, axis=1), d_hidden, tf.einsum("bs,bsu->u", upstream, tanh)
+
+    return tf.linalg.matvec(hidden(), score_vector), gradient
+
+
 def masked_softmax(scores, mask):
     """Softmax over the last axis of float scores where ``mask`` is True; exactly 0 elsewhere."""
     scores = tf.cast(scores, "float32")
@@ -236,8 +257,7 @@ class BahdanauAttention(keras.layers.Layer):
     def score_keys(self, projected_query, keys):
         """e_ij for one decoder step: (batch, source_len)."""
         if self.score == "additive":
-            hidden = tf.tanh(keys + projected_query[:, None, :])  # (batch, source_len, units)
-            return tf.linalg.matvec(hidden, _cast(self.score_vector, hidden))
+            return _additive_scores(projected_query, keys, _cast(self.score_vector, keys))
         return tf.linalg.matvec(keys, projected_query)  # (batch, source_len)
 
     def attend(self, projected_query, memory, keys, mask):

@@ -58,6 +58,35 @@ def test_attention_keys_are_step_independent():
         np.testing.assert_allclose(given[0], computed[0], atol=1e-6)
 
 
+def test_additive_attention_gradients_equal_plain_autodiff():
+    # the scores' gradient recomputes tanh instead of storing it: same numbers as autodiff of
+    # the equations written out
+    rng = np.random.default_rng(3)
+    attention = layers.BahdanauAttention(7)
+    query = tf.constant(rng.normal(size=(3, 5)), tf.float32)
+    memory = tf.constant(rng.normal(size=(3, 4, 6)), tf.float32)
+    mask = tf.constant(np.arange(4)[None, :] < np.array([4, 2, 1])[:, None])
+    attention(query, memory, memory_mask=mask)
+    _randomize(attention)
+    probe_context, probe_weights = (tf.constant(rng.normal(size=shape), tf.float32) for shape in ((3, 6), (3, 4)))
+
+    def loss(context, weights):
+        return tf.reduce_sum(context * probe_context) + tf.reduce_sum(weights * probe_weights)
+
+    sources = [query, memory] + attention.trainable_variables
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch([query, memory])
+        ours = loss(*attention(query, memory, memory_mask=mask))
+        keys = memory @ attention.key_kernel + attention.key_bias
+        energies = tf.reduce_sum(tf.tanh(keys + (query @ attention.query_kernel)[:, None, :])
+                                 * attention.score_vector, axis=-1)
+        weights = layers.masked_softmax(energies, mask)
+        reference = loss(tf.einsum("bs,bsd->bd", weights, memory), weights)
+    np.testing.assert_allclose(ours, reference, rtol=1e-6)
+    for got, expected in zip(tape.gradient(ours, sources), tape.gradient(reference, sources)):
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+
+
 def test_attention_rejects_bad_arguments():
     with pytest.raises(ValueError, match="'cosine'"):
         layers.BahdanauAttention(4, score="cosine")
