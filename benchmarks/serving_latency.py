@@ -109,6 +109,7 @@ def _directory_bytes(path):
 
 def main(argv):
     del argv
+    from bahdanau_tf import devices
     from bahdanau_tf.data import load_corpus
     from bahdanau_tf.serving import export_saved_model
 
@@ -138,8 +139,7 @@ def main(argv):
     result = {
         "model": label, "beam_size": FLAGS.beam_size, "export_seconds": export_seconds,
         "size_bytes": total, "size_parts_bytes": sizes, **fresh,
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
-                    "tensorflow": tf.__version__, "load_average": os.getloadavg()},
+        "machine": {**devices.benchmark_record(), "platform": platform.platform()},
     }
     print(f"model: {label}, beam {FLAGS.beam_size}, serving_default in a fresh process "
           f"(tensorflow + tensorflow_text only)")
