@@ -33,7 +33,8 @@ flags.DEFINE_integer("batch_size", 64, "Sentences per graph call.")
 flags.DEFINE_integer("beam_size", 5, "Beam size; 1 is greedy search.")
 flags.DEFINE_integer("nbest", 1, "Translations per line; > 1 writes tab-separated n-best lists "
                      "with scores.")
-flags.DEFINE_float("length_penalty", 0.0, "GNMT length penalty alpha; 0 ranks by log p(y|x).")
+flags.DEFINE_float("length_penalty", None, "GNMT length penalty alpha (default: the Translator's, 1.0); 0 ranks "
+                   "by log p(y|x).")
 flags.DEFINE_integer("max_source_length", 100, "Longer inputs are cut to this many tokens.")
 flags.DEFINE_bool("forbid_unknown", False, "Never generate [UNK] (the paper's No-UNK decoding).")
 flags.DEFINE_bool("scores", False, "With --nbest=1, append a tab and the score to each line.")
@@ -74,8 +75,8 @@ def main(argv):
     try:
         translator = Translator.from_directory(
             FLAGS.model_dir, which=FLAGS.checkpoint, beam_size=FLAGS.beam_size,
-            length_penalty=FLAGS.length_penalty, max_source_length=FLAGS.max_source_length,
-            jit_compile=FLAGS.jit_compile)
+            max_source_length=FLAGS.max_source_length, jit_compile=FLAGS.jit_compile,
+            **({} if FLAGS.length_penalty is None else {"length_penalty": FLAGS.length_penalty}))
     except (FileNotFoundError, ValueError) as error:
         raise app.UsageError(str(error))
     lines = read_lines(FLAGS.input_file)
