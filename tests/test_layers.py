@@ -230,3 +230,46 @@ def test_a_seeded_initializer_gives_each_weight_its_own_repeatable_values():
     assert _shared_values(first.gate_kernel.numpy(), first.recurrent_kernel.numpy()) == 0
     np.testing.assert_array_equal(first.kernel.numpy(), second.kernel.numpy())
     np.testing.assert_array_equal(first.context_kernel.numpy(), second.context_kernel.numpy())
+
+
+def _weight_copies_per_step(run):
+    """How many variable reads a traced gradient keeps once per loop iteration (TensorList accumulators)."""
+    graph = tf.function(run).get_concrete_function().graph.as_graph_def()
+    nodes = list(graph.node) + [node for function in graph.library.function for node in function.node_def]
+    return sum(1 for node in nodes if node.op == "EmptyTensorList" and "ReadVariableOp" in node.name)
+
+
+def test_teacher_forcing_keeps_no_per_step_copy_of_the_weights():
+    # read inside the loop, every weight of the decoder cell was stacked once per step for the gradient
+    from bahdanau_tf import models
+
+    cell = layers.AttentionGRUCell(4, attention_units=3)
+    cell.build(input_dim=2, memory_dim=6)
+    memory = cell.prepare_memory(tf.ones([2, 5, 6]), tf.ones([2, 5], bool))
+
+    def loop_gradient(read_once):
+        def run():
+            with tf.GradientTape() as tape:
+                def step(h, x):
+                    return cell(cell.project_inputs(x), h, memory)[0]
+                if read_once:
+                    with layers.weights_read_once(cell):
+                        states = tf.scan(step, tf.ones([7, 2, 2]), initializer=tf.zeros([2, 4]))
+                else:
+                    states = tf.scan(step, tf.ones([7, 2, 2]), initializer=tf.zeros([2, 4]))
+                loss = tf.reduce_sum(states)
+            return tape.gradient(loss, cell.trainable_variables)
+        return run
+
+    assert _weight_copies_per_step(loop_gradient(False)) > 0  # what the context avoids
+    assert _weight_copies_per_step(loop_gradient(True)) == 0
+    model = models.model_from_preset("tiny", source_vocabulary_size=20, target_vocabulary_size=20)
+    model.build()
+    source, target = tf.constant([[5, 6, 2]]), tf.constant([[1, 7, 8]])
+
+    def model_gradient():
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(model((source, target), training=True))
+        return tape.gradient(loss, model.trainable_variables)
+
+    assert _weight_copies_per_step(model_gradient) == 0
