@@ -15,6 +15,8 @@ than ``call`` (e.g. ``project_inputs``) is used from inside a decoding loop. Att
 are computed in float32.
 """
 
+import contextlib
+import contextvars
 import zlib
 
 import keras
@@ -30,9 +32,31 @@ _MASK_VALUE = -1e9
 _SCORES = ("additive", "general")
 
 
+# Weights read once before a recurrent loop, by variable id (see `weights_read_once`).
+_READ_ONCE = contextvars.ContextVar("bahdanau_weights_read_once", default={})
+
+
 def _cast(variable, like):
     """The variable as a tensor of the same dtype as ``like`` (no-op when they already agree)."""
-    return tf.cast(variable, like.dtype)
+    read = _READ_ONCE.get().get(id(variable))
+    return tf.cast(variable if read is None else read, like.dtype)
+
+
+@contextlib.contextmanager
+def weights_read_once(layer):
+    """Within the block, ``layer``'s weights are tensors read here, once, not variables.
+
+    A variable read inside a ``tf.while_loop``/``tf.scan`` body is, for TensorFlow's gradient, a
+    new value at every iteration: the backward pass keeps one copy per step (for the decoder, a
+    (steps, 512, 768) stack of C alone), written in the forward loop and read back in the
+    backward one. A tensor read before the loop is loop-invariant and kept once. Teacher forcing
+    builds its loop inside this block (a train step of `small` under XLA: ~5% faster).
+    """
+    token = _READ_ONCE.set({**_READ_ONCE.get(), **{id(w): tf.convert_to_tensor(w) for w in layer.weights}})
+    try:
+        yield
+    finally:
+        _READ_ONCE.reset(token)
 
 
 @keras.saving.register_keras_serializable(package="bahdanau_tf")
@@ -136,6 +160,27 @@ def _add_weight(layer, name, shape, initializer):
     return layer.add_weight(name=name, shape=shape, initializer=_own_draw(initializer, layer, name))
 
 
+@tf.custom_gradient
+def _additive_scores(projected_query, keys, score_vector):
+    """e_ij = v_a^T tanh(W_a s_{i-1} + U_a h_j) from the projected query and the keys: (batch, source_len).
+
+    The gradient recomputes tanh(...) instead of keeping it: per decoder step it is a
+    (batch, source_len, units) tensor, the model's largest activation, and storing it for the
+    backward pass (written once, read once, in a buffer of all steps) cost more than computing it
+    again (a train step of `small` on CPU under XLA: ~5% faster).
+    """
+
+    def hidden():
+        return tf.tanh(keys + projected_query[:, None, :])  # (batch, source_len, units)
+
+    def gradient(upstream):
+        tanh = hidden()
+        d_hidden = upstream[:, :, None] * score_vector * (1.0 - tanh * tanh)
+        return tf.reduce_sum(d_hidden, axis=1), d_hidden, tf.einsum("bs,bsu->u", upstream, tanh)
+
+    return tf.linalg.matvec(hidden(), score_vector), gradient
+
+
 def masked_softmax(scores: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
     """Softmax over the last axis of float scores where ``mask`` is True; exactly 0 elsewhere."""
     scores = tf.cast(scores, "float32")
@@ -233,8 +278,7 @@ class BahdanauAttention(keras.layers.Layer):
     def score_keys(self, projected_query: tf.Tensor, keys: tf.Tensor) -> tf.Tensor:
         """e_ij for one decoder step: (batch, source_len)."""
         if self.score == "additive":
-            hidden = tf.tanh(keys + projected_query[:, None, :])  # (batch, source_len, units)
-            return tf.linalg.matvec(hidden, _cast(self.score_vector, hidden))
+            return _additive_scores(projected_query, keys, _cast(self.score_vector, keys))
         return tf.linalg.matvec(keys, projected_query)  # (batch, source_len)
 
     def attend(self, projected_query: tf.Tensor, memory: tf.Tensor, keys: tf.Tensor, mask: tf.Tensor) -> tuple:
@@ -702,4 +746,5 @@ __all__ = [
     "BidirectionalEncoder",
     "BlockOrthogonal",
     "masked_softmax",
+    "weights_read_once",
 ]

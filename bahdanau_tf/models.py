@@ -448,15 +448,16 @@ class RNNSearch(_TranslationModel):
         def step(carry, projected_t):
             return self.decoder_cell(projected_t, carry[0], memory)
 
-        states, contexts, attention = tf.scan(
-            step,
-            layers_lib.time_major(projected),
-            initializer=(
-                initial_state,
-                tf.zeros([batch, 2 * self.hidden_dim], dtype),
-                tf.zeros(tf.shape(source_ids), "float32"),
-            ),
-        )
+        with layers_lib.weights_read_once(self.decoder_cell):  # not once per step (see there)
+            states, contexts, attention = tf.scan(
+                step,
+                layers_lib.time_major(projected),
+                initializer=(
+                    initial_state,
+                    tf.zeros([batch, 2 * self.hidden_dim], dtype),
+                    tf.zeros(tf.shape(source_ids), "float32"),
+                ),
+            )
         states, contexts = layers_lib.stack_time(states), layers_lib.stack_time(contexts)
         # readout and vocabulary projection for all steps in one batched matmul, after the loop
         logits = self.readout(states, embedded, contexts)
@@ -570,11 +571,12 @@ class RNNEncDec(_TranslationModel):
         projected = self.decoder_cell.project_inputs(embedded)
         # c is the same at every step: its projection is computed once, outside the loop
         projected_context = memory["projected_context"]
-        states = tf.scan(
-            lambda state, projected_t: self.decoder_cell(projected_t, state, projected_context),
-            layers_lib.time_major(projected),
-            initializer=self.initial_state(memory),
-        )
+        with layers_lib.weights_read_once(self.decoder_cell):
+            states = tf.scan(
+                lambda state, projected_t: self.decoder_cell(projected_t, state, projected_context),
+                layers_lib.time_major(projected),
+                initializer=self.initial_state(memory),
+            )
         states = layers_lib.stack_time(states)
         contexts = tf.broadcast_to(memory["context"][:, None, :], tf.shape(states))
         return self.readout(states, embedded, contexts)

@@ -54,7 +54,13 @@ Decisions (all documented here once):
   tensors; chunks of 16 were 1.2-2x faster on CPU (benchmarks/decode_throughput.py).
   `Translator.translate` also sorts by length in Python before cutting batches.
 - **Scores** are log p(y | x) summed over the tokens (``[END]`` included), divided by the
-  GNMT length penalty when ``length_penalty > 0`` (default 0: the paper's objective).
+  GNMT length penalty ``((5 + length) / 6) ** alpha`` when ``length_penalty = alpha > 0``.
+  The default alpha is 1.0 (`DEFAULT_LENGTH_PENALTY`): ranking by log p alone (alpha 0, the
+  paper's objective) prefers short outputs, every token adding a negative log-probability; on
+  400 Bible dev verses a half-trained `small` model (497 updates) gave BLEU 11.4 (brevity
+  penalty 0.70) at alpha 0, 12.4 (0.75) at 1.0, 13.6 (0.92) at 1.5; a 258-update one
+  produced degenerate long outputs at 1.5. The authors' GroundHog sampler offered length
+  normalisation too.
 - **Defaults**: beam 5 (the paper does not give its beam size; Sutskever et al. used 12,
   which costs ~2.4x the time for a small gain); ``[UNK]`` allowed (the paper's "No UNK"
   column forbids it: ``forbid_unknown=True``).
@@ -90,6 +96,7 @@ from bahdanau_tf import decoding, devices
 from bahdanau_tf.special_tokens import END_ID, END_TOKEN, PAD_ID, START_ID, UNK_ID
 
 DEFAULT_BEAM_SIZE = 5
+DEFAULT_LENGTH_PENALTY = 1.0  # GNMT alpha, see the module docstring
 DEFAULT_MAX_SOURCE_LENGTH = 100
 # padded source widths ([END] included) of the XLA search: few shapes, little padding
 DEFAULT_LENGTH_BUCKETS = (8, 16, 24, 32, 48, 64, 96, 128, 192, 256)
@@ -161,7 +168,8 @@ class Translator(tf.Module):
         source_tokenizer: a `bahdanau_tf.text` tokenizer of the source language.
         target_tokenizer: the target language's tokenizer.
         beam_size: int, the default beam (5); 1 is greedy search.
-        length_penalty: float alpha >= 0 of the GNMT length penalty; 0 ranks by log p(y | x).
+        length_penalty: float alpha >= 0 of the GNMT length penalty (1.0); 0 ranks by
+            log p(y | x).
         max_source_length: int, inputs are cut to this many tokens (100).
         max_length_ratio: float, output limit = ceil(ratio * source tokens) + offset (2.0).
         max_length_offset: int (10).
@@ -184,7 +192,7 @@ class Translator(tf.Module):
     """
 
     def __init__(self, models, source_tokenizer, target_tokenizer,
-                 beam_size=DEFAULT_BEAM_SIZE, length_penalty=0.0,
+                 beam_size=DEFAULT_BEAM_SIZE, length_penalty=DEFAULT_LENGTH_PENALTY,
                  max_source_length=DEFAULT_MAX_SOURCE_LENGTH, max_length_ratio=2.0,
                  max_length_offset=10, jit_compile=None, decode_chunk_size=16,
                  serving_jit_compile=False, length_buckets=DEFAULT_LENGTH_BUCKETS, name=None):
@@ -861,5 +869,5 @@ def _check_int(name, value, low, high=None):
         raise ValueError(f"{name} must be an int {bound}, got {value!r}.")
 
 
-__all__ = ["Translator", "TranslationOutput", "Alignment", "DEFAULT_BEAM_SIZE",
+__all__ = ["Translator", "TranslationOutput", "Alignment", "DEFAULT_BEAM_SIZE", "DEFAULT_LENGTH_PENALTY",
            "DEFAULT_MAX_SOURCE_LENGTH", "MAX_BEAM_SIZE"]

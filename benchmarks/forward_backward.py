@@ -6,6 +6,10 @@ batch 80 and source/target length 30. Every variant is timed in rounds, interlea
 round is kept, so a noisy shared machine affects all columns alike. Prints a table and writes JSON.
 
     python benchmarks/forward_backward.py [--presets=small,rnnsearch-50] [--rounds=5]
+
+The JSON records the CPU model and its flags (`bahdanau_tf.devices.benchmark_record`); for an
+AVX2-only CPU emulated on a newer one, run it under ``ONEDNN_MAX_CPU_ISA=AVX2
+XLA_FLAGS=--xla_cpu_max_isa=AVX2`` (see benchmarks/_machines.py).
 """
 
 import json
@@ -19,7 +23,7 @@ import numpy as np
 import tensorflow as tf
 from absl import app, flags
 
-from bahdanau_tf import losses
+from bahdanau_tf import devices, losses
 from bahdanau_tf.models import model_from_preset
 
 FLAGS = flags.FLAGS
@@ -87,7 +91,7 @@ def main(argv):
         "batch_size": FLAGS.batch_size,
         "length": FLAGS.length,
         "rounds": FLAGS.rounds,
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "tensorflow": tf.__version__,
+        "machine": {**devices.benchmark_record(), "platform": platform.platform(),
                     "devices": [d.name for d in tf.config.list_physical_devices()]},
         "results": results,
     }

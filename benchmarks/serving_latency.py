@@ -202,6 +202,7 @@ def _directory_bytes(path):
 
 def main(argv):
     del argv
+    from bahdanau_tf import devices
     from bahdanau_tf.data import load_corpus
     from bahdanau_tf.serving import export_saved_model
 
@@ -233,8 +234,8 @@ def main(argv):
     result = {
         "model": label, "beam_size": FLAGS.beam_size, "export_seconds": export_seconds,
         "size_bytes": total, "size_parts_bytes": sizes, **fresh,
-        "machine": {"cpu": cpu, "cpus": os.cpu_count(), "platform": platform.platform(),
-                    "tensorflow": tf.__version__, "load_average": os.getloadavg()},
+        "machine": {**devices.benchmark_record(), "cpu": cpu, "platform": platform.platform(),
+                    "load_average": os.getloadavg()},
     }
     flag_text = " ".join(f"{k}{'+' if v else '-'}" for k, v in cpu["flags"].items())
     print(f"model: {label}, beam {FLAGS.beam_size}, serving_default in a fresh process "

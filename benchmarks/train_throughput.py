@@ -15,8 +15,10 @@ Variants (precision / XLA):
 
 Machines: ``native`` and ``avx2``, an AVX2/FMA-only CPU emulated on this one (see
 benchmarks/_machines.py for what is capped and how that was checked). Every (machine, preset,
-input, variant) runs in a fresh process, and each machine also measures the float32 GFLOP/s of
-a 2048 x 2048 matmul: the ``ceiling`` column is the train step's achieved FLOP/s over it. The
+input) runs in a fresh process whose variants' timed passes are interleaved (the emulated
+machine's bf16/fp16 variants in a second one, without oneDNN), and each machine also measures
+the float32 GFLOP/s of a 2048 x 2048 matmul: the ``ceiling`` column is the train step's
+achieved FLOP/s over it. The
 train step's FLOPs are counted from the model's matmuls at the padded batch shapes (forward,
 times 3 for forward + backward; element-wise work left out), see `train_step_flops`.
 
@@ -29,7 +31,7 @@ Two inputs:
 * ``fixed``: one batch of length 30 on both sides, every token real (the upper bound).
 
 Every variant runs an untimed first pass (tracing, XLA compilation), then ``--rounds`` timed
-passes; the best is kept, since the machine is shared. Prints a table and writes JSON to
+passes, interleaved with the other variants'; the best is kept, since the machine is shared. Prints a table and writes JSON to
 ``benchmarks/results/train_throughput.json``.
 
     python benchmarks/train_throughput.py [--machines=native,avx2] [--presets=small]
@@ -112,77 +114,86 @@ def _fixed_batch(batch_size, length, vocabulary_size):
     return (ids, ids), ids
 
 
-def _measure(trainer, dataset, steps, rounds):
-    """(first pass seconds, best seconds per step, real target tokens per step)."""
-    iterator = iter(trainer.strategy.experimental_distribute_dataset(dataset))
+def _prepare(preset, input_kind, variant, train, tokenizers, directories):
+    """(trainer, iterator, steps per pass, the batches, config) of one variant."""
+    import tensorflow as tf
+
+    from bahdanau_tf import training
+
+    config = training.TrainingConfig.for_preset(preset, summaries=False, **VARIANTS[variant])
+    large = preset not in ("small", "tiny")
+    if input_kind == "fixed":
+        batches = [_fixed_batch(config.batch_size, 30, tokenizers[1].vocabulary_size)]
+        dataset = tf.data.Dataset.from_tensors(batches[0]).repeat()
+        steps = FLAGS.large_steps if large else FLAGS.steps
+    else:  # the variant's own padding
+        probe = training.Trainer(directories.pop(), *tokenizers, preset=preset, config=config, log=lambda line: None)
+        dataset = probe.train_dataset(train, distribute=False).take(FLAGS.corpus_batches).cache()
+        batches = list(dataset)
+        dataset = dataset.repeat()
+        steps = FLAGS.corpus_batches
+    trainer = training.Trainer(directories.pop(), *tokenizers, preset=preset, config=config, log=lambda line: None)
+    return trainer, iter(trainer.strategy.experimental_distribute_dataset(dataset)), steps, batches, config
+
+
+def _run_pass(trainer, iterator, steps):
     start = time.time()
     for _ in range(steps):
         trainer.train_step(iterator)
-    trainer.step.numpy()
-    first = time.time() - start
-    trainer._token_count.assign(0.0)
-    best = float("inf")
-    for _ in range(rounds):
-        start = time.time()
-        for _ in range(steps):
-            trainer.train_step(iterator)
-        trainer.step.numpy()  # waits for the last step
-        best = min(best, (time.time() - start) / steps)
-    tokens = float(trainer._token_count.numpy()) / (rounds * steps)
-    return first, best, tokens
+    trainer.step.numpy()  # waits for the last step
+    return time.time() - start
 
 
-def measure_variant(preset, input_kind, variant):
-    """One row, measured in this process."""
+def measure_variants(preset, input_kind, variants):
+    """One row per variant, measured in this process, the variants' timed passes interleaved
+    (round 1 of every variant, then round 2, ...) so that a shared machine's load falls on all."""
     import shutil
 
-    import tensorflow as tf
-
-    from bahdanau_tf import data, training
+    from bahdanau_tf import data
 
     train = data.load_corpus("bible-en-es", split="train")
     tokenizers = _tokenizers(train, VOCABULARY.get(preset, 5000))
-    config = training.TrainingConfig.for_preset(preset, summaries=False, **VARIANTS[variant])
-    large = preset not in ("small", "tiny")
-    directories = [tempfile.mkdtemp(prefix="train_throughput_") for _ in range(2)]
+    directories = [tempfile.mkdtemp(prefix="train_throughput_") for _ in range(2 * len(variants))]
+    cleanup = list(directories)
     try:
-        if input_kind == "fixed":
-            batches = [_fixed_batch(config.batch_size, 30, tokenizers[1].vocabulary_size)]
-            dataset = tf.data.Dataset.from_tensors(batches[0]).repeat()
-            steps = FLAGS.large_steps if large else FLAGS.steps
-        else:  # the variant's own padding
-            probe = training.Trainer(directories[0], *tokenizers, preset=preset, config=config,
-                                     log=lambda line: None)
-            dataset = probe.train_dataset(train, distribute=False).take(FLAGS.corpus_batches).cache()
-            batches = list(dataset)
-            dataset = dataset.repeat()
-            steps = FLAGS.corpus_batches
-        trainer = training.Trainer(directories[1], *tokenizers, preset=preset, config=config,
-                                   log=lambda line: None)
-        first, seconds, tokens = _measure(trainer, dataset, steps, FLAGS.rounds)
-        flops = sum(train_step_flops(trainer.model, int(b[1].shape[0]), int(b[0][0].shape[1]), int(b[1].shape[1]))
-                    for b in batches) / len(batches)
+        runs = {variant: _prepare(preset, input_kind, variant, train, tokenizers, directories) for variant in variants}
+        first = {variant: _run_pass(trainer, iterator, steps) for variant, (trainer, iterator, steps, _, _) in runs.items()}
+        best = {variant: float("inf") for variant in variants}
+        for trainer, *_ in runs.values():
+            trainer._token_count.assign(0.0)
+        for _ in range(FLAGS.rounds):
+            for variant, (trainer, iterator, steps, _, _) in runs.items():
+                best[variant] = min(best[variant], _run_pass(trainer, iterator, steps) / steps)
+        rows = []
+        for variant, (trainer, _, steps, batches, config) in runs.items():
+            seconds = best[variant]
+            tokens = float(trainer._token_count.numpy()) / (FLAGS.rounds * steps)
+            flops = sum(train_step_flops(trainer.model, int(b[1].shape[0]), int(b[0][0].shape[1]), int(b[1].shape[1]))
+                        for b in batches) / len(batches)
+            rows.append(dict(preset=preset, input=input_kind, variant=variant, precision=config.precision,
+                             jit_compile=bool(config.jit_compile), batch_size=config.batch_size,
+                             vocabulary_size=tokenizers[1].vocabulary_size,
+                             shapes=len({tuple(b[0][0].shape) + tuple(b[1].shape) for b in batches}),
+                             first_pass_s=round(first[variant], 1), step_ms=round(1000 * seconds, 1),
+                             real_target_tokens_per_step=round(tokens, 1),
+                             target_tokens_per_s=round(tokens / seconds, 1),
+                             gflops_per_s=round(flops / seconds / 1e9, 2)))
+        return rows
     finally:
-        for directory in directories:
+        for directory in cleanup:
             shutil.rmtree(directory, ignore_errors=True)
-    return dict(preset=preset, input=input_kind, variant=variant, precision=config.precision,
-                jit_compile=bool(config.jit_compile), batch_size=config.batch_size,
-                vocabulary_size=tokenizers[1].vocabulary_size,
-                shapes=len({tuple(b[0][0].shape) + tuple(b[1].shape) for b in batches}),
-                first_pass_s=round(first, 1), step_ms=round(1000 * seconds, 1),
-                real_target_tokens_per_step=round(tokens, 1), target_tokens_per_s=round(tokens / seconds, 1),
-                gflops_per_s=round(flops / seconds / 1e9, 2))
 
 
 def _child(spec):
     from bahdanau_tf import devices
 
     if spec == "ceiling":
-        row = {"matmul_gflops": round(_machines.matmul_gflops(), 1)}
+        result = {"matmul_gflops": round(_machines.matmul_gflops(), 1)}
     else:
-        row = measure_variant(*spec.split(":"))
-    row["machine"] = devices.benchmark_record()
-    print(json.dumps(row), flush=True)
+        preset, input_kind, variants = spec.split(":")
+        result = {"rows": measure_variants(preset, input_kind, variants.split("+"))}
+    result["machine"] = devices.benchmark_record()
+    print(json.dumps(result), flush=True)
 
 
 def _table(rows):
@@ -208,19 +219,25 @@ def main(argv):
         machines[machine] = dict(ceiling.pop("machine"), matmul_gflops=ceiling["matmul_gflops"])
         print(f"{machine}: {machines[machine]['description']}, float32 matmul {ceiling['matmul_gflops']} GFLOP/s",
               flush=True)
+        # one process per group of variants that share an environment (bf16/fp16 on an emulated
+        # machine run without oneDNN), their rounds interleaved
+        groups = {}
+        for variant in FLAGS.variants:
+            low_precision = machine != "native" and VARIANTS[variant].get("precision", "float32") != "float32"
+            groups.setdefault(low_precision, []).append(variant)
         for preset in FLAGS.presets:
             for input_kind in FLAGS.inputs:
                 if input_kind == "corpus" and preset not in ("small", "tiny"):
                     continue  # a few steps of rnnsearch-50 on a CPU say nothing about its shapes
-                for variant in FLAGS.variants:
-                    low_precision = "precision" in VARIANTS[variant] and VARIANTS[variant]["precision"] != "float32"
-                    row = _machines.run_child(script, [f"--child={preset}:{input_kind}:{variant}"] + passed,
-                                              machine, low_precision=low_precision)
-                    row["machine_record"] = row.pop("machine")
-                    row["machine"] = machine
-                    row["ceiling"] = f"{100 * row['gflops_per_s'] / ceiling['matmul_gflops']:.1f}%"
-                    rows.append(row)
-                    print(json.dumps({k: v for k, v in row.items() if k != "machine_record"}), flush=True)
+                for low_precision, variants in groups.items():
+                    result = _machines.run_child(
+                        script, [f"--child={preset}:{input_kind}:{'+'.join(variants)}"] + passed, machine,
+                        low_precision=low_precision)
+                    for row in result["rows"]:
+                        row.update(machine=machine, machine_record=result["machine"],
+                                   ceiling=f"{100 * row['gflops_per_s'] / ceiling['matmul_gflops']:.1f}%")
+                        rows.append(row)
+                        print(json.dumps({k: v for k, v in row.items() if k != "machine_record"}), flush=True)
     print(_table(rows))
     os.makedirs(os.path.dirname(FLAGS.output), exist_ok=True)
     with open(FLAGS.output, "w") as f:

@@ -57,6 +57,35 @@ def test_attention_keys_are_step_independent():
         np.testing.assert_allclose(given[0], computed[0], atol=1e-6)
 
 
+def test_additive_attention_gradients_equal_plain_autodiff():
+    # the scores' gradient recomputes tanh instead of storing it: same numbers as autodiff of
+    # the equations written out
+    rng = np.random.default_rng(3)
+    attention = layers.BahdanauAttention(7)
+    query = tf.constant(rng.normal(size=(3, 5)), tf.float32)
+    memory = tf.constant(rng.normal(size=(3, 4, 6)), tf.float32)
+    mask = tf.constant(np.arange(4)[None, :] < np.array([4, 2, 1])[:, None])
+    attention(query, memory, memory_mask=mask)
+    _randomize(attention)
+    probe_context, probe_weights = (tf.constant(rng.normal(size=shape), tf.float32) for shape in ((3, 6), (3, 4)))
+
+    def loss(context, weights):
+        return tf.reduce_sum(context * probe_context) + tf.reduce_sum(weights * probe_weights)
+
+    sources = [query, memory] + attention.trainable_variables
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch([query, memory])
+        ours = loss(*attention(query, memory, memory_mask=mask))
+        keys = memory @ attention.key_kernel + attention.key_bias
+        energies = tf.reduce_sum(tf.tanh(keys + (query @ attention.query_kernel)[:, None, :])
+                                 * attention.score_vector, axis=-1)
+        weights = layers.masked_softmax(energies, mask)
+        reference = loss(tf.einsum("bs,bsd->bd", weights, memory), weights)
+    np.testing.assert_allclose(ours, reference, rtol=1e-6)
+    for got, expected in zip(tape.gradient(ours, sources), tape.gradient(reference, sources)):
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+
+
 def test_attention_rejects_bad_arguments():
     with pytest.raises(ValueError, match="'cosine'"):
         layers.BahdanauAttention(4, score="cosine")
@@ -200,3 +229,46 @@ def test_a_seeded_initializer_gives_each_weight_its_own_repeatable_values():
     assert _shared_values(first.gate_kernel.numpy(), first.recurrent_kernel.numpy()) == 0
     np.testing.assert_array_equal(first.kernel.numpy(), second.kernel.numpy())
     np.testing.assert_array_equal(first.context_kernel.numpy(), second.context_kernel.numpy())
+
+
+def _weight_copies_per_step(run):
+    """How many variable reads a traced gradient keeps once per loop iteration (TensorList accumulators)."""
+    graph = tf.function(run).get_concrete_function().graph.as_graph_def()
+    nodes = list(graph.node) + [node for function in graph.library.function for node in function.node_def]
+    return sum(1 for node in nodes if node.op == "EmptyTensorList" and "ReadVariableOp" in node.name)
+
+
+def test_teacher_forcing_keeps_no_per_step_copy_of_the_weights():
+    # read inside the loop, every weight of the decoder cell was stacked once per step for the gradient
+    from bahdanau_tf import models
+
+    cell = layers.AttentionGRUCell(4, attention_units=3)
+    cell.build(input_dim=2, memory_dim=6)
+    memory = cell.prepare_memory(tf.ones([2, 5, 6]), tf.ones([2, 5], bool))
+
+    def loop_gradient(read_once):
+        def run():
+            with tf.GradientTape() as tape:
+                def step(h, x):
+                    return cell(cell.project_inputs(x), h, memory)[0]
+                if read_once:
+                    with layers.weights_read_once(cell):
+                        states = tf.scan(step, tf.ones([7, 2, 2]), initializer=tf.zeros([2, 4]))
+                else:
+                    states = tf.scan(step, tf.ones([7, 2, 2]), initializer=tf.zeros([2, 4]))
+                loss = tf.reduce_sum(states)
+            return tape.gradient(loss, cell.trainable_variables)
+        return run
+
+    assert _weight_copies_per_step(loop_gradient(False)) > 0  # what the context avoids
+    assert _weight_copies_per_step(loop_gradient(True)) == 0
+    model = models.model_from_preset("tiny", source_vocabulary_size=20, target_vocabulary_size=20)
+    model.build()
+    source, target = tf.constant([[5, 6, 2]]), tf.constant([[1, 7, 8]])
+
+    def model_gradient():
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(model((source, target), training=True))
+        return tape.gradient(loss, model.trainable_variables)
+
+    assert _weight_copies_per_step(model_gradient) == 0

@@ -116,9 +116,9 @@ def define_search_flags():
     _define_once(flags.DEFINE_integer, "beam_size", translator.DEFAULT_BEAM_SIZE,
                  "Beam size; 1 is greedy search.", lower_bound=1,
                  upper_bound=translator.MAX_BEAM_SIZE)
-    define_finite_float("length_penalty", 0.0,
-                        "GNMT length penalty alpha (>= 0); 0 ranks by log p(y|x).",
-                        lower_bound=0.0)
+    define_finite_float("length_penalty", translator.DEFAULT_LENGTH_PENALTY,
+                        "GNMT length penalty alpha (>= 0); 0 ranks by log p(y|x) alone, which "
+                        "prefers short outputs.", lower_bound=0.0)
     _define_once(flags.DEFINE_integer, "max_source_length", translator.DEFAULT_MAX_SOURCE_LENGTH,
                  "Longer inputs are cut to this many tokens.", lower_bound=1)
 
