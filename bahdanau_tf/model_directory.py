@@ -172,8 +172,7 @@ def _listed_checkpoint(directory):
     state = tf.train.get_checkpoint_state(directory)
     if state is None or not state.model_checkpoint_path:
         return None
-    path = state.model_checkpoint_path
-    return path if os.path.isabs(path) else os.path.join(directory, path)
+    return state.model_checkpoint_path  # joined with ``directory`` by TensorFlow when relative
 
 
 def latest_checkpoint(directory: str, which: str = "best", warn=None) -> str | None:

@@ -108,7 +108,7 @@ DEVICE = '''\
 # Precision and XLA follow the device (bahdanau_tf.devices, as bahdanau-train does): mixed
 # bfloat16 on Ampere and newer GPUs (A100, L4) and on CPUs with bf16 units, float16 with loss
 # scaling on older GPUs (T4), float32 + XLA on other CPUs. Softmaxes and the loss stay float32.
-from bahdanau_tf import devices
+from bahdanau_tf import devices, training
 
 CHOICE = devices.training_choice()
 print("device:", devices.device_description(), "|", CHOICE.precision,

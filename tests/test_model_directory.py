@@ -56,3 +56,11 @@ def test_best_falls_back_to_latest_only_with_a_warning(saved, tmp_path):
     os.remove(latest + ".index")
     with pytest.raises(ValueError, match=r"ckpt-1' is damaged: ckpt-1.index missing"):
         model_directory.latest_checkpoint(directory, "best", warn=warnings.append)
+
+
+def test_a_relative_model_directory_loads(tmp_path, monkeypatch):
+    source, target = toy_tokenizers()
+    monkeypatch.chdir(tmp_path)
+    save_model_dir("runs/model", random_model(seed=4), source, target)
+    assert model_directory.latest_checkpoint("runs/model", "latest") == "runs/model/checkpoints/ckpt-1"
+    assert model_directory.load_model_directory("runs/model", which="latest").checkpoint.endswith("ckpt-1")

@@ -20,7 +20,7 @@ from bahdanau_tf.special_tokens import END_ID, PAD_ID, SPECIAL_TOKENS, START_ID,
 from bahdanau_tf.text import WordTokenizer
 from bahdanau_tf.translator import MAX_BEAM_SIZE, Translator
 
-from helpers import random_model  # noqa: E402
+from helpers import TOY_SOURCE_WORDS as SOURCE_WORDS, random_model  # noqa: E402
 from helpers import toy_tokenizers as tokenizers  # noqa: E402
 
 
