@@ -12,10 +12,11 @@ over the run, best dev NLL, test BLEU with its brevity penalty and length ratio,
 length — and writes ``OUT/summary.json``. Takes about (12 + 2 x penalties) minutes per run.
 
     python benchmarks/twelve_minute_runs.py --output_dir=/data/runs12 \\
-        [--machines=native,avx2] [--configs=default,warmup] [--length_penalties=0,1]
+        [--machines=native,avx2] [--configs=default,warmup,f32xla] [--length_penalties=0,1,1.5]
 
 Configurations: ``default`` (no flag), ``warmup`` (``--schedule=warmup_rsqrt
---warmup_steps=200``), or any ``name=--flag=value+--flag=value``.
+--warmup_steps=200``), ``f32xla`` (``--precision=float32 --jit``: on a bf16 CPU, the other
+candidate default), or any ``name=--flag=value+--flag=value``.
 """
 
 import json
@@ -35,11 +36,15 @@ FLAGS = flags.FLAGS
 flags.DEFINE_string("output_dir", None, "Where the model directories, evaluations and summary go.")
 flags.DEFINE_list("machines", ["native", "avx2"], "Machines: native and/or avx2 (emulated).")
 flags.DEFINE_list("configs", ["default"], "Configurations: default, warmup, or name=--flag=value+--flag=value.")
-flags.DEFINE_list("length_penalties", ["0", "1"], "bahdanau-evaluate --length_penalty values.")
+flags.DEFINE_list("length_penalties", ["0", "1", "1.5"], "bahdanau-evaluate --length_penalty values.")
 flags.DEFINE_float("max_minutes", 12.0, "bahdanau-train --max_minutes.")
 flags.DEFINE_list("extra_train_flags", [], "Flags added to every bahdanau-train run.")
 
-CONFIGS = {"default": [], "warmup": ["--schedule=warmup_rsqrt", "--warmup_steps=200"]}
+CONFIGS = {
+    "default": [],
+    "warmup": ["--schedule=warmup_rsqrt", "--warmup_steps=200"],
+    "f32xla": ["--precision=float32", "--jit"],  # the AVX2 default, on a bf16 CPU
+}
 
 
 def _config_flags(config):
@@ -106,6 +111,8 @@ def main(argv):
     for machine in FLAGS.machines:
         for config in FLAGS.configs:
             name, extra = _config_flags(config)
+            if name == "f32xla" and machine != "native":
+                continue  # the emulated AVX2 machine's default already is float32 + XLA
             run_dir = os.path.join(FLAGS.output_dir, f"{machine}-{name}")
             train = [python, "-m", "bahdanau_tf.cli.train", f"--output_dir={run_dir}",
                      f"--max_minutes={FLAGS.max_minutes}"] + list(FLAGS.extra_train_flags) + extra
