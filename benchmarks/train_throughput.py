@@ -59,7 +59,7 @@ flags.DEFINE_list("machines", ["native", "avx2"], "Machines: native and/or avx2 
 flags.DEFINE_list("presets", ["small"], "Presets to measure (small, rnnsearch-50).")
 flags.DEFINE_list("inputs", ["corpus", "fixed"], "Inputs: corpus and/or fixed.")
 flags.DEFINE_list("variants", ["old_default", "new_default", "float32", "bf16", "jit"], "Variants to measure.")
-flags.DEFINE_integer("rounds", 3, "Timed passes per variant (the best is kept).")
+flags.DEFINE_integer("rounds", 5, "Timed passes per variant, interleaved (the best is kept).")
 flags.DEFINE_integer("steps", 10, "Steps per timed pass with the fixed input (small).")
 flags.DEFINE_integer("corpus_batches", 24, "Batches cycled with the corpus input (small).")
 flags.DEFINE_integer("large_steps", 2, "Steps per pass for rnnsearch-50 (slow on a CPU).")
