@@ -184,11 +184,25 @@ def training_choice(machine: Machine | None = None, precision: str | None = None
 def decoding_jit(machine: Machine | None = None) -> bool:
     """Whether the Translator's Python path compiles its search with XLA: yes, on every device.
 
-    Beam search is a loop of small ops; XLA fuses each step and was 2-5x faster on the CPUs
-    measured (benchmarks/decode_throughput.py), bf16 units or not (decoding runs in float32).
+    Beam search is a loop of small ops; XLA fuses each step and was about 2x faster at batch
+    64 and 2.5x at batch 1 on the CPUs measured (benchmarks/decode_throughput.py), bf16 units or
+    not (decoding runs in float32 on CPUs, `decoding_precision`).
     """
     del machine
     return True
+
+
+def decoding_precision(machine: Machine | None = None) -> str | None:
+    """The dtype policy a trained model is loaded in for translation: ``"float32"`` on a CPU,
+    None (the policy it was trained in) on a GPU.
+
+    A model trained in mixed bfloat16 keeps float32 weights, so float32 loses nothing; on a CPU
+    it is the faster choice under XLA (XLA:CPU emulates bf16), and without bf16 units (Eigen
+    runs bf16 at a fraction of float32's speed; under ``ONEDNN_MAX_CPU_ISA=AVX2`` oneDNN even
+    aborts on bf16 matmuls).
+    """
+    machine = machine or detect()
+    return None if machine.kind == "gpu" else "float32"
 
 
 def benchmark_record() -> dict:
@@ -212,4 +226,4 @@ def device_description() -> str:
 
 
 __all__ = ["Machine", "SpeedChoice", "RELEVANT_CPU_FLAGS", "cpu_info", "detect", "training_choice",
-           "decoding_jit", "benchmark_record", "device_description"]
+           "decoding_jit", "decoding_precision", "benchmark_record", "device_description"]

@@ -265,14 +265,15 @@ class Translator(tf.Module):
         return all(getattr(m, "has_attention", False) for m in self.models)
 
     @classmethod
-    def from_directory(cls, model_dirs, which="best", dtype=None, **kwargs) -> "Translator":
+    def from_directory(cls, model_dirs, which="best", dtype="auto", **kwargs) -> "Translator":
         """Loads one training output directory, or several for an ensemble.
 
         Args:
             model_dirs: str, or a list of str (an ensemble; the vocabularies must be equal).
             which: ``"best"`` (best dev NLL, else latest) or ``"latest"`` checkpoint.
-            dtype: optional dtype policy to rebuild the models in (e.g. ``"float32"`` for a
-                model trained under mixed precision); None keeps the training policy.
+            dtype: the dtype policy to build the models in; ``"auto"``:
+                `bahdanau_tf.devices.decoding_precision` (float32 on a CPU, whatever the model
+                was trained in); None: the trained policy.
             **kwargs: `Translator` arguments (beam_size, jit_compile, ...).
 
         Raises:
@@ -283,6 +284,8 @@ class Translator(tf.Module):
 
         if isinstance(model_dirs, (str, bytes)) or not isinstance(model_dirs, Sequence):
             model_dirs = [model_dirs]
+        if dtype == "auto":
+            dtype = devices.decoding_precision()
         loaded = [load_model_directory(d, which=which, dtype=dtype) for d in model_dirs]
         first = loaded[0]
         for directory, other in zip(model_dirs[1:], loaded[1:]):

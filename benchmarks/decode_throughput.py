@@ -5,8 +5,9 @@ encoder, beam search, detokenization; Python included, as bahdanau-translate and
 bahdanau-evaluate run it), for greedy search (beam 1) and beam 5:
 
 * ``old_default``: ``Translator(jit_compile=False)``, one ``tf.function`` per batch without
-  XLA (what the exported signatures run);
-* ``new_default``: ``Translator()``, XLA over bucketed shapes (`bahdanau_tf.translator`).
+  XLA (what the exported signatures run), the model in the policy it was trained in;
+* ``new_default``: ``Translator()``, XLA over bucketed shapes (`bahdanau_tf.translator`), the
+  model loaded as `Translator.from_directory` loads it (float32 on a CPU).
 
 At batch sizes >= 16 ``--sentences`` verses are translated per round (sentences/s); at batch 1
 ``--latency_sentences`` verses one call each, and the median and 90th percentile latency are
@@ -51,11 +52,21 @@ flags.DEFINE_bool("child", False, "Internal: measure in this process.")
 flags.DEFINE_string("output", os.path.join(os.path.dirname(__file__), "results", "decode_throughput.json"),
                     "JSON output path.")
 
-VARIANTS = {"old_default": dict(jit_compile=False), "new_default": dict()}
+# old: tf.function without XLA, the model in the policy it was trained in; new: the defaults
+VARIANTS = {"old_default": dict(jit_compile=False, dtype=None), "new_default": dict(dtype="auto")}
 
 
-def _parts():
-    """(model, source tokenizer, target tokenizer, label)."""
+def _trained_policy():
+    """The dtype policy --model_dir was trained in (float32 for an untrained preset)."""
+    if not FLAGS.model_dir:
+        return "float32"
+    with open(os.path.join(FLAGS.model_dir, "model.json")) as handle:
+        dtype = json.load(handle)["config"].get("dtype")
+    return dtype.get("config", {}).get("name", "float32") if isinstance(dtype, dict) else (dtype or "float32")
+
+
+def _parts(dtype):
+    """(model, source tokenizer, target tokenizer, label) with the models in ``dtype``."""
     import tensorflow as tf
 
     from bahdanau_tf.data import load_corpus
@@ -64,9 +75,12 @@ def _parts():
     from bahdanau_tf.text import WordTokenizer
 
     if FLAGS.model_dir:
-        loaded = load_model_directory(FLAGS.model_dir)
+        from bahdanau_tf import devices
+
+        dtype = devices.decoding_precision() if dtype == "auto" else dtype
+        loaded = load_model_directory(FLAGS.model_dir, dtype=dtype)
         name = os.path.basename(os.path.normpath(FLAGS.model_dir))
-        return loaded.model, loaded.source_tokenizer, loaded.target_tokenizer, f"{name} (trained)"
+        return loaded.model, loaded.source_tokenizer, loaded.target_tokenizer, f"{name} (trained, {_trained_policy()})"
     train = load_corpus("bible-en-es", split="train")
     source = WordTokenizer.build(train.sources, max_vocabulary_size=FLAGS.vocabulary_size)
     target = WordTokenizer.build(train.targets, max_vocabulary_size=FLAGS.vocabulary_size)
@@ -100,9 +114,12 @@ def _measure():
     from bahdanau_tf.data import load_corpus
     from bahdanau_tf.translator import Translator
 
-    model, source, target, label = _parts()
     test = load_corpus("bible-en-es", split="test").sources
-    translators = {name: Translator(model, source, target, **VARIANTS[name]) for name in FLAGS.variants}
+    translators = {}
+    for name in FLAGS.variants:
+        options = dict(VARIANTS[name])
+        model, source, target, label = _parts(options.pop("dtype"))
+        translators[name] = Translator(model, source, target, **options)
     rows = []
     for batch_size in (int(b) for b in FLAGS.batch_sizes):
         for beam_size in (int(b) for b in FLAGS.beam_sizes):
@@ -157,17 +174,24 @@ def main(argv):
     script = os.path.abspath(__file__)
     passed = [f"--{name}={getattr(FLAGS, name)}" for name in ("preset", "sentences", "latency_sentences", "rounds",
                                                               "vocabulary_size")]
-    passed += [f"--{name}={','.join(getattr(FLAGS, name))}" for name in ("batch_sizes", "beam_sizes", "variants")]
+    passed += [f"--{name}={','.join(getattr(FLAGS, name))}" for name in ("batch_sizes", "beam_sizes")]
     if FLAGS.model_dir:
         passed.append(f"--model_dir={FLAGS.model_dir}")
     machines, rows = {}, []
     for machine in FLAGS.machines:
-        result = _machines.run_child(script, ["--child"] + passed, machine)
-        machines[machine] = result["machine"]
-        print(f"{machine}: {result['machine']['description']}", flush=True)
-        for row in result["rows"]:
-            rows.append(dict(machine=machine, **row))
-            print(json.dumps(rows[-1]), flush=True)
+        # an emulated machine runs a model in bf16/fp16 without oneDNN (benchmarks/_machines.py)
+        groups = {}
+        for variant in FLAGS.variants:
+            low_precision = machine != "native" and VARIANTS[variant]["dtype"] is None and _trained_policy() != "float32"
+            groups.setdefault(low_precision, []).append(variant)
+        for low_precision, variants in groups.items():
+            result = _machines.run_child(script, ["--child", f"--variants={','.join(variants)}"] + passed, machine,
+                                         low_precision=low_precision)
+            machines[machine] = result["machine"]
+            print(f"{machine}: {result['machine']['description']}", flush=True)
+            for row in result["rows"]:
+                rows.append(dict(machine=machine, **row))
+                print(json.dumps(rows[-1]), flush=True)
     print(_table(rows))
     os.makedirs(os.path.dirname(FLAGS.output) or ".", exist_ok=True)
     with open(FLAGS.output, "w") as handle:

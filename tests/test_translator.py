@@ -264,6 +264,19 @@ def test_from_directory_restores_the_same_translator(translator, tmp_path):
         Translator.from_directory(str(tmp_path / "missing"))
 
 
+def test_a_model_trained_in_bfloat16_translates_in_float32_on_a_cpu(tmp_path):
+    # XLA:CPU emulates bf16, and a CPU without bf16 units runs it in Eigen (or, with oneDNN
+    # capped below its bf16 ISA, aborts): on a CPU the models are rebuilt in float32
+    source, target = tokenizers()
+    model = RNNSearch.from_preset("tiny", source_vocabulary_size=len(SOURCE_WORDS) + 4,
+                                  target_vocabulary_size=len(TARGET_WORDS) + 4, dtype="mixed_bfloat16")
+    model_directory.build_model(model)
+    model_directory.write_model_config(str(tmp_path), model, source, target)
+    tf.train.Checkpoint(model=model).save(str(tmp_path / "checkpoints" / "ckpt"))
+    assert Translator.from_directory(str(tmp_path)).models[0].dtype_policy.name == "float32"
+    assert Translator.from_directory(str(tmp_path), dtype=None).models[0].dtype_policy.name == "mixed_bfloat16"
+
+
 def test_bad_python_arguments_raise_value_errors(translator):
     with pytest.raises(ValueError, match="beam_size"):
         translator.translate(SENTENCES, beam_size=0)
