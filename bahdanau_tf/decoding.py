@@ -195,20 +195,29 @@ class _Step(NamedTuple):
 
 def _select(candidates, scores, finished, lengths, step, limits, ranking, beam, end_id,
             own_beams=None):
-    """The best ``beam`` candidates of each sentence, by rank (top_k: ties to the lower beam,
-    then the lower token id); with ``own_beams`` the slots beyond a sentence's own beam are
-    emptied, so they never extend anything."""
+    """The best ``beam`` candidates of each sentence, by rank (ties to the lower beam, then the
+    lower token id); with ``own_beams`` the slots beyond a sentence's own beam are emptied, so
+    they never extend anything."""
     batch = tf.shape(scores)[0]
-    vocab = tf.shape(candidates)[-1]
     totals = tf.reshape(scores, [-1, 1]) + candidates  # [rows, vocab]
+    # All candidates of one row have the same length, so the same penalty: a row's best `beam`
+    # by log p are its best by rank, and only they need ranking against the sentence's other
+    # rows (top_k over [rows, vocab] and a division over [rows, beam], not over the vocabulary).
+    vocab = candidates.shape[-1]
+    if isinstance(beam, int) and vocab is not None:
+        per_row = min(beam, vocab)  # static: XLA needs it
+    else:
+        per_row = tf.minimum(beam, tf.shape(candidates)[-1])
+    row_totals, row_tokens = tf.math.top_k(totals, k=per_row)  # [rows, per_row], sorted
     flat_finished, flat_lengths = tf.reshape(finished, [-1]), tf.reshape(lengths, [-1])
     candidate_lengths = tf.where(flat_finished, flat_lengths, step + 1)
-    ranks = ranking.rank(totals, candidate_lengths[:, None])
-    _, top = tf.math.top_k(tf.reshape(ranks, [batch, beam * vocab]), k=beam)  # [batch, beam]
-    parent = top // vocab + tf.range(batch)[:, None] * beam
-    token = top % vocab
-    new_scores = tf.reshape(tf.gather(tf.reshape(totals, [-1]), tf.reshape(parent * vocab + token, [-1])),
-                            [batch, beam])
+    ranks = ranking.rank(row_totals, candidate_lengths[:, None])
+    # top_k is stable: ties go to the lower beam, then (within a row, sorted) the lower token id
+    _, top = tf.math.top_k(tf.reshape(ranks, [batch, beam * per_row]), k=beam)  # [batch, beam]
+    parent = top // per_row + tf.range(batch)[:, None] * beam
+    picked = tf.reshape(parent * per_row + top % per_row, [-1])
+    token = tf.reshape(tf.gather(tf.reshape(row_tokens, [-1]), picked), [batch, beam])
+    new_scores = tf.reshape(tf.gather(tf.reshape(row_totals, [-1]), picked), [batch, beam])
     if own_beams is not None:
         new_scores = tf.where(tf.range(beam)[None, :] < own_beams[:, None], new_scores, _NEG_INF)
     was_finished = tf.gather(flat_finished, parent)
