@@ -167,7 +167,8 @@ def translators(model_dirs, seq2seq_translator):
         "rnnsearch": Translator.from_directory(model_dirs["rnnsearch_mixed"], dtype="float32",
                                                beam_size=BEAM),
         "ensemble": Translator.from_directory(
-            [model_dirs["rnnsearch_float32"], model_dirs["rnnsearch_mixed"]], beam_size=BEAM),
+            [model_dirs["rnnsearch_float32"], model_dirs["rnnsearch_mixed"]], dtype=None,  # --keep_precision
+            beam_size=BEAM),
         "rnnencdec": Translator.from_directory(model_dirs["rnnencdec"], beam_size=BEAM),
         "seq2seq": seq2seq_translator,
     }

@@ -20,7 +20,7 @@ from bahdanau_tf.special_tokens import END_ID, PAD_ID, SPECIAL_TOKENS, START_ID,
 from bahdanau_tf.text import WordTokenizer
 from bahdanau_tf.translator import MAX_BEAM_SIZE, Translator
 
-from helpers import TOY_SOURCE_WORDS as SOURCE_WORDS, random_model  # noqa: E402
+from helpers import TOY_SOURCE_WORDS as SOURCE_WORDS, random_model, save_model_dir  # noqa: E402
 from helpers import toy_tokenizers as tokenizers  # noqa: E402
 
 
@@ -268,11 +268,7 @@ def test_a_model_trained_in_bfloat16_translates_in_float32_on_a_cpu(tmp_path):
     # XLA:CPU emulates bf16, and a CPU without bf16 units runs it in Eigen (or, with oneDNN
     # capped below its bf16 ISA, aborts): on a CPU the models are rebuilt in float32
     source, target = tokenizers()
-    model = RNNSearch.from_preset("tiny", source_vocabulary_size=len(SOURCE_WORDS) + 4,
-                                  target_vocabulary_size=len(TARGET_WORDS) + 4, dtype="mixed_bfloat16")
-    model_directory.build_model(model)
-    model_directory.write_model_config(str(tmp_path), model, source, target)
-    tf.train.Checkpoint(model=model).save(str(tmp_path / "checkpoints" / "ckpt"))
+    save_model_dir(tmp_path, random_model(dtype="mixed_bfloat16"), source, target)
     assert Translator.from_directory(str(tmp_path)).models[0].dtype_policy.name == "float32"
     assert Translator.from_directory(str(tmp_path), dtype=None).models[0].dtype_policy.name == "mixed_bfloat16"
 
