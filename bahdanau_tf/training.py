@@ -85,10 +85,10 @@ class TrainingConfig:
         log_every: int, steps between progress lines and summaries (the only host reads).
         precision: ``"float32"``, ``"mixed_bfloat16"`` or ``"mixed_float16"`` (dynamic loss
             scaling); logits and loss stay float32. None (default): the device's choice,
-            `bahdanau_tf.devices.training_choice` (bf16 on CPUs with bf16 units and on GPUs
-            from compute capability 8.0, float16 on 7.x, float32 elsewhere).
+            `bahdanau_tf.devices.training_choice` (bf16 on CPUs with AMX bf16 tiles and on
+            GPUs from compute capability 8.0, float16 on 7.x, float32 elsewhere).
         jit_compile: bool, compile the forward and backward pass with XLA. None (default): the
-            device's choice (off on CPUs with bf16 units, on elsewhere).
+            device's choice (off on CPUs with AMX, on elsewhere).
         pad_to_multiple: int or None, pad batch lengths up to a multiple of this: bounds the
             number of XLA compilations, costs padding. None (default): 8 with ``jit_compile``,
             else 1 (a ``tf.function`` without XLA runs every shape with one trace).

@@ -15,8 +15,9 @@ length — and writes ``OUT/summary.json``. Takes about (12 + 2 x penalties) min
         [--machines=native,avx2] [--configs=default,warmup,f32xla] [--length_penalties=0,1,1.5]
 
 Configurations: ``default`` (no flag), ``warmup`` (``--schedule=warmup_rsqrt
---warmup_steps=200``), ``f32xla`` (``--precision=float32 --jit``: on a bf16 CPU, the other
-candidate default), or any ``name=--flag=value+--flag=value``.
+--warmup_steps=200``), ``f32xla`` (``--precision=float32 --jit``: the default on CPUs without
+AMX), ``bf16`` (``--precision=mixed_bfloat16 --nojit``: the previous release's default on CPUs
+with bf16 instructions, and today's with AMX), or any ``name=--flag=value+--flag=value``.
 """
 
 import json
@@ -43,7 +44,8 @@ flags.DEFINE_list("extra_train_flags", [], "Flags added to every bahdanau-train 
 CONFIGS = {
     "default": [],
     "warmup": ["--schedule=warmup_rsqrt", "--warmup_steps=200"],
-    "f32xla": ["--precision=float32", "--jit"],  # the AVX2 default, on a bf16 CPU
+    "f32xla": ["--precision=float32", "--jit"],  # the default on CPUs without AMX
+    "bf16": ["--precision=mixed_bfloat16", "--nojit"],  # the default with AMX
 }
 
 
@@ -111,8 +113,8 @@ def main(argv):
     for machine in FLAGS.machines:
         for config in FLAGS.configs:
             name, extra = _config_flags(config)
-            if name == "f32xla" and machine != "native":
-                continue  # the emulated AVX2 machine's default already is float32 + XLA
+            if name in ("f32xla", "bf16") and machine != "native":
+                continue  # the emulated AVX2 machine: float32 + XLA is its default, bf16 runs in Eigen
             run_dir = os.path.join(FLAGS.output_dir, f"{machine}-{name}")
             train = [python, "-m", "bahdanau_tf.cli.train", f"--output_dir={run_dir}",
                      f"--max_minutes={FLAGS.max_minutes}"] + list(FLAGS.extra_train_flags) + extra

@@ -106,7 +106,7 @@ def resolve_cell(rows, extra=""):
 
 DEVICE = '''\
 # Precision and XLA follow the device (bahdanau_tf.devices, as bahdanau-train does): mixed
-# bfloat16 on Ampere and newer GPUs (A100, L4) and on CPUs with bf16 units, float16 with loss
+# bfloat16 on Ampere and newer GPUs (A100, L4) and on CPUs with AMX, float16 with loss
 # scaling on older GPUs (T4), float32 + XLA on other CPUs. Softmaxes and the loss stay float32.
 from bahdanau_tf import devices, training
 

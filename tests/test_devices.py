@@ -7,19 +7,22 @@ from bahdanau_tf import devices, training
 AVX2_EPYC = devices.Machine(kind="cpu", name="AMD EPYC 7B12", cores=2, cpu_flags=("avx2", "fma"))
 BF16_XEON = devices.Machine(kind="cpu", name="Intel Xeon", cores=2,
                             cpu_flags=("avx2", "fma", "avx512f", "avx512_bf16"))
+AMX_XEON = devices.Machine(kind="cpu", name="Sapphire Rapids", cores=8,
+                           cpu_flags=("avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile"))
 
 
 @pytest.mark.parametrize("machine,precision,jit", [
     (AVX2_EPYC, "float32", True),
-    (BF16_XEON, "mixed_bfloat16", False),
-    (devices.Machine(kind="cpu", name="Sapphire Rapids", cores=8, cpu_flags=("avx2", "amx_bf16", "amx_tile")),
-     "mixed_bfloat16", False),
+    (BF16_XEON, "float32", True),  # avx512_bf16 without AMX: float32 + XLA measured faster
+    (AMX_XEON, "mixed_bfloat16", False),
     # oneDNN capped below its bf16 ISA, or off: the bf16 units are out of reach
-    (devices.Machine(kind="cpu", name="x", cores=2, cpu_flags=BF16_XEON.cpu_flags, onednn_max_isa="AVX2"),
+    (devices.Machine(kind="cpu", name="x", cores=2, cpu_flags=AMX_XEON.cpu_flags, onednn_max_isa="AVX2"),
      "float32", True),
-    (devices.Machine(kind="cpu", name="x", cores=2, cpu_flags=BF16_XEON.cpu_flags,
-                     onednn_max_isa="avx512_core_bf16"), "mixed_bfloat16", False),
-    (devices.Machine(kind="cpu", name="x", cores=2, cpu_flags=BF16_XEON.cpu_flags, onednn_enabled=False),
+    (devices.Machine(kind="cpu", name="x", cores=2, cpu_flags=AMX_XEON.cpu_flags,
+                     onednn_max_isa="avx512_core_bf16"), "float32", True),
+    (devices.Machine(kind="cpu", name="x", cores=2, cpu_flags=AMX_XEON.cpu_flags,
+                     onednn_max_isa="avx512_core_amx"), "mixed_bfloat16", False),
+    (devices.Machine(kind="cpu", name="x", cores=2, cpu_flags=AMX_XEON.cpu_flags, onednn_enabled=False),
      "float32", True),
     (devices.Machine(kind="gpu", name="A100", cores=1, compute_capability=(8, 0)), "mixed_bfloat16", True),
     (devices.Machine(kind="gpu", name="T4", cores=1, compute_capability=(7, 5)), "mixed_float16", True),
@@ -33,7 +36,7 @@ def test_training_choice_follows_the_hardware(machine, precision, jit):
 
 def test_a_fixed_precision_gets_its_own_xla_setting():
     # XLA:CPU emulates bf16, so a user's bf16 on a CPU runs without XLA; float32 gets XLA
-    assert devices.training_choice(BF16_XEON, precision="float32").jit_compile is True
+    assert devices.training_choice(AMX_XEON, precision="float32").jit_compile is True
     assert devices.training_choice(AVX2_EPYC, precision="mixed_bfloat16").jit_compile is False
 
 

@@ -33,13 +33,14 @@ Why these defaults (for a 12-minute run on a 2-core CPU):
   4.07, 5e-3 / Keras 3.39, 8e-3 / Keras 3.70. The paper's initialisation is kept by the paper
   presets, with Adadelta, as in the paper.
 - precision and XLA are the device's (`bahdanau_tf.devices`; the header line says which and
-  why, ``model.json`` records it): mixed bfloat16 without XLA on a CPU with bf16 units
-  (``avx512_bf16``/``amx_bf16``), float32 + XLA (lengths padded to a multiple of 8) on any
-  other CPU, XLA with bf16/fp16 on GPUs. On a bf16 CPU two 12-minute default runs side by
-  side gave: bf16 1,694 updates, 4,713 real target tokens/s, test BLEU 24.3; float32 + XLA
-  1,459 updates, 4,248 tokens/s, BLEU 23.0. On a 2-core AVX2-only AMD EPYC bf16 is the
-  slowest variant (float32 2,395, bf16 1,907, float32 + XLA 3,081 tokens/s on Bible batches).
-  ``--precision`` and ``--jit`` override the choice.
+  why, ``model.json`` records it): float32 + XLA (lengths padded to a multiple of 8) on CPUs,
+  mixed bfloat16 without XLA only on CPUs with AMX bf16 tiles (``amx_bf16``), XLA with
+  bf16/fp16 on GPUs. On a 2-core Xeon with ``avx512_bf16`` but no AMX, two 12-minute runs one
+  after the other gave: float32 + XLA 1,760 updates, 4,883 real target tokens/s, test BLEU
+  23.8; mixed bf16 1,164 updates, 3,126 tokens/s, BLEU 22.6 (benchmarks/twelve_minute_runs.py).
+  On a 2-core AVX2-only AMD EPYC bf16 is the slowest variant (float32 2,395, bf16 1,907,
+  float32 + XLA 3,081 tokens/s on Bible batches). ``--precision`` and ``--jit`` override the
+  choice.
 - dev NLL on the first 500 dev pairs every 200 steps, checkpoints every 200 steps.
 
 Exit codes: 0 done, 2 usage error or bad input, 3 non-finite loss, 4 output directory in use,
