@@ -32,6 +32,7 @@ setup(
     extras_require={
         "test": [
             "pytest>=7.4",
+            "pytest-xdist>=3.5",
             "tensorflow-serving-api>=2.16",
             "nbclient>=0.9",
             "nbformat>=5.9",
