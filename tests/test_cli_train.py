@@ -71,7 +71,10 @@ def _latest_step(directory):
 @pytest.mark.slow
 def test_sigkill_mid_run_then_resume(tmp_path):
     out = tmp_path / "run"
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    # a SIGKILLed process cannot remove its temporary vocabulary files: they go in tmp_path
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", TMPDIR=str(temp))
     process = subprocess.Popen(
         COMMAND + SMALL_RUN + ["--max_steps=100000", "--checkpoint_every=5", "--log_every=5",
                                "--eval_every=100000", f"--output_dir={out}"],
