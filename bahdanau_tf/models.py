@@ -38,9 +38,6 @@ architecture)::
 import dataclasses
 import functools
 import os
-import shutil
-import tempfile
-import weakref
 from typing import Any, Optional, Sequence
 
 import keras
@@ -67,19 +64,15 @@ class _Attachments:
 
 
 def _load_private_tokenizer(directory):
-    """A tokenizer read from a copy of ``directory`` that lives as long as the tokenizer.
+    """A tokenizer read from ``directory`` that keeps its vocabulary in memory.
 
     Keras deletes its asset directory after loading, but the tokenizer's vocabulary file must
-    outlive it (a SavedModel export copies it); the copy is removed with the tokenizer (or at exit).
+    outlive it (a SavedModel export copies it): the tokenizer holds it in memory
+    (`bahdanau_tf.text.load_tokenizer` with ``in_memory=True``), nothing is written to disk.
     """
     from bahdanau_tf.text import load_tokenizer
 
-    private = tempfile.mkdtemp(prefix="bahdanau_assets_")
-    copy = os.path.join(private, "vocabulary")
-    shutil.copytree(directory, copy)
-    tokenizer = load_tokenizer(copy)
-    weakref.finalize(tokenizer, shutil.rmtree, private, True)
-    return tokenizer
+    return load_tokenizer(directory, in_memory=True)
 
 
 class _TranslationModel(keras.Model):

@@ -45,6 +45,7 @@ import keras
 import tensorflow as tf
 
 from bahdanau_tf import devices
+from bahdanau_tf import files
 from bahdanau_tf import losses
 from bahdanau_tf import model_directory as model_directory_lib
 from bahdanau_tf import models as models_lib
@@ -395,24 +396,17 @@ class _DirectoryLock:
         self._handle = None
 
     def acquire(self):
-        try:
-            import fcntl
-        except ImportError:  # pragma: no cover - not on POSIX
-            return
-        handle = open(self.path, "a+")
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            handle.seek(0)
-            owner = handle.read().strip() or "unknown"
-            handle.close()
+        handle = files.try_lock(self.path)
+        if handle is None:
+            owner = files.lock_holder(self.path)
             raise DirectoryInUseError(
                 f"{os.path.dirname(self.path)!r} is in use by another training process "
-                f"(pid {owner}); wait for it to finish or use another --output_dir.") from None
-        handle.seek(0)
-        handle.truncate()
-        handle.write(str(os.getpid()))
-        handle.flush()
+                f"(pid {owner}); wait for it to finish or use another --output_dir.")
+        try:
+            files.write_holder(handle, self.path)
+        except BaseException:
+            handle.close()
+            raise
         self._handle = handle
 
     def release(self, remove=False):
@@ -959,7 +953,7 @@ class Trainer:
         if improved:
             self.best_dev_nll.assign(run.dev_nll)
             self.best_step.assign(run.step)
-            self.best_manager.save(checkpoint_number=self.step)
+            self._save_checkpoint(self.best_manager)
             self._write_model_config()
             run.evaluations_without_improvement = 0
         else:
@@ -986,8 +980,17 @@ class Trainer:
             self._first_nonfinite_step.assign(self.step)
             self._check_finite(run)
         self.elapsed_seconds.assign(run.elapsed_before + time.time() - run.start)
-        self.manager.save(checkpoint_number=self.step)
+        self._save_checkpoint(self.manager)
         self._write_model_config()
+
+    def _save_checkpoint(self, manager):
+        """``manager.save``; one that fails half-way (a full disk, a second Ctrl-C) leaves no
+        ``ckpt-N_temp/`` behind (the previous checkpoints stay whole)."""
+        try:
+            manager.save(checkpoint_number=self.step)
+        except BaseException:
+            files.remove_partial_checkpoints(manager.directory)
+            raise
 
     def _finish(self, run, dev_dataset):
         """The end of a run: last train NLL, a dev point at the last step, checkpoint, report."""

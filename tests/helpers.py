@@ -4,6 +4,7 @@ The references are written from the paper's equations (DESIGN §1), gate by gate
 one step at a time, with no batching tricks: they are independent of the layers' fused code.
 """
 
+import fnmatch
 import os
 import re
 
@@ -257,3 +258,24 @@ def env_without_tensorflow_logging(**changes):
     """os.environ with the user's defaults for TensorFlow's log level (none set) and ``changes``."""
     env = {name: value for name, value in os.environ.items() if name != "TF_CPP_MIN_LOG_LEVEL"}
     return {**env, **changes}
+
+
+# TensorFlow's autograph writes the modules it generates (and, unless PYTHONDONTWRITEBYTECODE is
+# set, their bytecode in __pycache__) to the temp dir and never removes them: TensorFlow's files,
+# not the package's. Nothing else may be left there.
+TENSORFLOW_TEMP_FILES = "__autograph_generated_file*.py"
+
+
+def package_temp_files(directory):
+    """What is left in ``directory`` (a process's TMPDIR) besides TensorFlow's autograph files."""
+    left = []
+    for name in sorted(os.listdir(directory)):
+        path = os.path.join(directory, name)
+        if fnmatch.fnmatch(name, TENSORFLOW_TEMP_FILES):
+            continue
+        if name == "__pycache__" and all(
+                fnmatch.fnmatch(entry, TENSORFLOW_TEMP_FILES[:-3] + ".*.pyc")
+                for entry in os.listdir(path)):
+            continue
+        left.append(name)
+    return left
