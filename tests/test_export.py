@@ -459,7 +459,7 @@ def test_op_check_fails_on_a_planted_newer_tf_text_op(tmp_path):
     base = tmp_path / "base"
     with pytest.raises(serving.ServingOpsError):
         serving.export_saved_model(module, str(base), warmup=False)
-    assert os.listdir(base) == []
+    assert not base.exists()  # the export made it, and removed it with the failed version
 
 
 # === Hostile input, through the session bundle (the server's Session::Run) ===
@@ -520,6 +520,12 @@ def _refused(pattern):
     return ("InvalidArgument", pattern)
 
 
+def _not_a_vector(name):
+    """Our assertion's message, or EnsureShape's where the graph's runtime folded our Rank check
+    away (a nested function's input keeps the declared [None]): both name the refused shape."""
+    return _refused(rf"{name}must be a vector|is not compatible with expected shape \[\?\]")
+
+
 HOSTILE_CASES = [
     # (id, signature, inputs, check or ("InvalidArgument", message pattern))
     ("empty batch", "serving_default", dict(sentences=[]), _no_rows("translations")),
@@ -536,17 +542,17 @@ HOSTILE_CASES = [
     ("out-of-range beam_size and nbest", "translate_nbest",
      dict(sentences=SENTENCES, beam_size=[0, -5, 1000, 3], nbest=[1, 7, 3, 99]), _clamped),
     ("rank-2 sentences", "serving_default", dict(sentences=[SENTENCES[:2], SENTENCES[2:]]),
-     _refused("sentences must be a vector")),
+     _not_a_vector("sentences ")),
     ("rank-2 sentences, align", "align", dict(sentences=[SENTENCES[:2], SENTENCES[2:]]),
-     _refused("sentences must be a vector")),
+     _not_a_vector("sentences ")),
     ("rank-2 sentences, n-best", "translate_nbest",
      dict(sentences=[SENTENCES[:2], SENTENCES[2:]], beam_size=[[2, 2], [2, 2]],
-          nbest=[[1, 1], [1, 1]]), _refused("must be a vector")),
+          nbest=[[1, 1], [1, 1]]), _not_a_vector("")),
     ("scalar sentence", "serving_default", dict(sentences=np.array("the cat", dtype=object)),
-     _refused("sentences must be a vector")),
+     _not_a_vector("sentences ")),
     ("rank-2 beam_size", "translate_nbest",
      dict(sentences=SENTENCES[:2], beam_size=[[2], [2]], nbest=[1, 1]),
-     _refused("beam_size must be a vector")),
+     _not_a_vector("beam_size ")),
     ("beam_size rows != sentences", "translate_nbest",
      dict(sentences=SENTENCES[:2], beam_size=[2, 2, 2], nbest=[1, 1]),
      _refused("beam_size must have one value per sentence")),
