@@ -510,7 +510,7 @@ class Trainer:
                     **self.model_overrides,
                 },
             )
-            model_directory_lib.build_model(self.model)
+            self.model.build_variables()
             self._steps_per_epoch = tf.Variable(1, dtype="int64", trainable=False, name="steps_per_epoch")
             self.optimizer = make_optimizer(config, steps_per_epoch=self._steps_per_epoch)
             self.optimizer.build(self.model.trainable_variables)
@@ -590,7 +590,7 @@ class Trainer:
             if self.is_chief:
                 model_directory_lib.check_model_directory(self.output_dir)
                 model_directory_lib.check_same_model(self.output_dir, self.model)
-        elif model_directory_lib._listed_checkpoint(checkpoints):
+        elif model_directory_lib.listed_checkpoint(checkpoints):
             raise ValueError(
                 f"{self.output_dir!r} is a half-written model directory: it has checkpoints but "
                 f"no {model_directory_lib.MODEL_CONFIG}; remove it or use another --output_dir.")

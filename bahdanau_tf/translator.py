@@ -95,7 +95,7 @@ from typing import Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
-from bahdanau_tf import decoding, devices
+from bahdanau_tf import decoding, devices, model_directory, serving
 from bahdanau_tf.special_tokens import END_ID, END_TOKEN, PAD_ID, START_ID, UNK_ID
 
 DEFAULT_BEAM_SIZE = 5
@@ -222,9 +222,7 @@ class Translator(tf.Module):
                              f"got target_vocabulary_size {sorted(vocabularies)}.")
         for model in models:
             if not getattr(model, "built", True):
-                from bahdanau_tf.model_directory import build_model
-
-                build_model(model)  # its variables must exist to be tracked below
+                model.build_variables()  # its variables must exist to be tracked below
         # === Modules ===
         # The Keras models are held out of the SavedModel's object graph; their underlying
         # tf.Variables are tracked instead (see `_model_variables`).
@@ -283,13 +281,11 @@ class Translator(tf.Module):
             FileNotFoundError: not a model directory, or no checkpoint.
             ValueError: ensemble members with different vocabularies.
         """
-        from bahdanau_tf.model_directory import load_model_directory
-
         if isinstance(model_dirs, (str, bytes)) or not isinstance(model_dirs, Sequence):
             model_dirs = [model_dirs]
         if dtype == "auto":
             dtype = devices.decoding_precision()
-        loaded = [load_model_directory(d, which=which, dtype=dtype) for d in model_dirs]
+        loaded = [model_directory.load_model_directory(d, which=which, dtype=dtype) for d in model_dirs]
         first = loaded[0]
         for directory, other in zip(model_dirs[1:], loaded[1:]):
             if (other.source_tokenizer.vocabulary != first.source_tokenizer.vocabulary
@@ -323,6 +319,22 @@ class Translator(tf.Module):
                     or other.target_tokenizer.vocabulary != first.target_tokenizer.vocabulary):
                 raise ValueError("An ensemble needs models over the same vocabularies.")
         return cls(models, first.source_tokenizer, first.target_tokenizer, **kwargs)
+
+    def save(self, directory) -> str:
+        """Writes the model and both tokenizers as a model directory; returns ``directory``.
+
+        `bahdanau_tf.model_directory.save_model_directory` writes it (what ``bahdanau-train``
+        leaves behind), so `from_directory` reads it back. An ensemble is several directories.
+
+        Raises:
+            ValueError: an ensemble.
+            FileExistsError: ``directory`` is not empty.
+        """
+        if len(self.models) != 1:
+            raise ValueError(f"An ensemble of {len(self.models)} models is saved one model "
+                             "directory per member: call save on Translator(model, ...) of each.")
+        return model_directory.save_model_directory(directory, self.models[0],
+                                                    self.source_tokenizer, self.target_tokenizer)
 
     # === Graph pieces (traced inside the tf.functions) ===
 
@@ -615,9 +627,7 @@ class Translator(tf.Module):
 
         See `bahdanau_tf.serving.export_saved_model` for the arguments and the layout.
         """
-        from bahdanau_tf.serving import export_saved_model
-
-        return export_saved_model(self, export_dir, version=version, **kwargs)
+        return serving.export_saved_model(self, export_dir, version=version, **kwargs)
 
     # === Python API ===
 

@@ -190,7 +190,6 @@ def random_model(model_class=None, seed=0, scale=0.6, unk_bias=0.0, preset="tiny
     near-ties everywhere); redrawn weights give peaked, history-dependent distributions and
     non-uniform attention. Vocabulary sizes default to `toy_tokenizers`'.
     """
-    from bahdanau_tf import model_directory
     from bahdanau_tf.models import RNNSearch
     from bahdanau_tf.special_tokens import UNK_ID
 
@@ -199,7 +198,7 @@ def random_model(model_class=None, seed=0, scale=0.6, unk_bias=0.0, preset="tiny
         preset,
         source_vocabulary_size=source_vocabulary_size or len(TOY_SOURCE_WORDS) + 4,
         target_vocabulary_size=target_vocabulary_size or len(TOY_TARGET_WORDS) + 4, **overrides)
-    model_directory.build_model(model)
+    model.build_variables()
     randomize_weights(model, seed=seed, scale=scale)
     if unk_bias:
         bias = model.readout.output_bias

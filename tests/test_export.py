@@ -92,7 +92,7 @@ def _model_dir(directory, preset, source, target, seed, dtype="float32", scale=0
     """A model directory with random weights (large enough that translations differ)."""
     model = model_from_preset(preset, source_vocabulary_size=source.vocabulary_size,
                               target_vocabulary_size=target.vocabulary_size, dtype=dtype)
-    model_directory.build_model(model)
+    model.build_variables()
     rng = np.random.default_rng(seed)
     for variable in model.weights:
         variable.assign(rng.normal(0.0, scale, variable.shape).astype(np.float32))
