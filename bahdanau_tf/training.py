@@ -44,10 +44,13 @@ from typing import Any, Callable
 import keras
 import tensorflow as tf
 
+from bahdanau_tf import data
 from bahdanau_tf import devices
+from bahdanau_tf import evaluation
 from bahdanau_tf import losses
 from bahdanau_tf import model_directory as model_directory_lib
 from bahdanau_tf import models as models_lib
+from bahdanau_tf.translator import Translator
 from bahdanau_tf.special_tokens import END_ID, PAD_ID, START_ID
 
 OPTIMIZERS = ("adadelta", "adam", "sgd")
@@ -354,6 +357,7 @@ class _Run:
     tokens_time: float = 0.0
     stopped: str | None = None
     report: dict | None = None
+    dev_corpus: Any = None  # the dev pairs: dev BLEU and the TensorBoard samples
 
 
 class NonFiniteLossError(RuntimeError):
@@ -492,7 +496,6 @@ class Trainer:
         self._created_dir = False
         self._created_entries = set()
         self._signal = None
-        self._dev_corpus = None  # the dev pairs, for dev BLEU and the TensorBoard samples
         self._dev_translator = None
         self._build()
 
@@ -726,8 +729,6 @@ class Trainer:
             skip_batches: int, batches to skip (the data position of a resumed run).
             distribute: bool, return ``strategy.experimental_distribute_dataset(...)``.
         """
-        from bahdanau_tf import data  # data imports the tokenizers' tf-text ops: only when needed
-
         config = self.config
         dataset = data.make_dataset(
             corpus,
@@ -739,30 +740,19 @@ class Trainer:
             shuffle=True,
             seed=config.seed,
             repeat=True,
+            pad_to_multiple=config.padding_multiple,
+            fill_to_batch_size=True,
         )
         if skip_batches:
             dataset = dataset.skip(skip_batches)
-        dataset = self._full_padded_batches(dataset)
-        dataset = dataset.prefetch(tf.data.AUTOTUNE)
         return self.strategy.experimental_distribute_dataset(dataset) if distribute else dataset
 
-    def _full_padded_batches(self, dataset):
-        """Every batch ``batch_size`` rows (`data.fill_batch`); lengths padded as `padding_multiple` says."""
-        from bahdanau_tf import data
-
+    def dev_dataset(self, corpus: Any) -> tf.data.Dataset:
+        """The dev input: the first ``config.dev_sentences`` pairs of ``corpus`` in one sorted
+        window (dense batches, few shapes to compile), filled and padded like the training
+        batches, cached, distributed."""
         config = self.config
-        dataset = dataset.map(lambda *batch: data.fill_batch(batch, config.batch_size))
-        if config.padding_multiple > 1:
-            dataset = dataset.map(lambda *batch: data.pad_batch(batch, config.padding_multiple, config.max_length))
-        return dataset
-
-    def _dev_dataset(self, corpus):
-        from bahdanau_tf import data
-
-        config = self.config
-        self._dev_corpus = corpus
         corpus = corpus.select(slice(0, config.dev_sentences))
-        # sorted by length (one window), so batches are dense and few shapes get compiled
         dataset = data.make_dataset(
             corpus,
             self.source_tokenizer,
@@ -772,15 +762,10 @@ class Trainer:
             bucketing="paper",
             shuffle=False,
             batches_per_window=max(1, -(-len(corpus) // config.batch_size)),
+            pad_to_multiple=config.padding_multiple,
+            fill_to_batch_size=True,
         )
-        dataset = self._full_padded_batches(dataset)
         return self.strategy.experimental_distribute_dataset(dataset.cache())
-
-    def _count_pairs(self, corpus):
-        """What the length filter keeps and drops of ``corpus`` (`bahdanau_tf.data.count_pairs`)."""
-        from bahdanau_tf import data
-
-        return data.count_pairs(corpus, self.source_tokenizer, self.target_tokenizer, self.config.max_length)
 
     def evaluate(self, dev_dataset: Any) -> float:
         """Mean NLL per real target token of a (distributed) dev dataset."""
@@ -836,8 +821,10 @@ class Trainer:
     def _fit(self, train_corpus, dev_corpus, start_time):
         config = self.config
         deadline = None if config.max_minutes is None else start_time + 60 * config.max_minutes
-        run = _Run(resumed_step=int(self.step.numpy()), elapsed_before=float(self.elapsed_seconds.numpy()))
-        counts = self._count_pairs(train_corpus)
+        run = _Run(resumed_step=int(self.step.numpy()), elapsed_before=float(self.elapsed_seconds.numpy()),
+                   dev_corpus=dev_corpus)
+        counts = data.count_pairs(train_corpus, self.source_tokenizer, self.target_tokenizer,
+                                  config.max_length)
         run.train_pairs = counts["kept"]
         dropped = (f"; dropped {counts['too_long']:,} longer than {config.max_length} tokens and "
                    f"{counts['empty']:,} with an empty side" if counts["kept"] < counts["total"] else "")
@@ -851,7 +838,7 @@ class Trainer:
         if run.resumed_step:
             self._log(f"Skipping the {run.resumed_step} batches already trained on (same seeded data order).")
         iterator = iter(self.train_dataset(train_corpus, skip_batches=run.resumed_step))
-        dev_dataset = self._dev_dataset(dev_corpus) if dev_corpus is not None and len(dev_corpus) else None
+        dev_dataset = self.dev_dataset(dev_corpus) if dev_corpus is not None and len(dev_corpus) else None
         self._writer = None
         if config.summaries and self.is_chief:
             self._writer = tf.summary.create_file_writer(os.path.join(self.output_dir, "logs"))
@@ -1039,15 +1026,12 @@ class Trainer:
 
     def _dev_translation_summaries(self, run):
         """Dev BLEU (greedy, on the dev sample), sample translations and attention images."""
-        if not self._writer or self._dev_corpus is None or not len(self._dev_corpus):
+        if not self._writer or run.dev_corpus is None or not len(run.dev_corpus):
             return
-        from bahdanau_tf import evaluation
-        from bahdanau_tf.translator import Translator
-
         if self._dev_translator is None:
             self._dev_translator = Translator(self.model, self.source_tokenizer, self.target_tokenizer,
                                               beam_size=1)
-        sample = self._dev_corpus.select(slice(0, self.config.dev_bleu_sentences))
+        sample = run.dev_corpus.select(slice(0, self.config.dev_bleu_sentences))
         start = time.time()
         translations = self._dev_translator.translate(sample.sources, beam_size=1).translations
         run.dev_bleu = evaluation.corpus_bleu(translations, sample.targets).score

@@ -104,7 +104,7 @@ def test_a_few_hundred_steps_lower_the_dev_nll(corpora, tokenizers, tmp_path):
     train, dev = corpora
     trainer = make_trainer(tmp_path, tokenizers, max_steps=200, eval_every=100, log_every=50)
     trainer.restore()
-    before = trainer.evaluate(trainer._dev_dataset(dev))
+    before = trainer.evaluate(trainer.dev_dataset(dev))
     report = trainer.fit(train, dev)
     assert report["updates"] == 200
     assert report["dev_nll"] < before - 1.0, (before, report)
