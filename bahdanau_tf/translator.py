@@ -51,7 +51,7 @@ Decisions (all documented here once):
   ``decode_chunk_size`` (16) sentences at a time, each chunk with its own padding and its own
   early exit, then put back in order. One search over a whole batch of 64 or 128 keeps every
   row stepping until the slowest sentence is done and works on larger ``[rows, vocabulary]``
-  tensors; chunks of 16 were 1.2-2x faster on CPU (benchmarks/decode_throughput.py).
+  tensors; chunks of 16 were faster on CPU (benchmarks/decode_throughput.py).
   `Translator.translate` also sorts by length in Python before cutting batches.
 - **Scores** are log p(y | x) summed over the tokens (``[END]`` included), divided by the
   GNMT length penalty ``((5 + length) / 6) ** alpha`` when ``length_penalty = alpha > 0``.
@@ -61,7 +61,7 @@ Decisions (all documented here once):
   bound divides by the penalty at the length limit). Dev BLEU (all 1,007 dev verses, beam 5)
   of the two default 12-minute `small` models of benchmarks/results/twelve_minute_runs.json
   at alpha 0 / 0.5 / 1.0: 23.20 / 23.43 / 23.56 and 24.06 / 24.18 / 23.81 (length ratios
-  0.96-0.99 / 0.97-1.00 / 1.01-1.03); beam 5 at batch 64 decoded 95 / 90 / 79 sentences/s. An
+  0.96-0.99 / 0.97-1.00 / 1.01-1.03); a larger alpha decodes longer, so more slowly. An
   undertrained model gains more from it (497 updates: 11.4 at alpha 0, 12.4 at 1.0, BLEU on
   400 dev verses). The authors' GroundHog sampler offered length normalisation too.
 - **Defaults**: beam 5 (the paper does not give its beam size; Sutskever et al. used 12,

@@ -24,6 +24,9 @@ from bahdanau_tf.special_tokens import END_ID, START_ID, UNK_TOKEN
 from bahdanau_tf.text import WordTokenizer, split_words
 from helpers import save_model_dir
 
+# every test here starts a Python process (or uses a module fixture that does)
+pytestmark = pytest.mark.subprocess
+
 SENTENCES = 24
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

@@ -13,6 +13,9 @@ import tensorflow as tf
 
 from bahdanau_tf import devices, model_directory
 
+# every test here starts a Python process (or uses a module fixture that does)
+pytestmark = pytest.mark.subprocess
+
 COMMAND = [sys.executable, "-m", "bahdanau_tf.cli.train"]
 # a small, fast setup for the tests that are not about the defaults
 SMALL_RUN = ["--preset=tiny", "--tokenizer=word", "--vocabulary_size=300", "--max_train_pairs=2000",

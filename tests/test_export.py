@@ -40,6 +40,9 @@ from bahdanau_tf.special_tokens import SPECIAL_TOKENS
 from bahdanau_tf.text import SubwordTokenizer
 from bahdanau_tf.translator import MAX_BEAM_SIZE, Translator
 
+# every test here starts a Python process (or uses a module fixture that does)
+pytestmark = pytest.mark.subprocess
+
 REPO = pathlib.Path(__file__).resolve().parents[1]
 BEAM = 4
 SOURCE_WORDS = "the cat sat on a mat and dog ran to house".split()

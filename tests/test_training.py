@@ -358,6 +358,7 @@ def _run_script(script, *args, env=None, timeout=300):
 
 
 @pytest.mark.slow
+@pytest.mark.subprocess
 def test_mirrored_strategy_over_two_logical_cpus_matches_one_device(tmp_path):
     result = _run_script(_MIRRORED, tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -379,6 +380,7 @@ def _free_ports(count):
 
 
 @pytest.mark.slow
+@pytest.mark.subprocess
 def test_multi_worker_strategy_two_processes_end_with_identical_weights(tmp_path):
     import subprocess
     import sys

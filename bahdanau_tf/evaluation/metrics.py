@@ -536,7 +536,7 @@ def bleu_by_length(
     return scores
 
 
-def _bucket_from(value: LengthBucketScore | Mapping[str, Any]) -> LengthBucketScore:
+def bucket_from(value: LengthBucketScore | Mapping[str, Any]) -> LengthBucketScore:
     if isinstance(value, LengthBucketScore):
         return value
     if isinstance(value, Mapping):
