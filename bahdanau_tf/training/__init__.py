@@ -28,7 +28,7 @@ variables that the host reads every ``log_every`` steps (the progress line), eve
 per input shape, batch lengths are padded up to a multiple of 8 so that it meets only a handful
 of shapes (`bahdanau_tf.data.make_dataset` pads and fills the batches); without XLA batches keep their own lengths (one trace serves all).
 
-Training defaults per preset live next to the architecture, in `bahdanau_tf.models.PRESETS`:
+Training defaults per preset live next to the architecture, in `bahdanau_tf.presets.PRESETS`:
 the paper presets use Adadelta (lr 1.0, rho 0.95, eps 1e-6), clipnorm 1, batch 80 and the
 paper's bucketing; ``seq2seq`` uses Sutskever et al.'s SGD 0.7, halved every half epoch after
 epoch 5, clipnorm 5, batch 128; the reduced CPU presets use Adam.

@@ -1,14 +1,12 @@
 """How to train: `TrainingConfig`, the optimizer and learning-rate schedules, the strategy."""
 
-from __future__ import annotations
-
 import dataclasses
 
 import keras
 import tensorflow as tf
 
 from bahdanau_tf import devices
-from bahdanau_tf import models as models_lib
+from bahdanau_tf import presets
 
 
 def _field(default, help_text: str):
@@ -27,7 +25,7 @@ class TrainingConfig:
     """How to train: optimizer, batching, budgets, checkpoints and speed options.
 
     Start from `TrainingConfig.for_preset(name, **changes)`, which fills in the training
-    defaults of the preset's row of `bahdanau_tf.models.PRESETS`. Each field's help is data
+    defaults of the preset's row of `bahdanau_tf.presets.PRESETS`. Each field's help is data
     (``dataclasses.field(metadata={"help": ...})``, `field_help`): ``bahdanau-train --help``
     shows it, one flag per field.
     """
@@ -147,8 +145,8 @@ class TrainingConfig:
 
     @classmethod
     def for_preset(cls, preset: str, **changes) -> "TrainingConfig":
-        """The preset's training defaults (`bahdanau_tf.models.PRESETS`), with ``changes``."""
-        return cls(**{**models_lib.get_preset(preset).training, **changes})
+        """The preset's training defaults (`bahdanau_tf.presets.PRESETS`), with ``changes``."""
+        return cls(**{**presets.get_preset(preset).training, **changes})
 
 
 class HalvingSchedule(keras.optimizers.schedules.LearningRateSchedule):
