@@ -54,6 +54,7 @@ from bahdanau_tf.evaluation.metrics import (
 from bahdanau_tf.evaluation.plots import plot_attention
 from bahdanau_tf.evaluation.report import EvaluationReport, evaluation_report
 from bahdanau_tf.special_tokens import UNK_TOKEN
+from bahdanau_tf.text import split_words
 
 NO_UNK_MODES = ("auto", "reuse", "decode", "off")
 
@@ -231,8 +232,6 @@ def _no_unk_translations(translator, sources, references, translations, is_unkno
 
 def _attention_figures(name, sources, alignments, count, max_words):
     """Heatmaps of the first ``count`` sentences of 1 to ``max_words`` words, by index."""
-    from bahdanau_tf.text import split_words
-
     figures = {}
     for i, (source, alignment) in enumerate(zip(sources, alignments)):
         if len(figures) >= count:

@@ -27,8 +27,10 @@ from typing import Any
 
 import numpy as np
 import sacrebleu
+import tensorflow as tf
 
 from bahdanau_tf.special_tokens import UNK_ID, UNK_TOKEN
+from bahdanau_tf.text import split_words
 
 DEFAULT_LENGTH_BUCKETS = (10, 20, 30, 40, 50, 60)
 
@@ -36,9 +38,7 @@ Split = Callable[[str], Sequence[str]]
 
 
 def _default_split(text: str) -> list[str]:
-    """``bahdanau_tf.text.split_words``, imported on first use (text.py imports TensorFlow)."""
-    from bahdanau_tf.text import split_words
-
+    """``bahdanau_tf.text.split_words``: the word split of the tokenizers."""
     return split_words(text)
 
 
@@ -326,10 +326,6 @@ def unknown_word_test(tokenizer, sentences: Sequence[str]) -> Callable[[str], bo
         tokenizer = WordTokenizer.build(["the cat"], max_vocabulary_size=100)
         unknown_word_test(tokenizer, ["the dog"])("dog")  # True
     """
-    import tensorflow as tf
-
-    from bahdanau_tf.text import split_words
-
     words = sorted({w for s in _as_sentences("sentences", sentences) for w in split_words(s)})
     unknown = set()
     if words:
