@@ -23,12 +23,10 @@ directory is accepted, such a file is too.
 """
 
 import dataclasses
+import glob
 import json
 import os
-import shutil
 import sys
-import tempfile
-import weakref
 import zipfile
 from typing import Any
 
@@ -67,17 +65,13 @@ def save_vocabularies(directory: str, source_tokenizer: Any, target_tokenizer: A
 
 
 def _load_private_tokenizer(directory):
-    """A tokenizer read from a copy of ``directory`` that lives as long as the tokenizer.
+    """A tokenizer read from ``directory`` that keeps its vocabulary in memory.
 
     Keras deletes its asset directory after loading, but the tokenizer's vocabulary file must
-    outlive it (a SavedModel export copies it); the copy is removed with the tokenizer (or at exit).
+    outlive it (a SavedModel export copies it): the tokenizer holds it in memory
+    (`bahdanau_tf.text.load_tokenizer` with ``in_memory=True``), nothing is written to disk.
     """
-    private = tempfile.mkdtemp(prefix="bahdanau_assets_")
-    copy = os.path.join(private, "vocabulary")
-    shutil.copytree(directory, copy)
-    tokenizer = text.load_tokenizer(copy)
-    weakref.finalize(tokenizer, shutil.rmtree, private, True)
-    return tokenizer
+    return text.load_tokenizer(directory, in_memory=True)
 
 
 def load_asset_vocabularies(directory: str) -> tuple | None:
@@ -124,6 +118,7 @@ def read_model_config(directory: str | os.PathLike) -> dict:
 
     Raises:
         FileNotFoundError: not a model directory (a clear message), or no such file.
+        ValueError: ``model.json`` is damaged (not JSON, or no ``class_name``), named.
     """
     if is_keras_file(directory):
         return _keras_file_config(os.fspath(directory))
@@ -134,7 +129,14 @@ def read_model_config(directory: str | os.PathLike) -> dict:
             "(it is written by bahdanau-train)."
         )
     with tf.io.gfile.GFile(path) as f:
-        return json.loads(f.read())
+        content = f.read()
+    try:
+        config = json.loads(content)
+    except ValueError as error:  # a truncated or empty file (a full disk, a copy cut short)
+        raise ValueError(f"{path!r} is damaged: not valid JSON ({error}).") from None
+    if not isinstance(config, dict) or "class_name" not in config:
+        raise ValueError(f"{path!r} is damaged: it has no class_name.")
+    return config
 
 
 def check_same_model(directory: str, model: keras.Model) -> None:
@@ -217,14 +219,20 @@ def rebuild_model(class_name: str, config: dict, expected: type | None = None) -
 
 
 def _complete_checkpoint(prefix):
-    """The files a checkpoint prefix is missing (its .index, its data shards), or []."""
+    """What is wrong with a checkpoint prefix: its missing .index, or a missing or damaged data
+    file (truncated, zeroed, bytes flipped: every tensor is read, which checks its checksum);
+    [] when it is whole."""
     if not tf.io.gfile.exists(prefix + ".index"):
-        return [os.path.basename(prefix) + ".index"]
+        return [os.path.basename(prefix) + ".index missing"]
     try:
         reader = tf.train.load_checkpoint(prefix)
-        reader.get_variable_to_shape_map()
-    except (tf.errors.OpError, ValueError) as error:
-        return [f"{os.path.basename(prefix)}.data-* ({str(error).splitlines()[0]})"]
+        for name in reader.get_variable_to_shape_map():
+            reader.get_tensor(name)
+    except (tf.errors.OpError, ValueError, IndexError) as error:
+        data = sorted(tf.io.gfile.glob(glob.escape(prefix) + ".data-*"))
+        named = ", ".join(os.path.basename(path) for path in data) or f"{os.path.basename(prefix)}.data-*"
+        cause = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        return [f"{named} is missing or damaged ({cause})"]
     return []
 
 
@@ -246,7 +254,8 @@ def latest_checkpoint(directory: str, which: str = "best", warn=None) -> str | N
     because there is no best checkpoint (no dev set), or because it is damaged.
 
     Raises:
-        ValueError: the checkpoint to use is damaged (a file is missing), or ``which`` is bad.
+        ValueError: the checkpoint to use is damaged (a file is missing, truncated or
+            corrupted), or ``which`` is bad.
     """
     if which not in ("best", "latest"):
         raise ValueError(f'`which` must be "best" or "latest", got {which!r}.')
@@ -257,15 +266,16 @@ def latest_checkpoint(directory: str, which: str = "best", warn=None) -> str | N
         missing = _complete_checkpoint(best) if best else None
         if best and not missing:
             return best
+        if best and missing and not latest:
+            raise ValueError(f"The checkpoint {best!r} is damaged: {', '.join(missing)}.")
         if latest:
-            reason = (f"{BEST}/ is damaged ({', '.join(missing)} missing)" if best
+            reason = (f"{BEST}/ is damaged ({', '.join(missing)})" if best
                       else f"there is no {BEST}/ checkpoint (no dev evaluation)")
             warn(f"Warning: {reason}; using the latest checkpoint {latest}.")
     if latest:
         missing = _complete_checkpoint(latest)
         if missing:
-            raise ValueError(f"The checkpoint {latest!r} is damaged: {', '.join(missing)} "
-                             "missing.")
+            raise ValueError(f"The checkpoint {latest!r} is damaged: {', '.join(missing)}.")
     return latest
 
 

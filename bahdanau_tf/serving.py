@@ -64,6 +64,8 @@ from typing import Iterable, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
+from bahdanau_tf import files
+
 WARMUP_FILENAME = "tf_serving_warmup_requests"
 ASSETS_EXTRA = "assets.extra"
 DEFAULT_MODEL_NAME = "bahdanau"
@@ -164,51 +166,66 @@ def resolve_saved_model_dir(path: str) -> str:
 def _claimed_version(export_dir: str, version: Optional[int], overwrite: bool):
     """Claims a version of ``export_dir`` for this process; yields ``(version, final_dir)``.
 
-    The claim is the directory ``.claim-N`` beside the versions, made with one ``mkdir``,
-    which fails when it exists: of two exports of one version, one gets it and the other a
-    `VersionClaimedError`, and the version directory is checked again under the claim. With
-    ``version=None``, a claimed or existing number is skipped for the next one. The server
-    ignores names that are not numbers. (Atomic on local and POSIX network file systems, with
-    ``os.mkdir``; on object stores such as GCS, a check then a create, which is not.)
+    The claim is the file ``.claim-N`` beside the versions, holding an ``fcntl.flock`` for as
+    long as the export runs (`bahdanau_tf.files.Claim`): of two exports of one version, one
+    gets it and the other a `VersionClaimedError`, and the version directory is checked again
+    under the claim. The kernel drops the lock when its process dies, even by SIGKILL: the
+    claim file it leaves is stale and the next export takes it over. With ``version=None``, a
+    claimed or existing number is skipped for the next one. The server ignores names that are
+    not numbers. (On object stores such as GCS, which have no locks, the claim is a check then
+    a create, which is not atomic, and a killed export's claim must be deleted by hand.)
     """
     automatic = version is None
     if automatic:
         version = (_numeric_versions(export_dir) or [0])[-1] + 1
     while True:
-        claim = os.path.join(export_dir, f".claim-{version}")
+        claim = _new_claim(os.path.join(export_dir, f".claim-{version}"))
         final_dir = os.path.join(export_dir, str(version))
-        try:
-            _make_claim(claim)
-        except FileExistsError:
+        if not claim.acquire():
             if automatic:
                 version += 1
                 continue
             raise VersionClaimedError(
-                f"Another export is writing version {version} of {export_dir!r} (it holds "
-                f"{claim!r}); wait for it, or pass another version. If no export is running, "
-                "one was interrupted: delete that directory.") from None
+                f"Another export is writing version {version} of {export_dir!r} (pid "
+                f"{files.lock_holder(claim.path)}); wait for it, or pass another version.")
         if tf.io.gfile.exists(final_dir) and not overwrite:
-            tf.io.gfile.rmtree(claim)
+            claim.release()
             if automatic:
                 version += 1
                 continue
             raise FileExistsError(f"{final_dir!r} exists; pass another version or overwrite=True.")
         break
+    # under the claim, a temporary directory of this version is a killed export's
+    for stale in tf.io.gfile.glob(os.path.join(export_dir, f".tmp-{version}-*")):
+        tf.io.gfile.rmtree(stale)
     try:
         yield version, final_dir
     finally:
-        if tf.io.gfile.exists(claim):
-            tf.io.gfile.rmtree(claim)
+        claim.release()
 
 
-def _make_claim(path: str) -> None:
-    """Creates ``path``; FileExistsError if it exists (atomic on a local file system)."""
-    if "://" in path:  # tf.io.gfile's mkdir succeeds on an existing directory
-        if tf.io.gfile.exists(path):
-            raise FileExistsError(path)
-        tf.io.gfile.mkdir(path)
-    else:
-        os.mkdir(path)
+class _RemoteClaim:
+    """The claim on a file system without locks (``gs://``...): a directory, check then create."""
+
+    def __init__(self, path):
+        self.path = path
+        self._held = False
+
+    def acquire(self):
+        if tf.io.gfile.exists(self.path):  # tf.io.gfile's mkdir succeeds on an existing one
+            return False
+        tf.io.gfile.mkdir(self.path)
+        self._held = True
+        return True
+
+    def release(self):
+        if self._held and tf.io.gfile.exists(self.path):
+            tf.io.gfile.rmtree(self.path)
+        self._held = False
+
+
+def _new_claim(path):
+    return _RemoteClaim(path) if "://" in path else files.Claim(path)
 
 
 def _publish(temporary_dir: str, final_dir: str, overwrite: bool) -> None:
@@ -276,7 +293,22 @@ def export_saved_model(translator, export_dir: str, version: Optional[int] = Non
     if version is not None and (isinstance(version, bool) or not isinstance(version, int)
                                 or version < 1):
         raise ValueError(f"version must be an int >= 1, got {version!r}.")
+    created = not tf.io.gfile.exists(export_dir)
     tf.io.gfile.makedirs(export_dir)
+    try:
+        return _export_claimed(translator, export_dir, version, overwrite, write_warmup,
+                               sentences, model_name, allowed_extra_ops)
+    except BaseException as error:
+        if created and not tf.io.gfile.listdir(export_dir):
+            tf.io.gfile.rmtree(export_dir)  # a failed export leaves nothing behind
+        if isinstance(error, OSError) and not error.filename:
+            error.filename = export_dir  # a failed write names no file of its own
+        raise
+
+
+def _export_claimed(translator, export_dir, version, overwrite, write_warmup, sentences,
+                    model_name, allowed_extra_ops):
+    """`export_saved_model` once its arguments are checked: claim, write, check, publish."""
     with _claimed_version(export_dir, version, overwrite) as (version, final_dir):
         # TF Serving only looks at numeric names: the temporary directory is invisible to it
         temporary_dir = os.path.join(export_dir,

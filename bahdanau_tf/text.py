@@ -39,10 +39,9 @@ long pairs, the Translator truncates). WordPiece maps a word longer than
 from __future__ import annotations
 
 import collections
+import itertools
 import json
 import os
-import shutil
-import tempfile
 import unicodedata
 import weakref
 from typing import Iterable, Sequence
@@ -196,10 +195,26 @@ def _validate_vocabulary(vocabulary: Sequence[str], source: str) -> None:
 
 def _write_vocabulary(vocabulary: Sequence[str], directory: str) -> str:
     path = os.path.join(directory, VOCABULARY_FILENAME)
-    with open(path, "w", encoding="utf-8") as handle:
-        for token in vocabulary:
-            handle.write(token + "\n")
+    with tf.io.gfile.GFile(path, "w") as handle:  # also ram:// (`_memory_directory`)
+        handle.write("".join(token + "\n" for token in vocabulary))
     return path
+
+
+_memory_directories = itertools.count()
+
+
+def _memory_directory() -> str:
+    """A new directory of TensorFlow's in-memory file system, private to this process."""
+    directory = f"ram://bahdanau_vocabulary/{os.getpid()}-{next(_memory_directories)}"
+    tf.io.gfile.makedirs(directory)
+    return directory
+
+
+def _remove_quietly(path: str) -> None:
+    try:
+        tf.io.gfile.remove(path)
+    except Exception:  # noqa: BLE001 - at interpreter exit TensorFlow may be gone already
+        pass
 
 
 def _to_ragged_ids(ids) -> tf.RaggedTensor:
@@ -248,11 +263,11 @@ class _Tokenizer(tf.Module):
             tokens = list(vocabulary)
             source = "(list)"
             _validate_vocabulary(tokens, source)
-            # The asset needs a file; a list is written to a private temporary directory, which
-            # goes when the tokenizer is collected or the process exits (nothing left in /tmp).
-            directory = tempfile.mkdtemp(prefix="bahdanau_vocabulary_")
-            weakref.finalize(self, shutil.rmtree, directory, ignore_errors=True)
-            path = _write_vocabulary(tokens, directory)
+            # The asset needs a file; a list's file is kept in memory (TensorFlow's ram://
+            # file system: the tables read it, a SavedModel export copies it into assets/), so
+            # a process killed at any point leaves nothing on disk. It goes with the tokenizer.
+            path = _write_vocabulary(tokens, _memory_directory())
+            weakref.finalize(self, _remove_quietly, path)
         _validate_vocabulary(tokens, source)
         self._vocabulary = tokens
 
@@ -261,7 +276,7 @@ class _Tokenizer(tf.Module):
         # after str(filename): a plain Asset's str holds its memory address, so a tokenizer
         # allocated where a collected one had been silently shared the old, still-living table.
         # `_VocabularyAsset` prints its absolute path instead (with the size: a unique name).
-        self._vocabulary_asset = _VocabularyAsset(os.path.abspath(path))
+        self._vocabulary_asset = _VocabularyAsset(path if "://" in path else os.path.abspath(path))
         self._token_to_id = tf.lookup.StaticHashTable(
             tf.lookup.TextFileInitializer(
                 self._vocabulary_asset,
@@ -770,11 +785,13 @@ def build_tokenizers(
                  for texts in (corpus.sources, corpus.targets))
 
 
-def load_tokenizer(directory: str) -> WordTokenizer | SubwordTokenizer:
+def load_tokenizer(directory: str, in_memory: bool = False) -> WordTokenizer | SubwordTokenizer:
     """Restores a tokenizer written by ``save``.
 
     Args:
         directory: str, holding ``tokenizer.json`` and ``vocabulary.txt``.
+        in_memory: bool, keep the vocabulary in memory (as a tokenizer built from a list does),
+            so that ``directory`` may be deleted afterwards.
 
     Returns:
         WordTokenizer or SubwordTokenizer.
@@ -789,12 +806,19 @@ def load_tokenizer(directory: str) -> WordTokenizer | SubwordTokenizer:
     if not os.path.isfile(config_path):
         raise FileNotFoundError(f"No tokenizer config {CONFIG_FILENAME!r} in {directory!r}.")
     with open(config_path, encoding="utf-8") as handle:
-        config = json.load(handle)
+        try:
+            config = json.load(handle)
+        except ValueError as error:  # a truncated or empty file
+            raise ValueError(f"{config_path!r} is damaged: not valid JSON ({error}).") from None
     kind = config.pop("type", None)
     if kind not in _KINDS:
         raise ValueError(
             f"Unknown tokenizer type {kind!r} in {config_path!r}; expected one of {sorted(_KINDS)}."
         )
     vocabulary_file = os.path.join(directory, config.pop("vocabulary_file", VOCABULARY_FILENAME))
+    if in_memory:
+        if not os.path.isfile(vocabulary_file):
+            raise FileNotFoundError(f"Vocabulary file not found: {vocabulary_file!r}")
+        return _KINDS[kind](_read_vocabulary(vocabulary_file), **config)
     return _KINDS[kind](vocabulary_file, **config)
 

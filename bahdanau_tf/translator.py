@@ -859,7 +859,9 @@ def _checked_rows(sentences, *per_row):
     The signatures' ``[None]`` shapes are not enforced by the model server's Session::Run,
     which would otherwise translate a ``[2, 2]`` request as 4 sentences. The raw ``Rank`` and
     ``Shape`` ops read the fed tensor at run time (``tf.rank`` and ``tf.size`` would be folded
-    into constants from the declared shape when tracing).
+    into constants from the declared shape when tracing). Through ``tf.saved_model.load`` the
+    function's runtime folds even ``Rank`` from the declared ``[None]``, so each input also
+    passes an ``EnsureShape`` (core op), which checks the fed tensor's own shape.
     """
     tensors = (sentences,) + per_row
     names = ("sentences", "beam_size", "nbest")[: len(tensors)]
@@ -874,7 +876,7 @@ def _checked_rows(sentences, *per_row):
             tf.raw_ops.Shape(input=tensor)[:1], rows,
             message=f"{name} must have one value per sentence"))
     with tf.control_dependencies(checks):
-        tensors = tuple(tf.identity(t) for t in tensors)
+        tensors = tuple(tf.ensure_shape(tf.identity(t), [None]) for t in tensors)
     return tensors if per_row else tensors[0]
 
 

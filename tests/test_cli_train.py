@@ -12,6 +12,7 @@ import pytest
 import tensorflow as tf
 
 from bahdanau_tf import devices, model_directory
+from helpers import package_temp_files
 
 # every test here starts a Python process (or uses a module fixture that does)
 pytestmark = pytest.mark.subprocess
@@ -74,7 +75,7 @@ def _latest_step(directory):
 @pytest.mark.slow
 def test_sigkill_mid_run_then_resume(tmp_path):
     out = tmp_path / "run"
-    # a SIGKILLed process cannot remove its temporary vocabulary files: they go in tmp_path
+    # a SIGKILLed process removes nothing: the package must not have written to the temp dir
     temp = tmp_path / "tmp"
     temp.mkdir()
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", TMPDIR=str(temp))
@@ -92,6 +93,7 @@ def test_sigkill_mid_run_then_resume(tmp_path):
         process.send_signal(signal.SIGKILL)
         process.wait()
     assert process.returncode == -signal.SIGKILL
+    assert package_temp_files(temp) == []  # e.g. no vocabulary learned into the temp dir
 
     # every checkpoint the manager lists is whole
     state = tf.train.get_checkpoint_state(str(out / "checkpoints"))
@@ -121,6 +123,33 @@ def test_sigkill_mid_run_then_resume(tmp_path):
     assert f"Skipping the {saved_step} batches" in result.stderr
     assert report_of(out)["updates"] == saved_step + 5
     assert _latest_step(out) == saved_step + 5
+
+
+@pytest.mark.slow
+def test_a_second_ctrl_c_stops_at_once_with_one_line_and_no_partial_checkpoint(tmp_path):
+    out, log = tmp_path / "run", tmp_path / "stderr.txt"
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    with open(log, "w") as stderr:
+        process = subprocess.Popen(
+            COMMAND + SMALL_RUN + ["--max_steps=100000", "--checkpoint_every=2", "--log_every=1",
+                                   "--eval_every=1000", f"--output_dir={out}"],
+            stdout=subprocess.DEVNULL, stderr=stderr, env=env)
+    try:
+        _wait_for(log, r"step +5 ", process)
+        process.send_signal(signal.SIGINT)  # finish the update, then checkpoint and report...
+        _wait_for(log, r"SIGINT: finishing", process)
+        process.send_signal(signal.SIGINT)  # ...but stop at once
+        process.wait(timeout=300)
+    finally:
+        process.kill()
+    text = log.read_text()
+    errors = [line for line in text.splitlines() if line.startswith("bahdanau-train: error: ")]
+    assert process.returncode == 130 and "Traceback" not in text, text[-3000:]
+    assert len(errors) == 1 and "stopped at once by a second Ctrl-C" in errors[0], text[-3000:]
+    for name in ("checkpoints", "best"):
+        left = os.listdir(out / name) if (out / name).exists() else []
+        assert not [entry for entry in left if entry.endswith("_temp")], left
+    assert model_directory.load_model_directory(str(out), which="latest").model is not None
 
 
 def _wait_for(path, pattern, process, timeout=300):
@@ -189,7 +218,7 @@ def test_a_failed_first_run_leaves_no_directory_and_no_temp_files(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     assert "resuming" not in result.stderr.lower() and "Built subword vocabularies" in result.stderr
     assert model_directory.load_model_directory(str(out)).source_tokenizer.vocabulary_size > 10
-    assert sorted(os.listdir(temp)) == []  # nothing left in the system temp dir
+    assert package_temp_files(temp) == []  # nothing of the package's left in the temp dir
 
 
 @pytest.mark.slow

@@ -595,6 +595,20 @@ def test_python_api_refuses_an_existing_version_and_load_exported_works(exports,
     assert sorted(os.listdir(base)) == ["1"]
 
 
+def test_the_object_graph_path_refuses_sentences_that_are_not_a_vector(exports):
+    # tf.saved_model.load's runtime folds the Rank check from the declared [None]: EnsureShape
+    # checks the fed tensor itself, so a [2, 2] request is not read as 4 sentences
+    signature = serving.load_exported(os.path.dirname(exports["rnnsearch"])).signatures
+    for name in ("serving_default", "align"):
+        for bad in (tf.constant([SENTENCES[:2], SENTENCES[2:]]), tf.constant(SENTENCES[0])):
+            with pytest.raises(tf.errors.InvalidArgumentError, match="sentences"):
+                signature[name](sentences=bad)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="beam_size"):
+        signature["translate_nbest"](sentences=tf.constant(SENTENCES[:2]),
+                                     beam_size=tf.constant([[2, 2]]), nbest=tf.constant([1, 1]))
+    assert signature["serving_default"](sentences=tf.constant(SENTENCES))["translations"].shape == (4,)
+
+
 CLAIM_SCRIPT = textwrap.dedent(r"""
     # One exporter: a small module whose signatures() waits, so two exporters overlap.
     import sys, time

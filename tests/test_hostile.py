@@ -6,9 +6,13 @@ are in tests/test_export.py (`HOSTILE_REQUESTS`), the data loaders' in tests/tes
 """
 
 import concurrent.futures
+import errno
 import os
+import shutil
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -47,7 +51,53 @@ CASES = [
     ("export: no export dir", "export", ["--model_dir={model}"], "", 2, "--export_dir is required"),
     ("data: CR-only TSV is read, stray tab refused", "data", ["--tsv={three_columns}"], "", 2,
      "line 2 has 3 tab-separated column"),
+    # an output directory below an existing file: refused before any work
+    ("train: output dir below a file", "train", ["--output_dir={three_columns}/sub"], "", 2,
+     "three.tsv' is a file, not a directory"),
+    ("export: export dir below a file", "export", ["--model_dir={model}",
+                                                   "--export_dir={three_columns}/sub"], "", 2,
+     "three.tsv' is a file, not a directory"),
+    ("evaluate: output dir below a file", "evaluate", ["--model_dir={model}",
+                                                       "--output_dir={three_columns}/sub"], "", 2,
+     "three.tsv' is a file, not a directory"),
+    # damaged checkpoint data (the .index is whole): the file is named, for every reader
+    ("translate: zeroed checkpoint data", "translate", ["--model_dir={zeroed}"], "the cat\n", 2,
+     "ckpt-1.data-00000-of-00001 is missing or damaged"),
+    ("translate: truncated checkpoint data", "translate", ["--model_dir={truncated}",
+                                                           "--checkpoint=latest"], "the cat\n", 2,
+     "ckpt-1.data-00000-of-00001 is missing or damaged"),
+    ("evaluate: flipped bytes in best/", "evaluate", ["--model_dir={flipped}", "--max_sentences=2",
+                                                      "--output_dir={tmp}/evaluation1"], "", 2,
+     "best/ckpt-1' is damaged: ckpt-1.data-00000-of-00001 is missing or damaged"),
+    ("export: truncated checkpoint data", "export", ["--model_dir={truncated}",
+                                                     "--export_dir={tmp}/export"], "", 2,
+     "ckpt-1.data-00000-of-00001 is missing or damaged"),
+    ("train: resume from truncated checkpoint data", "train",
+     ["--output_dir={truncated}", "--preset=tiny", "--max_steps=1", "--max_minutes=0"], "", 2,
+     "ckpt-1.data-00000-of-00001 is missing or damaged"),
+    # a model.json cut short (a full disk, a copy interrupted) is named
+    ("translate: truncated model.json", "translate", ["--model_dir={cut_config}"], "a\n", 2,
+     "model.json' is damaged: not valid JSON"),
+    ("evaluate: empty model.json", "evaluate", ["--model_dir={empty_config}",
+                                                "--output_dir={tmp}/evaluation2"], "", 2,
+     "model.json' is damaged: not valid JSON"),
 ]
+
+
+def _zero(path):
+    data = bytearray(open(path, "rb").read())
+    data[len(data) // 3:len(data) // 3 + 64] = bytes(64)
+    open(path, "wb").write(bytes(data))
+
+
+def _truncate(path):
+    os.truncate(path, os.path.getsize(path) // 2)
+
+
+def _flip(path):
+    data = bytearray(open(path, "rb").read())
+    data[len(data) // 2] ^= 0xFF
+    open(path, "wb").write(bytes(data))
 
 
 @pytest.fixture(scope="module")
@@ -60,11 +110,23 @@ def paths(tmp_path_factory):
     lines = open(vocabulary, encoding="utf-8").read().splitlines()
     with open(vocabulary, "w", encoding="utf-8") as handle:
         handle.write("\n".join(lines[:8]) + "\n")
+    for name, damage in (("zeroed", _zero), ("truncated", _truncate), ("flipped", _flip)):
+        directory = save_model_dir(tmp / name, random_model(seed=1), source, target)
+        damage(os.path.join(directory, "checkpoints", "ckpt-1.data-00000-of-00001"))
+    # flipped: the only checkpoint is the best one
+    os.rename(os.path.join(tmp, "flipped", "checkpoints"), os.path.join(tmp, "flipped", "best"))
+    for name, keep in (("cut_config", 0.5), ("empty_config", 0)):
+        directory = save_model_dir(tmp / name, random_model(seed=1), source, target)
+        config = os.path.join(directory, "model.json")
+        content = open(config, "rb").read()
+        open(config, "wb").write(content[:int(len(content) * keep)])
     three_columns = tmp / "three.tsv"
     three_columns.write_bytes(b"the cat\tel gato\rthe dog\tel perro\tstray\r")  # CR-only line ends
     bad_utf8 = tmp / "bad.txt"
     bad_utf8.write_bytes(b"the cat\n\xff bad\n")
     return {"tmp": str(tmp), "model": model, "damaged": damaged,
+            **{name: str(tmp / name) for name in ("zeroed", "truncated", "flipped", "cut_config",
+                                                  "empty_config")},
             "three_columns": str(three_columns), "bad_utf8": str(bad_utf8)}
 
 
@@ -90,3 +152,118 @@ def test_hostile_command_lines_get_one_clear_line_and_their_exit_code(paths):
             failures.append(f"{name}: exit {result.returncode}, stderr tail {stderr[-400:]!r}")
     assert not failures, "\n".join(failures)
     assert set(os.listdir(paths["tmp"])) == before  # no output directory, file or lock was left
+
+
+# === A full disk: a real one, a small tmpfs filled to the last byte ===
+
+@pytest.fixture
+def full_disks(tmp_path):
+    """Mounts tmpfs file systems on demand (``make(name, prepare)``) and fills each once prepared."""
+    mounted = []
+
+    def make(name, prepare=None):
+        directory = tmp_path / name
+        directory.mkdir()
+        result = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(directory)],
+                                capture_output=True, text=True)
+        if result.returncode:
+            pytest.skip(f"cannot mount a tmpfs here (needs root): {result.stderr.strip()}")
+        mounted.append(directory)
+        if prepare:
+            prepare(directory)
+        with open(directory / "filler", "wb", buffering=0) as handle:
+            try:
+                while True:
+                    handle.write(bytes(4096))
+            except OSError as error:
+                assert error.errno == errno.ENOSPC
+        return directory
+
+    yield make
+    for directory in mounted:
+        subprocess.run(["umount", "-l", str(directory)], check=False)
+
+
+def _partial_files(directory):
+    return sorted(os.path.relpath(os.path.join(root, name), directory)
+                  for root, dirs, names in os.walk(directory) for name in dirs + names
+                  if name.endswith("_temp") or ".tmp" in name or name.startswith(".claim"))
+
+
+def test_a_full_disk_is_one_line_exit_5_and_leaves_nothing_partial(paths, full_disks):
+    disk = {name: full_disks(name) for name in ("evaluate", "export")}
+    # translate: over an existing output file, which stays whole
+    disk["translate"] = full_disks("translate", lambda d: (d / "out.txt").write_text("old\n"))
+    old = disk["translate"] / "out.txt"
+
+    def resumable_run(directory):  # a training run to resume (its lock file has its page)
+        from bahdanau_tf import data, training
+
+        source, target = toy_tokenizers()
+        config = training.TrainingConfig.for_preset(
+            "tiny", max_steps=1, max_minutes=None, summaries=False, jit_compile=False)
+        trainer = training.Trainer(str(directory / "run"), source, target, preset="tiny",
+                                   config=config, log=lambda line: None)
+        trainer.fit(data.load_corpus("bible-en-es", split="train").select(slice(0, 64)))
+        (directory / "run" / ".lock").write_text("0\n")
+
+    disk["train"] = full_disks("train", resumable_run)
+    cases = {
+        "translate": ("translate", ["--model_dir={model}", f"--output_file={old}"], "the cat\n", old),
+        "evaluate": ("evaluate", ["--model_dir={model}", "--max_sentences=4",
+                                  f"--output_dir={disk['evaluate'] / 'evaluation'}"], "",
+                     disk["evaluate"] / "evaluation"),
+        "export": ("export", ["--model_dir={model}", "--nowarmup",
+                              f"--export_dir={disk['export'] / 'models'}"], "", disk["export"]),
+        "train": ("train", [f"--output_dir={disk['train'] / 'run'}", "--preset=tiny",
+                            "--max_steps=2", "--max_minutes=0", "--jit=false", "--nosummaries",
+                            "--max_train_pairs=200",
+                            "--dev_sentences=8", "--eval_every=1", "--dev_bleu_every=0"], "",
+                  disk["train"] / "run"),
+    }
+    rows = [(name, command, arguments, stdin, 5, "") for name, (command, arguments, stdin, _)
+            in cases.items()]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+        results = dict(zip(cases, pool.map(lambda row: _run(row, paths), rows)))
+    for name, result in results.items():
+        stderr = result.stderr.decode("utf-8", "replace")
+        errors = [line for line in stderr.splitlines() if ": error: " in line]
+        assert result.returncode == 5 and "Traceback" not in stderr and len(errors) == 1, \
+            (name, result.returncode, stderr[-2000:])
+        assert "I/O failure: " in errors[0] and "No space left on device" in errors[0], errors
+        assert str(disk[name]) in errors[0], errors  # the file is named
+        assert _partial_files(disk[name]) == [], name
+    assert old.read_text() == "old\n"  # not replaced by a partial translation
+    assert sorted(os.listdir(disk["evaluate"])) == ["filler"]  # no output directory
+    assert sorted(os.listdir(disk["export"])) == ["filler"]  # no version, no claim
+    # the interrupted training directory still loads its last whole checkpoint
+    from bahdanau_tf import model_directory
+
+    loaded = model_directory.load_model_directory(str(disk["train"] / "run"), which="latest")
+    assert loaded.checkpoint.endswith("ckpt-1")  # (the failed save was of update 2)
+
+
+# === A killed export ===
+
+def test_an_export_killed_while_writing_leaves_a_claim_that_the_next_export_takes_over(paths,
+                                                                                       tmp_path):
+    base = tmp_path / "models"
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    command = [sys.executable, "-m", "bahdanau_tf.cli.export", f"--model_dir={paths['model']}",
+               f"--export_dir={base}", "--nowarmup", "--version=3"]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               env=env)
+    try:
+        deadline = time.time() + 300
+        while time.time() < deadline and not any(
+                name.startswith(".tmp-3-") for name in (os.listdir(base) if base.exists() else [])):
+            assert process.poll() is None
+            time.sleep(0.1)
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+    assert ".claim-3" in os.listdir(base)  # the killed export's claim, stale now
+    result = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert result.stdout.strip() == str(base / "3")
+    assert sorted(os.listdir(base)) == ["3"]  # the stale claim and temporary directory are gone

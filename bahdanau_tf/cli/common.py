@@ -9,7 +9,11 @@ Exit codes (README, "Command lines"):
       directory): one line on stderr saying what to do, never a traceback
 3     training stopped on a non-finite loss (the last good checkpoint is kept)
 4     the output directory is in use by another process
-130   stopped by SIGINT (Ctrl-C), after a checkpoint and the report were written
+5     an I/O failure (a full disk, a file that cannot be written or read): one line naming the
+      file and the cause; nothing partial is left (outputs are written beside their target and
+      renamed at the end)
+130   stopped by SIGINT (Ctrl-C): training after a checkpoint and the report were written; a
+      second Ctrl-C (or one in another command) stops at once, with one line
 143   stopped by SIGTERM, likewise
 ====  =====================================================================================
 
@@ -24,12 +28,15 @@ import sys
 
 from absl import app, flags
 
+from bahdanau_tf import files
+
 FLAGS = flags.FLAGS
 
 EXIT_OK = 0
 EXIT_USAGE = 2
 EXIT_NON_FINITE = 3
 EXIT_IN_USE = 4
+EXIT_IO = 5
 EXIT_SIGINT = 130
 EXIT_SIGTERM = 143
 
@@ -155,14 +162,23 @@ def check_writable_file(path, flag):
 
 
 def check_writable_dir(path, flag):
-    """Refuses, before any work, an output directory that exists as a file or cannot be made."""
+    """Refuses, before any work, an output directory that exists as a file or cannot be made
+    (also below a file: ``a_file/sub``)."""
     if os.path.exists(path) and not os.path.isdir(path):
         raise UserError(f"--{flag}={path!r} is a file, not a directory.")
     existing = os.path.abspath(path)
     while not os.path.exists(existing):
         existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise UserError(f"--{flag}={path!r}: {existing!r} is a file, not a directory.")
     if not os.access(existing, os.W_OK):
         raise UserError(f"--{flag}={path!r}: {existing!r} is not writable.")
+
+
+def _io_message(error):
+    """``'FILE': cause`` of an OSError (what failed, where)."""
+    cause = error.strerror or str(error)
+    return f"{error.filename!r}: {cause}" if error.filename else cause
 
 
 def _program():
@@ -194,7 +210,9 @@ def runner(main, doc, module_name=None):
 
     ``--help`` (``-h``, ``--helpshort``) prints the command's docstring and its own flags and
     exits 0. A `USER_ERRORS` exception from ``main`` becomes one line on stderr and exit code 2
-    (or the `UserError`'s own code); unexpected bugs keep their traceback.
+    (or the `UserError`'s own code); any other `OSError` (a full disk, a read error) one line
+    naming the file and exit code 5; Ctrl-C (KeyboardInterrupt) one line and exit code 130.
+    Unexpected bugs keep their traceback.
     """
     module_name = module_name or main.__module__
 
@@ -208,6 +226,15 @@ def runner(main, doc, module_name=None):
             message = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
             print(f"{_program()}: error: {message}", file=sys.stderr)
             sys.exit(code)
+        except Exception as error:  # noqa: BLE001 - an I/O failure (also TensorFlow's), or a bug
+            failure = files.as_os_error(error)
+            if failure is None:
+                raise
+            print(f"{_program()}: error: I/O failure: {_io_message(failure)}", file=sys.stderr)
+            sys.exit(EXIT_IO)
+        except KeyboardInterrupt:
+            print(f"{_program()}: error: stopped by Ctrl-C (SIGINT).", file=sys.stderr)
+            sys.exit(EXIT_SIGINT)
 
     def run(argv=None):
         argv = list(sys.argv if argv is None else argv)

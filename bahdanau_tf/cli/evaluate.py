@@ -23,7 +23,8 @@ corpus's test split (default) or on ``--source_file``/``--reference_file``:
 The scoring is `bahdanau_tf.evaluation.evaluate_translator`; this command reads the flags and
 writes its results to ``--output_dir``: ``report.json`` (one `EvaluationReport` per model, with
 the decoded-output AER and timings, and the names of its heatmaps), ``translations_<model>.txt``
-and the PNGs.
+and the PNGs. They are written under temporary names beside their targets and renamed together
+at the end: after a failure (a full disk: exit code 5) no file of this run is there.
 
 Example:
 
@@ -31,6 +32,7 @@ Example:
         --output_dir=evaluation
 """
 
+import contextlib
 import json
 import os
 import re
@@ -39,6 +41,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from absl import flags  # noqa: E402
 
+from bahdanau_tf import files  # noqa: E402
 from bahdanau_tf.cli import common  # noqa: E402
 
 FLAGS = flags.FLAGS
@@ -89,16 +92,18 @@ def load_test_set(direction):
     return corpus
 
 
-def write_outputs(name, result):
-    """Writes one model's translations and heatmaps; returns the heatmaps' file names."""
+def write_outputs(name, result, outputs):
+    """Writes one model's translations and heatmaps (through `files.OutputFiles` ``outputs``);
+    returns the heatmaps' file names."""
     label = _file_label(name)
-    with open(os.path.join(FLAGS.output_dir, f"translations_{label}.txt"), "w",
+    with open(outputs.path(os.path.join(FLAGS.output_dir, f"translations_{label}.txt")), "w",
               encoding="utf-8") as handle:
         handle.writelines(h.replace("\n", " ") + "\n" for h in result.translations)
     plots = []
     for i, figure in result.attention_figures.items():
         plots.append(f"attention_{label}_{i}.png")
-        figure.savefig(os.path.join(FLAGS.output_dir, plots[-1]), format="png", dpi=figure.dpi)
+        figure.savefig(outputs.path(os.path.join(FLAGS.output_dir, plots[-1])), format="png",
+                       dpi=figure.dpi)
     return plots
 
 
@@ -106,12 +111,23 @@ def main(argv):
     del argv
     common.require_model_dirs()
     common.check_writable_dir(FLAGS.output_dir, "output_dir")
+    created = not os.path.exists(FLAGS.output_dir)
+    os.makedirs(FLAGS.output_dir, exist_ok=True)
+    try:
+        with files.OutputFiles() as outputs:  # every file renamed into place at the end
+            _evaluate(outputs)
+    except BaseException:
+        if created:
+            with contextlib.suppress(OSError):  # only if empty: a failed run leaves nothing
+                os.rmdir(FLAGS.output_dir)
+        raise
 
+
+def _evaluate(outputs):
     from bahdanau_tf import evaluation
     from bahdanau_tf.model_directory import read_model_config
     from bahdanau_tf.translator import Translator
 
-    os.makedirs(FLAGS.output_dir, exist_ok=True)
     groups = [list(FLAGS.model_dir)] if FLAGS.ensemble else [[d] for d in FLAGS.model_dir]
     names = _model_names(FLAGS.model_dir, FLAGS.name)
     if FLAGS.ensemble:
@@ -134,7 +150,7 @@ def main(argv):
             settings={"model_dirs": group, "test_set": test_set, "checkpoint": FLAGS.checkpoint})
         report = result.report
         reports.append(report)
-        models.append({**report.to_dict(), "attention_plots": write_outputs(name, result)})
+        models.append({**report.to_dict(), "attention_plots": write_outputs(name, result, outputs)})
         print(f"{name}: {report.bleu}")
         if report.no_unk is not None and report.no_unk.bleu is not None:
             print(f"{name}: No-UNK ({report.no_unk.num_sentences} sentences) "
@@ -144,10 +160,10 @@ def main(argv):
                   f"{report.alignment.aer:.3f}")
 
     evaluation.plot_bleu_by_length({r.model: r.bleu_by_length for r in reports},
-                                   os.path.join(FLAGS.output_dir, "bleu_by_length.png"),
+                                   outputs.path(os.path.join(FLAGS.output_dir, "bleu_by_length.png")),
                                    title=f"BLEU by source length, {test_set}")
     path = os.path.join(FLAGS.output_dir, "report.json")
-    with open(path, "w", encoding="utf-8") as handle:
+    with open(outputs.path(path), "w", encoding="utf-8") as handle:
         json.dump({"test_set": test_set, "num_sentences": len(corpus), "models": models},
                   handle, indent=2, ensure_ascii=False, allow_nan=False)
         handle.write("\n")

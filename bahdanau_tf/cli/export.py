@@ -15,7 +15,9 @@ it the model is exported without them and one line on stderr says so; ``--warmup
 them explicitly and is refused up front when the package is missing, ``--nowarmup`` skips them.
 
 Exit codes: 0 exported; 2 a usage error or bad input (one line on stderr), e.g. a version that
-exists or that another export is writing right now.
+exists or that another export is writing right now; 5 an I/O failure (a full disk). A failed or
+killed export leaves no version: its claim on the version (``.claim-N``, a locked file) dies
+with its process and the next export takes it over.
 
 Example:
 

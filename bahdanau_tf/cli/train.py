@@ -42,7 +42,8 @@ Why these defaults (for a 12-minute run on a 2-core CPU):
 - dev NLL on the first 500 dev pairs every 200 steps, checkpoints every 200 steps.
 
 Exit codes: 0 done, 2 usage error or bad input, 3 non-finite loss, 4 output directory in use,
-130 / 143 stopped by SIGINT / SIGTERM (after a checkpoint and the report).
+5 an I/O failure (a full disk: no partial checkpoint is left), 130 / 143 stopped by SIGINT /
+SIGTERM (after a checkpoint and the report; a second signal stops at once, exit code 130).
 """
 
 import dataclasses
@@ -207,6 +208,11 @@ def main(argv):
         log("\n" + training.format_report(error.report))
         log(str(error))
         return 128 + error.signal_number  # 130 for SIGINT, 143 for SIGTERM
+    except KeyboardInterrupt:  # a second Ctrl-C: the trainer stopped at once
+        raise common.UserError(
+            f"stopped at once by a second Ctrl-C or SIGTERM; {FLAGS.output_dir!r} keeps its last "
+            "whole checkpoint (if it had one): rerun the same command to resume.",
+            common.EXIT_SIGINT) from None
     log("\n" + training.format_report(report))
     log(f"Model directory: {os.path.abspath(FLAGS.output_dir)}")
     return 0

@@ -7,7 +7,9 @@ each output line holds the K best translations and their scores, tab-separated:
 Translator's bound (--max_source_length tokens, 100 by default) are cut: only their beginning is
 translated. Input is read with the package's one line reader (`bahdanau_tf.data.read_lines`):
 ``\n``, ``\r\n`` and ``\r`` end lines, and a line that is not UTF-8 is an error naming the line
-(exit code 2), before anything is translated.
+(exit code 2), before anything is translated. ``--output_file`` is written beside itself under a
+temporary name and renamed at the end: after a failure (a full disk: exit code 5) it is left as
+it was.
 
 Example:
 
@@ -23,6 +25,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from absl import flags  # noqa: E402
 
+from bahdanau_tf import files  # noqa: E402
 from bahdanau_tf.cli import common  # noqa: E402
 
 FLAGS = flags.FLAGS
@@ -68,8 +71,9 @@ def main(argv):
     text = "".join(format_line(t, s, FLAGS.nbest, FLAGS.scores) + "\n"
                    for t, s in zip(output.translations, output.scores))
     if FLAGS.output_file:
-        with open(FLAGS.output_file, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        with files.OutputFiles() as outputs:  # the whole output, or nothing (a full disk)
+            with open(outputs.path(FLAGS.output_file), "w", encoding="utf-8") as handle:
+                handle.write(text)
     else:
         sys.stdout.write(text)
         sys.stdout.flush()

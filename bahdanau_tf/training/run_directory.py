@@ -23,12 +23,8 @@ from typing import Callable
 
 import tensorflow as tf
 
+from bahdanau_tf import files
 from bahdanau_tf import model_directory
-
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - not on POSIX
-    fcntl = None
 
 
 class DirectoryInUseError(RuntimeError):
@@ -66,22 +62,17 @@ class DirectoryLock:
         self._handle = None
 
     def acquire(self):
-        if fcntl is None:  # pragma: no cover - not on POSIX
-            return
-        handle = open(self.path, "a+")
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            handle.seek(0)
-            owner = handle.read().strip() or "unknown"
-            handle.close()
+        handle = files.try_lock(self.path)
+        if handle is None:
+            owner = files.lock_holder(self.path)
             raise DirectoryInUseError(
                 f"{os.path.dirname(self.path)!r} is in use by another training process "
-                f"(pid {owner}); wait for it to finish or use another --output_dir.") from None
-        handle.seek(0)
-        handle.truncate()
-        handle.write(str(os.getpid()))
-        handle.flush()
+                f"(pid {owner}); wait for it to finish or use another --output_dir.")
+        try:
+            files.write_holder(handle, self.path)
+        except BaseException:
+            handle.close()
+            raise
         self._handle = handle
 
     def release(self, remove=False):

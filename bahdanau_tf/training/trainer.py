@@ -20,6 +20,7 @@ import tensorflow as tf
 
 from bahdanau_tf import data
 from bahdanau_tf import devices
+from bahdanau_tf import files
 from bahdanau_tf import losses
 from bahdanau_tf import model_directory as model_directory_lib
 from bahdanau_tf import models as models_lib
@@ -500,7 +501,7 @@ class Trainer:
         if improved:
             self.best_dev_nll.assign(run.dev_nll)
             self.best_step.assign(run.step)
-            self.best_manager.save(checkpoint_number=self.step)
+            self._save_checkpoint(self.best_manager)
             self._write_model_config()
             run.evaluations_without_improvement = 0
         else:
@@ -527,8 +528,17 @@ class Trainer:
             self._first_nonfinite_step.assign(self.step)
             self._check_finite(run)
         self.elapsed_seconds.assign(run.elapsed_before + time.time() - run.start)
-        self.manager.save(checkpoint_number=self.step)
+        self._save_checkpoint(self.manager)
         self._write_model_config()
+
+    def _save_checkpoint(self, manager):
+        """``manager.save``; one that fails half-way (a full disk, a second Ctrl-C) leaves no
+        ``ckpt-N_temp/`` behind (the previous checkpoints stay whole)."""
+        try:
+            manager.save(checkpoint_number=self.step)
+        except BaseException:
+            files.remove_partial_checkpoints(manager.directory)
+            raise
 
     def _finish(self, run, dev_dataset):
         """The end of a run: last train NLL, a dev point at the last step, checkpoint, report."""
