@@ -6,6 +6,11 @@ from setuptools import find_packages, setup
 
 HERE = pathlib.Path(__file__).parent
 
+# Where the repository is published: the publisher sets this line, and only this line. The Colab
+# badges and links (README.md, colab/README.md) and the notebooks' install cells are generated
+# from it by `python colab/_build_notebooks.py`; tests/test_notebooks.py fails when they drift.
+REPOSITORY_URL = "https://github.com/OWNER/bahdanau_tf"
+
 setup(
     name="bahdanau_tf",
     version="0.1.0",
@@ -15,11 +20,19 @@ setup(
     ),
     long_description=(HERE / "README.md").read_text(encoding="utf-8"),
     long_description_content_type="text/markdown",
+    url=REPOSITORY_URL,
+    project_urls={"Source": REPOSITORY_URL,
+                  "Colab notebooks": f"{REPOSITORY_URL}/tree/main/colab"},
     license="Apache-2.0",
     python_requires=">=3.10",
-    packages=find_packages(include=["bahdanau_tf", "bahdanau_tf.*"]),
+    # the serving kit, export/ in the repository, ships as bahdanau_tf/_serving_kit/ (what
+    # bahdanau_tf.serving_kit writes out: the Colab notebooks use it from a wheel)
+    packages=find_packages(include=["bahdanau_tf", "bahdanau_tf.*"]) + ["bahdanau_tf._serving_kit"],
+    package_dir={"bahdanau_tf._serving_kit": "export"},
     include_package_data=True,
-    package_data={"bahdanau_tf": ["corpora/*", "corpora/**/*", "py.typed"]},
+    package_data={"bahdanau_tf": ["corpora/*", "corpora/**/*", "py.typed"],
+                  "bahdanau_tf._serving_kit": ["README.md", "models.config",
+                                               "batching_parameters.txt"]},
     install_requires=[
         "tensorflow>=2.16",
         "tensorflow-text>=2.16",
@@ -35,6 +48,7 @@ setup(
             "pytest-xdist>=3.5",
             "tensorflow-serving-api>=2.16",
             "nbclient>=0.9",
+            "nbconvert>=7",
             "nbformat>=5.9",
             "ipykernel>=6.25",
         ],

@@ -5,31 +5,108 @@ Example:
     from bahdanau_tf import RNNSearch
     model = RNNSearch.from_preset("small", source_vocabulary_size=8000,
                                   target_vocabulary_size=8000)
+
+The names below are imported on first use (PEP 562), so that ``import bahdanau_tf`` does not
+import TensorFlow: the command lines (`bahdanau_tf.cli`) set TensorFlow's log levels before it
+loads. Keras's registry of the package's layers, models and losses (what
+``keras.saving.load_model("model.keras")`` needs) is filled as soon as TensorFlow and Keras
+are imported, by whoever imports them first.
 """
+
+import importlib
+import importlib.abc
+import importlib.util
+import sys
 
 __version__ = "0.1.0"
 
-from bahdanau_tf import special_tokens
-from bahdanau_tf.layers import (
-    AttentionGRUCell,
-    BahdanauAttention,
-    BidirectionalEncoder,
-    ConditionalGRUCell,
-    MaxoutReadout,
-)
-from bahdanau_tf.losses import MaskedAccuracy, MaskedSparseCategoricalCrossentropy
-from bahdanau_tf.models import RNNEncDec, RNNSearch, Seq2Seq, model_from_preset
-from bahdanau_tf.training import Trainer, TrainingConfig
-from bahdanau_tf import evaluation
-from bahdanau_tf.translator import Translator
-from bahdanau_tf.serving import export_saved_model, load_exported
-from bahdanau_tf.decoding import beam_search, ensemble_step_fn, greedy_search, tile_beams
-from bahdanau_tf.text import SubwordTokenizer, WordTokenizer, load_tokenizer, split_words
-from bahdanau_tf.data import (
-    ParallelCorpus,
-    load_corpus,
-    load_parallel_files,
-    load_tfds,
-    load_tsv,
-    make_dataset,
-)
+# public name -> the module that defines it
+_EXPORTS = {
+    **dict.fromkeys(["AttentionGRUCell", "BahdanauAttention", "BidirectionalEncoder",
+                     "ConditionalGRUCell", "MaxoutReadout"], "layers"),
+    **dict.fromkeys(["MaskedAccuracy", "MaskedSparseCategoricalCrossentropy"], "losses"),
+    **dict.fromkeys(["RNNEncDec", "RNNSearch", "Seq2Seq", "model_from_preset"], "models"),
+    **dict.fromkeys(["Trainer", "TrainingConfig"], "training"),
+    "Translator": "translator",
+    **dict.fromkeys(["export_saved_model", "load_exported"], "serving"),
+    **dict.fromkeys(["beam_search", "ensemble_step_fn", "greedy_search", "tile_beams"],
+                    "decoding"),
+    **dict.fromkeys(["SubwordTokenizer", "WordTokenizer", "load_tokenizer", "split_words"],
+                    "text"),
+    **dict.fromkeys(["ParallelCorpus", "load_corpus", "load_parallel_files", "load_tfds",
+                     "load_tsv"], "corpora"),
+    "make_dataset": "data",
+}
+_SUBMODULES = ("corpora", "data", "decoding", "devices", "evaluation", "layers", "losses",
+               "model_directory", "models", "presets", "serving", "special_tokens", "text",
+               "training", "translator")
+# the modules whose classes are registered with keras.saving
+_KERAS_OBJECT_MODULES = ("layers", "losses", "models")
+
+__all__ = sorted(_EXPORTS) + list(_SUBMODULES)
+
+
+def __getattr__(name):
+    if name in _EXPORTS:
+        value = getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+    elif name in _SUBMODULES:
+        value = importlib.import_module(f"{__name__}.{name}")
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))
+
+
+def _register_keras_objects():
+    for module in _KERAS_OBJECT_MODULES:
+        importlib.import_module(f"{__name__}.{module}")
+
+
+class _AfterTensorFlowImport(importlib.abc.MetaPathFinder):
+    """Registers the Keras objects once the outermost import of TensorFlow or Keras is done.
+
+    Either imports the other (``import tensorflow`` imports keras and the reverse), so the
+    registration waits for the outermost one: only then are both usable.
+    """
+
+    _NAMES = ("tensorflow", "keras")
+
+    def __init__(self):
+        self._depth = 0
+
+    def find_spec(self, name, path=None, target=None):
+        if name not in self._NAMES:
+            return None
+        sys.meta_path.remove(self)  # find the real spec without us
+        try:
+            spec = importlib.util.find_spec(name)
+        finally:
+            sys.meta_path.insert(0, self)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        execute = spec.loader.exec_module
+
+        def exec_module(module):
+            self._depth += 1
+            try:
+                execute(module)
+            finally:
+                self._depth -= 1
+            if self._depth == 0 and all(n in sys.modules for n in self._NAMES):
+                sys.meta_path.remove(self)
+                try:
+                    _register_keras_objects()
+                except Exception:  # noqa: BLE001 — never break someone else's import; the
+                    pass  # package's own import raises the error where it is used
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+if "tensorflow" in sys.modules and "keras" in sys.modules:
+    _register_keras_objects()
+elif not any(isinstance(f, _AfterTensorFlowImport) for f in sys.meta_path):
+    sys.meta_path.insert(0, _AfterTensorFlowImport())

@@ -166,18 +166,42 @@ def check_same_model(directory: str, model: keras.Model) -> None:
         )
 
 
+# what save_model_directory writes: all that `overwrite` may replace
+SAVED_ENTRIES = frozenset({MODEL_CONFIG, SOURCE_VOCABULARY, TARGET_VOCABULARY, CHECKPOINTS})
+SAVED_BY = "save_to_preset"  # model.json settings["saved_by"] of a saved (not trained) directory
+
+
 def save_model_directory(directory: str, model: keras.Model, source_tokenizer: Any, target_tokenizer: Any,
-                         settings: dict | None = None) -> str:
+                         settings: dict | None = None, overwrite: bool = False) -> str:
     """Writes a complete model directory of a trained model: config, vocabularies, a checkpoint.
 
-    What ``model.save_to_preset`` calls; the result loads like a ``bahdanau-train`` output.
+    What ``model.save_to_preset`` calls; the result loads like a ``bahdanau-train`` output. Its
+    one checkpoint is the model: loading it never warns that there is no ``best/``.
+
+    Args:
+        overwrite: bool, replace a directory this function wrote before (one that holds
+            nothing but `SAVED_ENTRIES`); a training run's directory, or one holding anything
+            else, is never replaced.
 
     Raises:
-        FileExistsError: ``directory`` exists and is not empty (one writer per directory).
+        FileExistsError: ``directory`` is not empty (and ``overwrite`` is False, or it holds
+            more than a saved model).
     """
-    if tf.io.gfile.exists(directory) and tf.io.gfile.listdir(directory):
-        raise FileExistsError(f"{directory!r} is not empty; save a model directory into a new one.")
-    write_model_config(directory, model, source_tokenizer, target_tokenizer, settings)
+    existing = {name.rstrip("/") for name in tf.io.gfile.listdir(directory)} \
+        if tf.io.gfile.isdir(directory) else set()
+    if existing:
+        foreign = sorted(existing - SAVED_ENTRIES)
+        if foreign:
+            raise FileExistsError(f"{directory!r} holds {', '.join(foreign)}, not only a saved "
+                                  "model: save into a new or empty directory.")
+        if not overwrite:
+            raise FileExistsError(f"{directory!r} already holds a saved model: pass "
+                                  "overwrite=True to replace it, or save into a new directory.")
+        for name in existing:
+            path = os.path.join(directory, name)
+            (tf.io.gfile.rmtree if tf.io.gfile.isdir(path) else tf.io.gfile.remove)(path)
+    write_model_config(directory, model, source_tokenizer, target_tokenizer,
+                       {**(settings or {}), "saved_by": SAVED_BY})
     tf.train.Checkpoint(model=model).save(os.path.join(directory, CHECKPOINTS, "ckpt"))
     return directory
 
@@ -268,7 +292,7 @@ def latest_checkpoint(directory: str, which: str = "best", warn=None) -> str | N
             return best
         if best and missing and not latest:
             raise ValueError(f"The checkpoint {best!r} is damaged: {', '.join(missing)}.")
-        if latest:
+        if latest and (best or not _saved_by_save_to_preset(directory)):
             reason = (f"{BEST}/ is damaged ({', '.join(missing)})" if best
                       else f"there is no {BEST}/ checkpoint (no dev evaluation)")
             warn(f"Warning: {reason}; using the latest checkpoint {latest}.")
@@ -277,6 +301,14 @@ def latest_checkpoint(directory: str, which: str = "best", warn=None) -> str | N
         if missing:
             raise ValueError(f"The checkpoint {latest!r} is damaged: {', '.join(missing)}.")
     return latest
+
+
+def _saved_by_save_to_preset(directory):
+    """Whether `save_model_directory` wrote ``directory`` (one checkpoint, no best/ by design)."""
+    try:
+        return read_model_config(directory).get("settings", {}).get("saved_by") == SAVED_BY
+    except (OSError, ValueError):
+        return False
 
 
 def check_model_directory(directory, saved=None):

@@ -141,6 +141,14 @@ class TranslationModel(keras.Model):
 
     # === Strings in, strings out ===
 
+    def fit(self, x=None, *args, **kwargs):
+        """Keras's ``fit``; a ``tf.data.Dataset`` is taken as batched (``make_dataset``
+        shuffles), so Keras's default ``shuffle=True``, which it ignores for a dataset with a
+        warning, is not passed for one."""
+        if isinstance(x, tf.data.Dataset) and "shuffle" not in kwargs and len(args) < 8:
+            kwargs["shuffle"] = False  # the 9th positional argument of Keras's fit
+        return super().fit(x, *args, **kwargs)
+
     def attach_tokenizers(self, source_tokenizer: Any, target_tokenizer: Any) -> "TranslationModel":
         """Keeps the tokenizers the model was trained with: for `translate`, saving and presets.
 
@@ -212,29 +220,33 @@ class TranslationModel(keras.Model):
         if tokenizers is not None:
             self.attach_tokenizers(*tokenizers)
 
-    def save_to_preset(self, preset_dir: str) -> str:
+    def save_to_preset(self, preset_dir: str, overwrite: bool = True) -> str:
         """Writes a preset directory: ``model.json``, both vocabularies and a checkpoint.
 
         The layout of a ``bahdanau-train`` output directory, written by
         `bahdanau_tf.model_directory.save_model_directory`, so `from_preset`,
         `model_from_preset`, `Translator.from_directory` and every command line's
-        ``--model_dir`` read it.
+        ``--model_dir`` read it. Like Keras's ``model.save``, it replaces what an earlier
+        ``save_to_preset`` wrote there (so a script re-runs); it never writes into a directory
+        that holds anything else, such as a ``bahdanau-train`` run.
 
         Args:
-            preset_dir: str, a new or empty directory.
+            preset_dir: str, a new or empty directory, or one an earlier save_to_preset wrote.
+            overwrite: bool, False refuses a directory that already holds a saved model.
 
         Returns:
             str, ``preset_dir``.
 
         Raises:
             ValueError: no tokenizers attached.
-            FileExistsError: ``preset_dir`` is not empty.
+            FileExistsError: ``preset_dir`` holds more than a saved model, or a saved model
+                and ``overwrite`` is False.
         """
         if self.source_tokenizer is None:
             raise ValueError("save_to_preset needs the model's tokenizers: call "
                              "model.attach_tokenizers(source_tokenizer, target_tokenizer) first.")
         return model_directory.save_model_directory(preset_dir, self, self.source_tokenizer,
-                                                    self.target_tokenizer)
+                                                    self.target_tokenizer, overwrite=overwrite)
 
     def initial_state(self, memory: dict) -> Any:
         raise NotImplementedError

@@ -566,6 +566,18 @@ def signature_defs(saved_model_dir: str) -> dict:
     raise ValueError(f"No 'serve' meta graph in {saved_model_dir!r}.")
 
 
+def signature_summary(saved_model_dir: str) -> list:
+    """One line per signature, e.g. ``serving_default(sentences string [-1]) -> translations
+    string [-1], scores float32 [-1]`` (``-1``: any size), sorted by name."""
+    def tensors(infos):
+        return ", ".join(f"{key} {tf.as_dtype(info.dtype).name} "
+                         f"[{', '.join(str(d.size) for d in info.tensor_shape.dim)}]"
+                         for key, info in sorted(infos.items()))
+
+    return [f"{name}({tensors(signature.inputs)}) -> {tensors(signature.outputs)}"
+            for name, signature in sorted(signature_defs(saved_model_dir).items())]
+
+
 def signature_metadata(saved_model_dir: str, model_name: str = DEFAULT_MODEL_NAME,
                        version: Optional[int] = None) -> dict:
     """What TF Serving's ``GET /v1/models/NAME/metadata`` returns for this SavedModel.

@@ -695,8 +695,13 @@ class Translator(tf.Module):
             chunk[:len(rows), :chunk_width] = source_ids[rows, :chunk_width]
             chunk_limits = np.ones([padded_rows], np.int32)
             chunk_limits[:len(rows)] = limits[rows]
-            outputs = search(tf.constant(chunk), tf.constant(chunk_limits), forbid,
-                             self._buffer_length(padded_width))
+            # one concrete function per bucket, traced once from its own fixed signature:
+            # calling the tf.function with each bucket's shapes in turn would count as
+            # retracing (and TensorFlow warns about that)
+            bucket = search.get_concrete_function(
+                tf.TensorSpec(chunk.shape, tf.int32), tf.TensorSpec(chunk_limits.shape, tf.int32),
+                tf.TensorSpec([], tf.bool), self._buffer_length(padded_width))
+            outputs = bucket(tf.constant(chunk), tf.constant(chunk_limits), forbid)
             steps = min(time, outputs[0].shape[2])
             ids[rows, :, :steps] = outputs[0].numpy()[:len(rows), :, :steps]
             out_lengths[rows] = outputs[1].numpy()[:len(rows)]

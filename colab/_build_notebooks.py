@@ -6,20 +6,44 @@ Edit the cells here, then run::
 
     python colab/_build_notebooks.py            # rewrites colab/*.ipynb (outputs cleared)
 
+The repository's address has one home, ``REPOSITORY_URL`` in setup.py (what a publisher sets).
+The notebooks' install cells, and the "Open In Colab" badges and links of README.md and
+colab/README.md, are made from it here; the same command rewrites those links, and the test
+fails when any of them drifts.
+
 The notebooks are stored without outputs: every number you see comes from your own run.
 """
 
+import ast
 import os
+import re
 import sys
 
 import nbformat
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-# The GitHub path the badges and the install cell point at; change it where the repo is published.
-GITHUB_REPOSITORY = "OWNER/bahdanau_tf"
+ROOT = os.path.dirname(HERE)
 SMOKE_VARIABLE = "BAHDANAU_NOTEBOOK_SMOKE"
+
+
+def repository_url():
+    """``REPOSITORY_URL`` of setup.py (read, not run), e.g. ``https://github.com/OWNER/bahdanau_tf``."""
+    with open(os.path.join(ROOT, "setup.py"), encoding="utf-8") as handle:
+        tree = ast.parse(handle.read())
+    for node in tree.body:
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1
+                and getattr(node.targets[0], "id", None) == "REPOSITORY_URL"):
+            return ast.literal_eval(node.value).rstrip("/")
+    raise ValueError("setup.py has no REPOSITORY_URL = \"https://github.com/OWNER/NAME\" line")
+
+
+REPOSITORY_URL = repository_url()
+# Colab opens notebooks of GitHub repositories by path: github.com/OWNER/NAME -> OWNER/NAME
+GITHUB_REPOSITORY = re.sub(r"^https://github\.com/", "", REPOSITORY_URL)
+# the badge links the documents hold, whatever repository they name today
+_COLAB_LINK = re.compile(r"https://colab\.research\.google\.com/github/[^)\s]*?/blob/main/colab/")
+DOCUMENTS = ("README.md", os.path.join("colab", "README.md"))
 
 
 def colab_url(filename):
@@ -34,28 +58,24 @@ def badge(filename):
 # === Cells shared by every notebook ===
 
 INSTALL_TEMPLATE = f'''\
-# Install. On Colab: clone this repository (or use a bahdanau_tf-*.whl you uploaded) and pip
-# install it; Colab's preinstalled TensorFlow is kept and tensorflow-text is pinned to its
-# version. Locally, or when the package already imports, nothing is installed.
+# Install, three ways: a bahdanau_tf-*.whl uploaded to the working directory is pip-installed
+# (a no-op once it is); else, when the package does not import, it is installed from
+# REPOSITORY_URL; else (locally, with the package installed) nothing is installed. Colab's
+# preinstalled TensorFlow is kept and tensorflow-text is pinned to its version.
 import glob, importlib, importlib.util, os, subprocess, sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-REPOSITORY_URL = "https://github.com/{GITHUB_REPOSITORY}.git"
+REPOSITORY_URL = "{REPOSITORY_URL}"  # setup.py's, written by colab/_build_notebooks.py
 
-if {{guard}}:
+wheels = sorted(glob.glob("bahdanau_tf-*.whl"))
+if wheels or {{guard}}:
     import tensorflow as tf
 
     tf_version = ".".join(tf.__version__.split(".")[:2])
-    wheels = sorted(glob.glob("bahdanau_tf-*.whl"))
-    if wheels:
-        package = wheels[-1]
-    else:
-        if not os.path.isdir("bahdanau_tf_src"):
-            subprocess.check_call(["git", "clone", "--depth=1", REPOSITORY_URL, "bahdanau_tf_src"])
-        package = "./bahdanau_tf_src"  # not editable: importable in this kernel right away
+    package = wheels[-1] if wheels else f"bahdanau_tf @ git+{{REPOSITORY_URL}}.git"
     subprocess.check_call([sys.executable, "-m", "pip", "install", "-q",
                            f"tensorflow-text=={{tf_version}}.*",{{extra}} package])
-    importlib.invalidate_caches()
+    importlib.invalidate_caches()  # not editable: importable in this kernel right away
 
 import bahdanau_tf
 
@@ -700,14 +720,11 @@ own `beam_size` and `nbest`) and `inputs` (one list per input)."""),
         tagged(new_code_cell('''\
 import base64
 
-import bahdanau_tf
+from bahdanau_tf import serving_kit
 
-# the export/ kit sits beside the package in a clone of the repository
-candidates = [os.path.join(os.path.dirname(os.path.dirname(bahdanau_tf.__file__)), "export"),
-              os.path.join("bahdanau_tf_src", "export")]
-EXPORT_KIT = next((d for d in candidates if os.path.isfile(os.path.join(d, "client_rest.py"))), None)
-if EXPORT_KIT is None:
-    raise FileNotFoundError(f"export/client_rest.py not found in {candidates}: clone the repository.")
+# the export/ kit of the repository ships inside the package: written out, the clients import
+EXPORT_KIT = serving_kit.write_kit(os.path.join("bahdanau_serving", "kit"))
+print("serving kit:", sorted(os.listdir(EXPORT_KIT)))
 sys.path.insert(0, EXPORT_KIT)
 import client_grpc
 import client_rest
@@ -795,12 +812,26 @@ def build():
     return {name: nbformat.writes(make(), version=4) + "\n" for name, make in NOTEBOOKS.items()}
 
 
+def documents():
+    """{path relative to the repository: text} of README.md and colab/README.md with their
+    Colab links pointing at `REPOSITORY_URL`."""
+    texts = {}
+    for path in DOCUMENTS:
+        with open(os.path.join(ROOT, path), encoding="utf-8") as handle:
+            texts[path] = _COLAB_LINK.sub(colab_url(""), handle.read())
+    return texts
+
+
 def main():
     for name, text in build().items():
         nbformat.validate(nbformat.reads(text, as_version=4))
         with open(os.path.join(HERE, name), "w", encoding="utf-8") as handle:
             handle.write(text)
         print("wrote", os.path.join(HERE, name))
+    for path, text in documents().items():
+        with open(os.path.join(ROOT, path), "w", encoding="utf-8") as handle:
+            handle.write(text)
+        print("wrote", os.path.join(ROOT, path))
     return 0
 
 

@@ -6,6 +6,7 @@ one step at a time, with no batching tricks: they are independent of the layers'
 
 import fnmatch
 import os
+import re
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -418,3 +419,24 @@ def package_temp_files(directory):
             continue
         left.append(name)
     return left
+
+# Lines that TensorFlow, absl or Python's warnings print (not a command's own): absl's C++ and
+# Python formats (``I0000 00:00:...``, ``W1123 09:12:32.048098 ...``), its pre-initialisation
+# notice, TensorFlow's Python logger, the CPU-feature notice's second line, warnings.warn.
+_FOREIGN_LINE = re.compile(
+    r"^([IWEF]\d{4} \d\d:\d\d:\d+\.\d+ "
+    r"|WARNING: All log messages before absl::InitializeLog"
+    r"|(DEBUG|INFO|WARNING|ERROR|CRITICAL):(tensorflow|absl|root|py\.warnings):"
+    r"|To enable the following instructions"
+    r"|\S+:\d+: \w*Warning: )")
+
+
+def foreign_lines(stderr):
+    """The lines of ``stderr`` that a library printed rather than the command itself."""
+    return [line for line in stderr.splitlines() if _FOREIGN_LINE.match(line)]
+
+
+def env_without_tensorflow_logging(**changes):
+    """os.environ with the user's defaults for TensorFlow's log level (none set) and ``changes``."""
+    env = {name: value for name, value in os.environ.items() if name != "TF_CPP_MIN_LOG_LEVEL"}
+    return {**env, **changes}

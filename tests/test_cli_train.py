@@ -12,7 +12,7 @@ import pytest
 import tensorflow as tf
 
 from bahdanau_tf import devices, model_directory
-from helpers import package_temp_files
+from helpers import env_without_tensorflow_logging, foreign_lines, package_temp_files
 
 # every test here starts a Python process (or uses a module fixture that does)
 pytestmark = pytest.mark.subprocess
@@ -23,8 +23,8 @@ SMALL_RUN = ["--preset=tiny", "--tokenizer=word", "--vocabulary_size=300", "--ma
              "--max_length=20", "--jit=false", "--dev_sentences=64", "--max_minutes=0"]
 
 
-def train(*flags, timeout=600):
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+def train(*flags, timeout=600, env=None):
+    env = env or dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     return subprocess.run(COMMAND + list(flags), capture_output=True, text=True, timeout=timeout, env=env)
 
 
@@ -37,8 +37,11 @@ def test_defaults_run_end_to_end_resume_and_refuse_another_model(tmp_path):
     out = tmp_path / "run"
     # the defaults (the small presets' training settings, subword vocabularies), shrunk in size only
     result = train("--preset=tiny", "--max_steps=3", "--max_train_pairs=1500", "--dev_sentences=64",
-                   f"--output_dir={out}")
+                   f"--output_dir={out}", env=env_without_tensorflow_logging())
     assert result.returncode == 0, result.stderr[-3000:]
+    # quiet by default: no TensorFlow/absl line (C++ at import, cuInit, XLA, oneDNN, retracing)
+    assert foreign_lines(result.stderr) == [], result.stderr
+    assert result.stderr.startswith("Built subword vocabularies"), result.stderr[:500]
     for name in ("model.json", "source_vocabulary", "target_vocabulary", "checkpoints", "best", "report.json"):
         assert (out / name).exists(), name
     report = report_of(out)
@@ -65,6 +68,17 @@ def test_defaults_run_end_to_end_resume_and_refuse_another_model(tmp_path):
     assert result.returncode == 2
     assert "holds a different model (class RNNSearch != RNNEncDec" in result.stderr
     assert report_of(out)["updates"] == 5
+
+
+def test_tensorflow_lines_are_shown_on_request_only():
+    # a bad preset: the command exits after TensorFlow loaded, with its own one line
+    for flags, shown in (((), False), (("--verbosity=0",), True)):
+        result = train("--preset=nonexistent", *flags, env=env_without_tensorflow_logging())
+        assert result.returncode == 2
+        assert result.stderr.splitlines()[-1].startswith("bahdanau-train: error: ")
+        assert bool(foreign_lines(result.stderr)) == shown, result.stderr
+    result = train("--preset=nonexistent", env=env_without_tensorflow_logging(TF_CPP_MIN_LOG_LEVEL="0"))
+    assert foreign_lines(result.stderr), result.stderr
 
 
 def _latest_step(directory):

@@ -64,3 +64,27 @@ def test_a_relative_model_directory_loads(tmp_path, monkeypatch):
     save_model_dir("runs/model", random_model(seed=4), source, target)
     assert model_directory.latest_checkpoint("runs/model", "latest") == "runs/model/checkpoints/ckpt-1"
     assert model_directory.load_model_directory("runs/model", which="latest").checkpoint.endswith("ckpt-1")
+
+
+def test_save_to_preset_replaces_only_its_own_directory(tmp_path):
+    source, target = toy_tokenizers()
+    first, second = random_model(seed=5), random_model(seed=6)
+    for model in (first, second):
+        model.attach_tokenizers(source, target)
+    directory = str(tmp_path / "preset")
+    first.save_to_preset(directory)
+    second.save_to_preset(directory)  # a re-run replaces it, as keras.Model.save does
+    warnings = []
+    checkpoint = model_directory.latest_checkpoint(directory, "best", warn=warnings.append)
+    assert checkpoint.endswith("checkpoints/ckpt-1") and warnings == []  # no best/ by design
+    loaded = model_directory.load_model_directory(directory)
+    for a, b in zip(loaded.model.weights, second.weights):
+        np.testing.assert_array_equal(np.array(a), np.array(b))
+    with pytest.raises(FileExistsError, match="already holds a saved model: pass overwrite=True"):
+        first.save_to_preset(directory, overwrite=False)
+    # a directory holding anything else (here: a training run's report) is never touched
+    (tmp_path / "preset" / "report.json").write_text("{}")
+    with pytest.raises(FileExistsError, match=r"holds report\.json, not only a saved model"):
+        first.save_to_preset(directory)
+    assert sorted(os.listdir(directory)) == ["checkpoints", "model.json", "report.json",
+                                             "source_vocabulary", "target_vocabulary"]

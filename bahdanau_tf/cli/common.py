@@ -26,7 +26,7 @@ import math
 import os
 import sys
 
-from absl import app, flags
+from absl import app, flags, logging
 
 from bahdanau_tf import files
 
@@ -217,6 +217,10 @@ def runner(main, doc, module_name=None):
     module_name = module_name or main.__module__
 
     def guarded_main(argv):
+        if not FLAGS["verbosity"].present:
+            # absl's default is INFO: TensorFlow's internals (signature input names, temporary
+            # paths, sharding callbacks) would print; --verbosity=0 shows them
+            logging.set_verbosity(logging.WARNING)
         try:
             if len(argv) > 1:
                 raise UserError(f"Unexpected arguments: {argv[1:]} (flags are --name=value).")

@@ -18,8 +18,6 @@ one split, "all". Vocabularies go to ``VOCABULARY_DIR/source`` and ``VOCABULARY_
 import json
 import os
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
 import numpy as np  # noqa: E402
 from absl import flags  # noqa: E402
 

@@ -37,8 +37,6 @@ import json
 import os
 import re
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
 from absl import flags  # noqa: E402
 
 from bahdanau_tf import files  # noqa: E402

@@ -2,7 +2,8 @@
 
 Writes ``--export_dir/N/`` (saved_model.pb, variables/, assets/ with the vocabularies,
 assets.extra/tf_serving_warmup_requests), N = ``--version`` or one more than the highest
-existing version, and prints that path. The signatures (``serving_default``,
+existing version, and prints that path (stdout), after one line per signature (stderr: its
+inputs and outputs with their dtypes and shapes). The signatures (``serving_default``,
 ``translate_nbest``, ``align``) are described in `bahdanau_tf.serving`; the export is refused
 when its graph uses an op the stock model server may not have, or when a signature does not
 answer through the server's loading path. export/README.md shows how to serve the result.
@@ -28,8 +29,6 @@ Example:
 
 import os
 import sys
-
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from absl import flags  # noqa: E402
 
@@ -83,6 +82,8 @@ def main(argv):
     path = serving.export_saved_model(translator, FLAGS.export_dir, version=FLAGS.version,
                                       warmup=warmup, model_name=FLAGS.model_name,
                                       overwrite=FLAGS.overwrite)
+    for line in serving.signature_summary(path):  # what a client can call, on stderr
+        print(f"{PROGRAM}: {line}", file=sys.stderr)
     print(path)
 
 

@@ -52,9 +52,7 @@ import sys
 import time
 import types
 
-from absl import flags, logging
-
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from absl import flags
 
 from bahdanau_tf.cli import common  # noqa: E402
 
@@ -172,8 +170,6 @@ def _tokenizers(train, log):
 def main(argv):
     del argv
     start_time = time.time()
-    if not FLAGS["verbosity"].present:
-        logging.set_verbosity(logging.WARNING)  # TensorFlow's INFO lines (one per checkpoint save)
     from bahdanau_tf import models, training
 
     models.get_preset(FLAGS.preset)  # an unknown preset is a usage error, before any work

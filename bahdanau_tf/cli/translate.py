@@ -21,8 +21,6 @@ Example:
 import os
 import sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
 from absl import flags  # noqa: E402
 
 from bahdanau_tf import files  # noqa: E402
