@@ -227,7 +227,7 @@ def _select(log_probs, tokens, scores, finished, lengths, steps, limits, ranking
         steps: int32 ``[batch]``, each sentence's own step (0 at its first token).
         limits: int32 ``[batch]``, each sentence's length limit.
     """
-    batch = tf.shape(scores)[0]
+    batch = scores.shape[0] if scores.shape[0] is not None else tf.shape(scores)[0]
     per_row = log_probs.shape[-1] if log_probs.shape[-1] is not None else tf.shape(log_probs)[-1]
     flat_finished, flat_lengths = tf.reshape(finished, [-1]), tf.reshape(lengths, [-1])
     # a finished row has one candidate, itself extended by end_id at log-prob 0: its score stays
@@ -419,6 +419,7 @@ def slot_search(step_fn, memory, initial_state, batch_size=None, slots=None, cou
         return tf.reduce_any(slot_state[0].active)
 
     def body(step, next_sentence, slot_state, outputs):
+        entry = (slot_state, outputs)
         (bookkeeping, ids, state, row_memory, history, attention_history) = slot_state
         logits, state, attention = step_fn(ids, step, state, row_memory)
         log_probs, tokens = _row_candidates(logits, never, per_row)
@@ -456,6 +457,8 @@ def slot_search(step_fn, memory, initial_state, batch_size=None, slots=None, cou
 
         next_sentence, slot_state, outputs = tf.cond(
             tf.reduce_any(done), finish_and_refill, lambda: (next_sentence, slot_state, outputs))
+        # shapes as they entered (a dynamic batch dimension inside the step must not leak out)
+        tf.nest.map_structure(lambda new, old: new.set_shape(old.shape), (slot_state, outputs), entry)
         return step + 1, next_sentence, slot_state, outputs
 
     per_row = beam  # capped by the vocabulary in _row_candidates

@@ -49,7 +49,7 @@ Decisions (all documented here once):
   its own length limit), so a sentence gets the same translation alone and inside any batch.
 - **Slots (continuous batching)**: inside the graph a batch is queued longest source first
   and searched a few sentences at a time, ``decode_rows // beam`` *slots* (16 at beam 5 on a
-  CPU, at most half of a batch of more than 16); when a sentence is done (the search's exact
+  CPU, at most a quarter of a batch of more than 16); when a sentence is done (the search's exact
   early exit), its n-best list is written out and the next sentence of the queue takes its
   slot, memory and initial state loaded into the slot's rows. A finished sentence and its
   beams stop costing; empty sources and filler rows are never queued. One function,
@@ -346,15 +346,17 @@ class Translator(tf.Module):
         return tf.where(lengths > 0, tf.maximum(limits, 1), 1)
 
     def _slot_count(self, beam_size, batch):
-        """Sentences decoded at once: ``decode_rows`` hypotheses over the beam, at most half of
-        a batch of more than 16 (so that freed slots have sentences to refill from), at least
-        one. Python ints stay ints (XLA shapes); tensors give a tensor."""
+        """Sentences decoded at once: ``decode_rows`` hypotheses over the beam, at least one, and
+        at most a quarter of a batch of more than 16. With a few sentences per slot the slots
+        finish close together; with one or two, a slot that drew a long sentence runs alone at
+        the end while the others idle. Python ints stay ints (XLA shapes); tensors give a
+        tensor."""
         if isinstance(beam_size, int) and isinstance(batch, int):
             slots = max(self.decode_rows // beam_size, 1)
-            return min(slots, -(-batch // 2)) if batch > 16 else slots
+            return min(slots, -(-batch // 4)) if batch > 16 else slots
         beam_size, batch = tf.cast(beam_size, tf.int32), tf.cast(batch, tf.int32)
         slots = tf.maximum(self.decode_rows // beam_size, 1)
-        return tf.where(batch > 16, tf.minimum(slots, (batch + 1) // 2), slots)
+        return tf.where(batch > 16, tf.minimum(slots, (batch + 3) // 4), slots)
 
     def _search(self, source_ids, lengths, limits, forbid_unknown, beam_size, nbest,
                 return_attention, buffer_length=None, count=None):
