@@ -17,6 +17,14 @@ step function; the caller tiles it once with `tile_beams` before calling `beam_s
 reordering the beams never copies it. Greedy search is beam search with one beam, and an ensemble
 (Sutskever et al. 2014) is just another step function, `ensemble_step_fn`.
 
+`slot_search` is the loop under `beam_search`: it decodes a queue of sentences a few *slots*
+at a time and refills a slot as soon as its sentence is done (continuous batching), so a
+finished sentence stops costing; `beam_search` is the case of one slot per sentence. Per step
+the search stays off the vocabulary axis except for one ``top_k`` and the row's
+log-normaliser: the never-generated tokens are dropped from a slightly wider ``top_k`` of the
+logits, finished rows are handled on the ``[rows, beam]`` candidates, and greedy search takes
+the best token of each row with no cross-row ranking.
+
 Everything is a ``tf.while_loop`` over static-shape buffers, so the same code runs eagerly, inside
 ``tf.function`` with a dynamic batch (e.g. a serving signature), and under ``jit_compile=True``;
 no tensorflow-addons op (``GatherTree``) and no tf-text op is used: the backtracking through the
@@ -299,6 +307,7 @@ class _Slots(NamedTuple):
     lengths: tf.Tensor
 
 
+@tf.autograph.experimental.do_not_convert  # plain TF ops; Python branches on static values only
 def slot_search(step_fn, memory, initial_state, batch_size=None, slots=None, count=None, beam_size=5,
                 max_length=100, start_id=START_ID, end_id=END_ID, length_penalty=0.0,
                 forbid_ids=(), nbest=1, return_attention=False, attention_length=None,
