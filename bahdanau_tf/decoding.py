@@ -17,6 +17,14 @@ step function; the caller tiles it once with `tile_beams` before calling `beam_s
 reordering the beams never copies it. Greedy search is beam search with one beam, and an ensemble
 (Sutskever et al. 2014) is just another step function, `ensemble_step_fn`.
 
+`slot_search` is the loop under `beam_search`: it decodes a queue of sentences a few *slots*
+at a time and refills a slot as soon as its sentence is done (continuous batching), so a
+finished sentence stops costing; `beam_search` is the case of one slot per sentence. Per step
+the search stays off the vocabulary axis except for one ``top_k`` and the row's
+log-normaliser: the never-generated tokens are dropped from a slightly wider ``top_k`` of the
+logits, finished rows are handled on the ``[rows, beam]`` candidates, and greedy search takes
+the best token of each row with no cross-row ranking.
+
 Everything is a ``tf.while_loop`` over static-shape buffers, so the same code runs eagerly, inside
 ``tf.function`` with a dynamic batch (e.g. a serving signature), and under ``jit_compile=True``;
 no tensorflow-addons op (``GatherTree``) and no tf-text op is used: the backtracking through the
@@ -167,23 +175,45 @@ def _buffer_steps(limits, max_length, buffer_length):
     return tf.maximum(tf.reduce_max(limits), 1)  # an empty batch still needs one step
 
 
-def _candidates(logits, finished, never, end_id):
-    """Log-probabilities of every extension of every row: [rows, vocab].
+def _row_candidates(logits, never, per_row):
+    """The best ``per_row`` allowed extensions of every row and their log-probabilities.
 
-    Tokens in ``never`` get -inf (``end_id`` stays allowed); a finished row has one candidate,
-    itself extended by ``end_id`` at log-prob 0, so its score stays frozen.
+    The ranking is taken on the logits: within a row, log p = logit - log-normaliser keeps
+    their order, so the normaliser is added to the ``per_row`` survivors only. Tokens in
+    ``never`` are dropped from a ``top_k`` a little wider than ``per_row`` (``never`` has a
+    few static entries), so no step builds a vocabulary-sized mask. A per-batch vocabulary
+    (candidate lists) would feed its own logits and token ids here.
+
+    Args:
+        logits: ``[rows, vocab]`` float.
+        never: int32 ``[m]``, static ``m``: tokens never generated (-1 for none).
+        per_row: int (or int32 scalar) <= vocab.
+
+    Returns:
+        ``(log_probs, tokens)``: float32 and int32 ``[rows, per_row]``, best first (ties to
+        the lower token id); ``-inf`` where fewer than ``per_row`` tokens are allowed.
     """
-    log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
-    token_range = tf.range(tf.shape(log_probs)[-1], dtype=tf.int32)
-    forbidden = tf.reduce_any(token_range[:, None] == never[None, :], axis=1)
-    forbidden &= tf.not_equal(token_range, end_id)  # e.g. start_id == end_id
-    log_probs = tf.where(forbidden[None, :], _NEG_INF, log_probs)
-    frozen = tf.where(token_range == end_id, 0.0, _NEG_INF)
-    return tf.where(tf.reshape(finished, [-1])[:, None], frozen[None, :], log_probs)
+    logits = tf.cast(logits, tf.float32)
+    extra = never.shape[0]
+    vocab = logits.shape[-1]
+    if isinstance(per_row, int) and vocab is not None:
+        wide = min(per_row + extra, vocab)
+        per_row = min(per_row, wide)  # static: XLA needs it
+    else:
+        wide = tf.minimum(per_row + extra, tf.shape(logits)[-1])
+        per_row = tf.minimum(per_row, wide)
+    top_logits, tokens = tf.math.top_k(logits, k=wide)  # sorted, ties to the lower id
+    row_max = top_logits[:, :1]
+    forbidden = tf.reduce_any(tokens[:, :, None] == never[None, None, :], axis=-1)
+    top_logits, kept = tf.math.top_k(tf.where(forbidden, _NEG_INF, top_logits), k=per_row)
+    tokens = tf.gather(tokens, kept, batch_dims=1)
+    # the row's log-normaliser, in tf.nn.log_softmax's order: (x - max) - log(sum(exp(x - max)))
+    log_sum = tf.math.log(tf.reduce_sum(tf.exp(logits - row_max), axis=-1, keepdims=True))
+    return (top_logits - row_max) - log_sum, tokens
 
 
 class _Step(NamedTuple):
-    """The survivors of one step: [batch, beam] each, ``parent_rows`` [batch * beam]."""
+    """The survivors of one step: [slots, beam] each, ``parent_rows`` [slots * beam]."""
 
     parent_rows: tf.Tensor  # the row of the previous step each survivor extends
     token: tf.Tensor  # the token it adds
@@ -193,31 +223,42 @@ class _Step(NamedTuple):
     written: tf.Tensor  # the token stored in the buffer (PAD after the end)
 
 
-def _select(candidates, scores, finished, lengths, step, limits, ranking, beam, end_id,
+def _select(log_probs, tokens, scores, finished, lengths, steps, limits, ranking, beam, end_id,
             own_beams=None):
     """The best ``beam`` candidates of each sentence, by rank (ties to the lower beam, then the
     lower token id); with ``own_beams`` the slots beyond a sentence's own beam are emptied, so
-    they never extend anything."""
-    batch = tf.shape(scores)[0]
-    totals = tf.reshape(scores, [-1, 1]) + candidates  # [rows, vocab]
+    they never extend anything.
+
+    Args:
+        log_probs, tokens: ``[rows, per_row]``, each row's best extensions (`_row_candidates`).
+        scores, finished, lengths: ``[batch, beam]``, the hypotheses being extended.
+        steps: int32 ``[batch]``, each sentence's own step (0 at its first token).
+        limits: int32 ``[batch]``, each sentence's length limit.
+    """
+    batch = scores.shape[0] if scores.shape[0] is not None else tf.shape(scores)[0]
+    per_row = log_probs.shape[-1] if log_probs.shape[-1] is not None else tf.shape(log_probs)[-1]
+    flat_finished, flat_lengths = tf.reshape(finished, [-1]), tf.reshape(lengths, [-1])
+    # a finished row has one candidate, itself extended by end_id at log-prob 0: its score stays
+    first = tf.range(per_row)[None, :] == 0
+    log_probs = tf.where(flat_finished[:, None], tf.where(first, 0.0, _NEG_INF), log_probs)
+    tokens = tf.where(flat_finished[:, None] & first, end_id, tokens)
+    row_totals = tf.reshape(scores, [-1, 1]) + log_probs  # [rows, per_row], sorted
     # All candidates of one row have the same length, so the same penalty: a row's best `beam`
     # by log p are its best by rank, and only they need ranking against the sentence's other
-    # rows (top_k over [rows, vocab] and a division over [rows, beam], not over the vocabulary).
-    vocab = candidates.shape[-1]
-    if isinstance(beam, int) and vocab is not None:
-        per_row = min(beam, vocab)  # static: XLA needs it
+    # rows (a division over [rows, beam], not over the vocabulary).
+    row_steps = tf.repeat(steps, beam)
+    candidate_lengths = tf.where(flat_finished, flat_lengths, row_steps + 1)
+    if isinstance(beam, int) and beam == 1:  # greedy: each sentence's one row is its best
+        parent = tf.range(batch)[:, None]
+        token, new_scores = tokens[:, :1], row_totals[:, :1]
     else:
-        per_row = tf.minimum(beam, tf.shape(candidates)[-1])
-    row_totals, row_tokens = tf.math.top_k(totals, k=per_row)  # [rows, per_row], sorted
-    flat_finished, flat_lengths = tf.reshape(finished, [-1]), tf.reshape(lengths, [-1])
-    candidate_lengths = tf.where(flat_finished, flat_lengths, step + 1)
-    ranks = ranking.rank(row_totals, candidate_lengths[:, None])
-    # top_k is stable: ties go to the lower beam, then (within a row, sorted) the lower token id
-    _, top = tf.math.top_k(tf.reshape(ranks, [batch, beam * per_row]), k=beam)  # [batch, beam]
-    parent = top // per_row + tf.range(batch)[:, None] * beam
-    picked = tf.reshape(parent * per_row + top % per_row, [-1])
-    token = tf.reshape(tf.gather(tf.reshape(row_tokens, [-1]), picked), [batch, beam])
-    new_scores = tf.reshape(tf.gather(tf.reshape(row_totals, [-1]), picked), [batch, beam])
+        ranks = ranking.rank(row_totals, candidate_lengths[:, None])
+        # top_k is stable: ties go to the lower beam, then (within a row, sorted) the lower id
+        _, top = tf.math.top_k(tf.reshape(ranks, [batch, beam * per_row]), k=beam)  # [batch, beam]
+        parent = top // per_row + tf.range(batch)[:, None] * beam
+        picked = tf.reshape(parent * per_row + top % per_row, [-1])
+        token = tf.reshape(tf.gather(tf.reshape(tokens, [-1]), picked), [batch, beam])
+        new_scores = tf.reshape(tf.gather(tf.reshape(row_totals, [-1]), picked), [batch, beam])
     if own_beams is not None:
         new_scores = tf.where(tf.range(beam)[None, :] < own_beams[:, None], new_scores, _NEG_INF)
     was_finished = tf.gather(flat_finished, parent)
@@ -228,8 +269,9 @@ def _select(candidates, scores, finished, lengths, step, limits, ranking, beam, 
         parent_rows=tf.reshape(parent, [-1]),
         token=token,
         scores=new_scores,
-        finished=was_finished | dead | tf.equal(token, end_id) | (step + 1 >= limits[:, None]),
-        lengths=tf.where(was_finished, tf.gather(flat_lengths, parent), step + 1),
+        finished=(was_finished | dead | tf.equal(token, end_id)
+                  | (steps[:, None] + 1 >= limits[:, None])),
+        lengths=tf.where(was_finished, tf.gather(flat_lengths, parent), steps[:, None] + 1),
         written=tf.where(was_finished | dead, PAD_ID, token),
     )
 
@@ -245,29 +287,219 @@ def _sentences_done(scores, finished, lengths, limits, ranking, nbest, own_beams
     return tf.reduce_all(finished, axis=1) | (nth_finished > ranking.best_continuation(best_live, limits))
 
 
-def _backtrack(tokens, parents, attention_buffer, rows, steps, return_attention):
-    """Follows the parent pointers back from ``rows`` (the chosen hypotheses' last rows).
+def _rows_where(mask, new, old):
+    """``new`` in the rows where ``mask`` [rows] holds, else ``old``, for nests of any rank."""
+    def pick(n, o):
+        return tf.where(tf.reshape(mask, [-1] + [1] * (o.shape.rank - 1)), n, o)
+    return tf.nest.map_structure(pick, new, old)
+
+
+class _Slots(NamedTuple):
+    """The loop's per-slot bookkeeping (``[slots]`` or ``[slots, beam]``)."""
+
+    sentence: tf.Tensor  # the sentence each slot decodes; `count` when idle
+    active: tf.Tensor
+    steps: tf.Tensor  # the slot's own step
+    limits: tf.Tensor
+    beams: tf.Tensor  # each slot's own beam (the full beam without per-sentence beams)
+    scores: tf.Tensor
+    finished: tf.Tensor
+    lengths: tf.Tensor
+
+
+@tf.autograph.experimental.do_not_convert  # plain TF ops; Python branches on static values only
+def slot_search(step_fn, memory, initial_state, batch_size=None, slots=None, count=None, beam_size=5,
+                max_length=100, start_id=START_ID, end_id=END_ID, length_penalty=0.0,
+                forbid_ids=(), nbest=1, return_attention=False, attention_length=None,
+                buffer_length=None, beam_sizes=None) -> BeamSearchOutput:
+    """Beam search with continuous batching: ``slots`` sentences at a time, refilled in order.
+
+    The sentences wait in a queue (their index order). ``slots`` of them are searched together,
+    ``beam_size`` rows each; when a sentence is done (the early-exit test of `beam_search`,
+    checked per slot), its n-best list is written out and the next sentence of the queue is
+    loaded into its slot (its memory rows, its initial state, a fresh beam), so a finished
+    sentence stops costing while others remain. Rows are independent: every sentence gets
+    what it gets decoded alone (up to floating-point effects of the batch's shape).
+
+    The token history of every row is kept shifted: each step reorders it by the beam parents
+    and appends one column, a uniform slice update, and a sentence's tokens are the last
+    ``steps`` columns of its rows.
+
+    Args:
+        step_fn: ``(ids, step, state, memory) -> (logits, state, attention)``: like a
+            `beam_search` step function, but handed the memory rows of its hypotheses
+            (``memory`` gathered to ``[slots * beam, ...]``) instead of closing over them.
+            ``step`` counts the loop's steps, not a hypothesis's position.
+        memory: nest of tensors ``[batch, ...]``, constant over a sentence's search (not
+            tiled): gathered into a slot's rows when a sentence is loaded, never reordered.
+        initial_state: nest of tensors ``[batch, ...]``.
+        batch_size: int or int32 scalar; None takes it from the first tensor of
+            ``initial_state``.
+        slots: int (or int32 scalar), sentences searched at once; None: the whole batch.
+            Capped at the batch.
+        count: int32 scalar, the sentences to search (the first ``count``; the rest are
+            filler that costs nothing but its place in the outputs); None: all.
+        beam_size, max_length, start_id, end_id, length_penalty, forbid_ids, nbest,
+        return_attention, attention_length, buffer_length, beam_sizes: as for `beam_search`.
 
     Returns:
-        ids [time, len(rows)] and attention [time, len(rows), source_len] (or a placeholder).
+        A `BeamSearchOutput` over the ``batch`` sentences (filler rows: no tokens, ``-inf``).
     """
-    time = tf.shape(tokens)[0]
+    _check_arguments(beam_size, nbest, max_length, buffer_length, length_penalty, forbid_ids,
+                     end_id, return_attention, attention_length)
+    if batch_size is None:
+        batch_size = tf.shape(tf.nest.flatten(initial_state)[0])[0]
+    batch = _known(batch_size)
+    beam, nbest = _known(beam_size), _known(nbest)
+    if not isinstance(beam, int) or not isinstance(nbest, int):
+        tf.debugging.assert_less_equal(nbest, beam, message="nbest must be <= beam_size")
+    slots = batch if slots is None else _known(slots)
+    slots = min(slots, batch) if isinstance(slots, int) and isinstance(batch, int) else tf.minimum(slots, batch)
+    count = batch if count is None else tf.minimum(tf.cast(count, tf.int32), batch)
+    rows = slots * beam
+    ranking = Ranking(tf.convert_to_tensor(length_penalty, tf.float32))
+    start_id, end_id = tf.cast(start_id, tf.int32), tf.cast(end_id, tf.int32)
+    limits = tf.maximum(tf.cast(max_length, tf.int32), 1)  # int64 lengths welcome
+    if limits.shape.rank == 0:
+        limits = tf.fill([batch], limits)
+    time = _buffer_steps(limits, max_length, buffer_length)
+    limits = tf.minimum(limits, time)
+    own_beams = (tf.fill([batch], tf.cast(beam, tf.int32)) if beam_sizes is None
+                 else tf.clip_by_value(tf.cast(beam_sizes, tf.int32), 1, beam))
+    # PAD and START are never outputs; END must stay allowed (start_id may equal end_id).
+    never = tf.concat([tf.constant([PAD_ID], tf.int32), tf.reshape(start_id, [1]),
+                       tf.reshape(tf.cast(forbid_ids, tf.int32), [-1])], axis=0)
+    never = tf.where(tf.equal(never, end_id), -1, never)
+    width = tf.cast(attention_length, tf.int32) if return_attention else 0
 
-    def body(step, row, out_ids, out_attention):
-        out_ids = tf.tensor_scatter_nd_update(out_ids, [[step]], tf.gather(tokens[step], row)[None])
+    def load(slot_state, gets, next_sentence):
+        """Loads the next sentences of the queue into the free slots where ``gets`` holds."""
+        (bookkeeping, ids, state, row_memory, history, attention_history) = slot_state
+        order = tf.cumsum(tf.cast(gets, tf.int32), exclusive=True)
+        sentence = tf.where(gets, next_sentence + order, bookkeeping.sentence)
+        picked = tf.minimum(sentence, tf.maximum(batch - 1, 0))
+        row_gets = tf.repeat(gets, beam)
+        row_sentence = tf.repeat(picked, beam)
+        fresh = tf.tile(tf.where(tf.range(beam) == 0, 0.0, _NEG_INF)[None, :], [slots, 1])
+        new = _Slots(
+            sentence=sentence,
+            active=bookkeeping.active | gets,
+            steps=tf.where(gets, 0, bookkeeping.steps),
+            limits=tf.where(gets, tf.gather(limits, picked), bookkeeping.limits),
+            beams=tf.where(gets, tf.gather(own_beams, picked), bookkeeping.beams),
+            scores=tf.where(gets[:, None], fresh, bookkeeping.scores),
+            finished=tf.where(gets[:, None], tf.math.is_inf(fresh), bookkeeping.finished),
+            lengths=tf.where(gets[:, None], 0, bookkeeping.lengths))
+        state = _rows_where(row_gets, tf.nest.map_structure(
+            lambda t: tf.gather(t, row_sentence), initial_state), state)
+        row_memory = tf.nest.map_structure(lambda t: tf.gather(t, row_sentence), memory)
+        ids = tf.where(row_gets, start_id, ids)
+        history = tf.where(row_gets[:, None], PAD_ID, history)
         if return_attention:
-            out_attention = tf.tensor_scatter_nd_update(
-                out_attention, [[step]], tf.gather(attention_buffer[step], row)[None])
-        return step - 1, tf.gather(parents[step], row), out_ids, out_attention
+            attention_history = tf.where(row_gets[:, None, None], 0.0, attention_history)
+        return (new, ids, state, row_memory, history, attention_history), \
+            next_sentence + tf.reduce_sum(tf.cast(gets, tf.int32))
 
-    out_ids = tf.fill([time, tf.size(rows)], tf.constant(PAD_ID, tf.int32))
-    if return_attention:
-        out_attention = tf.zeros([time, tf.size(rows), tf.shape(attention_buffer)[-1]], tf.float32)
-    else:
-        out_attention = tf.zeros([0], tf.float32)
-    _, _, out_ids, out_attention = tf.while_loop(
-        lambda step, *unused: step >= 0, body, (steps - 1, rows, out_ids, out_attention))
-    return out_ids, out_attention
+    def emit(bookkeeping, history, attention_history, outputs, done):
+        """Writes the n-best lists of the slots where ``done`` holds into ``outputs``."""
+        out_ids, out_lengths, out_scores, out_attention = outputs
+        best_ranks, best = tf.math.top_k(ranking.rank(bookkeeping.scores, bookkeeping.lengths), k=nbest)
+        best_lengths = tf.where(tf.math.is_inf(best_ranks), 0,
+                                tf.gather(bookkeeping.lengths, best, batch_dims=1))
+        best_rows = best + tf.range(slots)[:, None] * beam  # [slots, nbest]
+        # the slot's tokens are the last `steps` columns of its rows' shifted history
+        positions = tf.minimum(time - bookkeeping.steps[:, None, None] + tf.range(time)[None, None, :],
+                               time - 1)  # [slots, 1, time]
+        positions = tf.broadcast_to(positions, [slots, nbest, time])
+        valid = tf.range(time)[None, None, :] < best_lengths[:, :, None]
+        ids = tf.gather(tf.gather(history, best_rows), positions, batch_dims=2)
+        target = tf.where(done, bookkeeping.sentence, batch)[:, None]  # idle: the spare row
+        out_ids = tf.tensor_scatter_nd_update(out_ids, target, tf.where(valid, ids, PAD_ID))
+        out_lengths = tf.tensor_scatter_nd_update(out_lengths, target, best_lengths)
+        out_scores = tf.tensor_scatter_nd_update(out_scores, target, best_ranks)
+        if return_attention:
+            attention = tf.gather(tf.gather(attention_history, best_rows), positions, batch_dims=2)
+            out_attention = tf.tensor_scatter_nd_update(
+                out_attention, target, tf.where(valid[..., None], attention, 0.0))
+        return out_ids, out_lengths, out_scores, out_attention
+
+    # === The loop ===
+    def cond(step, next_sentence, slot_state, outputs):
+        return tf.reduce_any(slot_state[0].active)
+
+    def body(step, next_sentence, slot_state, outputs):
+        entry = (slot_state, outputs)
+        (bookkeeping, ids, state, row_memory, history, attention_history) = slot_state
+        logits, state, attention = step_fn(ids, step, state, row_memory)
+        log_probs, tokens = _row_candidates(logits, never, per_row)
+        chosen = _select(log_probs, tokens, bookkeeping.scores, bookkeeping.finished,
+                         bookkeeping.lengths, bookkeeping.steps, bookkeeping.limits, ranking,
+                         beam, end_id, None if beam_sizes is None else bookkeeping.beams)
+        # the states and histories follow their hypotheses, whatever their structure
+        state = tf.nest.map_structure(lambda t: tf.gather(t, chosen.parent_rows), state)
+        history = tf.concat([tf.gather(history, chosen.parent_rows)[:, 1:],
+                             tf.reshape(chosen.written, [-1, 1])], axis=1)
+        if return_attention:
+            if attention is None:
+                raise ValueError("return_attention=True but step_fn returned attention=None")
+            # the row that produced each kept token (rows after the end are masked at the end)
+            row = tf.gather(tf.cast(attention, tf.float32), chosen.parent_rows)
+            attention_history = tf.concat(
+                [tf.gather(attention_history, chosen.parent_rows)[:, 1:], row[:, None]], axis=1)
+        bookkeeping = bookkeeping._replace(
+            steps=bookkeeping.steps + 1, scores=chosen.scores, finished=chosen.finished,
+            lengths=chosen.lengths)
+        done = bookkeeping.active & _sentences_done(
+            chosen.scores, chosen.finished, chosen.lengths, bookkeeping.limits, ranking, nbest,
+            None if beam_sizes is None else bookkeeping.beams)
+        slot_state = (bookkeeping, tf.reshape(chosen.token, [-1]), state, row_memory, history,
+                      attention_history)
+
+        def finish_and_refill():
+            new_outputs = emit(bookkeeping, history, attention_history, outputs, done)
+            emptied = bookkeeping._replace(active=bookkeeping.active & ~done,
+                                           sentence=tf.where(done, batch, bookkeeping.sentence))
+            free = ~emptied.active
+            gets = free & (next_sentence + tf.cumsum(tf.cast(free, tf.int32), exclusive=True) < count)
+            loaded, new_next = load((emptied,) + slot_state[1:], gets, next_sentence)
+            return new_next, loaded, new_outputs
+
+        next_sentence, slot_state, outputs = tf.cond(
+            tf.reduce_any(done), finish_and_refill, lambda: (next_sentence, slot_state, outputs))
+        # shapes as they entered (a dynamic batch dimension inside the step must not leak out)
+        tf.nest.map_structure(lambda new, old: new.set_shape(old.shape), (slot_state, outputs), entry)
+        return step + 1, next_sentence, slot_state, outputs
+
+    per_row = beam  # capped by the vocabulary in _row_candidates
+    empty = _Slots(
+        sentence=tf.fill([slots], batch), active=tf.zeros([slots], tf.bool),
+        steps=tf.zeros([slots], tf.int32), limits=tf.ones([slots], tf.int32),
+        beams=tf.ones([slots], tf.int32), scores=tf.fill([slots, beam], _NEG_INF),
+        finished=tf.ones([slots, beam], tf.bool), lengths=tf.zeros([slots, beam], tf.int32))
+    first = tf.range(slots) < count
+    slot_state, next_sentence = load(
+        (empty, tf.fill([rows], start_id),
+         tf.nest.map_structure(lambda t: tf.gather(t, tf.zeros([rows], tf.int32)), initial_state),
+         None, tf.fill([rows, time], tf.constant(PAD_ID, tf.int32)),
+         tf.zeros([rows, time, width] if return_attention else [0], tf.float32)),
+        first, tf.constant(0, tf.int32))
+    outputs = (tf.fill([batch + 1, nbest, time], tf.constant(PAD_ID, tf.int32)),
+               tf.zeros([batch + 1, nbest], tf.int32),
+               tf.fill([batch + 1, nbest], _NEG_INF),
+               tf.zeros([batch + 1, nbest, time, width] if return_attention else [batch + 1, 0],
+                        tf.float32))
+    _, _, _, outputs = tf.while_loop(
+        cond, body, (tf.constant(0, tf.int32), next_sentence, slot_state, outputs))
+    out_ids, out_lengths, out_scores, out_attention = (t[:batch] for t in outputs)
+    return BeamSearchOutput(ids=out_ids, lengths=out_lengths, scores=out_scores,
+                            attention=out_attention if return_attention else None)
+
+
+def _known(value):
+    """A Python int where ``value`` is known when tracing (static shapes survive the loop and
+    XLA), else an int32 tensor."""
+    static = _static_int(value)
+    return static if static is not None else tf.cast(value, tf.int32)
 
 
 def beam_search(step_fn: StepFn, initial_state, batch_size, beam_size=5, max_length=100,
@@ -349,80 +581,14 @@ def beam_search(step_fn: StepFn, initial_state, batch_size, beam_size=5, max_len
     >>> out.lengths.numpy().tolist()
     [[3], [3]]
     """
-    _check_arguments(beam_size, nbest, max_length, buffer_length, length_penalty, forbid_ids,
-                     end_id, return_attention, attention_length)
     if batch_size is None:
         batch_size = tf.shape(tf.nest.flatten(initial_state)[0])[0]
-    # Python ints where they are known, so that static shapes survive the loop (and XLA).
-    def known(value):
-        static = _static_int(value)
-        return static if static is not None else tf.cast(value, tf.int32)
-
-    batch, beam, nbest = known(batch_size), known(beam_size), known(nbest)
-    if not isinstance(beam, int) or not isinstance(nbest, int):
-        tf.debugging.assert_less_equal(nbest, beam, message="nbest must be <= beam_size")
-    rows = batch * beam  # the batch * beam rows seen by step_fn
-    own_beams = None if beam_sizes is None else tf.clip_by_value(tf.cast(beam_sizes, tf.int32), 1, beam)
-    ranking = Ranking(tf.convert_to_tensor(length_penalty, tf.float32))
-    start_id, end_id = tf.cast(start_id, tf.int32), tf.cast(end_id, tf.int32)
-    limits = tf.maximum(tf.cast(max_length, tf.int32), 1)  # int64 lengths welcome
-    if limits.shape.rank == 0:
-        limits = tf.fill([batch], limits)
-    time = _buffer_steps(limits, max_length, buffer_length)
-    limits = tf.minimum(limits, time)
-    # PAD and START are never outputs; END must stay allowed.
-    never = tf.concat([tf.constant([PAD_ID], tf.int32), tf.reshape(start_id, [1]),
-                       tf.reshape(tf.cast(forbid_ids, tf.int32), [-1])], axis=0)
-
-    # === The loop ===
-    def cond(step, scores, finished, lengths, *unused):
-        return (step < time) & ~tf.reduce_all(
-            _sentences_done(scores, finished, lengths, limits, ranking, nbest, own_beams))
-
-    def body(step, scores, finished, lengths, ids, state, tokens, parents, attention_buffer):
-        logits, state, attention = step_fn(ids, step, state)
-        chosen = _select(_candidates(logits, finished, never, end_id), scores, finished, lengths, step, limits,
-                         ranking, beam, end_id, own_beams)
-        # the states follow their hypotheses, whatever their structure
-        state = tf.nest.map_structure(lambda t: tf.gather(t, chosen.parent_rows), state)
-        tokens = tf.tensor_scatter_nd_update(tokens, [[step]], tf.reshape(chosen.written, [1, -1]))
-        parents = tf.tensor_scatter_nd_update(parents, [[step]], chosen.parent_rows[None, :])
-        if return_attention:
-            if attention is None:
-                raise ValueError("return_attention=True but step_fn returned attention=None")
-            # the row that produced each kept token (rows after the end are masked at the end)
-            row = tf.gather(tf.cast(attention, tf.float32), chosen.parent_rows)
-            attention_buffer = tf.tensor_scatter_nd_update(attention_buffer, [[step]], row[None])
-        return (step + 1, chosen.scores, chosen.finished, chosen.lengths, tf.reshape(chosen.token, [-1]), state,
-                tokens, parents, attention_buffer)
-
-    # Beam 0 of each sentence starts at log p = 0, the others at -inf: they get filled with
-    # beam 0's continuations at the first step instead of duplicating it.
-    scores = tf.tile(tf.where(tf.range(beam) == 0, 0.0, _NEG_INF)[None, :], [batch, 1])
-    # tokens[t, r], parents[t, r]: the token written at step t by row r and the row it extends.
-    attention_shape = [time, rows, tf.cast(attention_length, tf.int32)] if return_attention else [0]
-    steps, scores, _, lengths, _, _, tokens, parents, attention_buffer = tf.while_loop(
-        cond, body,
-        (tf.constant(0, tf.int32), scores, tf.math.is_inf(scores), tf.zeros([batch, beam], tf.int32),
-         tf.fill([rows], start_id), tile_beams(initial_state, beam),
-         tf.fill([time, rows], tf.constant(PAD_ID, tf.int32)), tf.zeros([time, rows], tf.int32),
-         tf.zeros(attention_shape, tf.float32)))
-
-    # === The n-best, read back through the parent pointers ===
-    best_ranks, best = tf.math.top_k(ranking.rank(scores, lengths), k=nbest)  # [batch, nbest]
-    lengths = tf.where(tf.math.is_inf(best_ranks), 0, tf.gather(lengths, best, batch_dims=1))
-    last_rows = tf.reshape(best + tf.range(batch)[:, None] * beam, [-1])  # [batch * nbest]
-    out_ids, out_attention = _backtrack(tokens, parents, attention_buffer, last_rows, steps, return_attention)
-    # [time, batch * nbest] -> [batch, nbest, time]; nothing after a hypothesis's end.
-    out_ids = tf.reshape(tf.transpose(out_ids), [batch, nbest, time])
-    valid = tf.range(time)[None, None, :] < lengths[:, :, None]
-    attention = None
-    if return_attention:
-        attention = tf.reshape(tf.transpose(out_attention, [1, 0, 2]),
-                               [batch, nbest, time, tf.shape(out_attention)[-1]])
-        attention = tf.where(valid[..., None], attention, 0.0)
-    return BeamSearchOutput(ids=tf.where(valid, out_ids, PAD_ID), lengths=lengths, scores=best_ranks,
-                            attention=attention)
+    return slot_search(lambda ids, step, state, unused_memory: step_fn(ids, step, state), (),
+                       initial_state, batch_size=batch_size, beam_size=beam_size,
+                       max_length=max_length, start_id=start_id, end_id=end_id,
+                       length_penalty=length_penalty, forbid_ids=forbid_ids, nbest=nbest,
+                       return_attention=return_attention, attention_length=attention_length,
+                       buffer_length=buffer_length, beam_sizes=beam_sizes)
 
 
 def greedy_search(step_fn: StepFn, initial_state, batch_size, max_length=100, start_id=START_ID,

@@ -222,6 +222,19 @@ def decoding_precision(machine: Machine | None = None) -> str | None:
     return None if machine.kind == "gpu" else "float32"
 
 
+def decoding_rows(machine: Machine | None = None) -> int:
+    """How many hypotheses (sentences x beam) the Translator steps together: 80 on a CPU,
+    512 on a GPU.
+
+    A CPU's matmuls reach most of their speed by 64-80 rows, and more rows only make the
+    ``[rows, vocabulary]`` work leave the cache; a GPU needs hundreds of rows to fill its
+    units. `bahdanau_tf.translator.Translator` divides this by the beam to get its slot count
+    (sentences decoded at once, each freed slot refilled from the batch).
+    """
+    machine = machine or detect()
+    return 512 if machine.kind == "gpu" else 80
+
+
 def benchmark_record() -> dict:
     """What a benchmark's JSON records about the machine: the `Machine` (CPU model and its
     relevant flags), the environment variables that cap or change the kernels used, and the
@@ -243,4 +256,4 @@ def device_description() -> str:
 
 
 __all__ = ["Machine", "SpeedChoice", "RELEVANT_CPU_FLAGS", "cpu_info", "detect", "training_choice",
-           "decoding_jit", "decoding_precision", "benchmark_record", "device_description"]
+           "decoding_jit", "decoding_precision", "decoding_rows", "benchmark_record", "device_description"]

@@ -47,11 +47,13 @@ Decisions (all documented here once):
   loader restores.
 - **Batch independence**: rows are decoded independently (padding is masked, each row has
   its own length limit), so a sentence gets the same translation alone and inside any batch.
-- **Chunks**: inside the graph a batch is sorted by source length and searched
-  ``decode_chunk_size`` (16) sentences at a time, each chunk with its own padding and its own
-  early exit, then put back in order. One search over a whole batch of 64 or 128 keeps every
-  row stepping until the slowest sentence is done and works on larger ``[rows, vocabulary]``
-  tensors; chunks of 16 were 1.2-2x faster on CPU (benchmarks/decode_throughput.py).
+- **Slots (continuous batching)**: inside the graph a batch is queued longest source first
+  and searched a few sentences at a time, ``decode_rows // beam`` *slots* (16 at beam 5 on a
+  CPU, at most a quarter of a batch of more than 16); when a sentence is done (the search's exact
+  early exit), its n-best list is written out and the next sentence of the queue takes its
+  slot, memory and initial state loaded into the slot's rows. A finished sentence and its
+  beams stop costing; empty sources and filler rows are never queued. One function,
+  ``Translator._search``, is the plan of every path (XLA and the signatures' plain graph).
   `Translator.translate` also sorts by length in Python before cutting batches.
 - **Scores** are log p(y | x) summed over the tokens (``[END]`` included), divided by the
   GNMT length penalty ``((5 + length) / 6) ** alpha`` when ``length_penalty = alpha > 0``.
@@ -72,13 +74,13 @@ Decisions (all documented here once):
 - **XLA**: `translate` (and so bahdanau-translate and bahdanau-evaluate) compiles the search
   (encoder + beam search over int tensors) with XLA by default (``jit_compile``, see
   `bahdanau_tf.devices.decoding_jit`); tokenization stays outside it (string ops). XLA
-  compiles one program per input shape, so each chunk is padded to a *row bucket* (powers of
-  two up to ``decode_chunk_size``; filler rows are empty sources that end at once) and a
-  *length bucket* (``length_buckets``, capped at ``max_source_length + 1``), and beam search
-  gets a static output buffer, the largest limit of that width, separate from the
-  per-sentence length limits (runtime data). A stream of requests therefore compiles at most
-  ``len(row_buckets) * len(length_buckets)`` programs per (beam size, n-best,
-  alignments) combination (`compilation_bound`; 5 x 8 = 40 with the defaults, ~5-10 for a
+  compiles one program per input shape, so each batch is padded to a *batch bucket* (a power
+  of two; filler rows cost no decoder step) and a *length bucket* (``length_buckets``, capped
+  at ``max_source_length + 1``), and beam search gets a static output buffer, the largest
+  limit of that width, separate from the per-sentence length limits (runtime data). A stream
+  of requests in batches of at most 64 therefore compiles at most 7 x ``len(length_buckets)``
+  programs per (beam size, n-best,
+  alignments) combination (`compilation_bound`; 7 x 8 = 56 with the defaults, ~5-10 for a
   test set sorted by length); `compilations` counts them. Padding is masked, so the outputs
   are those of the non-XLA path up to float rounding. The exported signatures stay without
   XLA unless ``serving_jit_compile`` (``bahdanau-export --jit``): TF Serving's model server
@@ -178,8 +180,9 @@ class Translator(tf.Module):
         max_length_offset: int (10).
         jit_compile: bool, compile `translate`'s search with XLA, over bucketed shapes (see the
             module docstring); None (default): `bahdanau_tf.devices.decoding_jit` (yes).
-        decode_chunk_size: int, sentences searched together (16); a batch is sorted by length
-            and searched chunk after chunk (see the module docstring).
+        decode_rows: int, hypotheses (sentences x beam) stepped together; the slot count is
+            this over the beam (see `_search`); None: `bahdanau_tf.devices.decoding_rows`
+            (80 on a CPU).
         serving_jit_compile: bool, compile the search of the exported signatures with XLA
             (False: TF Serving runs XLA:CPU only with ``--xla_cpu_compilation_enabled``).
         length_buckets: increasing ints, the padded source widths (tokens + ``[END]``) the XLA
@@ -197,7 +200,7 @@ class Translator(tf.Module):
     def __init__(self, models, source_tokenizer, target_tokenizer,
                  beam_size=DEFAULT_BEAM_SIZE, length_penalty=DEFAULT_LENGTH_PENALTY,
                  max_source_length=DEFAULT_MAX_SOURCE_LENGTH, max_length_ratio=2.0,
-                 max_length_offset=10, jit_compile=None, decode_chunk_size=16,
+                 max_length_offset=10, jit_compile=None, decode_rows=None,
                  serving_jit_compile=False, length_buckets=DEFAULT_LENGTH_BUCKETS, name=None):
         super().__init__(name=name)
         models = list(models) if isinstance(models, (list, tuple)) else [models]
@@ -206,7 +209,8 @@ class Translator(tf.Module):
         _check_int("beam_size", beam_size, 1, MAX_BEAM_SIZE)
         _check_int("max_source_length", max_source_length, 1)
         _check_int("max_length_offset", max_length_offset, 0)
-        _check_int("decode_chunk_size", decode_chunk_size, 1)
+        if decode_rows is not None:
+            _check_int("decode_rows", decode_rows, 1)
         length_buckets = tuple(length_buckets)
         for bucket in length_buckets:
             _check_int("length_buckets", bucket, 2)
@@ -249,12 +253,10 @@ class Translator(tf.Module):
         self.max_length_offset = int(max_length_offset)
         self.jit_compile = devices.decoding_jit() if jit_compile is None else bool(jit_compile)
         self.serving_jit_compile = bool(serving_jit_compile)
-        self.decode_chunk_size = int(decode_chunk_size)
+        self.decode_rows = devices.decoding_rows() if decode_rows is None else int(decode_rows)
         # the padded source widths of the XLA path ([END] included), capped by the longest input
         cap = self.max_source_length + 1
         self.length_buckets = tuple(b for b in length_buckets if b < cap) + (cap,)
-        self.row_buckets = tuple(sorted({min(2 ** k, self.decode_chunk_size)
-                                         for k in range(self.decode_chunk_size.bit_length() + 1)}))
         self._cache = _FunctionCache()
 
     @property
@@ -343,51 +345,92 @@ class Translator(tf.Module):
                          tf.int32) + self.max_length_offset
         return tf.where(lengths > 0, tf.maximum(limits, 1), 1)
 
-    def _search(self, source_ids, limits, forbid_unknown, beam_size, nbest, return_attention,
-                buffer_length=None):
-        """Encoder + beam search over int tensors: the part XLA can compile.
+    def _slot_count(self, beam_size, batch):
+        """Sentences decoded at once: ``decode_rows`` hypotheses over the beam, at least one, and
+        at most a quarter of a batch of more than 16. With a few sentences per slot the slots
+        finish close together; with one or two, a slot that drew a long sentence runs alone at
+        the end while the others idle. Python ints stay ints (XLA shapes); tensors give a
+        tensor."""
+        if isinstance(beam_size, int) and isinstance(batch, int):
+            slots = max(self.decode_rows // beam_size, 1)
+            return min(slots, -(-batch // 4)) if batch > 16 else slots
+        beam_size, batch = tf.cast(beam_size, tf.int32), tf.cast(batch, tf.int32)
+        slots = tf.maximum(self.decode_rows // beam_size, 1)
+        return tf.where(batch > 16, tf.minimum(slots, (batch + 3) // 4), slots)
 
-        ``beam_size`` is an int, an int32 scalar, or int32 ``[batch]`` per-row beams (the
-        search then runs the largest and empties each row's slots beyond its own beam, see
-        `bahdanau_tf.decoding.beam_search`'s ``beam_sizes``).
+    def _search(self, source_ids, lengths, limits, forbid_unknown, beam_size, nbest,
+                return_attention, buffer_length=None, count=None):
+        """The search plan of every path: encoder + continuous-batching beam search.
+
+        The XLA path (`translate`, ``serving_jit_compile``) and the signatures' plain graph both
+        run this function, the first over padded, bucketed shapes. The batch is queued longest
+        source first (the longest outputs start early instead of running alone at the end),
+        searched `_slot_count` sentences at a time, each freed slot refilled with the next
+        sentence of the queue (`bahdanau_tf.decoding.slot_search`); the results come back in
+        the input order. Filler rows (beyond ``count``) and empty sources are not queued:
+        they cost no decoder step.
+
+        Args:
+            source_ids: int32 ``[batch, width]`` ([END] included, PAD after).
+            lengths: int32 ``[batch]``, source tokens without [END] (0: empty, not searched).
+            limits: int32 ``[batch]``, output length limits.
+            forbid_unknown: bool scalar tensor.
+            beam_size: an int, an int32 scalar, or int32 ``[batch]`` per-row beams (the search
+                then runs the largest and empties each row's slots beyond its own beam, see
+                `bahdanau_tf.decoding.beam_search`'s ``beam_sizes``).
+            nbest: int or int32 scalar.
+            return_attention: bool.
+            buffer_length: the output buffer (a Python int under XLA), else max(limits).
+            count: int32 scalar, the real rows (the first ``count``); None: all.
+
+        Returns:
+            ids ``[batch, nbest, time]``, lengths, scores ``[batch, nbest]`` (and attention
+            ``[batch, nbest, time, width]``), in the input order.
         """
-        batch = tf.shape(source_ids)[0]
+        static_batch = source_ids.shape[0]
+        batch = static_batch if static_batch is not None else tf.shape(source_ids)[0]
         beam_sizes = None
         if isinstance(beam_size, tf.Tensor) and beam_size.shape.rank == 1:
             beam_sizes = beam_size
             beam_size = tf.maximum(tf.reduce_max(tf.concat([beam_sizes, [1]], 0)), nbest)
-        states, step_fns = [], []
-        for model in self.models:
-            memory = model.encode(source_ids, training=False)
-            states.append(model.initial_state(memory))
-            step_fns.append(_model_step_fn(model, decoding.tile_beams(memory, beam_size)))
+        # longest first; filler rows last (stable: after the real empty sources)
+        real = tf.range(batch) < (batch if count is None else count)
+        key = tf.where(real, lengths, -1)
+        order = tf.argsort(key, direction="DESCENDING", stable=True)
+        queued = tf.reduce_sum(tf.cast(key > 0, tf.int32))
+        source_ids, limits = tf.gather(source_ids, order), tf.gather(limits, order)
+        if beam_sizes is not None:
+            beam_sizes = tf.gather(beam_sizes, order)
+        memories = [model.encode(source_ids, training=False) for model in self.models]
+        states = [model.initial_state(memory) for model, memory in zip(self.models, memories)]
         if len(self.models) == 1:
-            step_fn, state = step_fns[0], states[0]
+            memory, state = memories[0], states[0]
         else:
-            step_fn, state = decoding.ensemble_step_fn(step_fns), tuple(states)
+            memory, state = tuple(memories), tuple(states)
         # PAD is never generated anyway: forbidding it keeps the shape static either way.
         forbid = tf.reshape(tf.where(forbid_unknown, UNK_ID, PAD_ID), [1])
-        output = decoding.beam_search(
-            step_fn, state, batch_size=batch, beam_size=beam_size, max_length=limits,
-            length_penalty=self.length_penalty, forbid_ids=forbid, nbest=nbest,
-            return_attention=return_attention,
+        output = decoding.slot_search(
+            _slot_step_fn(self.models), memory, state, batch_size=batch,
+            slots=self._slot_count(beam_size, batch), count=queued, beam_size=beam_size,
+            max_length=limits, length_penalty=self.length_penalty, forbid_ids=forbid,
+            nbest=nbest, return_attention=return_attention,
             attention_length=tf.shape(source_ids)[1] if return_attention else None,
             buffer_length=buffer_length, beam_sizes=beam_sizes)
-        return output
+        inverse = tf.math.invert_permutation(order)
+        return tuple(tf.gather(t, inverse) for t in output if t is not None)
 
     def _static_search(self, beam_size, nbest, return_attention, jit_compile):
-        """The search with Python beam/nbest, a tf.function (XLA when asked), cached.
+        """`_search` with Python beam/nbest as a tf.function (XLA when asked), cached.
 
-        Its last argument, ``buffer_length``, is a Python int: under XLA each value (and each
-        input shape) is one trace, one compilation (`compilations` counts them).
+        Arguments ``(source_ids, lengths, limits, forbid_unknown, count, buffer_length)``; the
+        last is a Python int (or a constant): under XLA each value and each input shape is one
+        trace, one compilation (`compilations` counts them).
         """
         key = ("search", beam_size, nbest, return_attention, jit_compile)
         if key not in self._cache.functions:
-            def search(source_ids, limits, forbid_unknown, buffer_length=None):
-                return tuple(x for x in self._search(source_ids, limits, forbid_unknown,
-                                                     beam_size, nbest, return_attention,
-                                                     buffer_length)
-                             if x is not None)
+            def search(source_ids, lengths, limits, forbid_unknown, count, buffer_length=None):
+                return self._search(source_ids, lengths, limits, forbid_unknown, beam_size,
+                                    nbest, return_attention, buffer_length, count)
             self._cache.functions[key] = tf.function(
                 search, jit_compile=jit_compile, reduce_retracing=not jit_compile)
         return self._cache.functions[key]
@@ -396,93 +439,48 @@ class Translator(tf.Module):
     def compilations(self) -> int:
         """XLA programs compiled so far by `translate` (one per bucketed shape and variant).
 
-        At most ``len(row_buckets) * len(length_buckets)`` per (beam_size, nbest,
-        return_alignments) used, see `compilation_bound`; forbid_unknown is data.
+        At most `compilation_bound` per (beam_size, nbest, return_alignments) used;
+        forbid_unknown is data.
         """
         return sum(function.experimental_get_tracing_count()
                    for key, function in self._cache.functions.items() if key[0] == "search" and key[-1])
 
-    def compilation_bound(self, variants=1) -> int:
+    def compilation_bound(self, variants=1, batch_size=64) -> int:
         """The most XLA compilations `translate` can make for ``variants`` (beam_size, nbest,
-        return_alignments) combinations: one per row bucket and length bucket."""
-        return variants * len(self.row_buckets) * len(self.length_buckets)
+        return_alignments) combinations and batches of at most ``batch_size``: one per batch
+        bucket (the powers of two up to it) and length bucket."""
+        return variants * len(self.batch_buckets(batch_size)) * len(self.length_buckets)
+
+    @staticmethod
+    def batch_buckets(batch_size) -> tuple:
+        """The padded batch sizes of the XLA search for batches of at most ``batch_size``:
+        the powers of two up to the first one >= it."""
+        return tuple(1 << k for k in range(max(int(batch_size) - 1, 0).bit_length() + 1))
 
     def _buffer_length(self, width):
         """The output buffer of a source width (tokens + [END]): the largest possible limit."""
         return max(int(math.ceil(self.max_length_ratio * (width - 1))) + self.max_length_offset, 1)
 
-    def _search_in_chunks(self, search, source_ids, lengths, limits, forbid_unknown, nbest,
-                          return_attention, jit_compile=False, row_inputs=()):
-        """Runs ``search`` over chunks of ``decode_chunk_size`` sentences of similar length.
-
-        The batch is sorted by source length (longest first), cut into chunks, and each chunk
-        is searched on its own, with its own padding and its own early exit: a long sentence
-        no longer keeps a whole large batch stepping, and smaller ``[rows, vocabulary]``
-        tensors stay in cache. Rows are independent, so the results are those of one big
-        search, put back in the input order. Under XLA each chunk is padded to a row bucket
-        and a length bucket, and its output buffer is that bucket's, so that a stream of
-        batches meets a bounded number of shapes. ``row_inputs``: more ``[batch]`` int32
-        tensors (e.g. per-row beams), sorted and cut like the rows and passed to ``search``
-        after its four arguments.
-        """
-        batch = tf.shape(source_ids)[0]
-        order = tf.argsort(lengths, direction="DESCENDING", stable=True)
-        source_ids, lengths, limits = (tf.gather(t, order) for t in (source_ids, lengths, limits))
-        row_inputs = tuple(tf.gather(t, order) for t in row_inputs)
-        time = tf.maximum(tf.reduce_max(limits), 1)
-        chunk = self.decode_chunk_size
-        # at least one (possibly empty) chunk, so an empty batch still has outputs to concat
-        chunks = tf.maximum((batch + chunk - 1) // chunk, 1)
-        source_ids = tf.pad(source_ids, [[0, chunks * chunk - batch], [0, 0]], constant_values=PAD_ID)
-        lengths = tf.pad(lengths, [[0, chunks * chunk - batch]])
-        limits = tf.pad(limits, [[0, chunks * chunk - batch]], constant_values=1)
-        row_inputs = tuple(tf.pad(t, [[0, chunks * chunk - batch]], constant_values=1)
-                           for t in row_inputs)
-        width = tf.shape(source_ids)[1]
-        count = 4 if return_attention else 3
-        dtypes = (tf.int32, tf.int32, tf.float32, tf.float32)[:count]
-        arrays = tuple(tf.TensorArray(dtype, size=chunks, infer_shape=False) for dtype in dtypes)
-        row_buckets = tf.constant(self.row_buckets)
+    def _padded_search(self, search, source_ids, lengths, limits, forbid_unknown):
+        """In the graph: pads a batch to its batch and length buckets, runs the compiled
+        ``search`` (a `_static_search`) and cuts its outputs back (``serving_jit_compile``)."""
+        batch, width = tf.shape(source_ids)[0], tf.shape(source_ids)[1]
+        batch_buckets = tf.constant([1 << k for k in range(31)])
+        rows = batch_buckets[tf.searchsorted(batch_buckets, [tf.maximum(batch, 1)])[0]]
         length_buckets = tf.constant(self.length_buckets)
-
-        def body(i, arrays):
-            start = i * chunk
-            rows = tf.minimum(batch - start, chunk)
-            # the chunk's own padding: its longest source plus [END]
-            chunk_width = tf.reduce_max(tf.concat([lengths[start:start + rows] + 1, [1]], 0))
-            buffer_length = None
-            if jit_compile:
-                rows = row_buckets[tf.searchsorted(row_buckets, [tf.maximum(rows, 1)])[0]]
-                chunk_width = length_buckets[tf.searchsorted(length_buckets, [chunk_width])[0]]
-                buffer_length = tf.cast(tf.math.ceil(self.max_length_ratio * tf.cast(chunk_width - 1, tf.float32)),
-                                        tf.int32) + self.max_length_offset
-            ids = tf.pad(source_ids[start:start + rows, :chunk_width],
-                         [[0, 0], [0, chunk_width - tf.minimum(chunk_width, width)]])
-            chunk_limits = limits[start:start + rows]
-            # filler rows (an [END]-only source, limit 1) end at once
-            ids = tf.where(tf.range(chunk_width)[None, :] == 0, tf.where(ids[:, :1] == PAD_ID, END_ID, ids), ids)
-            outputs = search(ids, chunk_limits, forbid_unknown, buffer_length,
-                             *(t[start:start + rows] for t in row_inputs))
-            outputs = [tensor[:tf.minimum(rows, batch - start)] for tensor in outputs]
-            ids, out_lengths, scores = outputs[:3]
-            ids = ids[:, :, :time]
-            padded = [tf.pad(ids, [[0, 0], [0, 0], [0, time - tf.shape(ids)[2]]]), out_lengths, scores]
-            if return_attention:
-                attention = outputs[3][:, :, :time, :width]
-                padded.append(tf.pad(attention, [[0, 0], [0, 0], [0, time - tf.shape(attention)[2]],
-                                                 [0, width - tf.shape(attention)[3]]]))
-            return i + 1, tuple(a.write(i, t) for a, t in zip(arrays, padded))
-
-        _, arrays = tf.while_loop(lambda i, arrays: i < chunks, body, (0, arrays))
-        inverse = tf.math.invert_permutation(order)
-        results = [tf.gather(array.concat(), inverse) for array in arrays]
-        nbest_dim = tf.shape(results[1])[-1]
-        results[0] = tf.reshape(results[0], [batch, nbest_dim, time])
-        # static ranks for the signatures: lengths and scores [batch, nbest]
-        results[1] = tf.reshape(results[1], [batch, nbest_dim])
-        results[2] = tf.reshape(results[2], [batch, nbest_dim])
-        if return_attention:
-            results[3] = tf.reshape(results[3], [batch, nbest_dim, time, width])
+        padded_width = length_buckets[tf.searchsorted(length_buckets, [width])[0]]
+        ids = tf.pad(source_ids, [[0, rows - batch], [0, padded_width - width]],
+                     constant_values=PAD_ID)
+        ids = tf.where((tf.range(padded_width)[None, :] == 0) & (ids == PAD_ID), END_ID, ids)
+        buffer_length = tf.cast(tf.math.ceil(self.max_length_ratio * tf.cast(padded_width - 1, tf.float32)),
+                                tf.int32) + self.max_length_offset
+        outputs = search(ids, tf.pad(lengths, [[0, rows - batch]]),
+                         tf.pad(limits, [[0, rows - batch]], constant_values=1), forbid_unknown,
+                         batch, tf.maximum(buffer_length, 1))
+        time = tf.maximum(tf.reduce_max(limits), 1)
+        results = [outputs[0][:batch, :, :time], outputs[1][:batch], outputs[2][:batch]]
+        if len(outputs) > 3:
+            results.append(outputs[3][:batch, :, :time, :width])
         return tuple(results)
 
     def _translate_graph(self, sentences, beam_size, nbest, forbid_unknown=False,
@@ -491,26 +489,18 @@ class Translator(tf.Module):
 
         ``beam_size`` and ``nbest`` are Python ints (static shapes, XLA possible) or int32
         scalars (a dynamic beam: no XLA); ``beam_size`` may also be int32 ``[batch]``, one
-        beam per row. XLA when ``serving_jit_compile``.
+        beam per row. XLA when ``serving_jit_compile``, over bucketed shapes.
         """
         sentences = tf.reshape(tf.convert_to_tensor(sentences, tf.string), [-1])
         source_ids, lengths = self._source_ids(sentences)
         limits = self._length_limits(lengths)
         forbid_unknown = tf.convert_to_tensor(forbid_unknown, tf.bool)
-        jit_compile = self.serving_jit_compile and isinstance(beam_size, int) and isinstance(nbest, int)
-        row_inputs = ()
-        if isinstance(beam_size, int) and isinstance(nbest, int):
-            search = self._static_search(beam_size, nbest, return_attention, jit_compile)
+        if self.serving_jit_compile and isinstance(beam_size, int) and isinstance(nbest, int):
+            results = self._padded_search(self._static_search(beam_size, nbest, return_attention, True),
+                                          source_ids, lengths, limits, forbid_unknown)
         else:
-            if isinstance(beam_size, tf.Tensor) and beam_size.shape.rank == 1:
-                row_inputs = (beam_size,)
-
-            def search(chunk_ids, chunk_limits, forbid, buffer_length=None, *chunk_rows):
-                chunk_beam = chunk_rows[0] if chunk_rows else beam_size
-                return tuple(x for x in self._search(chunk_ids, chunk_limits, forbid, chunk_beam,
-                                                     nbest, return_attention) if x is not None)
-        results = self._search_in_chunks(search, source_ids, lengths, limits, forbid_unknown,
-                                         nbest, return_attention, jit_compile, row_inputs)
+            results = self._search(source_ids, lengths, limits, forbid_unknown, beam_size, nbest,
+                                   return_attention)
         outputs = self._outputs(sentences, lengths, *results[:3])
         if return_attention:
             outputs.update(self._alignment_outputs(sentences, lengths, outputs, results[3]))
@@ -658,48 +648,39 @@ class Translator(tf.Module):
 
     def _xla_search(self, source_ids, lengths, limits, beam_size, nbest, forbid_unknown,
                     return_alignments):
-        """The XLA search of one batch, chunk by chunk, over bucketed shapes (NumPy in, out).
+        """The XLA search of one batch over bucketed shapes (NumPy in, NumPy out).
 
-        Like `_search_in_chunks`, but the loop over chunks runs in Python, so each chunk's
-        shape (rows and width rounded up to `row_buckets` and `length_buckets`) and output
-        buffer (the largest limit of its width) are Python values: a new batch only compiles
-        when it meets a new bucket, and `compilations` counts exactly what was compiled.
+        The batch is padded to a power of two of rows and a `length_buckets` width (filler
+        rows: an [END]-only source, not searched), with the output buffer of that width: Python
+        values, so a new batch only compiles when it meets a new bucket, and `compilations`
+        counts exactly what was compiled. The search itself is `_search`, as in the graph.
         """
         search = self._static_search(beam_size, nbest, return_alignments, True)
-        forbid = tf.constant(bool(forbid_unknown))
-        batch = len(lengths)
-        order = np.argsort(-lengths, kind="stable")
+        batch, width = source_ids.shape
+        rows = self.batch_buckets(batch)[-1]
+        padded_width = self.length_buckets[bisect.bisect_left(self.length_buckets, width)]
+        padded = np.full([rows, padded_width], PAD_ID, np.int32)
+        padded[:, 0] = END_ID
+        padded[:batch, :width] = source_ids
+        padded_lengths = np.zeros([rows], np.int32)
+        padded_lengths[:batch] = lengths
+        padded_limits = np.ones([rows], np.int32)
+        padded_limits[:batch] = limits
+        # one concrete function per bucket, traced once from its own fixed signature: calling
+        # the tf.function with each bucket's shapes in turn would count as retracing (and
+        # TensorFlow warns about that)
+        bucket = search.get_concrete_function(
+            tf.TensorSpec([rows, padded_width], tf.int32), tf.TensorSpec([rows], tf.int32),
+            tf.TensorSpec([rows], tf.int32), tf.TensorSpec([], tf.bool),
+            tf.TensorSpec([], tf.int32), self._buffer_length(padded_width))
+        outputs = bucket(tf.constant(padded), tf.constant(padded_lengths),
+                         tf.constant(padded_limits), tf.constant(bool(forbid_unknown)),
+                         tf.constant(batch, tf.int32))
         time = int(max(limits.max(initial=1), 1))
-        width = source_ids.shape[1]
-        ids = np.full([batch, nbest, time], PAD_ID, np.int32)
-        out_lengths = np.zeros([batch, nbest], np.int32)
-        scores = np.zeros([batch, nbest], np.float32)
-        attention = np.zeros([batch, nbest, time, width], np.float32) if return_alignments else None
-        for start in range(0, batch, self.decode_chunk_size):
-            rows = order[start:start + self.decode_chunk_size]
-            padded_rows = self.row_buckets[bisect.bisect_left(self.row_buckets, len(rows))]
-            chunk_width = int(lengths[rows].max()) + 1
-            padded_width = self.length_buckets[bisect.bisect_left(self.length_buckets, chunk_width)]
-            chunk = np.full([padded_rows, padded_width], PAD_ID, np.int32)
-            chunk[:, 0] = END_ID  # filler rows: an empty source, limit 1
-            chunk[:len(rows), :chunk_width] = source_ids[rows, :chunk_width]
-            chunk_limits = np.ones([padded_rows], np.int32)
-            chunk_limits[:len(rows)] = limits[rows]
-            # one concrete function per bucket, traced once from its own fixed signature:
-            # calling the tf.function with each bucket's shapes in turn would count as
-            # retracing (and TensorFlow warns about that)
-            bucket = search.get_concrete_function(
-                tf.TensorSpec(chunk.shape, tf.int32), tf.TensorSpec(chunk_limits.shape, tf.int32),
-                tf.TensorSpec([], tf.bool), self._buffer_length(padded_width))
-            outputs = bucket(tf.constant(chunk), tf.constant(chunk_limits), forbid)
-            steps = min(time, outputs[0].shape[2])
-            ids[rows, :, :steps] = outputs[0].numpy()[:len(rows), :, :steps]
-            out_lengths[rows] = outputs[1].numpy()[:len(rows)]
-            scores[rows] = outputs[2].numpy()[:len(rows)]
-            if return_alignments:
-                columns = min(width, padded_width)
-                attention[rows, :, :steps, :columns] = outputs[3].numpy()[:len(rows), :, :steps, :columns]
-        return ids, out_lengths, scores, attention
+        results = [outputs[0].numpy()[:batch, :, :time], outputs[1].numpy()[:batch],
+                   outputs[2].numpy()[:batch]]
+        results.append(outputs[3].numpy()[:batch, :, :time, :width] if return_alignments else None)
+        return tuple(results)
 
     def translate(self, sentences, beam_size=None, nbest=1, return_alignments=False,
                   forbid_unknown=False, batch_size=64) -> TranslationOutput:
@@ -844,6 +825,19 @@ def _model_step_fn(model, memory):
 
     def step_fn(ids, step, state):
         return model.decode_step(ids, state, memory)
+
+    return step_fn
+
+
+def _slot_step_fn(models):
+    """``slot_search``'s ``step_fn(ids, step, state, memory)`` of one model or an ensemble
+    (state and memory: one per member, in order)."""
+    if len(models) == 1:
+        return lambda ids, step, state, memory: models[0].decode_step(ids, state, memory)
+
+    def step_fn(ids, step, states, memories):
+        members = [_model_step_fn(model, memory) for model, memory in zip(models, memories)]
+        return decoding.ensemble_step_fn(members)(ids, step, states)
 
     return step_fn
 

@@ -37,11 +37,16 @@ def environment(machine, low_precision=False):
     return env
 
 
-def run_child(script, arguments, machine, low_precision=False, timeout=3600):
-    """Runs ``python script --child ... arguments`` and returns the JSON of its last stdout line."""
+def run_child(script, arguments, machine, low_precision=False, timeout=3600, pythonpath=None):
+    """Runs ``python script --child ... arguments`` and returns the JSON of its last stdout line.
+
+    ``pythonpath``: a checkout whose ``bahdanau_tf`` the child imports (e.g. an older one).
+    """
     command = [sys.executable, script] + list(arguments)
-    result = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
-                            env=environment(machine, low_precision))
+    env = environment(machine, low_precision)
+    if pythonpath:
+        env["PYTHONPATH"] = pythonpath
+    result = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
     lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
     if result.returncode != 0 or not lines:
         raise RuntimeError(f"{' '.join(command)} failed on {machine}:\n{result.stderr[-3000:]}")

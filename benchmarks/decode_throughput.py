@@ -22,7 +22,13 @@ untrained ``small`` preset over 5k word vocabularies (outputs run to the length 
 worst case), so compare runs by tokens/s too.
 
     python benchmarks/decode_throughput.py [--model_dir=RUN] [--machines=native,avx2]
-        [--batch_sizes=64,1] [--beam_sizes=1,5]
+        [--batch_sizes=64,1] [--beam_sizes=1,5] [--old_checkout=/tmp/old_main]
+
+``--old_checkout`` (a checkout of the code to compare with, e.g. ``git worktree add --detach
+/tmp/old_main c7d1387``) adds the variant ``old_code``: that checkout's defaults, measured in its
+own child process after this code's. The table also shows, beside sentences/s, the columns of
+benchmarks/decode_step.py's last JSON (hypothesis-steps ratio at batch 64, search share of the
+step), old and new.
 """
 
 import json
@@ -48,6 +54,7 @@ flags.DEFINE_integer("sentences", 256, "Verses per round at batch sizes > 1.")
 flags.DEFINE_integer("latency_sentences", 32, "Verses (one call each) at batch size 1.")
 flags.DEFINE_integer("rounds", 3, "Timed rounds per measurement (best kept).")
 flags.DEFINE_integer("vocabulary_size", 5000, "Word vocabulary per language for an untrained preset.")
+flags.DEFINE_string("old_checkout", None, "Another checkout whose defaults are measured as 'old_code'.")
 flags.DEFINE_bool("child", False, "Internal: measure in this process.")
 flags.DEFINE_string("output", os.path.join(os.path.dirname(__file__), "results", "decode_throughput.json"),
                     "JSON output path.")
@@ -154,9 +161,32 @@ def _measure():
     return rows
 
 
+def _step_columns(rows):
+    """Adds benchmarks/decode_step.py's results (when its JSON exists) beside sentences/s: the
+    hypothesis-steps at batch 64 over those needed one at a time, and the search's share of the
+    step under XLA (median), of the new code, and of the old one when it was measured."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "decode_step.json")
+    if not os.path.exists(path):
+        return rows
+    with open(path) as handle:
+        results = json.load(handle)["results"]
+    for row in rows:
+        for code, result in results.items():
+            for entry in result.get("hypothesis_steps", []):
+                if entry["beam"] == row["beam_size"] and row["batch_size"] > 1:
+                    row[f"hyp_steps_ratio_{code}"] = entry["ratio"]
+            shares = [entry["search_share_pct"] for entry in result.get("step", {}).get("rows", [])
+                      if entry["beam"] == row["beam_size"] and entry["xla"]]
+            if shares:
+                row[f"search_share_pct_{code}"] = max(shares)
+    return rows
+
+
 def _table(rows):
+    rows = _step_columns(rows)
     header = ("machine", "variant", "batch_size", "beam_size", "sentences_per_s", "tokens_per_s", "median_ms",
-              "p90_ms", "warmup_s", "compilations")
+              "p90_ms", "warmup_s", "compilations", "hyp_steps_ratio_old", "hyp_steps_ratio_new",
+              "search_share_pct_old", "search_share_pct_new")
     cells = [[str(row.get(h, "")) for h in header] for row in rows]
     widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(header)]
     lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths))]
@@ -191,6 +221,13 @@ def main(argv):
             print(f"{machine}: {result['machine']['description']}", flush=True)
             for row in result["rows"]:
                 rows.append(dict(machine=machine, **row))
+                print(json.dumps(rows[-1]), flush=True)
+    if FLAGS.old_checkout:
+        for machine in FLAGS.machines:
+            result = _machines.run_child(script, ["--child", "--variants=new_default"] + passed, machine,
+                                         pythonpath=os.path.abspath(FLAGS.old_checkout))
+            for row in result["rows"]:
+                rows.append(dict(machine=machine, **row, variant="old_code"))
                 print(json.dumps(rows[-1]), flush=True)
     print(_table(rows))
     os.makedirs(os.path.dirname(FLAGS.output) or ".", exist_ok=True)

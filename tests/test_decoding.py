@@ -21,7 +21,7 @@ import pytest
 import tensorflow as tf
 
 from bahdanau_tf.decoding import (BeamSearchOutput, Ranking, beam_search, ensemble_step_fn,
-                                  greedy_search, tile_beams)
+                                  greedy_search, slot_search, tile_beams)
 from bahdanau_tf.special_tokens import END_ID, PAD_ID, START_ID, UNK_ID
 
 A, B = 4, 5  # the two ordinary words of the scripted vocabulary [PAD, START, END, UNK, A, B]
@@ -466,6 +466,83 @@ def test_a_sentence_decodes_the_same_alone_and_in_a_batch():
         np.testing.assert_allclose(batched.scores[sentence], alone.scores[0], rtol=1e-5)
         np.testing.assert_allclose(batched.attention[sentence, :, :limit], alone.attention[0],
                                    atol=1e-6)
+
+
+def counting_slot_step_fn(model, counter=None):
+    """``slot_search``'s step function of a TinyModel; adds (1, rows) to the int32 variable
+    ``counter`` [2] at every step (loop iterations, hypothesis-steps)."""
+    def step_fn(ids, step, h, memory_rows):
+        if counter is not None:
+            counter.assign_add(tf.stack([1, tf.shape(ids)[0]]))
+        return model.step_fn(memory_rows)(ids, step, h)
+    return step_fn
+
+
+def test_a_sentence_decodes_the_same_alone_and_in_a_refilled_slot():
+    # per-sentence limits and beams, n-best, attention, No-UNK and a length penalty at once
+    model = TinyModel(seed=3, vocab=12, scale=2.0)
+    memory, state = model.encode(6)
+    limits, beams = np.array([4, 11, 6, 2, 9, 7]), np.array([4, 2, 3, 4, 1, 4])
+    options = dict(length_penalty=0.5, forbid_ids=(UNK_ID,), return_attention=True,
+                   attention_length=model.source_len)
+
+    @tf.function
+    def refilled(slots):
+        return slot_search(counting_slot_step_fn(model), memory, state, slots=slots,
+                           beam_size=4, nbest=3, max_length=tf.constant(limits),
+                           beam_sizes=tf.constant(beams), **options)
+
+    @tf.function
+    def alone(sentence, beam, limit):
+        return beam_search(model.step_fn(tile_beams(select(memory, sentence), beam)),
+                           select(state, sentence), 1, beam_size=beam, nbest=min(3, beam),
+                           max_length=limit, **options)
+
+    alone = [alone(sentence, int(beam), int(limit))
+             for sentence, (limit, beam) in enumerate(zip(limits, beams))]
+    for slots in (1, 2, 6):  # 1: every sentence but the first in a refilled slot
+        out = refilled(slots)
+        for sentence, (limit, beam) in enumerate(zip(limits, beams)):
+            nbest, expected = min(3, beam), alone[sentence]
+            np.testing.assert_array_equal(out.ids.numpy()[sentence, :nbest, :limit], expected.ids[0])
+            np.testing.assert_array_equal(out.lengths[sentence, :nbest], expected.lengths[0])
+            np.testing.assert_allclose(out.scores[sentence, :nbest], expected.scores[0], rtol=1e-5)
+            np.testing.assert_allclose(out.attention[sentence, :nbest, :limit],
+                                       expected.attention[0], atol=1e-6)
+            # a sentence with a smaller beam than the n-best gets empty entries after its own
+            assert np.all(out.lengths.numpy()[sentence, nbest:] == 0)
+            assert np.all(np.isneginf(out.scores.numpy()[sentence, nbest:]))
+
+
+def test_a_finished_sentence_stops_costing_and_filler_costs_nothing():
+    # One slot: the loop runs exactly the steps each sentence needs alone, one after another;
+    # the sentences beyond `count` (filler) are never decoded.
+    model = TinyModel(seed=12, vocab=12, scale=2.0)
+    memory, state = model.encode(5)
+    limits = np.array([9, 3, 11, 6, 8])
+    counter = tf.Variable([0, 0])
+
+    @tf.function
+    def search(memory, state, limits, slots, count):
+        return slot_search(counting_slot_step_fn(model, counter), memory, state, slots=slots,
+                           count=count, beam_size=3, nbest=2, max_length=limits)
+
+    alone_steps = []
+    for sentence in range(4):
+        counter.assign([0, 0])
+        search(select(memory, sentence), select(state, sentence), limits[sentence:sentence + 1],
+               1, 1)
+        alone_steps.append(int(counter[0]))
+    counter.assign([0, 0])
+    out = search(memory, state, limits, 1, 4)
+    assert counter.numpy().tolist() == [sum(alone_steps), 3 * sum(alone_steps)]
+    assert sum(alone_steps) < sum(limits[:4])  # early exits happened
+    assert np.all(out.ids.numpy()[4] == PAD_ID) and np.all(out.lengths.numpy()[4] == 0)
+    # two slots: each step computes 2 x 3 rows, and fewer steps than one at a time
+    counter.assign([0, 0])
+    search(memory, state, limits, 2, 4)
+    steps, rows = counter.numpy()
+    assert rows == 6 * steps and max(alone_steps) <= steps < sum(alone_steps)
 
 
 def test_eager_tf_function_and_xla_agree():

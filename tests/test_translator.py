@@ -86,9 +86,10 @@ def test_a_sentence_translates_the_same_alone_and_in_a_batch(translator):
                                    rtol=1e-5, atol=1e-5)
         alone_nbest = translator.translate_nbest(tf.constant([sentence]), [4], [3])
         assert (alone_nbest["translations"].numpy()[0] == nbest["translations"].numpy()[i]).all()
-    # one chunk for the whole batch (no sorting inside the graph) gives the same results
+    # one slot (beam 4 x 1 row): every sentence but the first decoded in a refilled slot,
+    # after others, gives the same results as all in their own slots at once
     whole = Translator(translator.models[0], translator.source_tokenizer,
-                       translator.target_tokenizer, beam_size=4, decode_chunk_size=64)
+                       translator.target_tokenizer, beam_size=4, decode_rows=4)
     unchunked = whole.serving_default(tf.constant(SENTENCES))
     assert (unchunked["translations"].numpy() == batch["translations"].numpy()).all()
     np.testing.assert_allclose(unchunked["scores"].numpy(), batch["scores"].numpy(), atol=1e-5)
@@ -104,29 +105,29 @@ def test_a_sentence_translates_the_same_alone_and_in_a_batch(translator):
 
 
 def test_a_stream_of_requests_compiles_within_the_bound_and_equals_the_graph_path():
-    # buckets shrunk so that a short stream meets several: rows {1, 2}, widths {6, 9}
+    # buckets shrunk so that a short stream meets several: batches {1, 2}, widths {6, 9}
     source, target = tokenizers()
     model = random_model(seed=2)
-    options = dict(beam_size=3, decode_chunk_size=2, max_source_length=8, length_buckets=(6,))
+    options = dict(beam_size=3, decode_rows=3, max_source_length=8, length_buckets=(6,))
     xla = Translator(model, source, target, **options)
     graph = Translator(model, source, target, jit_compile=False, **options)
-    assert xla.jit_compile and xla.row_buckets == (1, 2) and xla.length_buckets == (6, 9)
+    assert xla.jit_compile and xla.batch_buckets(2) == (1, 2) and xla.length_buckets == (6, 9)
     words = SOURCE_WORDS + ["zebra"]
     rng = np.random.default_rng(0)
     stream = [[" ".join(rng.choice(words, size=rng.integers(0, 12))) for _ in range(size)]
               for size in (1, 3, 2, 5, 1, 4)]
     for request in stream:
-        out, expected = xla.translate(request), graph.translate(request)
+        out, expected = xla.translate(request, batch_size=2), graph.translate(request)
         assert out.translations == expected.translations, request
         np.testing.assert_allclose(out.scores, expected.scores, rtol=1e-4, atol=1e-4)
-    assert 2 <= xla.compilations <= xla.compilation_bound() == 4
+    assert 2 <= xla.compilations <= xla.compilation_bound(batch_size=2) == 4
     seen = xla.compilations
     for request in stream:  # nothing new to compile
-        xla.translate(request)
+        xla.translate(request, batch_size=2)
     assert xla.compilations == seen
-    nbest = xla.translate(stream[3], nbest=2)  # another variant: its own programs
+    nbest = xla.translate(stream[3], nbest=2, batch_size=2)  # another variant: its own programs
     assert nbest.translations == graph.translate(stream[3], nbest=2).translations
-    assert seen < xla.compilations <= xla.compilation_bound(2)
+    assert seen < xla.compilations <= xla.compilation_bound(2, batch_size=2)
     assert graph.compilations == 0
 
 
@@ -143,8 +144,10 @@ def test_the_xla_signature_graph_equals_the_plain_one():
         np.testing.assert_allclose(out["scores"].numpy(), expected["scores"].numpy(), atol=1e-4)
     def must_compile(translator):
         graph = translator.serving_default.get_concrete_function().graph.as_graph_def()
+        nodes = list(graph.node) + [node for function in graph.library.function
+                                    for node in function.node_def]
         return any("_XlaMustCompile" in node.attr and node.attr["_XlaMustCompile"].b
-                   for function in graph.library.function for node in function.node_def)
+                   for node in nodes)
 
     assert must_compile(compiled) and not must_compile(plain)
 
