@@ -58,7 +58,8 @@ class OutputFiles:
                     os.remove(temporary)
                 if isinstance(error, OSError) and error.filename == temporary:
                     error.filename = final  # the error names the file the user asked for
-            if isinstance(error, OSError) and error.filename is None and self._pending:
+            if (isinstance(error, OSError) and error.errno is not None and error.filename is None
+                    and self._pending):
                 error.filename = self._pending[-1][1]  # a failed write: the file being written
         self._pending = []
         return False

@@ -301,7 +301,7 @@ def export_saved_model(translator, export_dir: str, version: Optional[int] = Non
     except BaseException as error:
         if created and not tf.io.gfile.listdir(export_dir):
             tf.io.gfile.rmtree(export_dir)  # a failed export leaves nothing behind
-        if isinstance(error, OSError) and not error.filename:
+        if isinstance(error, OSError) and error.errno is not None and not error.filename:
             error.filename = export_dir  # a failed write names no file of its own
         raise
 

@@ -190,6 +190,7 @@ def _partial_files(directory):
                   if name.endswith("_temp") or ".tmp" in name or name.startswith(".claim"))
 
 
+@pytest.mark.slow
 def test_a_full_disk_is_one_line_exit_5_and_leaves_nothing_partial(paths, full_disks):
     disk = {name: full_disks(name) for name in ("evaluate", "export")}
     # translate: over an existing output file, which stays whole
@@ -245,6 +246,7 @@ def test_a_full_disk_is_one_line_exit_5_and_leaves_nothing_partial(paths, full_d
 
 # === A killed export ===
 
+@pytest.mark.slow
 def test_an_export_killed_while_writing_leaves_a_claim_that_the_next_export_takes_over(paths,
                                                                                        tmp_path):
     base = tmp_path / "models"
