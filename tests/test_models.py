@@ -329,8 +329,10 @@ def test_fit_model_translates_saves_reloads_and_serves_from_every_entry_point(tm
         Seq2Seq.from_preset(preset_dir)
     with pytest.raises(ValueError, match="only dtype"):
         RNNSearch.from_preset(preset_dir, hidden_dim=8)
-    with pytest.raises(FileExistsError, match="not empty"):
-        model.save_to_preset(preset_dir)
+    with pytest.raises(FileExistsError, match="already holds a saved model"):
+        model.save_to_preset(preset_dir, overwrite=False)
+    model.save_to_preset(preset_dir)  # overwrite=True, as keras.Model.save: replaces its own
+    assert Translator.from_directory(preset_dir).translate(sentences).translations == expected
 
 
 def test_tokenizers_must_fit_the_model_and_a_bare_keras_file_says_what_is_missing(tmp_path):
