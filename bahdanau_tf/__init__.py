@@ -34,11 +34,12 @@ _EXPORTS = {
     **dict.fromkeys(["SubwordTokenizer", "WordTokenizer", "load_tokenizer", "split_words"],
                     "text"),
     **dict.fromkeys(["ParallelCorpus", "load_corpus", "load_parallel_files", "load_tfds",
-                     "load_tsv", "make_dataset"], "data"),
+                     "load_tsv"], "corpora"),
+    "make_dataset": "data",
 }
-_SUBMODULES = ("data", "decoding", "devices", "evaluation", "layers", "losses",
-               "model_directory", "models", "serving", "special_tokens", "text", "training",
-               "translator")
+_SUBMODULES = ("corpora", "data", "decoding", "devices", "evaluation", "layers", "losses",
+               "model_directory", "models", "presets", "serving", "special_tokens", "text",
+               "training", "translator")
 # the modules whose classes are registered with keras.saving
 _KERAS_OBJECT_MODULES = ("layers", "losses", "models")
 

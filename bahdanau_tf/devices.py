@@ -12,13 +12,12 @@ not from a timing run:
   its float32 speed, and XLA:CPU, which emulates bf16, would lose that. (Not measured by this
   project: no AMX machine was at hand; it keeps the previous release's default there.)
 - **any other CPU**: ``float32`` with XLA. That includes CPUs with AVX-512 bf16 instructions but
-  no AMX: on a 2-core Xeon (avx512_bf16, no AMX) a `small` train step on Bible batches ran
-  float32 + XLA 5,094, float32 3,647, mixed bfloat16 3,044 real target tokens/s
-  (benchmarks/train_throughput.py, one run), and the default 12-minute run 1,760 updates and
-  test BLEU 23.8 against bf16's 1,164 and 22.6. On AVX2/FMA-only x86 (AMD EPYC before Zen 4, most
-  CI runners and cloud VMs) and non-x86 a bf16 matmul falls back to Eigen and is slower than
-  float32 (measured on a 2-core AVX2 EPYC: float32 2,395, mixed bf16 1,907, float32 + XLA
-  3,081), and XLA's fused recurrent loop is the fastest variant there too.
+  no AMX, where float32 + XLA trained faster than float32 and than mixed bfloat16, in the train
+  step and in the default 12-minute run (README.md, "Measured on a 2-core CPU", has the
+  numbers and the CPUs; benchmarks/train_throughput.py, benchmarks/twelve_minute_runs.py). On
+  AVX2/FMA-only x86 (AMD EPYC before Zen 4, most CI runners and cloud VMs) and non-x86 a bf16
+  matmul falls back to Eigen and is slower than float32, and XLA's fused recurrent loop is the
+  fastest variant there too.
 
 ``ONEDNN_MAX_CPU_ISA`` set below ``AVX512_CORE_AMX`` (oneDNN then leaves the tiles alone), and
 ``TF_ENABLE_ONEDNN_OPTS=0`` (no oneDNN at all), count as "no AMX".
@@ -201,9 +200,9 @@ def training_choice(machine: Machine | None = None, precision: str | None = None
 def decoding_jit(machine: Machine | None = None) -> bool:
     """Whether the Translator's Python path compiles its search with XLA: yes, on every device.
 
-    Beam search is a loop of small ops; XLA fuses each step and was about 2x faster at batch
-    64 and 2.5x at batch 1 on the CPUs measured (benchmarks/decode_throughput.py), bf16 units or
-    not (decoding runs in float32 on CPUs, `decoding_precision`).
+    Beam search is a loop of small ops; XLA fuses each step and was faster at every batch size
+    on the CPUs measured (README.md's decoding table, benchmarks/decode_throughput.py), bf16
+    units or not (decoding runs in float32 on CPUs, `decoding_precision`).
     """
     del machine
     return True

@@ -50,7 +50,7 @@ def weights_read_once(layer):
     new value at every iteration: the backward pass keeps one copy per step (for the decoder, a
     (steps, 512, 768) stack of C alone), written in the forward loop and read back in the
     backward one. A tensor read before the loop is loop-invariant and kept once. Teacher forcing
-    builds its loop inside this block (a train step of `small` under XLA: ~5% faster).
+    builds its loop inside this block (a faster train step; benchmarks/train_throughput.py).
     """
     token = _READ_ONCE.set({**_READ_ONCE.get(), **{id(w): tf.convert_to_tensor(w) for w in layer.weights}})
     try:
@@ -167,7 +167,7 @@ def _additive_scores(projected_query, keys, score_vector):
     The gradient recomputes tanh(...) instead of keeping it: per decoder step it is a
     (batch, source_len, units) tensor, the model's largest activation, and storing it for the
     backward pass (written once, read once, in a buffer of all steps) cost more than computing it
-    again (a train step of `small` on CPU under XLA: ~5% faster).
+    again (a faster train step on CPU under XLA; benchmarks/train_throughput.py).
     """
 
     def hidden():

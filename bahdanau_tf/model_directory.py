@@ -10,7 +10,9 @@ One directory holds everything needed to use a trained model, nothing else requi
       best/                   the checkpoint with the best dev NLL (what translation uses), if any
       report.json             the training report (table 2 of the paper), written by the trainer
 
-This module owns the layout: the trainer writes through `write_model_config`, everybody reads
+This module owns the layout, and sits below the models: it rebuilds a model through Keras's
+serialization registry (the models register as ``bahdanau_tf>RNNSearch``, ...) or from the
+class it is handed (``RNNSearch.from_preset(path)`` hands ``RNNSearch``). The trainer writes through `write_model_config`, everybody reads
 through `load_model_directory`, which checks the directory against ``model.json`` first
 (`check_model_directory`: vocabulary sizes, checkpoint files) and names the file that is wrong.
 ``model.json`` is written last and atomically, when the first checkpoint exists: a directory
@@ -24,13 +26,14 @@ import dataclasses
 import glob
 import json
 import os
+import sys
 import zipfile
 from typing import Any
 
 import keras
 import tensorflow as tf
 
-from bahdanau_tf import models as models_lib
+from bahdanau_tf import text
 
 MODEL_CONFIG = "model.json"
 SOURCE_VOCABULARY = "source_vocabulary"
@@ -54,12 +57,37 @@ def model_config(model: keras.Model, settings: dict | None = None, device: dict 
     return config
 
 
+def save_vocabularies(directory: str, source_tokenizer: Any, target_tokenizer: Any) -> None:
+    """Writes both tokenizers into ``directory`` (a model directory, or a ``.keras`` file's
+    asset directory: Keras's ``save_assets`` hook)."""
+    source_tokenizer.save(os.path.join(directory, SOURCE_VOCABULARY))
+    target_tokenizer.save(os.path.join(directory, TARGET_VOCABULARY))
+
+
+def _load_private_tokenizer(directory):
+    """A tokenizer read from ``directory`` that keeps its vocabulary in memory.
+
+    Keras deletes its asset directory after loading, but the tokenizer's vocabulary file must
+    outlive it (a SavedModel export copies it): the tokenizer holds it in memory
+    (`bahdanau_tf.text.load_tokenizer` with ``in_memory=True``), nothing is written to disk.
+    """
+    return text.load_tokenizer(directory, in_memory=True)
+
+
+def load_asset_vocabularies(directory: str) -> tuple | None:
+    """The (source, target) tokenizers `save_vocabularies` wrote into a Keras asset directory,
+    or None when there are none (Keras's ``load_assets`` hook; the directory is temporary)."""
+    paths = [os.path.join(directory, name) for name in (SOURCE_VOCABULARY, TARGET_VOCABULARY)]
+    if not all(os.path.isdir(path) for path in paths):
+        return None
+    return tuple(_load_private_tokenizer(path) for path in paths)
+
+
 def write_model_config(directory: str, model: keras.Model, source_tokenizer: Any, target_tokenizer: Any,
                        settings: dict | None = None, device: dict | None = None) -> None:
     """Writes both vocabularies, then ``model.json`` (atomically), into ``directory``."""
     tf.io.gfile.makedirs(directory)
-    source_tokenizer.save(os.path.join(directory, SOURCE_VOCABULARY))
-    target_tokenizer.save(os.path.join(directory, TARGET_VOCABULARY))
+    save_vocabularies(directory, source_tokenizer, target_tokenizer)
     path = os.path.join(directory, MODEL_CONFIG)
     with tf.io.gfile.GFile(path + ".tmp", "w") as f:
         f.write(json.dumps(model_config(model, settings, device), indent=2, sort_keys=True))
@@ -178,11 +206,40 @@ def save_model_directory(directory: str, model: keras.Model, source_tokenizer: A
     return directory
 
 
-def build_model(model: keras.Model) -> keras.Model:
-    """Creates all variables of ``model`` by calling it once on a one-token batch."""
-    dummy = tf.ones([1, 1], "int32")
-    model((dummy, dummy))
-    return model
+#: the Keras registration package of the models (``bahdanau_tf>RNNSearch``)
+REGISTERED_PACKAGE = "bahdanau_tf"
+
+
+def _is_translation_model(model) -> bool:
+    """True for a model of a class registered by bahdanau_tf (`bahdanau_tf.models`)."""
+    name = keras.saving.get_registered_name(type(model))
+    return name.startswith(REGISTERED_PACKAGE + ">") and hasattr(model, "attach_tokenizers")
+
+
+def model_class(class_name: str, expected: type | None = None) -> type:
+    """The model class of ``model.json``'s ``class_name``: ``expected`` when it is that class,
+    else the class Keras's registry holds under ``bahdanau_tf>class_name``.
+
+    Raises:
+        ValueError: ``expected`` is another class, or no such class is registered (the
+            message completes "<path> ...").
+    """
+    if expected is not None:
+        if class_name != expected.__name__:
+            raise ValueError(f"holds a {class_name}, not a {expected.__name__}; use "
+                             "model_from_preset to load any class.")
+        return expected
+    found = keras.saving.get_registered_object(f"{REGISTERED_PACKAGE}>{class_name}")
+    if found is None:
+        raise ValueError(f"holds an unknown model class {class_name!r}: no Keras class is "
+                         f"registered as '{REGISTERED_PACKAGE}>{class_name}' (import "
+                         "bahdanau_tf.models first).")
+    return found
+
+
+def rebuild_model(class_name: str, config: dict, expected: type | None = None) -> keras.Model:
+    """A model of ``class_name`` from its ``get_config()``, its variables built (no weights)."""
+    return model_class(class_name, expected).from_config(config).build_variables()
 
 
 def _complete_checkpoint(prefix):
@@ -203,7 +260,7 @@ def _complete_checkpoint(prefix):
     return []
 
 
-def _listed_checkpoint(directory):
+def listed_checkpoint(directory: str) -> str | None:
     """The checkpoint the ``checkpoint`` state file names, whether or not its files exist.
 
     (``tf.train.latest_checkpoint`` answers None for a damaged one, which would hide it.)
@@ -224,14 +281,12 @@ def latest_checkpoint(directory: str, which: str = "best", warn=None) -> str | N
         ValueError: the checkpoint to use is damaged (a file is missing, truncated or
             corrupted), or ``which`` is bad.
     """
-    import sys
-
     if which not in ("best", "latest"):
         raise ValueError(f'`which` must be "best" or "latest", got {which!r}.')
     warn = warn or (lambda line: print(line, file=sys.stderr, flush=True))
-    latest = _listed_checkpoint(os.path.join(directory, CHECKPOINTS))
+    latest = listed_checkpoint(os.path.join(directory, CHECKPOINTS))
     if which == "best":
-        best = _listed_checkpoint(os.path.join(directory, BEST))
+        best = listed_checkpoint(os.path.join(directory, BEST))
         missing = _complete_checkpoint(best) if best else None
         if best and not missing:
             return best
@@ -270,20 +325,18 @@ def check_model_directory(directory, saved=None):
         FileNotFoundError: not a model directory.
         ValueError: a missing or mismatched file, named.
     """
-    from bahdanau_tf.text import load_tokenizer, VOCABULARY_FILENAME
-
     saved = saved or read_model_config(directory)
     config = saved.get("config", {})
     for side, name in (("source", SOURCE_VOCABULARY), ("target", TARGET_VOCABULARY)):
         path = os.path.join(directory, name)
-        if not tf.io.gfile.exists(os.path.join(path, VOCABULARY_FILENAME)):
+        if not tf.io.gfile.exists(os.path.join(path, text.VOCABULARY_FILENAME)):
             raise ValueError(f"{directory!r} is a half-written model directory: "
-                             f"{os.path.join(path, VOCABULARY_FILENAME)} is missing.")
-        size = load_tokenizer(path).vocabulary_size
+                             f"{os.path.join(path, text.VOCABULARY_FILENAME)} is missing.")
+        size = text.load_tokenizer(path).vocabulary_size
         expected = config.get(f"{side}_vocabulary_size")
         if expected is not None and size != expected:
             raise ValueError(
-                f"{os.path.join(path, VOCABULARY_FILENAME)} has {size:,} tokens but the model "
+                f"{os.path.join(path, text.VOCABULARY_FILENAME)} has {size:,} tokens but the model "
                 f"was trained with {expected:,} ({MODEL_CONFIG}): the vocabulary file is damaged "
                 "or from another model.")
     return saved
@@ -300,20 +353,20 @@ class ModelDirectory:
     checkpoint: str
 
 
-def _load_keras_file(path, dtype=None):
+def _load_keras_file(path, dtype=None, expected=None):
     """A `ModelDirectory` of a ``.keras`` file whose model carries its tokenizers."""
-    import keras
-
     _keras_file_config(path)  # a clear error for a missing or foreign file
     model = keras.saving.load_model(path, compile=False)
-    if not isinstance(model, models_lib._TranslationModel):
+    if not _is_translation_model(model):
         raise ValueError(f"{path!r} holds a {type(model).__name__}, not a bahdanau_tf model.")
+    if expected is not None and not isinstance(model, expected):
+        raise ValueError(f"{path!r} holds a {type(model).__name__}, not a {expected.__name__}; "
+                         "use model_from_preset to load any class.")
     if model.source_tokenizer is None:
         raise ValueError(f"{path!r} has no vocabularies: call model.attach_tokenizers(source, "
                          "target) before model.save, so that the file can translate.")
     if dtype is not None:
-        rebuilt = build_model(models_lib.model_from_config(
-            type(model).__name__, {**model.get_config(), "dtype": dtype}))
+        rebuilt = type(model).from_config({**model.get_config(), "dtype": dtype}).build_variables()
         rebuilt.set_weights(model.get_weights())
         model = rebuilt.attach_tokenizers(model.source_tokenizer, model.target_tokenizer)
     return ModelDirectory(model=model, source_tokenizer=model.source_tokenizer,
@@ -321,7 +374,7 @@ def _load_keras_file(path, dtype=None):
 
 
 def load_model_directory(directory: str | os.PathLike, which: str = "best",
-                         dtype: str | None = None) -> "ModelDirectory":
+                         dtype: str | None = None, model_class: type | None = None) -> "ModelDirectory":
     """Loads a trained model directory, or a ``.keras`` file.
 
     Args:
@@ -331,6 +384,8 @@ def load_model_directory(directory: str | os.PathLike, which: str = "best",
         which: ``"best"`` (best dev NLL, falling back to the latest) or ``"latest"``.
         dtype: optional dtype policy for the rebuilt model (e.g. ``"float32"`` to serve a model
             trained under mixed precision).
+        model_class: optional, the class the directory must hold (``RNNSearch.from_preset``
+            hands its own); None: the class ``model.json`` names, from Keras's registry.
 
     Returns:
         `ModelDirectory`; its model has the tokenizers attached (``model.translate`` works).
@@ -338,23 +393,24 @@ def load_model_directory(directory: str | os.PathLike, which: str = "best",
     Raises:
         FileNotFoundError: not a model directory, or no checkpoint in it.
         ValueError: a damaged or mismatched file (see `check_model_directory`), a ``.keras``
-            file without tokenizers, or not a bahdanau_tf model.
+            file without tokenizers, not a bahdanau_tf model, or not a ``model_class``.
     """
-    from bahdanau_tf.text import load_tokenizer  # text imports tensorflow_text: only when needed
-
     if is_keras_file(directory):
-        return _load_keras_file(os.fspath(directory), dtype=dtype)
+        return _load_keras_file(os.fspath(directory), dtype=dtype, expected=model_class)
     saved = check_model_directory(directory)
     config = dict(saved["config"])
     if dtype is not None:
         config["dtype"] = dtype
-    model = build_model(models_lib.model_from_config(saved["class_name"], config))
+    try:
+        model = rebuild_model(saved["class_name"], config, expected=model_class)
+    except ValueError as error:
+        raise ValueError(f"{os.fspath(directory)!r} {error}") from None
     checkpoint = latest_checkpoint(directory, which)
     if checkpoint is None:
         raise FileNotFoundError(f"No checkpoint in {directory!r} (looked in {BEST}/ and {CHECKPOINTS}/).")
     tf.train.Checkpoint(model=model).restore(checkpoint).expect_partial().assert_existing_objects_matched()
-    model.attach_tokenizers(load_tokenizer(os.path.join(directory, SOURCE_VOCABULARY)),
-                            load_tokenizer(os.path.join(directory, TARGET_VOCABULARY)))
+    model.attach_tokenizers(text.load_tokenizer(os.path.join(directory, SOURCE_VOCABULARY)),
+                            text.load_tokenizer(os.path.join(directory, TARGET_VOCABULARY)))
     return ModelDirectory(
         model=model,
         source_tokenizer=model.source_tokenizer,

@@ -13,19 +13,16 @@ Teacher forcing runs the same decoder cell as `decode_step`, over all steps in o
 ``tf.while_loop``; input projections and attention keys are computed before the loop and the
 readout after it (DESIGN §2), so only the attention and the GRU recurrence run per step.
 
-Presets live in one registry, `PRESETS` (bottom of this module): each `Preset` row names its
-model class, its constructor arguments and its training defaults (the `TrainingConfig` fields it
-sets), like OpenNMT-tf's ``auto_config`` next to each model. `model_from_preset`,
-`Model.from_preset`, `preset_names`, `bahdanau_tf.training.TrainingConfig.for_preset` and
-``bahdanau-train --preset`` all read it.
+Presets live in one registry, `bahdanau_tf.presets.PRESETS` (also ``models.PRESETS``): each
+row names its model class, its constructor arguments and its training defaults.
 
 Strings in, strings out (keras-hub style): a model keeps the two tokenizers it is given
-(`attach_tokenizers`), translates with `translate` (a cached `bahdanau_tf.translator.Translator`),
-saves them inside its ``.keras`` file (Keras's ``save_assets`` / ``load_assets`` hooks) and
-in a preset directory (`save_to_preset`, the layout of `bahdanau_tf.model_directory`, what
-``bahdanau-train`` writes); `from_preset` and `model_from_preset` accept such a directory or a
-``.keras`` file (config, weights and tokenizers) as well as a registry name (an untrained
-architecture)::
+(`attach_tokenizers`) and saves them inside its ``.keras`` file (Keras's ``save_assets`` /
+``load_assets`` hooks). The rest are thin delegations to the modules below this one, which
+never import it: `translate` to a cached `bahdanau_tf.translator.Translator`, `save_to_preset`
+and loading a path in `from_preset` / `model_from_preset` (a preset directory, what
+``bahdanau-train`` writes, or a ``.keras`` file) to `bahdanau_tf.model_directory`, which is
+handed the class. A registry name gives an untrained architecture::
 
     model = RNNSearch.from_preset("small", source_vocabulary_size=s.vocabulary_size, ...)
     model.compile(...); model.fit(make_dataset(corpus, s, t), epochs=2)
@@ -44,10 +41,12 @@ import keras
 import tensorflow as tf
 
 from bahdanau_tf import layers as layers_lib
+from bahdanau_tf import model_directory
+from bahdanau_tf import translator as translator_lib
+from bahdanau_tf.presets import ALIASES, PRESETS, Preset, get_preset, preset_names  # noqa: F401
 from bahdanau_tf.special_tokens import PAD_ID
 
 _SIZES = ("source_vocabulary_size", "target_vocabulary_size", "embedding_dim", "hidden_dim")
-_PAPER_SIZES = dict(embedding_dim=620, hidden_dim=1000, maxout_dim=500)
 
 
 class _Attachments:
@@ -63,27 +62,19 @@ class _Attachments:
         self.translator = None
 
 
-def _load_private_tokenizer(directory):
-    """A tokenizer read from ``directory`` that keeps its vocabulary in memory.
+class TranslationModel(keras.Model):
+    """The base of the three models: presets, config, tokenizers, the step interface.
 
-    Keras deletes its asset directory after loading, but the tokenizer's vocabulary file must
-    outlive it (a SavedModel export copies it): the tokenizer holds it in memory
-    (`bahdanau_tf.text.load_tokenizer` with ``in_memory=True``), nothing is written to disk.
+    A subclass implements ``build``, ``encode``, ``initial_state``, ``decode_step`` and
+    ``call`` (the module docstring); everything here is shared. Loading from disk is not the
+    network's job: `from_preset` hands a path and the class to `bahdanau_tf.model_directory`,
+    `translate` hands the model to a `bahdanau_tf.translator.Translator`.
     """
-    from bahdanau_tf.text import load_tokenizer
-
-    return load_tokenizer(directory, in_memory=True)
-
-
-class _TranslationModel(keras.Model):
-    """What the three models share: presets, config, tokenizers, the step interface's documentation."""
 
     #: the prefix of this class's preset names (``"rnnsearch"`` -> ``rnnsearch-small``)
     preset_prefix = ""
     #: whether ``decode_step`` returns attention weights (alignments, the ``align`` signature)
     has_attention = False
-    #: asset subdirectories of the tokenizers (the names a model directory uses)
-    _VOCABULARIES = ("source_vocabulary", "target_vocabulary")
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -97,20 +88,30 @@ class _TranslationModel(keras.Model):
             setattr(self, name, value)
         self._config_names = list(values)
 
+    def build_variables(self) -> "TranslationModel":
+        """Creates every variable by calling the model once on a one-token batch; returns self.
+
+        What a checkpoint restore or a `Translator` (which tracks the variables) needs first.
+        """
+        dummy = tf.ones([1, 1], "int32")
+        self((dummy, dummy))
+        return self
+
     @classmethod
     def preset_names(cls) -> list:
         """The registry's preset names of this class (full names, e.g. ``rnnsearch-small``)."""
-        return sorted(name for name, preset in PRESETS.items() if preset.model_class is cls)
+        return sorted(name for name, preset in PRESETS.items() if preset.class_name == cls.__name__)
 
     @classmethod
-    def from_preset(cls, name: str, **overrides) -> "_TranslationModel":
+    def from_preset(cls, name: str, **overrides) -> "TranslationModel":
         """A registry preset's architecture, or a trained model from a preset directory or file.
 
         Args:
             name: str, a preset of this class: its full name (``"rnnsearch-small"``) or the
                 name without the class prefix (``"small"``): an untrained model; or the path
                 of a model directory (``save_to_preset``, ``bahdanau-train --output_dir``) or
-                of a ``.keras`` file: the trained model with its tokenizers attached. A
+                of a ``.keras`` file: the trained model with its tokenizers attached
+                (`bahdanau_tf.model_directory.load_model_directory`, handed this class). A
                 registry name wins over a directory of the same name (write ``./small``).
             **overrides: constructor arguments, e.g. ``source_vocabulary_size=8000``; for a
                 path only ``dtype`` (e.g. ``"float32"`` for a model trained in mixed precision).
@@ -120,7 +121,7 @@ class _TranslationModel(keras.Model):
                 trained architecture.
         """
         if f"{cls.preset_prefix}-{name}" not in PRESETS and _is_model_path(name):
-            return _load_trained(name, overrides, expected_class=cls)
+            return _load_trained(name, overrides, model_class=cls)
         preset = PRESETS.get(name)
         if preset is None or preset.model_class is not cls:
             preset = PRESETS.get(f"{cls.preset_prefix}-{name}")
@@ -135,7 +136,7 @@ class _TranslationModel(keras.Model):
         return {**super().get_config(), **{name: getattr(self, name) for name in self._config_names}}
 
     @classmethod
-    def from_config(cls, config: dict) -> "_TranslationModel":
+    def from_config(cls, config: dict) -> "TranslationModel":
         return cls(**config)
 
     # === Strings in, strings out ===
@@ -148,7 +149,7 @@ class _TranslationModel(keras.Model):
             kwargs["shuffle"] = False  # the 9th positional argument of Keras's fit
         return super().fit(x, *args, **kwargs)
 
-    def attach_tokenizers(self, source_tokenizer: Any, target_tokenizer: Any) -> "_TranslationModel":
+    def attach_tokenizers(self, source_tokenizer: Any, target_tokenizer: Any) -> "TranslationModel":
         """Keeps the tokenizers the model was trained with: for `translate`, saving and presets.
 
         Args:
@@ -184,7 +185,7 @@ class _TranslationModel(keras.Model):
 
     def translate(self, sentences: "str | Sequence[str]", beam_size: Optional[int] = None,
                   nbest: int = 1, forbid_unknown: bool = False, batch_size: int = 64) -> str | list:
-        """Translates strings with beam search (`bahdanau_tf.translator.Translator`, cached).
+        """Translates strings with beam search: ``Translator.from_model(model)``, cached.
 
         Args:
             sentences: a str or a list of str.
@@ -201,9 +202,7 @@ class _TranslationModel(keras.Model):
             ValueError: no tokenizers attached, or a bad beam_size / nbest.
         """
         if self._attached.translator is None:
-            from bahdanau_tf.translator import Translator
-
-            self._attached.translator = Translator.from_model(self)
+            self._attached.translator = translator_lib.Translator.from_model(self)
         single = isinstance(sentences, (str, bytes))
         output = self._attached.translator.translate(
             [sentences] if single else list(sentences), beam_size=beam_size, nbest=nbest,
@@ -213,20 +212,20 @@ class _TranslationModel(keras.Model):
     def save_assets(self, dir_path: str) -> None:
         """Keras's hook (``model.save("m.keras")``): writes the attached tokenizers."""
         if self.source_tokenizer is not None:
-            for name, tokenizer in zip(self._VOCABULARIES, (self.source_tokenizer, self.target_tokenizer)):
-                tokenizer.save(os.path.join(dir_path, name))
+            model_directory.save_vocabularies(dir_path, self.source_tokenizer, self.target_tokenizer)
 
     def load_assets(self, dir_path: str) -> None:
         """Keras's hook (``keras.saving.load_model``): attaches the saved tokenizers, if any."""
-        paths = [os.path.join(dir_path, name) for name in self._VOCABULARIES]
-        if all(os.path.isdir(path) for path in paths):
-            self.attach_tokenizers(*(_load_private_tokenizer(path) for path in paths))
+        tokenizers = model_directory.load_asset_vocabularies(dir_path)
+        if tokenizers is not None:
+            self.attach_tokenizers(*tokenizers)
 
     def save_to_preset(self, preset_dir: str, overwrite: bool = True) -> str:
         """Writes a preset directory: ``model.json``, both vocabularies and a checkpoint.
 
-        The layout of a ``bahdanau-train`` output directory (`bahdanau_tf.model_directory`), so
-        `from_preset`, `model_from_preset`, `Translator.from_directory` and every command line's
+        The layout of a ``bahdanau-train`` output directory, written by
+        `bahdanau_tf.model_directory.save_model_directory`, so `from_preset`,
+        `model_from_preset`, `Translator.from_directory` and every command line's
         ``--model_dir`` read it. Like Keras's ``model.save``, it replaces what an earlier
         ``save_to_preset`` wrote there (so a script re-runs); it never writes into a directory
         that holds anything else, such as a ``bahdanau-train`` run.
@@ -243,14 +242,11 @@ class _TranslationModel(keras.Model):
             FileExistsError: ``preset_dir`` holds more than a saved model, or a saved model
                 and ``overwrite`` is False.
         """
-        from bahdanau_tf import model_directory
-
         if self.source_tokenizer is None:
             raise ValueError("save_to_preset needs the model's tokenizers: call "
                              "model.attach_tokenizers(source_tokenizer, target_tokenizer) first.")
-        model_directory.save_model_directory(preset_dir, self, self.source_tokenizer,
-                                             self.target_tokenizer, overwrite=overwrite)
-        return preset_dir
+        return model_directory.save_model_directory(preset_dir, self, self.source_tokenizer,
+                                                    self.target_tokenizer, overwrite=overwrite)
 
     def initial_state(self, memory: dict) -> Any:
         raise NotImplementedError
@@ -268,20 +264,15 @@ def _is_model_path(name) -> bool:
     return os.path.exists(name) or name.endswith(".keras")
 
 
-def _load_trained(path, overrides, expected_class=None):
+def _load_trained(path, overrides, model_class=None):
     """The model of a preset directory or ``.keras`` file, its tokenizers attached."""
-    from bahdanau_tf.model_directory import load_model_directory
-
     overrides = dict(overrides)
     dtype = overrides.pop("dtype", None)
     if overrides:
         raise ValueError(f"{os.fspath(path)!r} holds a trained model: its architecture cannot "
                          f"be changed (got {sorted(overrides)}); only dtype can be given.")
-    model = load_model_directory(os.fspath(path), dtype=dtype).model
-    if expected_class is not None and not isinstance(model, expected_class):
-        raise ValueError(f"{os.fspath(path)!r} holds a {type(model).__name__}, not a "
-                         f"{expected_class.__name__}; use model_from_preset to load any class.")
-    return model
+    return model_directory.load_model_directory(os.fspath(path), dtype=dtype,
+                                                model_class=model_class).model
 
 
 def _check_positive(**sizes):
@@ -291,7 +282,7 @@ def _check_positive(**sizes):
 
 
 @keras.saving.register_keras_serializable(package="bahdanau_tf")
-class RNNSearch(_TranslationModel):
+class RNNSearch(TranslationModel):
     """RNNsearch: bidirectional GRU encoder, additive attention, conditional GRU decoder with a
     maxout deep output (Bahdanau, Cho & Bengio 2015, section 3 and appendix A).
 
@@ -477,7 +468,7 @@ class RNNSearch(_TranslationModel):
 
 
 @keras.saving.register_keras_serializable(package="bahdanau_tf")
-class RNNEncDec(_TranslationModel):
+class RNNEncDec(TranslationModel):
     """RNNencdec, the paper's baseline (Cho et al. 2014a): one fixed-length context vector.
 
     A unidirectional GRU reads the source; its last state gives c = tanh(V h_Tx). The decoder is
@@ -588,7 +579,7 @@ class RNNEncDec(_TranslationModel):
 
 
 @keras.saving.register_keras_serializable(package="bahdanau_tf")
-class Seq2Seq(_TranslationModel):
+class Seq2Seq(TranslationModel):
     """Sutskever, Vinyals & Le (2014): deep LSTM encoder and decoder, source read in reverse.
 
     The encoder's final (h, c) of each layer initialise the decoder's layer of the same depth; the
@@ -713,106 +704,10 @@ class Seq2Seq(_TranslationModel):
         return tf.cast(self.output_dense(x), "float32")
 
 
-# === Presets: architecture and training defaults, one row each (DESIGN §1, §2, §6) ===
-
-@dataclasses.dataclass(frozen=True)
-class Preset:
-    """One named configuration: which model, its constructor arguments, how to train it.
-
-    Attributes:
-        name: str, the registry key (``"rnnsearch-50"``, ``"rnnsearch-small"``, ...).
-        model_class: the model class.
-        model: dict of constructor arguments (training replaces the vocabulary sizes by the
-            tokenizers').
-        training: dict of the `bahdanau_tf.training.TrainingConfig` fields this preset sets;
-            the other fields keep the dataclass's defaults.
-        description: one line, for ``bahdanau-train --help`` and the docs.
-    """
-
-    name: str
-    model_class: type
-    model: dict
-    training: dict
-    description: str = ""
-
-
-PRESETS: dict = {}
-#: short names: ``small`` and ``tiny`` are RNNsearch's reduced presets
-ALIASES = {"small": "rnnsearch-small", "tiny": "rnnsearch-tiny"}
-
-
-def _register(name, model_class, model, training, description):
-    PRESETS[name] = Preset(name, model_class, dict(model), dict(training), description)
-
-
-# Appendix B.2: Adadelta (rho 0.95, eps 1e-6), batch 80, gradient norm <= 1, the paper's bucketing.
-_PAPER_TRAINING = dict(optimizer="adadelta", learning_rate=1.0, clipnorm=1.0, batch_size=80,
-                       bucketing="paper", schedule="constant")
-# Sutskever et al. 2014: SGD 0.7 halved every half epoch after epoch 5, norm <= 5, batch 128.
-_SUTSKEVER_TRAINING = dict(optimizer="sgd", learning_rate=0.7, clipnorm=5.0, batch_size=128,
-                           bucketing="paper", schedule="halving", max_length=50)
-# What most users want on small data and a CPU: Adam 5e-3; precision and XLA are the device's
-# (`bahdanau_tf.devices`), see the measurements in `bahdanau_tf.cli.train` and
-# benchmarks/train_throughput.py.
-_REDUCED_TRAINING = dict(optimizer="adam", learning_rate=5e-3, clipnorm=1.0, batch_size=64,
-                         bucketing="paper", schedule="constant", max_length=50, eval_every=200,
-                         checkpoint_every=200)
-_TINY_TRAINING = dict(_REDUCED_TRAINING, batch_size=32)
-_PAPER_VOCABULARIES = dict(source_vocabulary_size=30000, target_vocabulary_size=30000)
-_SMALL = dict(source_vocabulary_size=8000, target_vocabulary_size=8000, embedding_dim=128,
-              hidden_dim=256)
-_TINY = dict(source_vocabulary_size=64, target_vocabulary_size=64, embedding_dim=16,
-             hidden_dim=24)
-
-for _length in (50, 30):
-    _register(f"rnnsearch-{_length}", RNNSearch,
-              dict(_PAPER_VOCABULARIES, attention_dim=1000, **_PAPER_SIZES),
-              dict(_PAPER_TRAINING, max_length=_length),
-              f"the paper's RNNsearch-{_length} (n=1000, m=620, l=500, n'=1000)")
-    _register(f"rnnencdec-{_length}", RNNEncDec, dict(_PAPER_VOCABULARIES, **_PAPER_SIZES),
-              dict(_PAPER_TRAINING, max_length=_length),
-              f"the paper's RNNencdec-{_length} baseline (Cho et al. 2014a)")
-_register("seq2seq", Seq2Seq,
-          dict(source_vocabulary_size=160000, target_vocabulary_size=80000, embedding_dim=1000,
-               hidden_dim=1000, num_layers=4),
-          _SUTSKEVER_TRAINING, "Sutskever et al. 2014: 4-layer LSTMs of 1000 cells")
-_register("rnnsearch-small", RNNSearch,
-          dict(_SMALL, attention_dim=256, maxout_dim=128, initialization="keras"),
-          _REDUCED_TRAINING, "RNNsearch at CPU size (m=128, n=256); the default, alias 'small'")
-_register("rnnsearch-general-small", RNNSearch,
-          dict(_SMALL, attention_dim=256, maxout_dim=128, initialization="keras",
-               score="general"),
-          _REDUCED_TRAINING, "rnnsearch-small with Luong's 'general' score s^T W_a h_j")
-_register("rnnsearch-tiny", RNNSearch, dict(_TINY, attention_dim=20, maxout_dim=12),
-          _TINY_TRAINING, "RNNsearch for tests; alias 'tiny'")
-_register("rnnencdec-small", RNNEncDec, dict(_SMALL, maxout_dim=128, initialization="keras"),
-          _REDUCED_TRAINING, "RNNencdec at CPU size")
-_register("rnnencdec-tiny", RNNEncDec, dict(_TINY, maxout_dim=12), _TINY_TRAINING,
-          "RNNencdec for tests")
-_register("seq2seq-small", Seq2Seq, dict(_SMALL, num_layers=2), _REDUCED_TRAINING,
-          "Seq2Seq at CPU size (2 layers of 256)")
-_register("seq2seq-tiny", Seq2Seq, dict(_TINY, num_layers=2), _TINY_TRAINING, "Seq2Seq for tests")
 MODEL_CLASSES = {cls.__name__: cls for cls in (RNNSearch, RNNEncDec, Seq2Seq)}
 
 
-def get_preset(name: str) -> Preset:
-    """The registry row of a preset name (aliases such as ``small`` resolved).
-
-    Raises:
-        ValueError: an unknown name (the message lists the known ones).
-    """
-    preset = PRESETS.get(ALIASES.get(name, name))
-    if preset is None:
-        raise ValueError(f"Unknown preset {name!r}; choose one of {preset_names()}.")
-    return preset
-
-
-def preset_names() -> list:
-    """Every name `model_from_preset` accepts (registry names and aliases)."""
-    return sorted(set(PRESETS) | set(ALIASES))
-
-
-def model_from_preset(name: str, **overrides) -> _TranslationModel:
+def model_from_preset(name: str, **overrides) -> TranslationModel:
     """The model of a preset name, whichever class owns it; or a trained model from a path.
 
     ``name`` may also be a preset directory or a ``.keras`` file (see `RNNSearch.from_preset`):
@@ -831,7 +726,7 @@ def model_from_preset(name: str, **overrides) -> _TranslationModel:
     return preset.model_class(**{**preset.model, **overrides})
 
 
-def model_from_config(class_name: str, config: dict) -> _TranslationModel:
+def model_from_config(class_name: str, config: dict) -> TranslationModel:
     """Rebuilds a model from ``type(model).__name__`` and ``model.get_config()``."""
     if class_name not in MODEL_CLASSES:
         raise ValueError(f"Unknown model class {class_name!r}; expected one of "
@@ -839,6 +734,6 @@ def model_from_config(class_name: str, config: dict) -> _TranslationModel:
     return MODEL_CLASSES[class_name].from_config(config)
 
 
-__all__ = ["RNNSearch", "RNNEncDec", "Seq2Seq", "Preset", "PRESETS", "get_preset",
+__all__ = ["TranslationModel", "RNNSearch", "RNNEncDec", "Seq2Seq", "Preset", "PRESETS", "get_preset",
            "model_from_preset", "model_from_config", "preset_names"]
 

@@ -9,11 +9,10 @@ Two tokenizers share one word split and one id convention
 * :class:`SubwordTokenizer` -- a WordPiece vocabulary learned with tensorflow-text's
   vocabulary builder, so no word is unknown (the open problem the paper's conclusion names).
 
-Both are ``tf.Module`` s whose vocabulary file is a ``tf.saved_model.Asset``. Every op they
-put in a graph is core TensorFlow or one of the long-standing tf-text ops that the stock
-TF Serving model server links (DESIGN.md section 5): ``NormalizeUTF8``,
-``RegexSplitWithOffsets``, ``WordpieceTokenizeWithOffsets``; lookups are core
-``StaticHashTable`` s. No ``FastBertNormalize``, ``FastWordpiece*`` or other newer op.
+Both are ``tf.Module`` s whose vocabulary file is a ``tf.saved_model.Asset``. Their graph
+ops are core TensorFlow (``StaticHashTable`` lookups) or tf-text ops the stock TF Serving
+model server links (DESIGN.md section 5): ``NormalizeUTF8``, ``RegexSplitWithOffsets``,
+``WordpieceTokenizeWithOffsets``; no ``FastBertNormalize``, ``FastWordpiece*`` or newer op.
 
 The word split (:func:`split_words` in Python, the same rule in the graph):
 
@@ -32,10 +31,9 @@ apostrophe or hyphen between two letters/digits. Because every punctuation chara
 token of its own, the spacing around it never changes the tokens, so
 ``split_words(detokenize(tokenize(s))) == split_words(s)`` for in-vocabulary text.
 
-Very long inputs are tokenized in full (no crash, no cut); cutting to a maximum length is
-the caller's job (:func:`bahdanau_tf.data.make_dataset` drops long pairs, the Translator
-truncates its input). WordPiece maps a single word longer than ``max_bytes_per_word``
-bytes to ``[UNK]``.
+Very long inputs are tokenized in full; cutting is the caller's job (`make_dataset` drops
+long pairs, the Translator truncates). WordPiece maps a word longer than
+``max_bytes_per_word`` bytes to ``[UNK]``.
 """
 
 from __future__ import annotations
@@ -528,9 +526,8 @@ class SubwordTokenizer(_Tokenizer):
         used at tokenisation time, and the pieces are learned by `learn_wordpiece`: exactly
         ``vocabulary_size`` tokens, unless the texts hold fewer distinct pieces (then all of
         them) or more distinct characters (every character is kept, so no seen word is
-        unknown). It takes a few seconds for the Bible; tf-text's learner (a binary search
-        over count thresholds, one full learning run per step) took 10-30 s per language for
-        a sample of 9,000 verses and missed the size by up to 11%.
+        unknown). tf-text's own learner (a search over count thresholds, one learning run per
+        step) is slower and misses the size (by up to 11% on a sample of Bible verses).
 
         Args:
             texts: iterable of str sentences.
@@ -762,9 +759,8 @@ def build_tokenizers(
 
     - ``"subword"`` (default): WordPiece of exactly ``vocabulary_size`` pieces per language (no
       [UNK] in the output; `learn_wordpiece`), learned from a spread sample of
-      ``vocabulary_sentences`` sentences (every k-th one, not the first books only: a few
-      seconds for 8,000 Bible verses); ``vocabulary_sentences`` None or 0 learns from every
-      sentence.
+      ``vocabulary_sentences`` sentences (every k-th one, not the first books only);
+      ``vocabulary_sentences`` None or 0 learns from every sentence.
     - ``"word"``: the paper's shortlist of the ``vocabulary_size - 4`` most frequent words,
       counted over every sentence.
 

@@ -51,7 +51,7 @@ Decisions (all documented here once):
   ``decode_chunk_size`` (16) sentences at a time, each chunk with its own padding and its own
   early exit, then put back in order. One search over a whole batch of 64 or 128 keeps every
   row stepping until the slowest sentence is done and works on larger ``[rows, vocabulary]``
-  tensors; chunks of 16 were 1.2-2x faster on CPU (benchmarks/decode_throughput.py).
+  tensors; chunks of 16 were faster on CPU (benchmarks/decode_throughput.py).
   `Translator.translate` also sorts by length in Python before cutting batches.
 - **Scores** are log p(y | x) summed over the tokens (``[END]`` included), divided by the
   GNMT length penalty ``((5 + length) / 6) ** alpha`` when ``length_penalty = alpha > 0``.
@@ -61,7 +61,7 @@ Decisions (all documented here once):
   bound divides by the penalty at the length limit). Dev BLEU (all 1,007 dev verses, beam 5)
   of the two default 12-minute `small` models of benchmarks/results/twelve_minute_runs.json
   at alpha 0 / 0.5 / 1.0: 23.20 / 23.43 / 23.56 and 24.06 / 24.18 / 23.81 (length ratios
-  0.96-0.99 / 0.97-1.00 / 1.01-1.03); beam 5 at batch 64 decoded 95 / 90 / 79 sentences/s. An
+  0.96-0.99 / 0.97-1.00 / 1.01-1.03); a larger alpha decodes longer, so more slowly. An
   undertrained model gains more from it (497 updates: 11.4 at alpha 0, 12.4 at 1.0, BLEU on
   400 dev verses). The authors' GroundHog sampler offered length normalisation too.
 - **Defaults**: beam 5 (the paper does not give its beam size; Sutskever et al. used 12,
@@ -95,7 +95,7 @@ from typing import Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
-from bahdanau_tf import decoding, devices
+from bahdanau_tf import decoding, devices, model_directory, serving
 from bahdanau_tf.special_tokens import END_ID, END_TOKEN, PAD_ID, START_ID, UNK_ID
 
 DEFAULT_BEAM_SIZE = 5
@@ -222,9 +222,7 @@ class Translator(tf.Module):
                              f"got target_vocabulary_size {sorted(vocabularies)}.")
         for model in models:
             if not getattr(model, "built", True):
-                from bahdanau_tf.model_directory import build_model
-
-                build_model(model)  # its variables must exist to be tracked below
+                model.build_variables()  # its variables must exist to be tracked below
         # === Modules ===
         # The Keras models are held out of the SavedModel's object graph; their underlying
         # tf.Variables are tracked instead (see `_model_variables`).
@@ -283,13 +281,11 @@ class Translator(tf.Module):
             FileNotFoundError: not a model directory, or no checkpoint.
             ValueError: ensemble members with different vocabularies.
         """
-        from bahdanau_tf.model_directory import load_model_directory
-
         if isinstance(model_dirs, (str, bytes)) or not isinstance(model_dirs, Sequence):
             model_dirs = [model_dirs]
         if dtype == "auto":
             dtype = devices.decoding_precision()
-        loaded = [load_model_directory(d, which=which, dtype=dtype) for d in model_dirs]
+        loaded = [model_directory.load_model_directory(d, which=which, dtype=dtype) for d in model_dirs]
         first = loaded[0]
         for directory, other in zip(model_dirs[1:], loaded[1:]):
             if (other.source_tokenizer.vocabulary != first.source_tokenizer.vocabulary
@@ -323,6 +319,22 @@ class Translator(tf.Module):
                     or other.target_tokenizer.vocabulary != first.target_tokenizer.vocabulary):
                 raise ValueError("An ensemble needs models over the same vocabularies.")
         return cls(models, first.source_tokenizer, first.target_tokenizer, **kwargs)
+
+    def save(self, directory) -> str:
+        """Writes the model and both tokenizers as a model directory; returns ``directory``.
+
+        `bahdanau_tf.model_directory.save_model_directory` writes it (what ``bahdanau-train``
+        leaves behind), so `from_directory` reads it back. An ensemble is several directories.
+
+        Raises:
+            ValueError: an ensemble.
+            FileExistsError: ``directory`` is not empty.
+        """
+        if len(self.models) != 1:
+            raise ValueError(f"An ensemble of {len(self.models)} models is saved one model "
+                             "directory per member: call save on Translator(model, ...) of each.")
+        return model_directory.save_model_directory(directory, self.models[0],
+                                                    self.source_tokenizer, self.target_tokenizer)
 
     # === Graph pieces (traced inside the tf.functions) ===
 
@@ -615,9 +627,7 @@ class Translator(tf.Module):
 
         See `bahdanau_tf.serving.export_saved_model` for the arguments and the layout.
         """
-        from bahdanau_tf.serving import export_saved_model
-
-        return export_saved_model(self, export_dir, version=version, **kwargs)
+        return serving.export_saved_model(self, export_dir, version=version, **kwargs)
 
     # === Python API ===
 

@@ -70,7 +70,7 @@ def _parts(dtype):
     import tensorflow as tf
 
     from bahdanau_tf.data import load_corpus
-    from bahdanau_tf.model_directory import build_model, load_model_directory
+    from bahdanau_tf.model_directory import load_model_directory
     from bahdanau_tf.models import model_from_preset
     from bahdanau_tf.text import WordTokenizer
 
@@ -85,8 +85,8 @@ def _parts(dtype):
     source = WordTokenizer.build(train.sources, max_vocabulary_size=FLAGS.vocabulary_size)
     target = WordTokenizer.build(train.targets, max_vocabulary_size=FLAGS.vocabulary_size)
     tf.keras.utils.set_random_seed(0)
-    model = build_model(model_from_preset(FLAGS.preset, source_vocabulary_size=source.vocabulary_size,
-                                          target_vocabulary_size=target.vocabulary_size))
+    model = model_from_preset(FLAGS.preset, source_vocabulary_size=source.vocabulary_size,
+                              target_vocabulary_size=target.vocabulary_size).build_variables()
     return model, source, target, f"{FLAGS.preset} (untrained, {FLAGS.vocabulary_size} words)"
 
 

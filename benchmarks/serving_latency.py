@@ -170,7 +170,7 @@ def cpu_description():
 
 
 def _translator():
-    from bahdanau_tf.model_directory import build_model, latest_checkpoint
+    from bahdanau_tf.model_directory import latest_checkpoint
     from bahdanau_tf.models import model_from_preset
     from bahdanau_tf.serving import SERVING_DTYPE
     from bahdanau_tf.text import WordTokenizer
@@ -188,9 +188,8 @@ def _translator():
     source = WordTokenizer.build(train.sources, max_vocabulary_size=FLAGS.vocabulary_size)
     target = WordTokenizer.build(train.targets, max_vocabulary_size=FLAGS.vocabulary_size)
     tf.keras.utils.set_random_seed(0)
-    model = build_model(model_from_preset(FLAGS.preset,
-                                          source_vocabulary_size=source.vocabulary_size,
-                                          target_vocabulary_size=target.vocabulary_size))
+    model = model_from_preset(FLAGS.preset, source_vocabulary_size=source.vocabulary_size,
+                              target_vocabulary_size=target.vocabulary_size).build_variables()
     translator = Translator(model, source, target, beam_size=FLAGS.beam_size)
     return translator, f"{FLAGS.preset} (untrained, {FLAGS.vocabulary_size}-word vocabularies)"
 

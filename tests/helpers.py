@@ -192,7 +192,6 @@ def random_model(model_class=None, seed=0, scale=0.6, unk_bias=0.0, preset="tiny
     near-ties everywhere); redrawn weights give peaked, history-dependent distributions and
     non-uniform attention. Vocabulary sizes default to `toy_tokenizers`'.
     """
-    from bahdanau_tf import model_directory
     from bahdanau_tf.models import RNNSearch
     from bahdanau_tf.special_tokens import UNK_ID
 
@@ -201,7 +200,7 @@ def random_model(model_class=None, seed=0, scale=0.6, unk_bias=0.0, preset="tiny
         preset,
         source_vocabulary_size=source_vocabulary_size or len(TOY_SOURCE_WORDS) + 4,
         target_vocabulary_size=target_vocabulary_size or len(TOY_TARGET_WORDS) + 4, **overrides)
-    model_directory.build_model(model)
+    model.build_variables()
     randomize_weights(model, seed=seed, scale=scale)
     if unk_bias:
         bias = model.readout.output_bias
@@ -238,27 +237,168 @@ def diagonal_aer_reference(sources, targets, sure, possible):
     return 1.0 - (counts[2] + counts[3]) / (counts[0] + counts[1])
 
 
-# Lines that TensorFlow, absl or Python's warnings print (not a command's own): absl's C++ and
-# Python formats (``I0000 00:00:...``, ``W1123 09:12:32.048098 ...``), its pre-initialisation
-# notice, TensorFlow's Python logger, the CPU-feature notice's second line, warnings.warn.
-_FOREIGN_LINE = re.compile(
-    r"^([IWEF]\d{4} \d\d:\d\d:\d+\.\d+ "
-    r"|WARNING: All log messages before absl::InitializeLog"
-    r"|(DEBUG|INFO|WARNING|ERROR|CRITICAL):(tensorflow|absl|root|py\.warnings):"
-    r"|To enable the following instructions"
-    r"|\S+:\d+: \w*Warning: )")
+# === The contract harness (keras-hub's run_layer_test / run_backbone_test / run_task_test) ===
+#
+# One call buys a layer, a model preset or a translator the whole contract; a new layer or preset
+# costs one parametrized line.
+
+#: a padded batch of three sentences (ids < 30) and their target inputs (ids < 40)
+CONTRACT_SOURCES = [[5, 6, 7, 8, 9, 2], [10, 11, 2, 0, 0, 0], [12, 2, 0, 0, 0, 0]]
+CONTRACT_TARGET_INPUTS = [[1, 13, 14, 15], [1, 16, 17, 0], [1, 18, 0, 0]]
+#: sizes that make any preset's architecture cheap (its class and structural options stay)
+SMALL_SIZES = dict(source_vocabulary_size=30, target_vocabulary_size=40, embedding_dim=8,
+                   hidden_dim=6)
+_SMALL_OPTIONAL_SIZES = dict(attention_dim=5, maxout_dim=4)
 
 
-def foreign_lines(stderr):
-    """The lines of ``stderr`` that a library printed rather than the command itself."""
-    return [line for line in stderr.splitlines() if _FOREIGN_LINE.match(line)]
+def _compiled_equal(function, expected, atol):
+    """``function`` traced by tf.function, and compiled by XLA, gives ``expected``."""
+    import tensorflow as tf
+
+    for jit_compile in (False, True):
+        got = tf.function(function, jit_compile=jit_compile)()
+        for a, b in zip(tf.nest.flatten(got), tf.nest.flatten(expected)):
+            np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=atol,
+                                       err_msg=f"jit_compile={jit_compile}")
 
 
-def env_without_tensorflow_logging(**changes):
-    """os.environ with the user's defaults for TensorFlow's log level (none set) and ``changes``."""
-    env = {name: value for name, value in os.environ.items() if name != "TF_CPP_MIN_LOG_LEVEL"}
-    return {**env, **changes}
+def check_layer(layer, call, build=None, atol=1e-5):
+    """A layer's contract: config round trip (and Keras serialization), a clone with the same
+    weights gives the same outputs, every weight gets a gradient, eager == tf.function == XLA.
 
+    Args:
+        layer: an unbuilt layer of `bahdanau_tf.layers`.
+        call: ``call(layer) -> outputs``, one call on fixed inputs.
+        build: optional ``build(layer)``, for layers whose ``build`` takes sizes, not a shape.
+
+    Returns:
+        the eager outputs.
+    """
+    import keras
+    import tensorflow as tf
+
+    config = layer.get_config()
+    clone = type(layer).from_config(config)
+    assert clone.get_config() == config
+    restored = keras.layers.deserialize(keras.layers.serialize(layer))
+    assert type(restored) is type(layer) and restored.get_config() == config
+
+    for instance in (layer, clone):
+        if build is not None:
+            build(instance)
+    with tf.GradientTape() as tape:
+        outputs = call(layer)
+        total = sum(tf.reduce_sum(tf.cast(t, "float32")) for t in tf.nest.flatten(outputs)
+                    if t is not None and t.dtype.is_floating)
+    assert layer.trainable_weights, "the layer has no weights"
+    gradients = tape.gradient(total, layer.trainable_weights)
+    unused = [w.path for w, g in zip(layer.trainable_weights, gradients) if g is None]
+    assert not unused, f"weights without a gradient: {unused}"
+
+    call(clone)
+    assert len(clone.weights) == len(layer.weights)
+    clone.set_weights(layer.get_weights())
+    for a, b in zip(tf.nest.flatten(call(clone)), tf.nest.flatten(outputs)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    _compiled_equal(lambda: call(layer), outputs, atol)
+    return outputs
+
+
+def contract_model(preset, seed=0, **overrides):
+    """A preset's model at `SMALL_SIZES` (the preset's other options kept), weights N(0, 0.3^2)."""
+    from bahdanau_tf.models import get_preset, model_from_preset
+
+    sizes = dict(SMALL_SIZES)
+    sizes.update({name: value for name, value in _SMALL_OPTIONAL_SIZES.items()
+                  if name in get_preset(preset).model})
+    model = model_from_preset(preset, **{**sizes, **overrides}).build_variables()
+    randomize_weights(model, seed=seed, scale=0.3)
+    return model
+
+
+def check_model(preset, tmp_path, atol=1e-5):
+    """A preset's model contract (`contract_model`):
+
+    - config round trip and ``.keras`` file round trip give the same logits;
+    - ``tf.train.Checkpoint`` (training, model directories, export) holds every weight;
+    - teacher forcing equals stepping ``decode_step``;
+    - eager == tf.function == XLA;
+    - one ``fit`` step with the package's loss moves every trainable weight.
+    """
+    import keras
+    import tensorflow as tf
+
+    from bahdanau_tf import losses
+
+    model = contract_model(preset)
+    source = np.array(CONTRACT_SOURCES, "int32")
+    target_in = np.array(CONTRACT_TARGET_INPUTS, "int32")
+    expected = model((source, target_in)).numpy()
+
+    clone = type(model).from_config(model.get_config()).build_variables()
+    assert clone.get_config() == model.get_config()
+    clone.set_weights(model.get_weights())
+    np.testing.assert_array_equal(clone((source, target_in)), expected)
+    path = str(tmp_path / "model.keras")
+    model.save(path)
+    loaded = keras.saving.load_model(path)
+    assert type(loaded) is type(model)
+    np.testing.assert_array_equal(loaded((source, target_in)), expected)
+
+    checkpoint = tf.train.Checkpoint(model=model).save(str(tmp_path / "ckpt"))
+    saved = [name for name, _ in tf.train.list_variables(checkpoint)
+             if "VARIABLE_VALUE" in name and not name.startswith("save_counter")]
+    assert len(saved) == len(model.weights)
+    fresh = type(model).from_config(model.get_config()).build_variables()
+    tf.train.Checkpoint(model=fresh).restore(checkpoint).assert_existing_objects_matched()
+    np.testing.assert_array_equal(fresh((source, target_in)), expected)
+
+    np.testing.assert_allclose(step_through(model, source, target_in), expected, atol=atol)
+    xla = tf.function(lambda s, t: model((s, t)), jit_compile=True)  # traced and compiled
+    np.testing.assert_allclose(xla(tf.constant(source), tf.constant(target_in)), expected, atol=1e-4)
+
+    before = [w.numpy() for w in model.trainable_weights]
+    target_out = np.concatenate([target_in[:, 1:], np.full([3, 1], 2, "int32")], axis=1)
+    target_out[target_in == 0] = 0
+    model.compile(optimizer=keras.optimizers.Adam(1e-2),
+                  loss=losses.MaskedSparseCategoricalCrossentropy(), jit_compile=False)
+    history = model.fit((source, target_in), target_out, epochs=1, batch_size=3, verbose=0)
+    assert np.isfinite(history.history["loss"][0])
+    still = [w.path for w, b in zip(model.trainable_weights, before) if np.array_equal(w.numpy(), b)]
+    assert not still, f"weights one fit step did not move: {still}"
+    return model
+
+
+def check_translator(translator, sentences, tmp_path):
+    """A translator's contract: the XLA search equals the graph search, the exported signature
+    equals `translate`, and ``save`` -> ``from_directory`` restores the same translations.
+
+    Returns:
+        the `TranslationOutput` of ``sentences``.
+    """
+    import tensorflow as tf
+
+    from bahdanau_tf.translator import Translator
+
+    output = translator.translate(sentences)
+    model = translator.models[0]
+    source, target = translator.source_tokenizer, translator.target_tokenizer
+    options = dict(beam_size=translator.beam_size, length_penalty=translator.length_penalty)
+    for jit_compile in (False, True):
+        other = Translator(model, source, target, jit_compile=jit_compile, **options)
+        got = other.translate(sentences)
+        assert got.translations == output.translations, f"jit_compile={jit_compile}"
+        np.testing.assert_allclose(got.scores, output.scores, atol=1e-4)
+    served = translator.serving_default(tf.constant(sentences))
+    assert [t.decode() for t in served["translations"].numpy()] == output.translations
+    np.testing.assert_allclose(served["scores"].numpy(), output.scores, atol=1e-4)
+
+    directory = str(tmp_path / "translator")
+    Translator(model, source, target).save(directory)
+    loaded = Translator.from_directory(directory, **options)
+    assert loaded.translate(sentences).translations == output.translations
+    assert type(loaded.models[0]) is type(model)
+    return output
 
 # TensorFlow's autograph writes the modules it generates (and, unless PYTHONDONTWRITEBYTECODE is
 # set, their bytecode in __pycache__) to the temp dir and never removes them: TensorFlow's files,
@@ -279,3 +419,24 @@ def package_temp_files(directory):
             continue
         left.append(name)
     return left
+
+# Lines that TensorFlow, absl or Python's warnings print (not a command's own): absl's C++ and
+# Python formats (``I0000 00:00:...``, ``W1123 09:12:32.048098 ...``), its pre-initialisation
+# notice, TensorFlow's Python logger, the CPU-feature notice's second line, warnings.warn.
+_FOREIGN_LINE = re.compile(
+    r"^([IWEF]\d{4} \d\d:\d\d:\d+\.\d+ "
+    r"|WARNING: All log messages before absl::InitializeLog"
+    r"|(DEBUG|INFO|WARNING|ERROR|CRITICAL):(tensorflow|absl|root|py\.warnings):"
+    r"|To enable the following instructions"
+    r"|\S+:\d+: \w*Warning: )")
+
+
+def foreign_lines(stderr):
+    """The lines of ``stderr`` that a library printed rather than the command itself."""
+    return [line for line in stderr.splitlines() if _FOREIGN_LINE.match(line)]
+
+
+def env_without_tensorflow_logging(**changes):
+    """os.environ with the user's defaults for TensorFlow's log level (none set) and ``changes``."""
+    env = {name: value for name, value in os.environ.items() if name != "TF_CPP_MIN_LOG_LEVEL"}
+    return {**env, **changes}

@@ -18,11 +18,14 @@ import tensorflow as tf
 
 from bahdanau_tf import evaluation
 from bahdanau_tf.data import load_corpus
-from bahdanau_tf.model_directory import build_model
+
 from bahdanau_tf.models import RNNEncDec, RNNSearch
 from bahdanau_tf.special_tokens import END_ID, START_ID, UNK_TOKEN
 from bahdanau_tf.text import WordTokenizer, split_words
 from helpers import save_model_dir
+
+# every test here starts a Python process (or uses a module fixture that does)
+pytestmark = pytest.mark.subprocess
 
 SENTENCES = 24
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -31,9 +34,10 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 def train_tiny_rnnsearch(pairs, source_tokenizer, target_tokenizer, steps=300):
     """Teacher-forced Adam steps on ``pairs``; returns the model and its first/last losses."""
     tf.keras.utils.set_random_seed(0)
-    model = build_model(RNNSearch.from_preset(
+    model = RNNSearch.from_preset(
         "tiny", source_vocabulary_size=source_tokenizer.vocabulary_size,
-        target_vocabulary_size=target_tokenizer.vocabulary_size, initialization="keras"))
+        target_vocabulary_size=target_tokenizer.vocabulary_size,
+        initialization="keras").build_variables()
     sources = [ids + [END_ID] for ids in source_tokenizer.tokenize([p[0] for p in pairs]).to_list()]
     targets = target_tokenizer.tokenize([p[1] for p in pairs]).to_list()
     pad = lambda rows: tf.keras.utils.pad_sequences(rows, padding="post")  # noqa: E731
@@ -66,9 +70,9 @@ def evaluation_dir(tmp_path_factory):
     assert last < 0.5 * first  # it learned something
     root = tmp_path_factory.mktemp("evaluate")
     search_dir = save_model_dir(root / "rnnsearch", model, source_tokenizer, target_tokenizer)
-    baseline = build_model(RNNEncDec.from_preset(
+    baseline = RNNEncDec.from_preset(
         "tiny", source_vocabulary_size=source_tokenizer.vocabulary_size,
-        target_vocabulary_size=target_tokenizer.vocabulary_size))
+        target_vocabulary_size=target_tokenizer.vocabulary_size).build_variables()
     baseline_dir = save_model_dir(root / "rnnencdec", baseline, source_tokenizer,
                                   target_tokenizer)
     output_dir = root / "out"

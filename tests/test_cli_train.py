@@ -14,6 +14,9 @@ import tensorflow as tf
 from bahdanau_tf import devices, model_directory
 from helpers import env_without_tensorflow_logging, foreign_lines, package_temp_files
 
+# every test here starts a Python process (or uses a module fixture that does)
+pytestmark = pytest.mark.subprocess
+
 COMMAND = [sys.executable, "-m", "bahdanau_tf.cli.train"]
 # a small, fast setup for the tests that are not about the defaults
 SMALL_RUN = ["--preset=tiny", "--tokenizer=word", "--vocabulary_size=300", "--max_train_pairs=2000",
@@ -139,7 +142,12 @@ def test_sigkill_mid_run_then_resume(tmp_path):
 @pytest.mark.slow
 def test_a_second_ctrl_c_stops_at_once_with_one_line_and_no_partial_checkpoint(tmp_path):
     out, log = tmp_path / "run", tmp_path / "stderr.txt"
-    process = _start_endless_run(out, log, checkpoint_every=2)
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    with open(log, "w") as stderr:
+        process = subprocess.Popen(
+            COMMAND + SMALL_RUN + ["--max_steps=100000", "--checkpoint_every=2", "--log_every=1",
+                                   "--eval_every=1000", f"--output_dir={out}"],
+            stdout=subprocess.DEVNULL, stderr=stderr, env=env)
     try:
         _wait_for(log, r"step +5 ", process)
         process.send_signal(signal.SIGINT)  # finish the update, then checkpoint and report...
@@ -156,16 +164,6 @@ def test_a_second_ctrl_c_stops_at_once_with_one_line_and_no_partial_checkpoint(t
         left = os.listdir(out / name) if (out / name).exists() else []
         assert not [entry for entry in left if entry.endswith("_temp")], left
     assert model_directory.load_model_directory(str(out), which="latest").model is not None
-
-
-def _start_endless_run(out, log, checkpoint_every):
-    """A training run that goes on until a signal, logging every step to the file ``log``."""
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    with open(log, "w") as stderr:
-        return subprocess.Popen(
-            COMMAND + SMALL_RUN + ["--max_steps=100000", f"--checkpoint_every={checkpoint_every}",
-                                   "--log_every=1", "--eval_every=1000", f"--output_dir={out}"],
-            stdout=subprocess.DEVNULL, stderr=stderr, env=env)
 
 
 def _wait_for(path, pattern, process, timeout=300):
@@ -185,7 +183,12 @@ def _wait_for(path, pattern, process, timeout=300):
 @pytest.mark.slow
 def test_one_writer_per_directory_and_sigterm_saves_the_last_step(tmp_path):
     out, log = tmp_path / "run", tmp_path / "stderr.txt"
-    process = _start_endless_run(out, log, checkpoint_every=1000)
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    with open(log, "w") as stderr:
+        process = subprocess.Popen(
+            COMMAND + SMALL_RUN + ["--max_steps=100000", "--checkpoint_every=1000", "--log_every=1",
+                                   "--eval_every=1000", f"--output_dir={out}"],
+            stdout=subprocess.DEVNULL, stderr=stderr, env=env)
     try:
         _wait_for(log, r"step +7 ", process)
         # a second writer is refused with its own exit code, and touches nothing

@@ -13,6 +13,9 @@ from bahdanau_tf.translator import Translator
 from helpers import random_model, save_model_dir  # noqa: E402
 from helpers import toy_tokenizers as tokenizers  # noqa: E402
 
+# every test here starts a Python process (or uses a module fixture that does)
+pytestmark = pytest.mark.subprocess
+
 
 def run_cli(args, stdin=""):
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}

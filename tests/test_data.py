@@ -1,6 +1,7 @@
 """Tests for bahdanau_tf.data: the embedded Bible, the loaders and make_dataset."""
 
 import collections
+import doctest
 import re
 
 import numpy as np
@@ -437,3 +438,47 @@ def test_pad_to_multiple_bounds_the_shapes(dev, tokenizers):
     assert lengths <= {8, 16, 24, 31} and len({b[0][0].shape[1] for b in plain}) > 4
     with pytest.raises(ValueError, match="pad_to_multiple"):
         make_dataset(dev, en, es, pad_to_multiple=0)
+
+
+def test_filled_batches_have_batch_size_rows_and_the_same_pairs(dev, tokenizers):
+    """make_dataset owns batch shaping: the trainer's filled, padded batches are the plain ones
+    with empty pairs ([END] / [START], nothing to predict) added and lengths rounded up."""
+    en, es = tokenizers
+    options = dict(batch_size=48, max_length=30, shuffle=False)
+    plain = batches(make_dataset(dev, en, es, **options))
+    filled = batches(make_dataset(dev, en, es, pad_to_multiple=8, fill_to_batch_size=True, **options))
+    assert len(filled) == len(plain) and plain[-1][1].shape[0] < 48  # the last batch was short
+    for ((source, target_in), target_out), ((s, ti), to) in zip(filled, plain):
+        rows = s.shape[0]
+        assert source.shape[0] == target_in.shape[0] == target_out.shape[0] == 48
+        for wide, narrow in ((source, s), (target_in, ti), (target_out, to)):
+            np.testing.assert_array_equal(wide[:rows, : narrow.shape[1]], narrow)
+            assert wide.shape[1] in (8, 16, 24, 31) and (wide[:rows, narrow.shape[1]:] == PAD).all()
+        assert (source[rows:, 0] == END).all() and (source[rows:, 1:] == PAD).all()
+        assert (target_in[rows:, 0] == START).all() and (target_out[rows:] == PAD).all()
+
+
+def test_a_stream_of_unknown_length_gives_the_same_batches(dev, tokenizers):
+    """Every stage streams: a generator source (unknown cardinality) batches like the corpus."""
+    en, es = tokenizers
+    stream = tf.data.Dataset.from_generator(
+        lambda: zip(dev.sources, dev.targets),
+        output_signature=(tf.TensorSpec([], tf.string), tf.TensorSpec([], tf.string)))
+    assert stream.cardinality() == tf.data.UNKNOWN_CARDINALITY
+    for bucketing in ("paper", "token_budget", None):
+        options = dict(batch_size=32, bucketing=bucketing, shuffle=False)
+        for a, b in zip(batches(make_dataset(stream, en, es, **options)),
+                        batches(make_dataset(dev, en, es, **options)), strict=True):
+            for x, y in zip(tf.nest.flatten(a), tf.nest.flatten(b)):
+                np.testing.assert_array_equal(x, y)
+
+
+def test_every_stage_has_a_doctest_that_passes():
+    stages = [data.string_pairs, data.tokenize, data.filter_by_length, data.add_special_ids,
+              data.batch_by_length, data.padded_batches, data.token_budget_batches,
+              data.paper_batches, data.to_model_inputs, data.pad_lengths, data.fill_batches,
+              data.make_dataset]
+    finder = doctest.DocTestFinder()
+    for stage in stages:
+        assert finder.find(stage, globs=vars(data))[0].examples, stage.__name__
+    assert doctest.testmod(data).failed == 0

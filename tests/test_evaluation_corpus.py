@@ -16,7 +16,7 @@ import pytest
 import helpers
 from bahdanau_tf import evaluation
 from bahdanau_tf.data import load_corpus
-from bahdanau_tf.model_directory import build_model
+
 from bahdanau_tf.models import RNNEncDec, RNNSearch
 from bahdanau_tf.special_tokens import END_ID, START_ID, UNK_ID, UNK_TOKEN
 from bahdanau_tf.text import WordTokenizer, split_words
@@ -37,9 +37,9 @@ def corpus():
 
 def tiny_model(model_class, source_tokenizer, target_tokenizer, seed, unk_bias=0.0):
     """A tiny model with N(0, 0.6²) weights: peaked attention and output distributions."""
-    model = build_model(model_class.from_preset(
+    model = model_class.from_preset(
         "tiny", source_vocabulary_size=source_tokenizer.vocabulary_size,
-        target_vocabulary_size=target_tokenizer.vocabulary_size))
+        target_vocabulary_size=target_tokenizer.vocabulary_size).build_variables()
     helpers.randomize_weights(model, seed=seed, scale=0.6)
     bias = model.readout.output_bias
     bias.assign(bias.numpy() + unk_bias * np.eye(bias.shape[0], dtype=np.float32)[UNK_ID])

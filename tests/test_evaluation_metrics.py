@@ -61,6 +61,7 @@ def test_bleu_of_references_against_themselves_is_100():
     assert "tok:13a" in result.signature and "case:lc" in result.signature
 
 
+@pytest.mark.subprocess
 def test_bleu_equals_sacrebleu_command_line(tmp_path):
     lowercased = evaluation.corpus_bleu(HYPOTHESES, REFERENCES)
     cased = evaluation.corpus_bleu(HYPOTHESES, REFERENCES, lowercase=False)
@@ -72,6 +73,7 @@ def test_bleu_equals_sacrebleu_command_line(tmp_path):
     assert 20 < lowercased.score < 80
 
 
+@pytest.mark.subprocess
 def test_chrf_equals_sacrebleu_command_line(tmp_path):
     result = evaluation.corpus_chrf(HYPOTHESES, REFERENCES)
     expected = _sacrebleu_cli(tmp_path, HYPOTHESES, REFERENCES, "-m", "chrf", "--chrf-lowercase")

@@ -41,6 +41,9 @@ from bahdanau_tf.text import SubwordTokenizer
 from bahdanau_tf.translator import MAX_BEAM_SIZE, Translator
 from helpers import env_without_tensorflow_logging
 
+# every test here starts a Python process (or uses a module fixture that does)
+pytestmark = pytest.mark.subprocess
+
 REPO = pathlib.Path(__file__).resolve().parents[1]
 BEAM = 4
 SOURCE_WORDS = "the cat sat on a mat and dog ran to house".split()
@@ -93,7 +96,7 @@ def _model_dir(directory, preset, source, target, seed, dtype="float32", scale=0
     """A model directory with random weights (large enough that translations differ)."""
     model = model_from_preset(preset, source_vocabulary_size=source.vocabulary_size,
                               target_vocabulary_size=target.vocabulary_size, dtype=dtype)
-    model_directory.build_model(model)
+    model.build_variables()
     rng = np.random.default_rng(seed)
     for variable in model.weights:
         variable.assign(rng.normal(0.0, scale, variable.shape).astype(np.float32))

@@ -18,6 +18,9 @@ import pytest
 
 from helpers import random_model, save_model_dir, toy_tokenizers
 
+# every test here starts a Python process (or uses a module fixture that does)
+pytestmark = pytest.mark.subprocess
+
 # (name, command, arguments, stdin, exit code, a phrase the one-line error must hold)
 # {model}, {damaged}, {tmp}, {three_columns}, {bad_utf8} are filled in per run.
 CASES = [

@@ -150,23 +150,50 @@ def test_block_orthogonal_gives_orthogonal_blocks():
         layers.BlockOrthogonal()((4, 7))
 
 
-@pytest.mark.parametrize(
-    "layer",
-    [
-        layers.BahdanauAttention(6, score="general", name="att"),
-        layers.AttentionGRUCell(5, 7, score="additive", name="cell"),
-        layers.ConditionalGRUCell(4, name="gru"),
-        layers.MaxoutReadout(3, 11, name="readout"),
-        layers.BidirectionalEncoder(30, 8, 6, name="encoder"),
-    ],
-    ids=lambda layer: type(layer).__name__,
-)
-def test_layer_config_round_trip(layer):
-    config = layer.get_config()
-    clone = type(layer).from_config(config)
-    assert clone.get_config() == config
-    restored = keras.layers.deserialize(keras.layers.serialize(layer))
-    assert type(restored) is type(layer) and restored.get_config() == config
+_RNG = np.random.default_rng(7)
+_QUERY, _H, _X, _C = (_RNG.normal(size=(3, d)).astype("float32") for d in (5, 4, 3, 6))
+_MEMORY = _RNG.normal(size=(3, 4, 6)).astype("float32")
+_MASK = np.arange(4)[None, :] < np.array([4, 2, 1])[:, None]
+_SEQUENCE = [_RNG.normal(size=(3, 5, d)).astype("float32") for d in (4, 2, 6)]
+_SOURCE = np.array([[5, 6, 7, 2], [9, 2, 0, 0], [11, 2, 0, 0]], "int32")
+
+# (layer, call, build): every layer of bahdanau_tf.layers through helpers.check_layer
+LAYER_CONTRACTS = {
+    "BahdanauAttention-additive": (
+        lambda: layers.BahdanauAttention(7, score="additive", name="att"),
+        lambda layer: layer(_QUERY, _MEMORY, memory_mask=_MASK), None),
+    "BahdanauAttention-general": (
+        lambda: layers.BahdanauAttention(6, score="general", name="att"),
+        lambda layer: layer(_QUERY, _MEMORY, memory_mask=_MASK), None),
+    "AttentionGRUCell": (
+        lambda: layers.AttentionGRUCell(4, 7, score="additive", name="cell"),
+        lambda cell: cell(cell.project_inputs(_X), _H, cell.prepare_memory(_MEMORY, _MASK)),
+        lambda cell: cell.build(input_dim=3, memory_dim=6)),
+    "ConditionalGRUCell": (
+        lambda: layers.ConditionalGRUCell(4, name="gru"),
+        lambda cell: cell(cell.project_inputs(_X), _H, cell.project_context(_C)),
+        lambda cell: cell.build(input_dim=3, context_dim=6)),
+    "MaxoutReadout": (
+        lambda: layers.MaxoutReadout(3, 11, name="readout"),
+        lambda readout: readout(*_SEQUENCE),
+        lambda readout: readout.build(state_dim=4, embedding_dim=2, context_dim=6)),
+    "BidirectionalEncoder": (
+        lambda: layers.BidirectionalEncoder(30, 8, 6, name="encoder"),
+        lambda encoder: encoder(_SOURCE), None),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LAYER_CONTRACTS))
+def test_every_layer_keeps_the_layer_contract(name):
+    make, call, build = LAYER_CONTRACTS[name]
+    helpers.check_layer(make(), call, build)
+
+
+def test_every_public_layer_has_a_contract():
+    public = {name for name, value in vars(layers).items()
+              if isinstance(value, type) and issubclass(value, keras.layers.Layer)
+              and value.__module__ == layers.__name__ and not name.startswith("_")}
+    assert public <= {name.split("-")[0] for name in LAYER_CONTRACTS}, public
 
 
 def test_attention_cell_under_mixed_precision_keeps_float32_weights():

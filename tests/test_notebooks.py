@@ -23,6 +23,9 @@ import pytest
 
 import helpers
 
+# every test here starts a Python process (or uses a module fixture that does)
+pytestmark = pytest.mark.subprocess
+
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
 

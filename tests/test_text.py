@@ -190,6 +190,7 @@ def test_learning_from_too_little_text_keeps_every_piece():
     assert learn_wordpiece(count_words(["abcdef"]), 6)[4:10] == ["a", "b", "c", "d", "e", "f"]
 
 
+@pytest.mark.subprocess
 def test_building_vocabularies_leaves_nothing_in_the_temp_dir(tmp_path):
     # a tokenizer built from a list keeps its vocabulary in memory (TensorFlow's ram:// file
     # system): nothing on disk, even while it is in use, even after a SIGKILL

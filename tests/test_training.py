@@ -104,7 +104,7 @@ def test_a_few_hundred_steps_lower_the_dev_nll(corpora, tokenizers, tmp_path):
     train, dev = corpora
     trainer = make_trainer(tmp_path, tokenizers, max_steps=200, eval_every=100, log_every=50)
     trainer.restore()
-    before = trainer.evaluate(trainer._dev_dataset(dev))
+    before = trainer.evaluate(trainer.dev_dataset(dev))
     report = trainer.fit(train, dev)
     assert report["updates"] == 200
     assert report["dev_nll"] < before - 1.0, (before, report)
@@ -358,6 +358,7 @@ def _run_script(script, *args, env=None, timeout=300):
 
 
 @pytest.mark.slow
+@pytest.mark.subprocess
 def test_mirrored_strategy_over_two_logical_cpus_matches_one_device(tmp_path):
     result = _run_script(_MIRRORED, tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -379,6 +380,7 @@ def _free_ports(count):
 
 
 @pytest.mark.slow
+@pytest.mark.subprocess
 def test_multi_worker_strategy_two_processes_end_with_identical_weights(tmp_path):
     import subprocess
     import sys

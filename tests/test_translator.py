@@ -20,7 +20,7 @@ from bahdanau_tf.special_tokens import END_ID, PAD_ID, SPECIAL_TOKENS, START_ID,
 from bahdanau_tf.text import WordTokenizer
 from bahdanau_tf.translator import MAX_BEAM_SIZE, Translator
 
-from helpers import TOY_SOURCE_WORDS as SOURCE_WORDS, random_model, save_model_dir  # noqa: E402
+from helpers import TOY_SOURCE_WORDS as SOURCE_WORDS, check_translator, random_model, save_model_dir  # noqa: E402
 from helpers import toy_tokenizers as tokenizers  # noqa: E402
 
 
@@ -251,6 +251,16 @@ def test_models_without_attention_translate_but_have_no_align_signature():
     assert len(result.translations) == len(SENTENCES) + 1
     with pytest.raises(ValueError, match="attention"):
         translator.translate(SENTENCES, return_alignments=True)
+
+
+@pytest.mark.parametrize("model_class", [RNNSearch, RNNEncDec], ids=lambda c: c.__name__)
+def test_the_translator_keeps_its_contract(model_class, tmp_path):
+    """helpers.check_translator: XLA == graph search == the exported signature, and
+    save -> from_directory gives the same translations."""
+    source, target = tokenizers()
+    output = check_translator(Translator(random_model(model_class), source, target, beam_size=3),
+                              SENTENCES, tmp_path)
+    assert len(set(output.translations)) > 1  # the random model does not say one thing
 
 
 def test_from_directory_restores_the_same_translator(translator, tmp_path):

@@ -75,11 +75,11 @@ def define_finite_float(name, default, help_text, lower_bound=None, upper_bound=
 
 def define_corpus_flags():
     """Which corpus: the embedded one (``--corpus``, ``--direction``) or the user's files."""
-    from bahdanau_tf import data
+    from bahdanau_tf import corpora
 
-    _define_once(flags.DEFINE_enum, "corpus", data.CORPORA[0], list(data.CORPORA),
+    _define_once(flags.DEFINE_enum, "corpus", corpora.CORPORA[0], list(corpora.CORPORA),
                  "Embedded corpus (used unless --source_file/--target_file or --tsv is given).")
-    _define_once(flags.DEFINE_enum, "direction", None, list(data.DIRECTIONS),
+    _define_once(flags.DEFINE_enum, "direction", None, list(corpora.DIRECTIONS),
                  "Translation direction of the embedded corpus (default en-es, or the model's "
                  "training direction where a model is given).")
     _define_once(flags.DEFINE_string, "source_file", None,
@@ -131,10 +131,10 @@ def define_search_flags():
 
 
 def corpus_from_flags(split="train", direction=None):
-    """The corpus the common flags select (`bahdanau_tf.data.select_corpus`)."""
-    from bahdanau_tf import data
+    """The corpus the common flags select (`bahdanau_tf.corpora.select_corpus`)."""
+    from bahdanau_tf import corpora
 
-    return data.select_corpus(split=split, corpus=FLAGS.corpus,
+    return corpora.select_corpus(split=split, corpus=FLAGS.corpus,
                               direction=FLAGS.direction or direction or "en-es",
                               source_file=FLAGS.source_file, target_file=FLAGS.target_file,
                               tsv=FLAGS.tsv)

@@ -35,12 +35,10 @@ Why these defaults (for a 12-minute run on a 2-core CPU):
 - precision and XLA are the device's (`bahdanau_tf.devices`; the header line says which and
   why, ``model.json`` records it): float32 + XLA (lengths padded to a multiple of 8) on CPUs,
   mixed bfloat16 without XLA only on CPUs with AMX bf16 tiles (``amx_bf16``), XLA with
-  bf16/fp16 on GPUs. On a 2-core Xeon with ``avx512_bf16`` but no AMX, two 12-minute runs one
-  after the other gave: float32 + XLA 1,760 updates, 4,883 real target tokens/s, test BLEU
-  23.8; mixed bf16 1,164 updates, 3,126 tokens/s, BLEU 22.6 (benchmarks/twelve_minute_runs.py).
-  On a 2-core AVX2-only AMD EPYC bf16 is the slowest variant (float32 2,395, bf16 1,907,
-  float32 + XLA 3,081 tokens/s on Bible batches). ``--precision`` and ``--jit`` override the
-  choice.
+  bf16/fp16 on GPUs. On the 2-core CPUs measured, with ``avx512_bf16`` but no AMX or AVX2
+  only, float32 + XLA made more updates and a better test BLEU in 12 minutes than mixed bf16
+  (README.md, "Measured on a 2-core CPU": the table, the CPUs and the commands).
+  ``--precision`` and ``--jit`` override the choice.
 - dev NLL on the first 500 dev pairs every 200 steps, checkpoints every 200 steps.
 
 Exit codes: 0 done, 2 usage error or bad input, 3 non-finite loss, 4 output directory in use,
@@ -50,7 +48,6 @@ SIGTERM (after a checkpoint and the report; a second signal stops at once, exit 
 
 import dataclasses
 import os
-import re
 import sys
 import time
 import types
@@ -79,21 +76,6 @@ flags.DEFINE_integer("max_train_pairs", None, "Use only the first N training pai
 
 
 # === Training: one flag per TrainingConfig field ===
-def _field_help():
-    """``{field: help}`` from the Attributes section of TrainingConfig's docstring."""
-    from bahdanau_tf.training import TrainingConfig
-
-    section = TrainingConfig.__doc__.split("Attributes:", 1)[1]
-    entries = re.split(r"\n\s{8}(?=\w+: )", "\n" + section)
-    helps = {}
-    for entry in entries:
-        name, _, text = entry.strip().partition(": ")
-        # "int or None, the update budget" -> "The update budget"
-        text = re.sub(r"^(int|float|bool|str)( or None)?, ", "", " ".join(text.split()))
-        helps[name] = text[:1].upper() + text[1:]
-    return helps
-
-
 def _define_training_flags():
     from bahdanau_tf import data, training
 
@@ -102,7 +84,7 @@ def _define_training_flags():
                "bucketing": [m or "none" for m in data.BUCKETING_MODES]}
     at_least_zero = {"max_steps", "seed", "dev_bleu_every"}
     cli_defaults = {"max_minutes": 12.0}  # the README's 12-minute run; 0 means no budget
-    helps = _field_help()
+    helps = training.TrainingConfig.field_help()  # dataclasses.field(metadata={"help": ...})
     names = []
     for field in dataclasses.fields(training.TrainingConfig):
         name, kind = field.name, field.type
@@ -146,10 +128,10 @@ def _training_config():
 
 
 def _dev_corpus(train):
-    from bahdanau_tf import data
+    from bahdanau_tf import corpora
 
     if FLAGS.dev_tsv or FLAGS.dev_source_file or FLAGS.dev_target_file:
-        return data.select_corpus(source_file=FLAGS.dev_source_file,
+        return corpora.select_corpus(source_file=FLAGS.dev_source_file,
                                   target_file=FLAGS.dev_target_file, tsv=FLAGS.dev_tsv)
     if FLAGS.source_file or FLAGS.tsv:
         return None  # the user's own data without a dev set: no dev NLL

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from bahdanau_tf.special_tokens import SPECIAL_TOKENS, UNK_TOKEN
+from bahdanau_tf.text import split_words
 
 Link = tuple[int, int]
 
@@ -187,8 +188,6 @@ def decoded_links(
         ``(predicted, sure, possible)`` per sentence, in hypothesis word indices, for
         :func:`alignment_scores`.
     """
-    from bahdanau_tf.text import split_words
-
     possible = sure if possible is None else possible
     counts = {len(alignments), len(references), len(sure), len(possible)}
     if len(counts) > 1:
@@ -232,8 +231,6 @@ def diagonal_links(sources: Sequence[str], targets: Sequence[str]) -> list[set[L
         >>> [sorted(links) for links in diagonal_links(["a b c d"], ["w x"])]
         [[(0, 0), (2, 1)]]
     """
-    from bahdanau_tf.text import split_words
-
     if len(sources) != len(targets):
         raise ValueError(f"{len(sources)} sources but {len(targets)} targets.")
     links = []

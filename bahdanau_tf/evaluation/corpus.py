@@ -45,15 +45,16 @@ from bahdanau_tf.evaluation.alignment import (
 )
 from bahdanau_tf.evaluation.metrics import (
     DEFAULT_LENGTH_BUCKETS,
-    _check_parallel,
-    _default_split,
-    _sentence_pair_test,
+    check_parallel,
+    default_split,
+    sentence_pair_test,
     no_unk_subset,
     unknown_word_test,
 )
 from bahdanau_tf.evaluation.plots import plot_attention
 from bahdanau_tf.evaluation.report import EvaluationReport, evaluation_report
 from bahdanau_tf.special_tokens import UNK_TOKEN
+from bahdanau_tf.text import split_words
 
 NO_UNK_MODES = ("auto", "reuse", "decode", "off")
 
@@ -124,7 +125,7 @@ def evaluate_translator(
     """
     if no_unk not in NO_UNK_MODES:
         raise ValueError(f"`no_unk` must be one of {NO_UNK_MODES}, got {no_unk!r}.")
-    lists = _check_parallel(sources=corpus.sources, references=corpus.targets)
+    lists = check_parallel(sources=corpus.sources, references=corpus.targets)
     sources, references = lists["sources"], lists["references"]
     timings: dict[str, Any] = {}
 
@@ -212,7 +213,7 @@ def _no_unk_mode(mode, beam_size, translations):
 def _no_unk_translations(translator, sources, references, translations, is_unknown, mode,
                          batch_size):
     """(translations of the No-UNK subset with [UNK] forbidden, "" elsewhere; sentences decoded)."""
-    keep = no_unk_subset(sources, references, _sentence_pair_test(is_unknown, _default_split))
+    keep = no_unk_subset(sources, references, sentence_pair_test(is_unknown, default_split))
     result = [""] * len(sources)
     if mode == "reuse":
         # detokenize writes id 3 as "[UNK]", so a translation with [UNK] is always caught; a
@@ -231,8 +232,6 @@ def _no_unk_translations(translator, sources, references, translations, is_unkno
 
 def _attention_figures(name, sources, alignments, count, max_words):
     """Heatmaps of the first ``count`` sentences of 1 to ``max_words`` words, by index."""
-    from bahdanau_tf.text import split_words
-
     figures = {}
     for i, (source, alignment) in enumerate(zip(sources, alignments)):
         if len(figures) >= count:

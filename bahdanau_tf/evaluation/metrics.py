@@ -27,18 +27,18 @@ from typing import Any
 
 import numpy as np
 import sacrebleu
+import tensorflow as tf
 
 from bahdanau_tf.special_tokens import UNK_ID, UNK_TOKEN
+from bahdanau_tf.text import split_words
 
 DEFAULT_LENGTH_BUCKETS = (10, 20, 30, 40, 50, 60)
 
 Split = Callable[[str], Sequence[str]]
 
 
-def _default_split(text: str) -> list[str]:
-    """``bahdanau_tf.text.split_words``, imported on first use (text.py imports TensorFlow)."""
-    from bahdanau_tf.text import split_words
-
+def default_split(text: str) -> list[str]:
+    """``bahdanau_tf.text.split_words``: the word split of the tokenizers."""
     return split_words(text)
 
 
@@ -63,7 +63,7 @@ def _as_sentences(name: str, sentences: Sequence[str]) -> list[str]:
     return sentences
 
 
-def _check_parallel(**named: Sequence[str]) -> dict[str, list[str]]:
+def check_parallel(**named: Sequence[str]) -> dict[str, list[str]]:
     """Converts the named corpora to lists and checks they are non-empty and equally long."""
     lists = {name: _as_sentences(name, sentences) for name, sentences in named.items()}
     counts = {name: len(sentences) for name, sentences in lists.items()}
@@ -160,7 +160,7 @@ def corpus_bleu(
         >>> round(corpus_bleu(["The cat sat on the mat ."], ["the cat sat on the mat ."]).score, 1)
         100.0
     """
-    lists = _check_parallel(hypotheses=hypotheses, references=references)
+    lists = check_parallel(hypotheses=hypotheses, references=references)
     metric = sacrebleu.metrics.BLEU(lowercase=lowercase, tokenize=tokenize)
     result = metric.corpus_score(lists["hypotheses"], [lists["references"]])
     return BleuResult(
@@ -204,7 +204,7 @@ def corpus_chrf(
         >>> corpus_chrf(["Hello world"], ["hello world"]).score
         100.0
     """
-    lists = _check_parallel(hypotheses=hypotheses, references=references)
+    lists = check_parallel(hypotheses=hypotheses, references=references)
     metric = sacrebleu.metrics.CHRF(lowercase=lowercase, word_order=word_order)
     result = metric.corpus_score(lists["hypotheses"], [lists["references"]])
     return ChrfResult(
@@ -274,7 +274,7 @@ def no_unk_subset(
         >>> no_unk_subset(["a b", "a c"], ["b", "b"], oov)
         [0]
     """
-    lists = _check_parallel(sources=sources, references=references)
+    lists = check_parallel(sources=sources, references=references)
     return [
         i
         for i, (source, reference) in enumerate(zip(lists["sources"], lists["references"]))
@@ -282,7 +282,7 @@ def no_unk_subset(
     ]
 
 
-def _sentence_pair_test(
+def sentence_pair_test(
     is_unknown_word: Callable[[str], bool] | tuple[Callable[[str], bool], Callable[[str], bool]],
     split: Split,
 ) -> Callable[[str, str], bool]:
@@ -326,10 +326,6 @@ def unknown_word_test(tokenizer, sentences: Sequence[str]) -> Callable[[str], bo
         tokenizer = WordTokenizer.build(["the cat"], max_vocabulary_size=100)
         unknown_word_test(tokenizer, ["the dog"])("dog")  # True
     """
-    import tensorflow as tf
-
-    from bahdanau_tf.text import split_words
-
     words = sorted({w for s in _as_sentences("sentences", sentences) for w in split_words(s)})
     unknown = set()
     if words:
@@ -383,10 +379,10 @@ def no_unk_bleu(
         >>> result.num_sentences, round(result.score, 1)
         (1, 100.0)
     """
-    lists = _check_parallel(hypotheses=hypotheses, references=references, sources=sources)
-    split = split or _default_split
+    lists = check_parallel(hypotheses=hypotheses, references=references, sources=sources)
+    split = split or default_split
     indices = no_unk_subset(
-        lists["sources"], lists["references"], _sentence_pair_test(is_unknown_word, split)
+        lists["sources"], lists["references"], sentence_pair_test(is_unknown_word, split)
     )
     kept_hypotheses = [lists["hypotheses"][i] for i in indices]
     kept_references = [lists["references"][i] for i in indices]
@@ -433,7 +429,7 @@ class LengthBucketScore:
         return f"{self.min_length}-{self.max_length}"
 
 
-def _check_buckets(buckets: Sequence[int]) -> tuple[int, ...]:
+def check_buckets(buckets: Sequence[int]) -> tuple[int, ...]:
     buckets = tuple(buckets)
     if not buckets or any(
         not isinstance(b, (int, np.integer)) or isinstance(b, bool) for b in buckets
@@ -471,8 +467,8 @@ def length_buckets(
         [[0], [1], [2]]
     """
     sources = _as_sentences("sources", sources)
-    bounds = _check_buckets(buckets)
-    split = split or _default_split
+    bounds = check_buckets(buckets)
+    split = split or default_split
     groups: list[list[int]] = [[] for _ in range(len(bounds) + 1)]
     for i, source in enumerate(sources):
         length = len(split(source))
@@ -517,8 +513,8 @@ def bleu_by_length(
         >>> [(s.label, s.count, round(s.bleu, 1)) for s in scores]
         [('0-3', 1, 0.0), ('>3', 1, 100.0)]
     """
-    lists = _check_parallel(hypotheses=hypotheses, references=references, sources=sources)
-    bounds = _check_buckets(buckets)
+    lists = check_parallel(hypotheses=hypotheses, references=references, sources=sources)
+    bounds = check_buckets(buckets)
     groups = length_buckets(lists["sources"], bounds, split)
     lower_bounds = (0,) + tuple(b + 1 for b in bounds)
     upper_bounds = bounds + (None,)
@@ -536,7 +532,7 @@ def bleu_by_length(
     return scores
 
 
-def _bucket_from(value: LengthBucketScore | Mapping[str, Any]) -> LengthBucketScore:
+def bucket_from(value: LengthBucketScore | Mapping[str, Any]) -> LengthBucketScore:
     if isinstance(value, LengthBucketScore):
         return value
     if isinstance(value, Mapping):

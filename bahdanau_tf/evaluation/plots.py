@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from bahdanau_tf.evaluation.metrics import LengthBucketScore, _bucket_from
+from bahdanau_tf.evaluation.metrics import LengthBucketScore, bucket_from
 
 
 def _new_figure(width: float, height: float, dpi: int):
@@ -75,7 +75,7 @@ def plot_bleu_by_length(
     """
     if not results_by_model:
         raise ValueError("`results_by_model` is empty: nothing to plot.")
-    models = {name: [_bucket_from(b) for b in scores] for name, scores in results_by_model.items()}
+    models = {name: [bucket_from(b) for b in scores] for name, scores in results_by_model.items()}
     ranges = {name: [(b.min_length, b.max_length) for b in scores] for name, scores in models.items()}
     reference_name, reference_ranges = next(iter(ranges.items()))
     for name, model_ranges in ranges.items():

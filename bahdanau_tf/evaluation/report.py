@@ -20,9 +20,9 @@ from bahdanau_tf.evaluation.metrics import (
     LengthBucketScore,
     NoUnkBleuResult,
     Split,
-    _bucket_from,
-    _check_buckets,
-    _check_parallel,
+    bucket_from,
+    check_buckets,
+    check_parallel,
     bleu_by_length,
     corpus_bleu,
     corpus_chrf,
@@ -110,7 +110,7 @@ class EvaluationReport:
             bleu=bleu_from(data["bleu"]),
             chrf=None if data.get("chrf") is None else ChrfResult(**data["chrf"]),
             no_unk=no_unk,
-            bleu_by_length=[_bucket_from(b) for b in data.get("bleu_by_length", [])],
+            bleu_by_length=[bucket_from(b) for b in data.get("bleu_by_length", [])],
             alignment=_scores_from(data.get("alignment")),
             decoded_alignment=_scores_from(data.get("decoded_alignment")),
             timings=data.get("timings", {}),
@@ -173,7 +173,7 @@ def evaluation_report(
         ValueError: on mismatched or empty inputs, or when ``no_unk_hypotheses`` is given
             without ``is_unknown_word`` or gold alignments are missing for predicted ones.
     """
-    lists = _check_parallel(hypotheses=hypotheses, references=references, sources=sources)
+    lists = check_parallel(hypotheses=hypotheses, references=references, sources=sources)
     hypotheses, references, sources = lists["hypotheses"], lists["references"], lists["sources"]
     no_unk = None
     if no_unk_hypotheses is not None:
@@ -196,7 +196,7 @@ def evaluation_report(
     all_settings["evaluation"] = {
         "lowercase": lowercase,
         "tokenize": tokenize,
-        "length_buckets": list(_check_buckets(buckets)),
+        "length_buckets": list(check_buckets(buckets)),
         "split": split_name,
     }
     return EvaluationReport(

@@ -1,0 +1,462 @@
+"""Parallel corpora: the embedded Bible with its split, and loaders of the user's own data.
+
+* :func:`load_corpus` -- the embedded English-Spanish Bible (DESIGN.md section 4), with its
+  train/dev/test splits (:func:`bible_split`) and, for dev and test, gold word alignments from
+  Strong's numbers. Its file lives in this package's directory (``bible-en-es.tsv.gz``).
+* :func:`read_lines`, :func:`load_parallel_files`, :func:`load_tsv`, :func:`load_tfds` --
+  the user's own data; :func:`select_corpus` cuts one by split or size.
+
+Every loader returns a :class:`ParallelCorpus`; `bahdanau_tf.data` turns one (or any stream
+of string pairs) into batches.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import gzip
+import os
+import sys
+
+__all__ = [
+    "ParallelCorpus",
+    "CORPORA",
+    "SPLITS",
+    "DIRECTIONS",
+    "BIBLE_SPLIT_RULE",
+    "bible_split",
+    "load_corpus",
+    "load_parallel_files",
+    "load_tsv",
+    "load_tfds",
+    "read_lines",
+    "select_corpus",
+]
+
+CORPORA_DIRECTORY = os.path.dirname(os.path.abspath(__file__))
+_CORPUS_FILES = {"bible-en-es": "bible-en-es.tsv.gz"}
+CORPORA = tuple(_CORPUS_FILES)
+SPLITS = ("train", "dev", "test", "all")
+DIRECTIONS = ("en-es", "es-en")
+
+BIBLE_SPLIT_RULE = (
+    "By chapter: the 1,189 chapters of the 66 books are numbered 0..1188 in canonical order "
+    "(Genesis 1 = 0, Revelation 22 = 1188); chapter c is 'test' if c % 16 == 8, 'dev' if "
+    "c % 32 == 4, 'train' otherwise. Every verse of a chapter goes to the chapter's split."
+)
+
+
+def bible_split(chapter_index: int) -> str:
+    """The split of a Bible chapter (see :data:`BIBLE_SPLIT_RULE`).
+
+    Whole chapters, never single verses, go to dev/test: neighbouring verses repeat each
+    other's names and phrases and would leak. Every 16th chapter (test) and every 32nd
+    (dev) spreads both over all books and genres.
+
+    Args:
+        chapter_index: int, 0 for Genesis 1 ... 1188 for Revelation 22.
+
+    Returns:
+        str: "train", "dev" or "test".
+    """
+    if chapter_index % 16 == 8:
+        return "test"
+    if chapter_index % 32 == 4:
+        return "dev"
+    return "train"
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class ParallelCorpus:
+    """Sentence pairs, optionally with verse ids and gold word alignments.
+
+    Attributes:
+        sources: list of str, source sentences.
+        targets: list of str, target sentences (same length).
+        alignments: None, or one entry per pair: a list of ``(source_word, target_word)``
+            index pairs over :func:`bahdanau_tf.text.split_words` of the source and target
+            sentence, or None where that pair has no gold alignment. These are all links
+            (the "possible" set P of the alignment error rate).
+        ids: None, or one id per pair (verse references such as ``"Gen 1:1"``).
+        sure_alignments: None, or per pair the subset of ``alignments`` that is sure (the
+            set S of the alignment error rate): links whose Strong's number tags exactly one
+            phrase on each side.
+        name: str, where the pairs come from.
+        direction: str or None, e.g. ``"en-es"``.
+
+    Example:
+
+        >>> corpus = load_corpus("bible-en-es", split="test")
+        >>> len(corpus), corpus.ids[0], corpus.sources[0][:20]
+        (2051, 'Gen 9:1', 'God blessed Noah and')
+    """
+
+    sources: list
+    targets: list
+    alignments: list | None = None
+    ids: list | None = None
+    sure_alignments: list | None = None
+    name: str = ""
+    direction: str | None = None
+
+    def __post_init__(self):
+        if len(self.sources) != len(self.targets):
+            raise ValueError(
+                f"sources and targets differ in length: {len(self.sources)} != {len(self.targets)}"
+            )
+        for field in ("alignments", "sure_alignments", "ids"):
+            value = getattr(self, field)
+            if value is not None and len(value) != len(self.sources):
+                raise ValueError(
+                    f"{field} has {len(value)} entries for {len(self.sources)} sentence pairs"
+                )
+
+    def __len__(self) -> int:
+        return len(self.sources)
+
+    @property
+    def references(self) -> list | None:
+        """Alias of ``ids`` (verse references for the Bible)."""
+        return self.ids
+
+    def pairs(self) -> list[tuple[str, str]]:
+        """list of (source, target) tuples."""
+        return list(zip(self.sources, self.targets))
+
+    def select(self, indices) -> "ParallelCorpus":
+        """A sub-corpus: ``indices`` is a slice or a sequence of ints."""
+        if isinstance(indices, slice):
+            pick = lambda values: None if values is None else list(values[indices])  # noqa: E731
+        else:
+            indices = list(indices)
+            pick = lambda values: None if values is None else [values[i] for i in indices]  # noqa: E731
+        return dataclasses.replace(
+            self,
+            sources=pick(self.sources),
+            targets=pick(self.targets),
+            alignments=pick(self.alignments),
+            sure_alignments=pick(self.sure_alignments),
+            ids=pick(self.ids),
+        )
+
+
+# === The embedded corpus ===
+
+
+_COLUMNS = ("id", "es_id", "split", "en", "es", "alignment")
+
+
+@functools.lru_cache(maxsize=None)
+def _read_embedded(name: str) -> tuple:
+    path = os.path.join(CORPORA_DIRECTORY, _CORPUS_FILES[name])
+    if not os.path.isfile(path):
+        raise FileNotFoundError(
+            f"The embedded corpus file {path!r} is missing; rebuild it with "
+            "scripts/build_bible_corpus.py (see bahdanau_tf/corpora/README.md)."
+        )
+    rows = []
+    with gzip.open(path, "rt", encoding="utf-8", newline="\n") as handle:
+        header = handle.readline().rstrip("\n").split("\t")
+        if header != list(_COLUMNS):
+            raise ValueError(f"Unexpected header {header!r} in {path!r}")
+        for line in handle:
+            verse_id, _, split, english, spanish, alignment = line.rstrip("\n").split("\t")
+            links = sure = None
+            if alignment and alignment != "-":
+                links, sure = [], []
+                for link in alignment.split():
+                    separator = "-" if "-" in link else "?"
+                    source, target = link.split(separator)
+                    links.append((int(source), int(target)))
+                    if separator == "-":
+                        sure.append(links[-1])
+                links, sure = tuple(links), tuple(sure)
+            rows.append((verse_id, split, english, spanish, links, sure))
+    return tuple(rows)
+
+
+def load_corpus(name: str = "bible-en-es", split: str = "train", direction: str = "en-es"):
+    """Loads an embedded corpus (offline).
+
+    The Bible (World English Bible / Reina-Valera 1909, both public domain) has 31,047
+    verse pairs: 27,989 train, 1,007 dev, 2,051 test, split by chapter
+    (:data:`BIBLE_SPLIT_RULE`). Dev and test carry gold word alignments from Strong's
+    numbers (936 dev and 2,009 test verses; the others have ``None``, see below).
+
+    Args:
+        name: str, one of :data:`CORPORA`.
+        split: str, "train", "dev", "test" or "all".
+        direction: str, "en-es" (English source) or "es-en".
+
+    Returns:
+        ParallelCorpus, with ``ids`` such as ``"Gen 1:1"`` (the English verse number) and,
+        for dev and test, ``alignments``: per verse a sorted list of ``(source_word,
+        target_word)`` pairs oriented by ``direction`` (all links; the sure ones are also in
+        ``sure_alignments``), or None where the verse has no reliable gold (the WEB's
+        Strong's tags sit under Hebrew verse numbers there; skip those verses when
+        scoring). ``alignments`` is None for train and "all".
+
+    Raises:
+        ValueError: unknown name, split or direction.
+    """
+    if name not in _CORPUS_FILES:
+        raise ValueError(f"Unknown corpus {name!r}; valid names: {list(CORPORA)}.")
+    if split not in SPLITS:
+        raise ValueError(f"Unknown split {split!r}; valid splits: {list(SPLITS)}.")
+    if direction not in DIRECTIONS:
+        raise ValueError(f"Unknown direction {direction!r}; valid directions: {list(DIRECTIONS)}.")
+    rows = [row for row in _read_embedded(name) if split == "all" or row[1] == split]
+    english = [row[2] for row in rows]
+    spanish = [row[3] for row in rows]
+    alignments = sure_alignments = None
+    if split in ("dev", "test"):
+
+        def orient(links):
+            if links is None:
+                return None
+            if direction == "en-es":
+                return list(links)
+            return sorted((target, source) for source, target in links)
+
+        alignments = [orient(row[4]) for row in rows]
+        sure_alignments = [orient(row[5]) for row in rows]
+    sources, targets = (english, spanish) if direction == "en-es" else (spanish, english)
+    return ParallelCorpus(
+        sources=sources,
+        targets=targets,
+        alignments=alignments,
+        sure_alignments=sure_alignments,
+        ids=[row[0] for row in rows],
+        name=f"{name}/{split}",
+        direction=direction,
+    )
+
+
+# === The user's own data ===
+
+
+def read_lines(path: str | None = None) -> list[str]:
+    """The lines of a UTF-8 text file (or of standard input), without their line ends.
+
+    The one line reader of the package (corpora, ``bahdanau-translate``, ``bahdanau-evaluate``),
+    with one rule for every file:
+
+    - ``\n``, ``\r\n`` and a lone ``\r`` (old Mac files) each end a line; Unicode separators
+      such as U+2028 do not (they are text). A final line end does not start an empty line.
+    - A byte that is not UTF-8 is an error naming the file and the line, never replaced
+      silently (a replaced byte would train or translate as [UNK] without a word).
+    - A byte-order mark at the start of the file is dropped.
+
+    Args:
+        path: str, a file; None or ``"-"`` reads standard input.
+
+    Returns:
+        list of str.
+
+    Raises:
+        FileNotFoundError: the file does not exist (IsADirectoryError: it is a directory).
+        ValueError: a line that is not valid UTF-8.
+    """
+    if path is None or path == "-":
+        name, raw = "standard input", sys.stdin.buffer.read()
+    else:
+        path = os.fspath(path)
+        if os.path.isdir(path):
+            raise IsADirectoryError(f"{path!r} is a directory, not a text file.")
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"No such file: {path!r}")
+        with open(path, "rb") as handle:
+            name, raw = repr(path), handle.read()
+    raw_lines = raw.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
+    if raw_lines and raw_lines[-1] == b"":
+        raw_lines.pop()  # the final line end ends the last line, it does not start a new one
+    lines = []
+    for number, raw_line in enumerate(raw_lines, start=1):
+        try:
+            lines.append(raw_line.decode("utf-8"))
+        except UnicodeDecodeError as error:
+            raise ValueError(f"{name} line {number} is not valid UTF-8 ({error.reason} at byte "
+                             f"{error.start}); convert it, e.g. with iconv.") from None
+    if lines and lines[0].startswith("\ufeff"):
+        lines[0] = lines[0][1:]
+    return lines
+
+
+def load_parallel_files(source_path: str, target_path: str, name: str | None = None):
+    """Loads two parallel text files, one sentence a line (UTF-8).
+
+    Args:
+        source_path: str, source sentences.
+        target_path: str, target sentences, line i translating line i of the source.
+        name: optional str naming the corpus.
+
+    Returns:
+        ParallelCorpus (empty lines are kept; :func:`make_dataset` drops empty pairs).
+
+    Raises:
+        FileNotFoundError: a file is missing.
+        ValueError: the line counts differ, or a line is not valid UTF-8.
+    """
+    sources = read_lines(source_path)
+    targets = read_lines(target_path)
+    if len(sources) != len(targets):
+        raise ValueError(
+            f"Line counts differ: {source_path!r} has {len(sources)} lines, "
+            f"{target_path!r} has {len(targets)}."
+        )
+    return ParallelCorpus(
+        sources=sources, targets=targets, name=name or f"{source_path}+{target_path}"
+    )
+
+
+def load_tsv(
+    path: str,
+    source_column: int = 0,
+    target_column: int = 1,
+    columns: int | None = 2,
+    skip_header: bool = False,
+    name: str | None = None,
+):
+    """Loads a tab-separated file of sentence pairs (UTF-8, one pair a line).
+
+    Every non-blank line must have exactly ``columns`` tab-separated columns: a line with a
+    stray tab (3 columns) or none (1 column) is an error with its line number, never cut or
+    skipped in silence. Blank lines are skipped.
+
+    Args:
+        path: str.
+        source_column: int, column of the source sentence.
+        target_column: int, column of the target sentence.
+        columns: int, the column count of every line (2); None accepts any count that holds
+            both columns.
+        skip_header: bool, ignore the first line.
+        name: optional str naming the corpus.
+
+    Returns:
+        ParallelCorpus.
+
+    Raises:
+        FileNotFoundError: the file is missing.
+        ValueError: a line with another column count, or not valid UTF-8.
+    """
+    lines = read_lines(path)
+    first = 1
+    if skip_header:
+        lines, first = lines[1:], 2
+    needed = max(source_column, target_column) + 1
+    if columns is not None and columns < needed:
+        raise ValueError(f"columns={columns} cannot hold columns {source_column} and {target_column}.")
+    sources, targets = [], []
+    for number, line in enumerate(lines, start=first):
+        if not line.strip():
+            continue
+        count = line.count("\t") + 1
+        if count < needed or (columns is not None and count != columns):
+            expected = f"{columns}" if columns is not None else f"at least {needed}"
+            raise ValueError(
+                f"{os.fspath(path)!r} line {number} has {count} tab-separated column(s), "
+                f"{expected} expected: {line[:80]!r}"
+            )
+        fields = line.split("\t")
+        sources.append(fields[source_column])
+        targets.append(fields[target_column])
+    return ParallelCorpus(sources=sources, targets=targets, name=name or os.fspath(path))
+
+
+def select_corpus(
+    split: str = "train",
+    corpus: str = "bible-en-es",
+    direction: str = "en-es",
+    source_file: str | None = None,
+    target_file: str | None = None,
+    tsv: str | None = None,
+):
+    """The one corpus selector of the command lines: the user's files, else the embedded corpus.
+
+    Args:
+        split: the embedded corpus's split, used only when no file is given.
+        corpus, direction: the embedded corpus (`load_corpus`).
+        source_file, target_file: parallel text files (both or neither).
+        tsv: a TSV file of pairs (instead of the two files).
+
+    Returns:
+        ParallelCorpus.
+
+    Raises:
+        ValueError: only one of source_file/target_file, or both a TSV and text files.
+        FileNotFoundError: a file is missing.
+    """
+    if tsv and (source_file or target_file):
+        raise ValueError("Give either a TSV file or --source_file/--target_file, not both.")
+    if tsv:
+        return load_tsv(tsv)
+    if source_file or target_file:
+        if not (source_file and target_file):
+            raise ValueError("--source_file and --target_file go together.")
+        return load_parallel_files(source_file, target_file)
+    return load_corpus(corpus, split=split, direction=direction)
+
+
+def load_tfds(
+    name: str,
+    split: str = "train",
+    source_language: str | None = None,
+    target_language: str | None = None,
+    data_dir: str | None = None,
+    download: bool = False,
+    max_examples: int | None = None,
+):
+    """Loads a ``tensorflow_datasets`` translation set, e.g. ``"wmt14_translate/fr-en"``.
+
+    ``tensorflow_datasets`` is imported only here. Nothing is downloaded unless
+    ``download=True``: the data must already be in ``data_dir`` (tfds' default otherwise).
+
+    Args:
+        name: str, the tfds name (with config).
+        split: str, a tfds split ("train", "validation", "test[:1000]", ...).
+        source_language: str feature key of the source, e.g. "fr"; defaults to the dataset's
+            first supervised key.
+        target_language: str feature key of the target; defaults to the second.
+        data_dir: optional str, where the prepared data lives.
+        download: bool, allow tfds to download and prepare the data.
+        max_examples: optional int, stop after this many pairs.
+
+    Returns:
+        ParallelCorpus.
+
+    Raises:
+        ImportError: tensorflow_datasets is not installed.
+        ValueError: a language key is not a feature of the dataset.
+    """
+    try:
+        import tensorflow_datasets as tfds
+    except ImportError as error:
+        raise ImportError(
+            "load_tfds needs the optional package tensorflow_datasets: "
+            "pip install tensorflow-datasets"
+        ) from error
+    dataset, info = tfds.load(
+        name, split=split, data_dir=data_dir, download=download, with_info=True
+    )
+    if source_language is None or target_language is None:
+        keys = info.supervised_keys or ()
+        if len(keys) < 2:
+            raise ValueError(f"{name!r} has no supervised keys; pass source/target_language.")
+        source_language = source_language or keys[0]
+        target_language = target_language or keys[1]
+    features = list(info.features.keys())
+    for language in (source_language, target_language):
+        if language not in features:
+            raise ValueError(f"{language!r} is not a feature of {name!r}; features: {features}")
+    if max_examples is not None:
+        dataset = dataset.take(max_examples)
+    sources, targets = [], []
+    for example in tfds.as_numpy(dataset):
+        sources.append(example[source_language].decode("utf-8", errors="replace"))
+        targets.append(example[target_language].decode("utf-8", errors="replace"))
+    return ParallelCorpus(
+        sources=sources,
+        targets=targets,
+        name=f"{name}/{split}",
+        direction=f"{source_language}-{target_language}",
+    )

@@ -1,0 +1,119 @@
+"""The preset registry: named architectures and their training defaults, one row each.
+
+Each `Preset` row names its model class, its constructor arguments and its training defaults
+(the `TrainingConfig` fields it sets), like OpenNMT-tf's ``auto_config`` next to each model
+(DESIGN §1, §2, §6). `bahdanau_tf.models` (``model_from_preset``, ``RNNSearch.from_preset``),
+`bahdanau_tf.training.TrainingConfig.for_preset` and ``bahdanau-train --preset`` read it. A
+row names its class; the class itself comes from Keras's registry, where `bahdanau_tf.models`
+registers it, so this module sits below the models.
+"""
+
+import dataclasses
+
+import keras
+
+_PAPER_SIZES = dict(embedding_dim=620, hidden_dim=1000, maxout_dim=500)
+
+
+@dataclasses.dataclass(frozen=True)
+class Preset:
+    """One named configuration: which model, its constructor arguments, how to train it.
+
+    Attributes:
+        name: str, the registry key (``"rnnsearch-50"``, ``"rnnsearch-small"``, ...).
+        class_name: str, the model class's name (``"RNNSearch"``); `model_class` is the class.
+        model: dict of constructor arguments (training replaces the vocabulary sizes by the
+            tokenizers').
+        training: dict of the `bahdanau_tf.training.TrainingConfig` fields this preset sets;
+            the other fields keep the dataclass's defaults.
+        description: one line, for ``bahdanau-train --help`` and the docs.
+    """
+
+    name: str
+    class_name: str
+    model: dict
+    training: dict
+    description: str = ""
+
+    @property
+    def model_class(self) -> type:
+        """The model class, from Keras's registry (`bahdanau_tf.models` registers it)."""
+        return keras.saving.get_registered_object(f"bahdanau_tf>{self.class_name}")
+
+
+PRESETS: dict = {}
+#: short names: ``small`` and ``tiny`` are RNNsearch's reduced presets
+ALIASES = {"small": "rnnsearch-small", "tiny": "rnnsearch-tiny"}
+
+
+def _register(name, class_name, model, training, description):
+    PRESETS[name] = Preset(name, class_name, dict(model), dict(training), description)
+
+
+# Appendix B.2: Adadelta (rho 0.95, eps 1e-6), batch 80, gradient norm <= 1, the paper's bucketing.
+_PAPER_TRAINING = dict(optimizer="adadelta", learning_rate=1.0, clipnorm=1.0, batch_size=80,
+                       bucketing="paper", schedule="constant")
+# Sutskever et al. 2014: SGD 0.7 halved every half epoch after epoch 5, norm <= 5, batch 128.
+_SUTSKEVER_TRAINING = dict(optimizer="sgd", learning_rate=0.7, clipnorm=5.0, batch_size=128,
+                           bucketing="paper", schedule="halving", max_length=50)
+# What most users want on small data and a CPU: Adam 5e-3; precision and XLA are the device's
+# (`bahdanau_tf.devices`), see the measurements in `bahdanau_tf.cli.train` and
+# benchmarks/train_throughput.py.
+_REDUCED_TRAINING = dict(optimizer="adam", learning_rate=5e-3, clipnorm=1.0, batch_size=64,
+                         bucketing="paper", schedule="constant", max_length=50, eval_every=200,
+                         checkpoint_every=200)
+_TINY_TRAINING = dict(_REDUCED_TRAINING, batch_size=32)
+_PAPER_VOCABULARIES = dict(source_vocabulary_size=30000, target_vocabulary_size=30000)
+_SMALL = dict(source_vocabulary_size=8000, target_vocabulary_size=8000, embedding_dim=128,
+              hidden_dim=256)
+_TINY = dict(source_vocabulary_size=64, target_vocabulary_size=64, embedding_dim=16,
+             hidden_dim=24)
+
+for _length in (50, 30):
+    _register(f"rnnsearch-{_length}", "RNNSearch",
+              dict(_PAPER_VOCABULARIES, attention_dim=1000, **_PAPER_SIZES),
+              dict(_PAPER_TRAINING, max_length=_length),
+              f"the paper's RNNsearch-{_length} (n=1000, m=620, l=500, n'=1000)")
+    _register(f"rnnencdec-{_length}", "RNNEncDec", dict(_PAPER_VOCABULARIES, **_PAPER_SIZES),
+              dict(_PAPER_TRAINING, max_length=_length),
+              f"the paper's RNNencdec-{_length} baseline (Cho et al. 2014a)")
+_register("seq2seq", "Seq2Seq",
+          dict(source_vocabulary_size=160000, target_vocabulary_size=80000, embedding_dim=1000,
+               hidden_dim=1000, num_layers=4),
+          _SUTSKEVER_TRAINING, "Sutskever et al. 2014: 4-layer LSTMs of 1000 cells")
+_register("rnnsearch-small", "RNNSearch",
+          dict(_SMALL, attention_dim=256, maxout_dim=128, initialization="keras"),
+          _REDUCED_TRAINING, "RNNsearch at CPU size (m=128, n=256); the default, alias 'small'")
+_register("rnnsearch-general-small", "RNNSearch",
+          dict(_SMALL, attention_dim=256, maxout_dim=128, initialization="keras",
+               score="general"),
+          _REDUCED_TRAINING, "rnnsearch-small with Luong's 'general' score s^T W_a h_j")
+_register("rnnsearch-tiny", "RNNSearch", dict(_TINY, attention_dim=20, maxout_dim=12),
+          _TINY_TRAINING, "RNNsearch for tests; alias 'tiny'")
+_register("rnnencdec-small", "RNNEncDec", dict(_SMALL, maxout_dim=128, initialization="keras"),
+          _REDUCED_TRAINING, "RNNencdec at CPU size")
+_register("rnnencdec-tiny", "RNNEncDec", dict(_TINY, maxout_dim=12), _TINY_TRAINING,
+          "RNNencdec for tests")
+_register("seq2seq-small", "Seq2Seq", dict(_SMALL, num_layers=2), _REDUCED_TRAINING,
+          "Seq2Seq at CPU size (2 layers of 256)")
+_register("seq2seq-tiny", "Seq2Seq", dict(_TINY, num_layers=2), _TINY_TRAINING, "Seq2Seq for tests")
+
+
+def get_preset(name: str) -> Preset:
+    """The registry row of a preset name (aliases such as ``small`` resolved).
+
+    Raises:
+        ValueError: an unknown name (the message lists the known ones).
+    """
+    preset = PRESETS.get(ALIASES.get(name, name))
+    if preset is None:
+        raise ValueError(f"Unknown preset {name!r}; choose one of {preset_names()}.")
+    return preset
+
+
+def preset_names() -> list:
+    """Every name `model_from_preset` accepts (registry names and aliases)."""
+    return sorted(set(PRESETS) | set(ALIASES))
+
+
+__all__ = ["Preset", "PRESETS", "ALIASES", "get_preset", "preset_names"]

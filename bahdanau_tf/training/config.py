@@ -1,0 +1,254 @@
+"""How to train: `TrainingConfig`, the optimizer and learning-rate schedules, the strategy."""
+
+import dataclasses
+
+import keras
+import tensorflow as tf
+
+from bahdanau_tf import devices
+from bahdanau_tf import presets
+
+
+def _field(default, help_text: str):
+    """A dataclass field whose help (``bahdanau-train --help``) is kept as data."""
+    return dataclasses.field(default=default, metadata={"help": help_text})
+
+
+OPTIMIZERS = ("adadelta", "adam", "sgd")
+SCHEDULES = ("constant", "halving", "warmup_rsqrt")
+PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
+STRATEGIES = ("default", "mirrored", "multi_worker")
+
+
+@dataclasses.dataclass
+class TrainingConfig:
+    """How to train: optimizer, batching, budgets, checkpoints and speed options.
+
+    Start from `TrainingConfig.for_preset(name, **changes)`, which fills in the training
+    defaults of the preset's row of `bahdanau_tf.presets.PRESETS`. Each field's help is data
+    (``dataclasses.field(metadata={"help": ...})``, `field_help`): ``bahdanau-train --help``
+    shows it, one flag per field.
+    """
+
+    optimizer: str = _field("adam",
+        '``"adadelta"`` (rho 0.95, epsilon 1e-6: the paper), ``"adam"`` or ``"sgd"``.')
+    learning_rate: float = _field(1e-3,
+        'The learning rate (the peak of ``"warmup_rsqrt"``).')
+    clipnorm: float | None = _field(1.0,
+        'The bound on the global L2 norm of the gradient (paper: 1).')
+    schedule: str = _field("constant",
+        '``"constant"``, ``"halving"`` (Sutskever et al.: halve the learning rate every half '
+        'epoch after epoch 5) or ``"warmup_rsqrt"`` (`WarmupRsqrtSchedule`: linear warm-up '
+        'over ``warmup_steps``, then decay as 1 / sqrt(step)).')
+    warmup_steps: int = _field(200,
+        'The warm-up of ``"warmup_rsqrt"``.')
+    batch_size: int = _field(64,
+        'Sentence pairs per update (global, over all replicas).')
+    max_length: int = _field(50,
+        'Longer pairs are dropped (the -50 / -30 of the presets).')
+    bucketing: str | None = _field("paper",
+        '``"paper"`` (1,600 pairs sorted by length, cut into 20 minibatches), '
+        '``"token_budget"`` or None; see `bahdanau_tf.data.make_dataset`.')
+    max_steps: int | None = _field(None,
+        'The update budget (counted over resumed runs).')
+    max_minutes: float | None = _field(None,
+        'The wall-time budget of this run, from ``start_time``.')
+    patience: int | None = _field(None,
+        'Stop after this many dev evaluations without a better dev NLL.')
+    eval_every: int = _field(500,
+        'Steps between dev NLL evaluations.')
+    dev_sentences: int = _field(500,
+        'The number of dev pairs used for the dev NLL (the first ones).')
+    checkpoint_every: int = _field(500,
+        'Steps between checkpoints (and one at the end).')
+    keep_checkpoints: int = _field(3,
+        'How many recent checkpoints `tf.train.CheckpointManager` keeps.')
+    log_every: int = _field(50,
+        'Steps between progress lines and summaries (the only host reads).')
+    precision: str | None = _field(None,
+        '``"float32"``, ``"mixed_bfloat16"`` or ``"mixed_float16"`` (dynamic loss scaling); '
+        "logits and loss stay float32. None (default): the device's choice, "
+        '`bahdanau_tf.devices.training_choice` (bf16 on CPUs with AMX bf16 tiles and on GPUs '
+        'from compute capability 8.0, float16 on 7.x, float32 elsewhere).')
+    jit_compile: bool | None = _field(None,
+        "Compile the forward and backward pass with XLA. None (default): the device's "
+        'choice (off on CPUs with AMX, on elsewhere).')
+    pad_to_multiple: int | None = _field(None,
+        'Pad batch lengths up to a multiple of this: bounds the number of XLA '
+        'compilations, costs padding. None (default): 8 with ``jit_compile``, else 1 (a '
+        '``tf.function`` without XLA runs every shape with one trace). `padding_multiple` is '
+        'the value in effect.')
+    seed: int = _field(1234,
+        'Data order and initialisation.')
+    summaries: bool = _field(True,
+        'Write TensorBoard summaries to ``OUT/logs`` (the series are listed in '
+        "`Trainer`'s docstring).")
+    dev_bleu_every: int = _field(2,
+        'Translate the dev sample (greedy) at the first dev evaluation, then every this '
+        'many evaluations, and at the last one: dev BLEU, attention images and sample '
+        'translations go to TensorBoard; 0 never (needs ``summaries``).')
+    dev_bleu_sentences: int = _field(100,
+        'The dev sample: the first this many dev pairs.')
+
+    def __post_init__(self):
+        # precision and XLA left to the device (None) are resolved here, once
+        self.device_choice = None
+        self.device_chose = tuple(name for name in ("precision", "jit_compile") if getattr(self, name) is None)
+        if self.device_chose:
+            self.device_choice = devices.training_choice(precision=self.precision)
+            for name in self.device_chose:
+                setattr(self, name, getattr(self.device_choice, name))
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"`optimizer` must be one of {OPTIMIZERS}, got {self.optimizer!r}.")
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"`schedule` must be one of {SCHEDULES}, got {self.schedule!r}.")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"`precision` must be one of {PRECISIONS}, got {self.precision!r}.")
+        positive = ["batch_size", "max_length", "eval_every", "checkpoint_every", "log_every", "dev_sentences",
+                    "keep_checkpoints", "warmup_steps"] + (["pad_to_multiple"] if self.pad_to_multiple is not None else [])
+        for name in positive:
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"`{name}` must be a positive int, got {value!r}.")
+        if not self.learning_rate > 0:
+            raise ValueError(f"`learning_rate` must be positive, got {self.learning_rate!r}.")
+        if self.clipnorm is not None and not self.clipnorm > 0:
+            raise ValueError(f"`clipnorm` must be positive or None, got {self.clipnorm!r}.")
+        if self.max_steps is not None and self.max_steps < 0:
+            raise ValueError(f"`max_steps` must be >= 0 or None, got {self.max_steps!r}.")
+        if self.max_minutes is not None and not self.max_minutes > 0:
+            raise ValueError(f"`max_minutes` must be positive or None, got {self.max_minutes!r}.")
+        for name, low in (("dev_bleu_every", 0), ("dev_bleu_sentences", 1)):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < low:
+                raise ValueError(f"`{name}` must be an int >= {low}, got {value!r}.")
+
+    def speed_summary(self):
+        """``"float32 + XLA (device choice: CPU without bfloat16 units)"``, for the header line."""
+        words = f"{self.precision}{' + XLA' if self.jit_compile else ', no XLA'}"
+        if not self.device_chose:
+            return f"{words} (as set)"
+        which = "" if len(self.device_chose) == 2 else f" of {self.device_chose[0]}"
+        return f"{words} (device choice{which}: {self.device_choice.reason})"
+
+    @property
+    def padding_multiple(self) -> int:
+        """The `pad_to_multiple` in effect: 8 under XLA, 1 without, unless set."""
+        if self.pad_to_multiple is not None:
+            return self.pad_to_multiple
+        return 8 if self.jit_compile else 1
+
+    @classmethod
+    def field_help(cls) -> dict:
+        """``{field name: help text}`` of every field (the command line's flag help)."""
+        return {field.name: field.metadata["help"] for field in dataclasses.fields(cls)}
+
+    @classmethod
+    def for_preset(cls, preset: str, **changes) -> "TrainingConfig":
+        """The preset's training defaults (`bahdanau_tf.presets.PRESETS`), with ``changes``."""
+        return cls(**{**presets.get_preset(preset).training, **changes})
+
+
+class HalvingSchedule(keras.optimizers.schedules.LearningRateSchedule):
+    """Sutskever et al. (2014): constant, then halved every ``every_epochs`` after ``start_epoch``.
+
+    Args:
+        initial_learning_rate: float (0.7).
+        steps_per_epoch: int or an int tf.Variable (set once the corpus is counted).
+        start_epoch: float, the first halving happens here (5).
+        every_epochs: float, then every this many epochs (0.5).
+    """
+
+    def __init__(self, initial_learning_rate: float, steps_per_epoch: int | tf.Variable,
+                 start_epoch: float = 5.0, every_epochs: float = 0.5) -> None:
+        self.initial_learning_rate = float(initial_learning_rate)
+        self.steps_per_epoch = steps_per_epoch
+        self.start_epoch = float(start_epoch)
+        self.every_epochs = float(every_epochs)
+
+    def __call__(self, step: tf.Tensor) -> tf.Tensor:
+        epoch = tf.cast(step, "float32") / tf.maximum(tf.cast(self.steps_per_epoch, "float32"), 1.0)
+        halvings = tf.where(
+            epoch >= self.start_epoch, tf.floor((epoch - self.start_epoch) / self.every_epochs) + 1.0, 0.0
+        )
+        return self.initial_learning_rate * tf.pow(0.5, halvings)
+
+    def get_config(self) -> dict:
+        return dict(
+            initial_learning_rate=self.initial_learning_rate,
+            steps_per_epoch=int(self.steps_per_epoch),
+            start_epoch=self.start_epoch,
+            every_epochs=self.every_epochs,
+        )
+
+
+class WarmupRsqrtSchedule(keras.optimizers.schedules.LearningRateSchedule):
+    """Linear warm-up to the peak, then decay as 1 / sqrt(step) (Vaswani et al. 2017, eq. 3).
+
+    ``lr(step) = peak * min((step + 1) / warmup_steps, sqrt(warmup_steps / (step + 1)))``: the
+    first updates, taken on a random model with Adam's still unreliable second-moment estimates,
+    are small; after the peak at ``warmup_steps`` the rate falls slowly (a quarter of the peak
+    at 16 x ``warmup_steps``) and needs no total step count, so it suits wall-time budgets.
+
+    Args:
+        peak_learning_rate: float.
+        warmup_steps: int >= 1.
+    """
+
+    def __init__(self, peak_learning_rate, warmup_steps):
+        self.peak_learning_rate = float(peak_learning_rate)
+        self.warmup_steps = int(warmup_steps)
+
+    def __call__(self, step):
+        step = tf.cast(step, "float32") + 1.0
+        warmup = float(self.warmup_steps)
+        return self.peak_learning_rate * tf.minimum(step / warmup, tf.sqrt(warmup / step))
+
+    def get_config(self):
+        return dict(peak_learning_rate=self.peak_learning_rate, warmup_steps=self.warmup_steps)
+
+
+def make_optimizer(config: TrainingConfig,
+                   steps_per_epoch: int | tf.Variable | None = None) -> keras.optimizers.Optimizer:
+    """The Keras optimizer of a `TrainingConfig` (clipping is done by the trainer, not here)."""
+    learning_rate = config.learning_rate
+    if config.schedule == "halving":
+        learning_rate = HalvingSchedule(learning_rate, 1 if steps_per_epoch is None else steps_per_epoch)
+    elif config.schedule == "warmup_rsqrt":
+        learning_rate = WarmupRsqrtSchedule(learning_rate, config.warmup_steps)
+    if config.optimizer == "adadelta":
+        optimizer = keras.optimizers.Adadelta(learning_rate, rho=0.95, epsilon=1e-6)
+    elif config.optimizer == "adam":
+        optimizer = keras.optimizers.Adam(learning_rate)
+    else:
+        optimizer = keras.optimizers.SGD(learning_rate)
+    if config.precision == "mixed_float16":
+        optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+    return optimizer
+
+
+def make_strategy(name: str = "default", devices: list | None = None) -> tf.distribute.Strategy:
+    """A `tf.distribute` strategy by name.
+
+    Args:
+        name: ``"default"`` (one device), ``"mirrored"`` (all local GPUs, or ``devices``) or
+            ``"multi_worker"`` (MultiWorkerMirroredStrategy; the cluster comes from TF_CONFIG).
+        devices: optional list of device names for ``"mirrored"``.
+    """
+    if name == "default":
+        return tf.distribute.get_strategy()
+    if name == "mirrored":
+        return tf.distribute.MirroredStrategy(devices)
+    if name == "multi_worker":
+        return tf.distribute.MultiWorkerMirroredStrategy()
+    raise ValueError(f"`strategy` must be one of {STRATEGIES}, got {name!r}.")
+
+
+def is_chief(strategy: tf.distribute.Strategy) -> bool:
+    """Whether this process writes the model directory (the chief, or worker 0 without one)."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or not resolver.cluster_spec().as_dict():
+        return True
+    return resolver.task_type in ("chief", None) or (
+        resolver.task_type == "worker" and resolver.task_id == 0 and "chief" not in resolver.cluster_spec().as_dict()
+    )

@@ -1,0 +1,221 @@
+"""The run directory: one training process at a time, signals, what a failed start leaves.
+
+- `DirectoryLock`: an exclusive lock on ``OUT/.lock`` (a second trainer gets
+  `DirectoryInUseError`);
+- `StopSignals`: SIGINT / SIGTERM end the run after the current update (a checkpoint and the
+  report are written, then `TrainingInterrupted`);
+- `RunDirectory`: takes the directory (lock), checks an existing one against the model
+  (`bahdanau_tf.model_directory`), writes ``model.json`` with the first checkpoint and
+  ``report.json`` at the end, and removes what a run that failed before its first checkpoint
+  created.
+
+The layout itself is `bahdanau_tf.model_directory`'s.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import threading
+from typing import Callable
+
+import tensorflow as tf
+
+from bahdanau_tf import files
+from bahdanau_tf import model_directory
+
+
+class DirectoryInUseError(RuntimeError):
+    """Another process is training into the same output directory."""
+
+
+class TrainingInterrupted(RuntimeError):
+    """SIGINT or SIGTERM stopped training, after a checkpoint and the report were written.
+
+    Attributes:
+        signal_number: int, the signal (2 for SIGINT, 15 for SIGTERM).
+        report: dict, the report written to ``report.json``.
+    """
+
+    def __init__(self, signal_number, report):
+        name = signal.Signals(signal_number).name
+        super().__init__(f"Training stopped by {name} at update {report['updates']:,}: the "
+                         "checkpoint of that update and report.json are written; rerun the same "
+                         "command to resume.")
+        self.signal_number = signal_number
+        self.report = report
+
+
+class DirectoryLock:
+    """An exclusive, non-blocking lock on ``directory/.lock`` (fcntl.flock), held by one process.
+
+    The kernel releases it when the process dies (even by SIGKILL), so a stale lock file never
+    blocks a later run. Where fcntl does not exist (Windows) the directory is not locked.
+    """
+
+    NAME = ".lock"
+
+    def __init__(self, directory):
+        self.path = os.path.join(directory, self.NAME)
+        self._handle = None
+
+    def acquire(self):
+        handle = files.try_lock(self.path)
+        if handle is None:
+            owner = files.lock_holder(self.path)
+            raise DirectoryInUseError(
+                f"{os.path.dirname(self.path)!r} is in use by another training process "
+                f"(pid {owner}); wait for it to finish or use another --output_dir.")
+        try:
+            files.write_holder(handle, self.path)
+        except BaseException:
+            handle.close()
+            raise
+        self._handle = handle
+
+    def release(self, remove=False):
+        if self._handle is not None:
+            if remove and os.path.exists(self.path):
+                os.remove(self.path)
+            self._handle.close()  # closing the file releases the lock
+            self._handle = None
+
+
+class StopSignals:
+    """Catches SIGINT and SIGTERM while a run is going (a context manager).
+
+    The first signal is noted (`received`) and logged: the loop finishes the current update,
+    then writes a checkpoint and the report. A second one stops at once (KeyboardInterrupt).
+    Outside the main thread (where Python cannot install handlers) nothing is caught.
+    """
+
+    def __init__(self, log: Callable[[str], None]):
+        self.received = None
+        self._log = log
+        self._previous = {}
+
+    def _handler(self, signal_number, frame):
+        if self.received is not None:  # a second signal: stop now
+            raise KeyboardInterrupt
+        self.received = signal_number
+        self._log(f"{signal.Signals(signal_number).name}: finishing the current update, then "
+                  "a checkpoint and the report (again to stop at once).")
+
+    def __enter__(self) -> "StopSignals":
+        self.received = None
+        if threading.current_thread() is threading.main_thread():
+            self._previous = {number: signal.signal(number, self._handler)
+                              for number in (signal.SIGINT, signal.SIGTERM)}
+        return self
+
+    def __exit__(self, *unused) -> None:
+        for number, previous in self._previous.items():
+            signal.signal(number, previous)
+        self._previous = {}
+
+    @property
+    def name(self) -> str | None:
+        """``"SIGINT"`` / ``"SIGTERM"`` once one was received, else None."""
+        return None if self.received is None else signal.Signals(self.received).name
+
+
+#: the TensorBoard event files of the runs (``tensorboard --logdir OUT/logs``)
+LOGS = "logs"
+#: the entries of a model directory a run creates (removed again by a failed fresh start)
+RUN_ENTRIES = (model_directory.CHECKPOINTS, model_directory.BEST, LOGS)
+
+
+class RunDirectory:
+    """A trainer's hold on its output directory.
+
+    Args:
+        path: str, the model directory.
+        is_chief: bool, whether this process writes it (the other workers of a multi-worker run
+            only read; they take no lock).
+    """
+
+    def __init__(self, path: str, is_chief: bool = True):
+        self.path = path
+        self.is_chief = is_chief
+        self.lock = DirectoryLock(path)
+        self._created = False
+        self._created_entries = set()
+
+    def take(self) -> None:
+        """Creates the directory if needed and locks it (chief only).
+
+        Raises:
+            ValueError: the path is a file.
+            DirectoryInUseError: another process holds it.
+        """
+        if not self.is_chief:
+            return
+        if os.path.exists(self.path) and not os.path.isdir(self.path):
+            raise ValueError(f"--output_dir {self.path!r} is a file, not a directory.")
+        self._created = not os.path.exists(self.path)
+        tf.io.gfile.makedirs(self.path)
+        self.lock.acquire()
+
+    def release(self) -> None:
+        self.lock.release()
+
+    def note_new_entries(self) -> None:
+        """Remembers which of `RUN_ENTRIES` do not exist yet (what `abandon_fresh_start` removes)."""
+        if self.is_chief:
+            self._created_entries = {name for name in RUN_ENTRIES
+                                     if not os.path.exists(os.path.join(self.path, name))}
+
+    def has_model_config(self) -> bool:
+        return tf.io.gfile.exists(os.path.join(self.path, model_directory.MODEL_CONFIG))
+
+    def check(self, model) -> None:
+        """An existing model directory must be complete and hold ``model``'s architecture.
+
+        Raises:
+            ValueError: a half-written directory, or one that holds another model.
+        """
+        if self.has_model_config():
+            if self.is_chief:
+                model_directory.check_model_directory(self.path)
+                model_directory.check_same_model(self.path, model)
+        elif model_directory.listed_checkpoint(os.path.join(self.path, model_directory.CHECKPOINTS)):
+            raise ValueError(
+                f"{self.path!r} is a half-written model directory: it has checkpoints but "
+                f"no {model_directory.MODEL_CONFIG}; remove it or use another --output_dir.")
+
+    def write_model_config(self, model, source_tokenizer, target_tokenizer, settings: dict,
+                           device: dict) -> None:
+        """``model.json`` and the vocabularies, once, with the first checkpoint (chief only)."""
+        if self.is_chief and not self.has_model_config():
+            model_directory.write_model_config(self.path, model, source_tokenizer,
+                                               target_tokenizer, settings, device=device)
+
+    def abandon_fresh_start(self) -> None:
+        """A run that failed before its first checkpoint leaves the directory as it found it."""
+        if not self.is_chief or self.has_model_config():
+            return
+        if self._created:
+            self.lock.release()
+            shutil.rmtree(self.path, ignore_errors=True)
+            return
+        for name in RUN_ENTRIES:
+            if name in self._created_entries:
+                shutil.rmtree(os.path.join(self.path, name), ignore_errors=True)
+
+    def read_report(self) -> dict:
+        """``report.json`` of an earlier run, or {}."""
+        path = os.path.join(self.path, model_directory.REPORT)
+        if not tf.io.gfile.exists(path):
+            return {}
+        with tf.io.gfile.GFile(path) as f:
+            try:
+                return json.loads(f.read())
+            except ValueError:
+                return {}
+
+    def write_report(self, report: dict) -> None:
+        if self.is_chief:
+            with tf.io.gfile.GFile(os.path.join(self.path, model_directory.REPORT), "w") as f:
+                f.write(json.dumps(report, indent=2, sort_keys=True) + "\n")

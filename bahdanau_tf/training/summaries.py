@@ -1,0 +1,124 @@
+"""TensorBoard summaries of a training run, written with core TensorFlow only.
+
+TensorBoard's own summary ops come with the tensorboard package, which TensorFlow no longer
+brings; `Summaries` writes the same records (plugin name + tensor layout). The series are
+listed in `bahdanau_tf.training.Trainer`'s docstring.
+"""
+
+from __future__ import annotations
+
+import io
+import time
+
+import tensorflow as tf
+from tensorflow.core.framework import summary_pb2
+
+from bahdanau_tf import evaluation
+
+def _metadata(plugin_name, data_class):
+    return summary_pb2.SummaryMetadata(
+        plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name=plugin_name),
+        data_class=data_class,
+    )
+
+
+def scalar_summary(name: str, value) -> None:
+    """A TensorBoard scalar (the ``scalars`` plugin's float32 scalar)."""
+    tf.summary.write(name, tf.cast(value, "float32"), metadata=_metadata("scalars", 1))
+
+
+def image_summary(name: str, png: bytes, width: int, height: int) -> None:
+    """A TensorBoard image: the ``images`` plugin's [width, height, PNG bytes] string tensor."""
+    tf.summary.write(name, tf.constant([str(width), str(height), png], tf.string),
+                     metadata=_metadata("images", 3))
+
+
+def text_summary(name: str, markdown: str) -> None:
+    """A TensorBoard text (the ``text`` plugin renders a string tensor as Markdown)."""
+    tf.summary.write(name, tf.constant(markdown, tf.string), metadata=_metadata("text", 2))
+
+
+def attention_png(alignment, title: str) -> tuple:
+    """An alignment drawn like the paper's figure 3: (PNG bytes, width, height) in pixels."""
+    figure = evaluation.plot_attention(alignment.attention, alignment.source_tokens,
+                                       alignment.target_tokens, None, title=title)
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=figure.dpi)
+    width, height = figure.canvas.get_width_height()
+    return buffer.getvalue(), width, height
+
+
+def markdown_cell(text: str) -> str:
+    """``text`` as one cell of a Markdown table (pipes escaped, one line, never empty)."""
+    return text.replace("|", "\\|").replace("\n", " ") or " "
+
+
+class Summaries:
+    """The event-file writer of one run, or nothing (``logdir`` None: no summaries).
+
+    Args:
+        logdir: str or None, the event files' directory (``OUT/logs``).
+    """
+
+    def __init__(self, logdir: str | None):
+        self._writer = None if logdir is None else tf.summary.create_file_writer(logdir)
+
+    def __bool__(self) -> bool:
+        return self._writer is not None
+
+    def write(self, step: int, scalars: dict, images: dict | None = None,
+              texts: dict | None = None) -> None:
+        """Scalars, ``{name: (png, width, height)}`` images and ``{name: markdown}`` texts."""
+        if self._writer is None:
+            return
+        with self._writer.as_default(step=step):
+            for name, value in scalars.items():
+                scalar_summary(name, value)
+            for name, (png, width, height) in (images or {}).items():
+                image_summary(name, png, width, height)
+            for name, markdown in (texts or {}).items():
+                text_summary(name, markdown)
+
+    def flush(self) -> None:
+        if self._writer is not None:
+            self._writer.flush()
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+
+def dev_translation_summaries(summaries: Summaries, translator, sample, step: int, log) -> float:
+    """Dev BLEU (greedy) of ``sample``, 4 sample translations and attention images at ``step``.
+
+    Args:
+        summaries: the run's `Summaries`.
+        translator: a greedy `bahdanau_tf.translator.Translator` of the model being trained.
+        sample: a `bahdanau_tf.corpora.ParallelCorpus`, the first dev pairs.
+        step: int, the update.
+        log: callable taking a str, the progress line.
+
+    Returns:
+        float, the dev BLEU.
+    """
+    start = time.time()
+    translations = translator.translate(sample.sources, beam_size=1).translations
+    bleu = evaluation.corpus_bleu(translations, sample.targets).score
+    log(f"step {step:>7,}  dev BLEU {bleu:.2f} (greedy, {len(sample)} sentences, "
+        f"{time.time() - start:.0f} s)")
+    rows = ["| source | reference | translation |", "| --- | --- | --- |"] + [
+        f"| {markdown_cell(s)} | {markdown_cell(r)} | {markdown_cell(t)} |"
+        for s, r, t in list(zip(sample.sources, sample.targets, translations))[:4]]
+    images = {}
+    if translator.has_attention:
+        # two fixed sentences of readable length, the same at every evaluation
+        fixed = [s for s in sample.sources if 0 < len(s.split()) <= 25][:2]
+        alignments = translator.translate(fixed, beam_size=1, return_alignments=True).alignments
+        for index, (sentence, alignment) in enumerate(zip(fixed, alignments)):
+            if alignment.target_tokens:
+                images[f"dev/attention_{index}"] = attention_png(
+                    alignment, f"step {step}: {sentence[:60]}")
+    summaries.write(step, {"dev/bleu": bleu}, images=images,
+                    texts={"dev/translations": "\n".join(rows)})
+    return bleu

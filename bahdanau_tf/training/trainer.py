@@ -1,0 +1,616 @@
+"""The trainer loop (DESIGN §2): the paper's procedure in one `tf.function` step.
+
+See `bahdanau_tf.training` for what one update does; the run directory, the summaries and
+the report are the sibling modules'.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import shutil
+import sys
+import tempfile
+import time
+from typing import Any, Callable
+
+import keras
+import tensorflow as tf
+
+from bahdanau_tf import data
+from bahdanau_tf import devices
+from bahdanau_tf import files
+from bahdanau_tf import losses
+from bahdanau_tf import model_directory as model_directory_lib
+from bahdanau_tf import models as models_lib
+from bahdanau_tf.special_tokens import PAD_ID
+from bahdanau_tf.training.config import TrainingConfig, is_chief, make_optimizer, make_strategy
+from bahdanau_tf.training.report import RunState, training_report
+from bahdanau_tf.training.run_directory import (
+    LOGS,
+    RunDirectory,
+    StopSignals,
+    TrainingInterrupted,
+)
+from bahdanau_tf.training.summaries import Summaries, dev_translation_summaries
+from bahdanau_tf.translator import Translator
+
+
+class NonFiniteLossError(RuntimeError):
+    """Training stopped because the loss or the gradient became NaN or infinite."""
+
+
+class Trainer:
+    """Trains a model of a preset on a parallel corpus and writes its model directory.
+
+    The model is built inside the strategy's scope, with the vocabulary sizes of the tokenizers
+    and the dtype policy of ``config.precision``. When ``output_dir`` already holds a model, its
+    config must match (`model_directory.check_same_model`) and training resumes from the latest
+    checkpoint (step, weights, optimizer state, elapsed wall time, and the data position: the
+    seeded input pipeline skips the batches already used).
+
+    TensorBoard (``tensorboard --logdir OUT/logs``; the package is the ``[tensorboard]`` extra):
+    ``train/nll``, ``train/gradient_norm``, ``train/learning_rate``, ``train/tokens_per_second``
+    every ``log_every`` steps; ``dev/nll`` at every dev evaluation, the last step's included;
+    and, at the first evaluation, every ``dev_bleu_every``-th and the last, from a greedy
+    translation of the first ``dev_bleu_sentences`` dev pairs: ``dev/bleu`` (sacrebleu, as
+    `bahdanau_tf.evaluation.corpus_bleu`), ``dev/translations`` (text: source, reference and
+    translation of the first 4) and ``dev/attention_0``, ``dev/attention_1`` (images of the
+    attention on two fixed dev sentences, figure 3; models with attention only).
+
+    Args:
+        output_dir: str, the model directory (created if needed).
+        source_tokenizer, target_tokenizer: tokenizers of `bahdanau_tf.text`.
+        preset: str, a name of `bahdanau_tf.models.preset_names()`.
+        config: `TrainingConfig`; defaults to ``TrainingConfig.for_preset(preset)``.
+        model_overrides: dict of constructor arguments overriding the preset's.
+        strategy: a `tf.distribute.Strategy` or a name of `STRATEGIES` (default: the default one).
+        settings: dict saved in ``model.json`` (e.g. direction, tokenizer kind, corpus).
+        log: callable taking a str, for progress lines (default: print to stderr).
+
+    Example:
+
+        corpus = data.load_corpus("bible-en-es", split="train")
+        source = text.SubwordTokenizer.build(corpus.sources, vocabulary_size=5000)
+        target = text.SubwordTokenizer.build(corpus.targets, vocabulary_size=5000)
+        trainer = Trainer("/tmp/run", source, target, preset="small",
+                          config=TrainingConfig.for_preset("small", max_minutes=10))
+        report = trainer.fit(corpus, data.load_corpus("bible-en-es", split="dev"))
+    """
+
+    def __init__(
+        self,
+        output_dir: str,
+        source_tokenizer: Any,
+        target_tokenizer: Any,
+        preset: str = "small",
+        config: TrainingConfig | None = None,
+        model_overrides: dict | None = None,
+        strategy: tf.distribute.Strategy | str | None = None,
+        settings: dict | None = None,
+        log: Callable[[str], None] | None = None,
+    ) -> None:
+        self.output_dir = output_dir
+        self.source_tokenizer = source_tokenizer
+        self.target_tokenizer = target_tokenizer
+        self.preset = preset
+        self.config = config or TrainingConfig.for_preset(preset)
+        self.model_overrides = dict(model_overrides or {})
+        if strategy is None or isinstance(strategy, str):
+            strategy = make_strategy(strategy or "default")
+        self.strategy = strategy
+        self.settings = dict(settings or {})
+        self._log = log or (lambda line: print(line, file=sys.stderr, flush=True))
+        self.is_chief = is_chief(strategy)
+        # non-chief workers of a multi-worker run write their (identical) checkpoints elsewhere
+        self._write_dir = output_dir if self.is_chief else tempfile.mkdtemp(prefix="bahdanau_worker_")
+        self._restored = None
+        self.directory = RunDirectory(output_dir, self.is_chief)
+        self._signals = StopSignals(self._log)
+        self._summaries = Summaries(None)
+        self._dev_translator = None
+        self._build()
+
+    # === Construction ===
+    def _build(self):
+        config = self.config
+        keras.utils.set_random_seed(config.seed)  # the same initialisation on every worker and rerun
+        with self.strategy.scope():
+            self.model = models_lib.model_from_preset(
+                self.preset,
+                **{
+                    "source_vocabulary_size": self.source_tokenizer.vocabulary_size,
+                    "target_vocabulary_size": self.target_tokenizer.vocabulary_size,
+                    "dtype": config.precision,
+                    **self.model_overrides,
+                },
+            )
+            self.model.build_variables()
+            self._steps_per_epoch = tf.Variable(1, dtype="int64", trainable=False, name="steps_per_epoch")
+            self.optimizer = make_optimizer(config, steps_per_epoch=self._steps_per_epoch)
+            self.optimizer.build(self.model.trainable_variables)
+            # training state (all in the checkpoint)
+            self.step = tf.Variable(0, dtype="int64", trainable=False, name="step")
+            self.sentences_seen = tf.Variable(0, dtype="int64", trainable=False, name="sentences_seen")
+            self.elapsed_seconds = tf.Variable(0.0, dtype="float64", trainable=False, name="elapsed_seconds")
+            self.best_dev_nll = tf.Variable(math.inf, dtype="float64", trainable=False, name="best_dev_nll")
+            self.best_step = tf.Variable(-1, dtype="int64", trainable=False, name="best_step")
+            # read by the host every log_every steps, then reset
+            self._loss_sum = tf.Variable(0.0, dtype="float64", trainable=False, name="loss_sum")
+            self._token_count = tf.Variable(0.0, dtype="float64", trainable=False, name="token_count")
+            self._grad_norm = tf.Variable(0.0, dtype="float32", trainable=False, name="gradient_norm")
+            self._first_nonfinite_step = tf.Variable(-1, dtype="int64", trainable=False, name="first_nonfinite")
+        self.checkpoint = tf.train.Checkpoint(
+            model=self.model,
+            optimizer=self.optimizer,
+            step=self.step,
+            sentences_seen=self.sentences_seen,
+            elapsed_seconds=self.elapsed_seconds,
+            best_dev_nll=self.best_dev_nll,
+            best_step=self.best_step,
+        )
+        self.manager = tf.train.CheckpointManager(
+            self.checkpoint,
+            os.path.join(self._write_dir, model_directory_lib.CHECKPOINTS),
+            max_to_keep=config.keep_checkpoints,
+            step_counter=self.step,
+        )
+        self.best_manager = tf.train.CheckpointManager(
+            tf.train.Checkpoint(model=self.model, step=self.step),
+            os.path.join(self._write_dir, model_directory_lib.BEST),
+            max_to_keep=1,
+            step_counter=self.step,
+        )
+        self._gradients = tf.function(self._loss_and_gradients, jit_compile=bool(config.jit_compile))
+        self._forward_nll = tf.function(self._nll_sum, jit_compile=bool(config.jit_compile))
+        self.train_step = tf.function(self._train_step)
+        self.eval_step = tf.function(self._eval_step, reduce_retracing=True)  # one trace for all dev shapes
+
+    def restore(self) -> str | None:
+        """Takes the output directory (a lock) and restores its latest checkpoint, if any.
+
+        An existing model directory must be complete (`model_directory.check_model_directory`)
+        and hold the same model (`model_directory.check_same_model`), else ValueError. Nothing
+        is written yet: ``model.json`` and the vocabularies are written with the first
+        checkpoint, so a run that fails before it leaves no model directory behind.
+
+        Returns:
+            str, the restored checkpoint's path, or None for a fresh start.
+
+        Raises:
+            DirectoryInUseError: another process holds the directory.
+            ValueError: a half-written directory, or one that holds another model.
+        """
+        if self._restored is not None:
+            return self._restored[0]
+        self.directory.take()
+        try:
+            latest = self._check_and_restore()
+        except BaseException:
+            self.directory.release()  # a refused directory is not kept locked
+            raise
+        self._restored = (latest,)
+        return latest
+
+    def _check_and_restore(self):
+        """`restore` once the directory is ours: checks, then the latest checkpoint, if any."""
+        self.directory.check(self.model)
+        latest = model_directory_lib.latest_checkpoint(self.output_dir, which="latest")
+        if latest:
+            self.checkpoint.restore(latest).assert_existing_objects_matched()
+            self._log(
+                f"Resuming from {latest}: step {int(self.step.numpy())}, "
+                f"{self.elapsed_seconds.numpy() / 60:.1f} min trained so far."
+            )
+        return latest
+
+    def _write_model_config(self):
+        """``model.json`` and the vocabularies, with the first checkpoint (see `restore`)."""
+        settings = {"preset": self.preset, "training": dataclasses.asdict(self.config), **self.settings}
+        self.directory.write_model_config(self.model, self.source_tokenizer, self.target_tokenizer,
+                                          settings, device=self._device_record())
+
+    def close(self):
+        """Releases the output directory (`fit` does it when it returns or raises)."""
+        self.directory.release()
+        self._restored = None
+
+    def _device_record(self):
+        """What ``model.json`` records about the device and the speed settings used on it."""
+        config = self.config
+        return {
+            "machine": devices.detect().to_json(),
+            "precision": config.precision,
+            "jit_compile": bool(config.jit_compile),
+            "chosen_by_device": list(config.device_chose),  # the others were set explicitly
+            "reason": config.device_choice.reason if config.device_choice is not None else None,
+        }
+
+    @tf.function
+    def _weights_finite(self):
+        return tf.reduce_all([tf.reduce_all(tf.math.is_finite(v)) for v in self.model.trainable_variables])
+
+    # === The step functions ===
+    def _nll_sum(self, source, target_in, target_out):
+        logits = self.model((source, target_in), training=False)
+        return tf.reduce_sum(losses.token_nll(target_out, logits))
+
+    def _loss_and_gradients(self, source, target_in, target_out, global_tokens):
+        variables = self.model.trainable_variables
+        with tf.GradientTape() as tape:
+            logits = self.model((source, target_in), training=True)
+            nll_sum = tf.reduce_sum(losses.token_nll(target_out, logits))
+            loss = nll_sum / global_tokens  # this replica's share of the global mean
+            if isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer):
+                loss = self.optimizer.scale_loss(loss)
+        return nll_sum, tape.gradient(loss, variables)
+
+    def _replica_step(self, batch):
+        (source, target_in), target_out = batch
+        context = tf.distribute.get_replica_context()
+        local_tokens = tf.reduce_sum(tf.cast(tf.not_equal(target_out, PAD_ID), "float32"))
+        global_tokens = tf.maximum(context.all_reduce("sum", local_tokens), 1.0)
+        nll_sum, gradients = self._gradients(source, target_in, target_out, global_tokens)
+        # embedding gradients come as IndexedSlices; dense ones all-reduce and scale uniformly
+        gradients = [tf.convert_to_tensor(g) for g in gradients]
+        gradients = context.all_reduce("sum", gradients)  # gradient of the global mean NLL
+        scaled = isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer)
+        if scaled:
+            scale = tf.cast(self.optimizer.dynamic_scale, "float32")
+            gradients = [g / scale for g in gradients]
+        norm = tf.linalg.global_norm(gradients)
+        if self.config.clipnorm is not None:
+            gradients, _ = tf.clip_by_global_norm(gradients, self.config.clipnorm, use_norm=norm)
+        # the optimizer sums over replicas again (and a loss scale optimizer unscales)
+        factor = 1.0 / context.num_replicas_in_sync
+        if scaled:
+            factor = factor * scale
+        if context.num_replicas_in_sync > 1 or scaled:
+            gradients = [g * factor for g in gradients]
+        self.optimizer.apply(gradients, self.model.trainable_variables)
+        sentences = tf.reduce_sum(tf.cast(tf.reduce_any(tf.not_equal(target_out, PAD_ID), axis=1), "int64"))
+        return nll_sum, local_tokens, norm, sentences
+
+    def _train_step(self, iterator):
+        batch = next(iterator)
+        nll_sum, tokens, norm, sentences = self.strategy.run(self._replica_step, (batch,))
+        reduce = lambda value: self.strategy.reduce("sum", value, axis=None)  # noqa: E731
+        nll_sum, tokens, sentences = reduce(nll_sum), reduce(tokens), reduce(sentences)
+        norm = self.strategy.experimental_local_results(norm)[0]  # the same on every replica
+        finite = tf.math.is_finite(nll_sum) & tf.math.is_finite(norm)
+        if isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer):
+            finite = tf.math.is_finite(nll_sum)  # overflowing gradients are skipped and rescaled
+        self.step.assign_add(1)
+        self._first_nonfinite_step.assign(
+            tf.where((self._first_nonfinite_step < 0) & ~finite, self.step, self._first_nonfinite_step)
+        )
+        self._loss_sum.assign_add(tf.cast(nll_sum, "float64"))
+        self._token_count.assign_add(tf.cast(tokens, "float64"))
+        self.sentences_seen.assign_add(sentences)
+        self._grad_norm.assign(norm)
+
+    def _eval_step(self, batch):
+        def replica(batch):
+            (source, target_in), target_out = batch
+            tokens = tf.reduce_sum(tf.cast(tf.not_equal(target_out, PAD_ID), "float32"))
+            return self._forward_nll(source, target_in, target_out), tokens
+
+        nll_sum, tokens = self.strategy.run(replica, (batch,))
+        return self.strategy.reduce("sum", nll_sum, axis=None), self.strategy.reduce("sum", tokens, axis=None)
+
+    # === Data ===
+    def train_dataset(self, corpus: Any, skip_batches: int = 0, distribute: bool = True) -> tf.data.Dataset:
+        """The training input: shuffled, repeated, bucketed, padded batches of ``batch_size`` rows.
+
+        Args:
+            corpus: a `ParallelCorpus` (or sequence of pairs).
+            skip_batches: int, batches to skip (the data position of a resumed run).
+            distribute: bool, return ``strategy.experimental_distribute_dataset(...)``.
+        """
+        config = self.config
+        dataset = data.make_dataset(
+            corpus,
+            self.source_tokenizer,
+            self.target_tokenizer,
+            batch_size=config.batch_size,
+            max_length=config.max_length,
+            bucketing=config.bucketing,
+            shuffle=True,
+            seed=config.seed,
+            repeat=True,
+            pad_to_multiple=config.padding_multiple,
+            fill_to_batch_size=True,
+        )
+        if skip_batches:
+            dataset = dataset.skip(skip_batches)
+        return self.strategy.experimental_distribute_dataset(dataset) if distribute else dataset
+
+    def dev_dataset(self, corpus: Any) -> tf.data.Dataset:
+        """The dev input: the first ``config.dev_sentences`` pairs of ``corpus`` in one sorted
+        window (dense batches, few shapes to compile), filled and padded like the training
+        batches, cached, distributed."""
+        config = self.config
+        corpus = corpus.select(slice(0, config.dev_sentences))
+        dataset = data.make_dataset(
+            corpus,
+            self.source_tokenizer,
+            self.target_tokenizer,
+            batch_size=config.batch_size,
+            max_length=config.max_length,
+            bucketing="paper",
+            shuffle=False,
+            batches_per_window=max(1, -(-len(corpus) // config.batch_size)),
+            pad_to_multiple=config.padding_multiple,
+            fill_to_batch_size=True,
+        )
+        return self.strategy.experimental_distribute_dataset(dataset.cache())
+
+    def evaluate(self, dev_dataset: Any) -> float:
+        """Mean NLL per real target token of a (distributed) dev dataset."""
+        total, tokens = 0.0, 0.0
+        for batch in dev_dataset:
+            nll_sum, count = self.eval_step(batch)
+            total += float(nll_sum)
+            tokens += float(count)
+        return total / max(tokens, 1.0)
+
+    # === The loop ===
+    def fit(self, train_corpus: Any, dev_corpus: Any = None, start_time: float | None = None) -> dict:
+        """Trains until a budget is spent or early stopping; returns the report (table 2).
+
+        Args:
+            train_corpus: `bahdanau_tf.data.ParallelCorpus` (or sequence of (source, target) pairs).
+            dev_corpus: optional, its first ``config.dev_sentences`` pairs give the dev NLL.
+            start_time: ``time.time()`` at which the wall-time budget started (default: now), so
+                a command line can count its own setup time.
+
+        Returns:
+            dict, also written to ``OUT/report.json``: updates, epochs, wall time, device, train
+            NLL, dev NLL, best dev NLL and its step, why training stopped, tokens/s, ...
+
+        Raises:
+            NonFiniteLossError: the loss became NaN or infinite (the last good checkpoint is kept).
+            TrainingInterrupted: SIGINT or SIGTERM; the current update finished, then a
+                checkpoint and ``report.json`` were written (``error.report``).
+            DirectoryInUseError: another process trains into ``output_dir``.
+            ValueError: an empty corpus, or a directory that is half-written or holds another
+                model. A run that fails before its first checkpoint leaves ``output_dir`` as it
+                found it.
+        """
+        start_time = time.time() if start_time is None else start_time
+        self.restore()
+        self.directory.note_new_entries()
+        try:
+            with self._signals:
+                run = self._fit(train_corpus, dev_corpus, start_time)
+        except BaseException:
+            self._summaries.close()
+            self.directory.abandon_fresh_start()
+            raise
+        finally:
+            self.close()
+        if self._signals.received is not None:
+            raise TrainingInterrupted(self._signals.received, run.report)
+        return run.report
+
+    def _fit(self, train_corpus, dev_corpus, start_time):
+        config = self.config
+        deadline = None if config.max_minutes is None else start_time + 60 * config.max_minutes
+        run = RunState(resumed_step=int(self.step.numpy()), elapsed_before=float(self.elapsed_seconds.numpy()),
+                   dev_corpus=dev_corpus)
+        counts = data.count_pairs(train_corpus, self.source_tokenizer, self.target_tokenizer,
+                                  config.max_length)
+        run.train_pairs = counts["kept"]
+        dropped = (f"; dropped {counts['too_long']:,} longer than {config.max_length} tokens and "
+                   f"{counts['empty']:,} with an empty side" if counts["kept"] < counts["total"] else "")
+        run.deadline = deadline  # the progress line shows the budget
+        if run.train_pairs == 0:
+            raise ValueError(
+                "The training corpus is empty." if not counts["total"] else
+                f"No training pair is left of {counts['total']:,}{dropped}.")
+        steps_per_epoch = max(1, run.train_pairs // config.batch_size)
+        self._steps_per_epoch.assign(steps_per_epoch)  # read by the halving schedule
+        if run.resumed_step:
+            self._log(f"Skipping the {run.resumed_step} batches already trained on (same seeded data order).")
+        iterator = iter(self.train_dataset(train_corpus, skip_batches=run.resumed_step))
+        dev_dataset = self.dev_dataset(dev_corpus) if dev_corpus is not None and len(dev_corpus) else None
+        self._summaries = Summaries(os.path.join(self.output_dir, LOGS)
+                                    if config.summaries and self.is_chief else None)
+        self._log(
+            f"Training {type(self.model).__name__} ({self.preset}, {self.model.count_params():,} parameters) on "
+            f"{run.train_pairs:,} of {counts['total']:,} pairs{dropped} ({steps_per_epoch:,} updates/epoch), "
+            f"batch {config.batch_size}, "
+            f"{config.optimizer} lr {config.learning_rate:g}, clipnorm {config.clipnorm}, {config.speed_summary()}, "
+            f"{self.strategy.num_replicas_in_sync} replica(s), device {devices.device_description()}."
+        )
+        run.start = run.window_start = time.time()
+        run.step = run.resumed_step
+        while run.stopped is None:
+            run.stopped = self._budget_spent(run, deadline)
+            if run.stopped:
+                break
+            self.train_step(iterator)
+            run.step += 1
+            if run.step % config.log_every == 0:
+                self._log_progress(run)
+            if dev_dataset is not None and run.step % config.eval_every == 0:
+                self._evaluate_dev(run, dev_dataset)
+            if run.step % config.checkpoint_every == 0:
+                self._save(run)
+        self._finish(run, dev_dataset)
+        return run
+
+    # === The loop's parts ===
+    def _budget_spent(self, run, deadline):
+        """Why training stops now (a budget or early stopping), or None to go on."""
+        config = self.config
+        if self._signals.received is not None:
+            return f"{self._signals.name} at update {run.step}"
+        if config.max_steps is not None and run.step >= config.max_steps:
+            return f"max_steps={config.max_steps}"
+        if deadline is not None and self._out_of_time(deadline, run.step, run.resumed_step):
+            return f"max_minutes={config.max_minutes:g}"
+        if config.patience is not None and run.evaluations_without_improvement >= config.patience:
+            return f"early stopping (patience {config.patience})"
+        return None
+
+    def _take_train_nll(self, run):
+        """Reads and resets the accumulated loss: the train NLL of the steps since the last read."""
+        loss_sum, tokens = float(self._loss_sum.numpy()), float(self._token_count.numpy())
+        self._loss_sum.assign(0.0)
+        self._token_count.assign(0.0)
+        if tokens:
+            run.train_nll = loss_sum / tokens
+        return tokens
+
+    def _log_progress(self, run):
+        """The progress line and the train summaries, every ``log_every`` steps."""
+        self._check_finite(run)
+        tokens = self._take_train_nll(run)
+        now = time.time()
+        seconds, run.window_start = now - run.window_start, now
+        if run.step - run.resumed_step > self.config.log_every:  # the first window includes compilation
+            run.tokens_total += tokens
+            run.tokens_time += seconds
+        tokens_per_second = tokens / max(seconds, 1e-9)
+        learning_rate = float(self._current_learning_rate())
+        self._log(
+            f"step {run.step:>7,}  epoch {float(self.sentences_seen.numpy()) / run.train_pairs:6.2f}  "
+            f"train NLL {run.train_nll:.3f}  |grad| {float(self._grad_norm.numpy()):.2f}  "
+            f"lr {learning_rate:.3g}  {tokens_per_second:,.0f} tok/s  "
+            + self._budget_progress(run, now, seconds / self.config.log_every)
+        )
+        self._summaries.write(run.step, {"train/nll": run.train_nll, "train/gradient_norm": self._grad_norm,
+                                   "train/learning_rate": learning_rate,
+                                   "train/tokens_per_second": tokens_per_second})
+
+    def _evaluate_dev(self, run, dev_dataset):
+        """The one dev evaluation path: dev NLL, its summary, the best checkpoint, patience."""
+        self._check_finite(run)
+        run.dev_nll = self.evaluate(dev_dataset)
+        run.dev_step = run.step
+        improved = run.dev_nll < float(self.best_dev_nll.numpy())
+        self._log(f"step {run.step:>7,}  dev NLL {run.dev_nll:.3f}" + ("  (best)" if improved else ""))
+        self._summaries.write(run.step, {"dev/nll": run.dev_nll})
+        run.evaluations += 1
+        every, max_steps = self.config.dev_bleu_every, self.config.max_steps
+        last = run.stopped is not None or (max_steps is not None and run.step >= max_steps)
+        if every and (run.evaluations % every == 1 % every or last):
+            self._dev_translation_summaries(run)
+        if improved:
+            self.best_dev_nll.assign(run.dev_nll)
+            self.best_step.assign(run.step)
+            self._save_checkpoint(self.best_manager)
+            self._write_model_config()
+            run.evaluations_without_improvement = 0
+        else:
+            run.evaluations_without_improvement += 1
+
+    def _check_finite(self, run):
+        """Raises NonFiniteLossError (after writing the report) once a step was non-finite."""
+        bad = int(self._first_nonfinite_step.numpy())
+        if bad < 0:
+            return
+        latest = self.manager.latest_checkpoint
+        run.stopped = f"non-finite loss at step {bad}"
+        self.directory.write_report(self._report(run))
+        raise NonFiniteLossError(
+            f"Training stopped: the loss became non-finite (NaN or inf) at step {bad}. "
+            f"The last good checkpoint is kept: {latest or 'none was written yet'}. "
+            "Lower the learning rate, keep gradient clipping on, or use float32."
+        )
+
+    def _save(self, run):
+        """A checkpoint of the current step, refused when anything became non-finite."""
+        self._check_finite(run)
+        if not bool(self._weights_finite()):  # an update can overflow even from a finite loss
+            self._first_nonfinite_step.assign(self.step)
+            self._check_finite(run)
+        self.elapsed_seconds.assign(run.elapsed_before + time.time() - run.start)
+        self._save_checkpoint(self.manager)
+        self._write_model_config()
+
+    def _save_checkpoint(self, manager):
+        """``manager.save``; one that fails half-way (a full disk, a second Ctrl-C) leaves no
+        ``ckpt-N_temp/`` behind (the previous checkpoints stay whole)."""
+        try:
+            manager.save(checkpoint_number=self.step)
+        except BaseException:
+            files.remove_partial_checkpoints(manager.directory)
+            raise
+
+    def _finish(self, run, dev_dataset):
+        """The end of a run: last train NLL, a dev point at the last step, checkpoint, report."""
+        self._check_finite(run)
+        if run.step % self.config.log_every:  # the last partial window
+            self._take_train_nll(run)
+        if dev_dataset is not None and run.dev_step != run.step:
+            self._evaluate_dev(run, dev_dataset)
+        latest = self.manager.latest_checkpoint
+        if latest is None or not latest.endswith(f"-{run.step}"):
+            self._save(run)
+        self._summaries.flush()
+        run.report = self._report(run)
+        if run.step == run.resumed_step:  # nothing trained (a finished run rerun): keep its figures
+            previous = self.directory.read_report()
+            for key in ("train_nll", "target_tokens_per_second"):
+                if run.report[key] is None and previous.get(key) is not None:
+                    run.report[key] = previous[key]
+        self.directory.write_report(run.report)
+        self._cleanup()
+
+    def _budget_progress(self, run, now, seconds_per_step):
+        """``7.3 / 12.0 min`` under a time budget (else the minutes trained), and the time left
+        when ``max_steps`` ends the run first."""
+        config = self.config
+        if run.deadline is not None:
+            started = run.deadline - 60 * config.max_minutes
+            text = f"{(now - started) / 60:.1f} / {config.max_minutes:.1f} min"
+        else:
+            text = f"{(run.elapsed_before + now - run.start) / 60:.1f} min"
+        if config.max_steps is not None:
+            left = max(config.max_steps - run.step, 0) * seconds_per_step
+            if run.deadline is None or now + left < run.deadline:
+                text += f"  ETA {left / 60:.1f} min"
+        return text
+
+    def _dev_translation_summaries(self, run):
+        """Dev BLEU (greedy, on the dev sample), sample translations and attention images."""
+        if not self._summaries or run.dev_corpus is None or not len(run.dev_corpus):
+            return
+        if self._dev_translator is None:
+            self._dev_translator = Translator(self.model, self.source_tokenizer, self.target_tokenizer,
+                                              beam_size=1)
+        sample = run.dev_corpus.select(slice(0, self.config.dev_bleu_sentences))
+        run.dev_bleu = dev_translation_summaries(self._summaries, self._dev_translator, sample,
+                                                 run.step, self._log)
+
+    def _out_of_time(self, deadline, step, resumed_step):
+        """Whether the wall-time budget is spent; agreed on by all workers of a multi-worker run."""
+        if getattr(self.strategy.extended, "_num_workers", 1) <= 1:
+            return time.time() >= deadline
+        # every worker must stop at the same step (collectives would hang otherwise): decide at
+        # log steps only, by an all-reduce of each worker's verdict
+        if (step - resumed_step) % self.config.log_every:
+            return False
+        late = tf.constant(1.0 if time.time() >= deadline else 0.0)
+        votes = self.strategy.run(lambda: tf.identity(late))
+        return float(self.strategy.reduce("sum", votes, axis=None)) > 0
+
+    def _current_learning_rate(self):
+        value = self.optimizer.learning_rate  # the schedule's value at the current step, if any
+        if isinstance(value, keras.Variable):
+            value = value.value
+        return float(tf.convert_to_tensor(value))
+
+    def _report(self, run):
+        return training_report(
+            run, sentences_seen=int(self.sentences_seen.numpy()),
+            best_dev_nll=float(self.best_dev_nll.numpy()), best_step=int(self.best_step.numpy()),
+            replicas=self.strategy.num_replicas_in_sync, preset=self.preset,
+            parameters=self.model.count_params(), config=self.config)
+
+    def _cleanup(self):
+        if not self.is_chief:
+            shutil.rmtree(self._write_dir, ignore_errors=True)

@@ -1,0 +1,93 @@
+"""The package's layering: no import cycle (function-local imports counted) and no module
+reaching another's private names (STYLE.md, "Who may import whom")."""
+
+import ast
+import pathlib
+
+import bahdanau_tf
+
+PACKAGE = pathlib.Path(bahdanau_tf.__file__).parent
+
+
+def _modules():
+    """{module name: parsed source} of every module of the package."""
+    modules = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        modules[name] = ast.parse(path.read_text(encoding="utf-8"))
+    return modules
+
+
+def _imports(tree, modules):
+    """(imported package module, imported names, alias) of every import statement, at any depth."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name in modules:
+                    yield alias.name, [], alias.asname or alias.name
+        elif isinstance(node, ast.ImportFrom) and node.module in modules:
+            for alias in node.names:
+                target = f"{node.module}.{alias.name}"
+                if target in modules:  # from bahdanau_tf import data
+                    yield target, [], alias.asname or alias.name
+                else:
+                    yield node.module, [alias.name], None
+
+
+def _graph(modules):
+    graph = {name: set() for name in modules}
+    for name, tree in modules.items():
+        for target, _, _ in _imports(tree, modules):
+            # a package's own __init__ re-exports its submodules: that is not a dependency back
+            if target != name and not (name.startswith(target + ".") and target == "bahdanau_tf"):
+                graph[name].add(target)
+    return graph
+
+
+def _cycles(graph):
+    cycles, state = [], {}
+
+    def visit(node, path):
+        state[node] = "open"
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == "open":
+                cycles.append(path[path.index(nxt):] + [nxt])
+            elif nxt not in state:
+                visit(nxt, path + [nxt])
+        state[node] = "done"
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [node])
+    return cycles
+
+
+def test_no_import_cycle_even_through_function_local_imports():
+    graph = _graph(_modules())
+    graph.pop("bahdanau_tf")  # the package's namespace imports everything, nothing imports it back
+    for deps in graph.values():
+        deps.discard("bahdanau_tf")
+    assert _cycles(graph) == []
+    # the layers the README lists: the network above the on-disk format and the task
+    assert "bahdanau_tf.models" not in graph["bahdanau_tf.model_directory"]
+    assert "bahdanau_tf.models" not in graph["bahdanau_tf.translator"]
+    assert "bahdanau_tf.training" not in graph["bahdanau_tf.data"]
+
+
+def test_no_module_reaches_another_modules_private_names():
+    modules = _modules()
+    reached = []
+    for name, tree in modules.items():
+        aliases = {}
+        for target, names, alias in _imports(tree, modules):
+            reached += [f"{name}: from {target} import {n}" for n in names
+                        if n.startswith("_") and not n.startswith("__")]
+            if alias:
+                aliases[alias] = target
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                    and node.value.id in aliases and aliases[node.value.id] != name
+                    and node.attr.startswith("_") and not node.attr.startswith("__")):
+                reached.append(f"{name}: {aliases[node.value.id]}.{node.attr}")
+    assert reached == []
