@@ -75,6 +75,10 @@ CASES = [
     ("train: resume from truncated checkpoint data", "train",
      ["--output_dir={truncated}", "--preset=tiny", "--max_steps=1", "--max_minutes=0"], "", 2,
      "ckpt-1.data-00000-of-00001 is missing or damaged"),
+    # a saved model (save_to_preset) has no training state to resume; the run adds nothing to it
+    ("train: resume a save_to_preset directory", "train",
+     ["--output_dir={preset}", "--preset=tiny", "--max_steps=1", "--max_minutes=0"], "", 2,
+     "holds a saved model without training state"),
     # a model.json cut short (a full disk, a copy interrupted) is named
     ("translate: truncated model.json", "translate", ["--model_dir={cut_config}"], "a\n", 2,
      "model.json' is damaged: not valid JSON"),
@@ -120,13 +124,16 @@ def paths(tmp_path_factory):
         config = os.path.join(directory, "model.json")
         content = open(config, "rb").read()
         open(config, "wb").write(content[:int(len(content) * keep)])
+    preset = random_model(seed=1)
+    preset.attach_tokenizers(source, target)
+    preset.save_to_preset(str(tmp / "preset"))
     three_columns = tmp / "three.tsv"
     three_columns.write_bytes(b"the cat\tel gato\rthe dog\tel perro\tstray\r")  # CR-only line ends
     bad_utf8 = tmp / "bad.txt"
     bad_utf8.write_bytes(b"the cat\n\xff bad\n")
     return {"tmp": str(tmp), "model": model, "damaged": damaged,
             **{name: str(tmp / name) for name in ("zeroed", "truncated", "flipped", "cut_config",
-                                                  "empty_config")},
+                                                  "empty_config", "preset")},
             "three_columns": str(three_columns), "bad_utf8": str(bad_utf8)}
 
 
@@ -141,6 +148,7 @@ def _run(case, paths):
 
 def test_hostile_command_lines_get_one_clear_line_and_their_exit_code(paths):
     before = set(os.listdir(paths["tmp"]))
+    preset_before = sorted(os.listdir(paths["preset"]))
     with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
         results = list(pool.map(lambda case: _run(case, paths), CASES))
     failures = []
@@ -152,6 +160,7 @@ def test_hostile_command_lines_get_one_clear_line_and_their_exit_code(paths):
             failures.append(f"{name}: exit {result.returncode}, stderr tail {stderr[-400:]!r}")
     assert not failures, "\n".join(failures)
     assert set(os.listdir(paths["tmp"])) == before  # no output directory, file or lock was left
+    assert sorted(os.listdir(paths["preset"])) == preset_before  # a refused directory gets no .lock
 
 
 # === A full disk: a real one, a small tmpfs filled to the last byte ===

@@ -141,6 +141,7 @@ class RunDirectory:
         self.is_chief = is_chief
         self.lock = DirectoryLock(path)
         self._created = False
+        self._lock_created = False
         self._created_entries = set()
 
     def take(self) -> None:
@@ -155,11 +156,21 @@ class RunDirectory:
         if os.path.exists(self.path) and not os.path.isdir(self.path):
             raise ValueError(f"--output_dir {self.path!r} is a file, not a directory.")
         self._created = not os.path.exists(self.path)
+        self._lock_created = not os.path.exists(self.lock.path)
         tf.io.gfile.makedirs(self.path)
         self.lock.acquire()
 
     def release(self) -> None:
         self.lock.release()
+
+    def refuse(self) -> None:
+        """Releases a directory that `take` took and the trainer then refused (another model, no
+        training state): it is left as it was found, without a lock file or a directory of ours."""
+        if not self.is_chief:
+            return
+        self.lock.release(remove=self._lock_created)
+        if self._created:
+            shutil.rmtree(self.path, ignore_errors=True)
 
     def note_new_entries(self) -> None:
         """Remembers which of `RUN_ENTRIES` do not exist yet (what `abandon_fresh_start` removes)."""

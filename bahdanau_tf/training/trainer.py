@@ -188,7 +188,7 @@ class Trainer:
         try:
             latest = self._check_and_restore()
         except BaseException:
-            self.directory.release()  # a refused directory is not kept locked
+            self.directory.refuse()  # a refused directory is left as it was found
             raise
         self._restored = (latest,)
         return latest
@@ -198,6 +198,11 @@ class Trainer:
         self.directory.check(self.model)
         latest = model_directory_lib.latest_checkpoint(self.output_dir, which="latest")
         if latest:
+            names = {name.split("/", 1)[0] for name, _ in tf.train.list_variables(latest)}
+            if not {"optimizer", "step"} <= names:  # e.g. a save_to_preset directory
+                raise ValueError(
+                    f"{self.output_dir!r} holds a saved model without training state ({latest} has "
+                    f"no optimizer or step): it cannot be resumed; pass another --output_dir")
             self.checkpoint.restore(latest).assert_existing_objects_matched()
             self._log(
                 f"Resuming from {latest}: step {int(self.step.numpy())}, "
