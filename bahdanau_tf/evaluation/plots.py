@@ -142,7 +142,7 @@ def plot_attention(
         target_tokens: list of str, ``target_len`` labels for the rows.
         path: where to write the PNG (parent directories are made), or None to only return the
             figure.
-        title: optional str, drawn under the plot.
+        title: optional str, drawn under the plot (it may have several lines).
         cell_size: float, side of one cell in inches.
         dpi: int, resolution of the PNG.
         contrast: str, ``"fixed"`` (0 black, 1 white: the paper's, comparable across figures)
@@ -184,7 +184,7 @@ def plot_attention(
     longest_target = max(len(t) for t in target_tokens)
     left = 0.3 + 0.09 * longest_target
     top = 0.3 + 0.09 * longest_source
-    bottom = 0.2 + (0.4 if title else 0.0)
+    bottom = 0.2 + (0.4 + 0.2 * title.count("\n") if title else 0.0)
     right = 0.2
     width = left + cell_size * len(source_tokens) + right
     height = top + cell_size * len(target_tokens) + bottom

@@ -59,12 +59,12 @@ def attention_png(alignment, title: str) -> tuple:
 
     Unlike the evaluation's figures, the gray scale is the image's own (`plot_attention`'s
     ``contrast="image"``: its smallest weight black, its largest white), so the structure of an
-    early model's near-uniform attention shows; rows are cut by `attention_rows` (the title
-    says so).
+    early model's near-uniform attention shows; rows are cut by `attention_rows` (a second
+    caption line says so).
     """
     rows = attention_rows(alignment.source_tokens, alignment.target_tokens)
     if rows < len(alignment.target_tokens):
-        title = f"{title} (first {rows} of {len(alignment.target_tokens)} output tokens)"
+        title = f"{title}\n(the first {rows} of {len(alignment.target_tokens)} output tokens: no [END])"
     figure = evaluation.plot_attention(alignment.attention[:rows], alignment.source_tokens,
                                        alignment.target_tokens[:rows], None, title=title,
                                        contrast="image")
