@@ -63,10 +63,10 @@ class Trainer:
 
     TensorBoard (``tensorboard --logdir OUT/logs``; the package is the ``[tensorboard]`` extra):
     ``train/nll``, ``train/gradient_norm``, ``train/learning_rate``, ``train/tokens_per_second``
-    at each read of the counters (`bahdanau_tf.training.report.log_cadence`: ``log_every``
+    at each progress line (`bahdanau_tf.training.report.log_cadence`: every ``log_every``
     steps, or about 50 points over the run; the throughput leaves out the updates that
-    compiled, `bahdanau_tf.training.report.Throughput`); ``dev/nll`` at every dev evaluation, the last step's included;
-    and, at the first evaluation, every ``dev_bleu_every``-th and the last, from a greedy
+    compiled, `bahdanau_tf.training.report.Throughput`); ``dev/nll`` at every dev evaluation,
+    the last step's included; and, at the first evaluation, every ``dev_bleu_every``-th and the last, from a greedy
     translation of the first ``dev_bleu_sentences`` dev pairs: ``dev/bleu`` (sacrebleu, as
     `bahdanau_tf.evaluation.corpus_bleu`), ``dev/translations`` (text: source, reference and
     translation of the first 4) and ``dev/attention_0``, ``dev/attention_1`` (images of the
@@ -497,12 +497,13 @@ class Trainer:
             return f"early stopping (patience {config.patience})"
         return None
 
-    def _take_window(self, run):
+    def _take_window(self, run, read_started):
         """Reads and resets the counters of the updates since the last read: the train NLL
-        (``run.train_nll``) and their throughput without compilation (None: all compiled)."""
-        waited = time.time()  # the first read waits for the device (asynchronous on GPUs)
+        (``run.train_nll``) and their throughput without compilation (None: all compiled).
+        ``read_started``: ``time.time()`` before the first read of the device's variables,
+        which waits for the device (asynchronous on GPUs): that wait is training time."""
         loss_sum, tokens = float(self._loss_sum.numpy()), float(self._token_count.numpy())
-        waited = time.time() - waited
+        waited = time.time() - read_started
         compiled, compiled_tokens = float(self._compiled_updates.numpy()), float(self._compiled_tokens.numpy())
         for variable in (self._loss_sum, self._token_count, self._compiled_updates, self._compiled_tokens):
             variable.assign(0.0)
@@ -513,8 +514,9 @@ class Trainer:
 
     def _log_progress(self, run):
         """The progress line and the train summaries, at each point of ``run.cadence``."""
+        read_started = time.time()
         self._check_finite(run)
-        tokens_per_second = self._take_window(run)
+        tokens_per_second = self._take_window(run, read_started)
         learning_rate = float(self._current_learning_rate())
         scalars = {"train/nll": run.train_nll, "train/gradient_norm": self._grad_norm,
                    "train/learning_rate": learning_rate}
@@ -586,9 +588,10 @@ class Trainer:
 
     def _finish(self, run, dev_dataset):
         """The end of a run: last train NLL, a dev point at the last step, checkpoint, report."""
+        read_started = time.time()
         self._check_finite(run)
         if run.window_step != run.step:  # the last partial window
-            self._take_window(run)
+            self._take_window(run, read_started)
         if dev_dataset is not None and run.dev_step != run.step:
             self._evaluate_dev(run, dev_dataset)
         latest = self.manager.latest_checkpoint
@@ -636,8 +639,8 @@ class Trainer:
         """Whether the wall-time budget is spent; agreed on by all workers of a multi-worker run."""
         if getattr(self.strategy.extended, "_num_workers", 1) <= 1:
             return time.time() >= deadline
-        # every worker must stop at the same step (collectives would hang otherwise): decide at
-        # log steps only, by an all-reduce of each worker's verdict
+        # every worker must stop at the same step (collectives would hang otherwise): decide
+        # every log_every (or DEFAULT_LOG_EVERY) updates only, by an all-reduce of the verdicts
         if (step - resumed_step) % (self.config.log_every or DEFAULT_LOG_EVERY):
             return False
         late = tf.constant(1.0 if time.time() >= deadline else 0.0)
