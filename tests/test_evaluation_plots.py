@@ -106,3 +106,29 @@ def test_plot_attention_rejects_mismatched_shape(tmp_path):
     with pytest.raises(ValueError, match="shape"):
         evaluation.plot_attention(np.zeros(3), ["a", "b", "c"], ["x"], tmp_path / "a.png")
     assert not (tmp_path / "a.png").exists()
+
+
+def _cell_pixels(figure):
+    """The gray levels (0-255) of the attention cells: the axes' interior, spines left out."""
+    figure.canvas.draw()
+    pixels = np.asarray(figure.canvas.buffer_rgba())[..., 0]
+    box = figure.axes[0].get_window_extent()
+    height = pixels.shape[0]
+    top, bottom = int(height - box.y1) + 3, int(height - box.y0) - 3
+    return pixels[top:bottom, int(box.x0) + 3:int(box.x1) - 3]
+
+
+def test_plot_attention_image_contrast_spans_black_to_white():
+    # an early model's near-uniform attention: every weight between 0.24 and 0.26
+    attention = np.array([[0.24, 0.26, 0.25, 0.25], [0.26, 0.24, 0.25, 0.25], [0.25, 0.25, 0.24, 0.26]])
+    tokens = (["a", "b", "c", "[END]"], ["x", "y", "[END]"])
+    fixed = _cell_pixels(evaluation.plot_attention(attention, *tokens, None))
+    own = _cell_pixels(evaluation.plot_attention(attention, *tokens, None, contrast="image"))
+    # the paper's fixed scale draws it as one dark gray; its own scale spans black to white
+    assert 55 <= fixed.min() and fixed.max() <= 75
+    assert (own.min(), own.max()) == (0, 255)
+    # the cell of the largest weight (row 0, column 1) is white, of the smallest (row 0, 0) black
+    rows, columns = own.shape
+    assert own[rows // 6, columns // 8] == 0 and own[rows // 6, 3 * columns // 8] == 255
+    with pytest.raises(ValueError, match='`contrast` must be "fixed" or "image", got \'auto\''):
+        evaluation.plot_attention(attention, *tokens, None, contrast="auto")

@@ -9,6 +9,8 @@ The distributed and kill/resume tests run in subprocesses (`tests/test_training_
 import json
 import math
 import os
+import pathlib
+import re
 
 import numpy as np
 import pytest
@@ -202,8 +204,105 @@ def test_tensorboard_gets_the_final_dev_point_bleu_attention_images_and_translat
     assert [plugin for name, _, plugin, _ in events if name == "dev/translations"] == ["text", "text"]
     # progress lines show the time budget, and the time left when max_steps ends the run first
     progress = [line for line in lines if "train NLL" in line]
-    assert len(progress) == 2 and all(" / 10.0 min  ETA " in line for line in progress), progress
+    assert [line.split("tok/s  ")[-1].split("  ETA")[0] for line in progress] == [
+        "5 / 12 steps", "10 / 12 steps"], progress  # max_steps ends the run first, not the 10 min
     assert any(line.startswith("step      12  dev BLEU ") for line in lines), lines
+    # README's TensorBoard table describes exactly the tags a run writes
+    readme = (pathlib.Path(__file__).parents[1] / "README.md").read_text()
+    section = readme.split("## Watching a run: TensorBoard")[1].split("\n## ")[0]
+    documented = {tag for row in re.findall(r"^\| (`.*?) \|", section, re.M)
+                  for tag in re.findall(r"`([a-z]+/[a-z_0-9]+)`", row)}
+    assert documented == {name for name, _, _, _ in events}
+
+
+def test_log_cadence_aims_at_50_points_whichever_budget_ends_the_run():
+    cadence = training.report.log_cadence
+    Cadence = training.report.LogCadence
+    assert cadence(None, 5.0) == Cadence(steps=None, seconds=6.0)  # a point every 6 s
+    assert cadence(None, 12.0) == Cadence(steps=None, seconds=14.4)
+    assert cadence(50, None) == Cadence(steps=1, seconds=None)
+    assert cadence(12, 10.0) == Cadence(steps=1, seconds=12.0)
+    # max_steps / 50 rounded down to 1, 2 or 5 x 10^k
+    assert [cadence(n, None).steps for n in (149, 499, 999, 20_000, 370_000)] == [2, 5, 10, 200, 5000]
+    assert cadence(None, None) == Cadence(steps=50, seconds=None)  # no budget: the old default
+    assert cadence(100_000, 5.0, log_every=7) == Cadence(steps=7, seconds=None)  # as set, exactly
+    every_10, every_6s = Cadence(steps=10, seconds=None), Cadence(steps=None, seconds=6.0)
+    assert [every_10.due(step, 1e9) for step in (9, 10, 11, 20)] == [False, True, False, True]
+    assert [every_6s.due(3, seconds) for seconds in (5.9, 6.0)] == [False, True]
+    both = Cadence(steps=100, seconds=6.0)
+    assert (both.due(100, 0.1), both.due(7, 6.5), both.due(7, 0.1)) == (True, True, False)
+
+
+def test_throughput_leaves_out_the_slowest_updates_the_step_counted_as_compiled():
+    meter = training.report.Throughput()
+    for seconds in (0.2, 9.0, 0.2, 0.2):  # the second update compiled
+        meter.add_update(seconds)
+    # 4000 tokens, 1000 of them in the compiling update: 3000 tokens in 0.6 s (+ 0.1 s of waiting)
+    assert meter.take(tokens=4000.0, compiled=1, compiled_tokens=1000.0, wait_seconds=0.1) == pytest.approx(
+        3000 / 0.7)
+    meter.add_update(5.0)
+    assert meter.take(tokens=800.0, compiled=1, compiled_tokens=800.0) is None  # only compiling
+    for seconds in (0.1, 0.3):
+        meter.add_update(seconds)
+    assert meter.take(tokens=1000.0, compiled=0, compiled_tokens=0.0) == pytest.approx(2500.0)
+    assert meter.overall() == pytest.approx(4000 / 1.1)
+    assert meter.compile_seconds == pytest.approx(14.0)
+
+
+def test_the_step_counts_the_tracing_update_and_under_xla_each_new_batch_shape(tokenizers, tmp_path):
+    for jit_compile, expected in ((True, (3.0, 10.0 + 20.0 + 40.0)), (False, (1.0, 10.0))):
+        trainer = make_trainer(tmp_path / str(jit_compile), tokenizers, jit_compile=jit_compile)
+        for key, tokens in ((5, 10.0), (6, 20.0), (5, 30.0), (7, 40.0), (6, 50.0)):
+            trainer._count_compilation(tf.constant(key, "int64"), tf.constant(tokens))
+        assert (float(trainer._compiled_updates.numpy()), float(trainer._compiled_tokens.numpy())) == expected
+
+
+def test_budget_progress_shows_the_limit_that_binds_and_its_eta():
+    progress = training.report.budget_progress
+    # 20 updates left at 1 s each end the run before the 11.5 minutes left: max_steps binds
+    assert progress(30, 50, 0.5, 12.0, 1.0) == "30 / 50 steps  ETA 0.3 min"
+    # 970 updates left would take 16 min, 3 min are left: the time budget binds
+    assert progress(30, 1000, 2.0, 5.0, 1.0) == "2.0 / 5.0 min  ETA 3.0 min"
+    assert progress(1_200, 5_000, 0.5, None, 0.6) == "1,200 / 5,000 steps  ETA 38.0 min"
+    assert progress(30, None, 2.5, None, 1.0) == "2.5 min"
+    # a run at a steady pace shows one limit and an ETA that only falls
+    lines = [progress(step, 300, step * 0.9 / 60, 12.0, 0.9) for step in range(10, 301, 10)]
+    assert all(" / 300 steps  ETA " in line for line in lines)
+    etas = [float(line.split("ETA ")[1].split()[0]) for line in lines]
+    assert etas == sorted(etas, reverse=True) and etas[-1] == 0.0
+
+
+def test_attention_rows_stop_at_the_end_token_or_near_the_source_length():
+    rows = training.summaries.attention_rows
+    source = ["a", "b", "c", "d", "[END]"]
+    assert rows(source, ["x", "y", "[END]"]) == 3
+    assert rows(source, ["x"] * 20) == 8  # no [END]: ceil(1.5 x 5)
+    assert rows(source, ["x"] * 4) == 4
+
+
+def test_a_short_run_gives_each_train_scalar_a_curve_without_compiling_updates(
+        corpora, tokenizers, tmp_path):
+    train, _ = corpora
+    lines = []
+    trainer = make_trainer(tmp_path, tokenizers, max_steps=12, max_minutes=10.0, log_every=None,
+                           summaries=True)
+    trainer._log = lines.append
+    trainer.fit(train)
+    events = _events(tmp_path / "logs")
+
+    def steps(tag):
+        return [step for name, step, _, _ in events if name == tag]
+
+    # max_steps=12 binds: a point per update (the old default, every 50 updates, gave none)
+    for tag in ("train/nll", "train/gradient_norm", "train/learning_rate"):
+        assert steps(tag) == list(range(1, 13)), tag
+    # update 1 traced the step (seconds, not milliseconds): its window has no throughput point
+    assert steps("train/tokens_per_second") == list(range(2, 13))
+    rates = [float(array) for name, _, _, array in events if name == "train/tokens_per_second"]
+    assert max(rates) / min(rates) < 20, rates
+    progress = [line for line in lines if "train NLL" in line]
+    assert "compiling" in progress[0] and all("tok/s" in line for line in progress[1:]), progress
+    assert progress[-1].endswith("12 / 12 steps  ETA 0.0 min"), progress
 
 
 _PRECISION_RUN = dict(optimizer="sgd", learning_rate=1.0, clipnorm=None, max_steps=20, log_every=20, max_length=12)

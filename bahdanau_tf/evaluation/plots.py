@@ -3,7 +3,8 @@
 - :func:`plot_bleu_by_length`: figure 2, BLEU as a function of the source sentence length,
   several models on one plot.
 - :func:`plot_attention`: figure 3, an alignment matrix α_ij as a grayscale heatmap (0 black,
-  1 white), source words on the x axis (top), target words on the y axis.
+  1 white; or, with ``contrast="image"``, the matrix's own minimum black and maximum white),
+  source words on the x axis (top), target words on the y axis.
 
 matplotlib is imported inside the plotting functions only, and figures are made with
 ``matplotlib.figure.Figure`` on an Agg canvas, never through ``pyplot``: no global backend
@@ -123,13 +124,16 @@ def plot_attention(
     title: str | None = None,
     cell_size: float = 0.4,
     dpi: int = 100,
+    contrast: str = "fixed",
 ):
     """Draws an alignment matrix α_ij like the paper's figure 3.
 
     Source tokens label the columns (x axis, at the top), target tokens the rows (y axis);
     each cell is gray level α_ij with 0 black and 1 white (``cmap="gray", vmin=0, vmax=1``),
     drawn with ``interpolation="nearest"`` so a cell is one flat square of ``cell_size``
-    inches.
+    inches. ``contrast="image"`` stretches the gray scale to this matrix's own range (its
+    minimum black, its maximum white): an early model's near-uniform weights (all about
+    1 / source length) would otherwise be one dark gray.
 
     Args:
         attention: array-like ``[target_len, source_len]`` (NumPy or a tensor), row i the
@@ -138,15 +142,18 @@ def plot_attention(
         target_tokens: list of str, ``target_len`` labels for the rows.
         path: where to write the PNG (parent directories are made), or None to only return the
             figure.
-        title: optional str, drawn under the plot.
+        title: optional str, drawn under the plot (it may have several lines).
         cell_size: float, side of one cell in inches.
         dpi: int, resolution of the PNG.
+        contrast: str, ``"fixed"`` (0 black, 1 white: the paper's, comparable across figures)
+            or ``"image"`` (the matrix's own minimum to maximum).
 
     Returns:
         The ``matplotlib.figure.Figure`` (not registered with pyplot; shows in notebooks).
 
     Raises:
-        ValueError: if ``attention`` is not 2-D or its shape does not match the token counts.
+        ValueError: if ``attention`` is not 2-D or its shape does not match the token counts,
+            or ``contrast`` is neither ``"fixed"`` nor ``"image"``.
 
     Example:
 
@@ -165,13 +172,19 @@ def plot_attention(
         )
     if 0 in expected:
         raise ValueError(f"Nothing to plot: attention shape {list(matrix.shape)}.")
+    if contrast not in ("fixed", "image"):
+        raise ValueError(f'`contrast` must be "fixed" or "image", got {contrast!r}.')
+    low, high = 0.0, 1.0
+    if contrast == "image":
+        low, high = float(matrix.min()), float(matrix.max())
+        high = high if high > low else low + 1.0  # a constant matrix: all black
 
     # room for the labels: about 0.09 inch per character at the default font size
     longest_source = max(len(t) for t in source_tokens)
     longest_target = max(len(t) for t in target_tokens)
     left = 0.3 + 0.09 * longest_target
     top = 0.3 + 0.09 * longest_source
-    bottom = 0.2 + (0.4 if title else 0.0)
+    bottom = 0.2 + (0.4 + 0.2 * title.count("\n") if title else 0.0)
     right = 0.2
     width = left + cell_size * len(source_tokens) + right
     height = top + cell_size * len(target_tokens) + bottom
@@ -182,7 +195,7 @@ def plot_attention(
         (left / width, bottom / height, cell_size * len(source_tokens) / width,
          cell_size * len(target_tokens) / height)
     )
-    axes.imshow(matrix, cmap="gray", vmin=0.0, vmax=1.0, interpolation="nearest", aspect="auto")
+    axes.imshow(matrix, cmap="gray", vmin=low, vmax=high, interpolation="nearest", aspect="auto")
     axes.xaxis.tick_top()
     axes.set_xticks(range(len(source_tokens)))
     axes.set_xticklabels(source_tokens, rotation=90)

@@ -23,7 +23,7 @@ What one update does (``Trainer._replica_step``), per replica:
    already-summed gradients are divided by the number of replicas first.
 
 The step returns nothing to Python: losses, token counts and the gradient norm accumulate in
-variables that the host reads every ``log_every`` steps (the progress line), every
+variables that the host reads at each progress line (`report.log_cadence`), every
 ``eval_every`` steps (dev NLL) and before every checkpoint. Under XLA, which compiles one program
 per input shape, batch lengths are padded up to a multiple of 8 so that it meets only a handful
 of shapes (`bahdanau_tf.data.make_dataset` pads and fills the batches); without XLA batches keep their own lengths (one trace serves all).

@@ -63,8 +63,11 @@ class TrainingConfig:
         'Steps between checkpoints (and one at the end).')
     keep_checkpoints: int = _field(3,
         'How many recent checkpoints `tf.train.CheckpointManager` keeps.')
-    log_every: int = _field(50,
-        'Steps between progress lines and summaries (the only host reads).')
+    log_every: int | None = _field(None,
+        'Steps between progress lines and train summaries (the only host reads). None '
+        '(default): scaled to the run, about 50 points over it (`bahdanau_tf.training.report.'
+        'log_cadence`: every max_steps / 50 steps or max_minutes * 60 / 50 seconds, whichever '
+        'comes first; every 50 steps without a budget).')
     precision: str | None = _field(None,
         '``"float32"``, ``"mixed_bfloat16"`` or ``"mixed_float16"`` (dynamic loss scaling); '
         "logits and loss stay float32. None (default): the device's choice, "
@@ -104,8 +107,9 @@ class TrainingConfig:
             raise ValueError(f"`schedule` must be one of {SCHEDULES}, got {self.schedule!r}.")
         if self.precision not in PRECISIONS:
             raise ValueError(f"`precision` must be one of {PRECISIONS}, got {self.precision!r}.")
-        positive = ["batch_size", "max_length", "eval_every", "checkpoint_every", "log_every", "dev_sentences",
-                    "keep_checkpoints", "warmup_steps"] + (["pad_to_multiple"] if self.pad_to_multiple is not None else [])
+        positive = ["batch_size", "max_length", "eval_every", "checkpoint_every", "dev_sentences",
+                    "keep_checkpoints", "warmup_steps"] + [
+            name for name in ("pad_to_multiple", "log_every") if getattr(self, name) is not None]
         for name in positive:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:

@@ -1,4 +1,7 @@
-"""The state of one run and its report (table 2 of the paper, ``OUT/report.json``)."""
+"""The state of one run, its report (table 2 of the paper, ``OUT/report.json``), and what the
+progress line and the train summaries measure: when they are written (`log_cadence`), the
+throughput without compilation (`Throughput`) and the budget with its ETA (`budget_progress`).
+"""
 
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ class RunState:
     train_pairs: int = 0
     start: float = 0.0
     window_start: float = 0.0
+    window_step: int = 0
     train_nll: float | None = None
     dev_nll: float | None = None
     dev_step: int | None = None
@@ -27,8 +31,8 @@ class RunState:
     evaluations: int = 0
     deadline: float | None = None
     dev_bleu: float | None = None
-    tokens_total: float = 0.0
-    tokens_time: float = 0.0
+    throughput: Any = None  # the run's `Throughput`
+    cadence: Any = None  # the run's `LogCadence`
     stopped: str | None = None
     report: dict | None = None
     dev_corpus: Any = None  # the dev pairs: dev BLEU and the TensorBoard samples
@@ -57,7 +61,8 @@ def training_report(run: RunState, *, sentences_seen: int, best_dev_nll: float, 
         "best_dev_nll": None if math.isinf(best_dev_nll) else round(best_dev_nll, 4),
         "best_step": int(best_step) if not math.isinf(best_dev_nll) else None,
         "stopped_because": run.stopped,
-        "target_tokens_per_second": round(run.tokens_total / run.tokens_time, 1) if run.tokens_time else None,
+        "target_tokens_per_second": None if run.throughput is None or run.throughput.overall() is None
+                                    else round(run.throughput.overall(), 1),
         "train_pairs": int(run.train_pairs),
         "preset": preset,
         "parameters": int(parameters),
@@ -80,3 +85,168 @@ def format_report(report: dict) -> str:
     ]
     width = max(len(name) for name, _ in rows)
     return "\n".join(f"{name:<{width}}  {value}" for name, value in rows)
+
+
+# === When to log ===
+#: the points per train scalar that the automatic cadence aims at over a whole run
+TARGET_POINTS = 50
+#: the step cadence of a run without any budget (and the multi-worker time-budget vote's)
+DEFAULT_LOG_EVERY = 50
+
+
+@dataclasses.dataclass(frozen=True)
+class LogCadence:
+    """When the trainer reads its counters (progress line + train summaries): at every update
+    that is a multiple of ``steps``, and once ``seconds`` of wall time passed since the last
+    read (None: that clock does not count)."""
+
+    steps: int | None
+    seconds: float | None
+
+    def due(self, step: int, seconds_since: float) -> bool:
+        """Whether to read after update ``step``, ``seconds_since`` s after the last read."""
+        return ((self.steps is not None and step % self.steps == 0)
+                or (self.seconds is not None and seconds_since >= self.seconds))
+
+
+def _round_down_125(value: float) -> int:
+    """The largest of 1, 2, 5, 10, 20, 50, ... not above ``value`` (at least 1)."""
+    best = 1
+    scale = 1
+    while scale <= value:
+        for mantissa in (1, 2, 5):
+            if mantissa * scale <= value:
+                best = mantissa * scale
+        scale *= 10
+    return best
+
+
+def log_cadence(max_steps: int | None, max_minutes: float | None,
+                log_every: int | None = None) -> LogCadence:
+    """The cadence of the progress line and the train summaries, scaled to the run's length.
+
+    ``log_every`` set: every ``log_every`` updates, exactly. Unset (the default): about
+    `TARGET_POINTS` points per train scalar over the run, whichever budget ends it: every
+    ``max_steps / 50`` updates rounded down to 1, 2 or 5 x 10^k (at least 1), and every
+    ``max_minutes * 60 / 50`` seconds, whichever comes first; with neither budget, every
+    `DEFAULT_LOG_EVERY` updates. So a 5-minute run gets a point every 6 s however fast the
+    device, a 50-update run one per update, and a 370,000-update run one every 5,000.
+
+    Args:
+        max_steps: int or None, the update budget.
+        max_minutes: float or None, the wall-time budget.
+        log_every: int or None, an explicit step cadence (``--log_every``).
+
+    Returns:
+        `LogCadence`.
+
+    Example:
+
+        log_cadence(max_steps=None, max_minutes=5.0)   # LogCadence(steps=None, seconds=6.0)
+        log_cadence(max_steps=20_000, max_minutes=None)  # LogCadence(steps=200, seconds=None)
+    """
+    if log_every is not None:
+        return LogCadence(steps=int(log_every), seconds=None)
+    steps = None if max_steps is None else _round_down_125(max_steps / TARGET_POINTS)
+    seconds = None if max_minutes is None else 60.0 * max_minutes / TARGET_POINTS
+    if steps is None and seconds is None:
+        steps = DEFAULT_LOG_EVERY
+    return LogCadence(steps=steps, seconds=seconds)
+
+
+# === Throughput without compilation ===
+class Throughput:
+    """Target tokens per second of the updates that did not compile.
+
+    XLA compiles one program per new batch shape, and the first update traces the step: such an
+    update takes seconds where the others take milliseconds, so a rate over a window holding
+    one swings by orders of magnitude. The step counts its compiling updates and their tokens
+    on the device (no host read); the host times every update's call. At each read, the
+    window's ``compiled`` slowest updates (those that compiled: compiling costs far more than
+    any update) and their tokens are left out, and the rate is the other updates' tokens over
+    their time (plus the wait for the device at the read: with an asynchronous device the calls
+    return before the work is done). Dev evaluations, checkpoints and summaries are outside
+    the calls, so outside the rate. A window of compiling updates only has no rate (None).
+
+    Example:
+
+        meter = Throughput()
+        for seconds in (9.0, 0.2, 0.2, 0.2):
+            meter.add_update(seconds)
+        meter.take(tokens=4000.0, compiled=1, compiled_tokens=1000.0)  # 3000 / 0.6 s = 5000.0
+    """
+
+    def __init__(self):
+        self._window = []  # seconds of each update's call since the last read
+        self.kept_tokens = 0.0
+        self.kept_seconds = 0.0
+        self.kept_updates = 0
+        self.compile_seconds = 0.0
+
+    def add_update(self, seconds: float) -> None:
+        """One update's call took ``seconds``."""
+        self._window.append(float(seconds))
+
+    def take(self, tokens: float, compiled: int, compiled_tokens: float,
+             wait_seconds: float = 0.0) -> float | None:
+        """The window's rate, and a new window.
+
+        Args:
+            tokens: float, the target tokens of all updates since the last read.
+            compiled: int, how many of them compiled (counted by the step).
+            compiled_tokens: float, their tokens.
+            wait_seconds: float, the time the read waited for the device.
+
+        Returns:
+            float tokens per second, or None when every update of the window compiled.
+        """
+        window, self._window = sorted(self._window), []
+        compiled = min(int(compiled), len(window))
+        kept = window[:len(window) - compiled]
+        self.compile_seconds += sum(window[len(window) - compiled:])
+        if not kept:
+            return None
+        seconds = sum(kept) + wait_seconds
+        rate_tokens = max(tokens - compiled_tokens, 0.0)
+        self.kept_tokens += rate_tokens
+        self.kept_seconds += seconds
+        self.kept_updates += len(kept)
+        return rate_tokens / max(seconds, 1e-9)
+
+    def overall(self) -> float | None:
+        """The rate over every window taken so far (the report's ``target_tokens_per_second``)."""
+        return self.kept_tokens / self.kept_seconds if self.kept_seconds > 0 else None
+
+
+# === The budget and the ETA ===
+def budget_progress(step: int, max_steps: int | None, minutes: float, max_minutes: float | None,
+                    seconds_per_step: float | None) -> str:
+    """The progress line's budget: the limit that binds, and the time left under it.
+
+    The binding limit is the one that ends the run first at the run's average pace so far:
+    ``max_steps`` gives ``30 / 50 steps  ETA 0.3 min`` (steps left x ``seconds_per_step``),
+    ``max_minutes`` gives ``2.1 / 5.0 min  ETA 2.9 min`` (the deadline, exact). Without a budget:
+    the minutes trained. The pace is an average over the whole run, not over the last window, so
+    the ETA falls steadily instead of jumping with each window (compilation, dev evaluation).
+
+    Args:
+        step: int, the updates done (resumed ones included, as ``max_steps`` counts them).
+        max_steps: int or None, the update budget.
+        minutes: float, minutes of this run so far (counted against ``max_minutes``).
+        max_minutes: float or None, this run's wall-time budget.
+        seconds_per_step: float or None, the average wall time per update (None: unknown yet).
+
+    Example:
+
+        budget_progress(30, 50, 0.5, 12.0, 1.0)  # '30 / 50 steps  ETA 0.3 min'
+    """
+    time_left = None if max_minutes is None else max(max_minutes - minutes, 0.0) * 60.0
+    steps_left = None
+    if max_steps is not None and seconds_per_step is not None:
+        steps_left = max(max_steps - step, 0) * seconds_per_step
+    if max_steps is not None and (time_left is None or (steps_left is not None and steps_left <= time_left)):
+        text = f"{step:,} / {max_steps:,} steps"
+        return text if steps_left is None else f"{text}  ETA {steps_left / 60:.1f} min"
+    if time_left is not None:
+        return f"{minutes:.1f} / {max_minutes:.1f} min  ETA {time_left / 60:.1f} min"
+    return f"{minutes:.1f} min"

@@ -8,12 +8,19 @@ listed in `bahdanau_tf.training.Trainer`'s docstring.
 from __future__ import annotations
 
 import io
+import math
 import time
 
 import tensorflow as tf
 from tensorflow.core.framework import summary_pb2
 
 from bahdanau_tf import evaluation
+from bahdanau_tf.special_tokens import END_TOKEN
+
+#: the attention images' sentences: the shortest of the dev sample with at least this many words
+ATTENTION_MIN_WORDS = 5
+#: an output without ``[END]`` is drawn up to this many times the source tokens (then cut)
+ATTENTION_MAX_ROWS_RATIO = 1.5
 
 def _metadata(plugin_name, data_class):
     return summary_pb2.SummaryMetadata(
@@ -38,10 +45,29 @@ def text_summary(name: str, markdown: str) -> None:
     tf.summary.write(name, tf.constant(markdown, tf.string), metadata=_metadata("text", 2))
 
 
+def attention_rows(source_tokens: list, target_tokens: list) -> int:
+    """The output rows an attention image shows: up to ``[END]`` when the translation has one;
+    else (an early model repeating itself up to the length limit) at most
+    ``ceil(1.5 x source tokens)``, which keeps the image about square and its labels readable."""
+    if END_TOKEN in target_tokens:
+        return target_tokens.index(END_TOKEN) + 1
+    return min(len(target_tokens), math.ceil(ATTENTION_MAX_ROWS_RATIO * len(source_tokens)))
+
+
 def attention_png(alignment, title: str) -> tuple:
-    """An alignment drawn like the paper's figure 3: (PNG bytes, width, height) in pixels."""
-    figure = evaluation.plot_attention(alignment.attention, alignment.source_tokens,
-                                       alignment.target_tokens, None, title=title)
+    """An alignment drawn like the paper's figure 3 for TensorBoard: (PNG bytes, width, height).
+
+    Unlike the evaluation's figures, the gray scale is the image's own (`plot_attention`'s
+    ``contrast="image"``: its smallest weight black, its largest white), so the structure of an
+    early model's near-uniform attention shows; rows are cut by `attention_rows` (a second
+    caption line says so).
+    """
+    rows = attention_rows(alignment.source_tokens, alignment.target_tokens)
+    if rows < len(alignment.target_tokens):
+        title = f"{title}\n(the first {rows} of {len(alignment.target_tokens)} output tokens: no [END])"
+    figure = evaluation.plot_attention(alignment.attention[:rows], alignment.source_tokens,
+                                       alignment.target_tokens[:rows], None, title=title,
+                                       contrast="image")
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=figure.dpi)
     width, height = figure.canvas.get_width_height()
@@ -112,8 +138,9 @@ def dev_translation_summaries(summaries: Summaries, translator, sample, step: in
         for s, r, t in list(zip(sample.sources, sample.targets, translations))[:4]]
     images = {}
     if translator.has_attention:
-        # two fixed sentences of readable length, the same at every evaluation
-        fixed = [s for s in sample.sources if 0 < len(s.split()) <= 25][:2]
+        # the two shortest sentences of at least 5 words: readable images, the same every time
+        fixed = sorted((s for s in sample.sources if s.split()),
+                       key=lambda s: (len(s.split()) < ATTENTION_MIN_WORDS, len(s.split())))[:2]
         alignments = translator.translate(fixed, beam_size=1, return_alignments=True).alignments
         for index, (sentence, alignment) in enumerate(zip(fixed, alignments)):
             if alignment.target_tokens:

@@ -26,7 +26,14 @@ from bahdanau_tf import model_directory as model_directory_lib
 from bahdanau_tf import models as models_lib
 from bahdanau_tf.special_tokens import PAD_ID
 from bahdanau_tf.training.config import TrainingConfig, is_chief, make_optimizer, make_strategy
-from bahdanau_tf.training.report import RunState, training_report
+from bahdanau_tf.training.report import (
+    DEFAULT_LOG_EVERY,
+    RunState,
+    Throughput,
+    budget_progress,
+    log_cadence,
+    training_report,
+)
 from bahdanau_tf.training.run_directory import (
     LOGS,
     RunDirectory,
@@ -35,6 +42,10 @@ from bahdanau_tf.training.run_directory import (
 )
 from bahdanau_tf.training.summaries import Summaries, dev_translation_summaries
 from bahdanau_tf.translator import Translator
+
+
+#: the batch shapes the step remembers to tell an XLA compilation (`Trainer._count_compilation`)
+_SHAPE_CAPACITY = 1024
 
 
 class NonFiniteLossError(RuntimeError):
@@ -52,8 +63,10 @@ class Trainer:
 
     TensorBoard (``tensorboard --logdir OUT/logs``; the package is the ``[tensorboard]`` extra):
     ``train/nll``, ``train/gradient_norm``, ``train/learning_rate``, ``train/tokens_per_second``
-    every ``log_every`` steps; ``dev/nll`` at every dev evaluation, the last step's included;
-    and, at the first evaluation, every ``dev_bleu_every``-th and the last, from a greedy
+    at each progress line (`bahdanau_tf.training.report.log_cadence`: every ``log_every``
+    steps, or about 50 points over the run; the throughput leaves out the updates that
+    compiled, `bahdanau_tf.training.report.Throughput`); ``dev/nll`` at every dev evaluation,
+    the last step's included; and, at the first evaluation, every ``dev_bleu_every``-th and the last, from a greedy
     translation of the first ``dev_bleu_sentences`` dev pairs: ``dev/bleu`` (sacrebleu, as
     `bahdanau_tf.evaluation.corpus_bleu`), ``dev/translations`` (text: source, reference and
     translation of the first 4) and ``dev/attention_0``, ``dev/attention_1`` (images of the
@@ -136,9 +149,17 @@ class Trainer:
             self.elapsed_seconds = tf.Variable(0.0, dtype="float64", trainable=False, name="elapsed_seconds")
             self.best_dev_nll = tf.Variable(math.inf, dtype="float64", trainable=False, name="best_dev_nll")
             self.best_step = tf.Variable(-1, dtype="int64", trainable=False, name="best_step")
-            # read by the host every log_every steps, then reset
+            # read by the host at each progress line (`log_cadence`), then reset
             self._loss_sum = tf.Variable(0.0, dtype="float64", trainable=False, name="loss_sum")
             self._token_count = tf.Variable(0.0, dtype="float64", trainable=False, name="token_count")
+            # the updates that compiled (the first, which traces; under XLA each new batch
+            # shape) and their tokens, left out of the throughput (`report.Throughput`)
+            self._compiled_updates = tf.Variable(0.0, dtype="float64", trainable=False, name="compiled_updates")
+            self._compiled_tokens = tf.Variable(0.0, dtype="float64", trainable=False, name="compiled_tokens")
+            self._updates_run = tf.Variable(0, dtype="int64", trainable=False, name="updates_run")
+            self._shapes_seen = tf.Variable(tf.fill([_SHAPE_CAPACITY], tf.constant(-1, "int64")),
+                                            trainable=False, name="shapes_seen")
+            self._shapes_count = tf.Variable(0, dtype="int64", trainable=False, name="shapes_count")
             self._grad_norm = tf.Variable(0.0, dtype="float32", trainable=False, name="gradient_norm")
             self._first_nonfinite_step = tf.Variable(-1, dtype="int64", trainable=False, name="first_nonfinite")
         self.checkpoint = tf.train.Checkpoint(
@@ -275,14 +296,17 @@ class Trainer:
             gradients = [g * factor for g in gradients]
         self.optimizer.apply(gradients, self.model.trainable_variables)
         sentences = tf.reduce_sum(tf.cast(tf.reduce_any(tf.not_equal(target_out, PAD_ID), axis=1), "int64"))
-        return nll_sum, local_tokens, norm, sentences
+        shape = tf.cast(tf.concat([tf.shape(source), tf.shape(target_in)], 0), "int64")
+        shape_key = (shape[0] * 65536 + shape[1]) * 65536 + shape[3]  # (batch, source, target) lengths
+        return nll_sum, local_tokens, norm, sentences, shape_key
 
     def _train_step(self, iterator):
         batch = next(iterator)
-        nll_sum, tokens, norm, sentences = self.strategy.run(self._replica_step, (batch,))
+        nll_sum, tokens, norm, sentences, shape_key = self.strategy.run(self._replica_step, (batch,))
         reduce = lambda value: self.strategy.reduce("sum", value, axis=None)  # noqa: E731
         nll_sum, tokens, sentences = reduce(nll_sum), reduce(tokens), reduce(sentences)
         norm = self.strategy.experimental_local_results(norm)[0]  # the same on every replica
+        self._count_compilation(self.strategy.experimental_local_results(shape_key)[0], tokens)
         finite = tf.math.is_finite(nll_sum) & tf.math.is_finite(norm)
         if isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer):
             finite = tf.math.is_finite(nll_sum)  # overflowing gradients are skipped and rescaled
@@ -294,6 +318,20 @@ class Trainer:
         self._token_count.assign_add(tf.cast(tokens, "float64"))
         self.sentences_seen.assign_add(sentences)
         self._grad_norm.assign(norm)
+
+    def _count_compilation(self, shape_key, tokens):
+        """Counts this update among the compiled ones when it traced the step (the first of
+        this trainer) or, under XLA, met a batch shape not seen before."""
+        compiled = tf.equal(self._updates_run, 0)
+        if self.config.jit_compile:
+            new_shape = tf.logical_not(tf.reduce_any(tf.equal(self._shapes_seen, shape_key)))
+            slot = tf.range(_SHAPE_CAPACITY, dtype="int64") == self._shapes_count
+            self._shapes_seen.assign(tf.where(slot & new_shape, shape_key, self._shapes_seen))
+            self._shapes_count.assign_add(tf.cast(new_shape & (self._shapes_count < _SHAPE_CAPACITY), "int64"))
+            compiled = compiled | new_shape
+        self._updates_run.assign_add(1)
+        self._compiled_updates.assign_add(tf.cast(compiled, "float64"))
+        self._compiled_tokens.assign_add(tf.where(compiled, tf.cast(tokens, "float64"), 0.0))
 
     def _eval_step(self, batch):
         def replica(batch):
@@ -429,15 +467,19 @@ class Trainer:
             f"{config.optimizer} lr {config.learning_rate:g}, clipnorm {config.clipnorm}, {config.speed_summary()}, "
             f"{self.strategy.num_replicas_in_sync} replica(s), device {devices.device_description()}."
         )
+        run.cadence = log_cadence(config.max_steps, config.max_minutes, config.log_every)
+        run.throughput = Throughput()
         run.start = run.window_start = time.time()
-        run.step = run.resumed_step
+        run.step = run.window_step = run.resumed_step
         while run.stopped is None:
             run.stopped = self._budget_spent(run, deadline)
             if run.stopped:
                 break
+            started = time.time()
             self.train_step(iterator)
+            run.throughput.add_update(time.time() - started)
             run.step += 1
-            if run.step % config.log_every == 0:
+            if run.cadence.due(run.step, time.time() - run.window_start):
                 self._log_progress(run)
             if dev_dataset is not None and run.step % config.eval_every == 0:
                 self._evaluate_dev(run, dev_dataset)
@@ -460,35 +502,39 @@ class Trainer:
             return f"early stopping (patience {config.patience})"
         return None
 
-    def _take_train_nll(self, run):
-        """Reads and resets the accumulated loss: the train NLL of the steps since the last read."""
+    def _take_window(self, run, read_started):
+        """Reads and resets the counters of the updates since the last read: the train NLL
+        (``run.train_nll``) and their throughput without compilation (None: all compiled).
+        ``read_started``: ``time.time()`` before the first read of the device's variables,
+        which waits for the device (asynchronous on GPUs): that wait is training time."""
         loss_sum, tokens = float(self._loss_sum.numpy()), float(self._token_count.numpy())
-        self._loss_sum.assign(0.0)
-        self._token_count.assign(0.0)
+        waited = time.time() - read_started
+        compiled, compiled_tokens = float(self._compiled_updates.numpy()), float(self._compiled_tokens.numpy())
+        for variable in (self._loss_sum, self._token_count, self._compiled_updates, self._compiled_tokens):
+            variable.assign(0.0)
         if tokens:
             run.train_nll = loss_sum / tokens
-        return tokens
+        run.window_start, run.window_step = time.time(), run.step
+        return run.throughput.take(tokens, int(compiled), compiled_tokens, waited)
 
     def _log_progress(self, run):
-        """The progress line and the train summaries, every ``log_every`` steps."""
+        """The progress line and the train summaries, at each point of ``run.cadence``."""
+        read_started = time.time()
         self._check_finite(run)
-        tokens = self._take_train_nll(run)
-        now = time.time()
-        seconds, run.window_start = now - run.window_start, now
-        if run.step - run.resumed_step > self.config.log_every:  # the first window includes compilation
-            run.tokens_total += tokens
-            run.tokens_time += seconds
-        tokens_per_second = tokens / max(seconds, 1e-9)
+        tokens_per_second = self._take_window(run, read_started)
         learning_rate = float(self._current_learning_rate())
+        scalars = {"train/nll": run.train_nll, "train/gradient_norm": self._grad_norm,
+                   "train/learning_rate": learning_rate}
+        if tokens_per_second is not None:
+            scalars["train/tokens_per_second"] = tokens_per_second
         self._log(
             f"step {run.step:>7,}  epoch {float(self.sentences_seen.numpy()) / run.train_pairs:6.2f}  "
             f"train NLL {run.train_nll:.3f}  |grad| {float(self._grad_norm.numpy()):.2f}  "
-            f"lr {learning_rate:.3g}  {tokens_per_second:,.0f} tok/s  "
-            + self._budget_progress(run, now, seconds / self.config.log_every)
+            f"lr {learning_rate:.3g}  "
+            + ("compiling" if tokens_per_second is None else f"{tokens_per_second:,.0f} tok/s")
+            + "  " + self._budget_progress(run)
         )
-        self._summaries.write(run.step, {"train/nll": run.train_nll, "train/gradient_norm": self._grad_norm,
-                                   "train/learning_rate": learning_rate,
-                                   "train/tokens_per_second": tokens_per_second})
+        self._summaries.write(run.step, scalars)
 
     def _evaluate_dev(self, run, dev_dataset):
         """The one dev evaluation path: dev NLL, its summary, the best checkpoint, patience."""
@@ -547,9 +593,10 @@ class Trainer:
 
     def _finish(self, run, dev_dataset):
         """The end of a run: last train NLL, a dev point at the last step, checkpoint, report."""
+        read_started = time.time()
         self._check_finite(run)
-        if run.step % self.config.log_every:  # the last partial window
-            self._take_train_nll(run)
+        if run.window_step != run.step:  # the last partial window
+            self._take_window(run, read_started)
         if dev_dataset is not None and run.dev_step != run.step:
             self._evaluate_dev(run, dev_dataset)
         latest = self.manager.latest_checkpoint
@@ -565,20 +612,22 @@ class Trainer:
         self.directory.write_report(run.report)
         self._cleanup()
 
-    def _budget_progress(self, run, now, seconds_per_step):
-        """``7.3 / 12.0 min`` under a time budget (else the minutes trained), and the time left
-        when ``max_steps`` ends the run first."""
+    def _budget_progress(self, run):
+        """The binding budget and its ETA (`report.budget_progress`), at the run's average
+        pace: wall time per update since the start, dev evaluations and checkpoints included,
+        compilations left out (they do not recur)."""
         config = self.config
+        now = time.time()
         if run.deadline is not None:
-            started = run.deadline - 60 * config.max_minutes
-            text = f"{(now - started) / 60:.1f} / {config.max_minutes:.1f} min"
+            minutes = (now - (run.deadline - 60 * config.max_minutes)) / 60
         else:
-            text = f"{(run.elapsed_before + now - run.start) / 60:.1f} min"
-        if config.max_steps is not None:
-            left = max(config.max_steps - run.step, 0) * seconds_per_step
-            if run.deadline is None or now + left < run.deadline:
-                text += f"  ETA {left / 60:.1f} min"
-        return text
+            minutes = (run.elapsed_before + now - run.start) / 60
+        updates = run.step - run.resumed_step
+        pace = None
+        if updates:
+            seconds = now - run.start
+            pace = max(seconds - run.throughput.compile_seconds, 0.0) / updates or seconds / updates
+        return budget_progress(run.step, config.max_steps, minutes, config.max_minutes, pace)
 
     def _dev_translation_summaries(self, run):
         """Dev BLEU (greedy, on the dev sample), sample translations and attention images."""
@@ -595,9 +644,9 @@ class Trainer:
         """Whether the wall-time budget is spent; agreed on by all workers of a multi-worker run."""
         if getattr(self.strategy.extended, "_num_workers", 1) <= 1:
             return time.time() >= deadline
-        # every worker must stop at the same step (collectives would hang otherwise): decide at
-        # log steps only, by an all-reduce of each worker's verdict
-        if (step - resumed_step) % self.config.log_every:
+        # every worker must stop at the same step (collectives would hang otherwise): decide
+        # every log_every (or DEFAULT_LOG_EVERY) updates only, by an all-reduce of the verdicts
+        if (step - resumed_step) % (self.config.log_every or DEFAULT_LOG_EVERY):
             return False
         late = tf.constant(1.0 if time.time() >= deadline else 0.0)
         votes = self.strategy.run(lambda: tf.identity(late))
