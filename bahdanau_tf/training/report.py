@@ -18,6 +18,7 @@ class RunState:
     elapsed_before: float
     step: int = 0
     train_pairs: int = 0
+    train_pairs_estimated: bool = False  # a streamed corpus: estimated, not counted
     start: float = 0.0
     window_start: float = 0.0
     train_nll: float | None = None
@@ -59,6 +60,7 @@ def training_report(run: RunState, *, sentences_seen: int, best_dev_nll: float, 
         "stopped_because": run.stopped,
         "target_tokens_per_second": round(run.tokens_total / run.tokens_time, 1) if run.tokens_time else None,
         "train_pairs": int(run.train_pairs),
+        "train_pairs_estimated": run.train_pairs_estimated,
         "preset": preset,
         "parameters": int(parameters),
         "training": dataclasses.asdict(config),

@@ -319,6 +319,7 @@ class Trainer:
             shuffle=True,
             seed=config.seed,
             repeat=True,
+            shuffle_buffer_size=config.shuffle_buffer_size,
             pad_to_multiple=config.padding_multiple,
             fill_to_batch_size=True,
         )
@@ -401,9 +402,10 @@ class Trainer:
                    dev_corpus=dev_corpus)
         counts = data.count_pairs(train_corpus, self.source_tokenizer, self.target_tokenizer,
                                   config.max_length)
-        run.train_pairs = counts["kept"]
-        dropped = (f"; dropped {counts['too_long']:,} longer than {config.max_length} tokens and "
-                   f"{counts['empty']:,} with an empty side" if counts["kept"] < counts["total"] else "")
+        run.train_pairs, run.train_pairs_estimated = counts["kept"], counts["estimated"]
+        about = "~" if run.train_pairs_estimated else ""  # a stream's counts are estimates
+        dropped = (f"; dropped {about}{counts['too_long']:,} longer than {config.max_length} tokens and "
+                   f"{about}{counts['empty']:,} with an empty side" if counts["kept"] < counts["total"] else "")
         run.deadline = deadline  # the progress line shows the budget
         if run.train_pairs == 0:
             raise ValueError(
@@ -419,7 +421,8 @@ class Trainer:
                                     if config.summaries and self.is_chief else None)
         self._log(
             f"Training {type(self.model).__name__} ({self.preset}, {self.model.count_params():,} parameters) on "
-            f"{run.train_pairs:,} of {counts['total']:,} pairs{dropped} ({steps_per_epoch:,} updates/epoch), "
+            f"{about}{run.train_pairs:,} of {about}{counts['total']:,} pairs{dropped} ({about}{steps_per_epoch:,} "
+            f"updates/epoch{', estimated from the first pairs' if about else ''}), "
             f"batch {config.batch_size}, "
             f"{config.optimizer} lr {config.learning_rate:g}, clipnorm {config.clipnorm}, {config.speed_summary()}, "
             f"{self.strategy.num_replicas_in_sync} replica(s), device {devices.device_description()}."
@@ -476,7 +479,7 @@ class Trainer:
         tokens_per_second = tokens / max(seconds, 1e-9)
         learning_rate = float(self._current_learning_rate())
         self._log(
-            f"step {run.step:>7,}  epoch {float(self.sentences_seen.numpy()) / run.train_pairs:6.2f}  "
+            f"step {run.step:>7,}  epoch {self._epoch_text(run):>6}  "
             f"train NLL {run.train_nll:.3f}  |grad| {float(self._grad_norm.numpy()):.2f}  "
             f"lr {learning_rate:.3g}  {tokens_per_second:,.0f} tok/s  "
             + self._budget_progress(run, now, seconds / self.config.log_every)
@@ -484,6 +487,11 @@ class Trainer:
         self._summaries.write(run.step, {"train/nll": run.train_nll, "train/gradient_norm": self._grad_norm,
                                    "train/learning_rate": learning_rate,
                                    "train/tokens_per_second": tokens_per_second})
+
+    def _epoch_text(self, run):
+        """``0.37``, or ``~0.37`` when the corpus's size is a stream's estimate."""
+        epoch = float(self.sentences_seen.numpy()) / run.train_pairs
+        return f"{'~' if run.train_pairs_estimated else ''}{epoch:.2f}"
 
     def _evaluate_dev(self, run, dev_dataset):
         """The one dev evaluation path: dev NLL, its summary, the best checkpoint, patience."""
