@@ -3,7 +3,9 @@
 `make_dataset` is the short composition of *stages*, each a function returning a
 ``dataset.apply`` transformation (OpenNMT-tf's ``opennmt/data/dataset.py`` style)::
 
-    (source, target) tf.string scalars                      a ParallelCorpus, pairs or any Dataset
+    (source, target) tf.string scalars                      a ParallelCorpus, pairs, a CorpusFiles
+                                                            stream (the user's files) or a Dataset
+      -> shuffle (a bounded buffer), repeat                  seeded, reshuffled every epoch
       -> tokenize(source_tokenizer, target_tokenizer)        int32 id vectors
       -> filter_by_length(max_length)                        the paper's RNNsearch-30 / -50 limits
       -> add_special_ids()                                   [END] / [START] added
@@ -14,9 +16,9 @@
 
 This module is the one owner of batch shapes (the trainer asks `make_dataset` for filled,
 padded batches). Every stage streams: none holds a Python list or needs the dataset's length,
-so a stage works on a file read line by line as well as on the embedded corpus. Corpora (the
-embedded Bible, the user's files) live in `bahdanau_tf.corpora`; their names are importable
-from here too.
+so a stage works on a file read line by line (`CorpusFiles`: memory and start-up independent
+of the corpus's length) as well as on the embedded corpus. Corpora (the embedded Bible, the
+user's files) live in `bahdanau_tf.corpora`; their names are importable from here too.
 """
 
 from __future__ import annotations
@@ -66,8 +68,9 @@ __all__ = [
 BUCKETING_MODES = ("paper", "token_budget", None)
 #: sentences tokenized per call of the tokenizers' graph ops
 TOKENIZE_BATCH = 512
-#: pairs in the shuffle buffer by default: the whole embedded corpus (27,989 train pairs),
-#: about 60 MB of strings for a stream of any length (OpenNMT-tf's ``sample_buffer_size``)
+#: pairs in the shuffle buffer by default: the whole embedded corpus (27,989 train pairs), and
+#: for a stream of any length the memory of 100,000 string pairs (OpenNMT-tf's
+#: ``sample_buffer_size``; Marian's maxi-batches)
 DEFAULT_SHUFFLE_BUFFER = 100_000
 #: the first pairs of a streamed corpus that `count_pairs` reads to estimate the rest
 ESTIMATE_SAMPLE = 10_000

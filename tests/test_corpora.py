@@ -120,3 +120,16 @@ def test_the_length_of_a_long_stream_is_estimated_from_its_first_lines(tmp_path)
         assert not exact and abs(pairs - 20000) < 20000 * (0.02 if name == "big.tsv" else 0.1), name
         assert CorpusFiles.tsv(path).select(slice(0, 5000)).estimated_length(2000)[0] == 5000
     assert CorpusFiles.tsv(path).estimated_length(sample=20000) == (20000, True)
+
+
+def test_read_lines_streams_standard_input_by_the_same_rule(monkeypatch):
+    import io
+    import sys
+
+    stdin = io.TextIOWrapper(io.BytesIO(b"\xef\xbb\xbfone\rtwo\r\nthree\n"))
+    monkeypatch.setattr(sys, "stdin", stdin)
+    assert corpora.read_lines("-") == ["one", "two", "three"]
+    assert not stdin.closed  # standard input is the caller's: read, not closed
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"ok\n\xff\n")))
+    with pytest.raises(CorpusError, match="^standard input line 2 is not valid UTF-8"):
+        corpora.read_lines(None)

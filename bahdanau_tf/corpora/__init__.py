@@ -276,25 +276,26 @@ def corpus_error(error: BaseException) -> CorpusError | None:
     return CorpusError(match.group(1)) if match else None
 
 
-def _open_bytes(path):
-    """(name for messages, binary file, the raw file under it for ``tell``) of a path or stdin."""
-    if path is None or path == "-":
-        return "standard input", contextlib.nullcontext(sys.stdin.buffer), None
+def _checked_path(path) -> str:
+    """``path`` as a str, refused (FileNotFoundError, IsADirectoryError) unless a file."""
     path = os.fspath(path)
     if os.path.isdir(path):
         raise IsADirectoryError(f"{path!r} is a directory, not a text file.")
     if not os.path.isfile(path):
         raise FileNotFoundError(f"No such file: {path!r}")
-    raw = open(path, "rb")  # noqa: SIM115 - closed with the gzip reader below
-    if path.endswith(".gz"):
-        return repr(path), gzip.GzipFile(fileobj=raw, mode="rb"), raw
-    return repr(path), raw, raw
+    return path
 
 
 def _numbered_lines(path):
     """``(line number, text)`` of every line of a UTF-8 file, read as needed (`read_lines`'s rule)."""
-    name, handle, raw = _open_bytes(path)
-    with handle, (raw if raw is not None else contextlib.nullcontext()):
+    with contextlib.ExitStack() as opened:
+        if path is None or path == "-":
+            name, handle = "standard input", sys.stdin.buffer  # left open
+        else:
+            path = _checked_path(path)
+            name, handle = repr(path), opened.enter_context(open(path, "rb"))
+            if path.endswith(".gz"):
+                handle = opened.enter_context(gzip.GzipFile(fileobj=handle, mode="rb"))
         number = 0
         for line in handle:  # cut at \n only: \r\n and a lone \r are handled here
             line = line[:-1] if line.endswith(b"\n") else line
@@ -415,7 +416,7 @@ class CorpusFiles:
         if columns is not None and columns < needed:
             raise ValueError(f"columns={columns} cannot hold columns {source_column} and "
                              f"{target_column}.")
-        _open_bytes(path)[1].close()  # a missing file is refused now, before any work
+        _checked_path(path)  # a missing file is refused now, before any work
         return cls((os.fspath(path),), source_column, target_column, columns, skip_header,
                    name=name or os.fspath(path))
 
@@ -423,7 +424,7 @@ class CorpusFiles:
     def parallel(cls, source_path: str, target_path: str, name: str | None = None):
         """Two parallel text files, line i of the target translating line i of the source."""
         for path in (source_path, target_path):
-            _open_bytes(path)[1].close()
+            _checked_path(path)
         return cls((os.fspath(source_path), os.fspath(target_path)),
                    name=name or f"{source_path}+{target_path}")
 
