@@ -9,7 +9,9 @@ into a temporary directory, runs ten updates of a small model on it::
 under ``/usr/bin/time -v``, and records the process's peak RSS ("Maximum resident set size")
 and its start-up: from the process's start to the progress line of update 10 (vocabularies,
 corpus counting or estimating, the first shuffle buffer, compilation and ten updates). The
-temporary directory (corpora and runs) is removed at the end, also after a failure.
+temporary directory (corpora and runs) is removed at the end, also after a failure. Peak RSS
+does not depend on the machine's load; start-up does (each row records the load average as its
+run starts): compare the rows of one run.
 
     python benchmarks/corpus_scale.py [--sizes=250000,1000000,2000000] \\
         [--repository=/path/to/a/checkout] [--label=after] [--output=...]
@@ -101,9 +103,11 @@ def main(argv):
             corpus = os.path.join(scratch, f"pairs_{size}.tsv")
             write_corpus(corpus, train, size)
             megabytes = os.path.getsize(corpus) / 2**20
+            load = os.getloadavg()[0]  # the shared machine's load as the run starts
             peak, startup, wall = run_training(corpus, os.path.join(scratch, f"run_{size}"))
             rows.append({"pairs": size, "file_mib": round(megabytes, 1), "peak_rss_mib": round(peak),
-                         "startup_seconds": round(startup, 1), "wall_seconds": round(wall, 1)})
+                         "startup_seconds": round(startup, 1), "wall_seconds": round(wall, 1),
+                         "load_average": round(load, 1)})
             print(f"{size:>10,} pairs  {megabytes:7.0f} MiB file  peak RSS {peak:7.0f} MiB  "
                   f"start-up {startup:6.1f} s  wall {wall:6.1f} s", flush=True)
             os.remove(corpus)

@@ -304,7 +304,7 @@ class Trainer:
         """The training input: shuffled, repeated, bucketed, padded batches of ``batch_size`` rows.
 
         Args:
-            corpus: a `ParallelCorpus` (or sequence of pairs).
+            corpus: a `ParallelCorpus` (or sequence of pairs), or a `CorpusFiles` stream.
             skip_batches: int, batches to skip (the data position of a resumed run).
             distribute: bool, return ``strategy.experimental_distribute_dataset(...)``.
         """
@@ -361,7 +361,9 @@ class Trainer:
         """Trains until a budget is spent or early stopping; returns the report (table 2).
 
         Args:
-            train_corpus: `bahdanau_tf.data.ParallelCorpus` (or sequence of (source, target) pairs).
+            train_corpus: `bahdanau_tf.data.ParallelCorpus` (or sequence of (source, target) pairs),
+                or a `bahdanau_tf.corpora.CorpusFiles` stream (read as training goes; its size
+                is estimated, `data.count_pairs`, and the progress line marks the epoch ``~``).
             dev_corpus: optional, its first ``config.dev_sentences`` pairs give the dev NLL.
             start_time: ``time.time()`` at which the wall-time budget started (default: now), so
                 a command line can count its own setup time.
