@@ -454,7 +454,7 @@ class CorpusFiles:
                               name=self.name, direction=self.direction)
 
     def select(self, indices: slice) -> "CorpusFiles":
-        """The first pairs only (``slice(0, n)``): a stream can be cut at its start, no elsewhere."""
+        """The first pairs only (``slice(0, n)``): a stream is cut at its start, nowhere else."""
         if not (isinstance(indices, slice) and indices.start in (None, 0) and indices.step is None):
             raise ValueError(f"A streamed corpus selects its first pairs only, not {indices!r}.")
         limit = indices.stop if self.limit is None else min(indices.stop, self.limit)
