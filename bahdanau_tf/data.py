@@ -115,7 +115,11 @@ def string_pairs(corpus_or_pairs) -> tuple[tf.data.Dataset, int | None]:
         # line raises CorpusError there, which stops the iterator (`corpora.corpus_error`)
         dataset = tf.data.Dataset.from_generator(corpus_or_pairs.pair_batches,
                                                  output_signature=(batch, batch))
-        return dataset.unbatch(), None
+        # under a multi-worker strategy every worker reads the files and keeps its own share
+        # of the batches (tf.data's DATA auto-sharding: there is no file op to shard by)
+        options = tf.data.Options()
+        options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+        return dataset.unbatch().with_options(options), None
     if isinstance(corpus_or_pairs, ParallelCorpus):
         sources, targets = corpus_or_pairs.sources, corpus_or_pairs.targets
     else:

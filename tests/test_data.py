@@ -542,6 +542,60 @@ def test_count_pairs_estimates_a_long_stream_from_its_first_pairs(tmp_path, dev,
     assert estimate["total"] == estimate["kept"] + estimate["empty"] + estimate["too_long"]
 
 
+_SHARD_WORKER = r"""
+import json, sys
+import tensorflow as tf
+from bahdanau_tf import data
+from bahdanau_tf.text import WordTokenizer
+strategy = tf.distribute.MultiWorkerMirroredStrategy()
+stream = data.CorpusFiles.tsv(sys.argv[1])
+words = WordTokenizer.build([sentence for pair in stream.pairs() for sentence in pair])
+dataset = data.make_dataset(stream, words, words, batch_size=8, bucketing=None, seed=5, max_length=None)
+sources = []
+for (source, _), _ in strategy.experimental_distribute_dataset(dataset):
+    for local in strategy.experimental_local_results(source):
+        sources += [words.detokenize([[int(i) for i in row if i > 3]]).numpy()[0].decode() for row in local.numpy()]
+print(json.dumps(sources))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.subprocess
+def test_two_workers_read_disjoint_shares_that_cover_a_streamed_corpus(tmp_path):
+    """MultiWorkerMirroredStrategy over two local processes: each worker's batches hold other
+    pairs, and together every pair of the file once (tf.data's DATA auto-sharding)."""
+    import json
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    path = tmp_path / "pairs.tsv"
+    path.write_text("".join(f"w{i} x\ty{i}\n" for i in range(100)), encoding="utf-8")
+    ports = []
+    for _ in range(2):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            ports.append(probe.getsockname()[1])
+    cluster = {"worker": [f"127.0.0.1:{port}" for port in ports]}
+    processes = [subprocess.Popen(
+        [sys.executable, "-c", _SHARD_WORKER, str(path)], stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", TF_CONFIG=json.dumps(
+            {"cluster": cluster, "task": {"type": "worker", "index": index}})))
+        for index in range(2)]
+    try:
+        outputs = [process.communicate(timeout=300) for process in processes]
+    finally:
+        for process in processes:
+            process.kill()
+    for process, (_, err) in zip(processes, outputs):
+        assert process.returncode == 0, err[-3000:]
+    first, second = (json.loads(out.strip().splitlines()[-1]) for out, _ in outputs)
+    assert len(first) == len(second) == 50 and not set(first) & set(second)
+    assert sorted(first + second) == sorted(f"w{i} x" for i in range(100))
+
+
 def test_every_stage_has_a_doctest_that_passes():
     stages = [data.string_pairs, data.tokenize, data.filter_by_length, data.add_special_ids,
               data.batch_by_length, data.padded_batches, data.token_budget_batches,
