@@ -33,13 +33,13 @@ _EXPORTS = {
                     "decoding"),
     **dict.fromkeys(["SubwordTokenizer", "WordTokenizer", "load_tokenizer", "split_words"],
                     "text"),
-    **dict.fromkeys(["ParallelCorpus", "load_corpus", "load_parallel_files", "load_tfds",
-                     "load_tsv"], "corpora"),
+    **dict.fromkeys(["CorpusFiles", "ParallelCorpus", "load_corpus", "load_parallel_files",
+                     "load_tfds", "load_tsv"], "corpora"),
     "make_dataset": "data",
 }
 _SUBMODULES = ("corpora", "data", "decoding", "devices", "evaluation", "layers", "losses",
                "model_directory", "models", "presets", "serving", "special_tokens", "text",
-               "training", "translator")
+               "training", "translator", "wordpiece")
 # the modules whose classes are registered with keras.saving
 _KERAS_OBJECT_MODULES = ("layers", "losses", "models")
 

@@ -3,7 +3,9 @@
 `make_dataset` is the short composition of *stages*, each a function returning a
 ``dataset.apply`` transformation (OpenNMT-tf's ``opennmt/data/dataset.py`` style)::
 
-    (source, target) tf.string scalars                      a ParallelCorpus, pairs or any Dataset
+    (source, target) tf.string scalars                      a ParallelCorpus, pairs, a CorpusFiles
+                                                            stream (the user's files) or a Dataset
+      -> shuffle (a bounded buffer), repeat                  seeded, reshuffled every epoch
       -> tokenize(source_tokenizer, target_tokenizer)        int32 id vectors
       -> filter_by_length(max_length)                        the paper's RNNsearch-30 / -50 limits
       -> add_special_ids()                                   [END] / [START] added
@@ -14,9 +16,9 @@
 
 This module is the one owner of batch shapes (the trainer asks `make_dataset` for filled,
 padded batches). Every stage streams: none holds a Python list or needs the dataset's length,
-so a stage works on a file read line by line as well as on the embedded corpus. Corpora (the
-embedded Bible, the user's files) live in `bahdanau_tf.corpora`; their names are importable
-from here too.
+so a stage works on a file read line by line (`CorpusFiles`: memory and start-up independent
+of the corpus's length) as well as on the embedded corpus. Corpora (the embedded Bible, the
+user's files) live in `bahdanau_tf.corpora`; their names are importable from here too.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from bahdanau_tf.corpora import (  # noqa: F401  re-exported: bahdanau_tf.data.l
     CORPORA,
     DIRECTIONS,
     SPLITS,
+    CorpusError,
+    CorpusFiles,
     ParallelCorpus,
     bible_split,
     load_corpus,
@@ -57,11 +61,19 @@ __all__ = [
     "fill_batch",
     "pad_batch",
     "BUCKETING_MODES",
+    "DEFAULT_SHUFFLE_BUFFER",
+    "ESTIMATE_SAMPLE",
 ]
 
 BUCKETING_MODES = ("paper", "token_budget", None)
 #: sentences tokenized per call of the tokenizers' graph ops
 TOKENIZE_BATCH = 512
+#: pairs in the shuffle buffer by default: the whole embedded corpus (27,989 train pairs), and
+#: for a stream of any length the memory of 100,000 string pairs (OpenNMT-tf's
+#: ``sample_buffer_size``; Marian's maxi-batches)
+DEFAULT_SHUFFLE_BUFFER = 100_000
+#: the first pairs of a streamed corpus that `count_pairs` reads to estimate the rest
+ESTIMATE_SAMPLE = 10_000
 
 _IDS = tf.TensorSpec([None], tf.int32)
 
@@ -82,7 +94,9 @@ def string_pairs(corpus_or_pairs) -> tuple[tf.data.Dataset, int | None]:
     """The pipeline's source: a dataset of (source, target) tf.string scalars, and its size.
 
     Args:
-        corpus_or_pairs: a `ParallelCorpus`, a sequence of (source, target) str pairs, or a
+        corpus_or_pairs: a `ParallelCorpus` or a sequence of (source, target) str pairs (held
+            in memory: ``from_tensor_slices``); a `CorpusFiles` stream (the user's files, read
+            as tf.data asks for them, re-read every epoch; size None); or a
             ``tf.data.Dataset`` of (source, target) tf.string scalars (passed through: a
             stream of unknown length, size None).
 
@@ -95,6 +109,17 @@ def string_pairs(corpus_or_pairs) -> tuple[tf.data.Dataset, int | None]:
     """
     if isinstance(corpus_or_pairs, tf.data.Dataset):
         return corpus_or_pairs, None
+    if isinstance(corpus_or_pairs, CorpusFiles):
+        batch = tf.TensorSpec([None], tf.string)
+        # the file reader hands over batches (one Python call per PAIR_BATCH pairs); a bad
+        # line raises CorpusError there, which stops the iterator (`corpora.corpus_error`)
+        dataset = tf.data.Dataset.from_generator(corpus_or_pairs.pair_batches,
+                                                 output_signature=(batch, batch))
+        # under a multi-worker strategy every worker reads the files and keeps its own share
+        # of the batches (tf.data's DATA auto-sharding: there is no file op to shard by)
+        options = tf.data.Options()
+        options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+        return dataset.unbatch().with_options(options), None
     if isinstance(corpus_or_pairs, ParallelCorpus):
         sources, targets = corpus_or_pairs.sources, corpus_or_pairs.targets
     else:
@@ -399,24 +424,36 @@ def _kept_lengths(dataset, source_tokenizer, target_tokenizer, max_length):
 
 
 def count_pairs(corpus_or_pairs, source_tokenizer, target_tokenizer,
-                max_length: int | None = 50) -> dict:
+                max_length: int | None = 50, sample: int = ESTIMATE_SAMPLE) -> dict:
     """What `make_dataset`'s filter keeps and drops, counted in one tokenisation pass.
 
-    One pass over the corpus (about as long as one pass of the input pipeline).
+    One pass over an in-memory corpus (about as long as one pass of the input pipeline). A
+    `CorpusFiles` stream is not read through: its first ``sample`` pairs are counted and the
+    rest estimated from the file's size (`CorpusFiles.estimated_length`), so start-up does not
+    grow with the corpus; a stream of at most ``sample`` pairs is counted exactly.
 
     Args:
         corpus_or_pairs, source_tokenizer, target_tokenizer, max_length: as in `make_dataset`.
+        sample: int, the pairs of a stream that are read.
 
     Returns:
-        dict of ints: ``total``; ``kept``; ``empty`` (a side without any token); ``too_long``
-        (a non-empty pair with a side of more than ``max_length`` tokens).
+        dict: ``total``; ``kept``; ``empty`` (a side without any token); ``too_long`` (a
+        non-empty pair with a side of more than ``max_length`` tokens), ints; ``estimated``,
+        bool (True: the counts are a stream's estimate).
     """
+    estimated, scale = False, 1.0
+    if isinstance(corpus_or_pairs, CorpusFiles):
+        total, exact = corpus_or_pairs.estimated_length(sample)
+        corpus_or_pairs = corpus_or_pairs.head(sample)
+        estimated, scale = not exact, total / max(len(corpus_or_pairs), 1)
     dataset, _ = string_pairs(corpus_or_pairs)
     source_lengths, target_lengths = _pair_lengths(dataset, source_tokenizer, target_tokenizer)
     kept = int(_keep(source_lengths, target_lengths, max_length).sum())
     empty = int(((source_lengths == 0) | (target_lengths == 0)).sum())
-    total = len(source_lengths)
-    return {"total": total, "kept": kept, "empty": empty, "too_long": total - kept - empty}
+    counts = {"total": len(source_lengths), "kept": kept, "empty": empty}
+    counts = {key: round(value * scale) for key, value in counts.items()}
+    return {**counts, "too_long": counts["total"] - counts["kept"] - counts["empty"],
+            "estimated": estimated}
 
 
 def _number_of_batches(source_lengths, target_lengths, batch_size, bucketing, drop_remainder,
@@ -438,7 +475,7 @@ def _number_of_batches(source_lengths, target_lengths, batch_size, bucketing, dr
 
 
 def _check_arguments(bucketing, batch_size, max_length, batches_per_window, tokens_per_batch,
-                     pad_to_multiple_of):
+                     pad_to_multiple_of, shuffle_buffer_size=None):
     if bucketing not in BUCKETING_MODES:
         raise ValueError(f"Unknown bucketing {bucketing!r}; valid values: {list(BUCKETING_MODES)}.")
     if not isinstance(batch_size, int) or batch_size < 1:
@@ -447,6 +484,9 @@ def _check_arguments(bucketing, batch_size, max_length, batches_per_window, toke
         raise ValueError(f"max_length must be a positive int or None, got {max_length!r}.")
     if batches_per_window < 1:
         raise ValueError(f"batches_per_window must be >= 1, got {batches_per_window!r}.")
+    if shuffle_buffer_size is not None and (not isinstance(shuffle_buffer_size, int)
+                                            or shuffle_buffer_size < 1):
+        raise ValueError(f"shuffle_buffer_size must be a positive int, got {shuffle_buffer_size!r}.")
     if tokens_per_batch is not None and tokens_per_batch < 1:
         raise ValueError(f"tokens_per_batch must be >= 1, got {tokens_per_batch!r}.")
     if pad_to_multiple_of is not None and (not isinstance(pad_to_multiple_of, int)
@@ -469,7 +509,7 @@ def make_dataset(
     repeat: bool = False,
     batches_per_window: int = 20,
     tokens_per_batch: int | None = None,
-    shuffle_buffer_size: int | None = None,
+    shuffle_buffer_size: int | None = DEFAULT_SHUFFLE_BUFFER,
     drop_remainder: bool = False,
     pad_to_multiple: int | None = None,
     fill_to_batch_size: bool = False,
@@ -498,7 +538,12 @@ def make_dataset(
     (``dataset.cardinality()``, `len(dataset)`), so Keras's ``fit`` shows steps and an ETA and
     does not warn at the end of an epoch. The pairs that survive the length filter are counted
     with one extra tokenisation pass when the dataset is built (`count_pairs`); a repeated
-    dataset is infinite; a ``tf.data.Dataset`` input keeps an unknown length.
+    dataset is infinite; a `CorpusFiles` stream or a ``tf.data.Dataset`` input keeps an unknown
+    length (no pass over the corpus before the first batch).
+
+    Shuffling: a buffer of ``shuffle_buffer_size`` string pairs, before tokenisation, seeded;
+    with ``repeat`` every epoch is reshuffled, in the same orders for the same seed (the paper
+    bucketing then also shuffles the minibatches of each sorted window).
 
     Shapes: every batch is padded to its own longest sentence, so an epoch meets many shapes.
     Compiled ``fit`` (XLA; Keras's default on a GPU) compiles once per shape; with
@@ -520,7 +565,9 @@ def make_dataset(
         batches_per_window: int, minibatches per sorted window (20 in the paper).
         tokens_per_batch: int, the token budget of ``"token_budget"`` bucketing; defaults
             to ``batch_size * max_length // 2`` (``batch_size * 25`` without a limit).
-        shuffle_buffer_size: int, defaults to the corpus size (10,000 for a Dataset input).
+        shuffle_buffer_size: int, the pairs the shuffle draws from (`DEFAULT_SHUFFLE_BUFFER`,
+            100,000; None is the default too): the memory of the shuffle, whatever the
+            corpus's length. An in-memory corpus no longer than that is shuffled whole.
         drop_remainder: bool, drop a final batch smaller than ``batch_size`` (plain and
             token-budget batching).
         pad_to_multiple: int or None, pad both lengths of every batch up to a multiple of this
@@ -543,7 +590,7 @@ def make_dataset(
     (4, True, 232)
     """
     _check_arguments(bucketing, batch_size, max_length, batches_per_window, tokens_per_batch,
-                     pad_to_multiple)
+                     pad_to_multiple, shuffle_buffer_size)
     dataset, size = string_pairs(corpus_or_pairs)
     cardinality = None
     if repeat:
@@ -553,7 +600,8 @@ def make_dataset(
             *_kept_lengths(dataset, source_tokenizer, target_tokenizer, max_length),
             batch_size, bucketing, drop_remainder, max_length, tokens_per_batch)
     if shuffle:
-        dataset = dataset.shuffle(shuffle_buffer_size or size or 10000, seed=seed,
+        buffer = shuffle_buffer_size or DEFAULT_SHUFFLE_BUFFER
+        dataset = dataset.shuffle(min(buffer, size) if size else buffer, seed=seed,
                                   reshuffle_each_iteration=True)
     if repeat:
         dataset = dataset.repeat()

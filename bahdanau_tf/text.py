@@ -57,6 +57,8 @@ from bahdanau_tf.special_tokens import (
     UNK_ID,
     UNK_TOKEN,
 )
+from bahdanau_tf.wordpiece import SUFFIX as _WORDPIECE_SUFFIX
+from bahdanau_tf.wordpiece import learn_wordpiece
 
 __all__ = [
     "WordTokenizer",
@@ -91,8 +93,6 @@ _DETOKENIZE_REWRITES = (
     # a second pass joins chains such as "a - b - c" whose matches overlap
     (r"([\p{L}\p{N}]) (['’-]) ([\p{L}\p{N}])", r"\1\2\3"),
 )
-
-_WORDPIECE_SUFFIX = "##"
 
 
 def _character_kind(character: str) -> str:
@@ -414,6 +414,15 @@ class WordTokenizer(_Tokenizer):
         Returns:
             WordTokenizer.
         """
+        counts: collections.Counter = collections.Counter()
+        for text in texts:
+            counts.update(split_words(text))
+        return cls.from_counts(counts, max_vocabulary_size, min_count, name)
+
+    @classmethod
+    def from_counts(cls, counts: dict, max_vocabulary_size: int = 30000, min_count: int = 1,
+                    name: str | None = None) -> "WordTokenizer":
+        """The shortlist of word counts (``{word: count}`` of `split_words` words), as `build`."""
         if max_vocabulary_size <= len(SPECIAL_TOKENS):
             raise ValueError(
                 f"max_vocabulary_size must exceed {len(SPECIAL_TOKENS)} (the special tokens), "
@@ -421,9 +430,7 @@ class WordTokenizer(_Tokenizer):
             )
         if min_count < 1:
             raise ValueError(f"min_count must be >= 1, got {min_count!r}.")
-        counts: collections.Counter = collections.Counter()
-        for text in texts:
-            counts.update(split_words(text))
+        counts = dict(counts)
         for token in SPECIAL_TOKENS:
             counts.pop(token, None)
         ranked = sorted(
@@ -617,110 +624,6 @@ def count_words(texts: Iterable[str], batch_size: int = 4096) -> collections.Cou
     return counts
 
 
-def _piece_starts(word: str, pieces: set, longest: int) -> list[int] | None:
-    """Where greedy longest-match-first WordPiece starts its pieces in ``word`` (None: it cannot)."""
-    starts, start = [], 0
-    while start < len(word):
-        for end in range(min(len(word), start + longest), start, -1):
-            if (word[start:end] if start == 0 else _WORDPIECE_SUFFIX + word[start:end]) in pieces:
-                break
-        else:
-            return None
-        starts.append(start)
-        start = end
-    return starts
-
-
-def learn_wordpiece(
-    word_counts: dict,
-    vocabulary_size: int,
-    reserved_tokens: Sequence[str] = SPECIAL_TOKENS,
-    iterations: int = 4,
-    max_token_length: int = 50,
-    max_unique_characters: int = 1000,
-) -> list[str]:
-    """A WordPiece vocabulary of exactly ``vocabulary_size`` tokens, learned from word counts.
-
-    The algorithm of tf-text's ``wordpiece_tokenizer_learner_lib`` (the BERT recipe), with one
-    change: it keeps the best pieces by *rank* instead of by a count threshold. Every
-    character seen (of the ``max_unique_characters`` most frequent) is a token, alone and as
-    a ``##`` suffix piece, so no word made of them is unknown. Then, ``iterations`` times:
-
-    1. count every substring that can start a piece: at every position in the first round,
-       later only where the current vocabulary's greedy longest-match segmentation starts
-       a piece (non-initial pieces get the ``##`` prefix);
-    2. from the longest substrings to the shortest, take each substring's count as final
-       and subtract it from its prefixes (a prefix counts only where it is not the start of
-       a longer substring);
-    3. the vocabulary is the characters plus the highest-counting substrings, as many as fit
-       in ``vocabulary_size`` (ties broken alphabetically).
-
-    tf-text's learner keeps the substrings whose count passes a threshold and searches the
-    threshold by bisection, one whole learning run per step (10-14 runs), and stops within 5%
-    below the size or wherever the search space ends. Ranking gives the same vocabulary as the
-    threshold that yields this size, in one run, at the exact size.
-
-    Args:
-        word_counts: dict (or Counter) word -> count, e.g. `count_words`.
-        vocabulary_size: int, the size wanted, ``reserved_tokens`` included.
-        reserved_tokens: the first ids, in order (default: the special tokens).
-        iterations: int, rounds of segmentation and counting (4, as tf-text).
-        max_token_length: int, longer words are not learned from (50, as tf-text).
-        max_unique_characters: int, the alphabet size (1000, as tf-text): words with rarer
-            characters are not learned from (they become [UNK]).
-
-    Returns:
-        list of str: the reserved tokens, the characters, the learned pieces (most frequent
-        first), the ``##`` characters. Shorter than ``vocabulary_size`` only when the words
-        hold fewer distinct pieces; longer only when the characters alone need more.
-    """
-    reserved = list(reserved_tokens)
-    words = [(w, c) for w, c in word_counts.items() if 0 < len(w) <= max_token_length and w not in reserved and c > 0]
-    character_counts: collections.Counter = collections.Counter()
-    for word, count in words:
-        for character in word:
-            character_counts[character] += count
-    alphabet = sorted(character_counts, key=lambda ch: (-character_counts[ch], ch))[:max_unique_characters]
-    allowed = set(alphabet)
-    words = [(w, c) for w, c in words if allowed.issuperset(w)]
-    characters = sorted({character for word, _ in words for character in word})
-    base = list(dict.fromkeys(reserved + characters + [_WORDPIECE_SUFFIX + ch for ch in characters]))
-    budget = vocabulary_size - len(base)
-    chosen: list[str] = []
-    for iteration in range(iterations if budget > 0 else 0):
-        pieces = set(base) | set(chosen)
-        longest = max(map(len, pieces))
-        counts: list[dict] = [{} for _ in range(max_token_length + 1)]  # by length without ##
-        for word, count in words:
-            starts = range(len(word)) if iteration == 0 else _piece_starts(word, pieces, longest)
-            if starts is None:
-                continue
-            for start in starts:
-                prefix = _WORDPIECE_SUFFIX if start else ""
-                for end in range(start + 1, len(word) + 1):
-                    table = counts[end - start]
-                    token = prefix + word[start:end]
-                    table[token] = table.get(token, 0) + count
-        ranked = []
-        for length in range(max_token_length, 0, -1):
-            for token, count in counts[length].items():
-                ranked.append((token, count))
-                # the prefixes of this substring did not start a piece of their own here
-                offset = len(token) - length  # 2 for a ## piece
-                for end in range(offset + 1, len(token)):
-                    table = counts[end - offset]
-                    head = token[:end]
-                    if head in table:
-                        table[head] -= count
-        taken = set(base)
-        ranked = [(t, c) for t, c in ranked if c > 0 and t not in taken]
-        ranked.sort(key=lambda item: (-item[1], item[0]))
-        chosen = [token for token, _ in ranked[:budget]]
-    suffixes = [token for token in base[len(reserved):] if token.startswith(_WORDPIECE_SUFFIX) and len(token) > 2]
-    singles = [token for token in base[len(reserved):] if token not in set(suffixes)]
-    return reserved + singles + chosen + suffixes
-
-
 def _learn_with_tf_text(texts: list, vocabulary_size: int, learn_params: dict) -> list[str]:
     """tf-text's ``bert_vocab_from_dataset`` (threshold bisection), the reserved tokens first."""
     from tensorflow_text.tools.wordpiece_vocab import bert_vocab_from_dataset as bvfd
@@ -758,14 +661,18 @@ def build_tokenizers(
     give the same vocabularies everywhere.
 
     - ``"subword"`` (default): WordPiece of exactly ``vocabulary_size`` pieces per language (no
-      [UNK] in the output; `learn_wordpiece`), learned from a spread sample of
-      ``vocabulary_sentences`` sentences (every k-th one, not the first books only);
-      ``vocabulary_sentences`` None or 0 learns from every sentence.
+      [UNK] in the output; `learn_wordpiece`), learned from a sample of ``vocabulary_sentences``
+      pairs: of an in-memory corpus, a spread sample (every k-th pair, not the first books
+      only); of a stream (`bahdanau_tf.corpora.CorpusFiles`), its first pairs, so that
+      neither memory nor start-up grows with the corpus (shuffle a file whose order has a
+      bias, or learn from a spread sample once with ``bahdanau-data --vocabulary_dir``).
+      ``vocabulary_sentences`` None or 0 learns from every pair (a stream then is held).
     - ``"word"``: the paper's shortlist of the ``vocabulary_size - 4`` most frequent words,
-      counted over every sentence.
+      counted over every pair in one pass (a stream is read through, never held).
 
     Args:
-        corpus: a `bahdanau_tf.data.ParallelCorpus` (its ``sources`` and ``targets``).
+        corpus: a `bahdanau_tf.corpora.ParallelCorpus` (``sources``, ``targets``) or a stream
+            of pairs with ``pairs()`` and ``head(count)`` (`bahdanau_tf.corpora.CorpusFiles`).
         kind: ``"subword"`` or ``"word"``.
         vocabulary_size: int, per language, special tokens included.
         vocabulary_sentences: int or None, the subword learner's sample.
@@ -775,11 +682,18 @@ def build_tokenizers(
     """
     if kind not in TOKENIZER_KINDS:
         raise ValueError(f"kind must be one of {TOKENIZER_KINDS}, got {kind!r}.")
+    if kind == "word":
+        sides, seen = (collections.Counter(), collections.Counter()), 0
+        for seen, pair in enumerate(corpus.pairs(), start=1):  # one pass: a stream is read once
+            for counts, sentence in zip(sides, pair):
+                counts.update(split_words(sentence))
+        if not seen:
+            raise ValueError("Cannot learn vocabularies from an empty corpus.")
+        return tuple(WordTokenizer.from_counts(counts, vocabulary_size) for counts in sides)
+    if not hasattr(corpus, "sources"):  # a stream: its first pairs, in memory
+        corpus = corpus.head(vocabulary_sentences or None)
     if not len(corpus):
         raise ValueError("Cannot learn vocabularies from an empty corpus.")
-    if kind == "word":
-        return (WordTokenizer.build(corpus.sources, max_vocabulary_size=vocabulary_size),
-                WordTokenizer.build(corpus.targets, max_vocabulary_size=vocabulary_size))
     step = max(1, len(corpus) // vocabulary_sentences) if vocabulary_sentences else 1
     return tuple(SubwordTokenizer.build(texts[::step], vocabulary_size=vocabulary_size)
                  for texts in (corpus.sources, corpus.targets))

@@ -236,6 +236,42 @@ def test_a_failed_first_run_leaves_no_directory_and_no_temp_files(tmp_path):
 
 
 @pytest.mark.slow
+def test_a_streamed_corpus_trains_and_a_bad_line_met_while_training_stops_the_run(tmp_path):
+    """--tsv is read as training goes (bahdanau_tf.corpora.CorpusFiles): a bad line past the
+    pairs read before the first update stops the run with the file, the line and exit code 2,
+    and leaves nothing behind; the corpus's size is an estimate, and the progress says so."""
+    import gzip
+
+    from bahdanau_tf import data
+
+    out, temp = tmp_path / "run", tmp_path / "tmp"
+    temp.mkdir()
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", TMPDIR=str(temp))
+    count = data.ESTIMATE_SAMPLE + 500  # the bad line comes after the sample that is read up front
+    good = b"".join(b"the cat %05d\tel gato %05d\n" % (i % 97, i % 89) for i in range(count))
+    corpus = tmp_path / "pairs.tsv.gz"
+    corpus.write_bytes(gzip.compress(good + b"the dog\tel perro\tstray\n" + good))
+    flags = ["--preset=tiny", "--max_minutes=0", "--vocabulary_size=80", "--max_steps=4",
+             "--log_every=2", "--batch_size=16", f"--tsv={corpus}", f"--output_dir={out}"]
+    result = train(*flags, env=env, timeout=300)
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert result.stderr.splitlines()[-1] == (
+        f"bahdanau-train: error: {str(corpus)!r} line {count + 1} has 3 tab-separated column(s), "
+        "2 expected: 'the dog\\tel perro\\tstray'")
+    assert not out.exists() and package_temp_files(temp) == []
+    corpus.write_bytes(gzip.compress(good + good))
+    result = train(*flags, env=env, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    header = next(line for line in result.stderr.splitlines() if line.startswith("Training "))
+    assert " on ~" in header and "estimated from the first pairs" in header
+    progress = [line for line in result.stderr.splitlines() if line.startswith("step ")]
+    assert len(progress) == 2 and all(" epoch  ~0.00 " in line for line in progress), progress
+    report = report_of(out)
+    assert report["train_pairs_estimated"] is True and report["updates"] == 4
+    assert abs(report["train_pairs"] - 2 * count) < 0.1 * 2 * count  # estimated, not counted
+
+
+@pytest.mark.slow
 def test_every_model_class_trains_one_step_at_the_papers_sizes(tmp_path):
     """bahdanau-train --preset=NAME --max_steps=1 for the paper-sized preset of each model class,
     in one process (every registry row keeps the model contract in tests/test_models.py, at small

@@ -473,6 +473,129 @@ def test_a_stream_of_unknown_length_gives_the_same_batches(dev, tokenizers):
                 np.testing.assert_array_equal(x, y)
 
 
+def write_tsv(path, corpus):
+    path.write_text("".join(f"{s}\t{t}\n" for s, t in corpus.pairs()), encoding="utf-8")
+    return str(path)
+
+
+def assert_same_batches(first, second):
+    for a, b in zip(batches(first), batches(second), strict=True):
+        for x, y in zip(tf.nest.flatten(a), tf.nest.flatten(b)):
+            np.testing.assert_array_equal(x, y)
+
+
+def test_a_file_stream_gives_the_batches_of_the_loaded_file(tmp_path, dev, tokenizers):
+    """`CorpusFiles` feeds the same stages: the batches of the loaded corpus, shuffled or not."""
+    en, es = tokenizers
+    stream = data.CorpusFiles.tsv(write_tsv(tmp_path / "dev.tsv", dev))
+    options = dict(batch_size=32, max_length=30, pad_to_multiple=8, fill_to_batch_size=True)
+    assert_same_batches(make_dataset(stream, en, es, shuffle=False, **options),
+                        make_dataset(dev, en, es, shuffle=False, **options))
+    # a shuffle buffer as large as the corpus: the order of the loaded corpus under the seed
+    assert_same_batches(make_dataset(stream, en, es, seed=7, shuffle_buffer_size=len(dev), **options),
+                        make_dataset(dev, en, es, seed=7, **options))
+
+
+def first_sources(dataset, count):
+    """The first source row (as a tuple) of each of the first ``count`` batches."""
+    return [tuple(batch[0][0][0]) for batch in batches(dataset.take(count))]
+
+
+def test_the_shuffle_buffer_is_bounded_and_epochs_reshuffle_under_the_seed(dev, tokenizers):
+    en, es = tokenizers
+    corpus = dev.select(slice(0, 256))
+    options = dict(batch_size=16, max_length=None, bucketing=None, repeat=True)
+    per_epoch = 256 // 16
+    two_epochs = first_sources(make_dataset(corpus, en, es, seed=3, **options), 2 * per_epoch)
+    assert two_epochs == first_sources(make_dataset(corpus, en, es, seed=3, **options), 2 * per_epoch)
+    assert two_epochs[:per_epoch] != two_epochs[per_epoch:]  # every epoch its own order
+    assert two_epochs != first_sources(make_dataset(corpus, en, es, seed=4, **options), 2 * per_epoch)
+    # a buffer of 1 pair cannot move a pair: the corpus order, every epoch
+    unshuffled = first_sources(make_dataset(corpus, en, es, shuffle=False, **options), per_epoch)
+    assert first_sources(make_dataset(corpus, en, es, shuffle_buffer_size=1, **options),
+                         2 * per_epoch) == unshuffled * 2
+    # a buffer of 32 pairs: the first batch of 16 draws from the first 32 + 15 pairs only
+    window = {tuple(ids) + (END,) for ids in en.tokenize(corpus.sources[:47]).to_list()}
+
+    def first_rows(**buffer):
+        (source, _), _ = next(iter(make_dataset(corpus, en, es, **buffer, **options)))
+        return {tuple(int(i) for i in row if i != PAD) for row in source.numpy()}
+
+    assert first_rows(shuffle_buffer_size=32) <= window
+    assert not first_rows() <= window  # the default buffer holds all 256
+    assert data.DEFAULT_SHUFFLE_BUFFER == 100_000
+    with pytest.raises(ValueError, match="shuffle_buffer_size must be a positive int, got 0"):
+        make_dataset(corpus, en, es, shuffle_buffer_size=0)
+
+
+def test_count_pairs_estimates_a_long_stream_from_its_first_pairs(tmp_path, dev, tokenizers):
+    en, es = tokenizers
+    stream = data.CorpusFiles.tsv(write_tsv(tmp_path / "dev.tsv", dev))
+    exact = data.count_pairs(dev, en, es, max_length=30)
+    assert data.count_pairs(stream, en, es, max_length=30) == exact  # short: counted, not estimated
+    assert exact["estimated"] is False and exact["kept"] < exact["total"] == len(dev)
+    estimate = data.count_pairs(stream, en, es, max_length=30, sample=300)
+    assert estimate["estimated"] is True
+    # the first 300 verses (Genesis) speak for the rest: within 15% of the counts
+    for key in ("total", "kept"):
+        assert abs(estimate[key] - exact[key]) < 0.15 * exact[key], (key, estimate, exact)
+    assert estimate["total"] == estimate["kept"] + estimate["empty"] + estimate["too_long"]
+
+
+_SHARD_WORKER = r"""
+import json, sys
+import tensorflow as tf
+from bahdanau_tf import data
+from bahdanau_tf.text import WordTokenizer
+strategy = tf.distribute.MultiWorkerMirroredStrategy()
+stream = data.CorpusFiles.tsv(sys.argv[1])
+words = WordTokenizer.build([sentence for pair in stream.pairs() for sentence in pair])
+dataset = data.make_dataset(stream, words, words, batch_size=8, bucketing=None, seed=5, max_length=None)
+sources = []
+for (source, _), _ in strategy.experimental_distribute_dataset(dataset):
+    for local in strategy.experimental_local_results(source):
+        sources += [words.detokenize([[int(i) for i in row if i > 3]]).numpy()[0].decode() for row in local.numpy()]
+print(json.dumps(sources))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.subprocess
+def test_two_workers_read_disjoint_shares_that_cover_a_streamed_corpus(tmp_path):
+    """MultiWorkerMirroredStrategy over two local processes: each worker's batches hold other
+    pairs, and together every pair of the file once (tf.data's DATA auto-sharding)."""
+    import json
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    path = tmp_path / "pairs.tsv"
+    path.write_text("".join(f"w{i} x\ty{i}\n" for i in range(100)), encoding="utf-8")
+    ports = []
+    for _ in range(2):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            ports.append(probe.getsockname()[1])
+    cluster = {"worker": [f"127.0.0.1:{port}" for port in ports]}
+    processes = [subprocess.Popen(
+        [sys.executable, "-c", _SHARD_WORKER, str(path)], stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", TF_CONFIG=json.dumps(
+            {"cluster": cluster, "task": {"type": "worker", "index": index}})))
+        for index in range(2)]
+    try:
+        outputs = [process.communicate(timeout=300) for process in processes]
+    finally:
+        for process in processes:
+            process.kill()
+    for process, (_, err) in zip(processes, outputs):
+        assert process.returncode == 0, err[-3000:]
+    first, second = (json.loads(out.strip().splitlines()[-1]) for out, _ in outputs)
+    assert len(first) == len(second) == 50 and not set(first) & set(second)
+    assert sorted(first + second) == sorted(f"w{i} x" for i in range(100))
+
+
 def test_every_stage_has_a_doctest_that_passes():
     stages = [data.string_pairs, data.tokenize, data.filter_by_length, data.add_special_ids,
               data.batch_by_length, data.padded_batches, data.token_budget_batches,

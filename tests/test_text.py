@@ -293,3 +293,32 @@ def test_new_tokenizers_never_share_a_dead_tokenizers_table():
         assert sorted(ids) == [4, 5, 6], (i, ids)
         del tokenizer
         gc.collect()
+
+
+def test_vocabularies_of_a_stream_are_learned_without_holding_it(tmp_path):
+    """Subword: from the stream's first pairs (nothing after them is read); word: counted over
+    every pair in one pass, the shortlist of the loaded corpus."""
+    from bahdanau_tf.corpora import CorpusFiles, load_tsv
+    from bahdanau_tf.text import build_tokenizers
+
+    corpus = load_corpus("bible-en-es", split="dev").select(slice(0, 400))
+    path = tmp_path / "pairs.tsv"
+    lines = "".join(f"{s}\t{t}\n" for s, t in corpus.pairs())
+    path.write_bytes(lines.encode("utf-8") + b"a bad \xff line\tno\n")
+    stream = CorpusFiles.tsv(str(path))
+    subword = build_tokenizers(stream, "subword", 300, vocabulary_sentences=150)
+    first = build_tokenizers(corpus.select(slice(0, 150)), "subword", 300, vocabulary_sentences=150)
+    assert [t.vocabulary for t in subword] == [t.vocabulary for t in first]
+    spread = build_tokenizers(corpus, "subword", 300, vocabulary_sentences=150)  # every 2nd pair
+    assert subword[0].vocabulary != spread[0].vocabulary
+    with pytest.raises(ValueError, match="line 401 is not valid UTF-8"):
+        build_tokenizers(stream, "word", 500)  # the word counts read every line
+    path.write_text(lines, encoding="utf-8")
+    words = build_tokenizers(stream, "word", 500)
+    loaded = load_tsv(str(path))
+    assert [t.vocabulary for t in words] == [WordTokenizer.build(side, 500).vocabulary
+                                             for side in (loaded.sources, loaded.targets)]
+    path.write_text("\n\n", encoding="utf-8")
+    for kind in ("subword", "word"):
+        with pytest.raises(ValueError, match="empty corpus"):
+            build_tokenizers(stream, kind, 300)

@@ -22,6 +22,7 @@ needs (each defines a flag only once per process, so two commands can live in on
 then ends with ``run = common.runner(main, __doc__)``.
 """
 
+import gc
 import math
 import os
 import sys
@@ -130,14 +131,15 @@ def define_search_flags():
                  "Longer inputs are cut to this many tokens.", lower_bound=1)
 
 
-def corpus_from_flags(split="train", direction=None):
-    """The corpus the common flags select (`bahdanau_tf.corpora.select_corpus`)."""
+def corpus_from_flags(split="train", direction=None, stream=False):
+    """The corpus the common flags select (`bahdanau_tf.corpora.select_corpus`; ``stream``:
+    the user's files as a `bahdanau_tf.corpora.CorpusFiles` stream)."""
     from bahdanau_tf import corpora
 
     return corpora.select_corpus(split=split, corpus=FLAGS.corpus,
                               direction=FLAGS.direction or direction or "en-es",
                               source_file=FLAGS.source_file, target_file=FLAGS.target_file,
-                              tsv=FLAGS.tsv)
+                              tsv=FLAGS.tsv, stream=stream)
 
 
 def require_model_dirs():
@@ -210,7 +212,8 @@ def runner(main, doc, module_name=None):
 
     ``--help`` (``-h``, ``--helpshort``) prints the command's docstring and its own flags and
     exits 0. A `USER_ERRORS` exception from ``main`` becomes one line on stderr and exit code 2
-    (or the `UserError`'s own code); any other `OSError` (a full disk, a read error) one line
+    (or the `UserError`'s own code), and so does a bad line that a streamed corpus meets inside
+    tf.data (`bahdanau_tf.corpora.corpus_error`); any other `OSError` (a full disk, a read error) one line
     naming the file and exit code 5; Ctrl-C (KeyboardInterrupt) one line and exit code 130.
     Unexpected bugs keep their traceback.
     """
@@ -221,6 +224,7 @@ def runner(main, doc, module_name=None):
             # absl's default is INFO: TensorFlow's internals (signature input names, temporary
             # paths, sharding callbacks) would print; --verbosity=0 shows them
             logging.set_verbosity(logging.WARNING)
+        bad_line = None
         try:
             if len(argv) > 1:
                 raise UserError(f"Unexpected arguments: {argv[1:]} (flags are --name=value).")
@@ -231,14 +235,23 @@ def runner(main, doc, module_name=None):
             print(f"{_program()}: error: {message}", file=sys.stderr)
             sys.exit(code)
         except Exception as error:  # noqa: BLE001 - an I/O failure (also TensorFlow's), or a bug
-            failure = files.as_os_error(error)
-            if failure is None:
-                raise
-            print(f"{_program()}: error: I/O failure: {_io_message(failure)}", file=sys.stderr)
-            sys.exit(EXIT_IO)
+            from bahdanau_tf import corpora
+
+            bad_line = corpora.corpus_error(error)  # a streamed corpus's bad line, via tf.data
+            if bad_line is None:
+                failure = files.as_os_error(error)
+                if failure is None:
+                    raise
+                print(f"{_program()}: error: I/O failure: {_io_message(failure)}", file=sys.stderr)
+                sys.exit(EXIT_IO)
         except KeyboardInterrupt:
             print(f"{_program()}: error: stopped by Ctrl-C (SIGINT).", file=sys.stderr)
             sys.exit(EXIT_SIGINT)
+        # out of the handler: the error's frames, and the input pipeline they hold (its reader
+        # thread calls Python), go now; held until interpreter exit they would hang it
+        gc.collect()
+        print(f"{_program()}: error: {bad_line}", file=sys.stderr)
+        sys.exit(EXIT_USAGE)
 
     def run(argv=None):
         argv = list(sys.argv if argv is None else argv)

@@ -177,7 +177,7 @@ def main(argv):
     common.check_writable_dir(FLAGS.output_dir, "output_dir")
     log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
     strategy = training.make_strategy(FLAGS.strategy)  # before any other TensorFlow work (multi-worker)
-    train = common.corpus_from_flags("train")
+    train = common.corpus_from_flags("train", stream=True)  # the user's files: read as needed
     if FLAGS.max_train_pairs:
         train = train.select(slice(0, FLAGS.max_train_pairs))
     dev = _dev_corpus(train)

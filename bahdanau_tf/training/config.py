@@ -5,6 +5,7 @@ import dataclasses
 import keras
 import tensorflow as tf
 
+from bahdanau_tf import data
 from bahdanau_tf import devices
 from bahdanau_tf import presets
 
@@ -49,6 +50,10 @@ class TrainingConfig:
     bucketing: str | None = _field("paper",
         '``"paper"`` (1,600 pairs sorted by length, cut into 20 minibatches), '
         '``"token_budget"`` or None; see `bahdanau_tf.data.make_dataset`.')
+    shuffle_buffer_size: int = _field(data.DEFAULT_SHUFFLE_BUFFER,
+        'Sentence pairs the training shuffle draws from: its memory, whatever the corpus '
+        "size (the embedded corpus's 27,989 training pairs are shuffled whole); every epoch is "
+        'reshuffled, the same way for the same ``seed``.')
     max_steps: int | None = _field(None,
         'The update budget (counted over resumed runs).')
     max_minutes: float | None = _field(None,
@@ -107,8 +112,8 @@ class TrainingConfig:
             raise ValueError(f"`schedule` must be one of {SCHEDULES}, got {self.schedule!r}.")
         if self.precision not in PRECISIONS:
             raise ValueError(f"`precision` must be one of {PRECISIONS}, got {self.precision!r}.")
-        positive = ["batch_size", "max_length", "eval_every", "checkpoint_every", "dev_sentences",
-                    "keep_checkpoints", "warmup_steps"] + [
+        positive = ["batch_size", "max_length", "shuffle_buffer_size", "eval_every",
+                    "checkpoint_every", "dev_sentences", "keep_checkpoints", "warmup_steps"] + [
             name for name in ("pad_to_multiple", "log_every") if getattr(self, name) is not None]
         for name in positive:
             value = getattr(self, name)

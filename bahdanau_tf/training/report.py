@@ -21,6 +21,7 @@ class RunState:
     elapsed_before: float
     step: int = 0
     train_pairs: int = 0
+    train_pairs_estimated: bool = False  # a streamed corpus: estimated, not counted
     start: float = 0.0
     window_start: float = 0.0
     window_step: int = 0
@@ -64,6 +65,7 @@ def training_report(run: RunState, *, sentences_seen: int, best_dev_nll: float, 
         "target_tokens_per_second": None if run.throughput is None or run.throughput.overall() is None
                                     else round(run.throughput.overall(), 1),
         "train_pairs": int(run.train_pairs),
+        "train_pairs_estimated": run.train_pairs_estimated,
         "preset": preset,
         "parameters": int(parameters),
         "training": dataclasses.asdict(config),

@@ -347,7 +347,7 @@ class Trainer:
         """The training input: shuffled, repeated, bucketed, padded batches of ``batch_size`` rows.
 
         Args:
-            corpus: a `ParallelCorpus` (or sequence of pairs).
+            corpus: a `ParallelCorpus` (or sequence of pairs), or a `CorpusFiles` stream.
             skip_batches: int, batches to skip (the data position of a resumed run).
             distribute: bool, return ``strategy.experimental_distribute_dataset(...)``.
         """
@@ -362,6 +362,7 @@ class Trainer:
             shuffle=True,
             seed=config.seed,
             repeat=True,
+            shuffle_buffer_size=config.shuffle_buffer_size,
             pad_to_multiple=config.padding_multiple,
             fill_to_batch_size=True,
         )
@@ -403,7 +404,9 @@ class Trainer:
         """Trains until a budget is spent or early stopping; returns the report (table 2).
 
         Args:
-            train_corpus: `bahdanau_tf.data.ParallelCorpus` (or sequence of (source, target) pairs).
+            train_corpus: `bahdanau_tf.data.ParallelCorpus` (or sequence of (source, target) pairs),
+                or a `bahdanau_tf.corpora.CorpusFiles` stream (read as training goes; its size
+                is estimated, `data.count_pairs`, and the progress line marks the epoch ``~``).
             dev_corpus: optional, its first ``config.dev_sentences`` pairs give the dev NLL.
             start_time: ``time.time()`` at which the wall-time budget started (default: now), so
                 a command line can count its own setup time.
@@ -444,9 +447,10 @@ class Trainer:
                    dev_corpus=dev_corpus)
         counts = data.count_pairs(train_corpus, self.source_tokenizer, self.target_tokenizer,
                                   config.max_length)
-        run.train_pairs = counts["kept"]
-        dropped = (f"; dropped {counts['too_long']:,} longer than {config.max_length} tokens and "
-                   f"{counts['empty']:,} with an empty side" if counts["kept"] < counts["total"] else "")
+        run.train_pairs, run.train_pairs_estimated = counts["kept"], counts["estimated"]
+        about = "~" if run.train_pairs_estimated else ""  # a stream's counts are estimates
+        dropped = (f"; dropped {about}{counts['too_long']:,} longer than {config.max_length} tokens and "
+                   f"{about}{counts['empty']:,} with an empty side" if counts["kept"] < counts["total"] else "")
         run.deadline = deadline  # the progress line shows the budget
         if run.train_pairs == 0:
             raise ValueError(
@@ -462,7 +466,8 @@ class Trainer:
                                     if config.summaries and self.is_chief else None)
         self._log(
             f"Training {type(self.model).__name__} ({self.preset}, {self.model.count_params():,} parameters) on "
-            f"{run.train_pairs:,} of {counts['total']:,} pairs{dropped} ({steps_per_epoch:,} updates/epoch), "
+            f"{about}{run.train_pairs:,} of {about}{counts['total']:,} pairs{dropped} ({about}{steps_per_epoch:,} "
+            f"updates/epoch{', estimated from the first pairs' if about else ''}), "
             f"batch {config.batch_size}, "
             f"{config.optimizer} lr {config.learning_rate:g}, clipnorm {config.clipnorm}, {config.speed_summary()}, "
             f"{self.strategy.num_replicas_in_sync} replica(s), device {devices.device_description()}."
@@ -528,13 +533,18 @@ class Trainer:
         if tokens_per_second is not None:
             scalars["train/tokens_per_second"] = tokens_per_second
         self._log(
-            f"step {run.step:>7,}  epoch {float(self.sentences_seen.numpy()) / run.train_pairs:6.2f}  "
+            f"step {run.step:>7,}  epoch {self._epoch_text(run):>6}  "
             f"train NLL {run.train_nll:.3f}  |grad| {float(self._grad_norm.numpy()):.2f}  "
             f"lr {learning_rate:.3g}  "
             + ("compiling" if tokens_per_second is None else f"{tokens_per_second:,.0f} tok/s")
             + "  " + self._budget_progress(run)
         )
         self._summaries.write(run.step, scalars)
+
+    def _epoch_text(self, run):
+        """``0.37``, or ``~0.37`` when the corpus's size is a stream's estimate."""
+        epoch = float(self.sentences_seen.numpy()) / run.train_pairs
+        return f"{'~' if run.train_pairs_estimated else ''}{epoch:.2f}"
 
     def _evaluate_dev(self, run, dev_dataset):
         """The one dev evaluation path: dev NLL, its summary, the best checkpoint, patience."""

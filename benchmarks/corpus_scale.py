@@ -1,0 +1,133 @@
+"""Peak memory and start-up of ``bahdanau-train --tsv`` as the corpus grows (issue 23).
+
+For each size it writes a TSV of that many pairs (the embedded Bible's training pairs, repeated)
+into a temporary directory, runs ten updates of a small model on it::
+
+    python -m bahdanau_tf.cli.train --tsv=PAIRS.tsv --max_steps=10 --log_every=10 \\
+        --preset=tiny --max_minutes=0 --summaries=false --output_dir=TMP/run
+
+under ``/usr/bin/time -v``, and records the process's peak RSS ("Maximum resident set size")
+and its start-up: from the process's start to the progress line of update 10 (vocabularies,
+corpus counting or estimating, the first shuffle buffer, compilation and ten updates). The
+temporary directory (corpora and runs) is removed at the end, also after a failure. Peak RSS
+does not depend on the machine's load; start-up does (each row records the load average as its
+run starts): compare the rows of one run.
+
+    python benchmarks/corpus_scale.py [--sizes=250000,1000000,2000000] \\
+        [--repository=/path/to/a/checkout] [--label=after] [--output=...]
+
+``--repository`` measures another checkout's code (e.g. a ``git worktree`` of the branch
+before the change) with this script. Prints a table and writes
+``benchmarks/results/corpus_scale.json`` (or ``--output``), with the CPU model.
+"""
+
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+from absl import app, flags
+
+FLAGS = flags.FLAGS
+flags.DEFINE_list("sizes", ["250000", "1000000", "2000000"], "Corpus sizes in pairs.")
+flags.DEFINE_string("repository", os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                    "The checkout whose bahdanau_tf is measured (default: this one).")
+flags.DEFINE_string("label", "", "A name for this set of runs in the JSON (e.g. before, after).")
+flags.DEFINE_list("train_flags", ["--preset=tiny", "--max_minutes=0", "--summaries=false"],
+                  "Flags added to every bahdanau-train run.")
+flags.DEFINE_string("output", os.path.join(os.path.dirname(__file__), "results", "corpus_scale.json"),
+                    "Where to write the JSON results.")
+
+UPDATES = 10
+_PEAK = re.compile(r"Maximum resident set size \(kbytes\): (\d+)")
+
+
+def cpu_model():
+    """The CPU's model name (lscpu), for every absolute number."""
+    try:
+        output = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+        return next(line.split(":", 1)[1].strip() for line in output.splitlines()
+                    if line.startswith("Model name"))
+    except (OSError, StopIteration):
+        return platform.processor() or "unknown"
+
+
+def write_corpus(path, pairs, size):
+    """A TSV of ``size`` pairs: ``pairs`` repeated (and cut)."""
+    lines = "".join(f"{s}\t{t}\n" for s, t in pairs).encode("utf-8")
+    with open(path, "wb") as handle:
+        for _ in range(size // len(pairs)):
+            handle.write(lines)
+        handle.write("".join(f"{s}\t{t}\n" for s, t in pairs[: size % len(pairs)]).encode("utf-8"))
+
+
+def run_training(corpus, output_dir):
+    """One run: (peak RSS in MiB, seconds to the end of update 10, wall seconds)."""
+    command = ["/usr/bin/time", "-v", sys.executable, "-m", "bahdanau_tf.cli.train",
+               f"--tsv={corpus}", f"--max_steps={UPDATES}", f"--log_every={UPDATES}",
+               f"--output_dir={output_dir}"] + list(FLAGS.train_flags)
+    env = dict(os.environ, PYTHONPATH=FLAGS.repository, TF_CPP_MIN_LOG_LEVEL="2")
+    start = time.time()
+    process = subprocess.Popen(command, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                               text=True, cwd=FLAGS.repository, env=env)
+    startup, lines = None, []
+    for line in process.stderr:  # read as it comes: the progress line of update 10 is timed
+        lines.append(line)
+        if startup is None and re.match(rf"step\s+{UPDATES}\b", line):
+            startup = time.time() - start
+    process.wait()
+    wall = time.time() - start
+    text = "".join(lines)
+    peak = _PEAK.search(text)
+    if process.returncode != 0 or peak is None or startup is None:
+        raise RuntimeError(f"{' '.join(command)} failed ({process.returncode}):\n{text[-3000:]}")
+    return int(peak.group(1)) / 1024, startup, wall
+
+
+def main(argv):
+    del argv
+    sys.path.insert(0, FLAGS.repository)
+    from bahdanau_tf import corpora
+
+    train = corpora.load_corpus("bible-en-es", split="train").pairs()
+    revision = subprocess.run(["git", "-C", FLAGS.repository, "rev-parse", "--short", "HEAD"],
+                              capture_output=True, text=True).stdout.strip()
+    rows, scratch = [], tempfile.mkdtemp(prefix="corpus_scale_")
+    try:
+        for size in sorted(int(s) for s in FLAGS.sizes):
+            corpus = os.path.join(scratch, f"pairs_{size}.tsv")
+            write_corpus(corpus, train, size)
+            megabytes = os.path.getsize(corpus) / 2**20
+            load = os.getloadavg()[0]  # the shared machine's load as the run starts
+            peak, startup, wall = run_training(corpus, os.path.join(scratch, f"run_{size}"))
+            rows.append({"pairs": size, "file_mib": round(megabytes, 1), "peak_rss_mib": round(peak),
+                         "startup_seconds": round(startup, 1), "wall_seconds": round(wall, 1),
+                         "load_average": round(load, 1)})
+            print(f"{size:>10,} pairs  {megabytes:7.0f} MiB file  peak RSS {peak:7.0f} MiB  "
+                  f"start-up {startup:6.1f} s  wall {wall:6.1f} s", flush=True)
+            os.remove(corpus)
+            shutil.rmtree(os.path.join(scratch, f"run_{size}"), ignore_errors=True)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    first, last = rows[0], rows[-1]
+    ratios = {"peak_rss": round(last["peak_rss_mib"] / first["peak_rss_mib"], 2),
+              "startup": round(last["startup_seconds"] / first["startup_seconds"], 2)}
+    print(f"{last['pairs']:,} / {first['pairs']:,} pairs: peak RSS x{ratios['peak_rss']}, "
+          f"start-up x{ratios['startup']}  (CPU: {cpu_model()}, {os.cpu_count()} cores, "
+          f"code {revision or FLAGS.repository})")
+    result = {"label": FLAGS.label, "revision": revision, "cpu": cpu_model(),
+              "cores": os.cpu_count(), "updates": UPDATES, "train_flags": FLAGS.train_flags,
+              "rows": rows, "ratios_last_to_first": ratios}
+    os.makedirs(os.path.dirname(os.path.abspath(FLAGS.output)), exist_ok=True)
+    with open(FLAGS.output, "w", encoding="utf-8") as handle:
+        json.dump(result, handle, indent=2)
+        handle.write("\n")
+
+
+if __name__ == "__main__":
+    app.run(main)
