@@ -38,6 +38,7 @@ from bahdanau_tf.corpora import (  # noqa: F401  re-exported: bahdanau_tf.data.l
     load_corpus,
     load_parallel_files,
     load_tfds,
+    line_chunks,
     load_tsv,
     read_lines,
     select_corpus,

@@ -11,7 +11,9 @@ and its start-up: from the process's start to the progress line of update 10 (vo
 corpus counting or estimating, the first shuffle buffer, compilation and ten updates). The
 temporary directory (corpora and runs) is removed at the end, also after a failure. Peak RSS
 does not depend on the machine's load; start-up does (each row records the load average as its
-run starts): compare the rows of one run.
+run starts): compare the rows of one run. Then ``bahdanau-translate`` (greedy, no XLA) on inputs
+of ``--translate_lines`` lines with the smallest run's model: its peak RSS should not grow with
+the input (it reads, translates and writes ``--read_lines`` lines at a time).
 
     python benchmarks/corpus_scale.py [--sizes=250000,1000000,2000000] \\
         [--repository=/path/to/a/checkout] [--label=after] [--output=...]
@@ -35,6 +37,9 @@ from absl import app, flags
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("sizes", ["250000", "1000000", "2000000"], "Corpus sizes in pairs.")
+flags.DEFINE_list("translate_lines", ["10000", "200000"],
+                  "Input sizes in lines for bahdanau-translate (greedy, the first size's model); "
+                  "empty: none.")
 flags.DEFINE_string("repository", os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                     "The checkout whose bahdanau_tf is measured (default: this one).")
 flags.DEFINE_string("label", "", "A name for this set of runs in the JSON (e.g. before, after).")
@@ -44,6 +49,7 @@ flags.DEFINE_string("output", os.path.join(os.path.dirname(__file__), "results",
                     "Where to write the JSON results.")
 
 UPDATES = 10
+TRANSLATE_FLAGS = ["--beam_size=1", "--jit_compile=false"]
 _PEAK = re.compile(r"Maximum resident set size \(kbytes\): (\d+)")
 
 
@@ -89,6 +95,37 @@ def run_training(corpus, output_dir):
     return int(peak.group(1)) / 1024, startup, wall
 
 
+def run_translate(model_dir, input_file):
+    """One ``bahdanau-translate`` of ``input_file``: (peak RSS in MiB, wall seconds)."""
+    command = ["/usr/bin/time", "-v", sys.executable, "-m", "bahdanau_tf.cli.translate",
+               f"--model_dir={model_dir}", f"--input_file={input_file}",
+               f"--output_file={input_file}.out"] + TRANSLATE_FLAGS
+    env = dict(os.environ, PYTHONPATH=FLAGS.repository, TF_CPP_MIN_LOG_LEVEL="2")
+    start = time.time()
+    result = subprocess.run(command, capture_output=True, text=True, cwd=FLAGS.repository, env=env)
+    peak = _PEAK.search(result.stderr)
+    if result.returncode != 0 or peak is None:
+        raise RuntimeError(f"{' '.join(command)} failed ({result.returncode}):\n{result.stderr[-3000:]}")
+    return int(peak.group(1)) / 1024, time.time() - start
+
+
+def translate_rows(model_dir, sources, scratch):
+    """bahdanau-translate's peak RSS on inputs of `--translate_lines` lines (``sources`` repeated)."""
+    rows = []
+    for size in sorted(int(s) for s in FLAGS.translate_lines):
+        input_file = os.path.join(scratch, f"lines_{size}.txt")
+        with open(input_file, "w", encoding="utf-8") as handle:
+            for i in range(size):
+                handle.write(sources[i % len(sources)] + "\n")
+        peak, wall = run_translate(model_dir, input_file)
+        rows.append({"lines": size, "peak_rss_mib": round(peak), "wall_seconds": round(wall, 1),
+                     "load_average": round(os.getloadavg()[0], 1)})
+        print(f"{size:>10,} lines  translate peak RSS {peak:7.0f} MiB  wall {wall:6.1f} s", flush=True)
+        os.remove(input_file)
+        os.remove(input_file + ".out")
+    return rows
+
+
 def main(argv):
     del argv
     sys.path.insert(0, FLAGS.repository)
@@ -97,7 +134,7 @@ def main(argv):
     train = corpora.load_corpus("bible-en-es", split="train").pairs()
     revision = subprocess.run(["git", "-C", FLAGS.repository, "rev-parse", "--short", "HEAD"],
                               capture_output=True, text=True).stdout.strip()
-    rows, scratch = [], tempfile.mkdtemp(prefix="corpus_scale_")
+    rows, translated, scratch = [], [], tempfile.mkdtemp(prefix="corpus_scale_")
     try:
         for size in sorted(int(s) for s in FLAGS.sizes):
             corpus = os.path.join(scratch, f"pairs_{size}.tsv")
@@ -111,6 +148,9 @@ def main(argv):
             print(f"{size:>10,} pairs  {megabytes:7.0f} MiB file  peak RSS {peak:7.0f} MiB  "
                   f"start-up {startup:6.1f} s  wall {wall:6.1f} s", flush=True)
             os.remove(corpus)
+            if FLAGS.translate_lines and len(rows) == 1:
+                translated = translate_rows(os.path.join(scratch, f"run_{size}"),
+                                            [s for s, _ in train], scratch)
             shutil.rmtree(os.path.join(scratch, f"run_{size}"), ignore_errors=True)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
@@ -122,7 +162,12 @@ def main(argv):
           f"code {revision or FLAGS.repository})")
     result = {"label": FLAGS.label, "revision": revision, "cpu": cpu_model(),
               "cores": os.cpu_count(), "updates": UPDATES, "train_flags": FLAGS.train_flags,
-              "rows": rows, "ratios_last_to_first": ratios}
+              "rows": rows, "ratios_last_to_first": ratios,
+              "translate_flags": TRANSLATE_FLAGS, "translate_rows": translated}
+    if len(translated) > 1:
+        ratios["translate_peak_rss"] = round(translated[-1]["peak_rss_mib"] / translated[0]["peak_rss_mib"], 2)
+        print(f"translate {translated[-1]['lines']:,} / {translated[0]['lines']:,} lines: peak RSS "
+              f"x{ratios['translate_peak_rss']}")
     os.makedirs(os.path.dirname(os.path.abspath(FLAGS.output)), exist_ok=True)
     with open(FLAGS.output, "w", encoding="utf-8") as handle:
         json.dump(result, handle, indent=2)

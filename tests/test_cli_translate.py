@@ -54,6 +54,34 @@ def test_invalid_utf8_is_refused_with_its_line_before_any_work(model_dir, tmp_pa
     assert "Traceback" not in result.stderr.decode() and not output_file.exists()
 
 
+def test_input_streams_in_chunks_and_a_later_bad_line_leaves_the_output_file_as_it_was(model_dir,
+                                                                                     tmp_path):
+    lines = ["the cat sat on the mat", "", "a dog ran", "the mat", "dog cat", "the the cat", "a"]
+    expected = Translator.from_directory(model_dir, beam_size=3).translate(lines).translations
+    result = run_cli([f"--model_dir={model_dir}", "--beam_size=3", "--read_lines=2"],
+                     "\n".join(lines) + "\n")
+    assert result.returncode == 0, result.stderr.decode()[-2000:]
+    assert result.stdout.decode("utf-8").split("\n")[:-1] == expected  # 4 chunks, 1 line each out
+
+    # a bad line in the third chunk: the two chunks before it are on stdout, then one error line
+    input_file = tmp_path / "in.txt"
+    input_file.write_bytes("\n".join(lines[:4]).encode() + b"\n\xff bad\n" + lines[5].encode())
+    result = run_cli([f"--model_dir={model_dir}", "--beam_size=3", "--read_lines=2",
+                      f"--input_file={input_file}"])
+    stderr = result.stderr.decode()
+    assert result.returncode == 2 and "Traceback" not in stderr
+    assert stderr.strip().splitlines()[-1].endswith(
+        "line 5 is not valid UTF-8 (invalid start byte at byte 0); convert it, e.g. with iconv.")
+    assert result.stdout.decode("utf-8").split("\n")[:-1] == expected[:4]
+    # to a file: the file is left as it was
+    output_file = tmp_path / "out.txt"
+    output_file.write_text("old\n")
+    result = run_cli([f"--model_dir={model_dir}", "--beam_size=3", "--read_lines=2",
+                      f"--input_file={input_file}", f"--output_file={output_file}"])
+    assert result.returncode == 2 and output_file.read_text() == "old\n"
+    assert sorted(os.listdir(tmp_path)) == ["in.txt", "out.txt"]
+
+
 def test_nbest_files_and_cr_line_ends(model_dir, tmp_path):
     input_file = tmp_path / "in.txt"
     input_file.write_bytes(b"the cat\rthe mat sat\r\n\nthe dog ran to the house")  # no final \n

@@ -5,11 +5,16 @@ Reads stdin and writes stdout unless --input_file / --output_file are given. Wit
 each output line holds the K best translations and their scores, tab-separated:
 ``translation_1<TAB>score_1<TAB>translation_2<TAB>score_2...``. Inputs longer than the
 Translator's bound (--max_source_length tokens, 100 by default) are cut: only their beginning is
-translated. Input is read with the package's one line reader (`bahdanau_tf.data.read_lines`):
-``\n``, ``\r\n`` and ``\r`` end lines, and a line that is not UTF-8 is an error naming the line
-(exit code 2), before anything is translated. ``--output_file`` is written beside itself under a
-temporary name and renamed at the end: after a failure (a full disk: exit code 5) it is left as
-it was.
+translated.
+
+Input streams: --read_lines lines (10,000) are read, translated and written at a time, so memory
+does not grow with the input, and the first translations reach stdout before the input ends.
+Lines are read with the package's one line reader (`bahdanau_tf.data.line_chunks`): ``\n``,
+``\r\n`` and ``\r`` end lines, and a line that is not UTF-8 is an error naming the line (exit
+code 2), raised when its chunk is read: in the first chunk, before the model is loaded and
+before anything is written; later, after the chunks before it were written to stdout.
+``--output_file`` is written beside itself under a temporary name and renamed at the end: after
+any failure (a bad line, a full disk: exit code 5) it is left as it was.
 
 Example:
 
@@ -18,6 +23,7 @@ Example:
     bahdanau-translate --model_dir=runs/a --model_dir=runs/b --input_file=test.en  # ensemble
 """
 
+import itertools
 import os
 import sys
 
@@ -36,6 +42,8 @@ flags.DEFINE_integer("batch_size", 64, "Sentences per graph call.", lower_bound=
 flags.DEFINE_integer("nbest", 1, "Translations per line; > 1 writes tab-separated n-best lists "
                      "with scores.", lower_bound=1)
 flags.DEFINE_bool("forbid_unknown", False, "Never generate [UNK] (the paper's No-UNK decoding).")
+flags.DEFINE_integer("read_lines", 10000, "Lines read, translated and written at a time: the "
+                     "memory bound, whatever the input's length.", lower_bound=1)
 flags.DEFINE_bool("scores", False, "With --nbest=1, append a tab and the score to each line.")
 flags.DEFINE_bool("jit_compile", None, "Compile the search with XLA over bucketed shapes (default: yes, "
                   "bahdanau_tf.devices.decoding_jit).")
@@ -56,25 +64,32 @@ def main(argv):
         raise common.UserError(f"--nbest={FLAGS.nbest} exceeds --beam_size={FLAGS.beam_size}.")
     if FLAGS.output_file:
         common.check_writable_file(FLAGS.output_file, "output_file")
-    from bahdanau_tf.data import read_lines
+    from bahdanau_tf.data import line_chunks
     from bahdanau_tf.translator import Translator
 
-    lines = read_lines(FLAGS.input_file)  # a bad file is refused before the model is loaded
+    chunks = line_chunks(FLAGS.input_file, FLAGS.read_lines)
+    first = next(chunks, [])  # a bad first chunk is refused before the model is loaded
     translator = Translator.from_directory(
         FLAGS.model_dir, which=FLAGS.checkpoint, beam_size=FLAGS.beam_size,
         length_penalty=FLAGS.length_penalty, max_source_length=FLAGS.max_source_length,
         jit_compile=FLAGS.jit_compile)
-    output = translator.translate(lines, nbest=FLAGS.nbest, forbid_unknown=FLAGS.forbid_unknown,
-                                  batch_size=FLAGS.batch_size)
-    text = "".join(format_line(t, s, FLAGS.nbest, FLAGS.scores) + "\n"
-                   for t, s in zip(output.translations, output.scores))
+
+    def translated():
+        for lines in itertools.chain([first], chunks):
+            output = translator.translate(lines, nbest=FLAGS.nbest, batch_size=FLAGS.batch_size,
+                                          forbid_unknown=FLAGS.forbid_unknown)
+            yield "".join(format_line(t, s, FLAGS.nbest, FLAGS.scores) + "\n"
+                          for t, s in zip(output.translations, output.scores))
+
     if FLAGS.output_file:
-        with files.OutputFiles() as outputs:  # the whole output, or nothing (a full disk)
+        with files.OutputFiles() as outputs:  # the whole output, or nothing (a bad line, a full disk)
             with open(outputs.path(FLAGS.output_file), "w", encoding="utf-8") as handle:
-                handle.write(text)
+                for text in translated():
+                    handle.write(text)
     else:
-        sys.stdout.write(text)
-        sys.stdout.flush()
+        for text in translated():
+            sys.stdout.write(text)
+            sys.stdout.flush()
 
 
 run = common.runner(main, __doc__)

@@ -3,8 +3,8 @@
 * :func:`load_corpus` -- the embedded English-Spanish Bible (DESIGN.md section 4), with its
   train/dev/test splits (:func:`bible_split`) and, for dev and test, gold word alignments from
   Strong's numbers. Its file lives in this package's directory (``bible-en-es.tsv.gz``).
-* :func:`read_lines`, :func:`load_parallel_files`, :func:`load_tsv`, :func:`load_tfds` --
-  the user's own data; :func:`select_corpus` cuts one by split or size.
+* :func:`read_lines` (:func:`line_chunks` as a stream), :func:`load_parallel_files`,
+  :func:`load_tsv`, :func:`load_tfds` -- the user's own data; :func:`select_corpus` cuts one by split or size.
 * :class:`CorpusFiles` -- the user's files as a stream, read as needed (training's source:
   memory and start-up do not grow with the corpus); a bad line is a :class:`CorpusError`
   naming the file and the line, also when tf.data meets it (:func:`corpus_error`).
@@ -41,6 +41,7 @@ __all__ = [
     "load_tsv",
     "load_tfds",
     "read_lines",
+    "line_chunks",
     "select_corpus",
 ]
 
@@ -336,6 +337,31 @@ def read_lines(path: str | None = None) -> list[str]:
         CorpusError (a ValueError): a line that is not valid UTF-8.
     """
     return [line for _, line in _numbered_lines(path)]
+
+
+def line_chunks(path: str | None = None, size: int = 10000) -> Iterator[list[str]]:
+    """The lines of `read_lines`, read as needed and handed out ``size`` at a time.
+
+    A bad line (`CorpusError`) is raised when its chunk is read: the chunks before it have
+    already been handed out. Memory is bounded by ``size`` lines, whatever the file's length.
+
+    Args:
+        path: str, a file; None or ``"-"`` reads standard input.
+        size: int, lines per chunk (the last one may be shorter; an empty file gives none).
+
+    Yields:
+        list of str.
+    """
+    if size < 1:
+        raise ValueError(f"`size` must be a positive integer, got {size!r}.")
+    chunk = []
+    for _, line in _numbered_lines(path):
+        chunk.append(line)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
 
 
 def _tsv_pairs(path, source_column, target_column, columns, skip_header):
