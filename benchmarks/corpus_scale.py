@@ -37,7 +37,7 @@ from absl import app, flags
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("sizes", ["250000", "1000000", "2000000"], "Corpus sizes in pairs.")
-flags.DEFINE_list("translate_lines", ["10000", "200000"],
+flags.DEFINE_list("translate_lines", ["10000", "40000"],
                   "Input sizes in lines for bahdanau-translate (greedy, the first size's model); "
                   "empty: none.")
 flags.DEFINE_string("repository", os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
