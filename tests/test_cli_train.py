@@ -139,15 +139,20 @@ def test_sigkill_mid_run_then_resume(tmp_path):
     assert _latest_step(out) == saved_step + 5
 
 
+def _endless_run(out, log, checkpoint_every):
+    """A small training run into ``out`` that only a signal ends, its stderr going to ``log``."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    with open(log, "w") as stderr:
+        return subprocess.Popen(
+            COMMAND + SMALL_RUN + ["--max_steps=100000", f"--checkpoint_every={checkpoint_every}",
+                                   "--log_every=1", "--eval_every=1000", f"--output_dir={out}"],
+            stdout=subprocess.DEVNULL, stderr=stderr, env=env)
+
+
 @pytest.mark.slow
 def test_a_second_ctrl_c_stops_at_once_with_one_line_and_no_partial_checkpoint(tmp_path):
     out, log = tmp_path / "run", tmp_path / "stderr.txt"
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    with open(log, "w") as stderr:
-        process = subprocess.Popen(
-            COMMAND + SMALL_RUN + ["--max_steps=100000", "--checkpoint_every=2", "--log_every=1",
-                                   "--eval_every=1000", f"--output_dir={out}"],
-            stdout=subprocess.DEVNULL, stderr=stderr, env=env)
+    process = _endless_run(out, log, checkpoint_every=2)
     try:
         _wait_for(log, r"step +5 ", process)
         process.send_signal(signal.SIGINT)  # finish the update, then checkpoint and report...
@@ -183,12 +188,7 @@ def _wait_for(path, pattern, process, timeout=300):
 @pytest.mark.slow
 def test_one_writer_per_directory_and_sigterm_saves_the_last_step(tmp_path):
     out, log = tmp_path / "run", tmp_path / "stderr.txt"
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    with open(log, "w") as stderr:
-        process = subprocess.Popen(
-            COMMAND + SMALL_RUN + ["--max_steps=100000", "--checkpoint_every=1000", "--log_every=1",
-                                   "--eval_every=1000", f"--output_dir={out}"],
-            stdout=subprocess.DEVNULL, stderr=stderr, env=env)
+    process = _endless_run(out, log, checkpoint_every=1000)
     try:
         _wait_for(log, r"step +7 ", process)
         # a second writer is refused with its own exit code, and touches nothing
