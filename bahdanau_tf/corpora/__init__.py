@@ -151,6 +151,14 @@ class ParallelCorpus:
             ids=pick(self.ids),
         )
 
+    def chunks(self, size: int) -> Iterator[ParallelCorpus]:
+        """Consecutive sub-corpora of ``size`` pairs (the last one shorter), in order: the
+        interface `CorpusFiles.chunks` shares, for consumers that stream either."""
+        if size < 1:
+            raise ValueError(f"`size` must be a positive integer, got {size!r}.")
+        for start in range(0, len(self), size):
+            yield self.select(slice(start, start + size))
+
 
 # === The embedded corpus ===
 
@@ -472,6 +480,17 @@ class CorpusFiles:
         pairs = self.pairs()
         while batch := list(itertools.islice(pairs, size)):
             yield [s.encode("utf-8") for s, _ in batch], [t.encode("utf-8") for _, t in batch]
+
+    def chunks(self, size: int) -> Iterator[ParallelCorpus]:
+        """The pairs as consecutive `ParallelCorpus` of ``size`` pairs (the last one shorter),
+        read as they are consumed: memory bounded by one chunk. A bad line raises
+        `CorpusError` when its chunk is read; the chunks before it have been handed out."""
+        if size < 1:
+            raise ValueError(f"`size` must be a positive integer, got {size!r}.")
+        pairs = self.pairs()
+        while batch := list(itertools.islice(pairs, size)):
+            yield ParallelCorpus(sources=[s for s, _ in batch], targets=[t for _, t in batch],
+                                 name=self.name, direction=self.direction)
 
     def head(self, count: int | None) -> ParallelCorpus:
         """The first ``count`` pairs (None: all of them) in memory."""
