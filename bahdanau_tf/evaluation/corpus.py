@@ -103,8 +103,9 @@ def evaluate_translator(
     sufficient statistics (`bahdanau_tf.evaluation.report.EvaluationStatistics`: sacrebleu's
     corpus statistics, per length bucket and for the No-UNK subset, alignment counts), so the
     scores are those of the whole corpus at once, whatever the chunk size. With ``on_chunk``
-    nothing grows with the corpus: its translations go to ``on_chunk`` and are not kept, and
-    only the first ``attention_plots`` heatmaps are. ``no_unk="auto"`` with beam search reads
+    nothing grows with the corpus: its translations go to ``on_chunk`` and are not kept, the
+    report's No-UNK ``indices`` are left empty, and only the first ``attention_plots``
+    heatmaps are kept (a bounded sample). ``no_unk="auto"`` with beam search reads
     the chunks before the first translation with [UNK] a second time (to decode their No-UNK
     subset), so the corpus must be re-readable (a `ParallelCorpus` or a `CorpusFiles`).
 
