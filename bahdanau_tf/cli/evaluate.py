@@ -63,6 +63,8 @@ flags.DEFINE_string("output_dir", "evaluation", "Where to write report.json and 
 flags.DEFINE_enum("split", "test", ["train", "dev", "test"], "Split of the embedded corpus.")
 flags.DEFINE_integer("max_sentences", None, "Evaluate only the first N sentences.", lower_bound=1)
 flags.DEFINE_integer("batch_size", 64, "Sentences per graph call.", lower_bound=1)
+flags.DEFINE_bool("jit_compile", None, "Compile the search with XLA over bucketed shapes (default: "
+                  "yes, bahdanau_tf.devices.decoding_jit).")
 flags.DEFINE_integer("read_lines", 10000, "Sentence pairs read, translated, scored and written at "
                      "a time: memory is bounded by this, whatever the test set's length.",
                      lower_bound=1)
@@ -150,7 +152,7 @@ def _evaluate(outputs):
         translator = Translator.from_directory(
             group if len(group) > 1 else group[0], which=FLAGS.checkpoint,
             beam_size=FLAGS.beam_size, length_penalty=FLAGS.length_penalty,
-            max_source_length=FLAGS.max_source_length)
+            max_source_length=FLAGS.max_source_length, jit_compile=FLAGS.jit_compile)
         path = os.path.join(FLAGS.output_dir, f"translations_{_file_label(name)}.txt")
         with open(outputs.path(path), "w", encoding="utf-8") as handle:
 
