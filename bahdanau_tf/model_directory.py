@@ -10,6 +10,7 @@ One directory holds everything needed to use a trained model, nothing else requi
       best/                   the checkpoint with the best dev NLL (what translation uses), if any
       averaged/               the mean of the last N checkpoints' model weights
                               (`average_checkpoints`, ``bahdanau-average``), if made
+      lexicon.tsv             source token -> top-k target tokens (`bahdanau_tf.lexicon`), if made
       report.json             the training report (table 2 of the paper), written by the trainer
 
 This module owns the layout, and sits below the models: it rebuilds a model through Keras's
@@ -38,6 +39,7 @@ import tensorflow as tf
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 
 from bahdanau_tf import files
+from bahdanau_tf import lexicon as lexicon_lib
 from bahdanau_tf import text
 
 MODEL_CONFIG = "model.json"
@@ -47,6 +49,7 @@ CHECKPOINTS = "checkpoints"
 BEST = "best"
 AVERAGED = "averaged"
 REPORT = "report.json"
+LEXICON = "lexicon.tsv"
 #: ``model.json``'s record of an averaged checkpoint (`average_checkpoints`)
 AVERAGED_TAG = "averaged"
 #: what `latest_checkpoint` selects
@@ -658,3 +661,39 @@ def _write_averaged(directory, model, tag, chosen):
 def _tag_model_config(directory, tag):
     """Records the averaged checkpoint in ``model.json`` (`AVERAGED_TAG`)."""
     _write_json(os.path.join(directory, MODEL_CONFIG), {**read_model_config(directory), AVERAGED_TAG: tag})
+
+
+# === The lexicon (candidate lists) ===
+
+def write_lexicon(directory: str, lexicon: "lexicon_lib.Lexicon") -> str:
+    """Saves a `bahdanau_tf.lexicon.Lexicon` as ``directory/lexicon.tsv`` (tokens of the
+    directory's vocabularies; written beside it and renamed); returns the path."""
+    path = os.path.join(directory, LEXICON)
+    source = text.load_tokenizer(os.path.join(directory, SOURCE_VOCABULARY)).vocabulary
+    target = text.load_tokenizer(os.path.join(directory, TARGET_VOCABULARY)).vocabulary
+    if lexicon.translations.shape[0] != len(source):
+        raise ValueError(f"The lexicon has {lexicon.translations.shape[0]:,} source entries but "
+                         f"{directory!r}'s source vocabulary {len(source):,} tokens: another model's.")
+    with tf.io.gfile.GFile(path + ".tmp", "w") as f:
+        f.write(lexicon.to_tsv(source, target))
+    tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
+    return path
+
+
+def read_lexicon(directory: str) -> "lexicon_lib.Lexicon | None":
+    """The lexicon saved with a model directory, or None when it has none.
+
+    Raises:
+        ValueError: a damaged ``lexicon.tsv`` (its path and the bad line named).
+    """
+    path = os.path.join(directory, LEXICON)
+    if not tf.io.gfile.exists(path):
+        return None
+    source = text.load_tokenizer(os.path.join(directory, SOURCE_VOCABULARY)).vocabulary
+    target = text.load_tokenizer(os.path.join(directory, TARGET_VOCABULARY)).vocabulary
+    with tf.io.gfile.GFile(path) as f:
+        content = f.read()
+    try:
+        return lexicon_lib.Lexicon.from_tsv(content, source, target)
+    except ValueError as error:
+        raise ValueError(f"{path!r} is damaged: {error}") from None
