@@ -94,6 +94,9 @@ def main(argv):
     with tempfile.TemporaryDirectory() as directory:
         for vocabulary in map(int, FLAGS.vocabularies):
             results.append(measure(vocabulary, directory))
+            best = results[-1]["best_seconds_per_step"]
+            print(f"{vocabulary:,} target words: full {best['full']:.3f} s/step, sampled "
+                  f"{best['sampled']:.3f} s/step ({results[-1]['speedup']:.2f}x)", flush=True)
             tf.keras.backend.clear_session()
     print(f"\nTrain step, small RNNsearch, batch {FLAGS.batch_size} x {FLAGS.length}, "
           f"{results[0]['speed']}; sampled K={FLAGS.num_sampled}; best of {FLAGS.rounds} rounds; "
