@@ -62,6 +62,7 @@ setup(
             "bahdanau-translate=bahdanau_tf.cli.translate:run",
             "bahdanau-evaluate=bahdanau_tf.cli.evaluate:run",
             "bahdanau-export=bahdanau_tf.cli.export:run",
+            "bahdanau-average=bahdanau_tf.cli.average:run",
         ]
     },
 )

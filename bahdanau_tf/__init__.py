@@ -33,8 +33,8 @@ _EXPORTS = {
                     "decoding"),
     **dict.fromkeys(["SubwordTokenizer", "WordTokenizer", "load_tokenizer", "split_words"],
                     "text"),
-    **dict.fromkeys(["CorpusFiles", "ParallelCorpus", "load_corpus", "load_parallel_files",
-                     "load_tfds", "load_tsv"], "corpora"),
+    **dict.fromkeys(["CorpusFiles", "ParallelCorpus", "TfdsCorpus", "load_corpus",
+                     "load_parallel_files", "load_tfds", "load_tsv", "tfds_corpus"], "corpora"),
     "make_dataset": "data",
 }
 _SUBMODULES = ("corpora", "data", "decoding", "devices", "evaluation", "layers", "losses",

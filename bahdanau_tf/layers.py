@@ -593,6 +593,11 @@ class MaxoutReadout(keras.layers.Layer):
         self.built = True
 
     def call(self, states: tf.Tensor, embeddings: tf.Tensor, contexts: tf.Tensor) -> tf.Tensor:
+        return self.project(self.features(states, embeddings, contexts))
+
+    def features(self, states: tf.Tensor, embeddings: tf.Tensor, contexts: tf.Tensor) -> tf.Tensor:
+        """t_i, the maxout units (..., l) in the compute dtype: what W_o projects (a sampled
+        softmax, `bahdanau_tf.losses.sampled_token_nll`, projects them on a few rows only)."""
         pre_maxout = (
             tf.matmul(states, _cast(self.state_kernel, states))
             + tf.matmul(embeddings, _cast(self.embedding_kernel, states))
@@ -601,7 +606,10 @@ class MaxoutReadout(keras.layers.Layer):
         )
         # max over the pairs (t~[2k-1], t~[2k])
         shape = tf.concat([tf.shape(pre_maxout)[:-1], [self.maxout_dim, 2]], axis=0)
-        maxout = tf.reduce_max(tf.reshape(pre_maxout, shape), axis=-1)
+        return tf.reduce_max(tf.reshape(pre_maxout, shape), axis=-1)
+
+    def project(self, maxout: tf.Tensor) -> tf.Tensor:
+        """logits_i = W_o t_i + b_o over the whole vocabulary, float32 (..., vocabulary_size)."""
         logits = tf.matmul(maxout, _cast(self.output_kernel, maxout)) + _cast(self.output_bias, maxout)
         return tf.cast(logits, "float32")
 

@@ -23,6 +23,62 @@ def token_nll(target_ids: tf.Tensor, logits: tf.Tensor) -> tf.Tensor:
     return nll * tf.cast(tf.not_equal(target_ids, PAD_ID), "float32")
 
 
+def sample_candidates(target_ids: tf.Tensor, num_sampled: int, vocabulary_size: int) -> tuple:
+    """K distinct negative classes for a batch, drawn from the log-uniform (Zipfian) distribution
+    ``Q(c) = log((c + 2) / (c + 1)) / log(V + 1)``, and their expected counts: the
+    ``sampled_values`` of `sampled_token_nll` (`tf.random.log_uniform_candidate_sampler`).
+
+    The log-uniform proposal assumes ids sorted by decreasing frequency: the word shortlists
+    are (`bahdanau_tf.text.WordTokenizer`), a WordPiece vocabulary nearly (characters, then
+    pieces by frequency); the log Q correction keeps the estimate consistent whatever the order.
+    The sampler has no XLA kernel: call it outside a ``jit_compile`` function.
+
+    Returns:
+        (sampled (K,) int64, true_expected_count (rows, 1), sampled_expected_count (K,)),
+        rows = every position of ``target_ids`` (padding included; its loss is masked).
+    """
+    labels = tf.reshape(tf.maximum(tf.cast(target_ids, "int64"), 0), [-1, 1])
+    return tf.random.log_uniform_candidate_sampler(
+        true_classes=labels, num_true=1, num_sampled=num_sampled, unique=True, range_max=vocabulary_size)
+
+
+def sampled_token_nll(target_ids: tf.Tensor, features: tf.Tensor, kernel: tf.Tensor, bias: tf.Tensor,
+                      sampled_values: tuple) -> tf.Tensor:
+    """Per-token sampled softmax NLL (Jean et al. 2015), 0 at padding: float32 (batch, target_len).
+
+    What ``tf.nn.sampled_softmax_loss(..., remove_accidental_hits=True)`` computes, with the
+    full projection's own variables (``logits = features @ kernel + bias``): a softmax
+    cross-entropy over the true class and the K sampled ones, each logit less log of its
+    expected count under the proposal, a sampled class equal to the row's target left out.
+    Written with XLA-compilable ops (tf's op calls ``ComputeAccidentalHits``, which has no
+    XLA kernel), so the training step compiles whole under ``jit_compile``; computed in
+    float32 whatever the compute dtype. Only the K + 1 used columns of ``kernel`` are read.
+
+    Args:
+        target_ids: int (batch, target_len), padding 0.
+        features: (batch, target_len, d), `bahdanau_tf.models.TranslationModel.output_features`.
+        kernel, bias: (d, |V|) and (|V|,), ``output_projection()``.
+        sampled_values: `sample_candidates`'s triple.
+    """
+    sampled, true_expected, sampled_expected = sampled_values
+    target_ids = tf.cast(target_ids, "int32")
+    labels = tf.reshape(tf.maximum(target_ids, 0), [-1])
+    inputs = tf.reshape(tf.cast(features, "float32"), [-1, tf.shape(features)[-1]])  # (rows, d)
+    kernel, bias = tf.cast(kernel, "float32"), tf.cast(bias, "float32")
+    sampled = tf.cast(sampled, "int32")
+    true_logits = (tf.reduce_sum(inputs * tf.transpose(tf.gather(kernel, labels, axis=1)), axis=1)
+                   + tf.gather(bias, labels) - tf.math.log(tf.reshape(tf.cast(true_expected, "float32"), [-1])))
+    sampled_logits = (tf.matmul(inputs, tf.gather(kernel, sampled, axis=1)) + tf.gather(bias, sampled)
+                      - tf.math.log(tf.cast(sampled_expected, "float32")))  # (rows, K)
+    # an accidental hit (a sampled class that is the row's target) is left out of the softmax
+    hits = tf.equal(labels[:, None], sampled[None, :])
+    sampled_logits = tf.where(hits, tf.float32.min, sampled_logits)
+    logits = tf.concat([true_logits[:, None], sampled_logits], axis=1)
+    nll = tf.reduce_logsumexp(logits, axis=1) - true_logits
+    nll = tf.reshape(nll, tf.shape(target_ids))
+    return nll * tf.cast(tf.not_equal(target_ids, PAD_ID), "float32")
+
+
 def masked_nll(target_ids: tf.Tensor, logits: tf.Tensor) -> tf.Tensor:
     """Mean negative log-likelihood per real target token (a float32 scalar)."""
     tokens = tf.reduce_sum(tf.cast(tf.not_equal(target_ids, PAD_ID), "float32"))
@@ -71,4 +127,5 @@ class MaskedAccuracy(keras.metrics.Mean):
         return {"name": self.name, "dtype": self.dtype}
 
 
-__all__ = ["MaskedSparseCategoricalCrossentropy", "MaskedAccuracy", "masked_nll", "token_nll"]
+__all__ = ["MaskedSparseCategoricalCrossentropy", "MaskedAccuracy", "masked_nll", "sample_candidates",
+           "sampled_token_nll", "token_nll"]

@@ -8,6 +8,9 @@ One directory holds everything needed to use a trained model, nothing else requi
       target_vocabulary/      the target tokenizer
       checkpoints/            tf.train.CheckpointManager: model, optimizer, step (for resuming)
       best/                   the checkpoint with the best dev NLL (what translation uses), if any
+      averaged/               the mean of the last N checkpoints' model weights
+                              (`average_checkpoints`, ``bahdanau-average``), if made
+      lexicon.tsv             source token -> top-k target tokens (`bahdanau_tf.lexicon`), if made
       report.json             the training report (table 2 of the paper), written by the trainer
 
 This module owns the layout, and sits below the models: it rebuilds a model through Keras's
@@ -22,6 +25,7 @@ carries its tokenizers (``model.attach_tokenizers`` before ``model.save``): wher
 directory is accepted, such a file is too.
 """
 
+import collections
 import dataclasses
 import glob
 import json
@@ -32,7 +36,10 @@ from typing import Any
 
 import keras
 import tensorflow as tf
+from tensorflow.core.protobuf import trackable_object_graph_pb2
 
+from bahdanau_tf import files
+from bahdanau_tf import lexicon as lexicon_lib
 from bahdanau_tf import text
 
 MODEL_CONFIG = "model.json"
@@ -40,7 +47,14 @@ SOURCE_VOCABULARY = "source_vocabulary"
 TARGET_VOCABULARY = "target_vocabulary"
 CHECKPOINTS = "checkpoints"
 BEST = "best"
+AVERAGED = "averaged"
 REPORT = "report.json"
+LEXICON = "lexicon.tsv"
+#: ``model.json``'s record of an averaged checkpoint (`average_checkpoints`)
+AVERAGED_TAG = "averaged"
+#: what `latest_checkpoint` selects
+WHICH = ("best", "latest", "averaged")
+LOCK = ".lock"  # the trainer's directory lock (`bahdanau_tf.training.run_directory`)
 
 
 def model_config(model: keras.Model, settings: dict | None = None, device: dict | None = None) -> dict:
@@ -85,13 +99,36 @@ def load_asset_vocabularies(directory: str) -> tuple | None:
 
 def write_model_config(directory: str, model: keras.Model, source_tokenizer: Any, target_tokenizer: Any,
                        settings: dict | None = None, device: dict | None = None) -> None:
-    """Writes both vocabularies, then ``model.json`` (atomically), into ``directory``."""
+    """Writes both vocabularies, then ``model.json`` (atomically), into ``directory``.
+
+    An existing ``model.json``'s record of the ``averaged/`` checkpoint is kept while that
+    checkpoint exists (a resumed run rewrites ``model.json`` at each checkpoint).
+    """
     tf.io.gfile.makedirs(directory)
     save_vocabularies(directory, source_tokenizer, target_tokenizer)
-    path = os.path.join(directory, MODEL_CONFIG)
+    config = model_config(model, settings, device)
+    tag = _existing_averaged_tag(directory)
+    if tag is not None:
+        config[AVERAGED_TAG] = tag
+    _write_json(os.path.join(directory, MODEL_CONFIG), config)
+
+
+def _write_json(path, content):
+    """``content`` as ``path``, written beside it and renamed (never half a file)."""
     with tf.io.gfile.GFile(path + ".tmp", "w") as f:
-        f.write(json.dumps(model_config(model, settings, device), indent=2, sort_keys=True))
+        f.write(json.dumps(content, indent=2, sort_keys=True))
     tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
+
+
+def _existing_averaged_tag(directory):
+    """``model.json``'s averaged tag, when it names an ``averaged/`` checkpoint that exists."""
+    try:
+        tag = read_model_config(directory).get(AVERAGED_TAG)
+    except (OSError, ValueError):
+        return None
+    if isinstance(tag, dict) and listed_checkpoint(os.path.join(directory, AVERAGED)):
+        return tag
+    return None
 
 
 def is_keras_file(path: str | os.PathLike) -> bool:
@@ -272,19 +309,35 @@ def listed_checkpoint(directory: str) -> str | None:
 
 
 def latest_checkpoint(directory: str, which: str = "best", warn=None) -> str | None:
-    """Path of the checkpoint to use: the best one if ``which="best"`` and it is whole, else latest.
+    """Path of the checkpoint to use: the best one if ``which="best"`` and it is whole, else latest;
+    the ``averaged/`` one (`average_checkpoints`) if ``which="averaged"``.
 
     ``best/`` falls back to ``checkpoints/`` only with a warning (``warn``, default: stderr):
-    because there is no best checkpoint (no dev set), or because it is damaged.
+    because there is no best checkpoint (no dev set), or because it is damaged. ``averaged/``
+    never falls back: a directory without it is an error (but a directory that
+    ``average_checkpoints(output=...)`` wrote is all average: its one checkpoint is used).
 
     Raises:
+        FileNotFoundError: ``which="averaged"`` and no averaged checkpoint was made.
         ValueError: the checkpoint to use is damaged (a file is missing, truncated or
             corrupted), or ``which`` is bad.
     """
-    if which not in ("best", "latest"):
-        raise ValueError(f'`which` must be "best" or "latest", got {which!r}.')
+    if which not in WHICH:
+        raise ValueError(f"`which` must be one of {', '.join(map(repr, WHICH))}, got {which!r}.")
     warn = warn or (lambda line: print(line, file=sys.stderr, flush=True))
     latest = listed_checkpoint(os.path.join(directory, CHECKPOINTS))
+    if which == "averaged":
+        averaged = listed_checkpoint(os.path.join(directory, AVERAGED))
+        if averaged is None and _averaged_model_directory(directory):
+            averaged = latest
+        if averaged is None:
+            raise FileNotFoundError(
+                f"{os.fspath(directory)!r} has no {AVERAGED}/ checkpoint: make one with "
+                "bahdanau-average --model_dir=... --last=N, or use another --checkpoint.")
+        missing = _complete_checkpoint(averaged)
+        if missing:
+            raise ValueError(f"The checkpoint {averaged!r} is damaged: {', '.join(missing)}.")
+        return averaged
     if which == "best":
         best = listed_checkpoint(os.path.join(directory, BEST))
         missing = _complete_checkpoint(best) if best else None
@@ -309,6 +362,15 @@ def _saved_by_save_to_preset(directory):
         return read_model_config(directory).get("settings", {}).get("saved_by") == SAVED_BY
     except (OSError, ValueError):
         return False
+
+
+def _averaged_model_directory(directory):
+    """Whether ``directory`` is a model directory `average_checkpoints` wrote (``output=``)."""
+    try:
+        saved = read_model_config(directory)
+    except (OSError, ValueError):
+        return False
+    return saved.get("settings", {}).get("saved_by") == SAVED_BY and isinstance(saved.get(AVERAGED_TAG), dict)
 
 
 def check_model_directory(directory, saved=None):
@@ -381,7 +443,8 @@ def load_model_directory(directory: str | os.PathLike, which: str = "best",
         directory: str, a directory written by the trainer (``bahdanau-train --output_dir``) or
             by ``model.save_to_preset``; or a ``.keras`` file of a model that carries its
             tokenizers (``which`` does not apply to it).
-        which: ``"best"`` (best dev NLL, falling back to the latest) or ``"latest"``.
+        which: ``"best"`` (best dev NLL, falling back to the latest), ``"latest"`` or
+            ``"averaged"`` (`average_checkpoints`'s).
         dtype: optional dtype policy for the rebuilt model (e.g. ``"float32"`` to serve a model
             trained under mixed precision).
         model_class: optional, the class the directory must hold (``RNNSearch.from_preset``
@@ -418,3 +481,219 @@ def load_model_directory(directory: str | os.PathLike, which: str = "best",
         settings=saved.get("settings", {}),
         checkpoint=checkpoint,
     )
+
+
+# === Checkpoint averaging ===
+
+def _checkpoint_number(path):
+    """The N of ``.../ckpt-N`` (-1 when the name has none)."""
+    tail = os.path.basename(path).rsplit("-", 1)[-1]
+    return int(tail) if tail.isdigit() else -1
+
+
+def run_checkpoints(directory: str) -> list:
+    """The checkpoints of a run's ``checkpoints/`` (those its ``checkpoint`` state file keeps),
+    oldest first."""
+    state = tf.train.get_checkpoint_state(os.path.join(directory, CHECKPOINTS))
+    paths = list(state.all_model_checkpoint_paths) if state is not None else []
+    return sorted(paths, key=_checkpoint_number)
+
+
+def checkpoint_model_variables(prefix: str) -> dict:
+    """``{path below the model: checkpoint key}`` of the model's variables in a checkpoint.
+
+    Found by walking the checkpoint's object graph from its ``model`` child (breadth first: a
+    variable's shortest path), so neither the optimizer's slots nor the step are included, and
+    a model variable whose key the checkpoint files under ``optimizer/`` (a trainer's
+    checkpoint saves each variable once, under the first path that reaches it) is.
+    """
+    reader = tf.train.load_checkpoint(prefix)
+    graph = trackable_object_graph_pb2.TrackableObjectGraph()
+    graph.ParseFromString(reader.get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"))
+    queue = collections.deque((child.node_id, "model") for child in graph.nodes[0].children
+                              if child.local_name == "model")
+    found, seen = {}, set()
+    while queue:
+        node_id, path = queue.popleft()
+        if node_id in seen:
+            continue
+        seen.add(node_id)
+        for attribute in graph.nodes[node_id].attributes:
+            if attribute.name == "VARIABLE_VALUE":
+                found[path] = attribute.checkpoint_key
+        queue.extend((child.node_id, f"{path}/{child.local_name}") for child in graph.nodes[node_id].children)
+    return found
+
+
+def _model_variable_shapes(prefix):
+    """``{path: shape}`` of the model's variables in a checkpoint (`checkpoint_model_variables`)."""
+    shapes = tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
+    return {path: tuple(shapes[key]) for path, key in checkpoint_model_variables(prefix).items()}
+
+
+def _restore_model_weights(model, prefix):
+    """``model``'s variables as they are in ``prefix``; ValueError naming it when they do not fit."""
+    try:
+        tf.train.Checkpoint(model=model).restore(prefix).expect_partial().assert_existing_objects_matched()
+    except (AssertionError, ValueError, tf.errors.OpError) as error:
+        cause = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise ValueError(f"The checkpoint {prefix!r} does not hold the model of {MODEL_CONFIG} "
+                         f"(from another config?): {cause}") from None
+    return [variable.numpy() for variable in model.variables]
+
+
+def _chosen_checkpoints(directory, last):
+    """The last ``last`` checkpoints of the run, checked whole and of one model."""
+    if isinstance(last, bool) or not isinstance(last, int) or last < 1:
+        raise ValueError(f"`last` must be a positive int, got {last!r}.")
+    available = run_checkpoints(directory)
+    if last > len(available):
+        names = ", ".join(os.path.basename(path) for path in available) or "none"
+        raise ValueError(f"Cannot average the last {last} checkpoints: {os.fspath(directory)!r} "
+                         f"keeps {len(available)} in {CHECKPOINTS}/ ({names}); train with a larger "
+                         "--keep_checkpoints, or pass a smaller --last.")
+    chosen = available[-last:]
+    for path in chosen:
+        missing = _complete_checkpoint(path)
+        if missing:
+            raise ValueError(f"The checkpoint {path!r} is damaged: {', '.join(missing)}.")
+    first = _model_variable_shapes(chosen[0])
+    for path in chosen[1:]:
+        shapes = _model_variable_shapes(path)
+        if shapes != first:
+            differ = sorted(set(shapes.items()) ^ set(first.items()))[0][0]
+            raise ValueError(f"The checkpoints {chosen[0]!r} and {path!r} hold different models "
+                             f"(e.g. {differ}): they cannot be averaged.")
+    return chosen
+
+
+def _averaged_weights(model, chosen):
+    """The mean of each floating-point model variable over the checkpoints ``chosen`` (float64
+    sums); other variables (e.g. a random seed's state) are the last checkpoint's."""
+    total = None
+    for path in chosen:
+        values = _restore_model_weights(model, path)
+        if total is None:
+            total = [value.astype("float64") if value.dtype.kind == "f" else value for value in values]
+        else:
+            total = [t + v if v.dtype.kind == "f" else v for t, v in zip(total, values)]
+    return [value / len(chosen) if value.dtype.kind == "f" else value for value in total]
+
+
+def average_checkpoints(directory: str | os.PathLike, last: int, output: str | None = None) -> str:
+    """Averages the model weights of a run's last ``last`` checkpoints; returns the new checkpoint.
+
+    Each model variable becomes its mean over the checkpoints ``checkpoints/ckpt-*`` of the
+    ``last`` highest steps (the optimizer's slots and the training state are left out: the
+    result cannot resume training). Without ``output`` it is written as ``averaged/`` beside
+    ``best/`` (replacing an earlier average), which ``which="averaged"`` selects
+    (`load_model_directory`, ``--checkpoint=averaged`` of translate, evaluate and export);
+    with ``output``, as a new model directory of its own (a ``save_to_preset`` one whose only
+    checkpoint is the average: every ``which`` loads it). Either way ``model.json`` records
+    it: ``"averaged": {"last": N, "checkpoints": ["ckpt-800", ...], "steps": [...]}``.
+
+    Args:
+        directory: a ``bahdanau-train`` output directory.
+        last: int >= 1, how many of the latest checkpoints to average.
+        output: optional new (or empty) directory for a standalone averaged model directory.
+
+    Returns:
+        str, the averaged checkpoint's path.
+
+    Raises:
+        ValueError: ``last`` exceeds the checkpoints kept, a checkpoint is damaged or holds
+            another model than ``model.json`` (or than the other checkpoints).
+        FileExistsError: ``output`` is not empty, or a trainer is writing into ``directory``.
+        FileNotFoundError: not a model directory.
+
+    Example:
+
+        path = average_checkpoints("runs/small", last=5)
+        translator = Translator.from_directory("runs/small", which="averaged")
+    """
+    directory = os.fspath(directory)
+    saved = check_model_directory(directory)
+    if output is not None and tf.io.gfile.isdir(output) and tf.io.gfile.listdir(output):
+        raise FileExistsError(f"{os.fspath(output)!r} is not empty: write the averaged model into a "
+                              "new or empty directory.")
+    chosen = _chosen_checkpoints(directory, last)
+    model = rebuild_model(saved["class_name"], dict(saved["config"]))
+    for variable, value in zip(model.variables, _averaged_weights(model, chosen)):
+        variable.assign(value.astype(variable.dtype))
+    tag = {"last": last, "checkpoints": [os.path.basename(path) for path in chosen],
+           "steps": [_checkpoint_number(path) for path in chosen]}
+    if output is not None:
+        save_model_directory(output, model, text.load_tokenizer(os.path.join(directory, SOURCE_VOCABULARY)),
+                             text.load_tokenizer(os.path.join(directory, TARGET_VOCABULARY)),
+                             settings={**saved.get("settings", {}), "averaged_from": os.path.abspath(directory)})
+        _tag_model_config(output, tag)
+        return listed_checkpoint(os.path.join(output, CHECKPOINTS))
+    lock = files.try_lock(os.path.join(directory, LOCK))
+    if lock is None:
+        raise FileExistsError(f"{directory!r} is in use by a training process: average once it "
+                              "stops, or pass an output directory.")
+    try:
+        return _write_averaged(directory, model, tag, chosen)
+    finally:
+        lock.close()
+
+
+def _write_averaged(directory, model, tag, chosen):
+    """``averaged/`` (written beside itself, then renamed) and ``model.json``'s tag."""
+    target = os.path.join(directory, AVERAGED)
+    staging = target + ".tmp"
+    if tf.io.gfile.exists(staging):
+        tf.io.gfile.rmtree(staging)
+    try:
+        tf.train.CheckpointManager(tf.train.Checkpoint(model=model), staging, max_to_keep=1).save(
+            checkpoint_number=_checkpoint_number(chosen[-1]))
+        if tf.io.gfile.exists(target):
+            tf.io.gfile.rmtree(target)
+        tf.io.gfile.rename(staging, target)
+    except BaseException:
+        if tf.io.gfile.exists(staging):
+            tf.io.gfile.rmtree(staging)
+        raise
+    _tag_model_config(directory, tag)
+    return listed_checkpoint(target)
+
+
+def _tag_model_config(directory, tag):
+    """Records the averaged checkpoint in ``model.json`` (`AVERAGED_TAG`)."""
+    _write_json(os.path.join(directory, MODEL_CONFIG), {**read_model_config(directory), AVERAGED_TAG: tag})
+
+
+# === The lexicon (candidate lists) ===
+
+def write_lexicon(directory: str, lexicon: "lexicon_lib.Lexicon") -> str:
+    """Saves a `bahdanau_tf.lexicon.Lexicon` as ``directory/lexicon.tsv`` (tokens of the
+    directory's vocabularies; written beside it and renamed); returns the path."""
+    path = os.path.join(directory, LEXICON)
+    source = text.load_tokenizer(os.path.join(directory, SOURCE_VOCABULARY)).vocabulary
+    target = text.load_tokenizer(os.path.join(directory, TARGET_VOCABULARY)).vocabulary
+    if lexicon.translations.shape[0] != len(source):
+        raise ValueError(f"The lexicon has {lexicon.translations.shape[0]:,} source entries but "
+                         f"{directory!r}'s source vocabulary {len(source):,} tokens: another model's.")
+    with tf.io.gfile.GFile(path + ".tmp", "w") as f:
+        f.write(lexicon.to_tsv(source, target))
+    tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
+    return path
+
+
+def read_lexicon(directory: str) -> "lexicon_lib.Lexicon | None":
+    """The lexicon saved with a model directory, or None when it has none.
+
+    Raises:
+        ValueError: a damaged ``lexicon.tsv`` (its path and the bad line named).
+    """
+    path = os.path.join(directory, LEXICON)
+    if not tf.io.gfile.exists(path):
+        return None
+    source = text.load_tokenizer(os.path.join(directory, SOURCE_VOCABULARY)).vocabulary
+    target = text.load_tokenizer(os.path.join(directory, TARGET_VOCABULARY)).vocabulary
+    with tf.io.gfile.GFile(path) as f:
+        content = f.read()
+    try:
+        return lexicon_lib.Lexicon.from_tsv(content, source, target)
+    except ValueError as error:
+        raise ValueError(f"{path!r} is damaged: {error}") from None

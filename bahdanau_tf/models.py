@@ -88,6 +88,20 @@ class TranslationModel(keras.Model):
             setattr(self, name, value)
         self._config_names = list(values)
 
+    def output_features(self, inputs: tuple, training: bool = False) -> tf.Tensor:
+        """What the vocabulary projection reads, teacher-forced: ``model(inputs)`` equals
+        ``features @ kernel + bias`` with ``(kernel, bias) = model.output_projection()``.
+
+        Returns:
+            (batch, target_len, features) in the compute dtype. A sampled softmax
+            (`bahdanau_tf.losses.sampled_token_nll`) projects them on a few vocabulary rows only.
+        """
+        raise NotImplementedError
+
+    def output_projection(self) -> tuple:
+        """``(kernel, bias)`` of the vocabulary projection: (features, |V|) and (|V|,) variables."""
+        raise NotImplementedError
+
     def build_variables(self) -> "TranslationModel":
         """Creates every variable by calling the model once on a one-token batch; returns self.
 
@@ -432,7 +446,7 @@ class RNNSearch(TranslationModel):
         state, context, attention = self.decoder_cell(self.decoder_cell.project_inputs(embedded), state, memory)
         return self.readout(state, embedded, context), state, attention
 
-    def _teacher_forcing(self, inputs, training=False):
+    def _teacher_forcing(self, inputs, training=False, features=False):
         source_ids, target_input_ids = inputs
         memory = self.encode(source_ids, training=training)
         initial_state = self.initial_state(memory)
@@ -456,11 +470,19 @@ class RNNSearch(TranslationModel):
             )
         states, contexts = layers_lib.stack_time(states), layers_lib.stack_time(contexts)
         # readout and vocabulary projection for all steps in one batched matmul, after the loop
+        if features:
+            return self.readout.features(states, embedded, contexts), None
         logits = self.readout(states, embedded, contexts)
         return logits, layers_lib.stack_time(attention)
 
     def call(self, inputs: tuple, training: bool = False) -> tf.Tensor:
         return self._teacher_forcing(inputs, training=training)[0]
+
+    def output_features(self, inputs: tuple, training: bool = False) -> tf.Tensor:
+        return self._teacher_forcing(inputs, training=training, features=True)[0]
+
+    def output_projection(self) -> tuple:
+        return self.readout.output_kernel, self.readout.output_bias
 
     def attention_weights(self, inputs: tuple) -> tf.Tensor:
         """alpha_ij of the reference translation (teacher forcing): (batch, target_len, source_len)."""
@@ -561,6 +583,12 @@ class RNNEncDec(TranslationModel):
         return self.readout(state, embedded, memory["context"]), state, None
 
     def call(self, inputs: tuple, training: bool = False) -> tf.Tensor:
+        return self.readout.project(self.output_features(inputs, training=training))
+
+    def output_projection(self) -> tuple:
+        return self.readout.output_kernel, self.readout.output_bias
+
+    def output_features(self, inputs: tuple, training: bool = False) -> tf.Tensor:
         source_ids, target_input_ids = inputs
         memory = self.encode(source_ids, training=training)
         embedded = self.target_embedding(target_input_ids)
@@ -575,7 +603,7 @@ class RNNEncDec(TranslationModel):
             )
         states = layers_lib.stack_time(states)
         contexts = tf.broadcast_to(memory["context"][:, None, :], tf.shape(states))
-        return self.readout(states, embedded, contexts)
+        return self.readout.features(states, embedded, contexts)
 
 
 @keras.saving.register_keras_serializable(package="bahdanau_tf")
@@ -696,12 +724,18 @@ class Seq2Seq(TranslationModel):
         return tf.cast(self.output_dense(x), "float32"), tuple(new_state), None
 
     def call(self, inputs: tuple, training: bool = False) -> tf.Tensor:
+        return tf.cast(self.output_dense(self.output_features(inputs, training=training)), "float32")
+
+    def output_features(self, inputs: tuple, training: bool = False) -> tf.Tensor:
         source_ids, target_input_ids = inputs
         state = self.encode(source_ids, training=training)["states"]
         x = self.target_embedding(target_input_ids)
         for layer, (h, c) in zip(self.decoder_layers, state):
             x, _, _ = layer(x, initial_state=[h, c], training=training)
-        return tf.cast(self.output_dense(x), "float32")
+        return x
+
+    def output_projection(self) -> tuple:
+        return self.output_dense.kernel, self.output_dense.bias
 
 
 MODEL_CLASSES = {cls.__name__: cls for cls in (RNNSearch, RNNEncDec, Seq2Seq)}

@@ -13,9 +13,14 @@ temporary directory (corpora and runs) is removed at the end, also after a failu
 does not depend on the machine's load; start-up does (each row records the load average as its
 run starts): compare the rows of one run. Then ``bahdanau-translate`` (greedy, no XLA) on inputs
 of ``--translate_lines`` lines with the smallest run's model: its peak RSS should not grow with
-the input (it reads, translates and writes ``--read_lines`` lines at a time).
+the input (it reads, translates and writes ``--read_lines`` lines at a time). Then
+``bahdanau-evaluate`` (greedy, no XLA, no heatmaps) on test sets of ``--evaluate_lines`` pairs in two
+files, with the same model: it streams too (``--read_lines`` pairs at a time, scores kept as
+sufficient statistics), so its peak RSS grows only until sacrebleu's cache of tokenized
+sentences (an ``lru_cache`` of 65,536) is full.
 
     python benchmarks/corpus_scale.py [--sizes=250000,1000000,2000000] \\
+        [--translate_lines=10000,40000] [--evaluate_lines=10000,40000] \\
         [--repository=/path/to/a/checkout] [--label=after] [--output=...]
 
 ``--repository`` measures another checkout's code (e.g. a ``git worktree`` of the branch
@@ -40,6 +45,9 @@ flags.DEFINE_list("sizes", ["250000", "1000000", "2000000"], "Corpus sizes in pa
 flags.DEFINE_list("translate_lines", ["10000", "40000"],
                   "Input sizes in lines for bahdanau-translate (greedy, the first size's model); "
                   "empty: none.")
+flags.DEFINE_list("evaluate_lines", ["10000", "40000"],
+                  "Test-set sizes in pairs for bahdanau-evaluate (greedy, the first size's model, "
+                  "--source_file/--reference_file); empty: none.")
 flags.DEFINE_string("repository", os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                     "The checkout whose bahdanau_tf is measured (default: this one).")
 flags.DEFINE_string("label", "", "A name for this set of runs in the JSON (e.g. before, after).")
@@ -50,6 +58,7 @@ flags.DEFINE_string("output", os.path.join(os.path.dirname(__file__), "results",
 
 UPDATES = 10
 TRANSLATE_FLAGS = ["--beam_size=1", "--jit_compile=false"]
+EVALUATE_FLAGS = ["--beam_size=1", "--jit_compile=false", "--attention_plots=0"]
 _PEAK = re.compile(r"Maximum resident set size \(kbytes\): (\d+)")
 
 
@@ -126,6 +135,41 @@ def translate_rows(model_dir, sources, scratch):
     return rows
 
 
+def run_evaluate(model_dir, source_file, reference_file, output_dir):
+    """One ``bahdanau-evaluate`` of a test set in two files: (peak RSS in MiB, wall seconds)."""
+    command = ["/usr/bin/time", "-v", sys.executable, "-m", "bahdanau_tf.cli.evaluate",
+               f"--model_dir={model_dir}", f"--source_file={source_file}",
+               f"--reference_file={reference_file}", f"--output_dir={output_dir}"] + EVALUATE_FLAGS
+    env = dict(os.environ, PYTHONPATH=FLAGS.repository, TF_CPP_MIN_LOG_LEVEL="2")
+    start = time.time()
+    result = subprocess.run(command, capture_output=True, text=True, cwd=FLAGS.repository, env=env)
+    peak = _PEAK.search(result.stderr)
+    if result.returncode != 0 or peak is None:
+        raise RuntimeError(f"{' '.join(command)} failed ({result.returncode}):\n{result.stderr[-3000:]}")
+    return int(peak.group(1)) / 1024, time.time() - start
+
+
+def evaluate_rows(model_dir, pairs, scratch):
+    """bahdanau-evaluate's peak RSS on test sets of `--evaluate_lines` pairs (``pairs`` repeated)."""
+    rows = []
+    for size in sorted(int(s) for s in FLAGS.evaluate_lines):
+        sources, references = (os.path.join(scratch, f"test_{size}.{side}") for side in ("src", "ref"))
+        with open(sources, "w", encoding="utf-8") as source, \
+                open(references, "w", encoding="utf-8") as reference:
+            for i in range(size):
+                source.write(pairs[i % len(pairs)][0] + "\n")
+                reference.write(pairs[i % len(pairs)][1] + "\n")
+        load = os.getloadavg()[0]
+        peak, wall = run_evaluate(model_dir, sources, references, os.path.join(scratch, "evaluation"))
+        rows.append({"lines": size, "peak_rss_mib": round(peak), "wall_seconds": round(wall, 1),
+                     "load_average": round(load, 1)})
+        print(f"{size:>10,} pairs  evaluate peak RSS {peak:7.0f} MiB  wall {wall:6.1f} s", flush=True)
+        for path in (sources, references):
+            os.remove(path)
+        shutil.rmtree(os.path.join(scratch, "evaluation"), ignore_errors=True)
+    return rows
+
+
 def main(argv):
     del argv
     sys.path.insert(0, FLAGS.repository)
@@ -134,7 +178,8 @@ def main(argv):
     train = corpora.load_corpus("bible-en-es", split="train").pairs()
     revision = subprocess.run(["git", "-C", FLAGS.repository, "rev-parse", "--short", "HEAD"],
                               capture_output=True, text=True).stdout.strip()
-    rows, translated, scratch = [], [], tempfile.mkdtemp(prefix="corpus_scale_")
+    rows, translated, evaluated = [], [], []
+    scratch = tempfile.mkdtemp(prefix="corpus_scale_")
     try:
         for size in sorted(int(s) for s in FLAGS.sizes):
             corpus = os.path.join(scratch, f"pairs_{size}.tsv")
@@ -151,6 +196,8 @@ def main(argv):
             if FLAGS.translate_lines and len(rows) == 1:
                 translated = translate_rows(os.path.join(scratch, f"run_{size}"),
                                             [s for s, _ in train], scratch)
+            if FLAGS.evaluate_lines and len(rows) == 1:
+                evaluated = evaluate_rows(os.path.join(scratch, f"run_{size}"), train, scratch)
             shutil.rmtree(os.path.join(scratch, f"run_{size}"), ignore_errors=True)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
@@ -163,11 +210,16 @@ def main(argv):
     result = {"label": FLAGS.label, "revision": revision, "cpu": cpu_model(),
               "cores": os.cpu_count(), "updates": UPDATES, "train_flags": FLAGS.train_flags,
               "rows": rows, "ratios_last_to_first": ratios,
-              "translate_flags": TRANSLATE_FLAGS, "translate_rows": translated}
+              "translate_flags": TRANSLATE_FLAGS, "translate_rows": translated,
+              "evaluate_flags": EVALUATE_FLAGS, "evaluate_rows": evaluated}
     if len(translated) > 1:
         ratios["translate_peak_rss"] = round(translated[-1]["peak_rss_mib"] / translated[0]["peak_rss_mib"], 2)
         print(f"translate {translated[-1]['lines']:,} / {translated[0]['lines']:,} lines: peak RSS "
               f"x{ratios['translate_peak_rss']}")
+    if len(evaluated) > 1:
+        ratios["evaluate_peak_rss"] = round(evaluated[-1]["peak_rss_mib"] / evaluated[0]["peak_rss_mib"], 2)
+        print(f"evaluate {evaluated[-1]['lines']:,} / {evaluated[0]['lines']:,} pairs: peak RSS "
+              f"x{ratios['evaluate_peak_rss']}")
     os.makedirs(os.path.dirname(os.path.abspath(FLAGS.output)), exist_ok=True)
     with open(FLAGS.output, "w", encoding="utf-8") as handle:
         json.dump(result, handle, indent=2)

@@ -220,6 +220,31 @@ def save_model_dir(directory, model, source_tokenizer, target_tokenizer, setting
     return str(directory)
 
 
+def training_run(directory, steps=(100, 200, 300, 400), model=None, seed=10):
+    """A run directory as the trainer leaves it: model.json, vocabularies, and checkpoints of
+    model + optimizer (slots moved off zero) + step at ``steps``, each with other weights."""
+    import keras
+    import tensorflow as tf
+
+    from bahdanau_tf import model_directory
+
+    source, target = toy_tokenizers()
+    model = model or random_model(seed=seed)
+    model_directory.write_model_config(str(directory), model, source, target, {"preset": "tiny"})
+    optimizer = keras.optimizers.Adam()
+    optimizer.build(model.trainable_variables)
+    step = tf.Variable(0, dtype="int64")
+    manager = tf.train.CheckpointManager(
+        tf.train.Checkpoint(model=model, optimizer=optimizer, step=step),
+        os.path.join(str(directory), model_directory.CHECKPOINTS), max_to_keep=5, step_counter=step)
+    for number in steps:
+        randomize_weights(model, seed=seed + number)
+        optimizer.apply([tf.ones_like(v) for v in model.trainable_variables], model.trainable_variables)
+        step.assign(number)
+        manager.save(checkpoint_number=number)
+    return str(directory)
+
+
 def diagonal_aer_reference(sources, targets, sure, possible):
     """Och & Ney's AER (counts summed over sentences, S and P apart) of the diagonal baseline.
 

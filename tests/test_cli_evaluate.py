@@ -5,6 +5,7 @@ output is not degenerate and its attention not uniform), an untrained tiny RNNen
 beside it, and the command must write a sane report.json and the figure 2 / figure 3 PNGs.
 """
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -28,6 +29,7 @@ from helpers import save_model_dir
 pytestmark = pytest.mark.subprocess
 
 SENTENCES = 24
+READ_LINES = 7  # the test set streams in chunks of 7 pairs (24 = 3 * 7 + 3)
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
@@ -80,14 +82,15 @@ def evaluation_dir(tmp_path_factory):
     result = subprocess.run(
         [sys.executable, "-m", "bahdanau_tf.cli.evaluate", f"--model_dir={search_dir}",
          f"--model_dir={baseline_dir}", f"--output_dir={output_dir}",
-         f"--max_sentences={SENTENCES}", "--beam_size=2", "--attention_plots=2"],
+         f"--max_sentences={SENTENCES}", "--beam_size=2", "--attention_plots=2",
+         f"--read_lines={READ_LINES}"],
         capture_output=True, env=env, timeout=600)
     assert result.returncode == 0, result.stderr.decode()[-3000:]
-    return output_dir, corpus
+    return output_dir, corpus, search_dir
 
 
 def test_report_has_every_measure_with_sane_values(evaluation_dir):
-    output_dir, corpus = evaluation_dir
+    output_dir, corpus, _ = evaluation_dir
     report = json.loads((output_dir / "report.json").read_text(encoding="utf-8"))
     assert report["num_sentences"] == SENTENCES
     search, baseline = report["models"]
@@ -112,9 +115,10 @@ def test_report_has_every_measure_with_sane_values(evaluation_dir):
             assert (entry["settings"]["no_unk"], decoded) == expected
         else:
             assert (entry["settings"]["no_unk"], decoded) == ("reuse", 0)
-        # the report's BLEU is the BLEU of the written translations
-        assert entry["bleu"]["score"] == pytest.approx(
-            evaluation.corpus_bleu(lines[:-1], references).score)
+        # the scores summed over chunks of 7 are those of the written translations at once
+        expected = dataclasses.asdict(evaluation.corpus_bleu(lines[:-1], references))
+        assert entry["bleu"] == {**expected, "precisions": list(expected["precisions"])}
+        assert entry["chrf"]["score"] == evaluation.corpus_chrf(lines[:-1], references).score
     assert search["settings"]["no_unk"] == "reuse"  # the trained model writes no [UNK]
     # the trained model says different things for different verses
     hypotheses = (output_dir / "translations_rnnsearch.txt").read_text(encoding="utf-8")
@@ -132,7 +136,7 @@ def test_report_has_every_measure_with_sane_values(evaluation_dir):
 
 
 def test_plots_are_written(evaluation_dir):
-    output_dir, _ = evaluation_dir
+    output_dir, _, _ = evaluation_dir
     report = json.loads((output_dir / "report.json").read_text(encoding="utf-8"))
     search, baseline = report["models"]
     assert len(search["attention_plots"]) == 2 and baseline["attention_plots"] == []
@@ -144,3 +148,23 @@ def test_plots_are_written(evaluation_dir):
     image = matplotlib.image.imread(str(output_dir / search["attention_plots"][0]))
     assert image.shape[0] > 50 and image.shape[1] > 50
     assert np.ptp(image[..., :3]) > 0.5  # not a blank picture
+
+
+@pytest.mark.slow
+def test_a_bad_line_of_streamed_files_leaves_nothing(evaluation_dir, tmp_path):
+    """The user's files stream: a reference file shorter than the sources is met after the
+    first chunks were written (to temporary files), and the run leaves nothing behind."""
+    _, corpus, search_dir = evaluation_dir
+    (tmp_path / "src.txt").write_text("\n".join(corpus.sources[:20]) + "\n", encoding="utf-8")
+    (tmp_path / "ref.txt").write_text("\n".join(corpus.targets[:19]) + "\n", encoding="utf-8")
+    output_dir = tmp_path / "out"
+    result = subprocess.run(
+        [sys.executable, "-m", "bahdanau_tf.cli.evaluate", f"--model_dir={search_dir}",
+         f"--output_dir={output_dir}", f"--source_file={tmp_path / 'src.txt'}",
+         f"--reference_file={tmp_path / 'ref.txt'}", "--read_lines=7", "--beam_size=1"],
+        capture_output=True, text=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
+        timeout=600)
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert "Line counts differ" in result.stderr and "Traceback" not in result.stderr
+    assert not output_dir.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ref.txt", "src.txt"]

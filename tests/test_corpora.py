@@ -133,3 +133,56 @@ def test_read_lines_streams_standard_input_by_the_same_rule(monkeypatch):
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"ok\n\xff\n")))
     with pytest.raises(CorpusError, match="^standard input line 2 is not valid UTF-8"):
         corpora.read_lines(None)
+
+
+# === TFDS as a stream ===
+
+
+class _PreparedTfds:
+    """Stands in for ``tensorflow_datasets`` (not installed here; never downloaded in tests):
+    its three calls that `TfdsCorpus` makes (``builder(...).info``, ``load``, ``as_numpy``)
+    over real tf.data of real verses, as a prepared ``wmt14_translate/fr-en`` would give them.
+    The stream, its checks, the pipeline stages and the collected corpus are the real code."""
+
+    def __init__(self, pairs):
+        self.pairs, self.loads = pairs, []
+        features = {"fr": "Text", "en": "Text"}
+        splits = {"train": type("Split", (), {"num_examples": len(pairs)})()}
+        self.info = type("Info", (), {"supervised_keys": ("fr", "en"), "features": features,
+                                      "splits": splits})()
+
+    def builder(self, name, data_dir=None):
+        return type("Builder", (), {"info": self.info})()
+
+    def load(self, name, split, data_dir=None, download=False):
+        self.loads.append((name, split, data_dir, download))
+        return tf.data.Dataset.from_tensor_slices({
+            "fr": [s.encode("utf-8") if isinstance(s, str) else s for s, _ in self.pairs],
+            "en": [t.encode("utf-8") for _, t in self.pairs]})
+
+    @staticmethod
+    def as_numpy(dataset):
+        return dataset.as_numpy_iterator()
+
+
+def test_a_tfds_set_streams_through_the_same_stages_as_files(monkeypatch):
+    verses = corpora.load_corpus("bible-en-es", split="train").select(slice(0, 1100)).pairs()
+    fake = _PreparedTfds(verses)
+    monkeypatch.setitem(__import__("sys").modules, "tensorflow_datasets", fake)
+    stream = corpora.tfds_corpus("wmt14_translate/fr-en", data_dir="/prepared")
+    assert isinstance(stream, CorpusFiles) and fake.loads == []  # nothing read yet
+    assert (stream.direction, stream.name) == ("fr-en", "wmt14_translate/fr-en/train")
+    assert list(stream.pairs()) == verses == streamed(stream)  # more than one PAIR_BATCH
+    assert fake.loads[0] == ("wmt14_translate/fr-en", "train", "/prepared", False)  # no download
+    assert stream.estimated_length() == (1100, True)  # from the metadata, not a pass
+    assert stream.select(slice(0, 7)).estimated_length() == (7, True)
+    assert streamed(stream.select(slice(0, 7))) == verses[:7]
+    assert [c.pairs() for c in stream.chunks(600)] == [verses[:600], verses[600:]]
+    collected = corpora.load_tfds("wmt14_translate/fr-en", max_examples=5)
+    assert collected.pairs() == verses[:5] and collected.direction == "fr-en"
+    with pytest.raises(ValueError, match="'de' is not a feature"):
+        corpora.tfds_corpus("wmt14_translate/fr-en", source_language="de")
+    bad = _PreparedTfds(verses[:3] + [(b"ca\xf1a", "cane")])
+    monkeypatch.setitem(__import__("sys").modules, "tensorflow_datasets", bad)
+    with pytest.raises(CorpusError, match="fr-en/train example 3 is not valid UTF-8"):
+        list(corpora.tfds_corpus("wmt14_translate/fr-en").pairs())

@@ -6,6 +6,7 @@ NumPy attention (tests/helpers.py) scored with the sure and possible gold links 
 No-UNK decoding against decoding the whole subset again.
 """
 
+import dataclasses
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -160,3 +161,51 @@ def test_no_unk_auto_rule_and_a_model_without_attention(corpus, tokenizers):
         evaluation.evaluate_translator(translator, corpus, no_unk="sometimes")
     with pytest.raises(ValueError, match="empty"):
         evaluation.evaluate_translator(translator, corpus.select([]))
+
+
+def _without_timings(report):
+    return {k: v for k, v in report.to_dict().items() if k != "timings"}
+
+
+def test_chunks_give_the_scores_of_the_whole_corpus(corpus, tokenizers, evaluated):
+    """Chunks of 3 of the 10 verses: the same report, translations handed out in order."""
+    model, whole, _ = evaluated
+    translator = Translator(model, *tokenizers, beam_size=1)
+    handed = []
+    result = evaluation.evaluate_translator(
+        translator, corpus, name="tiny", attention_plots=2, attention_plot_max_words=10,
+        chunk_size=3, on_chunk=lambda first, chunk, *lists: handed.append((first, *lists)))
+    assert [h[0] for h in handed] == [0, 3, 6, 9]
+    assert [t for h in handed for t in h[1]] == whole.translations
+    assert [t for h in handed for t in h[2]] == whole.no_unk_translations
+    assert result.translations is None and result.alignments is None
+    assert result.report.no_unk.indices == ()  # streamed: not kept
+    expected = _without_timings(whole.report)
+    assert _without_timings(result.report) == expected
+    assert result.report.alignment.num_sentences == 8 and result.report.decoded_alignment
+    assert sorted(result.attention_figures) == sorted(whole.attention_figures)
+    assert (result.report.timings["no_unk_sentences_decoded"]
+            == whole.report.timings["no_unk_sentences_decoded"])
+
+
+@pytest.mark.slow
+def test_auto_with_beam_search_decodes_again_the_chunks_before_the_first_unk(corpus, tokenizers):
+    """--no_unk=auto at beam 2: the first chunk has no [UNK], a later one has. The report is
+    that of 'decode' over the whole corpus: the first chunk was read and decoded again."""
+    model = tiny_model(RNNEncDec, *tokenizers, seed=4, unk_bias=1.5)
+    translator = Translator(model, *tokenizers, beam_size=2)
+    first = evaluation.evaluate_translator(translator, corpus, no_unk="off").translations
+    clean = [i for i, t in enumerate(first) if UNK_TOKEN not in t]
+    with_unk = [i for i, t in enumerate(first) if UNK_TOKEN in t]
+    assert len(clean) >= 2 and with_unk
+    ordered = corpus.select(clean[:2] + with_unk + clean[2:])
+    whole = evaluation.evaluate_translator(translator, ordered, no_unk="decode")
+    assert {0, 1} & set(whole.report.no_unk.indices)  # the first chunk has No-UNK sentences
+    streamed = evaluation.evaluate_translator(translator, ordered, chunk_size=2,
+                                              on_chunk=lambda *args: None)
+    assert streamed.report.settings["no_unk"] == "decode"
+    assert _without_timings(streamed.report) == {**_without_timings(whole.report),
+                                                 "no_unk": streamed.report.to_dict()["no_unk"]}
+    assert streamed.report.no_unk == dataclasses.replace(whole.report.no_unk, indices=())
+    assert (streamed.report.timings["no_unk_sentences_decoded"]
+            == whole.report.timings["no_unk_sentences_decoded"] == whole.report.no_unk.num_sentences)

@@ -266,3 +266,106 @@ def test_unknown_word_test_asks_the_tokenizer():
     assert not evaluation.unknown_word_test(tokenizer, [])("dog")
     with pytest.raises(TypeError, match="single string"):
         evaluation.unknown_word_test(tokenizer, "the cat")
+
+
+# ----------------------------------------------------------------------------------------------
+# Streamed scores: sacrebleu's corpus statistics summed over chunks
+# ----------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def real_text():
+    """700 test verses (Spanish references) and imperfect 'translations' of them: every third
+    word dropped, and every fifth verse replaced by its neighbour's reference."""
+    from bahdanau_tf.data import load_corpus
+
+    test = load_corpus("bible-en-es", split="test").select(slice(0, 700))
+    hypotheses = []
+    for i, reference in enumerate(test.targets):
+        words = test.targets[i + 1 if i % 5 == 4 and i + 1 < len(test) else i].split()
+        hypotheses.append(" ".join(w for j, w in enumerate(words) if j % 3 != 2))
+    return hypotheses, test.targets, test.sources
+
+
+def _chunked(size, *lists):
+    for start in range(0, len(lists[0]), size):
+        yield [values[start:start + size] for values in lists]
+
+
+@pytest.mark.parametrize("size", [9, 64, 333])
+def test_streamed_bleu_and_chrf_equal_sacrebleu_on_the_whole_lists(real_text, size):
+    import sacrebleu
+
+    hypotheses, references, _ = real_text
+    assert len(hypotheses) % size  # the last chunk is shorter
+    bleu, chrf = metrics.CorpusStatistics.bleu(), metrics.CorpusStatistics.chrf()
+    for hyps, refs in _chunked(size, hypotheses, references):
+        bleu.add(hyps, refs)
+        chrf.add(hyps, refs)
+    expected = sacrebleu.corpus_bleu(hypotheses, [references], lowercase=True, tokenize="13a")
+    result = bleu.result()
+    assert 5.0 < expected.score < 95.0  # neither trivial nor empty
+    assert (result.score, result.precisions, result.brevity_penalty, result.length_ratio) == (
+        expected.score, tuple(expected.precisions), expected.bp, expected.ratio)
+    assert (result.hypothesis_length, result.reference_length, result.num_sentences) == (
+        expected.sys_len, expected.ref_len, len(hypotheses))
+    expected_chrf = sacrebleu.metrics.CHRF(lowercase=True).corpus_score(hypotheses, [references])
+    assert chrf.result().score == expected_chrf.score
+    assert bleu.result() == evaluation.corpus_bleu(hypotheses, references)
+    assert chrf.result() == evaluation.corpus_chrf(hypotheses, references)
+
+
+def test_private_sacrebleu_statistics_give_corpus_score(real_text):
+    """The one wrapper of sacrebleu's private API: its sums score as corpus_score does."""
+    import sacrebleu
+
+    hypotheses, references, _ = real_text
+    for metric in (sacrebleu.metrics.BLEU(lowercase=True), sacrebleu.metrics.CHRF(word_order=2)):
+        halves = [metrics.corpus_statistics(metric, hypotheses[a:b], references[a:b])
+                  for a, b in ((0, 301), (301, None))]
+        summed = [x + y for x, y in zip(*halves)]
+        assert all(isinstance(x, int) for x in summed)
+        streamed = metrics.score_from_statistics(metric, summed)
+        assert streamed.score == metric.corpus_score(hypotheses, [references]).score
+    assert metrics.corpus_statistics(sacrebleu.metrics.BLEU(), [], []) is None
+    assert metrics.CorpusStatistics.bleu().result() is None
+
+
+def test_streamed_report_equals_the_scores_of_the_whole_lists(real_text):
+    """No-UNK subset, BLEU by length and AER counts summed over chunks of 97 (not dividing 700)
+    equal sacrebleu and alignment_scores on the whole lists."""
+    import sacrebleu
+
+    hypotheses, references, sources = real_text
+    words = metrics.default_split
+    known = {w for s in sources[:400] for w in words(s)} | {w for r in references[:400]
+                                                           for w in words(r)}
+    is_unknown = lambda word: word not in known  # noqa: E731
+    predicted = evaluation.diagonal_links(sources, references)
+    sure = evaluation.diagonal_links(sources, hypotheses)
+    statistics = evaluation.EvaluationStatistics()
+    for hyps, refs, srcs, links, gold in _chunked(97, hypotheses, references, sources,
+                                                  predicted, sure):
+        statistics.add(hyps, refs, srcs, no_unk_hypotheses=hyps, is_unknown_word=is_unknown,
+                       predicted_alignments=links, sure_alignments=gold)
+    report = statistics.report(model="streamed")
+
+    def bleu(indices):
+        return sacrebleu.corpus_bleu([hypotheses[i] for i in indices],
+                                     [[references[i] for i in indices]], lowercase=True).score
+
+    kept = evaluation.no_unk_subset(
+        sources, references, metrics.sentence_pair_test(is_unknown, metrics.default_split))
+    assert 0 < len(kept) < len(hypotheses)
+    assert (report.no_unk.num_sentences, report.no_unk.num_total) == (len(kept), 700)
+    assert report.no_unk.bleu.score == bleu(kept)
+    assert report.no_unk.indices == ()  # not kept by default: they grow with the corpus
+    groups = evaluation.length_buckets(sources)
+    assert [b.count for b in report.bleu_by_length] == [len(g) for g in groups]
+    assert [b.bleu for b in report.bleu_by_length] == [bleu(g) if g else None for g in groups]
+    assert report.alignment == evaluation.alignment_scores(predicted, sure)
+    whole = evaluation.evaluation_report(hypotheses, references, sources,
+                                         no_unk_hypotheses=hypotheses, is_unknown_word=is_unknown,
+                                         predicted_alignments=predicted, sure_alignments=sure)
+    assert whole.no_unk.indices == tuple(kept)
+    assert report.to_dict() == {**whole.to_dict(), "model": "streamed"}

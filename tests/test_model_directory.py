@@ -1,13 +1,14 @@
 """Tests for bahdanau_tf.model_directory: a damaged or mismatched directory is named, not used."""
 
 import os
+import shutil
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from bahdanau_tf import model_directory
-from helpers import random_model, save_model_dir, toy_tokenizers
+from helpers import random_model, save_model_dir, toy_tokenizers, training_run
 
 
 @pytest.fixture()
@@ -88,3 +89,105 @@ def test_save_to_preset_replaces_only_its_own_directory(tmp_path):
         first.save_to_preset(directory)
     assert sorted(os.listdir(directory)) == ["checkpoints", "model.json", "report.json",
                                              "source_vocabulary", "target_vocabulary"]
+
+
+# === Checkpoint averaging ===
+
+def _model_values(prefix):
+    """``{path below model/: value}``, read with tf.train.load_checkpoint and the object graph
+    (a trainer's checkpoint files some model variables under optimizer/)."""
+    from tensorflow.core.protobuf import trackable_object_graph_pb2
+
+    reader = tf.train.load_checkpoint(prefix)
+    graph = trackable_object_graph_pb2.TrackableObjectGraph()
+    graph.ParseFromString(reader.get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"))
+    model = [child.node_id for child in graph.nodes[0].children if child.local_name == "model"][0]
+    values, frontier, seen = {}, [(model, "")], set()
+    while frontier:  # breadth first: each variable under its shortest path
+        next_frontier = []
+        for node_id, path in frontier:
+            if node_id in seen:
+                continue
+            seen.add(node_id)
+            for attribute in graph.nodes[node_id].attributes:
+                if attribute.name == "VARIABLE_VALUE":
+                    values[path] = reader.get_tensor(attribute.checkpoint_key)
+            next_frontier += [(c.node_id, f"{path}/{c.local_name}") for c in graph.nodes[node_id].children]
+        frontier = next_frontier
+    return values
+
+
+def test_averaged_weights_are_the_numpy_mean_of_the_last_checkpoints(tmp_path):
+    directory = training_run(tmp_path / "run")
+    path = model_directory.average_checkpoints(directory, last=3)
+    assert path == os.path.join(directory, "averaged", "ckpt-400")
+    chosen = [_model_values(os.path.join(directory, "checkpoints", f"ckpt-{n}")) for n in (200, 300, 400)]
+    averaged = _model_values(path)
+    assert set(averaged) == set(chosen[0]) and len(averaged) > 10
+    for name, value in averaged.items():
+        np.testing.assert_allclose(value, np.mean([values[name] for values in chosen], axis=0),
+                                   rtol=1e-6, atol=1e-7)
+    assert not np.allclose(averaged[name], chosen[-1][name])  # not just the last one
+    # optimizer slots and the step are left out
+    names = [name for name, _ in tf.train.list_variables(path)]
+    assert not [name for name in names if name.startswith(("optimizer", "step"))]
+    assert any(name.startswith("optimizer/") for name, _ in
+               tf.train.list_variables(os.path.join(directory, "checkpoints", "ckpt-400")))
+    # the tag round-trips, and survives a rewrite of model.json (a resumed trainer's)
+    tag = {"last": 3, "checkpoints": ["ckpt-200", "ckpt-300", "ckpt-400"], "steps": [200, 300, 400]}
+    assert model_directory.read_model_config(directory)["averaged"] == tag
+    source, target = toy_tokenizers()
+    model_directory.write_model_config(directory, random_model(seed=10), source, target, {"preset": "tiny"})
+    assert model_directory.read_model_config(directory)["averaged"] == tag
+    # which="averaged" loads it; "best" / "latest" still load ckpt-400
+    loaded = model_directory.load_model_directory(directory, which="averaged")
+    assert loaded.checkpoint == path
+    for variable in loaded.model.variables:
+        key = [k for k in averaged if averaged[k].shape == tuple(variable.shape)]
+        assert any(np.allclose(variable.numpy(), averaged[k]) for k in key)
+    assert model_directory.load_model_directory(directory, which="latest").checkpoint.endswith("checkpoints/ckpt-400")
+
+
+def test_a_standalone_averaged_directory_loads_with_any_which(tmp_path):
+    directory = training_run(tmp_path / "run", steps=(1, 2))
+    path = model_directory.average_checkpoints(directory, last=2, output=str(tmp_path / "avg"))
+    assert not os.path.exists(os.path.join(directory, "averaged"))
+    saved = model_directory.read_model_config(str(tmp_path / "avg"))
+    assert saved["averaged"]["checkpoints"] == ["ckpt-1", "ckpt-2"] and saved["settings"]["preset"] == "tiny"
+    warnings = []
+    for which in ("best", "latest", "averaged"):
+        assert model_directory.latest_checkpoint(str(tmp_path / "avg"), which, warn=warnings.append) == path
+    assert warnings == []
+    expected = _model_values(path)
+    chosen = [_model_values(os.path.join(directory, "checkpoints", f"ckpt-{n}")) for n in (1, 2)]
+    for name, value in expected.items():
+        np.testing.assert_allclose(value, (chosen[0][name] + chosen[1][name]) / 2, rtol=1e-6, atol=1e-7)
+
+
+def test_averaging_refuses_too_many_a_damaged_or_a_foreign_checkpoint(tmp_path):
+    directory = training_run(tmp_path / "run", steps=(1, 2, 3))
+    with pytest.raises(ValueError, match=r"last 4 checkpoints: .* keeps 3 in checkpoints/ \(ckpt-1, ckpt-2, ckpt-3\)"):
+        model_directory.average_checkpoints(directory, last=4)
+    with pytest.raises(FileNotFoundError, match="no averaged/ checkpoint: make one with bahdanau-average"):
+        model_directory.load_model_directory(directory, which="averaged")
+    # a checkpoint of a wider model among them (copied in from another config)
+    other = training_run(tmp_path / "other", steps=(2,), model=random_model(seed=1, hidden_dim=20))
+    for name in os.listdir(os.path.join(other, "checkpoints")):
+        if name.startswith("ckpt-2."):
+            shutil.copy(os.path.join(other, "checkpoints", name), os.path.join(directory, "checkpoints", name))
+    with pytest.raises(ValueError, match=r"ckpt-1' and .*ckpt-2' hold different models"):
+        model_directory.average_checkpoints(directory, last=3)
+    # all of another config than model.json
+    source, target = toy_tokenizers()
+    model_directory.write_model_config(other, random_model(seed=1), source, target)
+    with pytest.raises(ValueError, match=r"ckpt-2' does not hold the model of model.json"):
+        model_directory.average_checkpoints(other, last=1)
+    # a damaged data file: named
+    data = [name for name in os.listdir(os.path.join(other, "checkpoints")) if ".data-" in name]
+    with open(os.path.join(other, "checkpoints", data[0]), "r+b") as handle:
+        handle.truncate(100)
+    with pytest.raises(ValueError, match=r"ckpt-2' is damaged: ckpt-2.data-00000-of-00001 is missing or damaged"):
+        model_directory.average_checkpoints(other, last=1)
+    assert not os.path.exists(os.path.join(directory, "averaged"))
+    with pytest.raises(ValueError, match="`last` must be a positive int"):
+        model_directory.average_checkpoints(directory, last=0)

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bahdanau_tf import data, model_directory, text, training
+from bahdanau_tf import data, losses, model_directory, text, training
 
 
 @pytest.fixture(scope="module")
@@ -305,6 +305,32 @@ def test_a_short_run_gives_each_train_scalar_a_curve_without_compiling_updates(
     assert progress[-1].endswith("12 / 12 steps  ETA 0.0 min"), progress
 
 
+@pytest.mark.slow
+def test_sampled_softmax_under_xla_and_bfloat16_trains_the_full_softmax(corpora, tokenizers, tmp_path):
+    train, dev = corpora
+    # one batch shape (lengths padded to 16): one XLA compilation of the step
+    trainer = make_trainer(tmp_path, tokenizers, sampled_softmax=40, max_steps=20, eval_every=20,
+                           jit_compile=True, precision="mixed_bfloat16", max_length=16,
+                           pad_to_multiple=16, dev_sentences=32)
+    kernel, bias = trainer.model.output_projection()
+    assert kernel is trainer.model.readout.output_kernel and bias is trainer.model.readout.output_bias
+    trainer.restore()
+    before = trainer.evaluate(trainer.dev_dataset(dev))  # the full softmax
+    report = trainer.fit(train, dev)
+    assert report["updates"] == 20
+    # the dev NLL is the full softmax's: the sampled loss trained its W_o and bias
+    assert report["dev_nll"] < before - 0.5, (before, report)
+    saved = model_directory.read_model_config(str(tmp_path))
+    assert saved["settings"]["training"]["sampled_softmax"] == 40
+    loaded = model_directory.load_model_directory(str(tmp_path), which="latest", dtype="float32")
+    batch = next(iter(trainer.dev_dataset(dev)))
+    (source, target_in), target_out = batch
+    nll = float(losses.masked_nll(target_out, loaded.model((source, target_in))))
+    assert nll < before - 0.5, (nll, before)
+    with pytest.raises(ValueError, match="sampled_softmax=400 must be below the target vocabulary size"):
+        make_trainer(tmp_path / "other", tokenizers, sampled_softmax=400)
+
+
 _PRECISION_RUN = dict(optimizer="sgd", learning_rate=1.0, clipnorm=None, max_steps=20, log_every=20, max_length=12)
 
 
@@ -439,6 +465,23 @@ for m, s in zip(mirrored.model.trainable_variables, single.model.trainable_varia
 print(json.dumps({"replicas": worst_replicas, "single": worst_single}))
 '''
 
+_MIRRORED_SAMPLED = _COMMON + r'''
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+''' + _SETUP + r'''
+# each replica draws its own sampled classes; the all-reduced update is the same on both
+strategy = training.make_strategy("mirrored", ["/cpu:0", "/cpu:1"])
+mirrored = fit(sys.argv[1], strategy, sampled_softmax=30)
+assert mirrored.strategy.num_replicas_in_sync == 2
+worst_replicas = 0.0
+for variable in mirrored.model.trainable_variables:
+    values = [np.array(c) for c in variable.value.values]
+    assert len(values) == 2
+    worst_replicas = max(worst_replicas, float(np.max(np.abs(values[0] - values[1]))))
+copies = [np.array(c) for c in mirrored.model.readout.output_kernel.value.values]
+print(json.dumps({"replicas": worst_replicas, "finite": bool(np.all(np.isfinite(copies[0])))}))
+'''
+
 _WORKER = _COMMON + r'''
 strategy = tf.distribute.MultiWorkerMirroredStrategy()  # before any other TensorFlow op
 ''' + _SETUP + r'''
@@ -464,6 +507,15 @@ def test_mirrored_strategy_over_two_logical_cpus_matches_one_device(tmp_path):
     differences = json.loads(result.stdout.strip().splitlines()[-1])
     assert differences["replicas"] == 0.0
     assert differences["single"] < 1e-5
+
+
+@pytest.mark.slow
+@pytest.mark.subprocess
+def test_sampled_softmax_under_a_mirrored_strategy_keeps_replicas_identical(tmp_path):
+    result = _run_script(_MIRRORED_SAMPLED, tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    outcome = json.loads(result.stdout.strip().splitlines()[-1])
+    assert outcome == {"replicas": 0.0, "finite": True}
 
 
 def _free_ports(count):

@@ -111,10 +111,16 @@ def define_tokenizer_flags():
 def define_model_dir_flags(help_text="Training output directory (or preset directory, or .keras "
                                       "file); repeat for an ensemble."):
     """Which trained model(s): ``--model_dir`` (repeatable) and ``--checkpoint``."""
-    _define_once(flags.DEFINE_multi_string, "model_dir", None, help_text)
-    _define_once(flags.DEFINE_enum, "checkpoint", "best", ["best", "latest"],
+    define_model_dir_flag(help_text)
+    _define_once(flags.DEFINE_enum, "checkpoint", "best", ["best", "latest", "averaged"],
                  "Which checkpoint to load: the best dev NLL (falls back to the latest, with a "
-                 "warning, when there is none) or the latest.")
+                 "warning, when there is none), the latest, or the average of the last "
+                 "checkpoints that bahdanau-average made.")
+
+
+def define_model_dir_flag(help_text):
+    """``--model_dir`` alone (repeatable; one definition whichever command defines it first)."""
+    _define_once(flags.DEFINE_multi_string, "model_dir", None, help_text)
 
 
 def define_search_flags():

@@ -24,7 +24,16 @@ The scoring is `bahdanau_tf.evaluation.evaluate_translator`; this command reads 
 writes its results to ``--output_dir``: ``report.json`` (one `EvaluationReport` per model, with
 the decoded-output AER and timings, and the names of its heatmaps), ``translations_<model>.txt``
 and the PNGs. They are written under temporary names beside their targets and renamed together
-at the end: after a failure (a full disk: exit code 5) no file of this run is there.
+at the end: after a failure (a full disk: exit code 5; a bad line of the input: exit code 2) no
+file of this run is there.
+
+The test set streams: ``--read_lines`` pairs (10,000) are read, translated, scored and written
+at a time, and the scores are kept as sufficient statistics (sacrebleu's corpus statistics for
+BLEU and chrF, the same per length bucket and for the No-UNK subset, alignment counts), never
+as lists of every sentence: memory is bounded whatever the test set's length, and the scores
+are those of the whole test set at once. Only ``--attention_plots`` heatmaps are kept (the
+first sentences that fit). With beam search and ``--no_unk=auto``, a translation with [UNK]
+makes the command read the pairs before it a second time, to decode their No-UNK subset.
 
 Example:
 
@@ -54,6 +63,11 @@ flags.DEFINE_string("output_dir", "evaluation", "Where to write report.json and 
 flags.DEFINE_enum("split", "test", ["train", "dev", "test"], "Split of the embedded corpus.")
 flags.DEFINE_integer("max_sentences", None, "Evaluate only the first N sentences.", lower_bound=1)
 flags.DEFINE_integer("batch_size", 64, "Sentences per graph call.", lower_bound=1)
+flags.DEFINE_bool("jit_compile", None, "Compile the search with XLA over bucketed shapes (default: "
+                  "yes, bahdanau_tf.devices.decoding_jit).")
+flags.DEFINE_integer("read_lines", 10000, "Sentence pairs read, translated, scored and written at "
+                     "a time: memory is bounded by this, whatever the test set's length.",
+                     lower_bound=1)
 flags.DEFINE_enum("no_unk", "auto", ["auto", "reuse", "decode", "off"],
                   "No-UNK BLEU: 'decode' decodes the no-UNK subset again with [UNK] forbidden; "
                   "'reuse' only its translations with [UNK] (exact for beam 1); 'auto' is "
@@ -81,24 +95,20 @@ def _file_label(name):
 
 
 def load_test_set(direction):
-    """The test `ParallelCorpus` from the flags (gold alignments: embedded corpora only)."""
-    corpus = common.corpus_from_flags(FLAGS.split, direction)
+    """The test set from the flags: the embedded corpus's split as a `ParallelCorpus` (with
+    its gold alignments), the user's files as a `bahdanau_tf.corpora.CorpusFiles` stream."""
+    corpus = common.corpus_from_flags(FLAGS.split, direction, stream=True)
     if FLAGS.max_sentences is not None:
         corpus = corpus.select(slice(0, FLAGS.max_sentences))
-    if not len(corpus):
-        raise common.UserError("No sentence to evaluate.")
     return corpus
 
 
-def write_outputs(name, result, outputs):
-    """Writes one model's translations and heatmaps (through `files.OutputFiles` ``outputs``);
-    returns the heatmaps' file names."""
+def write_heatmaps(name, figures, outputs):
+    """Writes one model's heatmaps (through `files.OutputFiles` ``outputs``); returns their
+    file names."""
     label = _file_label(name)
-    with open(outputs.path(os.path.join(FLAGS.output_dir, f"translations_{label}.txt")), "w",
-              encoding="utf-8") as handle:
-        handle.writelines(h.replace("\n", " ") + "\n" for h in result.translations)
     plots = []
-    for i, figure in result.attention_figures.items():
+    for i, figure in figures.items():
         plots.append(f"attention_{label}_{i}.png")
         figure.savefig(outputs.path(os.path.join(FLAGS.output_dir, plots[-1])), format="png",
                        dpi=figure.dpi)
@@ -133,6 +143,8 @@ def _evaluate(outputs):
     saved_settings = read_model_config(FLAGS.model_dir[0]).get("settings", {})
     direction = FLAGS.direction or saved_settings.get("direction") or "en-es"
     corpus = load_test_set(direction)
+    if next(corpus.chunks(1), None) is None:  # reads one pair (a stream is read again later)
+        raise common.UserError("No sentence to evaluate.")
     test_set = f"{corpus.name} ({direction})"
 
     reports, models = [], []
@@ -140,32 +152,46 @@ def _evaluate(outputs):
         translator = Translator.from_directory(
             group if len(group) > 1 else group[0], which=FLAGS.checkpoint,
             beam_size=FLAGS.beam_size, length_penalty=FLAGS.length_penalty,
-            max_source_length=FLAGS.max_source_length)
-        result = evaluation.evaluate_translator(
-            translator, corpus, name=name, no_unk=FLAGS.no_unk, batch_size=FLAGS.batch_size,
-            attention_plots=FLAGS.attention_plots,
-            attention_plot_max_words=FLAGS.attention_plot_max_words,
-            settings={"model_dirs": group, "test_set": test_set, "checkpoint": FLAGS.checkpoint})
+            max_source_length=FLAGS.max_source_length, jit_compile=FLAGS.jit_compile)
+        path = os.path.join(FLAGS.output_dir, f"translations_{_file_label(name)}.txt")
+        with open(outputs.path(path), "w", encoding="utf-8") as handle:
+
+            def write(first, chunk, translations, *unused):  # as each chunk is scored
+                handle.writelines(h.replace("\n", " ") + "\n" for h in translations)
+
+            result = evaluation.evaluate_translator(
+                translator, corpus, name=name, no_unk=FLAGS.no_unk, batch_size=FLAGS.batch_size,
+                attention_plots=FLAGS.attention_plots,
+                attention_plot_max_words=FLAGS.attention_plot_max_words,
+                settings={"model_dirs": group, "test_set": test_set,
+                          "checkpoint": FLAGS.checkpoint},
+                chunk_size=FLAGS.read_lines, on_chunk=write)
         report = result.report
         reports.append(report)
-        models.append({**report.to_dict(), "attention_plots": write_outputs(name, result, outputs)})
-        print(f"{name}: {report.bleu}")
-        if report.no_unk is not None and report.no_unk.bleu is not None:
-            print(f"{name}: No-UNK ({report.no_unk.num_sentences} sentences) "
-                  f"BLEU = {report.no_unk.bleu.score:.2f}")
-        if report.alignment is not None:
-            print(f"{name}: AER (teacher-forced attention on the references) = "
-                  f"{report.alignment.aer:.3f}")
+        models.append({**report.to_dict(),
+                       "attention_plots": write_heatmaps(name, result.attention_figures, outputs)})
+        _print_scores(name, report)
 
     evaluation.plot_bleu_by_length({r.model: r.bleu_by_length for r in reports},
                                    outputs.path(os.path.join(FLAGS.output_dir, "bleu_by_length.png")),
                                    title=f"BLEU by source length, {test_set}")
     path = os.path.join(FLAGS.output_dir, "report.json")
     with open(outputs.path(path), "w", encoding="utf-8") as handle:
-        json.dump({"test_set": test_set, "num_sentences": len(corpus), "models": models},
+        json.dump({"test_set": test_set, "num_sentences": reports[0].num_sentences,
+                   "models": models},
                   handle, indent=2, ensure_ascii=False, allow_nan=False)
         handle.write("\n")
     print(f"Wrote {path}")
+
+
+def _print_scores(name, report):
+    print(f"{name}: {report.bleu}")
+    if report.no_unk is not None and report.no_unk.bleu is not None:
+        print(f"{name}: No-UNK ({report.no_unk.num_sentences} sentences) "
+              f"BLEU = {report.no_unk.bleu.score:.2f}")
+    if report.alignment is not None:
+        print(f"{name}: AER (teacher-forced attention on the references) = "
+              f"{report.alignment.aer:.3f}")
 
 
 run = common.runner(main, __doc__)

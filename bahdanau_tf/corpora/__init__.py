@@ -8,6 +8,8 @@
 * :class:`CorpusFiles` -- the user's files as a stream, read as needed (training's source:
   memory and start-up do not grow with the corpus); a bad line is a :class:`CorpusError`
   naming the file and the line, also when tf.data meets it (:func:`corpus_error`).
+* :class:`TfdsCorpus` (:func:`tfds_corpus`) -- a ``tensorflow_datasets`` translation set as
+  the same stream (WMT'14 En-Fr without a file of one's own), when tfds is installed.
 
 Every loader returns a :class:`ParallelCorpus`; `bahdanau_tf.data` turns one, a
 :class:`CorpusFiles` stream or any dataset of string pairs into batches.
@@ -29,6 +31,7 @@ from typing import Iterator
 __all__ = [
     "ParallelCorpus",
     "CorpusFiles",
+    "TfdsCorpus",
     "CorpusError",
     "corpus_error",
     "CORPORA",
@@ -40,6 +43,7 @@ __all__ = [
     "load_parallel_files",
     "load_tsv",
     "load_tfds",
+    "tfds_corpus",
     "read_lines",
     "line_chunks",
     "select_corpus",
@@ -150,6 +154,14 @@ class ParallelCorpus:
             sure_alignments=pick(self.sure_alignments),
             ids=pick(self.ids),
         )
+
+    def chunks(self, size: int) -> Iterator[ParallelCorpus]:
+        """Consecutive sub-corpora of ``size`` pairs (the last one shorter), in order: the
+        interface `CorpusFiles.chunks` shares, for consumers that stream either."""
+        if size < 1:
+            raise ValueError(f"`size` must be a positive integer, got {size!r}.")
+        for start in range(0, len(self), size):
+            yield self.select(slice(start, start + size))
 
 
 # === The embedded corpus ===
@@ -473,6 +485,17 @@ class CorpusFiles:
         while batch := list(itertools.islice(pairs, size)):
             yield [s.encode("utf-8") for s, _ in batch], [t.encode("utf-8") for _, t in batch]
 
+    def chunks(self, size: int) -> Iterator[ParallelCorpus]:
+        """The pairs as consecutive `ParallelCorpus` of ``size`` pairs (the last one shorter),
+        read as they are consumed: memory bounded by one chunk. A bad line raises
+        `CorpusError` when its chunk is read; the chunks before it have been handed out."""
+        if size < 1:
+            raise ValueError(f"`size` must be a positive integer, got {size!r}.")
+        pairs = self.pairs()
+        while batch := list(itertools.islice(pairs, size)):
+            yield ParallelCorpus(sources=[s for s, _ in batch], targets=[t for _, t in batch],
+                                 name=self.name, direction=self.direction)
+
     def head(self, count: int | None) -> ParallelCorpus:
         """The first ``count`` pairs (None: all of them) in memory."""
         pairs = list(itertools.islice(self.pairs(), count))
@@ -599,6 +622,100 @@ def select_corpus(
     return load_corpus(corpus, split=split, direction=direction)
 
 
+@dataclasses.dataclass(frozen=True)
+class TfdsCorpus(CorpusFiles):
+    """A ``tensorflow_datasets`` translation set as a stream, e.g. ``"wmt14_translate/fr-en"``.
+
+    The same stream as `CorpusFiles` (the training source of the user's files), so it feeds the
+    same pipeline stages: `bahdanau_tf.data.make_dataset` reads it through `pair_batches`
+    (re-read every epoch), vocabularies learn from `pairs` / `head`, evaluation reads `chunks`.
+    Only `pairs` and `estimated_length` differ: the pairs come from ``tfds.load`` (read as
+    they are consumed, never held), and the size from the dataset's metadata (exact, without a
+    pass). ``tensorflow_datasets`` is imported only here, when the stream is made; nothing is
+    downloaded unless ``download=True``: the prepared data must already be in ``data_dir``
+    (tfds' default otherwise). Make one with `tfds_corpus`.
+
+    Attributes:
+        dataset: str, the tfds name with its config. split: str, a tfds split (``"train"``,
+        ``"validation"``, ``"test[:1000]"``, ...). source_language, target_language: str,
+        feature keys. data_dir: str or None. download: bool. The `CorpusFiles` attributes
+        ``limit`` (`select`), ``name`` and ``direction``; ``paths`` is empty.
+    """
+
+    dataset: str = ""
+    split: str = "train"
+    source_language: str = ""
+    target_language: str = ""
+    data_dir: str | None = None
+    download: bool = False
+
+    def pairs(self) -> Iterator[tuple[str, str]]:
+        """The (source, target) str pairs, read from the prepared dataset as they are consumed.
+
+        Raises:
+            CorpusError: a sentence that is not valid UTF-8 (its example's index is named).
+        """
+        tfds = _import_tfds()
+        dataset = tfds.load(self.dataset, split=self.split, data_dir=self.data_dir,
+                            download=self.download)
+        if self.limit is not None:
+            dataset = dataset.take(self.limit)
+        for index, example in enumerate(tfds.as_numpy(dataset)):
+            try:
+                yield tuple(example[key].decode("utf-8")
+                            for key in (self.source_language, self.target_language))
+            except UnicodeDecodeError as error:
+                raise CorpusError(
+                    f"{self.name} example {index} is not valid UTF-8 ({error.reason} at byte "
+                    f"{error.start}).") from None
+
+    def estimated_length(self, sample: int = 10000) -> tuple[int, bool]:
+        """``(pairs, True)``: the split's size from the dataset's metadata, without a pass."""
+        del sample
+        total = _import_tfds().builder(self.dataset, data_dir=self.data_dir).info.splits[
+            self.split].num_examples
+        return (total if self.limit is None else min(total, self.limit)), True
+
+
+def _import_tfds():
+    try:
+        import tensorflow_datasets as tfds
+    except ImportError as error:
+        raise ImportError(
+            "load_tfds needs the optional package tensorflow_datasets: "
+            "pip install tensorflow-datasets"
+        ) from error
+    return tfds
+
+
+def tfds_corpus(
+    name: str,
+    split: str = "train",
+    source_language: str | None = None,
+    target_language: str | None = None,
+    data_dir: str | None = None,
+    download: bool = False,
+) -> TfdsCorpus:
+    """A ``tensorflow_datasets`` translation set as a `TfdsCorpus` stream (`load_tfds`'s
+    arguments); the languages are checked now, from the dataset's metadata (nothing is read)."""
+    tfds = _import_tfds()
+    info = tfds.builder(name, data_dir=data_dir).info
+    if source_language is None or target_language is None:
+        keys = info.supervised_keys or ()
+        if len(keys) < 2:
+            raise ValueError(f"{name!r} has no supervised keys; pass source/target_language.")
+        source_language = source_language or keys[0]
+        target_language = target_language or keys[1]
+    features = list(info.features.keys())
+    for language in (source_language, target_language):
+        if language not in features:
+            raise ValueError(f"{language!r} is not a feature of {name!r}; features: {features}")
+    return TfdsCorpus(paths=(), name=f"{name}/{split}",
+                      direction=f"{source_language}-{target_language}", dataset=name,
+                      split=split, source_language=source_language,
+                      target_language=target_language, data_dir=data_dir, download=download)
+
+
 def load_tfds(
     name: str,
     split: str = "train",
@@ -610,8 +727,10 @@ def load_tfds(
 ):
     """Loads a ``tensorflow_datasets`` translation set, e.g. ``"wmt14_translate/fr-en"``.
 
-    ``tensorflow_datasets`` is imported only here. Nothing is downloaded unless
-    ``download=True``: the data must already be in ``data_dir`` (tfds' default otherwise).
+    The first ``max_examples`` pairs of `tfds_corpus` collected in memory; for a whole
+    training set, pass `tfds_corpus` itself (a stream) to training. ``tensorflow_datasets``
+    is imported only here. Nothing is downloaded unless ``download=True``: the data must
+    already be in ``data_dir`` (tfds' default otherwise).
 
     Args:
         name: str, the tfds name (with config).
@@ -629,36 +748,7 @@ def load_tfds(
     Raises:
         ImportError: tensorflow_datasets is not installed.
         ValueError: a language key is not a feature of the dataset.
+        CorpusError (a ValueError): a sentence that is not valid UTF-8.
     """
-    try:
-        import tensorflow_datasets as tfds
-    except ImportError as error:
-        raise ImportError(
-            "load_tfds needs the optional package tensorflow_datasets: "
-            "pip install tensorflow-datasets"
-        ) from error
-    dataset, info = tfds.load(
-        name, split=split, data_dir=data_dir, download=download, with_info=True
-    )
-    if source_language is None or target_language is None:
-        keys = info.supervised_keys or ()
-        if len(keys) < 2:
-            raise ValueError(f"{name!r} has no supervised keys; pass source/target_language.")
-        source_language = source_language or keys[0]
-        target_language = target_language or keys[1]
-    features = list(info.features.keys())
-    for language in (source_language, target_language):
-        if language not in features:
-            raise ValueError(f"{language!r} is not a feature of {name!r}; features: {features}")
-    if max_examples is not None:
-        dataset = dataset.take(max_examples)
-    sources, targets = [], []
-    for example in tfds.as_numpy(dataset):
-        sources.append(example[source_language].decode("utf-8", errors="replace"))
-        targets.append(example[target_language].decode("utf-8", errors="replace"))
-    return ParallelCorpus(
-        sources=sources,
-        targets=targets,
-        name=f"{name}/{split}",
-        direction=f"{source_language}-{target_language}",
-    )
+    return tfds_corpus(name, split, source_language, target_language, data_dir,
+                       download).head(max_examples)

@@ -9,9 +9,11 @@ call :func:`evaluate_translator` and write what it returns. Its modules, each on
   (S) and possible (P) sets apart, and the alignment error rate (Och & Ney 2003);
 - :mod:`~bahdanau_tf.evaluation.plots`: figures 2 and 3 with matplotlib;
 - :mod:`~bahdanau_tf.evaluation.report`: :class:`EvaluationReport`, all of it as one JSON
-  document;
+  document, and :class:`EvaluationStatistics`, the sufficient statistics it is computed from,
+  accumulated chunk by chunk (sacrebleu's corpus statistics, alignment counts);
 - :mod:`~bahdanau_tf.evaluation.corpus`: :func:`evaluate_translator`, which decodes a corpus
-  with a `Translator` and puts the above together.
+  (or a stream of the user's files) chunk by chunk with a `Translator` and puts the above
+  together, in memory bounded by a chunk.
 
 Every public name is importable from ``bahdanau_tf.evaluation``.
 
@@ -27,8 +29,10 @@ Example:
 """
 
 from bahdanau_tf.evaluation.alignment import (
+    AlignmentCounts,
     AlignmentScores,
     Link,
+    alignment_counts,
     alignment_error_rate,
     alignment_scores,
     attention_links,
@@ -36,9 +40,11 @@ from bahdanau_tf.evaluation.alignment import (
     decoded_links,
     diagonal_links,
     gold_links,
+    scores_from_counts,
     token_word_ids,
 )
 from bahdanau_tf.evaluation.corpus import (
+    CHUNK_SIZE,
     NO_UNK_MODES,
     TranslatorEvaluation,
     evaluate_translator,
@@ -47,32 +53,44 @@ from bahdanau_tf.evaluation.metrics import (
     DEFAULT_LENGTH_BUCKETS,
     BleuResult,
     ChrfResult,
+    CorpusStatistics,
     LengthBucketScore,
     NoUnkBleuResult,
     Split,
     bleu_by_length,
     corpus_bleu,
     corpus_chrf,
+    corpus_statistics,
     length_buckets,
     no_unk_bleu,
     no_unk_subset,
+    score_from_statistics,
     unknown_word_test,
 )
 from bahdanau_tf.evaluation.plots import plot_attention, plot_bleu_by_length
-from bahdanau_tf.evaluation.report import EvaluationReport, evaluation_report
+from bahdanau_tf.evaluation.report import (
+    EvaluationReport,
+    EvaluationStatistics,
+    evaluation_report,
+)
 
 __all__ = [
+    "CHUNK_SIZE",
     "DEFAULT_LENGTH_BUCKETS",
     "NO_UNK_MODES",
+    "AlignmentCounts",
     "AlignmentScores",
     "BleuResult",
     "ChrfResult",
+    "CorpusStatistics",
     "EvaluationReport",
+    "EvaluationStatistics",
     "LengthBucketScore",
     "Link",
     "NoUnkBleuResult",
     "Split",
     "TranslatorEvaluation",
+    "alignment_counts",
     "alignment_error_rate",
     "alignment_scores",
     "attention_links",
@@ -80,6 +98,7 @@ __all__ = [
     "bleu_by_length",
     "corpus_bleu",
     "corpus_chrf",
+    "corpus_statistics",
     "decoded_links",
     "diagonal_links",
     "evaluate_translator",
@@ -90,6 +109,8 @@ __all__ = [
     "no_unk_subset",
     "plot_attention",
     "plot_bleu_by_length",
+    "score_from_statistics",
+    "scores_from_counts",
     "token_word_ids",
     "unknown_word_test",
 ]

@@ -310,6 +310,23 @@ class AlignmentScores:
     num_sentences: int
 
 
+@dataclasses.dataclass(frozen=True)
+class AlignmentCounts:
+    """The integer counts behind :class:`AlignmentScores`, summed over sentences (``+`` adds
+    two): |A|, |S|, |P| (sure links included), |A∩S|, |A∩P| and the sentence count."""
+
+    num_sentences: int = 0
+    predicted: int = 0
+    sure: int = 0
+    possible: int = 0
+    predicted_and_sure: int = 0
+    predicted_and_possible: int = 0
+
+    def __add__(self, other: AlignmentCounts) -> AlignmentCounts:
+        return AlignmentCounts(*(a + b for a, b in zip(dataclasses.astuple(self),
+                                                        dataclasses.astuple(other))))
+
+
 def _is_link(value: Any) -> bool:
     return (
         isinstance(value, (tuple, list))
@@ -371,6 +388,17 @@ def alignment_scores(
         >>> alignment_scores([{(0, 0), (1, 2)}], [{(0, 0), (1, 1)}]).aer
         0.5
     """
+    return scores_from_counts(alignment_counts(predicted, sure, possible))
+
+
+def alignment_counts(
+    predicted: Iterable,
+    sure: Iterable,
+    possible: Iterable | None = None,
+) -> AlignmentCounts:
+    """The counts :func:`alignment_scores` sums over sentences (same arguments and checks),
+    before any division: add the counts of chunks and `scores_from_counts` of the sum is the
+    score of all their sentences."""
     predicted_links = _as_link_corpus("predicted", predicted)
     sure_links = _as_link_corpus("sure", sure)
     possible_links = (
@@ -384,28 +412,33 @@ def alignment_scores(
     if len(set(counts.values())) > 1:
         described = ", ".join(f"{count} {name}" for name, count in counts.items())
         raise ValueError(f"Sentence counts differ: {described}.")
-
-    num_a = num_s = num_p = a_and_s = a_and_p = 0
+    total = AlignmentCounts(num_sentences=len(predicted_links))
     for a, s, p in zip(predicted_links, sure_links, possible_links):
         p = p | s
-        num_a += len(a)
-        num_s += len(s)
-        num_p += len(p)
-        a_and_s += len(a & s)
-        a_and_p += len(a & p)
+        total = total + AlignmentCounts(0, len(a), len(s), len(p), len(a & s), len(a & p))
+    return total
+
+
+def scores_from_counts(counts: AlignmentCounts) -> AlignmentScores:
+    """AER, precision and recall of summed :func:`alignment_counts`.
+
+    Raises:
+        ValueError: no predicted and no sure link at all (AER undefined).
+    """
+    num_a, num_s = counts.predicted, counts.sure
     if num_a + num_s == 0:
         raise ValueError(
             "Alignment error rate undefined: no predicted and no sure links in "
-            f"{len(predicted_links)} sentences."
+            f"{counts.num_sentences} sentences."
         )
     return AlignmentScores(
-        aer=1.0 - (a_and_s + a_and_p) / (num_a + num_s),
-        precision=a_and_p / num_a if num_a else None,
-        recall=a_and_s / num_s if num_s else None,
+        aer=1.0 - (counts.predicted_and_sure + counts.predicted_and_possible) / (num_a + num_s),
+        precision=counts.predicted_and_possible / num_a if num_a else None,
+        recall=counts.predicted_and_sure / num_s if num_s else None,
         num_predicted=num_a,
         num_sure=num_s,
-        num_possible=num_p,
-        num_sentences=len(predicted_links),
+        num_possible=counts.possible,
+        num_sentences=counts.num_sentences,
     )
 
 

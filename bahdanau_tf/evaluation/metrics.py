@@ -161,18 +161,9 @@ def corpus_bleu(
         100.0
     """
     lists = check_parallel(hypotheses=hypotheses, references=references)
-    metric = sacrebleu.metrics.BLEU(lowercase=lowercase, tokenize=tokenize)
-    result = metric.corpus_score(lists["hypotheses"], [lists["references"]])
-    return BleuResult(
-        score=float(result.score),
-        precisions=tuple(float(p) for p in result.precisions),
-        brevity_penalty=float(result.bp),
-        length_ratio=float(result.ratio),
-        hypothesis_length=int(result.sys_len),
-        reference_length=int(result.ref_len),
-        num_sentences=len(lists["hypotheses"]),
-        signature=str(metric.get_signature()),
-    )
+    statistics = CorpusStatistics.bleu(lowercase=lowercase, tokenize=tokenize)
+    statistics.add(lists["hypotheses"], lists["references"])
+    return statistics.result()
 
 
 def corpus_chrf(
@@ -205,13 +196,100 @@ def corpus_chrf(
         100.0
     """
     lists = check_parallel(hypotheses=hypotheses, references=references)
-    metric = sacrebleu.metrics.CHRF(lowercase=lowercase, word_order=word_order)
-    result = metric.corpus_score(lists["hypotheses"], [lists["references"]])
-    return ChrfResult(
-        score=float(result.score),
-        num_sentences=len(lists["hypotheses"]),
-        signature=str(metric.get_signature()),
-    )
+    statistics = CorpusStatistics.chrf(lowercase=lowercase, word_order=word_order)
+    statistics.add(lists["hypotheses"], lists["references"])
+    return statistics.result()
+
+
+def corpus_statistics(metric, hypotheses: Sequence[str], references: Sequence[str]) -> list | None:
+    """sacrebleu's sufficient statistics of a corpus, summed over its sentences.
+
+    The numbers ``metric.corpus_score`` takes its score from: for BLEU the hypothesis and
+    reference lengths and the n-gram matches and totals, for chrF the character (and word)
+    n-gram counts per order; all integers, so sums over chunks equal the sums over the whole
+    corpus. sacrebleu 2.x has no public route to them: this function and
+    `score_from_statistics` are the package's only calls of its private
+    ``_extract_corpus_statistics`` and ``_compute_score_from_stats`` (the two calls
+    ``corpus_score`` makes; tests/test_evaluation_metrics.py checks them against it).
+
+    Returns:
+        list of int, or None for no sentence.
+    """
+    if not hypotheses:  # not passed on: sacrebleu would record "nrefs:var" in its signature
+        return None
+    statistics = metric._extract_corpus_statistics(list(hypotheses), [list(references)])
+    return [sum(column) for column in zip(*statistics)]
+
+
+def score_from_statistics(metric, statistics: list):
+    """The sacrebleu score object (``BLEUScore``, ``CHRFScore``) of summed `corpus_statistics`."""
+    return metric._compute_score_from_stats(list(statistics))
+
+
+class CorpusStatistics:
+    """A corpus BLEU or chrF accumulated chunk by chunk, in memory bounded by one chunk.
+
+    Holds sacrebleu's summed sufficient statistics (`corpus_statistics`), never the sentences:
+    :meth:`result` after any number of :meth:`add` calls is the score of all their sentences
+    as one corpus, the same numbers as :func:`corpus_bleu` / :func:`corpus_chrf` on the whole
+    lists (which are this class with one :meth:`add`).
+
+    Example:
+
+        >>> bleu = CorpusStatistics.bleu()
+        >>> bleu.add(["the cat sat"], ["the cat sat"])
+        >>> bleu.add(["on the mat ."], ["on the mat ."])
+        >>> round(bleu.result().score, 1), bleu.result().num_sentences
+        (100.0, 2)
+    """
+
+    def __init__(self, metric):
+        self.metric = metric
+        self.statistics = None
+        self.num_sentences = 0
+
+    @classmethod
+    def bleu(cls, lowercase: bool = True, tokenize: str = "13a") -> CorpusStatistics:
+        """For :func:`corpus_bleu`'s score (its arguments)."""
+        return cls(sacrebleu.metrics.BLEU(lowercase=lowercase, tokenize=tokenize))
+
+    @classmethod
+    def chrf(cls, lowercase: bool = True, word_order: int = 0) -> CorpusStatistics:
+        """For :func:`corpus_chrf`'s score (its arguments)."""
+        return cls(sacrebleu.metrics.CHRF(lowercase=lowercase, word_order=word_order))
+
+    def add(self, hypotheses: Sequence[str], references: Sequence[str]) -> None:
+        """Adds sentence pairs (lists of str of equal length; empty lists add nothing)."""
+        hypotheses = _as_sentences("hypotheses", hypotheses)
+        references = _as_sentences("references", references)
+        if len(hypotheses) != len(references):
+            raise ValueError(f"Sentence counts differ: {len(hypotheses)} hypotheses, "
+                             f"{len(references)} references.")
+        statistics = corpus_statistics(self.metric, hypotheses, references)
+        if statistics is not None:
+            self.statistics = statistics if self.statistics is None else [
+                a + b for a, b in zip(self.statistics, statistics)]
+            self.num_sentences += len(hypotheses)
+
+    def result(self) -> BleuResult | ChrfResult | None:
+        """A :class:`BleuResult` or :class:`ChrfResult` of everything added; None if nothing."""
+        if not self.num_sentences:
+            return None
+        score = score_from_statistics(self.metric, self.statistics)
+        signature = str(self.metric.get_signature())
+        if isinstance(self.metric, sacrebleu.metrics.BLEU):
+            return BleuResult(
+                score=float(score.score),
+                precisions=tuple(float(p) for p in score.precisions),
+                brevity_penalty=float(score.bp),
+                length_ratio=float(score.ratio),
+                hypothesis_length=int(score.sys_len),
+                reference_length=int(score.ref_len),
+                num_sentences=self.num_sentences,
+                signature=signature,
+            )
+        return ChrfResult(score=float(score.score), num_sentences=self.num_sentences,
+                          signature=signature)
 
 
 # ----------------------------------------------------------------------------------------------

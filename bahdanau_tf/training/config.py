@@ -86,6 +86,13 @@ class TrainingConfig:
         'compilations, costs padding. None (default): 8 with ``jit_compile``, else 1 (a '
         '``tf.function`` without XLA runs every shape with one trace). `padding_multiple` is '
         'the value in effect.')
+    sampled_softmax: int | None = _field(None,
+        'Train with a sampled softmax of this many negative classes per batch (Jean et al. '
+        '2015: `bahdanau_tf.losses.sampled_token_nll`, log-uniform proposal over the '
+        'frequency-sorted target vocabulary) instead of the full softmax, whose cost grows with '
+        'the target vocabulary; the same output weights, so the dev NLL, translation and export '
+        'use the full softmax unchanged. The train NLL shown is then the sampled loss. None '
+        '(default): the full softmax. Must be below the target vocabulary size.')
     seed: int = _field(1234,
         'Data order and initialisation.')
     summaries: bool = _field(True,
@@ -127,6 +134,10 @@ class TrainingConfig:
             raise ValueError(f"`max_steps` must be >= 0 or None, got {self.max_steps!r}.")
         if self.max_minutes is not None and not self.max_minutes > 0:
             raise ValueError(f"`max_minutes` must be positive or None, got {self.max_minutes!r}.")
+        if self.sampled_softmax is not None and (
+                isinstance(self.sampled_softmax, bool) or not isinstance(self.sampled_softmax, int)
+                or self.sampled_softmax < 1):
+            raise ValueError(f"`sampled_softmax` must be a positive int or None, got {self.sampled_softmax!r}.")
         for name, low in (("dev_bleu_every", 0), ("dev_bleu_sentences", 1)):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < low:

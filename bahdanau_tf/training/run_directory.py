@@ -55,7 +55,7 @@ class DirectoryLock:
     blocks a later run. Where fcntl does not exist (Windows) the directory is not locked.
     """
 
-    NAME = ".lock"
+    NAME = model_directory.LOCK  # also taken by `model_directory.average_checkpoints`
 
     def __init__(self, directory):
         self.path = os.path.join(directory, self.NAME)

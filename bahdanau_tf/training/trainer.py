@@ -128,6 +128,10 @@ class Trainer:
     # === Construction ===
     def _build(self):
         config = self.config
+        vocabulary = self.target_tokenizer.vocabulary_size
+        if config.sampled_softmax is not None and config.sampled_softmax >= vocabulary:
+            raise ValueError(f"--sampled_softmax={config.sampled_softmax} must be below the target "
+                             f"vocabulary size ({vocabulary:,}): the full softmax is cheaper then.")
         keras.utils.set_random_seed(config.seed)  # the same initialisation on every worker and rerun
         with self.strategy.scope():
             self.model = models_lib.model_from_preset(
@@ -262,11 +266,17 @@ class Trainer:
         logits = self.model((source, target_in), training=False)
         return tf.reduce_sum(losses.token_nll(target_out, logits))
 
-    def _loss_and_gradients(self, source, target_in, target_out, global_tokens):
+    def _loss_and_gradients(self, source, target_in, target_out, global_tokens, sampled_values=None):
         variables = self.model.trainable_variables
         with tf.GradientTape() as tape:
-            logits = self.model((source, target_in), training=True)
-            nll_sum = tf.reduce_sum(losses.token_nll(target_out, logits))
+            if sampled_values is None:
+                logits = self.model((source, target_in), training=True)
+                nll_sum = tf.reduce_sum(losses.token_nll(target_out, logits))
+            else:  # the sampled softmax: the same W_o and bias, K + 1 of their columns
+                features = self.model.output_features((source, target_in), training=True)
+                kernel, bias = self.model.output_projection()
+                nll_sum = tf.reduce_sum(losses.sampled_token_nll(
+                    target_out, features, kernel, bias, sampled_values))
             loss = nll_sum / global_tokens  # this replica's share of the global mean
             if isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer):
                 loss = self.optimizer.scale_loss(loss)
@@ -277,7 +287,11 @@ class Trainer:
         context = tf.distribute.get_replica_context()
         local_tokens = tf.reduce_sum(tf.cast(tf.not_equal(target_out, PAD_ID), "float32"))
         global_tokens = tf.maximum(context.all_reduce("sum", local_tokens), 1.0)
-        nll_sum, gradients = self._gradients(source, target_in, target_out, global_tokens)
+        sampled_values = None
+        if self.config.sampled_softmax:  # drawn here: the sampler has no XLA kernel
+            sampled_values = losses.sample_candidates(target_out, self.config.sampled_softmax,
+                                                      self.target_tokenizer.vocabulary_size)
+        nll_sum, gradients = self._gradients(source, target_in, target_out, global_tokens, sampled_values)
         # embedding gradients come as IndexedSlices; dense ones all-reduce and scale uniformly
         gradients = [tf.convert_to_tensor(g) for g in gradients]
         gradients = context.all_reduce("sum", gradients)  # gradient of the global mean NLL

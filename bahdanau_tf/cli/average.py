@@ -1,0 +1,62 @@
+"""bahdanau-average: average the model weights of a run's last checkpoints.
+
+Each model variable becomes its mean over the ``--last`` N checkpoints of ``--model_dir``'s
+``checkpoints/`` (the highest steps; `bahdanau_tf.model_directory.average_checkpoints`); the
+optimizer's slots and the step are left out. The average is written as ``MODEL_DIR/averaged/``
+(beside ``best/``, replacing an earlier average), which translate, evaluate and export load
+with ``--checkpoint=averaged``; or, with ``--output=DIR``, as a new model directory whose only
+checkpoint is the average (loaded by every ``--checkpoint``). ``model.json`` records which
+checkpoints were averaged. The path of the averaged checkpoint is printed (stdout).
+
+A training run keeps ``--keep_checkpoints`` checkpoints (3 by default), one every
+``--checkpoint_every`` updates: train with ``--keep_checkpoints=5`` or more to average 5.
+
+Exit codes: 0 written; 2 a usage error or bad input (one line on stderr): N larger than the
+checkpoints kept, a damaged checkpoint, checkpoints of another model than ``model.json``, a
+run directory a trainer is writing into, a non-empty ``--output``; 5 an I/O failure.
+
+Example:
+
+    bahdanau-average --model_dir=runs/rnnsearch-small --last=5
+    bahdanau-translate --model_dir=runs/rnnsearch-small --checkpoint=averaged < test.en
+"""
+
+import sys
+
+from absl import flags  # noqa: E402
+
+from bahdanau_tf.cli import common  # noqa: E402
+
+FLAGS = flags.FLAGS
+
+common.define_model_dir_flag("The bahdanau-train output directory whose checkpoints to average.")
+flags.DEFINE_integer("last", None, "How many of the latest checkpoints to average.", lower_bound=1)
+flags.DEFINE_string("output", None, "Write a new model directory holding the average here "
+                    "instead of MODEL_DIR/averaged/.")
+
+PROGRAM = "bahdanau-average"
+
+
+def main(argv):
+    del argv
+    common.require_model_dirs()
+    if len(FLAGS.model_dir) != 1:
+        raise common.UserError(f"--model_dir is given {len(FLAGS.model_dir)} times: average one "
+                               "run at a time.")
+    if FLAGS.last is None:
+        raise common.UserError("--last is required (how many of the latest checkpoints to average).")
+    if FLAGS.output:
+        common.check_writable_dir(FLAGS.output, "output")
+
+    from bahdanau_tf import model_directory
+
+    path = model_directory.average_checkpoints(FLAGS.model_dir[0], FLAGS.last, output=FLAGS.output)
+    tag = model_directory.read_model_config(FLAGS.output or FLAGS.model_dir[0])[model_directory.AVERAGED_TAG]
+    print(f"{PROGRAM}: averaged {', '.join(tag['checkpoints'])}", file=sys.stderr)
+    print(path)
+
+
+run = common.runner(main, __doc__)
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,158 @@
+"""A bilingual lexicon from co-occurrence counts: the top-k translations of each source token.
+
+What candidate-list decoding (Jean et al. 2015, issue 25 item 3) draws its per-batch target
+vocabulary from: for every source id, the ``top_k`` target ids that co-occur with it most
+strongly in the training corpus. Strength is the Dice coefficient of sentence co-occurrence,
+
+    dice(s, t) = 2 * pairs(s, t) / (sentences(s) + sentences(t)),
+
+counted once per sentence pair (presence, not multiplicity), so a frequent target word ("de",
+"y") does not top every list as a raw count would; ties go to the lower (more frequent) target
+id. Special tokens ([PAD], [START], [END], [UNK]) are neither entries nor translations. The
+counts are sparse (`numpy.unique` over int64 keys, chunk by chunk): memory grows with the
+distinct co-occurring pairs, not with |Vs| x |Vt|.
+
+`bahdanau_tf.model_directory.write_lexicon` saves it with the model (``lexicon.tsv``).
+
+Example:
+
+    lexicon = Lexicon.build(corpus.pairs(), source_tokenizer, target_tokenizer, top_k=10)
+    lexicon.translations[source_id]        # (top_k,) target ids, -1 where fewer co-occur
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Iterable
+
+import numpy as np
+
+from bahdanau_tf.special_tokens import SPECIAL_TOKENS
+
+#: ids below this are the special tokens
+_FIRST_REGULAR_ID = len(SPECIAL_TOKENS)
+_CHUNK_PAIRS = 2048
+
+
+@dataclasses.dataclass
+class Lexicon:
+    """The top-k translations of every source id.
+
+    Attributes:
+        translations: int32 (source_vocabulary_size, top_k) target ids, best first, -1 padded.
+        scores: float32 (source_vocabulary_size, top_k) their Dice coefficients (0 where -1).
+    """
+
+    translations: np.ndarray
+    scores: np.ndarray
+
+    @property
+    def top_k(self) -> int:
+        return int(self.translations.shape[1])
+
+    @classmethod
+    def build(cls, pairs: Iterable[tuple], source_tokenizer: Any, target_tokenizer: Any,
+              top_k: int = 10) -> "Lexicon":
+        """Counts sentence co-occurrences over ``pairs`` ((source, target) strings) and keeps
+        each source id's ``top_k`` targets by Dice coefficient.
+
+        Raises:
+            ValueError: ``top_k`` < 1, or no pair.
+        """
+        if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+            raise ValueError(f"`top_k` must be a positive int, got {top_k!r}.")
+        source_size, target_size = source_tokenizer.vocabulary_size, target_tokenizer.vocabulary_size
+        counts = _Counts(source_size, target_size)
+        chunk = []
+        for pair in pairs:
+            chunk.append(pair)
+            if len(chunk) == _CHUNK_PAIRS:
+                counts.add(chunk, source_tokenizer, target_tokenizer)
+                chunk = []
+        if chunk:
+            counts.add(chunk, source_tokenizer, target_tokenizer)
+        if not counts.pairs:
+            raise ValueError("The corpus is empty: no sentence pair to count.")
+        return counts.lexicon(top_k)
+
+    def to_tsv(self, source_vocabulary: list, target_vocabulary: list) -> str:
+        """``source<TAB>target<TAB>score`` lines, each source token's best first (tokens, not ids:
+        readable, and checked against the vocabularies when read back)."""
+        lines = []
+        for source_id, (targets, scores) in enumerate(zip(self.translations, self.scores)):
+            for target_id, score in zip(targets, scores):
+                if target_id >= 0:
+                    lines.append(f"{source_vocabulary[source_id]}\t{target_vocabulary[target_id]}\t{score:.6g}\n")
+        return "".join(lines)
+
+    @classmethod
+    def from_tsv(cls, content: str, source_vocabulary: list, target_vocabulary: list,
+                 top_k: int | None = None) -> "Lexicon":
+        """The lexicon `to_tsv` wrote. Raises ValueError naming a bad line (a token not in the
+        vocabularies, a score that is not a number, not 3 columns)."""
+        source_ids = {token: i for i, token in enumerate(source_vocabulary)}
+        target_ids = {token: i for i, token in enumerate(target_vocabulary)}
+        rows: dict = {}
+        for number, line in enumerate(content.splitlines(), start=1):
+            fields = line.split("\t")
+            if len(fields) != 3 or fields[0] not in source_ids or fields[1] not in target_ids:
+                raise ValueError(f"line {number} is not source<TAB>target<TAB>score of this model's "
+                                 f"vocabularies: {line[:80]!r}")
+            try:
+                score = float(fields[2])
+            except ValueError:
+                raise ValueError(f"line {number}: the score {fields[2]!r} is not a number") from None
+            rows.setdefault(source_ids[fields[0]], []).append((target_ids[fields[1]], score))
+        width = top_k or max((len(row) for row in rows.values()), default=1)
+        translations = np.full((len(source_vocabulary), width), -1, np.int32)
+        scores = np.zeros((len(source_vocabulary), width), np.float32)
+        for source_id, row in rows.items():
+            for column, (target_id, score) in enumerate(row[:width]):
+                translations[source_id, column], scores[source_id, column] = target_id, score
+        return cls(translations=translations, scores=scores)
+
+
+class _Counts:
+    """Sparse sentence co-occurrence counts, merged chunk by chunk."""
+
+    def __init__(self, source_size, target_size):
+        self.source_size, self.target_size = source_size, target_size
+        self.source_sentences = np.zeros(source_size, np.int64)
+        self.target_sentences = np.zeros(target_size, np.int64)
+        self.keys = np.zeros(0, np.int64)
+        self.values = np.zeros(0, np.int64)
+        self.pairs = 0
+
+    def add(self, chunk, source_tokenizer, target_tokenizer):
+        sources = source_tokenizer.tokenize([source for source, _ in chunk]).to_list()
+        targets = target_tokenizer.tokenize([target for _, target in chunk]).to_list()
+        keys = []
+        for source_ids, target_ids in zip(sources, targets):
+            source_set = np.unique(np.asarray(source_ids, np.int64))
+            target_set = np.unique(np.asarray(target_ids, np.int64))
+            source_set = source_set[source_set >= _FIRST_REGULAR_ID]
+            target_set = target_set[target_set >= _FIRST_REGULAR_ID]
+            self.source_sentences[source_set] += 1
+            self.target_sentences[target_set] += 1
+            keys.append((source_set[:, None] * self.target_size + target_set[None, :]).ravel())
+        self.pairs += len(chunk)
+        keys = np.concatenate(keys) if keys else np.zeros(0, np.int64)
+        merged, inverse = np.unique(np.concatenate([self.keys, keys]), return_inverse=True)
+        self.values = np.bincount(inverse, weights=np.concatenate([self.values, np.ones(len(keys), np.int64)]),
+                                  minlength=len(merged)).astype(np.int64)
+        self.keys = merged
+
+    def lexicon(self, top_k):
+        source_ids, target_ids = np.divmod(self.keys, self.target_size)
+        dice = 2.0 * self.values / (self.source_sentences[source_ids] + self.target_sentences[target_ids])
+        # per source id: best Dice first, then the lower target id
+        order = np.lexsort((target_ids, -dice, source_ids))
+        source_ids, target_ids, dice = source_ids[order], target_ids[order], dice[order]
+        starts = np.searchsorted(source_ids, np.arange(self.source_size))
+        rank = np.arange(len(source_ids)) - starts[source_ids]
+        keep = rank < top_k
+        translations = np.full((self.source_size, top_k), -1, np.int32)
+        scores = np.zeros((self.source_size, top_k), np.float32)
+        translations[source_ids[keep], rank[keep]] = target_ids[keep]
+        scores[source_ids[keep], rank[keep]] = dice[keep]
+        return Lexicon(translations=translations, scores=scores)

@@ -1,0 +1,75 @@
+"""Tests for bahdanau-average (bahdanau_tf/cli/average.py), run as a subprocess, and the
+averaged checkpoint through translate's and export's loading (``--checkpoint=averaged``)."""
+
+import os
+import subprocess
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from bahdanau_tf import model_directory  # noqa: E402
+from bahdanau_tf.translator import Translator  # noqa: E402
+from helpers import training_run  # noqa: E402
+
+pytestmark = pytest.mark.subprocess
+
+
+def run_cli(module, args, stdin=""):
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    return subprocess.run([sys.executable, "-m", f"bahdanau_tf.cli.{module}", *args],
+                          input=stdin.encode("utf-8"), capture_output=True, env=env, timeout=300)
+
+
+@pytest.mark.slow
+def test_average_then_translate_and_export_load_the_averaged_checkpoint(tmp_path):
+    directory = training_run(tmp_path / "run", steps=(10, 20, 30))
+    result = run_cli("average", [f"--model_dir={directory}", "--last=2"])
+    assert result.returncode == 0, result.stderr.decode()[-2000:]
+    path = result.stdout.decode().strip()
+    assert path == os.path.join(directory, "averaged", "ckpt-30")
+    assert "averaged ckpt-20, ckpt-30" in result.stderr.decode()
+    assert model_directory.read_model_config(directory)["averaged"]["steps"] == [20, 30]
+    lines = ["the cat sat on the mat", "a dog ran to the house"]
+    averaged = Translator.from_directory(directory, which="averaged", beam_size=2,
+                                         jit_compile=False).translate(lines)
+    latest = Translator.from_directory(directory, which="latest", beam_size=2,
+                                       jit_compile=False).translate(lines)
+    assert not np.allclose(averaged.scores, latest.scores)  # another model than ckpt-30
+    result = run_cli("translate", [f"--model_dir={directory}", "--checkpoint=averaged",
+                                   "--beam_size=2", "--scores", "--nojit_compile"], "\n".join(lines) + "\n")
+    assert result.returncode == 0, result.stderr.decode()[-2000:]
+    out = [line.split("\t") for line in result.stdout.decode().splitlines()]
+    assert [t for t, _ in out] == averaged.translations
+    np.testing.assert_allclose([float(s) for _, s in out], averaged.scores, atol=1e-3)
+    # export's loading: float32 graph from the averaged weights (what bahdanau-export builds)
+    exported = Translator.from_directory(directory, which="averaged", dtype="float32", beam_size=2,
+                                          jit_compile=False)
+    assert exported.translate(lines).translations == averaged.translations
+
+
+@pytest.mark.slow
+def test_average_refuses_bad_requests_with_one_line(tmp_path):
+    directory = training_run(tmp_path / "run", steps=(1, 2))
+    cases = [
+        (["--last=3"], "Cannot average the last 3 checkpoints"),
+        ([], "--last is required"),
+        (["--last=1", f"--output={directory}"], "is not empty: write the averaged model into a new or empty"),
+    ]
+    for args, message in cases:
+        result = run_cli("average", [f"--model_dir={directory}", *args])
+        stderr = [line for line in result.stderr.decode().splitlines()
+                  if line.startswith("bahdanau-average")]  # not TensorFlow's start-up lines
+        assert result.returncode == 2 and len(stderr) == 1, result.stderr.decode()[-2000:]
+        assert "Traceback" not in result.stderr.decode()
+        assert stderr[0].startswith("bahdanau-average: error: ") and message in stderr[0]
+    data = [name for name in os.listdir(os.path.join(directory, "checkpoints")) if name.startswith("ckpt-2.data")]
+    with open(os.path.join(directory, "checkpoints", data[0]), "r+b") as handle:
+        handle.truncate(50)
+    result = run_cli("average", [f"--model_dir={directory}", "--last=2"])
+    assert result.returncode == 2 and "ckpt-2' is damaged" in result.stderr.decode()
+    result = run_cli("translate", [f"--model_dir={directory}", "--checkpoint=averaged"], "a\n")
+    assert result.returncode == 2 and "no averaged/ checkpoint" in result.stderr.decode()
+    assert not os.path.exists(os.path.join(directory, "averaged"))

@@ -1,0 +1,96 @@
+"""Tests for bahdanau_tf.losses: the sampled softmax against NumPy and against tf's own op."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bahdanau_tf import losses
+
+
+def _case(seed=0, vocabulary=40, dim=6, batch=3, length=4, sampled=(5, 9, 17, 2, 30)):
+    rng = np.random.default_rng(seed)
+    features = rng.normal(size=(batch, length, dim)).astype(np.float32)
+    kernel = rng.normal(size=(dim, vocabulary)).astype(np.float32)
+    bias = rng.normal(size=(vocabulary,)).astype(np.float32)
+    targets = rng.integers(4, vocabulary, size=(batch, length)).astype(np.int32)
+    targets[0, 1] = sampled[1]  # an accidental hit: a sampled class is this row's target
+    targets[2, 3] = 0  # padding
+    sampled = np.array(sampled, np.int64)
+    true_expected = rng.uniform(0.05, 0.9, size=(batch * length, 1)).astype(np.float32)
+    sampled_expected = rng.uniform(0.05, 0.9, size=(len(sampled),)).astype(np.float32)
+    return features, kernel, bias, targets, (sampled, true_expected, sampled_expected)
+
+
+def _numpy_sampled_nll(features, kernel, bias, targets, sampled_values):
+    sampled, true_expected, sampled_expected = sampled_values
+    rows = features.reshape(-1, features.shape[-1]).astype(np.float64)
+    labels = targets.reshape(-1)
+    out = []
+    for row, label, q_true in zip(rows, labels, true_expected[:, 0]):
+        logits = [row @ kernel[:, label] + bias[label] - np.log(q_true)]
+        logits += [row @ kernel[:, c] + bias[c] - np.log(q) for c, q in zip(sampled, sampled_expected)
+                   if c != label]  # {true} U (sampled minus the accidental hit), log Q corrected
+        logits = np.array(logits)
+        out.append(np.log(np.exp(logits - logits.max()).sum()) + logits.max() - logits[0])
+    return (np.array(out).reshape(targets.shape) * (targets != 0))
+
+
+def test_sampled_nll_is_the_numpy_softmax_over_true_and_sampled_logits_and_tfs_op():
+    features, kernel, bias, targets, sampled_values = _case()
+    nll = losses.sampled_token_nll(targets, features, kernel, bias, sampled_values).numpy()
+    np.testing.assert_allclose(nll, _numpy_sampled_nll(features, kernel, bias, targets, sampled_values),
+                               rtol=1e-5, atol=1e-5)
+    assert nll[2, 3] == 0.0
+    # tf.nn.sampled_softmax_loss (remove_accidental_hits=True) on the same sampled set
+    flat = targets.reshape(-1, 1).astype(np.int64)
+    reference = tf.nn.sampled_softmax_loss(
+        weights=tf.transpose(kernel), biases=bias, labels=np.maximum(flat, 0),
+        inputs=features.reshape(-1, features.shape[-1]), num_sampled=5, num_classes=kernel.shape[1],
+        sampled_values=sampled_values, remove_accidental_hits=True).numpy().reshape(targets.shape)
+    np.testing.assert_allclose(nll, reference * (targets != 0), rtol=1e-5, atol=1e-5)
+
+
+def test_with_every_class_sampled_and_no_correction_it_is_the_full_softmax():
+    # Q = 1 for every class and all of them sampled: exactly the full softmax cross-entropy
+    features, kernel, bias, targets, _ = _case(seed=1)
+    vocabulary = kernel.shape[1]
+    rows = targets.size
+    every = (np.arange(vocabulary, dtype=np.int64), np.ones([rows, 1], np.float32),
+             np.ones([vocabulary], np.float32))
+    sampled = losses.sampled_token_nll(targets, features, kernel, bias, every)
+    full = losses.token_nll(targets, tf.matmul(features, kernel) + bias)
+    np.testing.assert_allclose(sampled.numpy(), full.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_under_xla_and_bfloat16_features_the_loss_and_gradient_match():
+    features, kernel, bias, targets, sampled_values = _case(seed=2)
+    kernel_v, bias_v = tf.Variable(kernel), tf.Variable(bias)
+
+    def loss_and_gradients(features):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(losses.sampled_token_nll(targets, features, kernel_v, bias_v, sampled_values))
+        return loss, [tf.convert_to_tensor(g) for g in tape.gradient(loss, [kernel_v, bias_v])]
+
+    eager = loss_and_gradients(tf.constant(features))
+    compiled = tf.function(loss_and_gradients, jit_compile=True)(tf.constant(features))
+    np.testing.assert_allclose(compiled[0], eager[0], rtol=1e-5)
+    for a, b in zip(compiled[1], eager[1]):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+    # only the true and sampled columns of W_o get a gradient
+    used = set(targets.reshape(-1)) | set(sampled_values[0].tolist())
+    untouched = [c for c in range(kernel.shape[1]) if c not in used]
+    assert untouched and not np.any(eager[1][0].numpy()[:, untouched])
+    low = losses.sampled_token_nll(targets, tf.cast(features, "bfloat16"), kernel_v, bias_v, sampled_values)
+    assert low.dtype == tf.float32
+    np.testing.assert_allclose(low, losses.sampled_token_nll(targets, features, kernel_v, bias_v,
+                                                             sampled_values), rtol=0.05, atol=0.05)
+
+
+def test_sample_candidates_draws_distinct_log_uniform_classes():
+    targets = tf.constant([[5, 7, 0]])
+    sampled, true_expected, sampled_expected = losses.sample_candidates(targets, 20, 1000)
+    assert sampled.shape == (20,) and len(set(sampled.numpy().tolist())) == 20
+    assert true_expected.shape == (3, 1) and sampled_expected.shape == (20,)
+    assert int(tf.reduce_max(sampled)) < 1000
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        losses.sample_candidates(targets, 2000, 1000)  # more distinct classes than there are
