@@ -352,7 +352,8 @@ class Translator(signatures.Signatures):
             length_penalty=self.length_penalty, forbid_ids=forbid, nbest=nbest,
             return_attention=return_attention,
             attention_length=tf.shape(source_ids)[1] if return_attention else None,
-            buffer_length=buffer_length, beam_sizes=beam_sizes)
+            buffer_length=buffer_length, beam_sizes=beam_sizes,
+            vocabulary_size=getattr(self.models[0], "target_vocabulary_size", None))
         return output
 
     def _static_search(self, beam_size, nbest, return_attention, jit_compile):
