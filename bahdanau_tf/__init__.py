@@ -38,8 +38,8 @@ _EXPORTS = {
     "make_dataset": "data",
 }
 _SUBMODULES = ("corpora", "data", "decoding", "devices", "evaluation", "layers", "losses",
-               "model_directory", "models", "presets", "serving", "special_tokens", "text",
-               "training", "translator", "wordpiece")
+               "model_directory", "models", "presets", "serving", "signatures", "special_tokens",
+               "text", "training", "translator", "wordpiece")
 # the modules whose classes are registered with keras.saving
 _KERAS_OBJECT_MODULES = ("layers", "losses", "models")
 

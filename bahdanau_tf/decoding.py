@@ -9,7 +9,7 @@ Decoding is a pure function of a *step function* (DESIGN.md §3, §6), the way O
 - ``step``: int32 scalar, 0 for the first step;
 - ``state``: any nest of tensors whose leading dimension is ``batch * beam``;
 - ``logits``: ``[batch * beam, vocabulary]``, any float dtype (cast to float32 and
-  log-softmaxed here, so mixed-precision models need no care);
+  normalised here, so mixed-precision models need no care);
 - ``attention``: ``[batch * beam, source_len]`` float, or None.
 
 Anything constant over the decode (the encoder memory, the attention keys) is closed over by the
@@ -167,19 +167,16 @@ def _buffer_steps(limits, max_length, buffer_length):
     return tf.maximum(tf.reduce_max(limits), 1)  # an empty batch still needs one step
 
 
-def _candidates(logits, finished, never, end_id):
-    """Log-probabilities of every extension of every row: [rows, vocab].
+def never_mask(vocabulary_size, never, end_id):
+    """[vocabulary] float32: ``-inf`` at the tokens ``never`` generated, 0 elsewhere.
 
-    Tokens in ``never`` get -inf (``end_id`` stays allowed); a finished row has one candidate,
-    itself extended by ``end_id`` at log-prob 0, so its score stays frozen.
+    Built once per search and added to every step's logits; ``end_id`` stays allowed (e.g.
+    ``start_id == end_id``).
     """
-    log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
-    token_range = tf.range(tf.shape(log_probs)[-1], dtype=tf.int32)
+    token_range = tf.range(vocabulary_size, dtype=tf.int32)
     forbidden = tf.reduce_any(token_range[:, None] == never[None, :], axis=1)
-    forbidden &= tf.not_equal(token_range, end_id)  # e.g. start_id == end_id
-    log_probs = tf.where(forbidden[None, :], _NEG_INF, log_probs)
-    frozen = tf.where(token_range == end_id, 0.0, _NEG_INF)
-    return tf.where(tf.reshape(finished, [-1])[:, None], frozen[None, :], log_probs)
+    forbidden &= tf.not_equal(token_range, end_id)
+    return tf.where(forbidden, _NEG_INF, 0.0)
 
 
 class _Step(NamedTuple):
@@ -193,27 +190,62 @@ class _Step(NamedTuple):
     written: tf.Tensor  # the token stored in the buffer (PAD after the end)
 
 
-def _select(candidates, scores, finished, lengths, step, limits, ranking, beam, end_id,
+def _row_candidates(logits, mask, finished, per_row, end_id):
+    """Each row's best ``per_row`` extensions: log-probabilities and tokens, [rows, per_row].
+
+    The search stays off the vocabulary axis: the forbidden tokens are one additive ``mask``,
+    the per-row ``top_k`` (``argmax`` for one) ranks the logits themselves, and each row's
+    log-normaliser is subtracted from the ``per_row`` values it keeps only (the same order, the
+    same values as a full log-softmax: ``(x - max) - log(sum(exp(x - max)))``). A finished row
+    has one candidate, itself extended by ``end_id`` at log-prob 0, so its score stays frozen;
+    its other slots are ``-inf`` over the lowest other ids, as a ``top_k`` over such a row gives.
+    """
+    logits = tf.cast(logits, tf.float32)
+    masked = logits + mask  # [rows, vocab]
+    if isinstance(per_row, int) and per_row == 1:
+        values = tf.reduce_max(masked, axis=-1, keepdims=True)
+        tokens = tf.argmax(masked, axis=-1, output_type=tf.int32)[:, None]
+    else:
+        values, tokens = tf.math.top_k(masked, k=per_row)  # sorted, ties to the lower id
+    top = tf.reduce_max(logits, axis=-1, keepdims=True)
+    log_sum = tf.math.log(tf.reduce_sum(tf.exp(logits - top), axis=-1, keepdims=True))
+    log_probs = (values - top) - log_sum  # [rows, per_row]
+    slots = tf.range(tf.shape(values)[-1])
+    others = slots - 1 + tf.cast(slots - 1 >= end_id, tf.int32)  # the lowest ids but end_id
+    frozen_tokens = tf.where(slots == 0, end_id, others)
+    frozen = tf.reshape(finished, [-1, 1])
+    log_probs = tf.where(frozen, tf.where(slots == 0, 0.0, _NEG_INF)[None, :], log_probs)
+    return log_probs, tf.where(frozen, frozen_tokens[None, :], tokens)
+
+
+def _select(logits, mask, scores, finished, lengths, step, limits, ranking, beam, end_id,
             own_beams=None):
     """The best ``beam`` candidates of each sentence, by rank (ties to the lower beam, then the
     lower token id); with ``own_beams`` the slots beyond a sentence's own beam are emptied, so
-    they never extend anything."""
+    they never extend anything.
+
+    The one selection function of the search: ``logits`` [batch * beam, vocabulary] (any
+    vocabulary, e.g. a per-batch candidate list, with its additive ``mask``).
+    """
     batch = tf.shape(scores)[0]
-    totals = tf.reshape(scores, [-1, 1]) + candidates  # [rows, vocab]
     # All candidates of one row have the same length, so the same penalty: a row's best `beam`
     # by log p are its best by rank, and only they need ranking against the sentence's other
     # rows (top_k over [rows, vocab] and a division over [rows, beam], not over the vocabulary).
-    vocab = candidates.shape[-1]
+    vocab = logits.shape[-1]
     if isinstance(beam, int) and vocab is not None:
         per_row = min(beam, vocab)  # static: XLA needs it
     else:
-        per_row = tf.minimum(beam, tf.shape(candidates)[-1])
-    row_totals, row_tokens = tf.math.top_k(totals, k=per_row)  # [rows, per_row], sorted
+        per_row = tf.minimum(beam, tf.shape(logits)[-1])
+    log_probs, row_tokens = _row_candidates(logits, mask, finished, per_row, end_id)
+    row_totals = tf.reshape(scores, [-1, 1]) + log_probs  # [rows, per_row], sorted
     flat_finished, flat_lengths = tf.reshape(finished, [-1]), tf.reshape(lengths, [-1])
     candidate_lengths = tf.where(flat_finished, flat_lengths, step + 1)
     ranks = ranking.rank(row_totals, candidate_lengths[:, None])
-    # top_k is stable: ties go to the lower beam, then (within a row, sorted) the lower token id
-    _, top = tf.math.top_k(tf.reshape(ranks, [batch, beam * per_row]), k=beam)  # [batch, beam]
+    if isinstance(beam, int) and beam == 1:  # greedy: one candidate per sentence
+        top = tf.zeros([batch, 1], tf.int32)
+    else:
+        # top_k is stable: ties go to the lower beam, then (within a row, sorted) the lower id
+        _, top = tf.math.top_k(tf.reshape(ranks, [batch, beam * per_row]), k=beam)  # [batch, beam]
     parent = top // per_row + tf.range(batch)[:, None] * beam
     picked = tf.reshape(parent * per_row + top % per_row, [-1])
     token = tf.reshape(tf.gather(tf.reshape(row_tokens, [-1]), picked), [batch, beam])
@@ -273,7 +305,7 @@ def _backtrack(tokens, parents, attention_buffer, rows, steps, return_attention)
 def beam_search(step_fn: StepFn, initial_state, batch_size, beam_size=5, max_length=100,
                 start_id=START_ID, end_id=END_ID, length_penalty=0.0, forbid_ids=(), nbest=1,
                 return_attention=False, attention_length=None,
-                buffer_length=None, beam_sizes=None) -> BeamSearchOutput:
+                buffer_length=None, beam_sizes=None, vocabulary_size=None) -> BeamSearchOutput:
     """Beam search that maximises log p(y | x) over a step function, batched over sentences.
 
     Each sentence keeps ``beam_size`` hypotheses. At every step each live hypothesis is extended
@@ -324,6 +356,8 @@ def beam_search(step_fn: StepFn, initial_state, batch_size, beam_size=5, max_len
             slots hold ``-inf``, a sentence gets exactly what a search with its own beam
             gives (up to floating-point effects of the batch's shape). A sentence whose beam
             is below ``nbest`` gets empty slots (``-inf``) after its own beam's hypotheses.
+        vocabulary_size: optional int, the width of ``step_fn``'s logits: the additive mask of
+            the never-generated tokens is then built once per search, not at every step.
 
     Returns:
         A `BeamSearchOutput` (ids, lengths, scores, attention) with ``nbest`` hypotheses per
@@ -373,6 +407,8 @@ def beam_search(step_fn: StepFn, initial_state, batch_size, beam_size=5, max_len
     # PAD and START are never outputs; END must stay allowed.
     never = tf.concat([tf.constant([PAD_ID], tf.int32), tf.reshape(start_id, [1]),
                        tf.reshape(tf.cast(forbid_ids, tf.int32), [-1])], axis=0)
+    # folded once per search when the vocabulary is known, else at every step
+    outer_mask = None if vocabulary_size is None else never_mask(vocabulary_size, never, end_id)
 
     # === The loop ===
     def cond(step, scores, finished, lengths, *unused):
@@ -381,8 +417,9 @@ def beam_search(step_fn: StepFn, initial_state, batch_size, beam_size=5, max_len
 
     def body(step, scores, finished, lengths, ids, state, tokens, parents, attention_buffer):
         logits, state, attention = step_fn(ids, step, state)
-        chosen = _select(_candidates(logits, finished, never, end_id), scores, finished, lengths, step, limits,
-                         ranking, beam, end_id, own_beams)
+        mask = outer_mask if outer_mask is not None else never_mask(tf.shape(logits)[-1], never, end_id)
+        chosen = _select(logits, mask, scores, finished, lengths, step, limits, ranking, beam, end_id,
+                         own_beams)
         # the states follow their hypotheses, whatever their structure
         state = tf.nest.map_structure(lambda t: tf.gather(t, chosen.parent_rows), state)
         tokens = tf.tensor_scatter_nd_update(tokens, [[step]], tf.reshape(chosen.written, [1, -1]))

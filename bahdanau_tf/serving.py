@@ -11,8 +11,9 @@
         assets.extra/
           tf_serving_warmup_requests      PredictionLog records the server replays at load
 
-Signatures (built by `bahdanau_tf.translator.Translator`). Every input has the leading batch
-dimension ``-1``, so every signature can be served with ``--enable_batching`` and is warmed up:
+Signatures (`bahdanau_tf.signatures`, the base of `bahdanau_tf.translator.Translator`). Every
+input has the leading batch dimension ``-1``, so every signature can be served with
+``--enable_batching`` and is warmed up:
 
 ================  ==================================  ===========================================
 name              inputs                              outputs

@@ -8,22 +8,10 @@ the host:
     tokenize -> cut to max_source_length -> + [END] -> pad -> encode -> beam search
              -> detokenize
 
-Three ``tf.function`` s with fixed input signatures are meant to become the SavedModel's
-signatures as they are (``translator.signatures()`` returns them by name). Every input has the
-leading batch dimension, which TF Serving's batcher (``--enable_batching``) needs:
-
-- ``serving_default(sentences)``: tf.string ``[batch]`` -> ``translations`` tf.string
-  ``[batch]``, ``scores`` tf.float32 ``[batch]`` (the default beam size);
-- ``translate_nbest(sentences, beam_size, nbest)``: per-row int32 ``[batch]`` beams and
-  n-best sizes -> ``translations`` and ``scores`` ``[batch, max(nbest)]``, best first (a
-  row's entries beyond its own ``nbest``: ``""``, ``-inf``), and the ``beam_size`` and
-  ``nbest`` used; each row gets exactly what it gets alone with its own beam;
-- ``align(sentences)`` (models with attention only): ``translations``, ``scores``,
-  ``source_tokens`` tf.string ``[batch, source_len]`` (``[END]`` last, padded with ``""``),
-  ``source_lengths`` int32 ``[batch]``, ``target_tokens`` ``[batch, target_len]`` (``[END]``
-  included when emitted), ``target_lengths`` int32 ``[batch]`` and ``attention`` float32
-  ``[batch, target_len, source_len]`` (row i: α_ij of target token i; zero padding) — what
-  the paper's figure 3 draws.
+The SavedModel's signatures (``serving_default``, ``translate_nbest``, ``align``;
+``translator.signatures()`` returns them by name) and the string graphs around the search are
+inherited from `bahdanau_tf.signatures.Signatures`, which documents them beside their contract;
+this module adds the models, the search over int tensors, the constructors and `translate`.
 
 Decisions (all documented here once):
 
@@ -52,7 +40,9 @@ Decisions (all documented here once):
   early exit, then put back in order. One search over a whole batch of 64 or 128 keeps every
   row stepping until the slowest sentence is done and works on larger ``[rows, vocabulary]``
   tensors; chunks of 16 were faster on CPU (benchmarks/decode_throughput.py).
-  `Translator.translate` also sorts by length in Python before cutting batches.
+  `Translator.translate` also sorts by length in Python before cutting batches. One plan
+  (`bahdanau_tf.signatures.plan_chunk` and `chunk_input`) decides each chunk's rows, filler
+  rows, width and buffer for both the signatures' graph loop and the XLA path.
 - **Scores** are log p(y | x) summed over the tokens (``[END]`` included), divided by the
   GNMT length penalty ``((5 + length) / 6) ** alpha`` when ``length_penalty = alpha > 0``.
   The default alpha is 0.5 (`DEFAULT_LENGTH_PENALTY`), chosen on the dev split: ranking by
@@ -87,28 +77,21 @@ Decisions (all documented here once):
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
-import math
 from typing import Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
 
-from bahdanau_tf import decoding, devices, model_directory, serving
-from bahdanau_tf.special_tokens import END_ID, END_TOKEN, PAD_ID, START_ID, UNK_ID
+from bahdanau_tf import decoding, devices, model_directory, serving, signatures
+from bahdanau_tf.special_tokens import END_TOKEN, PAD_ID, START_ID, UNK_ID
 
 DEFAULT_BEAM_SIZE = 5
 DEFAULT_LENGTH_PENALTY = 0.5  # GNMT alpha, see the module docstring
 DEFAULT_MAX_SOURCE_LENGTH = 100
 # padded source widths ([END] included) of the XLA search: few shapes, little padding
 DEFAULT_LENGTH_BUCKETS = (8, 16, 24, 32, 48, 64, 96, 128, 192, 256)
-MAX_BEAM_SIZE = 64  # translate_nbest clamps its beam_size input to this
-
-_SENTENCES = tf.TensorSpec([None], tf.string, name="sentences")
-# every input of every signature has the leading batch dimension (TF Serving's batching)
-_BEAM_SIZE = tf.TensorSpec([None], tf.int32, name="beam_size")
-_NBEST = tf.TensorSpec([None], tf.int32, name="nbest")
+MAX_BEAM_SIZE = signatures.MAX_BEAM_SIZE  # translate_nbest clamps its beam_size input to this
 
 
 @dataclasses.dataclass
@@ -161,7 +144,7 @@ def _decode_strings(values) -> list:
     return [v.decode("utf-8", errors="replace") for v in np.asarray(values).reshape(-1)]
 
 
-class Translator(tf.Module):
+class Translator(signatures.Signatures):
     """Tokenizers + one model or an ensemble + beam search: strings in, strings out.
 
     Args:
@@ -253,6 +236,10 @@ class Translator(tf.Module):
         self.length_buckets = tuple(b for b in length_buckets if b < cap) + (cap,)
         self.row_buckets = tuple(sorted({min(2 ** k, self.decode_chunk_size)
                                          for k in range(self.decode_chunk_size.bit_length() + 1)}))
+        # the one plan of the chunked search, for the signatures' graph and the XLA path
+        self.chunking = signatures.Chunking(self.decode_chunk_size, self.row_buckets,
+                                            self.length_buckets, self.max_length_ratio,
+                                            self.max_length_offset)
         self._cache = _FunctionCache()
 
     @property
@@ -336,25 +323,6 @@ class Translator(tf.Module):
         return model_directory.save_model_directory(directory, self.models[0],
                                                     self.source_tokenizer, self.target_tokenizer)
 
-    # === Graph pieces (traced inside the tf.functions) ===
-
-    def _source_ids(self, sentences):
-        """tf.string [batch] -> (source ids [batch, len] int32 with [END], token counts [batch])."""
-        ids = tf.cast(self.source_tokenizer.tokenize(sentences), tf.int32)
-        ids = ids[:, : self.max_source_length]
-        lengths = tf.cast(ids.row_lengths(), tf.int32)
-        end = tf.RaggedTensor.from_tensor(tf.fill([ids.nrows(), 1], tf.constant(END_ID, tf.int32)))
-        ids = tf.concat([ids, end], axis=1).to_tensor(default_value=PAD_ID)
-        # an empty batch still needs one column: the encoder cannot run over zero steps
-        ids = tf.pad(ids, [[0, 0], [0, tf.maximum(1 - tf.shape(ids)[1], 0)]])
-        return ids, lengths
-
-    def _length_limits(self, lengths):
-        """Per-sentence output limits; 1 for an empty source (its output is dropped)."""
-        limits = tf.cast(tf.math.ceil(self.max_length_ratio * tf.cast(lengths, tf.float32)),
-                         tf.int32) + self.max_length_offset
-        return tf.where(lengths > 0, tf.maximum(limits, 1), 1)
-
     def _search(self, source_ids, limits, forbid_unknown, beam_size, nbest, return_attention,
                 buffer_length=None):
         """Encoder + beam search over int tensors: the part XLA can compile.
@@ -384,7 +352,8 @@ class Translator(tf.Module):
             length_penalty=self.length_penalty, forbid_ids=forbid, nbest=nbest,
             return_attention=return_attention,
             attention_length=tf.shape(source_ids)[1] if return_attention else None,
-            buffer_length=buffer_length, beam_sizes=beam_sizes)
+            buffer_length=buffer_length, beam_sizes=beam_sizes,
+            vocabulary_size=getattr(self.models[0], "target_vocabulary_size", None))
         return output
 
     def _static_search(self, beam_size, nbest, return_attention, jit_compile):
@@ -419,266 +388,20 @@ class Translator(tf.Module):
         return_alignments) combinations: one per row bucket and length bucket."""
         return variants * len(self.row_buckets) * len(self.length_buckets)
 
-    def _buffer_length(self, width):
-        """The output buffer of a source width (tokens + [END]): the largest possible limit."""
-        return max(int(math.ceil(self.max_length_ratio * (width - 1))) + self.max_length_offset, 1)
-
-    def _search_in_chunks(self, search, source_ids, lengths, limits, forbid_unknown, nbest,
-                          return_attention, jit_compile=False, row_inputs=()):
-        """Runs ``search`` over chunks of ``decode_chunk_size`` sentences of similar length.
-
-        The batch is sorted by source length (longest first), cut into chunks, and each chunk
-        is searched on its own, with its own padding and its own early exit: a long sentence
-        no longer keeps a whole large batch stepping, and smaller ``[rows, vocabulary]``
-        tensors stay in cache. Rows are independent, so the results are those of one big
-        search, put back in the input order. Under XLA each chunk is padded to a row bucket
-        and a length bucket, and its output buffer is that bucket's, so that a stream of
-        batches meets a bounded number of shapes. ``row_inputs``: more ``[batch]`` int32
-        tensors (e.g. per-row beams), sorted and cut like the rows and passed to ``search``
-        after its four arguments.
-        """
-        batch = tf.shape(source_ids)[0]
-        order = tf.argsort(lengths, direction="DESCENDING", stable=True)
-        source_ids, lengths, limits = (tf.gather(t, order) for t in (source_ids, lengths, limits))
-        row_inputs = tuple(tf.gather(t, order) for t in row_inputs)
-        time = tf.maximum(tf.reduce_max(limits), 1)
-        chunk = self.decode_chunk_size
-        # at least one (possibly empty) chunk, so an empty batch still has outputs to concat
-        chunks = tf.maximum((batch + chunk - 1) // chunk, 1)
-        source_ids = tf.pad(source_ids, [[0, chunks * chunk - batch], [0, 0]], constant_values=PAD_ID)
-        lengths = tf.pad(lengths, [[0, chunks * chunk - batch]])
-        limits = tf.pad(limits, [[0, chunks * chunk - batch]], constant_values=1)
-        row_inputs = tuple(tf.pad(t, [[0, chunks * chunk - batch]], constant_values=1)
-                           for t in row_inputs)
-        width = tf.shape(source_ids)[1]
-        count = 4 if return_attention else 3
-        dtypes = (tf.int32, tf.int32, tf.float32, tf.float32)[:count]
-        arrays = tuple(tf.TensorArray(dtype, size=chunks, infer_shape=False) for dtype in dtypes)
-        row_buckets = tf.constant(self.row_buckets)
-        length_buckets = tf.constant(self.length_buckets)
-
-        def body(i, arrays):
-            start = i * chunk
-            rows = tf.minimum(batch - start, chunk)
-            # the chunk's own padding: its longest source plus [END]
-            chunk_width = tf.reduce_max(tf.concat([lengths[start:start + rows] + 1, [1]], 0))
-            buffer_length = None
-            if jit_compile:
-                rows = row_buckets[tf.searchsorted(row_buckets, [tf.maximum(rows, 1)])[0]]
-                chunk_width = length_buckets[tf.searchsorted(length_buckets, [chunk_width])[0]]
-                buffer_length = tf.cast(tf.math.ceil(self.max_length_ratio * tf.cast(chunk_width - 1, tf.float32)),
-                                        tf.int32) + self.max_length_offset
-            ids = tf.pad(source_ids[start:start + rows, :chunk_width],
-                         [[0, 0], [0, chunk_width - tf.minimum(chunk_width, width)]])
-            chunk_limits = limits[start:start + rows]
-            # filler rows (an [END]-only source, limit 1) end at once
-            ids = tf.where(tf.range(chunk_width)[None, :] == 0, tf.where(ids[:, :1] == PAD_ID, END_ID, ids), ids)
-            outputs = search(ids, chunk_limits, forbid_unknown, buffer_length,
-                             *(t[start:start + rows] for t in row_inputs))
-            outputs = [tensor[:tf.minimum(rows, batch - start)] for tensor in outputs]
-            ids, out_lengths, scores = outputs[:3]
-            ids = ids[:, :, :time]
-            padded = [tf.pad(ids, [[0, 0], [0, 0], [0, time - tf.shape(ids)[2]]]), out_lengths, scores]
-            if return_attention:
-                attention = outputs[3][:, :, :time, :width]
-                padded.append(tf.pad(attention, [[0, 0], [0, 0], [0, time - tf.shape(attention)[2]],
-                                                 [0, width - tf.shape(attention)[3]]]))
-            return i + 1, tuple(a.write(i, t) for a, t in zip(arrays, padded))
-
-        _, arrays = tf.while_loop(lambda i, arrays: i < chunks, body, (0, arrays))
-        inverse = tf.math.invert_permutation(order)
-        results = [tf.gather(array.concat(), inverse) for array in arrays]
-        nbest_dim = tf.shape(results[1])[-1]
-        results[0] = tf.reshape(results[0], [batch, nbest_dim, time])
-        # static ranks for the signatures: lengths and scores [batch, nbest]
-        results[1] = tf.reshape(results[1], [batch, nbest_dim])
-        results[2] = tf.reshape(results[2], [batch, nbest_dim])
-        if return_attention:
-            results[3] = tf.reshape(results[3], [batch, nbest_dim, time, width])
-        return tuple(results)
-
-    def _translate_graph(self, sentences, beam_size, nbest, forbid_unknown=False,
-                         return_attention=False):
-        """The whole pipeline for one batch (the signatures' graph); returns a dict of tensors.
-
-        ``beam_size`` and ``nbest`` are Python ints (static shapes, XLA possible) or int32
-        scalars (a dynamic beam: no XLA); ``beam_size`` may also be int32 ``[batch]``, one
-        beam per row. XLA when ``serving_jit_compile``.
-        """
-        sentences = tf.reshape(tf.convert_to_tensor(sentences, tf.string), [-1])
-        source_ids, lengths = self._source_ids(sentences)
-        limits = self._length_limits(lengths)
-        forbid_unknown = tf.convert_to_tensor(forbid_unknown, tf.bool)
-        jit_compile = self.serving_jit_compile and isinstance(beam_size, int) and isinstance(nbest, int)
-        row_inputs = ()
-        if isinstance(beam_size, int) and isinstance(nbest, int):
-            search = self._static_search(beam_size, nbest, return_attention, jit_compile)
-        else:
-            if isinstance(beam_size, tf.Tensor) and beam_size.shape.rank == 1:
-                row_inputs = (beam_size,)
-
-            def search(chunk_ids, chunk_limits, forbid, buffer_length=None, *chunk_rows):
-                chunk_beam = chunk_rows[0] if chunk_rows else beam_size
-                return tuple(x for x in self._search(chunk_ids, chunk_limits, forbid, chunk_beam,
-                                                     nbest, return_attention) if x is not None)
-        results = self._search_in_chunks(search, source_ids, lengths, limits, forbid_unknown,
-                                         nbest, return_attention, jit_compile, row_inputs)
-        outputs = self._outputs(sentences, lengths, *results[:3])
-        if return_attention:
-            outputs.update(self._alignment_outputs(sentences, lengths, outputs, results[3]))
-        return outputs
-
-    def _outputs(self, sentences, lengths, ids, out_lengths, scores):
-        """Texts, scores, ids and lengths of searched ids [batch, nbest, time]; an empty
-        source gets "" and score 0."""
-        empty = lengths == 0  # [batch]
-        batch, nbest_dim = tf.shape(ids)[0], tf.shape(ids)[1]
-        flat_ids = tf.reshape(ids, [batch * nbest_dim, -1])
-        texts = tf.reshape(self.target_tokenizer.detokenize(flat_ids), [batch, nbest_dim])
-        return {"translations": tf.where(empty[:, None], "", texts),
-                "scores": tf.where(empty[:, None], 0.0, scores), "ids": ids,
-                "lengths": tf.where(empty[:, None], 0, out_lengths), "source_lengths": lengths}
-
-    def _alignment_outputs(self, sentences, lengths, outputs, attention):
-        """The tokens and attention of the best translations (``align``'s extra outputs)."""
-        best_ids = outputs["ids"][:, 0]  # [batch, time]
-        target_lengths = outputs["lengths"][:, 0]
-        target_tokens = self.target_tokenizer.id_to_token(best_ids)
-        valid = tf.range(tf.shape(best_ids)[1])[None, :] < target_lengths[:, None]
-        source_tokens = self.source_tokenizer.tokens(sentences)[:, : self.max_source_length]
-        end = tf.RaggedTensor.from_tensor(tf.fill([source_tokens.nrows(), 1], END_TOKEN))
-        source_tokens = tf.concat([source_tokens, end], axis=1).to_tensor(default_value="")
-        return dict(
-            source_tokens=source_tokens,
-            source_lengths=lengths + 1,
-            target_tokens=tf.where(valid, target_tokens, ""),
-            target_lengths=target_lengths,
-            attention=tf.where(valid[:, :, None], attention[:, 0], 0.0),  # [batch, time, source_len]
-        )
-
-    # === The signatures (tf.functions meant for export) ===
-
-    @tf.function(input_signature=[_SENTENCES])
-    def serving_default(self, sentences):
-        """Translates a batch with the default beam: ``translations`` [batch], ``scores``."""
-        sentences = _checked_rows(sentences)
-        out = self._translate_graph(sentences, self.beam_size, 1)
-        return {"translations": out["translations"][:, 0], "scores": out["scores"][:, 0]}
-
-    @tf.function(input_signature=[_SENTENCES, _BEAM_SIZE, _NBEST])
-    def translate_nbest(self, sentences, beam_size, nbest):
-        """n-best lists, each row with its own beam: ``translations``, ``scores`` [batch, n].
-
-        Every input has the batch dimension (TF Serving's batcher merges requests along it):
-        row i is searched with beam ``beam_size[i]`` and returns its ``nbest[i]`` best
-        translations, exactly what it gets alone. ``n`` is the batch's largest ``nbest``; a
-        row's entries beyond its own ``nbest`` are ``""`` with score ``-inf``. Out-of-range
-        values are clamped per row, ``beam_size`` to [1, MAX_BEAM_SIZE] and ``nbest`` to
-        [1, beam_size], and the values used come back as the outputs ``beam_size`` and
-        ``nbest``: a refusal would fail every request the server batched with this one.
-        """
-        sentences, beam_size, nbest = _checked_rows(sentences, beam_size, nbest)
-        beam_size = tf.clip_by_value(beam_size, 1, MAX_BEAM_SIZE)
-        nbest = tf.clip_by_value(nbest, 1, beam_size)
-        width = tf.reduce_max(tf.concat([nbest, [1]], 0))
-        out = self._translate_graph(sentences, beam_size, width)
-        kept = tf.range(width)[None, :] < nbest[:, None]
-        return {"translations": tf.where(kept, out["translations"], ""),
-                "scores": tf.where(kept, out["scores"], float("-inf")),
-                "beam_size": beam_size, "nbest": nbest}
-
-    @property
-    def align(self):
-        """``align(sentences)``: the best translations with tokens and attention (figure 3).
-
-        A tf.function (default beam) for models with attention; an AttributeError for the
-        others, so that SavedModel, which saves every function attribute, leaves it out.
-        """
-        if not self.has_attention:
-            raise AttributeError("align needs models with attention (RNNsearch).")
-        if "align" not in self._cache.functions:
-            self._cache.functions["align"] = tf.function(self._align,
-                                                         input_signature=[_SENTENCES])
-        return self._cache.functions["align"]
-
-    def _align(self, sentences):
-        sentences = _checked_rows(sentences)
-        out = self._translate_graph(sentences, self.beam_size, 1, return_attention=True)
-        keys = ("source_tokens", "source_lengths", "target_tokens", "target_lengths",
-                "attention")
-        return {"translations": out["translations"][:, 0], "scores": out["scores"][:, 0],
-                **{k: out[k] for k in keys}}
-
-    def signatures(self) -> dict:
-        """The concrete functions to pass to ``tf.saved_model.save(..., signatures=...)``.
-
-        ``align`` is left out for models without attention (RNNencdec, Seq2Seq).
-        """
-        signatures = {
-            "serving_default": self.serving_default.get_concrete_function(),
-            "translate_nbest": self.translate_nbest.get_concrete_function(),
-        }
-        if self.has_attention:
-            signatures["align"] = self.align.get_concrete_function()
-        return signatures
-
-    def export(self, export_dir, version=None, **kwargs) -> str:
-        """Writes a TF Serving SavedModel ``export_dir/version``; returns that path.
-
-        See `bahdanau_tf.serving.export_saved_model` for the arguments and the layout.
-        """
-        return serving.export_saved_model(self, export_dir, version=version, **kwargs)
-
-    # === Python API ===
-
-    def _batch_function(self, beam_size, nbest, forbid_unknown, return_alignments):
-        """Without XLA: the signatures' whole pipeline as one graph per batch."""
-        key = ("batch", beam_size, nbest, forbid_unknown, return_alignments)
-        if key not in self._cache.functions:
-            def translate_batch(sentences):
-                return self._translate_graph(sentences, beam_size, nbest, forbid_unknown,
-                                             return_alignments)
-            self._cache.functions[key] = tf.function(translate_batch,
-                                                     input_signature=[_SENTENCES])
-        return self._cache.functions[key]
-
-    def _graph_pieces(self, return_alignments):
-        """With XLA: the string graphs around the search (tokenize before, detokenize after)."""
-        key = ("pieces", return_alignments)
-        if key not in self._cache.functions:
-            def prepare(sentences):
-                source_ids, lengths = self._source_ids(sentences)
-                return source_ids, lengths, self._length_limits(lengths)
-
-            def finish(sentences, lengths, ids, out_lengths, scores, attention=None):
-                outputs = self._outputs(sentences, lengths, ids, out_lengths, scores)
-                if return_alignments:
-                    outputs.update(self._alignment_outputs(sentences, lengths, outputs, attention))
-                return outputs
-
-            int_matrix = tf.TensorSpec([None, None, None], tf.int32)
-            float_matrix = tf.TensorSpec([None, None], tf.float32)
-            signature = [_SENTENCES, tf.TensorSpec([None], tf.int32), int_matrix,
-                         tf.TensorSpec([None, None], tf.int32), float_matrix]
-            if return_alignments:
-                signature.append(tf.TensorSpec([None, None, None, None], tf.float32))
-            self._cache.functions[key] = (tf.function(prepare, input_signature=[_SENTENCES]),
-                                          tf.function(finish, input_signature=signature))
-        return self._cache.functions[key]
-
     def _xla_search(self, source_ids, lengths, limits, beam_size, nbest, forbid_unknown,
                     return_alignments):
         """The XLA search of one batch, chunk by chunk, over bucketed shapes (NumPy in, out).
 
-        Like `_search_in_chunks`, but the loop over chunks runs in Python, so each chunk's
-        shape (rows and width rounded up to `row_buckets` and `length_buckets`) and output
-        buffer (the largest limit of its width) are Python values: a new batch only compiles
+        The chunks are those of the signatures' graph loop (`bahdanau_tf.signatures`'s
+        `plan_chunk` and `chunk_input`, run eagerly here), but the loop runs in Python, so each
+        chunk's bucketed shape and output buffer are Python values: a new batch only compiles
         when it meets a new bucket, and `compilations` counts exactly what was compiled.
         """
         search = self._static_search(beam_size, nbest, return_alignments, True)
         forbid = tf.constant(bool(forbid_unknown))
         batch = len(lengths)
-        order = np.argsort(-lengths, kind="stable")
+        order = signatures.length_order(lengths).numpy()
+        sorted_inputs = [tf.constant(x[order]) for x in (lengths, source_ids, limits)]
         time = int(max(limits.max(initial=1), 1))
         width = source_ids.shape[1]
         ids = np.full([batch, nbest, time], PAD_ID, np.int32)
@@ -686,30 +409,34 @@ class Translator(tf.Module):
         scores = np.zeros([batch, nbest], np.float32)
         attention = np.zeros([batch, nbest, time, width], np.float32) if return_alignments else None
         for start in range(0, batch, self.decode_chunk_size):
-            rows = order[start:start + self.decode_chunk_size]
-            padded_rows = self.row_buckets[bisect.bisect_left(self.row_buckets, len(rows))]
-            chunk_width = int(lengths[rows].max()) + 1
-            padded_width = self.length_buckets[bisect.bisect_left(self.length_buckets, chunk_width)]
-            chunk = np.full([padded_rows, padded_width], PAD_ID, np.int32)
-            chunk[:, 0] = END_ID  # filler rows: an empty source, limit 1
-            chunk[:len(rows), :chunk_width] = source_ids[rows, :chunk_width]
-            chunk_limits = np.ones([padded_rows], np.int32)
-            chunk_limits[:len(rows)] = limits[rows]
+            plan = signatures.plan_chunk(sorted_inputs[0], start, self.chunking, bucketed=True)
+            chunk, chunk_limits = signatures.chunk_input(plan, *sorted_inputs[1:])
+            rows = order[start:start + int(plan.rows)]
             # one concrete function per bucket, traced once from its own fixed signature:
             # calling the tf.function with each bucket's shapes in turn would count as
             # retracing (and TensorFlow warns about that)
             bucket = search.get_concrete_function(
                 tf.TensorSpec(chunk.shape, tf.int32), tf.TensorSpec(chunk_limits.shape, tf.int32),
-                tf.TensorSpec([], tf.bool), self._buffer_length(padded_width))
-            outputs = bucket(tf.constant(chunk), tf.constant(chunk_limits), forbid)
+                tf.TensorSpec([], tf.bool), int(plan.buffer_length))
+            outputs = bucket(chunk, chunk_limits, forbid)
             steps = min(time, outputs[0].shape[2])
             ids[rows, :, :steps] = outputs[0].numpy()[:len(rows), :, :steps]
             out_lengths[rows] = outputs[1].numpy()[:len(rows)]
             scores[rows] = outputs[2].numpy()[:len(rows)]
             if return_alignments:
-                columns = min(width, padded_width)
+                columns = min(width, chunk.shape[1])
                 attention[rows, :, :steps, :columns] = outputs[3].numpy()[:len(rows), :, :steps, :columns]
         return ids, out_lengths, scores, attention
+
+    def export(self, export_dir, version=None, **kwargs) -> str:
+        """Writes a TF Serving SavedModel ``export_dir/version``; returns that path.
+
+        See `bahdanau_tf.serving.export_saved_model` for the arguments and the layout, and
+        `bahdanau_tf.signatures` for the signatures.
+        """
+        return serving.export_saved_model(self, export_dir, version=version, **kwargs)
+
+    # === Python API ===
 
     def translate(self, sentences, beam_size=None, nbest=1, return_alignments=False,
                   forbid_unknown=False, batch_size=64) -> TranslationOutput:
@@ -814,7 +541,7 @@ class Translator(tf.Module):
         key = ("reference_attention",)
         if key not in self._cache.functions:
             self._cache.functions[key] = tf.function(
-                self._reference_attention_graph, input_signature=[_SENTENCES, _SENTENCES])
+                self._reference_attention_graph, input_signature=[signatures.SENTENCES] * 2)
         function = self._cache.functions[key]
         results = []
         for start in range(0, len(sources), batch_size):
@@ -856,33 +583,6 @@ def _model_step_fn(model, memory):
         return model.decode_step(ids, state, memory)
 
     return step_fn
-
-
-def _checked_rows(sentences, *per_row):
-    """Refuses (InvalidArgument) inputs that are not vectors of one length, in the graph.
-
-    The signatures' ``[None]`` shapes are not enforced by the model server's Session::Run,
-    which would otherwise translate a ``[2, 2]`` request as 4 sentences. The raw ``Rank`` and
-    ``Shape`` ops read the fed tensor at run time (``tf.rank`` and ``tf.size`` would be folded
-    into constants from the declared shape when tracing). Through ``tf.saved_model.load`` the
-    function's runtime folds even ``Rank`` from the declared ``[None]``, so each input also
-    passes an ``EnsureShape`` (core op), which checks the fed tensor's own shape.
-    """
-    tensors = (sentences,) + per_row
-    names = ("sentences", "beam_size", "nbest")[: len(tensors)]
-    checks = []
-    for name, tensor in zip(names, tensors):
-        rank = tf.raw_ops.Rank(input=tensor)
-        checks.append(tf.debugging.assert_equal(
-            rank, 1, message=f"{name} must be a vector [batch] (one row per sentence)"))
-    rows = tf.raw_ops.Shape(input=sentences)[:1]
-    for name, tensor in zip(names[1:], per_row):
-        checks.append(tf.debugging.assert_equal(
-            tf.raw_ops.Shape(input=tensor)[:1], rows,
-            message=f"{name} must have one value per sentence"))
-    with tf.control_dependencies(checks):
-        tensors = tuple(tf.ensure_shape(tf.identity(t), [None]) for t in tensors)
-    return tensors if per_row else tensors[0]
 
 
 def _check_int(name, value, low, high=None):

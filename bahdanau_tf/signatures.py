@@ -1,0 +1,411 @@
+"""The SavedModel's signatures and the graph around the search: strings in, strings out.
+
+`Signatures` is the base class of `bahdanau_tf.translator.Translator` that holds its exported
+``tf.function`` s with fixed input signatures (``translator.signatures()`` returns them by
+name; `bahdanau_tf.serving` writes and checks the SavedModel, DESIGN §5). Everything between
+the input strings and the output strings runs inside one TensorFlow graph, batched, with no
+Python loop over sentences and no trip to the host:
+
+    tokenize -> cut to max_source_length -> + [END] -> pad -> sort by length -> chunks
+             -> encode -> beam search -> back in order -> detokenize
+
+Every input has the leading batch dimension, which TF Serving's batcher (``--enable_batching``)
+needs:
+
+- ``serving_default(sentences)``: tf.string ``[batch]`` -> ``translations`` tf.string
+  ``[batch]``, ``scores`` tf.float32 ``[batch]`` (the default beam size);
+- ``translate_nbest(sentences, beam_size, nbest)``: per-row int32 ``[batch]`` beams and
+  n-best sizes -> ``translations`` and ``scores`` ``[batch, max(nbest)]``, best first (a
+  row's entries beyond its own ``nbest``: ``""``, ``-inf``), and the ``beam_size`` and
+  ``nbest`` used; each row gets exactly what it gets alone with its own beam;
+- ``align(sentences)`` (models with attention only): ``translations``, ``scores``,
+  ``source_tokens`` tf.string ``[batch, source_len]`` (``[END]`` last, padded with ``""``),
+  ``source_lengths`` int32 ``[batch]``, ``target_tokens`` ``[batch, target_len]`` (``[END]``
+  included when emitted), ``target_lengths`` int32 ``[batch]`` and ``attention`` float32
+  ``[batch, target_len, source_len]`` (row i: α_ij of target token i; zero padding) — what
+  the paper's figure 3 draws.
+
+**The chunked search** has one plan, `plan_chunk` and `chunk_input`, written in TF ops: the
+signatures' graph loop (`search_in_chunks`, a ``tf.while_loop``) calls them symbolically, and
+`Translator.translate`'s XLA path (a Python loop, so each chunk's bucketed shape is a Python
+value) calls them eagerly. So both decide filler rows, sorting, padding and buckets alike.
+The decisions themselves (length limits, chunks, buckets, empty and bad input) are documented
+in `bahdanau_tf.translator`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import NamedTuple, Optional
+
+import tensorflow as tf
+
+from bahdanau_tf.special_tokens import END_ID, END_TOKEN, PAD_ID
+
+MAX_BEAM_SIZE = 64  # translate_nbest clamps its beam_size input to this
+
+SENTENCES = tf.TensorSpec([None], tf.string, name="sentences")
+# every input of every signature has the leading batch dimension (TF Serving's batching)
+BEAM_SIZE = tf.TensorSpec([None], tf.int32, name="beam_size")
+NBEST = tf.TensorSpec([None], tf.int32, name="nbest")
+
+
+# === The chunk plan (one for the graph loop and the XLA path) ===
+
+@dataclasses.dataclass(frozen=True)
+class Chunking:
+    """How a batch is cut for the search.
+
+    Attributes:
+        size: int, sentences per chunk (``decode_chunk_size``).
+        row_buckets: increasing ints ending with ``size``, the padded row counts under XLA.
+        length_buckets: increasing ints, the padded source widths (tokens + ``[END]``) under
+            XLA; the last one is the widest source there can be.
+        max_length_ratio, max_length_offset: the output limit ``ceil(ratio * n) + offset``.
+    """
+
+    size: int
+    row_buckets: tuple
+    length_buckets: tuple
+    max_length_ratio: float
+    max_length_offset: int
+
+
+class ChunkPlan(NamedTuple):
+    """One chunk of a length-sorted batch: int32 scalars (tensors), ``buffer_length`` None
+    unless bucketed."""
+
+    start: tf.Tensor  # first sorted row
+    rows: tf.Tensor  # real rows (sentences) of the chunk
+    padded_rows: tf.Tensor  # rows searched: real rows, then filler rows
+    width: tf.Tensor  # the padded source width, [END] included
+    buffer_length: Optional[tf.Tensor]  # the static output buffer: the largest limit of width
+
+
+def length_limits(lengths, max_length_ratio, max_length_offset):
+    """Per-sentence output limits ``ceil(ratio * n) + offset``; 1 for an empty source (its
+    output is dropped). ``lengths``: int32, any shape."""
+    limits = tf.cast(tf.math.ceil(max_length_ratio * tf.cast(lengths, tf.float32)),
+                     tf.int32) + max_length_offset
+    return tf.where(lengths > 0, tf.maximum(limits, 1), 1)
+
+
+def length_order(lengths):
+    """The search's row order: longest source first, ties in input order."""
+    return tf.argsort(lengths, direction="DESCENDING", stable=True)
+
+
+def plan_chunk(sorted_lengths, start, chunking: Chunking, bucketed: bool) -> ChunkPlan:
+    """The plan of the chunk that starts at sorted row ``start``.
+
+    Its width is its longest source plus ``[END]``. ``bucketed`` (XLA): rows and width are
+    rounded up to ``chunking``'s buckets, so a stream of batches meets few shapes, and the
+    output buffer is the largest limit of that width.
+    """
+    batch = tf.shape(sorted_lengths)[0]
+    rows = tf.minimum(batch - start, chunking.size)
+    width = tf.reduce_max(tf.concat([sorted_lengths[start:start + rows] + 1, [1]], 0))
+    if not bucketed:
+        return ChunkPlan(start, rows, rows, width, None)
+    row_buckets = tf.constant(chunking.row_buckets)
+    length_buckets = tf.constant(chunking.length_buckets)
+    padded_rows = row_buckets[tf.searchsorted(row_buckets, [tf.maximum(rows, 1)])[0]]
+    width = length_buckets[tf.searchsorted(length_buckets, [width])[0]]
+    buffer_length = length_limits(width - 1, chunking.max_length_ratio, chunking.max_length_offset)
+    return ChunkPlan(start, rows, padded_rows, width, buffer_length)
+
+
+def chunk_input(plan: ChunkPlan, sorted_ids, sorted_limits, *sorted_rows):
+    """The searched inputs of a chunk: ids ``[padded_rows, width]``, limits, and more per-row
+    int32 inputs (per-row beams). Filler rows are an ``[END]``-only source with limit 1 (they
+    end at once), and 1 in the other per-row inputs."""
+    end = plan.start + plan.rows
+    fill = plan.padded_rows - plan.rows
+    ids = sorted_ids[plan.start:end, :plan.width]
+    ids = tf.pad(ids, [[0, fill], [0, plan.width - tf.shape(ids)[1]]], constant_values=PAD_ID)
+    first = tf.where(ids[:, :1] == PAD_ID, END_ID, ids[:, :1])  # only filler rows start with PAD
+    ids = tf.concat([first, ids[:, 1:]], axis=1)
+    per_row = tuple(tf.pad(t[plan.start:end], [[0, fill]], constant_values=1)
+                    for t in (sorted_limits,) + sorted_rows)
+    return (ids,) + per_row
+
+
+def search_in_chunks(search, source_ids, lengths, limits, forbid_unknown, chunking: Chunking,
+                     return_attention, bucketed=False, row_inputs=()):
+    """Runs ``search`` over the chunks of a batch in a ``tf.while_loop``, in the input order.
+
+    The batch is sorted by source length (longest first), cut into chunks (`plan_chunk`), and
+    each chunk is searched on its own, with its own padding and its own early exit: a long
+    sentence no longer keeps a whole large batch stepping, and smaller ``[rows, vocabulary]``
+    tensors stay in cache. Rows are independent, so the results are those of one big search.
+
+    Args:
+        search: ``search(ids, limits, forbid_unknown, buffer_length, *row_inputs)`` -> ids
+            ``[rows, nbest, time]``, lengths and scores ``[rows, nbest]``, attention
+            ``[rows, nbest, time, width]`` when ``return_attention``.
+        source_ids: int32 ``[batch, width]``; lengths, limits: int32 ``[batch]``.
+        forbid_unknown: bool scalar, passed to ``search``.
+        chunking: `Chunking`; bucketed: bool, round shapes up to its buckets (XLA).
+        row_inputs: more ``[batch]`` int32 tensors (per-row beams), sorted and cut like rows.
+    """
+    batch = tf.shape(source_ids)[0]
+    order = length_order(lengths)
+    source_ids, lengths, limits = (tf.gather(t, order) for t in (source_ids, lengths, limits))
+    row_inputs = tuple(tf.gather(t, order) for t in row_inputs)
+    time = tf.maximum(tf.reduce_max(limits), 1)
+    # at least one (possibly empty) chunk, so an empty batch still has outputs to concat
+    chunks = tf.maximum((batch + chunking.size - 1) // chunking.size, 1)
+    width = tf.shape(source_ids)[1]
+    count = 4 if return_attention else 3
+    dtypes = (tf.int32, tf.int32, tf.float32, tf.float32)[:count]
+    arrays = tuple(tf.TensorArray(dtype, size=chunks, infer_shape=False) for dtype in dtypes)
+
+    def body(i, arrays):
+        plan = plan_chunk(lengths, i * chunking.size, chunking, bucketed)
+        ids, chunk_limits, *chunk_rows = chunk_input(plan, source_ids, limits, *row_inputs)
+        outputs = search(ids, chunk_limits, forbid_unknown, plan.buffer_length, *chunk_rows)
+        outputs = [tensor[:plan.rows] for tensor in outputs]
+        ids = outputs[0][:, :, :time]
+        padded = [tf.pad(ids, [[0, 0], [0, 0], [0, time - tf.shape(ids)[2]]]), *outputs[1:3]]
+        if return_attention:
+            attention = outputs[3][:, :, :time, :width]
+            padded.append(tf.pad(attention, [[0, 0], [0, 0], [0, time - tf.shape(attention)[2]],
+                                             [0, width - tf.shape(attention)[3]]]))
+        return i + 1, tuple(a.write(i, t) for a, t in zip(arrays, padded))
+
+    _, arrays = tf.while_loop(lambda i, arrays: i < chunks, body, (0, arrays))
+    inverse = tf.math.invert_permutation(order)
+    results = [tf.gather(array.concat(), inverse) for array in arrays]
+    nbest_dim = tf.shape(results[1])[-1]
+    results[0] = tf.reshape(results[0], [batch, nbest_dim, time])
+    # static ranks for the signatures: lengths and scores [batch, nbest]
+    results[1] = tf.reshape(results[1], [batch, nbest_dim])
+    results[2] = tf.reshape(results[2], [batch, nbest_dim])
+    if return_attention:
+        results[3] = tf.reshape(results[3], [batch, nbest_dim, time, width])
+    return tuple(results)
+
+
+def checked_rows(sentences, *per_row):
+    """Refuses (InvalidArgument) inputs that are not vectors of one length, in the graph.
+
+    The signatures' ``[None]`` shapes are not enforced by the model server's Session::Run,
+    which would otherwise translate a ``[2, 2]`` request as 4 sentences. The raw ``Rank`` and
+    ``Shape`` ops read the fed tensor at run time (``tf.rank`` and ``tf.size`` would be folded
+    into constants from the declared shape when tracing). Through ``tf.saved_model.load`` the
+    function's runtime folds even ``Rank`` from the declared ``[None]``, so each input also
+    passes an ``EnsureShape`` (core op), which checks the fed tensor's own shape.
+    """
+    tensors = (sentences,) + per_row
+    names = ("sentences", "beam_size", "nbest")[: len(tensors)]
+    checks = []
+    for name, tensor in zip(names, tensors):
+        rank = tf.raw_ops.Rank(input=tensor)
+        checks.append(tf.debugging.assert_equal(
+            rank, 1, message=f"{name} must be a vector [batch] (one row per sentence)"))
+    rows = tf.raw_ops.Shape(input=sentences)[:1]
+    for name, tensor in zip(names[1:], per_row):
+        checks.append(tf.debugging.assert_equal(
+            tf.raw_ops.Shape(input=tensor)[:1], rows,
+            message=f"{name} must have one value per sentence"))
+    with tf.control_dependencies(checks):
+        tensors = tuple(tf.ensure_shape(tf.identity(t), [None]) for t in tensors)
+    return tensors if per_row else tensors[0]
+
+
+class Signatures(tf.Module):
+    """The exported signatures and the string graphs around the search (Translator's base).
+
+    A subclass provides the tokenizers (``source_tokenizer``, ``target_tokenizer``), the
+    config (``beam_size``, ``max_source_length``, ``max_length_ratio``,
+    ``max_length_offset``, ``serving_jit_compile``, ``has_attention``, ``chunking``), a cache
+    of traced functions (``_cache.functions``, a dict SavedModel does not see) and the search
+    over int tensors: ``_search`` and ``_static_search``.
+    """
+
+    def _search(self, source_ids, limits, forbid_unknown, beam_size, nbest, return_attention,
+                buffer_length=None):
+        raise NotImplementedError
+
+    def _static_search(self, beam_size, nbest, return_attention, jit_compile):
+        raise NotImplementedError
+
+    # === Graph pieces (traced inside the tf.functions) ===
+
+    def _source_ids(self, sentences):
+        """tf.string [batch] -> (source ids [batch, len] int32 with [END], token counts [batch])."""
+        ids = tf.cast(self.source_tokenizer.tokenize(sentences), tf.int32)
+        ids = ids[:, : self.max_source_length]
+        lengths = tf.cast(ids.row_lengths(), tf.int32)
+        end = tf.RaggedTensor.from_tensor(tf.fill([ids.nrows(), 1], tf.constant(END_ID, tf.int32)))
+        ids = tf.concat([ids, end], axis=1).to_tensor(default_value=PAD_ID)
+        # an empty batch still needs one column: the encoder cannot run over zero steps
+        ids = tf.pad(ids, [[0, 0], [0, tf.maximum(1 - tf.shape(ids)[1], 0)]])
+        return ids, lengths
+
+    def _length_limits(self, lengths):
+        return length_limits(lengths, self.max_length_ratio, self.max_length_offset)
+
+    def _translate_graph(self, sentences, beam_size, nbest, forbid_unknown=False,
+                         return_attention=False):
+        """The whole pipeline for one batch (the signatures' graph); returns a dict of tensors.
+
+        ``beam_size`` and ``nbest`` are Python ints (static shapes, XLA possible) or int32
+        scalars (a dynamic beam: no XLA); ``beam_size`` may also be int32 ``[batch]``, one
+        beam per row. XLA when ``serving_jit_compile``.
+        """
+        sentences = tf.reshape(tf.convert_to_tensor(sentences, tf.string), [-1])
+        source_ids, lengths = self._source_ids(sentences)
+        limits = self._length_limits(lengths)
+        forbid_unknown = tf.convert_to_tensor(forbid_unknown, tf.bool)
+        static = isinstance(beam_size, int) and isinstance(nbest, int)
+        jit_compile = self.serving_jit_compile and static
+        row_inputs = ()
+        if static:
+            search = self._static_search(beam_size, nbest, return_attention, jit_compile)
+        else:
+            if isinstance(beam_size, tf.Tensor) and beam_size.shape.rank == 1:
+                row_inputs = (beam_size,)
+
+            def search(chunk_ids, chunk_limits, forbid, buffer_length=None, *chunk_rows):
+                chunk_beam = chunk_rows[0] if chunk_rows else beam_size
+                return tuple(x for x in self._search(chunk_ids, chunk_limits, forbid, chunk_beam,
+                                                     nbest, return_attention) if x is not None)
+        results = search_in_chunks(search, source_ids, lengths, limits, forbid_unknown,
+                                   self.chunking, return_attention, jit_compile, row_inputs)
+        outputs = self._outputs(sentences, lengths, *results[:3])
+        if return_attention:
+            outputs.update(self._alignment_outputs(sentences, lengths, outputs, results[3]))
+        return outputs
+
+    def _outputs(self, sentences, lengths, ids, out_lengths, scores):
+        """Texts, scores, ids and lengths of searched ids [batch, nbest, time]; an empty
+        source gets "" and score 0."""
+        empty = lengths == 0  # [batch]
+        batch, nbest_dim = tf.shape(ids)[0], tf.shape(ids)[1]
+        flat_ids = tf.reshape(ids, [batch * nbest_dim, -1])
+        texts = tf.reshape(self.target_tokenizer.detokenize(flat_ids), [batch, nbest_dim])
+        return {"translations": tf.where(empty[:, None], "", texts),
+                "scores": tf.where(empty[:, None], 0.0, scores), "ids": ids,
+                "lengths": tf.where(empty[:, None], 0, out_lengths), "source_lengths": lengths}
+
+    def _alignment_outputs(self, sentences, lengths, outputs, attention):
+        """The tokens and attention of the best translations (``align``'s extra outputs)."""
+        best_ids = outputs["ids"][:, 0]  # [batch, time]
+        target_lengths = outputs["lengths"][:, 0]
+        target_tokens = self.target_tokenizer.id_to_token(best_ids)
+        valid = tf.range(tf.shape(best_ids)[1])[None, :] < target_lengths[:, None]
+        source_tokens = self.source_tokenizer.tokens(sentences)[:, : self.max_source_length]
+        end = tf.RaggedTensor.from_tensor(tf.fill([source_tokens.nrows(), 1], END_TOKEN))
+        source_tokens = tf.concat([source_tokens, end], axis=1).to_tensor(default_value="")
+        return dict(
+            source_tokens=source_tokens,
+            source_lengths=lengths + 1,
+            target_tokens=tf.where(valid, target_tokens, ""),
+            target_lengths=target_lengths,
+            attention=tf.where(valid[:, :, None], attention[:, 0], 0.0),  # [batch, time, source_len]
+        )
+
+    def _batch_function(self, beam_size, nbest, forbid_unknown, return_alignments):
+        """Without XLA: the signatures' whole pipeline as one graph per batch."""
+        key = ("batch", beam_size, nbest, forbid_unknown, return_alignments)
+        if key not in self._cache.functions:
+            def translate_batch(sentences):
+                return self._translate_graph(sentences, beam_size, nbest, forbid_unknown,
+                                             return_alignments)
+            self._cache.functions[key] = tf.function(translate_batch, input_signature=[SENTENCES])
+        return self._cache.functions[key]
+
+    def _graph_pieces(self, return_alignments):
+        """With XLA: the string graphs around the search (tokenize before, detokenize after)."""
+        key = ("pieces", return_alignments)
+        if key not in self._cache.functions:
+            def prepare(sentences):
+                source_ids, lengths = self._source_ids(sentences)
+                return source_ids, lengths, self._length_limits(lengths)
+
+            def finish(sentences, lengths, ids, out_lengths, scores, attention=None):
+                outputs = self._outputs(sentences, lengths, ids, out_lengths, scores)
+                if return_alignments:
+                    outputs.update(self._alignment_outputs(sentences, lengths, outputs, attention))
+                return outputs
+
+            int_matrix = tf.TensorSpec([None, None, None], tf.int32)
+            float_matrix = tf.TensorSpec([None, None], tf.float32)
+            signature = [SENTENCES, tf.TensorSpec([None], tf.int32), int_matrix,
+                         tf.TensorSpec([None, None], tf.int32), float_matrix]
+            if return_alignments:
+                signature.append(tf.TensorSpec([None, None, None, None], tf.float32))
+            self._cache.functions[key] = (tf.function(prepare, input_signature=[SENTENCES]),
+                                          tf.function(finish, input_signature=signature))
+        return self._cache.functions[key]
+
+    # === The signatures (tf.functions meant for export) ===
+
+    @tf.function(input_signature=[SENTENCES])
+    def serving_default(self, sentences):
+        """Translates a batch with the default beam: ``translations`` [batch], ``scores``."""
+        sentences = checked_rows(sentences)
+        out = self._translate_graph(sentences, self.beam_size, 1)
+        return {"translations": out["translations"][:, 0], "scores": out["scores"][:, 0]}
+
+    @tf.function(input_signature=[SENTENCES, BEAM_SIZE, NBEST])
+    def translate_nbest(self, sentences, beam_size, nbest):
+        """n-best lists, each row with its own beam: ``translations``, ``scores`` [batch, n].
+
+        Every input has the batch dimension (TF Serving's batcher merges requests along it):
+        row i is searched with beam ``beam_size[i]`` and returns its ``nbest[i]`` best
+        translations, exactly what it gets alone. ``n`` is the batch's largest ``nbest``; a
+        row's entries beyond its own ``nbest`` are ``""`` with score ``-inf``. Out-of-range
+        values are clamped per row, ``beam_size`` to [1, MAX_BEAM_SIZE] and ``nbest`` to
+        [1, beam_size], and the values used come back as the outputs ``beam_size`` and
+        ``nbest``: a refusal would fail every request the server batched with this one.
+        """
+        sentences, beam_size, nbest = checked_rows(sentences, beam_size, nbest)
+        beam_size = tf.clip_by_value(beam_size, 1, MAX_BEAM_SIZE)
+        nbest = tf.clip_by_value(nbest, 1, beam_size)
+        width = tf.reduce_max(tf.concat([nbest, [1]], 0))
+        out = self._translate_graph(sentences, beam_size, width)
+        kept = tf.range(width)[None, :] < nbest[:, None]
+        return {"translations": tf.where(kept, out["translations"], ""),
+                "scores": tf.where(kept, out["scores"], float("-inf")),
+                "beam_size": beam_size, "nbest": nbest}
+
+    @property
+    def align(self):
+        """``align(sentences)``: the best translations with tokens and attention (figure 3).
+
+        A tf.function (default beam) for models with attention; an AttributeError for the
+        others, so that SavedModel, which saves every function attribute, leaves it out.
+        """
+        if not self.has_attention:
+            raise AttributeError("align needs models with attention (RNNsearch).")
+        if "align" not in self._cache.functions:
+            self._cache.functions["align"] = tf.function(self._align, input_signature=[SENTENCES])
+        return self._cache.functions["align"]
+
+    def _align(self, sentences):
+        sentences = checked_rows(sentences)
+        out = self._translate_graph(sentences, self.beam_size, 1, return_attention=True)
+        keys = ("source_tokens", "source_lengths", "target_tokens", "target_lengths",
+                "attention")
+        return {"translations": out["translations"][:, 0], "scores": out["scores"][:, 0],
+                **{k: out[k] for k in keys}}
+
+    def signatures(self) -> dict:
+        """The concrete functions to pass to ``tf.saved_model.save(..., signatures=...)``.
+
+        ``align`` is left out for models without attention (RNNencdec, Seq2Seq).
+        """
+        signatures = {
+            "serving_default": self.serving_default.get_concrete_function(),
+            "translate_nbest": self.translate_nbest.get_concrete_function(),
+        }
+        if self.has_attention:
+            signatures["align"] = self.align.get_concrete_function()
+        return signatures
+
+
+__all__ = ["Signatures", "Chunking", "ChunkPlan", "plan_chunk", "chunk_input", "search_in_chunks",
+           "length_limits", "length_order", "checked_rows", "MAX_BEAM_SIZE", "SENTENCES",
+           "BEAM_SIZE", "NBEST"]
