@@ -1,5 +1,7 @@
 """Tests for bahdanau-average (bahdanau_tf/cli/average.py), run as a subprocess, and the
-averaged checkpoint through translate's and export's loading (``--checkpoint=averaged``)."""
+averaged checkpoint through translate's and export's loading (``--checkpoint=averaged``).
+Its refusals (too few checkpoints, no --last, a non-empty --output, damaged data, no average
+to load) are rows of tests/test_hostile.py."""
 
 import os
 import subprocess
@@ -48,28 +50,3 @@ def test_average_then_translate_and_export_load_the_averaged_checkpoint(tmp_path
     exported = Translator.from_directory(directory, which="averaged", dtype="float32", beam_size=2,
                                           jit_compile=False)
     assert exported.translate(lines).translations == averaged.translations
-
-
-@pytest.mark.slow
-def test_average_refuses_bad_requests_with_one_line(tmp_path):
-    directory = training_run(tmp_path / "run", steps=(1, 2))
-    cases = [
-        (["--last=3"], "Cannot average the last 3 checkpoints"),
-        ([], "--last is required"),
-        (["--last=1", f"--output={directory}"], "is not empty: write the averaged model into a new or empty"),
-    ]
-    for args, message in cases:
-        result = run_cli("average", [f"--model_dir={directory}", *args])
-        stderr = [line for line in result.stderr.decode().splitlines()
-                  if line.startswith("bahdanau-average")]  # not TensorFlow's start-up lines
-        assert result.returncode == 2 and len(stderr) == 1, result.stderr.decode()[-2000:]
-        assert "Traceback" not in result.stderr.decode()
-        assert stderr[0].startswith("bahdanau-average: error: ") and message in stderr[0]
-    data = [name for name in os.listdir(os.path.join(directory, "checkpoints")) if name.startswith("ckpt-2.data")]
-    with open(os.path.join(directory, "checkpoints", data[0]), "r+b") as handle:
-        handle.truncate(50)
-    result = run_cli("average", [f"--model_dir={directory}", "--last=2"])
-    assert result.returncode == 2 and "ckpt-2' is damaged" in result.stderr.decode()
-    result = run_cli("translate", [f"--model_dir={directory}", "--checkpoint=averaged"], "a\n")
-    assert result.returncode == 2 and "no averaged/ checkpoint" in result.stderr.decode()
-    assert not os.path.exists(os.path.join(directory, "averaged"))

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from helpers import random_model, save_model_dir, toy_tokenizers
+from helpers import random_model, save_model_dir, toy_tokenizers, training_run
 
 # every test here starts a Python process (or uses a module fixture that does)
 pytestmark = pytest.mark.subprocess
@@ -85,6 +85,17 @@ CASES = [
     ("evaluate: empty model.json", "evaluate", ["--model_dir={empty_config}",
                                                 "--output_dir={tmp}/evaluation2"], "", 2,
      "model.json' is damaged: not valid JSON"),
+    # bahdanau-average ({run}: checkpoints at steps 1 and 2; {run_damaged}: ckpt-2's data cut)
+    ("average: more checkpoints than kept", "average", ["--model_dir={run}", "--last=3"], "", 2,
+     "Cannot average the last 3 checkpoints"),
+    ("average: no --last", "average", ["--model_dir={run}"], "", 2, "--last is required"),
+    ("average: output is a non-empty directory", "average", ["--model_dir={run}", "--last=1",
+                                                            "--output={run}"], "", 2,
+     "is not empty: write the averaged model into a new or empty"),
+    ("average: damaged checkpoint data", "average", ["--model_dir={run_damaged}", "--last=2"], "", 2,
+     "ckpt-2' is damaged"),
+    ("translate: no averaged checkpoint", "translate", ["--model_dir={run}", "--checkpoint=averaged"],
+     "a\n", 2, "no averaged/ checkpoint"),
 ]
 
 
@@ -127,13 +138,18 @@ def paths(tmp_path_factory):
     preset = random_model(seed=1)
     preset.attach_tokenizers(source, target)
     preset.save_to_preset(str(tmp / "preset"))
+    training_run(tmp / "run", steps=(1, 2))
+    damaged_run = training_run(tmp / "run_damaged", steps=(1, 2))
+    (data_file,) = [name for name in os.listdir(os.path.join(damaged_run, "checkpoints"))
+                    if name.startswith("ckpt-2.data")]
+    os.truncate(os.path.join(damaged_run, "checkpoints", data_file), 50)
     three_columns = tmp / "three.tsv"
     three_columns.write_bytes(b"the cat\tel gato\rthe dog\tel perro\tstray\r")  # CR-only line ends
     bad_utf8 = tmp / "bad.txt"
     bad_utf8.write_bytes(b"the cat\n\xff bad\n")
     return {"tmp": str(tmp), "model": model, "damaged": damaged,
             **{name: str(tmp / name) for name in ("zeroed", "truncated", "flipped", "cut_config",
-                                                  "empty_config", "preset")},
+                                                  "empty_config", "preset", "run", "run_damaged")},
             "three_columns": str(three_columns), "bad_utf8": str(bad_utf8)}
 
 
@@ -161,6 +177,9 @@ def test_hostile_command_lines_get_one_clear_line_and_their_exit_code(paths):
     assert not failures, "\n".join(failures)
     assert set(os.listdir(paths["tmp"])) == before  # no output directory, file or lock was left
     assert sorted(os.listdir(paths["preset"])) == preset_before  # a refused directory gets no .lock
+    for run in (paths["run"], paths["run_damaged"]):  # no average, whole or partial
+        assert sorted(os.listdir(run)) == ["checkpoints", "model.json", "source_vocabulary",
+                                            "target_vocabulary"], os.listdir(run)
 
 
 # === A full disk: a real one, a small tmpfs filled to the last byte ===

@@ -79,7 +79,8 @@ class TrainingConfig:
         '`bahdanau_tf.devices.training_choice` (bf16 on CPUs with AMX bf16 tiles and on GPUs '
         'from compute capability 8.0, float16 on 7.x, float32 elsewhere).')
     jit_compile: bool | None = _field(None,
-        "Compile the forward and backward pass with XLA. None (default): the device's "
+        "Compile the forward and backward pass (and the dev BLEU's greedy search) with XLA. "
+        "None (default): the device's "
         'choice (off on CPUs with AMX, on elsewhere).')
     pad_to_multiple: int | None = _field(None,
         'Pad batch lengths up to a multiple of this: bounds the number of XLA '

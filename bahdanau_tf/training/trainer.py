@@ -658,8 +658,9 @@ class Trainer:
         if not self._summaries or run.dev_corpus is None or not len(run.dev_corpus):
             return
         if self._dev_translator is None:
+            # XLA or not as the training step: a run without XLA compiles nothing for its dev BLEU
             self._dev_translator = Translator(self.model, self.source_tokenizer, self.target_tokenizer,
-                                              beam_size=1)
+                                              beam_size=1, jit_compile=bool(self.config.jit_compile))
         sample = run.dev_corpus.select(slice(0, self.config.dev_bleu_sentences))
         run.dev_bleu = dev_translation_summaries(self._summaries, self._dev_translator, sample,
                                                  run.step, self._log)
