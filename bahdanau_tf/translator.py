@@ -258,7 +258,8 @@ class Translator(signatures.Signatures):
 
         Args:
             model_dirs: str, or a list of str (an ensemble; the vocabularies must be equal).
-            which: ``"best"`` (best dev NLL, else latest) or ``"latest"`` checkpoint.
+            which: ``"best"`` (best dev NLL, else latest), ``"latest"`` or ``"averaged"``
+                (`bahdanau-average`'s checkpoint; never a fallback) checkpoint.
             dtype: the dtype policy to build the models in; ``"auto"``:
                 `bahdanau_tf.devices.decoding_precision` (float32 on a CPU, whatever the model
                 was trained in); None: the trained policy.
