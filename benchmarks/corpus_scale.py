@@ -104,11 +104,9 @@ def run_training(corpus, output_dir):
     return int(peak.group(1)) / 1024, startup, wall
 
 
-def run_translate(model_dir, input_file):
-    """One ``bahdanau-translate`` of ``input_file``: (peak RSS in MiB, wall seconds)."""
-    command = ["/usr/bin/time", "-v", sys.executable, "-m", "bahdanau_tf.cli.translate",
-               f"--model_dir={model_dir}", f"--input_file={input_file}",
-               f"--output_file={input_file}.out"] + TRANSLATE_FLAGS
+def _peak_and_wall(command):
+    """Runs a command line of the package under ``/usr/bin/time -v``: (peak RSS in MiB, wall s)."""
+    command = ["/usr/bin/time", "-v", sys.executable, "-m"] + command
     env = dict(os.environ, PYTHONPATH=FLAGS.repository, TF_CPP_MIN_LOG_LEVEL="2")
     start = time.time()
     result = subprocess.run(command, capture_output=True, text=True, cwd=FLAGS.repository, env=env)
@@ -116,6 +114,13 @@ def run_translate(model_dir, input_file):
     if result.returncode != 0 or peak is None:
         raise RuntimeError(f"{' '.join(command)} failed ({result.returncode}):\n{result.stderr[-3000:]}")
     return int(peak.group(1)) / 1024, time.time() - start
+
+
+def run_translate(model_dir, input_file):
+    """One ``bahdanau-translate`` of ``input_file``: (peak RSS in MiB, wall seconds)."""
+    return _peak_and_wall(["bahdanau_tf.cli.translate", f"--model_dir={model_dir}",
+                           f"--input_file={input_file}", f"--output_file={input_file}.out"]
+                          + TRANSLATE_FLAGS)
 
 
 def translate_rows(model_dir, sources, scratch):
@@ -137,16 +142,9 @@ def translate_rows(model_dir, sources, scratch):
 
 def run_evaluate(model_dir, source_file, reference_file, output_dir):
     """One ``bahdanau-evaluate`` of a test set in two files: (peak RSS in MiB, wall seconds)."""
-    command = ["/usr/bin/time", "-v", sys.executable, "-m", "bahdanau_tf.cli.evaluate",
-               f"--model_dir={model_dir}", f"--source_file={source_file}",
-               f"--reference_file={reference_file}", f"--output_dir={output_dir}"] + EVALUATE_FLAGS
-    env = dict(os.environ, PYTHONPATH=FLAGS.repository, TF_CPP_MIN_LOG_LEVEL="2")
-    start = time.time()
-    result = subprocess.run(command, capture_output=True, text=True, cwd=FLAGS.repository, env=env)
-    peak = _PEAK.search(result.stderr)
-    if result.returncode != 0 or peak is None:
-        raise RuntimeError(f"{' '.join(command)} failed ({result.returncode}):\n{result.stderr[-3000:]}")
-    return int(peak.group(1)) / 1024, time.time() - start
+    return _peak_and_wall(["bahdanau_tf.cli.evaluate", f"--model_dir={model_dir}",
+                           f"--source_file={source_file}", f"--reference_file={reference_file}",
+                           f"--output_dir={output_dir}"] + EVALUATE_FLAGS)
 
 
 def evaluate_rows(model_dir, pairs, scratch):
