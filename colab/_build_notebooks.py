@@ -277,8 +277,9 @@ in, strings out."""),
         tagged(new_code_cell('''\
 from bahdanau_tf.translator import Translator
 
-# BEAM_SIZE is 1 (greedy) in smoke mode: after a few updates a beam prefers the empty translation
-translator = Translator.from_directory(MODEL_DIR, beam_size=BEAM_SIZE)
+# BEAM_SIZE is 1 (greedy) in smoke mode: after a few updates a beam prefers the empty translation;
+# XLA (the default) compiles the search once per batch shape, which pays off over many batches only
+translator = Translator.from_directory(MODEL_DIR, beam_size=BEAM_SIZE, jit_compile=False if SMOKE else None)
 sentences = ["In the beginning God created the heavens and the earth.",
              "Jesus wept.",
              "Love is patient and is kind."]
@@ -483,7 +484,8 @@ print(f"{len(gold)} of {len(test)} test verses have gold alignments: "
 translators, results, outputs = {}, {}, {}
 for name in MODELS:
     start = time.time()
-    translator = Translator.from_directory(os.path.join(OUTPUT_DIR, name), beam_size=BEAM_SIZE)
+    translator = Translator.from_directory(os.path.join(OUTPUT_DIR, name), beam_size=BEAM_SIZE,
+                                           jit_compile=False if SMOKE else None)  # XLA pays off over many batches
     outputs[name] = evaluation.evaluate_translator(translator, test, name=name)
     translators[name], results[name] = translator, outputs[name].report
     print(f"{name}: {results[name].bleu}  ({time.time() - start:.0f} s)")
