@@ -1,4 +1,4 @@
-"""Tests for bahdanau-evaluate (bahdanau_tf/cli/evaluate.py), run as a subprocess.
+"""Tests for bahdanau-evaluate (bahdanau_tf/cli/evaluate.py), run in a fresh process.
 
 A tiny RNNsearch is trained for a few hundred steps on short verses of the test split (so its
 output is not degenerate and its attention not uniform), an untrained tiny RNNencdec sits
@@ -8,8 +8,6 @@ beside it, and the command must write a sane report.json and the figure 2 / figu
 import dataclasses
 import json
 import os
-import subprocess
-import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -23,7 +21,7 @@ from bahdanau_tf.data import load_corpus
 from bahdanau_tf.models import RNNEncDec, RNNSearch
 from bahdanau_tf.special_tokens import END_ID, START_ID, UNK_TOKEN
 from bahdanau_tf.text import WordTokenizer, split_words
-from helpers import save_model_dir
+from helpers import run_commands, save_model_dir
 
 # every test here starts a Python process (or uses a module fixture that does)
 pytestmark = pytest.mark.subprocess
@@ -78,19 +76,26 @@ def evaluation_dir(tmp_path_factory):
     baseline_dir = save_model_dir(root / "rnnencdec", baseline, source_tokenizer,
                                   target_tokenizer)
     output_dir = root / "out"
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
-    result = subprocess.run(
-        [sys.executable, "-m", "bahdanau_tf.cli.evaluate", f"--model_dir={search_dir}",
-         f"--model_dir={baseline_dir}", f"--output_dir={output_dir}",
-         f"--max_sentences={SENTENCES}", "--beam_size=2", "--attention_plots=2",
-         f"--read_lines={READ_LINES}"],
-        capture_output=True, env=env, timeout=600)
-    assert result.returncode == 0, result.stderr.decode()[-3000:]
-    return output_dir, corpus, search_dir
+    # the user's files stream: a reference file shorter than the sources is met after the first
+    # chunks were written (to temporary files); one process runs both command lines
+    files = root / "files"
+    files.mkdir()
+    (files / "src.txt").write_text("\n".join(corpus.sources[:20]) + "\n", encoding="utf-8")
+    (files / "ref.txt").write_text("\n".join(corpus.targets[:19]) + "\n", encoding="utf-8")
+    result, bad_line = run_commands([
+        ("evaluate", [f"--model_dir={search_dir}", f"--model_dir={baseline_dir}", f"--output_dir={output_dir}",
+                      f"--max_sentences={SENTENCES}", "--beam_size=2", "--attention_plots=2",
+                      f"--read_lines={READ_LINES}"], ""),
+        ("evaluate", [f"--model_dir={search_dir}", f"--output_dir={files / 'out'}",
+                      f"--source_file={files / 'src.txt'}", f"--reference_file={files / 'ref.txt'}",
+                      "--read_lines=7", "--beam_size=1", "--nojit_compile"], ""),
+    ], cwd=root)
+    assert result["code"] == 0, result["stderr"][-3000:]
+    return output_dir, corpus, search_dir, (bad_line, files)
 
 
 def test_report_has_every_measure_with_sane_values(evaluation_dir):
-    output_dir, corpus, _ = evaluation_dir
+    output_dir, corpus, _, _ = evaluation_dir
     report = json.loads((output_dir / "report.json").read_text(encoding="utf-8"))
     assert report["num_sentences"] == SENTENCES
     search, baseline = report["models"]
@@ -136,7 +141,7 @@ def test_report_has_every_measure_with_sane_values(evaluation_dir):
 
 
 def test_plots_are_written(evaluation_dir):
-    output_dir, _, _ = evaluation_dir
+    output_dir, _, _, _ = evaluation_dir
     report = json.loads((output_dir / "report.json").read_text(encoding="utf-8"))
     search, baseline = report["models"]
     assert len(search["attention_plots"]) == 2 and baseline["attention_plots"] == []
@@ -150,21 +155,10 @@ def test_plots_are_written(evaluation_dir):
     assert np.ptp(image[..., :3]) > 0.5  # not a blank picture
 
 
-@pytest.mark.slow
-def test_a_bad_line_of_streamed_files_leaves_nothing(evaluation_dir, tmp_path):
-    """The user's files stream: a reference file shorter than the sources is met after the
-    first chunks were written (to temporary files), and the run leaves nothing behind."""
-    _, corpus, search_dir = evaluation_dir
-    (tmp_path / "src.txt").write_text("\n".join(corpus.sources[:20]) + "\n", encoding="utf-8")
-    (tmp_path / "ref.txt").write_text("\n".join(corpus.targets[:19]) + "\n", encoding="utf-8")
-    output_dir = tmp_path / "out"
-    result = subprocess.run(
-        [sys.executable, "-m", "bahdanau_tf.cli.evaluate", f"--model_dir={search_dir}",
-         f"--output_dir={output_dir}", f"--source_file={tmp_path / 'src.txt'}",
-         f"--reference_file={tmp_path / 'ref.txt'}", "--read_lines=7", "--beam_size=1"],
-        capture_output=True, text=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
-        timeout=600)
-    assert result.returncode == 2, result.stderr[-3000:]
-    assert "Line counts differ" in result.stderr and "Traceback" not in result.stderr
-    assert not output_dir.exists()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["ref.txt", "src.txt"]
+def test_a_bad_line_of_streamed_files_leaves_nothing(evaluation_dir):
+    """--source_file/--reference_file stream: a reference file shorter than the sources is met
+    after the first chunks were written (to temporary files); the run leaves nothing behind."""
+    result, files = evaluation_dir[3]
+    assert result["code"] == 2, result["stderr"][-3000:]
+    assert "Line counts differ" in result["stderr"] and "Traceback" not in result["stderr"]
+    assert sorted(p.name for p in files.iterdir()) == ["ref.txt", "src.txt"]  # no out/
