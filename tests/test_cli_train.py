@@ -279,8 +279,9 @@ def test_a_streamed_corpus_trains_and_a_bad_line_met_while_training_stops_the_ru
 @pytest.mark.slow
 def test_every_model_class_trains_one_step_at_the_papers_sizes(tmp_path):
     """bahdanau-train --preset=NAME --max_steps=1 for the paper-sized preset of each model class,
-    in one process (every registry row keeps the model contract in tests/test_models.py, at small
-    sizes; here the command line builds, trains and saves each class at its real sizes).
+    in one process (each architecture of the registry keeps the model contract in
+    tests/test_models.py, at small sizes; here the command line builds, trains and saves each
+    class at its real sizes).
 
     The presets keep their layer sizes; only the data is tiny (word vocabularies of 60, batches
     of 2 pairs of at most 20 tokens), so one update of each is cheap. No dev translation and no
