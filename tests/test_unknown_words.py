@@ -17,26 +17,13 @@ from bahdanau_tf.models import RNNEncDec
 from bahdanau_tf.translator import Translator
 from bahdanau_tf.unknown_words import UnknownWordDictionary, read_dictionary
 
-from helpers import random_model, toy_tokenizers  # noqa: E402
+from helpers import random_model, replaced_reference, toy_tokenizers  # noqa: E402
 
 # unknown source words ("zebra", "quokka") must come back as written
 SENTENCES = ["the cat sat on zebra mat", "a quokka ran to the house", "", "dog",
              "the dog and the cat ran to a house on the mat"]
 # lexicon.tsv's form (a third column), a repeated source (the first entry wins), a blank line
 DICTIONARY = "zebra\tcebra\t0.9\nthe\tEL\nthe\tla\n\ncat\tGATO\n"
-
-
-def _expected(alignment, dictionary, subword):
-    """The replaced translation from the model's own tokens and attention, in NumPy (also
-    tests/test_export.py's reference for the served subword model)."""
-    sources = alignment.source_tokens[:-1]  # [END] is not a candidate
-    tokens = [t for t in alignment.target_tokens if t != "[END]"]
-    for i, token in enumerate(tokens):
-        if token == "[UNK]":
-            word = sources[int(np.argmax(alignment.attention[i, :len(sources)]))]
-            tokens[i] = dictionary.get(word, word)
-    text = " ".join(tokens)
-    return text.replace(" ##", "") if subword else text
 
 
 def test_each_unk_becomes_its_argmax_attention_source_word_or_its_dictionary_entry(tmp_path):
@@ -51,7 +38,8 @@ def test_each_unk_becomes_its_argmax_attention_source_word_or_its_dictionary_ent
     replaced = translator.translate(SENTENCES, return_alignments=True, replace_unk=True)
     # the alignments keep the model's own tokens: [UNK], many of them
     assert sum(a.target_tokens.count("[UNK]") for a in replaced.alignments) >= 10
-    expected = [_expected(a, dictionary, subword=False) for a in replaced.alignments]
+    expected = [replaced_reference(a.source_tokens, a.target_tokens, a.attention, dictionary)
+                for a in replaced.alignments]
     assert replaced.translations == expected
     assert not any("[UNK]" in t for t in replaced.translations)
     # both kinds of replacement happened: a dictionary entry, and a word without one copied
