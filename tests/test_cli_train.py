@@ -19,8 +19,10 @@ pytestmark = pytest.mark.subprocess
 
 COMMAND = [sys.executable, "-m", "bahdanau_tf.cli.train"]
 # a small, fast setup for the tests that are not about the defaults
+# (no XLA, no dev BLEU: they cost more than the updates; tests/test_training.py covers both)
 SMALL_RUN = ["--preset=tiny", "--tokenizer=word", "--vocabulary_size=300", "--max_train_pairs=2000",
-             "--max_length=20", "--jit=false", "--dev_sentences=64", "--max_minutes=0"]
+             "--max_length=20", "--jit=false", "--dev_sentences=64", "--dev_bleu_every=0",
+             "--max_minutes=0"]
 
 
 def train(*flags, timeout=600, env=None):
@@ -58,8 +60,9 @@ def test_defaults_run_end_to_end_resume_and_refuse_another_model(tmp_path):
     assert loaded.source_tokenizer.kind == "subword"
     assert "Updates" in result.stderr and "Dev NLL" in result.stderr
 
+    # (the resumed run need not compile with XLA or score BLEU again: neither is what it tests)
     result = train("--preset=tiny", "--max_steps=5", "--max_train_pairs=1500", "--dev_sentences=64",
-                   f"--output_dir={out}")
+                   "--jit=false", "--dev_bleu_every=0", f"--output_dir={out}")
     assert result.returncode == 0, result.stderr[-3000:]
     assert "Resuming from" in result.stderr and "step 3" in result.stderr
     assert report_of(out)["updates"] == 5
@@ -218,7 +221,8 @@ def test_a_failed_first_run_leaves_no_directory_and_no_temp_files(tmp_path):
     empty = tmp_path / "empty.tsv"
     empty.write_text("\n\n", encoding="utf-8")
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", TMPDIR=str(temp))
-    flags = ["--preset=tiny", "--max_minutes=0", "--dev_sentences=32", f"--output_dir={out}"]
+    flags = ["--preset=tiny", "--max_minutes=0", "--dev_sentences=32", "--jit=false",
+             "--dev_bleu_every=0", f"--output_dir={out}"]
     result = subprocess.run(COMMAND + flags + [f"--tsv={empty}", "--max_steps=2"],
                             capture_output=True, text=True, timeout=600, env=env)
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-3000:]
@@ -252,7 +256,8 @@ def test_a_streamed_corpus_trains_and_a_bad_line_met_while_training_stops_the_ru
     corpus = tmp_path / "pairs.tsv.gz"
     corpus.write_bytes(gzip.compress(good + b"the dog\tel perro\tstray\n" + good))
     flags = ["--preset=tiny", "--max_minutes=0", "--vocabulary_size=80", "--max_steps=4",
-             "--log_every=2", "--batch_size=16", f"--tsv={corpus}", f"--output_dir={out}"]
+             "--log_every=2", "--batch_size=16", "--jit=false", "--dev_bleu_every=0",
+             f"--tsv={corpus}", f"--output_dir={out}"]
     result = train(*flags, env=env, timeout=300)
     assert result.returncode == 2, result.stderr[-3000:]
     assert result.stderr.splitlines()[-1] == (

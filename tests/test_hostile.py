@@ -1,11 +1,12 @@
 """Hostile but realistic command lines, table-driven: each must end with one clear line and its
-documented exit code (README, "Command lines"), never a traceback, and write nothing.
+documented exit code (README, "Command lines"), never a traceback, and write nothing. The rows
+run one after another in one process (helpers.run_commands), each through its command's entry
+point with its own argv, stdin and captured stdout/stderr: TensorFlow is imported once.
 
 Add a row when a new way to misuse a command is found. The serving signatures' hostile inputs
 are in tests/test_export.py (`HOSTILE_REQUESTS`), the data loaders' in tests/test_data.py.
 """
 
-import concurrent.futures
 import errno
 import os
 import shutil
@@ -17,7 +18,7 @@ import time
 import pytest
 
 from bahdanau_tf.models import RNNEncDec
-from helpers import random_model, save_model_dir, toy_tokenizers, training_run
+from helpers import random_model, run_commands, save_model_dir, toy_tokenizers, training_run
 
 # every test here starts a Python process (or uses a module fixture that does)
 pytestmark = pytest.mark.subprocess
@@ -169,27 +170,24 @@ def paths(tmp_path_factory):
             "three_columns": str(three_columns), "bad_utf8": str(bad_utf8)}
 
 
-def _run(case, paths):
-    name, command, arguments, stdin, _, _ = case
-    arguments = [argument.format(**paths) for argument in arguments]
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    return subprocess.run([sys.executable, "-m", f"bahdanau_tf.cli.{command}", *arguments],
-                          input=stdin.encode(), capture_output=True, timeout=300, env=env,
-                          cwd=paths["tmp"])
+def _run(rows, paths):
+    """Runs ``rows`` (name, command, arguments, stdin, ...) in one process (helpers.run_commands:
+    TensorFlow is imported once for the table, not once a row), in the ``tmp`` directory."""
+    return run_commands([(command, [argument.format(**paths) for argument in arguments], stdin)
+                         for _, command, arguments, stdin, *_ in rows], cwd=paths["tmp"])
 
 
 def test_hostile_command_lines_get_one_clear_line_and_their_exit_code(paths):
     before = set(os.listdir(paths["tmp"]))
     preset_before = sorted(os.listdir(paths["preset"]))
-    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
-        results = list(pool.map(lambda case: _run(case, paths), CASES))
+    results = _run(CASES, paths)
     failures = []
     for (name, _, _, _, code, phrase), result in zip(CASES, results):
-        stderr = result.stderr.decode("utf-8", "replace")
+        stderr = result["stderr"]
         errors = [line for line in stderr.splitlines() if ": error: " in line]
-        if (result.returncode != code or "Traceback" in stderr or len(errors) != 1
-                or phrase not in errors[0] or result.stdout):
-            failures.append(f"{name}: exit {result.returncode}, stderr tail {stderr[-400:]!r}")
+        if (result["code"] != code or "Traceback" in stderr or len(errors) != 1
+                or phrase not in errors[0] or result["stdout"]):
+            failures.append(f"{name}: exit {result['code']}, stderr tail {stderr[-400:]!r}")
     assert not failures, "\n".join(failures)
     assert set(os.listdir(paths["tmp"])) == before  # no output directory, file or lock was left
     assert sorted(os.listdir(paths["preset"])) == preset_before  # a refused directory gets no .lock
@@ -268,13 +266,12 @@ def test_a_full_disk_is_one_line_exit_5_and_leaves_nothing_partial(paths, full_d
     }
     rows = [(name, command, arguments, stdin, 5, "") for name, (command, arguments, stdin, _)
             in cases.items()]
-    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
-        results = dict(zip(cases, pool.map(lambda row: _run(row, paths), rows)))
+    results = dict(zip(cases, _run(rows, paths)))
     for name, result in results.items():
-        stderr = result.stderr.decode("utf-8", "replace")
+        stderr = result["stderr"]
         errors = [line for line in stderr.splitlines() if ": error: " in line]
-        assert result.returncode == 5 and "Traceback" not in stderr and len(errors) == 1, \
-            (name, result.returncode, stderr[-2000:])
+        assert result["code"] == 5 and "Traceback" not in stderr and len(errors) == 1, \
+            (name, result["code"], stderr[-2000:])
         assert "I/O failure: " in errors[0] and "No space left on device" in errors[0], errors
         assert str(disk[name]) in errors[0], errors  # the file is named
         assert _partial_files(disk[name]) == [], name
