@@ -5,9 +5,10 @@
 
     MODEL_BASE/
       1/                                  one version; the server serves the highest number
-        saved_model.pb                    graph + the three signatures
+        saved_model.pb                    graph + the signatures
         variables/                        the weights
-        assets/                           the two vocabularies (tokenizer lookup tables)
+        assets/                           the two vocabularies (tokenizer lookup tables), and
+                                          unk_dictionary.tsv when exported with one
         assets.extra/
           tf_serving_warmup_requests      PredictionLog records the server replays at load
 
@@ -15,26 +16,34 @@ Signatures (`bahdanau_tf.signatures`, the base of `bahdanau_tf.translator.Transl
 input has the leading batch dimension ``-1``, so every signature can be served with
 ``--enable_batching`` and is warmed up:
 
-================  ==================================  ===========================================
-name              inputs                              outputs
-================  ==================================  ===========================================
-serving_default   sentences  string [-1]              translations string [-1],
-                                                      scores float32 [-1]
-translate_nbest   sentences  string [-1],             translations string [-1, -1] (best first),
-                  beam_size  int32 [-1] (1..64),      scores float32 [-1, -1] (-inf: padding),
-                  nbest      int32 [-1] (1..beam)     beam_size int32 [-1], nbest int32 [-1]
-                                                      (the values used, after clamping)
-align             sentences  string [-1]              translations string [-1], scores float32
-                                                      [-1], source_tokens string [-1, -1],
-                                                      source_lengths int32 [-1], target_tokens
-                                                      string [-1, -1], target_lengths int32 [-1],
-                                                      attention float32 [-1, -1, -1]
-================  ==================================  ===========================================
+=====================  ==============================  ===========================================
+name                   inputs                          outputs
+=====================  ==============================  ===========================================
+serving_default        sentences  string [-1]          translations string [-1],
+                                                       scores float32 [-1]
+translate_nbest        sentences  string [-1],         translations string [-1, -1] (best first),
+                       beam_size  int32 [-1] (1..64),  scores float32 [-1, -1] (-inf: padding),
+                       nbest      int32 [-1] (1..beam) beam_size int32 [-1], nbest int32 [-1]
+                                                       (the values used, after clamping)
+align                  sentences  string [-1]          translations string [-1], scores float32
+                                                       [-1], source_tokens string [-1, -1],
+                                                       source_lengths int32 [-1], target_tokens
+                                                       string [-1, -1], target_lengths int32 [-1],
+                                                       attention float32 [-1, -1, -1]
+translate_replace_unk  sentences  string [-1]          translations string [-1], scores float32
+                                                       [-1]: serving_default, each [UNK] replaced
+=====================  ==============================  ===========================================
 
-``align`` exists only for models with attention (RNNsearch). ``translate_nbest`` searches each
-row with its own beam and returns as many columns as the batch's largest ``nbest``; a row's
-entries beyond its own ``nbest`` are ``""`` with score ``-inf`` (``-Infinity`` in TF Serving's
-JSON). Inputs are cut to the Translator's ``max_source_length`` tokens (100 by default); see
+``align`` and ``translate_replace_unk`` exist only for models with attention (RNNsearch).
+``translate_replace_unk`` replaces each generated [UNK] by the source word of highest attention
+at that step, or by its entry in the export's dictionary (``Translator(unk_dictionary=...)``,
+``bahdanau-export --unk_dictionary``: an asset read into a hash table at load), see
+`bahdanau_tf.unknown_words`; a client chooses it per request. An export made with
+``replace_unk=True`` (``--replace_unk``) replaces in the other signatures' translations too.
+``translate_nbest`` searches each row with its own beam and returns as many columns as the
+batch's largest ``nbest``; a row's entries beyond its own ``nbest`` are ``""`` with score
+``-inf`` (``-Infinity`` in TF Serving's JSON). Inputs are cut to the Translator's
+``max_source_length`` tokens (100 by default); see
 `bahdanau_tf.translator` for the handling of empty, unknown and invalid-UTF-8 input. An input
 that is not a vector, or per-row inputs of another length than ``sentences``, are refused with
 InvalidArgument.

@@ -23,7 +23,14 @@ needs:
   ``source_lengths`` int32 ``[batch]``, ``target_tokens`` ``[batch, target_len]`` (``[END]``
   included when emitted), ``target_lengths`` int32 ``[batch]`` and ``attention`` float32
   ``[batch, target_len, source_len]`` (row i: α_ij of target token i; zero padding) — what
-  the paper's figure 3 draws.
+  the paper's figure 3 draws;
+- ``translate_replace_unk(sentences)`` (models with attention only): ``translations``,
+  ``scores`` like ``serving_default``, with every generated ``[UNK]`` replaced by the source
+  word the attention weighted most at that step, or by its entry in the export's dictionary
+  (``bahdanau-export --unk_dictionary``), see `bahdanau_tf.unknown_words`. A client chooses
+  replacement per request by the signature it calls; an export made with ``--replace_unk``
+  replaces in ``serving_default``, ``translate_nbest`` and ``align``'s ``translations`` too
+  (``align``'s ``target_tokens`` stay the model's own tokens, ``[UNK]`` included).
 
 **The chunked search** has one plan, `plan_chunk` and `chunk_input`, written in TF ops: the
 signatures' graph loop (`search_in_chunks`, a ``tf.while_loop``) calls them symbolically, and
@@ -40,6 +47,7 @@ from typing import NamedTuple, Optional
 
 import tensorflow as tf
 
+from bahdanau_tf import unknown_words
 from bahdanau_tf.special_tokens import END_ID, END_TOKEN, PAD_ID
 
 MAX_BEAM_SIZE = 64  # translate_nbest clamps its beam_size input to this
@@ -218,7 +226,8 @@ class Signatures(tf.Module):
 
     A subclass provides the tokenizers (``source_tokenizer``, ``target_tokenizer``), the
     config (``beam_size``, ``max_source_length``, ``max_length_ratio``,
-    ``max_length_offset``, ``serving_jit_compile``, ``has_attention``, ``chunking``), a cache
+    ``max_length_offset``, ``serving_jit_compile``, ``has_attention``, ``chunking``,
+    ``replace_unk``, ``unk_dictionary``), a cache
     of traced functions (``_cache.functions``, a dict SavedModel does not see) and the search
     over int tensors: ``_search`` and ``_static_search``.
     """
@@ -247,13 +256,15 @@ class Signatures(tf.Module):
         return length_limits(lengths, self.max_length_ratio, self.max_length_offset)
 
     def _translate_graph(self, sentences, beam_size, nbest, forbid_unknown=False,
-                         return_attention=False):
+                         return_attention=False, replace_unk=False):
         """The whole pipeline for one batch (the signatures' graph); returns a dict of tensors.
 
         ``beam_size`` and ``nbest`` are Python ints (static shapes, XLA possible) or int32
         scalars (a dynamic beam: no XLA); ``beam_size`` may also be int32 ``[batch]``, one
-        beam per row. XLA when ``serving_jit_compile``.
+        beam per row. XLA when ``serving_jit_compile``. ``replace_unk``: the translations'
+        [UNK] replaced by attention (the search then returns attention too).
         """
+        searched_attention = return_attention or replace_unk
         sentences = tf.reshape(tf.convert_to_tensor(sentences, tf.string), [-1])
         source_ids, lengths = self._source_ids(sentences)
         limits = self._length_limits(lengths)
@@ -262,7 +273,7 @@ class Signatures(tf.Module):
         jit_compile = self.serving_jit_compile and static
         row_inputs = ()
         if static:
-            search = self._static_search(beam_size, nbest, return_attention, jit_compile)
+            search = self._static_search(beam_size, nbest, searched_attention, jit_compile)
         else:
             if isinstance(beam_size, tf.Tensor) and beam_size.shape.rank == 1:
                 row_inputs = (beam_size,)
@@ -270,24 +281,38 @@ class Signatures(tf.Module):
             def search(chunk_ids, chunk_limits, forbid, buffer_length=None, *chunk_rows):
                 chunk_beam = chunk_rows[0] if chunk_rows else beam_size
                 return tuple(x for x in self._search(chunk_ids, chunk_limits, forbid, chunk_beam,
-                                                     nbest, return_attention) if x is not None)
+                                                     nbest, searched_attention) if x is not None)
         results = search_in_chunks(search, source_ids, lengths, limits, forbid_unknown,
-                                   self.chunking, return_attention, jit_compile, row_inputs)
-        outputs = self._outputs(sentences, lengths, *results[:3])
+                                   self.chunking, searched_attention, jit_compile, row_inputs)
+        outputs = self._outputs(sentences, lengths, *results[:3],
+                                attention=results[3] if replace_unk else None)
         if return_attention:
             outputs.update(self._alignment_outputs(sentences, lengths, outputs, results[3]))
         return outputs
 
-    def _outputs(self, sentences, lengths, ids, out_lengths, scores):
+    def _outputs(self, sentences, lengths, ids, out_lengths, scores, attention=None):
         """Texts, scores, ids and lengths of searched ids [batch, nbest, time]; an empty
-        source gets "" and score 0."""
+        source gets "" and score 0. With ``attention`` [batch, nbest, time, width], each
+        [UNK] of the texts is replaced (`bahdanau_tf.unknown_words`)."""
         empty = lengths == 0  # [batch]
         batch, nbest_dim = tf.shape(ids)[0], tf.shape(ids)[1]
         flat_ids = tf.reshape(ids, [batch * nbest_dim, -1])
-        texts = tf.reshape(self.target_tokenizer.detokenize(flat_ids), [batch, nbest_dim])
+        unknown = None
+        if attention is not None:
+            unknown = unknown_words.replacement_tokens(
+                attention, self._source_token_matrix(sentences), lengths, self.unk_dictionary)
+            unknown = tf.reshape(unknown, tf.shape(flat_ids))
+        texts = tf.reshape(self.target_tokenizer.detokenize(flat_ids, unknown),
+                           [batch, nbest_dim])
         return {"translations": tf.where(empty[:, None], "", texts),
                 "scores": tf.where(empty[:, None], 0.0, scores), "ids": ids,
                 "lengths": tf.where(empty[:, None], 0, out_lengths), "source_lengths": lengths}
+
+    def _source_token_matrix(self, sentences):
+        """The source tokens as written, cut like the ids, ``[END]`` last, padded with ""."""
+        source_tokens = self.source_tokenizer.tokens(sentences)[:, : self.max_source_length]
+        end = tf.RaggedTensor.from_tensor(tf.fill([source_tokens.nrows(), 1], END_TOKEN))
+        return tf.concat([source_tokens, end], axis=1).to_tensor(default_value="")
 
     def _alignment_outputs(self, sentences, lengths, outputs, attention):
         """The tokens and attention of the best translations (``align``'s extra outputs)."""
@@ -295,37 +320,37 @@ class Signatures(tf.Module):
         target_lengths = outputs["lengths"][:, 0]
         target_tokens = self.target_tokenizer.id_to_token(best_ids)
         valid = tf.range(tf.shape(best_ids)[1])[None, :] < target_lengths[:, None]
-        source_tokens = self.source_tokenizer.tokens(sentences)[:, : self.max_source_length]
-        end = tf.RaggedTensor.from_tensor(tf.fill([source_tokens.nrows(), 1], END_TOKEN))
-        source_tokens = tf.concat([source_tokens, end], axis=1).to_tensor(default_value="")
         return dict(
-            source_tokens=source_tokens,
+            source_tokens=self._source_token_matrix(sentences),
             source_lengths=lengths + 1,
             target_tokens=tf.where(valid, target_tokens, ""),
             target_lengths=target_lengths,
             attention=tf.where(valid[:, :, None], attention[:, 0], 0.0),  # [batch, time, source_len]
         )
 
-    def _batch_function(self, beam_size, nbest, forbid_unknown, return_alignments):
+    def _batch_function(self, beam_size, nbest, forbid_unknown, return_alignments,
+                        replace_unk=False):
         """Without XLA: the signatures' whole pipeline as one graph per batch."""
-        key = ("batch", beam_size, nbest, forbid_unknown, return_alignments)
+        key = ("batch", beam_size, nbest, forbid_unknown, return_alignments, replace_unk)
         if key not in self._cache.functions:
             def translate_batch(sentences):
                 return self._translate_graph(sentences, beam_size, nbest, forbid_unknown,
-                                             return_alignments)
+                                             return_alignments, replace_unk)
             self._cache.functions[key] = tf.function(translate_batch, input_signature=[SENTENCES])
         return self._cache.functions[key]
 
-    def _graph_pieces(self, return_alignments):
-        """With XLA: the string graphs around the search (tokenize before, detokenize after)."""
-        key = ("pieces", return_alignments)
+    def _graph_pieces(self, return_alignments, replace_unk=False):
+        """With XLA: the string graphs around the search (tokenize before, detokenize after);
+        ``finish`` takes the search's attention when alignments or replacement need it."""
+        key = ("pieces", return_alignments, replace_unk)
         if key not in self._cache.functions:
             def prepare(sentences):
                 source_ids, lengths = self._source_ids(sentences)
                 return source_ids, lengths, self._length_limits(lengths)
 
             def finish(sentences, lengths, ids, out_lengths, scores, attention=None):
-                outputs = self._outputs(sentences, lengths, ids, out_lengths, scores)
+                outputs = self._outputs(sentences, lengths, ids, out_lengths, scores,
+                                        attention=attention if replace_unk else None)
                 if return_alignments:
                     outputs.update(self._alignment_outputs(sentences, lengths, outputs, attention))
                 return outputs
@@ -334,7 +359,7 @@ class Signatures(tf.Module):
             float_matrix = tf.TensorSpec([None, None], tf.float32)
             signature = [SENTENCES, tf.TensorSpec([None], tf.int32), int_matrix,
                          tf.TensorSpec([None, None], tf.int32), float_matrix]
-            if return_alignments:
+            if return_alignments or replace_unk:
                 signature.append(tf.TensorSpec([None, None, None, None], tf.float32))
             self._cache.functions[key] = (tf.function(prepare, input_signature=[SENTENCES]),
                                           tf.function(finish, input_signature=signature))
@@ -346,7 +371,7 @@ class Signatures(tf.Module):
     def serving_default(self, sentences):
         """Translates a batch with the default beam: ``translations`` [batch], ``scores``."""
         sentences = checked_rows(sentences)
-        out = self._translate_graph(sentences, self.beam_size, 1)
+        out = self._translate_graph(sentences, self.beam_size, 1, replace_unk=self.replace_unk)
         return {"translations": out["translations"][:, 0], "scores": out["scores"][:, 0]}
 
     @tf.function(input_signature=[SENTENCES, BEAM_SIZE, NBEST])
@@ -365,7 +390,7 @@ class Signatures(tf.Module):
         beam_size = tf.clip_by_value(beam_size, 1, MAX_BEAM_SIZE)
         nbest = tf.clip_by_value(nbest, 1, beam_size)
         width = tf.reduce_max(tf.concat([nbest, [1]], 0))
-        out = self._translate_graph(sentences, beam_size, width)
+        out = self._translate_graph(sentences, beam_size, width, replace_unk=self.replace_unk)
         kept = tf.range(width)[None, :] < nbest[:, None]
         return {"translations": tf.where(kept, out["translations"], ""),
                 "scores": tf.where(kept, out["scores"], float("-inf")),
@@ -386,16 +411,38 @@ class Signatures(tf.Module):
 
     def _align(self, sentences):
         sentences = checked_rows(sentences)
-        out = self._translate_graph(sentences, self.beam_size, 1, return_attention=True)
+        out = self._translate_graph(sentences, self.beam_size, 1, return_attention=True,
+                                    replace_unk=self.replace_unk)
         keys = ("source_tokens", "source_lengths", "target_tokens", "target_lengths",
                 "attention")
         return {"translations": out["translations"][:, 0], "scores": out["scores"][:, 0],
                 **{k: out[k] for k in keys}}
 
+    @property
+    def translate_replace_unk(self):
+        """``translate_replace_unk(sentences)``: ``serving_default`` with [UNK] replaced.
+
+        Each generated [UNK] becomes the source word with the highest attention weight at
+        that step, or its entry in ``unk_dictionary`` (`bahdanau_tf.unknown_words`). Like
+        `align`, a tf.function for models with attention only (an AttributeError otherwise).
+        """
+        if not self.has_attention:
+            raise AttributeError("translate_replace_unk needs models with attention (RNNsearch).")
+        if "translate_replace_unk" not in self._cache.functions:
+            def translate_replace_unk(sentences):
+                sentences = checked_rows(sentences)
+                out = self._translate_graph(sentences, self.beam_size, 1, replace_unk=True)
+                return {"translations": out["translations"][:, 0],
+                        "scores": out["scores"][:, 0]}
+            self._cache.functions["translate_replace_unk"] = tf.function(
+                translate_replace_unk, input_signature=[SENTENCES])
+        return self._cache.functions["translate_replace_unk"]
+
     def signatures(self) -> dict:
         """The concrete functions to pass to ``tf.saved_model.save(..., signatures=...)``.
 
-        ``align`` is left out for models without attention (RNNencdec, Seq2Seq).
+        ``align`` and ``translate_replace_unk`` are left out for models without attention
+        (RNNencdec, Seq2Seq).
         """
         signatures = {
             "serving_default": self.serving_default.get_concrete_function(),
@@ -403,6 +450,8 @@ class Signatures(tf.Module):
         }
         if self.has_attention:
             signatures["align"] = self.align.get_concrete_function()
+            signatures["translate_replace_unk"] = (
+                self.translate_replace_unk.get_concrete_function())
         return signatures
 
 

@@ -225,14 +225,17 @@ def _to_ragged_ids(ids) -> tf.RaggedTensor:
     return tf.RaggedTensor.from_tensor(tf.cast(ids, tf.int64))
 
 
+def _visible_mask(dense: tf.Tensor) -> tf.Tensor:
+    """bool [batch, len]: not PAD, not START, and before the first END."""
+    ended = tf.math.cumsum(tf.cast(tf.equal(dense, END_ID), tf.int32), axis=1) > 0
+    return ~ended & tf.not_equal(dense, PAD_ID) & tf.not_equal(dense, START_ID)
+
+
 def _visible_ids(ids) -> tf.RaggedTensor:
     """Drops PAD and START and everything from the first END on."""
-    ids = _to_ragged_ids(ids)
-    dense = ids.to_tensor(default_value=PAD_ID)
-    ended = tf.math.cumsum(tf.cast(tf.equal(dense, END_ID), tf.int32), axis=1) > 0
-    keep = ~ended & tf.not_equal(dense, PAD_ID) & tf.not_equal(dense, START_ID)
+    dense = _to_ragged_ids(ids).to_tensor(default_value=PAD_ID)
     # positions past a row's own length are padding, so the mask already drops them
-    return tf.ragged.boolean_mask(dense, keep)
+    return tf.ragged.boolean_mask(dense, _visible_mask(dense))
 
 
 class _VocabularyAsset(tf.saved_model.Asset):
@@ -348,7 +351,7 @@ class _Tokenizer(tf.Module):
     def _join(self, tokens: tf.RaggedTensor) -> tf.Tensor:
         raise NotImplementedError
 
-    def detokenize(self, ids) -> tf.Tensor:
+    def detokenize(self, ids, unknown_tokens=None) -> tf.Tensor:
         """Ids back to text.
 
         Drops ``[PAD]`` and ``[START]``, stops at the first ``[END]``, joins the tokens (see
@@ -356,11 +359,18 @@ class _Tokenizer(tf.Module):
 
         Args:
             ids: int tensor [batch, length] padded with 0, or ragged [batch, (length)].
+            unknown_tokens: optional tf.string [batch, length] (dense ``ids`` only): the token
+                written instead of ``[UNK]`` at each position (`bahdanau_tf.unknown_words`).
 
         Returns:
             tf.string [batch].
         """
-        tokens = self.id_to_token(_visible_ids(ids))
+        if unknown_tokens is None:
+            tokens = self.id_to_token(_visible_ids(ids))
+        else:
+            dense = tf.cast(tf.convert_to_tensor(ids), tf.int64)
+            tokens = tf.where(tf.equal(dense, UNK_ID), unknown_tokens, self.id_to_token(dense))
+            tokens = tf.ragged.boolean_mask(tokens, _visible_mask(dense))
         return _prettify_spacing(self._join(tokens))
 
     @staticmethod

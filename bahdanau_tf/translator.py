@@ -54,6 +54,12 @@ Decisions (all documented here once):
   0.96-0.99 / 0.97-1.00 / 1.01-1.03); a larger alpha decodes longer, so more slowly. An
   undertrained model gains more from it (497 updates: 11.4 at alpha 0, 12.4 at 1.0, BLEU on
   400 dev verses). The authors' GroundHog sampler offered length normalisation too.
+- **[UNK] replacement** (``replace_unk``; Jean et al. 2015): each generated ``[UNK]`` becomes
+  the source token with the highest attention weight at that step (among the real source
+  tokens, ``[END]`` left out; the word as written, even when the model read it as ``[UNK]``),
+  or its entry in ``unk_dictionary``; `bahdanau_tf.unknown_words` says what it means for
+  subword tokenizers. Attention models only. It changes the text, not the search: the score
+  is that of the hypothesis with ``[UNK]``.
 - **Defaults**: beam 5 (the paper does not give its beam size; Sutskever et al. used 12,
   which costs ~2.4x the time for a small gain); ``[UNK]`` allowed (the paper's "No UNK"
   column forbids it: ``forbid_unknown=True``).
@@ -83,7 +89,7 @@ from typing import Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
-from bahdanau_tf import decoding, devices, model_directory, serving, signatures
+from bahdanau_tf import decoding, devices, model_directory, serving, signatures, unknown_words
 from bahdanau_tf.special_tokens import END_TOKEN, PAD_ID, START_ID, UNK_ID
 
 DEFAULT_BEAM_SIZE = 5
@@ -167,6 +173,12 @@ class Translator(signatures.Signatures):
             (False: TF Serving runs XLA:CPU only with ``--xla_cpu_compilation_enabled``).
         length_buckets: increasing ints, the padded source widths (tokens + ``[END]``) the XLA
             search is compiled for; wider sources use ``max_source_length + 1``.
+        replace_unk: bool, replace each generated [UNK] by attention (see the module
+            docstring): `translate`'s default and what the exported ``serving_default``,
+            ``translate_nbest`` and ``align`` do (``translate_replace_unk`` always does).
+        unk_dictionary: None, a dictionary file's path or a
+            `bahdanau_tf.unknown_words.UnknownWordDictionary`: the entries replacement looks
+            up (exported as an asset).
         name: optional module name.
 
     Example:
@@ -181,7 +193,8 @@ class Translator(signatures.Signatures):
                  beam_size=DEFAULT_BEAM_SIZE, length_penalty=DEFAULT_LENGTH_PENALTY,
                  max_source_length=DEFAULT_MAX_SOURCE_LENGTH, max_length_ratio=2.0,
                  max_length_offset=10, jit_compile=None, decode_chunk_size=16,
-                 serving_jit_compile=False, length_buckets=DEFAULT_LENGTH_BUCKETS, name=None):
+                 serving_jit_compile=False, length_buckets=DEFAULT_LENGTH_BUCKETS,
+                 replace_unk=False, unk_dictionary=None, name=None):
         super().__init__(name=name)
         models = list(models) if isinstance(models, (list, tuple)) else [models]
         if not models:
@@ -241,6 +254,15 @@ class Translator(signatures.Signatures):
                                             self.length_buckets, self.max_length_ratio,
                                             self.max_length_offset)
         self._cache = _FunctionCache()
+        # === [UNK] replacement ===
+        if (replace_unk or unk_dictionary is not None) and not self.has_attention:
+            raise ValueError("replace_unk and unk_dictionary need models with attention "
+                             "(RNNsearch): the replacement follows the attention.")
+        self.replace_unk = bool(replace_unk)
+        if unk_dictionary is not None and not isinstance(unk_dictionary,
+                                                         unknown_words.UnknownWordDictionary):
+            unk_dictionary = unknown_words.UnknownWordDictionary(unk_dictionary)
+        self.unk_dictionary = unk_dictionary
 
     @property
     def models(self) -> list:
@@ -440,7 +462,7 @@ class Translator(signatures.Signatures):
     # === Python API ===
 
     def translate(self, sentences, beam_size=None, nbest=1, return_alignments=False,
-                  forbid_unknown=False, batch_size=64) -> TranslationOutput:
+                  forbid_unknown=False, batch_size=64, replace_unk=None) -> TranslationOutput:
         """Translates sentences, in batches of ``batch_size`` (sorted by length inside).
 
         With ``jit_compile`` (the default) the search runs under XLA over bucketed shapes
@@ -455,13 +477,15 @@ class Translator(signatures.Signatures):
                 (models with attention only).
             forbid_unknown: bool, never generate [UNK] (the paper's "No UNK" decoding).
             batch_size: int, sentences per graph call.
+            replace_unk: bool, replace each [UNK] of the translations by attention (the
+                alignments keep the model's tokens); None: the translator's ``replace_unk``.
 
         Returns:
             `TranslationOutput`, in the input order.
 
         Raises:
-            ValueError: bad beam_size, nbest or batch_size, or alignments from a model
-                without attention.
+            ValueError: bad beam_size, nbest or batch_size, or alignments or [UNK]
+                replacement from a model without attention.
         """
         if isinstance(sentences, (str, bytes)):
             sentences = [sentences]
@@ -470,20 +494,23 @@ class Translator(signatures.Signatures):
         _check_int("beam_size", beam_size, 1, MAX_BEAM_SIZE)
         _check_int("nbest", nbest, 1, beam_size)
         _check_int("batch_size", batch_size, 1)
-        if return_alignments and not self.has_attention:
-            raise ValueError("return_alignments=True needs models with attention (RNNsearch).")
+        replace_unk = self.replace_unk if replace_unk is None else bool(replace_unk)
+        if (return_alignments or replace_unk) and not self.has_attention:
+            raise ValueError("return_alignments=True and replace_unk=True need models with "
+                             "attention (RNNsearch).")
         beam_size, nbest = int(beam_size), int(nbest)
         forbid_unknown, return_alignments = bool(forbid_unknown), bool(return_alignments)
         if self.jit_compile:
-            prepare, finish = self._graph_pieces(return_alignments)
+            prepare, finish = self._graph_pieces(return_alignments, replace_unk)
 
             def function(batch):
                 source_ids, lengths, limits = (t.numpy() for t in prepare(batch))
                 searched = self._xla_search(source_ids, lengths, limits, beam_size, nbest,
-                                            forbid_unknown, return_alignments)
+                                            forbid_unknown, return_alignments or replace_unk)
                 return finish(batch, lengths, *(x for x in searched if x is not None))
         else:
-            function = self._batch_function(beam_size, nbest, forbid_unknown, return_alignments)
+            function = self._batch_function(beam_size, nbest, forbid_unknown, return_alignments,
+                                            replace_unk)
         # longest first: similar lengths share a batch (less padding), and the first graph
         # call sees the largest shapes
         order = sorted(range(len(sentences)), key=lambda i: -len(sentences[i]))

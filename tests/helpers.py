@@ -505,3 +505,23 @@ def run_commands(rows, cwd, env=None, timeout=900):
                 for number, outcome in zip(numbers, json.load(handle)):
                     results[number] = outcome
     return results
+
+
+def replaced_reference(source_tokens, target_tokens, attention, dictionary=None, subword=False):
+    """[UNK] replacement by attention in NumPy (the reference of `bahdanau_tf.unknown_words`).
+
+    ``source_tokens`` end with [END] (not a candidate); ``target_tokens`` are the model's own
+    ([END] dropped); row i of ``attention`` is target token i's weights. Each [UNK] becomes the
+    source token of highest weight (the first on ties), or its ``dictionary`` entry; the
+    tokens are joined with spaces (subword: " ##" joins). Inputs without punctuation only:
+    the detokenizer's spacing rules for punctuation are not reproduced.
+    """
+    dictionary = dictionary or {}
+    sources = list(source_tokens)[:-1]
+    tokens = [t for t in target_tokens if t != "[END]"]
+    for i, token in enumerate(tokens):
+        if token == "[UNK]":
+            word = sources[int(np.argmax(np.asarray(attention)[i, :len(sources)]))]
+            tokens[i] = dictionary.get(word, word)
+    text = " ".join(tokens)
+    return text.replace(" ##", "") if subword else text

@@ -23,6 +23,7 @@ def model_dir(tmp_path_factory):
 
 
 LINES = ["the cat sat on the mat", "", "a dog ran", "the mat", "dog cat", "the the cat", "a"]
+UNK_LINES = ["the cat sat on zebra mat", "a quokka ran to the house"]
 
 
 @pytest.fixture(scope="module")
@@ -39,6 +40,10 @@ def runs(model_dir, tmp_path_factory):
     cr = tmp / "cr.txt"
     cr.write_bytes(b"the cat\rthe mat sat\r\n\nthe dog ran to the house")  # no final \n
     empty_lines = ["the cat sat on the mat", "", "   ", "a dog ran", "", "zebra unknown words", ""]
+    source, target = tokenizers()  # a model that generates [UNK] often, and a dictionary
+    unk_model = save_model_dir(tmp / "unk_model", random_model(seed=3, unk_bias=4.0), source, target)
+    dictionary = tmp / "dictionary.tsv"
+    dictionary.write_text("zebra\tcebra\nthe\tEL\t0.5\n", encoding="utf-8")
     rows = {
         "empty lines": ([f"--model_dir={model_dir}", "--beam_size=3", "--batch_size=2"],
                         "\n".join(empty_lines) + "\n"),
@@ -51,9 +56,12 @@ def runs(model_dir, tmp_path_factory):
         "nbest": ([f"--model_dir={model_dir}", "--beam_size=3", "--nbest=2", f"--input_file={cr}",
                    f"--output_file={tmp / 'nbest.txt'}", "--nojit_compile"], ""),
         "help": (["--help"], ""),
+        "replace unk": ([f"--model_dir={unk_model}", "--beam_size=3", "--nbest=2", "--replace_unk",
+                         f"--unk_dictionary={dictionary}"], "\n".join(UNK_LINES) + "\n"),
     }
     results = run_commands([("translate", arguments, stdin) for arguments, stdin in rows.values()], cwd=tmp)
-    return {name: (result, {"kept": kept, "nbest": tmp / "nbest.txt"})
+    return {name: (result, {"kept": kept, "nbest": tmp / "nbest.txt", "unk_model": unk_model,
+                            "dictionary": str(dictionary)})
             for name, result in zip(rows, results)}
 
 
@@ -97,6 +105,20 @@ def test_nbest_files_and_cr_line_ends(runs):
         assert len(fields) == 4  # translation, score, translation, score
         assert float(fields[1]) >= float(fields[3])
     assert rows[2].split("\t") == ["", "0.0000", "", "0.0000"]
+
+
+def test_replace_unk_flags_give_the_translators_replacements(runs):
+    result, files = runs["replace unk"]
+    assert result["code"] == 0, result["stderr"][-2000:]
+    rows = [row.split("\t")[::2] for row in result["stdout"].split("\n")[:-1]]
+    translator = Translator.from_directory(files["unk_model"], beam_size=3, jit_compile=False)
+    plain = translator.translate(UNK_LINES, nbest=2).translations
+    assert any("[UNK]" in t for row in plain for t in row)  # the test can fail
+    # the command's XLA path gives what the graph path gives with the same dictionary
+    translator = Translator.from_directory(files["unk_model"], beam_size=3, jit_compile=False,
+                                           unk_dictionary=files["dictionary"])
+    assert rows == translator.translate(UNK_LINES, nbest=2, replace_unk=True).translations
+    assert not any("[UNK]" in t for row in rows for t in row)
 
 
 def test_help_prints_the_commands_own_flags(runs):

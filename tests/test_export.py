@@ -10,9 +10,10 @@ Four exports of ``tiny`` models with random weights are shared by the module; to
 cover every model class, an ensemble, and float32 and mixed-precision training:
 
 - ``rnnsearch``: RNNSearch trained in mixed bfloat16, exported by the command line (float32 by
-  default);
+  default), with an [UNK] dictionary (``--unk_dictionary``, an asset);
 - ``ensemble``: two RNNSearch (float32 and mixed bfloat16, both named ``rnn_search`` in their
-  model.json), command line with ``--keep_precision``;
+  model.json), command line with ``--keep_precision`` and ``--replace_unk`` (its
+  ``serving_default``, ``translate_nbest`` and ``align`` replace [UNK]);
 - ``rnnencdec``: RNNEncDec, command line on a "base install" (tensorflow-serving-api hidden):
   exported without warm-up records;
 - ``seq2seq``: Seq2Seq, Python API.
@@ -39,7 +40,7 @@ from bahdanau_tf.models import model_from_preset
 from bahdanau_tf.special_tokens import SPECIAL_TOKENS
 from bahdanau_tf.text import SubwordTokenizer
 from bahdanau_tf.translator import MAX_BEAM_SIZE, Translator
-from helpers import env_without_tensorflow_logging
+from helpers import env_without_tensorflow_logging, replaced_reference
 
 # every test here starts a Python process (or uses a module fixture that does)
 pytestmark = pytest.mark.subprocess
@@ -103,12 +104,19 @@ def _model_dir(directory, preset, source, target, seed, dtype="float32", scale=0
     return model_directory.save_model_directory(str(directory), model, source, target)
 
 
+# source<TAB>target lines for [UNK] replacement (lexicon.tsv's third column is ignored)
+UNK_DICTIONARY = {"the": "EL", "dog": "PERRO", "##s": "##S"}
+
+
 @pytest.fixture(scope="module")
 def model_dirs(tmp_path_factory):
     root = tmp_path_factory.mktemp("models")
     source = _subword(SOURCE_WORDS, root / "source.txt")
     target = _subword(TARGET_WORDS, root / "target.txt")
+    (root / "unk_dictionary.tsv").write_text(
+        "".join(f"{k}\t{v}\t0.5\n" for k, v in UNK_DICTIONARY.items()), encoding="utf-8")
     return {
+        "unk_dictionary": str(root / "unk_dictionary.tsv"),
         "rnnsearch_mixed": _model_dir(root / "rnnsearch_mixed", "tiny", source, target, 7,
                                       dtype="mixed_bfloat16"),
         "rnnsearch_float32": _model_dir(root / "rnnsearch_float32", "tiny", source, target, 8),
@@ -137,11 +145,12 @@ def exports(model_dirs, seq2seq_translator, tmp_path_factory):
     root = tmp_path_factory.mktemp("serving")
     commands = {
         "rnnsearch": EXPORT_CLI + [f"--model_dir={model_dirs['rnnsearch_mixed']}",
-                                   f"--export_dir={root / 'rnnsearch'}", f"--beam_size={BEAM}"],
+                                   f"--export_dir={root / 'rnnsearch'}", f"--beam_size={BEAM}",
+                                   f"--unk_dictionary={model_dirs['unk_dictionary']}"],
         "ensemble": EXPORT_CLI + [f"--model_dir={model_dirs['rnnsearch_float32']}",
                                   f"--model_dir={model_dirs['rnnsearch_mixed']}",
                                   f"--export_dir={root / 'ensemble'}", f"--beam_size={BEAM}",
-                                  "--keep_precision"],
+                                  "--keep_precision", "--replace_unk"],
         "rnnencdec": WITHOUT_SERVING_API + [f"--model_dir={model_dirs['rnnencdec']}",
                                             f"--export_dir={root / 'rnnencdec'}",
                                             f"--beam_size={BEAM}"],
@@ -156,9 +165,10 @@ def exports(model_dirs, seq2seq_translator, tmp_path_factory):
         paths[name] = stdout.strip()
         # stderr: one line per signature, nothing of TensorFlow's (no temporary path)
         summary = [f"bahdanau-export: {line}" for line in serving.signature_summary(paths[name])]
-        assert len(summary) == (2 if name == "rnnencdec" else 3)
-        assert summary[-1].startswith("bahdanau-export: translate_nbest(beam_size int32 [-1], "
-                                      "nbest int32 [-1], sentences string [-1]) -> ")
+        assert len(summary) == (2 if name == "rnnencdec" else 4)
+        nbest = [line for line in summary if "translate_nbest(" in line]
+        assert nbest[0].startswith("bahdanau-export: translate_nbest(beam_size int32 [-1], "
+                                   "nbest int32 [-1], sentences string [-1]) -> ")
         warned = stderr.splitlines()[:-len(summary)]
         assert stderr.splitlines()[-len(summary):] == summary, stderr
         if name == "rnnencdec":  # exported, without warm-up records, and said so in one line
@@ -173,10 +183,11 @@ def translators(model_dirs, seq2seq_translator):
     """In-process Translators built like each export."""
     return {
         "rnnsearch": Translator.from_directory(model_dirs["rnnsearch_mixed"], dtype="float32",
-                                               beam_size=BEAM),
+                                               beam_size=BEAM,
+                                               unk_dictionary=model_dirs["unk_dictionary"]),
         "ensemble": Translator.from_directory(
             [model_dirs["rnnsearch_float32"], model_dirs["rnnsearch_mixed"]], dtype=None,  # --keep_precision
-            beam_size=BEAM),
+            beam_size=BEAM, replace_unk=True),
         "rnnencdec": Translator.from_directory(model_dirs["rnnencdec"], beam_size=BEAM),
         "seq2seq": seq2seq_translator,
     }
@@ -196,6 +207,7 @@ def _in_process(translator, sentences, beams, nbests):
                "translate_nbest": translator.translate_nbest(batch, beams, nbests)}
     if translator.has_attention:
         outputs["align"] = translator.align(batch)
+        outputs["translate_replace_unk"] = translator.translate_replace_unk(batch)
     return {name: {k: v.numpy() for k, v in out.items()} for name, out in outputs.items()}
 
 
@@ -221,7 +233,11 @@ def test_layout_and_version_numbering(exports):
             expected.add("assets.extra")
             assert os.listdir(os.path.join(path, "assets.extra")) == [serving.WARMUP_FILENAME]
         assert set(os.listdir(path)) == expected, (name, os.listdir(path))
-        assert len(os.listdir(os.path.join(path, "assets"))) == 2  # the two vocabularies
+        # the two vocabularies, and the [UNK] dictionary where one was given
+        assets = sorted(os.listdir(os.path.join(path, "assets")))
+        assert len(assets) == 2 + (name == "rnnsearch"), assets
+        if name == "rnnsearch":
+            assert assets[0] == "unk_dictionary.tsv"
 
 
 FRESH_SCRIPT = textwrap.dedent(r"""
@@ -298,7 +314,8 @@ def test_every_signature_runs_through_the_session_bundle_in_a_fresh_process(
         # the models really translate: distinct, non-empty outputs for real sentences
         translations = expected[name]["serving_default"]["translations"]
         assert len(set(translations[: len(SENTENCES)])) == len(SENTENCES), name
-    assert sorted(fresh["rnnsearch"]) == ["align", "serving_default", "translate_nbest"]
+    assert sorted(fresh["rnnsearch"]) == ["align", "serving_default", "translate_nbest",
+                                          "translate_replace_unk"]
     assert sorted(fresh["rnnencdec"]) == ["serving_default", "translate_nbest"]  # no attention
 
 
@@ -385,6 +402,9 @@ def test_saved_model_cli_lists_the_documented_signatures(exports):
                         "target_tokens": ("DT_STRING", "(-1, -1)"),
                         "target_lengths": ("DT_INT32", "(-1)"),
                         "attention": ("DT_FLOAT", "(-1, -1, -1)")}},
+        "translate_replace_unk": {
+            "inputs": rows,
+            "outputs": {"translations": ("DT_STRING", "(-1)"), "scores": ("DT_FLOAT", "(-1)")}},
     }
     assert set(blocks) == set(documented) | {"__saved_model_init_op"}
     for name, spec in documented.items():
@@ -418,6 +438,26 @@ def test_every_signature_is_batchable_and_warmed_up_through_the_session_bundle(e
                 batch = request.inputs["sentences"].tensor_shape.dim[0].size
                 assert all(value.shape[0] == batch for value in outputs.values())
             assert warmed == set(defs), name  # every signature, chosen by being batchable
+
+
+def test_served_unk_replacement_is_the_argmax_of_the_served_attention(bundle):
+    """translate_replace_unk through the session bundle, with the export's dictionary (an
+    asset): each [UNK] of align's tokens becomes the subword piece of highest attention."""
+    sentences = SENTENCES + ["zebra quokka Ωmega the dog"]
+    aligned = bundle.run("align", sentences=sentences)
+    replaced = bundle.run("translate_replace_unk", sentences=sentences)
+    np.testing.assert_allclose(replaced["scores"], aligned["scores"], rtol=1e-5, atol=1e-5)
+    unknowns = 0
+    for k in range(len(sentences)):
+        source = [t.decode() for t in aligned["source_tokens"][k, :aligned["source_lengths"][k]]]
+        target = [t.decode() for t in aligned["target_tokens"][k, :aligned["target_lengths"][k]]]
+        attention = aligned["attention"][k]
+        unknowns += target.count("[UNK]")
+        expected = replaced_reference(source, target, attention, UNK_DICTIONARY, subword=True)
+        assert replaced["translations"][k].decode() == expected, (k, source, target)
+    assert unknowns >= 2  # the test can fail
+    # the dictionary was looked up in the served graph (its entries are upper case)
+    assert any(w in t.decode() for t in replaced["translations"] for w in ("EL", "PERRO", "S"))
 
 
 def test_op_check_passes_on_every_export(exports):
@@ -535,6 +575,8 @@ HOSTILE_CASES = [
     ("empty batch, n-best", "translate_nbest", dict(sentences=[], beam_size=[], nbest=[]),
      _no_rows("translations")),
     ("empty batch, align", "align", dict(sentences=[]), _no_rows("attention")),
+    ("empty batch, replace_unk", "translate_replace_unk", dict(sentences=[]),
+     _no_rows("translations")),
     ("1,000 rows", "serving_default", dict(sentences=SENTENCES * 250), _thousand_rows),
     ("100k-character row", "align", dict(sentences=[LONG_ROW]), _long_row),
     ("invalid UTF-8", "serving_default", dict(sentences=[b"\xff\xfe the \xc3 cat \x80"]),
@@ -745,7 +787,7 @@ def test_rest_client_bodies_follow_the_exported_signature(exports, bundle):
                                   nbest=1)
     # the bodies' values have the signature's dtypes and shapes: run them as the server would
     for name, extra in (("serving_default", {}), ("translate_nbest", dict(beam_size=5, nbest=2)),
-                        ("align", {})):
+                        ("align", {}), ("translate_replace_unk", {})):
         for form in ("instances", "inputs"):
             body = client.build_predict_body(signatures, name, SENTENCES[:2], format=form, **extra)
             if form == "instances":  # the server turns rows into columns
@@ -878,7 +920,8 @@ def test_the_cpp_loader_answers_like_the_python_session_bundle(exports, bundle, 
     print(f"{CPP_SOURCE.name}: {'built in %.0f s' % seconds if seconds else 'cached'} ({binary.name})")
     requests = [("serving_default", dict(sentences=BATCH)),
                 ("translate_nbest", dict(sentences=SENTENCES, beam_size=[1, 5, 3, 2], nbest=[1, 3, 2, 2])),
-                ("align", dict(sentences=[s.encode() for s in SENTENCES[:2]] + [b"\xff\xfe the \xc3 cat"]))]
+                ("align", dict(sentences=[s.encode() for s in SENTENCES[:2]] + [b"\xff\xfe the \xc3 cat"])),
+                ("translate_replace_unk", dict(sentences=BATCH))]
     requests += [(signature, inputs) for _, signature, inputs, _ in HOSTILE_CASES]
     _cpp_requests(tmp_path / "requests", bundle, requests)
     run = subprocess.run([str(binary), exports["rnnsearch"], str(tmp_path / "requests"),
@@ -886,7 +929,7 @@ def test_the_cpp_loader_answers_like_the_python_session_bundle(exports, bundle, 
                          capture_output=True, text=True, timeout=600,
                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
     assert run.returncode == 0, run.stderr[-3000:]
-    assert f"loaded {exports['rnnsearch']}: 3 signatures" in run.stdout, run.stdout
+    assert f"loaded {exports['rnnsearch']}: 4 signatures" in run.stdout, run.stdout
     identical = errors = 0
     for index, (signature, inputs) in enumerate(requests):
         context = f"request {index} ({signature})"
@@ -910,6 +953,6 @@ def test_the_cpp_loader_answers_like_the_python_session_bundle(exports, bundle, 
     run = subprocess.run([str(binary), exports["rnnsearch"], str(tmp_path / "requests"),
                           str(tmp_path / "without_tf_text")], capture_output=True, text=True,
                          timeout=600, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
-    assert run.returncode == 0 and "3 signatures" in run.stdout, run.stderr[-3000:]
+    assert run.returncode == 0 and "4 signatures" in run.stdout, run.stderr[-3000:]
     code, message = _cpp_answer(tmp_path / "without_tf_text" / "000")[1:]
     assert code == tf.errors.NOT_FOUND and "Op type not registered 'NormalizeUTF8'" in message, message

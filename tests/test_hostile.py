@@ -17,13 +17,15 @@ import time
 
 import pytest
 
+from bahdanau_tf.models import RNNEncDec
 from helpers import random_model, run_commands, save_model_dir, toy_tokenizers, training_run
 
 # every test here starts a Python process (or uses a module fixture that does)
 pytestmark = pytest.mark.subprocess
 
 # (name, command, arguments, stdin, exit code, a phrase the one-line error must hold)
-# {model}, {damaged}, {tmp}, {three_columns}, {bad_utf8} are filled in per run.
+# {model}, {damaged}, {tmp}, {three_columns}, {bad_utf8}, ... are filled in per run ({encdec}: a
+# model without attention).
 CASES = [
     ("train: zero batch", "train", ["--batch_size=0"], "", 2, "not a positive integer"),
     ("train: NaN learning rate", "train", ["--learning_rate=nan"], "", 2, "finite"),
@@ -100,6 +102,19 @@ CASES = [
      "ckpt-2' is damaged"),
     ("translate: no averaged checkpoint", "translate", ["--model_dir={run}", "--checkpoint=averaged"],
      "a\n", 2, "no averaged/ checkpoint"),
+    # [UNK] replacement: the dictionary is read and checked before any model is loaded
+    ("translate: missing UNK dictionary", "translate",
+     ["--model_dir={model}", "--replace_unk", "--unk_dictionary={tmp}/missing.tsv"], "a\n", 2,
+     "UNK dictionary not found"),
+    ("evaluate: UNK dictionary not UTF-8", "evaluate",
+     ["--model_dir={model}", "--replace_unk", "--unk_dictionary={bad_utf8}",
+      "--output_dir={tmp}/evaluation3"], "", 2, "bad.txt' is not UTF-8"),
+    ("export: UNK dictionary without tabs", "export",
+     ["--model_dir={model}", "--unk_dictionary={model}/source_vocabulary/vocabulary.txt",
+      "--export_dir={tmp}/export2"], "", 2, "line 1 is not source<TAB>target"),
+    ("translate: --replace_unk without attention", "translate", ["--model_dir={encdec}",
+                                                                 "--replace_unk"], "a\n", 2,
+     "need models with attention"),
 ]
 
 
@@ -124,6 +139,7 @@ def paths(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("hostile")
     source, target = toy_tokenizers()
     model = save_model_dir(tmp / "model", random_model(seed=1), source, target)
+    encdec = save_model_dir(tmp / "encdec", random_model(RNNEncDec, seed=1), source, target)
     damaged = save_model_dir(tmp / "damaged", random_model(seed=1), source, target)
     vocabulary = os.path.join(damaged, "target_vocabulary", "vocabulary.txt")
     lines = open(vocabulary, encoding="utf-8").read().splitlines()
@@ -151,7 +167,7 @@ def paths(tmp_path_factory):
     three_columns.write_bytes(b"the cat\tel gato\rthe dog\tel perro\tstray\r")  # CR-only line ends
     bad_utf8 = tmp / "bad.txt"
     bad_utf8.write_bytes(b"the cat\n\xff bad\n")
-    return {"tmp": str(tmp), "model": model, "damaged": damaged,
+    return {"tmp": str(tmp), "model": model, "damaged": damaged, "encdec": encdec,
             **{name: str(tmp / name) for name in ("zeroed", "truncated", "flipped", "cut_config",
                                                   "empty_config", "preset", "run", "run_damaged")},
             "three_columns": str(three_columns), "bad_utf8": str(bad_utf8)}

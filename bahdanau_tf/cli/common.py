@@ -137,6 +137,36 @@ def define_search_flags():
                  "Longer inputs are cut to this many tokens.", lower_bound=1)
 
 
+def define_unk_flags():
+    """[UNK] replacement by attention (`bahdanau_tf.unknown_words`), for translate, evaluate
+    and export."""
+    _define_once(flags.DEFINE_bool, "replace_unk", False,
+                 "Replace each generated [UNK] by the source word the attention weighted most "
+                 "at that step, or by its --unk_dictionary entry (models with attention only).")
+    _define_once(flags.DEFINE_string, "unk_dictionary", None,
+                 "A UTF-8 source<TAB>target file (more columns ignored, e.g. a model's "
+                 "lexicon.tsv; the first entry of a word wins): [UNK] replacement writes a "
+                 "source word's entry instead of the word.")
+
+
+def unk_options(dictionary_alone=False):
+    """The Translator arguments of ``--replace_unk`` and ``--unk_dictionary``, the file read and
+    checked before any model is loaded. ``dictionary_alone``: a dictionary without
+    ``--replace_unk`` is fine (export: the ``translate_replace_unk`` signature uses it)."""
+    if FLAGS.unk_dictionary is None:
+        return {"replace_unk": FLAGS.replace_unk}
+    if not FLAGS.replace_unk and not dictionary_alone:
+        raise UserError("--unk_dictionary needs --replace_unk (the dictionary is only read to "
+                        "replace [UNK]).")
+    from bahdanau_tf import unknown_words
+
+    try:
+        dictionary = unknown_words.UnknownWordDictionary(FLAGS.unk_dictionary)
+    except (FileNotFoundError, ValueError) as error:
+        raise UserError(f"--unk_dictionary: {error}") from None
+    return {"replace_unk": FLAGS.replace_unk, "unk_dictionary": dictionary}
+
+
 def corpus_from_flags(split="train", direction=None, stream=False):
     """The corpus the common flags select (`bahdanau_tf.corpora.select_corpus`; ``stream``:
     the user's files as a `bahdanau_tf.corpora.CorpusFiles` stream)."""

@@ -20,6 +20,11 @@ corpus's test split (default) or on ``--source_file``/``--reference_file``:
   left out of both. Omitted for models without attention (RNNencdec, Seq2Seq) and for files
   without gold alignments.
 
+``--replace_unk`` (``--unk_dictionary=FILE``) scores the translations with each generated [UNK]
+replaced by attention (`bahdanau_tf.unknown_words`); the heatmaps still show the model's own
+tokens. The No-UNK translations are replaced too, and with ``--no_unk=auto`` a beam search then
+sees no [UNK] and reuses the ordinary translations (its inexact case above).
+
 The scoring is `bahdanau_tf.evaluation.evaluate_translator`; this command reads the flags and
 writes its results to ``--output_dir``: ``report.json`` (one `EvaluationReport` per model, with
 the decoded-output AER and timings, and the names of its heatmaps), ``translations_<model>.txt``
@@ -56,6 +61,7 @@ FLAGS = flags.FLAGS
 common.define_model_dir_flags("Training output directory; repeat to compare models.")
 common.define_corpus_flags()
 common.define_search_flags()
+common.define_unk_flags()
 flags.DEFINE_alias("reference_file", "target_file")
 flags.DEFINE_multi_string("name", None, "A display name per --model_dir (default: its basename).")
 flags.DEFINE_bool("ensemble", False, "Evaluate all --model_dir as one ensemble.")
@@ -136,6 +142,7 @@ def _evaluate(outputs):
     from bahdanau_tf.model_directory import read_model_config
     from bahdanau_tf.translator import Translator
 
+    unk = common.unk_options()  # a bad dictionary is refused before any model is loaded
     groups = [list(FLAGS.model_dir)] if FLAGS.ensemble else [[d] for d in FLAGS.model_dir]
     names = _model_names(FLAGS.model_dir, FLAGS.name)
     if FLAGS.ensemble:
@@ -152,7 +159,7 @@ def _evaluate(outputs):
         translator = Translator.from_directory(
             group if len(group) > 1 else group[0], which=FLAGS.checkpoint,
             beam_size=FLAGS.beam_size, length_penalty=FLAGS.length_penalty,
-            max_source_length=FLAGS.max_source_length, jit_compile=FLAGS.jit_compile)
+            max_source_length=FLAGS.max_source_length, jit_compile=FLAGS.jit_compile, **unk)
         path = os.path.join(FLAGS.output_dir, f"translations_{_file_label(name)}.txt")
         with open(outputs.path(path), "w", encoding="utf-8") as handle:
 
@@ -164,7 +171,8 @@ def _evaluate(outputs):
                 attention_plots=FLAGS.attention_plots,
                 attention_plot_max_words=FLAGS.attention_plot_max_words,
                 settings={"model_dirs": group, "test_set": test_set,
-                          "checkpoint": FLAGS.checkpoint},
+                          "checkpoint": FLAGS.checkpoint, "replace_unk": FLAGS.replace_unk,
+                          "unk_dictionary": FLAGS.unk_dictionary},
                 chunk_size=FLAGS.read_lines, on_chunk=write)
         report = result.report
         reports.append(report)

@@ -4,12 +4,18 @@ Writes ``--export_dir/N/`` (saved_model.pb, variables/, assets/ with the vocabul
 assets.extra/tf_serving_warmup_requests), N = ``--version`` or one more than the highest
 existing version, and prints that path (stdout), after one line per signature (stderr: its
 inputs and outputs with their dtypes and shapes). The signatures (``serving_default``,
-``translate_nbest``, ``align``) are described in `bahdanau_tf.serving`; the export is refused
+``translate_nbest``, ``align``, ``translate_replace_unk``) are described in
+`bahdanau_tf.serving`; the export is refused
 when its graph uses an op the stock model server may not have, or when a signature does not
 answer through the server's loading path. export/README.md shows how to serve the result.
 
 The graph is float32 whatever precision training used (what a CPU model server runs best);
 ``--keep_precision`` keeps the training policy (e.g. mixed bfloat16 for a GPU server).
+
+[UNK] replacement by attention (`bahdanau_tf.unknown_words`): a client asks for it per request
+by calling ``translate_replace_unk`` (models with attention). ``--replace_unk`` makes
+``serving_default``, ``translate_nbest`` and ``align`` replace too; ``--unk_dictionary=FILE``
+(source<TAB>target lines) is stored in the SavedModel as an asset and looked up in the graph.
 
 Warm-up records need tensorflow-serving-api (``pip install "bahdanau_tf[serving]"``). Without
 it the model is exported without them and one line on stderr says so; ``--warmup`` asks for
@@ -38,6 +44,7 @@ FLAGS = flags.FLAGS
 
 common.define_model_dir_flags()
 common.define_search_flags()
+common.define_unk_flags()
 flags.DEFINE_string("export_dir", None, "Model base path: the version is written below it.")
 flags.DEFINE_integer("version", None, "Version number (default: highest existing + 1).",
                      lower_bound=1)
@@ -61,6 +68,7 @@ def main(argv):
         raise common.UserError("--export_dir is required (the model base path).")
     common.check_writable_dir(FLAGS.export_dir, "export_dir")
 
+    unk = common.unk_options(dictionary_alone=True)
     from bahdanau_tf import serving
     from bahdanau_tf.translator import Translator
 
@@ -78,7 +86,7 @@ def main(argv):
         FLAGS.model_dir, which=FLAGS.checkpoint,
         dtype=None if FLAGS.keep_precision else serving.SERVING_DTYPE,
         beam_size=FLAGS.beam_size, length_penalty=FLAGS.length_penalty,
-        max_source_length=FLAGS.max_source_length, serving_jit_compile=FLAGS.jit)
+        max_source_length=FLAGS.max_source_length, serving_jit_compile=FLAGS.jit, **unk)
     path = serving.export_saved_model(translator, FLAGS.export_dir, version=FLAGS.version,
                                       warmup=warmup, model_name=FLAGS.model_name,
                                       overwrite=FLAGS.overwrite)

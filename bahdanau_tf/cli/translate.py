@@ -7,6 +7,10 @@ each output line holds the K best translations and their scores, tab-separated:
 Translator's bound (--max_source_length tokens, 100 by default) are cut: only their beginning is
 translated.
 
+``--replace_unk`` replaces each generated [UNK] by the source word the attention weighted most at
+that step, or by its entry in ``--unk_dictionary=FILE`` (source<TAB>target lines;
+`bahdanau_tf.unknown_words`); models with attention only.
+
 Input streams: --read_lines lines (10,000) are read, translated and written at a time, so memory
 does not grow with the input, and the first translations reach stdout before the input ends.
 Lines are read with the package's one line reader (`bahdanau_tf.data.line_chunks`): ``\n``,
@@ -36,6 +40,7 @@ FLAGS = flags.FLAGS
 
 common.define_model_dir_flags()
 common.define_search_flags()
+common.define_unk_flags()
 flags.DEFINE_string("input_file", None, "Sentences, one a line (default: stdin).")
 flags.DEFINE_string("output_file", None, "Where to write the translations (default: stdout).")
 flags.DEFINE_integer("batch_size", 64, "Sentences per graph call.", lower_bound=1)
@@ -67,12 +72,13 @@ def main(argv):
     from bahdanau_tf.data import line_chunks
     from bahdanau_tf.translator import Translator
 
+    unk = common.unk_options()
     chunks = line_chunks(FLAGS.input_file, FLAGS.read_lines)
     first = next(chunks, [])  # a bad first chunk is refused before the model is loaded
     translator = Translator.from_directory(
         FLAGS.model_dir, which=FLAGS.checkpoint, beam_size=FLAGS.beam_size,
         length_penalty=FLAGS.length_penalty, max_source_length=FLAGS.max_source_length,
-        jit_compile=FLAGS.jit_compile)
+        jit_compile=FLAGS.jit_compile, **unk)
 
     def translated():
         for lines in itertools.chain([first], chunks):
