@@ -104,7 +104,8 @@ class TrainingConfig:
         'many evaluations, and at the last one: dev BLEU, attention images and sample '
         'translations go to TensorBoard; 0 never (needs ``summaries``).')
     dev_bleu_sentences: int = _field(100,
-        'The dev sample: the first this many dev pairs.')
+        'The dev sample: the first this many dev pairs (at most ``dev_sentences``, the '
+        'pairs of the dev NLL).')
 
     def __post_init__(self):
         # precision and XLA left to the device (None) are resolved here, once

@@ -67,7 +67,7 @@ class Trainer:
     steps, or about 50 points over the run; the throughput leaves out the updates that
     compiled, `bahdanau_tf.training.report.Throughput`); ``dev/nll`` at every dev evaluation,
     the last step's included; and, at the first evaluation, every ``dev_bleu_every``-th and the last, from a greedy
-    translation of the first ``dev_bleu_sentences`` dev pairs: ``dev/bleu`` (sacrebleu, as
+    translation of the first ``dev_bleu_sentences`` dev pairs (of the ``dev_sentences``): ``dev/bleu`` (sacrebleu, as
     `bahdanau_tf.evaluation.corpus_bleu`), ``dev/translations`` (text: source, reference and
     translation of the first 4) and ``dev/attention_0``, ``dev/attention_1`` (images of the
     attention on two fixed dev sentences, figure 3; models with attention only).
@@ -661,7 +661,9 @@ class Trainer:
             # XLA or not as the training step: a run without XLA compiles nothing for its dev BLEU
             self._dev_translator = Translator(self.model, self.source_tokenizer, self.target_tokenizer,
                                               beam_size=1, jit_compile=bool(self.config.jit_compile))
-        sample = run.dev_corpus.select(slice(0, self.config.dev_bleu_sentences))
+        # the first dev_bleu_sentences of the dev pairs the dev NLL is taken on
+        count = min(self.config.dev_bleu_sentences, self.config.dev_sentences)
+        sample = run.dev_corpus.select(slice(0, count))
         run.dev_bleu = dev_translation_summaries(self._summaries, self._dev_translator, sample,
                                                  run.step, self._log)
 
