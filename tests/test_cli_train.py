@@ -35,7 +35,7 @@ def report_of(directory):
 
 
 @pytest.mark.slow
-def test_defaults_run_end_to_end_resume_and_refuse_another_model(tmp_path):
+def test_defaults_run_end_to_end_and_resume(tmp_path):
     out = tmp_path / "run"
     # the defaults (the small presets' training settings, subword vocabularies), shrunk in size only
     # (two updates of one batch shape: one XLA compilation of the step; dev NLL on 16 pairs, and
@@ -69,11 +69,7 @@ def test_defaults_run_end_to_end_resume_and_refuse_another_model(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     assert "Resuming from" in result.stderr and "step 2" in result.stderr
     assert report_of(out)["updates"] == 4
-
-    result = train("--preset=rnnencdec-tiny", "--max_steps=6", f"--output_dir={out}")
-    assert result.returncode == 2
-    assert "holds a different model (class RNNSearch != RNNEncDec" in result.stderr
-    assert report_of(out)["updates"] == 4
+    # (another model class in the directory is refused: a row of tests/test_hostile.py)
 
 
 def test_tensorflow_lines_are_shown_on_request_only():

@@ -81,6 +81,10 @@ CASES = [
     ("train: resume from truncated checkpoint data", "train",
      ["--output_dir={truncated}", "--preset=tiny", "--max_steps=1", "--max_minutes=0"], "", 2,
      "ckpt-1.data-00000-of-00001 is missing or damaged"),
+    # a run of another model class: refused, and the run directory gets nothing (no .lock)
+    ("train: another model class in a run directory", "train",
+     ["--output_dir={run}", "--preset=rnnencdec-tiny", "--max_steps=1", "--max_minutes=0"], "", 2,
+     "holds a different model (class RNNSearch != RNNEncDec"),
     # a saved model (save_to_preset) has no training state to resume; the run adds nothing to it
     ("train: resume a save_to_preset directory", "train",
      ["--output_dir={preset}", "--preset=tiny", "--max_steps=1", "--max_minutes=0"], "", 2,
