@@ -62,6 +62,7 @@ from bahdanau_tf.wordpiece import learn_wordpiece
 
 __all__ = [
     "WordTokenizer",
+    "PathAsset",
     "SubwordTokenizer",
     "load_tokenizer",
     "build_tokenizers",
@@ -238,8 +239,10 @@ def _visible_ids(ids) -> tf.RaggedTensor:
     return tf.ragged.boolean_mask(dense, _visible_mask(dense))
 
 
-class _VocabularyAsset(tf.saved_model.Asset):
-    """A SavedModel asset whose ``str`` is its file's path (tables are named after it)."""
+class PathAsset(tf.saved_model.Asset):
+    """A SavedModel asset whose ``str`` is its file's path: a lookup table built from it is
+    named after the file, not after an object address that a later asset could reuse (the
+    vocabularies here, `bahdanau_tf.unknown_words`' dictionary)."""
 
     def __init__(self, path):
         super().__init__(path)
@@ -278,8 +281,8 @@ class _Tokenizer(tf.Module):
         # One SavedModel asset for both tables. TextFileInitializer names the table resource
         # after str(filename): a plain Asset's str holds its memory address, so a tokenizer
         # allocated where a collected one had been silently shared the old, still-living table.
-        # `_VocabularyAsset` prints its absolute path instead (with the size: a unique name).
-        self._vocabulary_asset = _VocabularyAsset(path if "://" in path else os.path.abspath(path))
+        # `PathAsset` prints its absolute path instead (with the size: a unique name).
+        self._vocabulary_asset = PathAsset(path if "://" in path else os.path.abspath(path))
         self._token_to_id = tf.lookup.StaticHashTable(
             tf.lookup.TextFileInitializer(
                 self._vocabulary_asset,

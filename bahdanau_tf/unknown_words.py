@@ -34,6 +34,8 @@ import weakref
 
 import tensorflow as tf
 
+from bahdanau_tf import text
+
 DICTIONARY_FILENAME = "unk_dictionary.tsv"
 _memory_directories = itertools.count()
 
@@ -76,18 +78,6 @@ def _remove_quietly(path):
         pass
 
 
-class _DictionaryAsset(tf.saved_model.Asset):
-    """An asset whose ``str`` is its path (the table resource is named after it, not after an
-    address that a later object could reuse)."""
-
-    def __init__(self, path):
-        super().__init__(path)
-        self._name_path = path
-
-    def __str__(self):
-        return self._name_path
-
-
 class UnknownWordDictionary(tf.Module):
     """A bilingual dictionary for [UNK] replacement: a hash table from a SavedModel asset.
 
@@ -113,7 +103,7 @@ class UnknownWordDictionary(tf.Module):
             handle.write("".join(f"{source}\t{target}\n" for source, target in entries.items()))
         weakref.finalize(self, _remove_quietly, memory_path)
         self.size = len(entries)
-        self._asset = _DictionaryAsset(memory_path)
+        self._asset = text.PathAsset(memory_path)
         self._table = tf.lookup.StaticHashTable(
             tf.lookup.TextFileInitializer(self._asset, key_dtype=tf.string, key_index=0,
                                           value_dtype=tf.string, value_index=1,
