@@ -78,6 +78,11 @@ ESTIMATE_SAMPLE = 10_000
 
 _IDS = tf.TensorSpec([None], tf.int32)
 
+# The stages' functions are TF ops only, with no Python control flow over tensors: tf.data
+# would run each through AutoGraph's source conversion, which costs seconds per pipeline and
+# writes generated files to the temp dir.
+_graph_only = tf.autograph.experimental.do_not_convert
+
 
 def _id_pairs(pairs):
     """A dataset of (source, target) int32 id vectors (for the doctests)."""
@@ -159,7 +164,7 @@ def tokenize(source_tokenizer, target_tokenizer, batch_size: int = TOKENIZE_BATC
 
     def transform(dataset):
         return (dataset.batch(batch_size)
-                .map(tokenize_batch, num_parallel_calls=tf.data.AUTOTUNE)
+                .map(_graph_only(tokenize_batch), num_parallel_calls=tf.data.AUTOTUNE)
                 .unbatch())
 
     return transform
@@ -183,8 +188,8 @@ def filter_by_length(max_length: int | None):
     >>> [s.tolist() for s, _ in pairs.apply(filter_by_length(3)).as_numpy_iterator()]
     [[5, 6]]
     """
-    return lambda dataset: dataset.filter(
-        lambda source, target: _keep(tf.size(source), tf.size(target), max_length))
+    return lambda dataset: dataset.filter(_graph_only(
+        lambda source, target: _keep(tf.size(source), tf.size(target), max_length)))
 
 
 def add_special_ids():
@@ -199,7 +204,7 @@ def add_special_ids():
         end, start = tf.constant([END_ID], tf.int32), tf.constant([START_ID], tf.int32)
         return tf.concat([source, end], 0), tf.concat([start, target], 0), tf.concat([target, end], 0)
 
-    return lambda dataset: dataset.map(add, num_parallel_calls=tf.data.AUTOTUNE)
+    return lambda dataset: dataset.map(_graph_only(add), num_parallel_calls=tf.data.AUTOTUNE)
 
 
 _PADDED_SHAPES = ([None], [None], [None])
@@ -240,7 +245,7 @@ def token_budget_batches(batch_size: int, max_length: int | None,
     """
     boundaries, bucket_batch_sizes = _token_budget_buckets(batch_size, max_length, tokens_per_batch)
     return lambda dataset: dataset.bucket_by_sequence_length(
-        element_length_func=lambda s, ti, to: tf.maximum(tf.size(s), tf.size(to)),
+        element_length_func=_graph_only(lambda s, ti, to: tf.maximum(tf.size(s), tf.size(to))),
         bucket_boundaries=boundaries,
         bucket_batch_sizes=bucket_batch_sizes,
         padded_shapes=_PADDED_SHAPES,
@@ -296,7 +301,7 @@ def paper_batches(batch_size: int, batches_per_window: int = 20, shuffle: bool =
             return tuple(_trim(ids[first: first + batch_size])
                          for ids in (source, target_in, target_out))
 
-        return tf.data.Dataset.from_tensor_slices(batch_order).map(cut)
+        return tf.data.Dataset.from_tensor_slices(batch_order).map(_graph_only(cut))
 
     return lambda dataset: (dataset.padded_batch(window_size, padded_shapes=_PADDED_SHAPES)
                             .enumerate().flat_map(window_to_batches))
@@ -328,7 +333,7 @@ def to_model_inputs():
     >>> source.tolist(), target_out.tolist()
     ([[5, 2]], [[2]])
     """
-    return lambda dataset: dataset.map(lambda s, ti, to: ((s, ti), to))
+    return lambda dataset: dataset.map(_graph_only(lambda s, ti, to: ((s, ti), to)))
 
 
 def _round_up(length, multiple):
@@ -365,8 +370,8 @@ def pad_lengths(multiple: int | None, max_length: int | None = None):
     """
     if multiple is None or multiple <= 1:
         return lambda dataset: dataset
-    return lambda dataset: dataset.map(lambda inputs, target: pad_batch((inputs, target), multiple,
-                                                                        max_length))
+    return lambda dataset: dataset.map(_graph_only(
+        lambda inputs, target: pad_batch((inputs, target), multiple, max_length)))
 
 
 def fill_batch(batch, batch_size: int):
@@ -398,7 +403,8 @@ def fill_batches(batch_size: int | None):
     """
     if batch_size is None:
         return lambda dataset: dataset
-    return lambda dataset: dataset.map(lambda inputs, target: fill_batch((inputs, target), batch_size))
+    return lambda dataset: dataset.map(_graph_only(
+        lambda inputs, target: fill_batch((inputs, target), batch_size)))
 
 
 # === Counting (cardinality and the trainer's header) ===
@@ -411,7 +417,7 @@ def _pair_lengths(dataset, source_tokenizer, target_tokenizer):
                 target_tokenizer.tokenize(targets).row_lengths())
 
     source_lengths, target_lengths = [np.zeros([0], np.int64)], [np.zeros([0], np.int64)]
-    for source, target in dataset.batch(1024).map(lengths, num_parallel_calls=tf.data.AUTOTUNE):
+    for source, target in dataset.batch(1024).map(_graph_only(lengths), num_parallel_calls=tf.data.AUTOTUNE):
         source_lengths.append(source.numpy())
         target_lengths.append(target.numpy())
     return np.concatenate(source_lengths), np.concatenate(target_lengths)

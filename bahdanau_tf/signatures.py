@@ -336,7 +336,8 @@ class Signatures(tf.Module):
             def translate_batch(sentences):
                 return self._translate_graph(sentences, beam_size, nbest, forbid_unknown,
                                              return_alignments, replace_unk)
-            self._cache.functions[key] = tf.function(translate_batch, input_signature=[SENTENCES])
+            self._cache.functions[key] = tf.function(translate_batch, input_signature=[SENTENCES],
+                                                     autograph=False)
         return self._cache.functions[key]
 
     def _graph_pieces(self, return_alignments, replace_unk=False):
@@ -361,20 +362,21 @@ class Signatures(tf.Module):
                          tf.TensorSpec([None, None], tf.int32), float_matrix]
             if return_alignments or replace_unk:
                 signature.append(tf.TensorSpec([None, None, None, None], tf.float32))
-            self._cache.functions[key] = (tf.function(prepare, input_signature=[SENTENCES]),
-                                          tf.function(finish, input_signature=signature))
+            self._cache.functions[key] = (
+                tf.function(prepare, input_signature=[SENTENCES], autograph=False),
+                tf.function(finish, input_signature=signature, autograph=False))
         return self._cache.functions[key]
 
     # === The signatures (tf.functions meant for export) ===
 
-    @tf.function(input_signature=[SENTENCES])
+    @tf.function(input_signature=[SENTENCES], autograph=False)
     def serving_default(self, sentences):
         """Translates a batch with the default beam: ``translations`` [batch], ``scores``."""
         sentences = checked_rows(sentences)
         out = self._translate_graph(sentences, self.beam_size, 1, replace_unk=self.replace_unk)
         return {"translations": out["translations"][:, 0], "scores": out["scores"][:, 0]}
 
-    @tf.function(input_signature=[SENTENCES, BEAM_SIZE, NBEST])
+    @tf.function(input_signature=[SENTENCES, BEAM_SIZE, NBEST], autograph=False)
     def translate_nbest(self, sentences, beam_size, nbest):
         """n-best lists, each row with its own beam: ``translations``, ``scores`` [batch, n].
 
@@ -406,7 +408,8 @@ class Signatures(tf.Module):
         if not self.has_attention:
             raise AttributeError("align needs models with attention (RNNsearch).")
         if "align" not in self._cache.functions:
-            self._cache.functions["align"] = tf.function(self._align, input_signature=[SENTENCES])
+            self._cache.functions["align"] = tf.function(self._align, input_signature=[SENTENCES],
+                                                          autograph=False)
         return self._cache.functions["align"]
 
     def _align(self, sentences):
@@ -435,7 +438,7 @@ class Signatures(tf.Module):
                 return {"translations": out["translations"][:, 0],
                         "scores": out["scores"][:, 0]}
             self._cache.functions["translate_replace_unk"] = tf.function(
-                translate_replace_unk, input_signature=[SENTENCES])
+                translate_replace_unk, input_signature=[SENTENCES], autograph=False)
         return self._cache.functions["translate_replace_unk"]
 
     def signatures(self) -> dict:

@@ -393,7 +393,7 @@ class Translator(signatures.Signatures):
                                                      buffer_length)
                              if x is not None)
             self._cache.functions[key] = tf.function(
-                search, jit_compile=jit_compile, reduce_retracing=not jit_compile)
+                search, jit_compile=jit_compile, reduce_retracing=not jit_compile, autograph=False)
         return self._cache.functions[key]
 
     @property
@@ -569,7 +569,8 @@ class Translator(signatures.Signatures):
         key = ("reference_attention",)
         if key not in self._cache.functions:
             self._cache.functions[key] = tf.function(
-                self._reference_attention_graph, input_signature=[signatures.SENTENCES] * 2)
+                self._reference_attention_graph, input_signature=[signatures.SENTENCES] * 2,
+                autograph=False)
         function = self._cache.functions[key]
         results = []
         for start in range(0, len(sources), batch_size):

@@ -187,10 +187,13 @@ class Trainer:
             max_to_keep=1,
             step_counter=self.step,
         )
-        self._gradients = tf.function(self._loss_and_gradients, jit_compile=bool(config.jit_compile))
-        self._forward_nll = tf.function(self._nll_sum, jit_compile=bool(config.jit_compile))
-        self.train_step = tf.function(self._train_step)
-        self.eval_step = tf.function(self._eval_step, reduce_retracing=True)  # one trace for all dev shapes
+        self._gradients = tf.function(self._loss_and_gradients, jit_compile=bool(config.jit_compile),
+                                      autograph=False)
+        self._forward_nll = tf.function(self._nll_sum, jit_compile=bool(config.jit_compile),
+                                        autograph=False)
+        self.train_step = tf.function(self._train_step, autograph=False)
+        # one trace for all dev shapes
+        self.eval_step = tf.function(self._eval_step, reduce_retracing=True, autograph=False)
 
     def restore(self) -> str | None:
         """Takes the output directory (a lock) and restores its latest checkpoint, if any.
@@ -257,7 +260,7 @@ class Trainer:
             "reason": config.device_choice.reason if config.device_choice is not None else None,
         }
 
-    @tf.function
+    @tf.function(autograph=False)
     def _weights_finite(self):
         return tf.reduce_all([tf.reduce_all(tf.math.is_finite(v)) for v in self.model.trainable_variables])
 
