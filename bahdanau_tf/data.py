@@ -304,7 +304,7 @@ def paper_batches(batch_size: int, batches_per_window: int = 20, shuffle: bool =
         return tf.data.Dataset.from_tensor_slices(batch_order).map(_graph_only(cut))
 
     return lambda dataset: (dataset.padded_batch(window_size, padded_shapes=_PADDED_SHAPES)
-                            .enumerate().flat_map(window_to_batches))
+                            .enumerate().flat_map(_graph_only(window_to_batches)))
 
 
 def batch_by_length(batch_size: int, bucketing: str | None = "paper", max_length: int | None = 50,
@@ -417,7 +417,8 @@ def _pair_lengths(dataset, source_tokenizer, target_tokenizer):
                 target_tokenizer.tokenize(targets).row_lengths())
 
     source_lengths, target_lengths = [np.zeros([0], np.int64)], [np.zeros([0], np.int64)]
-    for source, target in dataset.batch(1024).map(_graph_only(lengths), num_parallel_calls=tf.data.AUTOTUNE):
+    batches = dataset.batch(1024).map(_graph_only(lengths), num_parallel_calls=tf.data.AUTOTUNE)
+    for source, target in batches:
         source_lengths.append(source.numpy())
         target_lengths.append(target.numpy())
     return np.concatenate(source_lengths), np.concatenate(target_lengths)

@@ -4,7 +4,6 @@ The references are written from the paper's equations (DESIGN §1), gate by gate
 one step at a time, with no batching tricks: they are independent of the layers' fused code.
 """
 
-import fnmatch
 import os
 import re
 
@@ -425,25 +424,13 @@ def check_translator(translator, sentences, tmp_path):
     assert type(loaded.models[0]) is type(model)
     return output
 
-# TensorFlow's autograph writes the modules it generates (and, unless PYTHONDONTWRITEBYTECODE is
-# set, their bytecode in __pycache__) to the temp dir and never removes them: TensorFlow's files,
-# not the package's. Nothing else may be left there.
-TENSORFLOW_TEMP_FILES = "__autograph_generated_file*.py"
-
-
 def package_temp_files(directory):
-    """What is left in ``directory`` (a process's TMPDIR) besides TensorFlow's autograph files."""
-    left = []
-    for name in sorted(os.listdir(directory)):
-        path = os.path.join(directory, name)
-        if fnmatch.fnmatch(name, TENSORFLOW_TEMP_FILES):
-            continue
-        if name == "__pycache__" and all(
-                fnmatch.fnmatch(entry, TENSORFLOW_TEMP_FILES[:-3] + ".*.pyc")
-                for entry in os.listdir(path)):
-            continue
-        left.append(name)
-    return left
+    """What is left in ``directory`` (a process's TMPDIR): everything, sorted.
+
+    The package writes nothing there, and its graphs are traced without AutoGraph, so TensorFlow
+    leaves no ``__autograph_generated_file*.py`` there on its behalf either.
+    """
+    return sorted(os.listdir(directory))
 
 # Lines that TensorFlow, absl or Python's warnings print (not a command's own): absl's C++ and
 # Python formats (``I0000 00:00:...``, ``W1123 09:12:32.048098 ...``), its pre-initialisation
