@@ -442,19 +442,19 @@ class Signatures(tf.Module):
         return self._cache.functions["translate_replace_unk"]
 
     def signatures(self) -> dict:
-        """The concrete functions to pass to ``tf.saved_model.save(..., signatures=...)``.
+        """The signatures to pass to ``tf.saved_model.save(..., signatures=...)``, by name.
 
-        ``align`` and ``translate_replace_unk`` are left out for models without attention
-        (RNNencdec, Seq2Seq).
+        Each is a tf.function with an input signature, not a concrete function: the save traces
+        it once, in its own context (a trace made outside a save is not reused inside one, so
+        passing concrete functions would trace every signature twice). ``align`` and
+        ``translate_replace_unk`` are left out for models without attention (RNNencdec,
+        Seq2Seq).
         """
-        signatures = {
-            "serving_default": self.serving_default.get_concrete_function(),
-            "translate_nbest": self.translate_nbest.get_concrete_function(),
-        }
+        signatures = {"serving_default": self.serving_default,
+                      "translate_nbest": self.translate_nbest}
         if self.has_attention:
-            signatures["align"] = self.align.get_concrete_function()
-            signatures["translate_replace_unk"] = (
-                self.translate_replace_unk.get_concrete_function())
+            signatures["align"] = self.align
+            signatures["translate_replace_unk"] = self.translate_replace_unk
         return signatures
 
 
