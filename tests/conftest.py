@@ -1,4 +1,11 @@
-"""The order of the test files, for two xdist workers (`.ci/run`: ``-n 2 --dist loadfile``).
+"""How the suite shares the machine between xdist workers (`.ci/run`: ``-n 2 --dist loadfile``).
+
+Threads: each worker, and every process it starts (commands, notebooks' kernels, serving
+processes inherit the environment), gets its share of the cores for TensorFlow's thread pools
+(``TF_NUM_INTRAOP_THREADS``/``TF_NUM_INTEROP_THREADS``, unless already set). Two workers whose
+TensorFlow each sized its pools for the whole machine would fight over the same cores.
+
+Order: the order of the test files.
 
 A file is one unit of work, handed to whichever worker is free. xdist's default queue puts the
 files with the most tests first, so the few-but-long ones (notebooks, hostile command lines,
@@ -9,6 +16,13 @@ go stale, and a new slow test moves its file forward by itself.
 """
 
 import collections
+import os
+
+_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+if _WORKERS > 1:  # this is an xdist worker: set before any test module imports TensorFlow
+    _THREADS = str(max(1, (os.cpu_count() or 1) // _WORKERS))
+    os.environ.setdefault("TF_NUM_INTRAOP_THREADS", _THREADS)
+    os.environ.setdefault("TF_NUM_INTEROP_THREADS", _THREADS)
 
 # estimated seconds of one test on two loaded cores, by marker; only the order they give matters
 SECONDS = {"slow": 40.0, "subprocess": 12.0}
