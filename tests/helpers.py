@@ -424,13 +424,6 @@ def check_translator(translator, sentences, tmp_path):
     assert type(loaded.models[0]) is type(model)
     return output
 
-def package_temp_files(directory):
-    """What is left in ``directory`` (a process's TMPDIR): everything, sorted.
-
-    The package writes nothing there, and its graphs are traced without AutoGraph, so TensorFlow
-    leaves no ``__autograph_generated_file*.py`` there on its behalf either.
-    """
-    return sorted(os.listdir(directory))
 
 # Lines that TensorFlow, absl or Python's warnings print (not a command's own): absl's C++ and
 # Python formats (``I0000 00:00:...``, ``W1123 09:12:32.048098 ...``), its pre-initialisation

@@ -91,3 +91,25 @@ def test_no_module_reaches_another_modules_private_names():
                     and node.attr.startswith("_") and not node.attr.startswith("__")):
                 reached.append(f"{name}: {aliases[node.value.id]}.{node.attr}")
     assert reached == []
+
+
+def test_every_tf_function_of_the_package_is_traced_without_autograph():
+    """The package's graphs are TF ops and explicit tf.while_loops: AutoGraph's conversion
+    would only cost time and write generated modules to the temp dir (BUILD.md)."""
+    for name, tree in _modules().items():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef):  # a bare @tf.function decorator
+                assert not any(isinstance(d, ast.Attribute) and d.attr == "function"
+                               for d in node.decorator_list), f"{name}: line {node.lineno}"
+            if not isinstance(node, ast.Call):
+                continue
+            function = node.func
+            if isinstance(function, ast.Attribute) and function.attr == "function" and \
+                    isinstance(function.value, ast.Name) and function.value.id == "tf":
+                keywords = {k.arg: k.value for k in node.keywords}
+                assert "autograph" in keywords and isinstance(keywords["autograph"], ast.Constant) \
+                    and keywords["autograph"].value is False, f"{name}: line {node.lineno}"
+            if isinstance(function, ast.Attribute) and function.attr in ("map", "filter", "flat_map"):
+                assert node.args and isinstance(node.args[0], ast.Call) and \
+                    getattr(node.args[0].func, "id", None) == "_graph_only", \
+                    f"{name}: line {node.lineno}: a tf.data function without _graph_only"
