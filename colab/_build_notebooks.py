@@ -435,7 +435,8 @@ for name, (architecture, max_length) in MODELS.items():
     config = training.TrainingConfig.for_preset(
         preset, max_length=max_length, max_minutes=BUDGET_MINUTES / len(MODELS), max_steps=MAX_STEPS,
         jit_compile=False if SMOKE else None, log_every=10 if SMOKE else 200,
-        eval_every=MAX_STEPS or 500, dev_sentences=32 if SMOKE else 500)
+        eval_every=MAX_STEPS or 500, dev_sentences=32 if SMOKE else 500,
+        dev_bleu_every=0 if SMOKE else 2)  # the dev translations for TensorBoard: not in a smoke run
     print(f"=== {name}: preset {preset}, sentences of at most {max_length} words ===")
     trainer = training.Trainer(
         os.path.join(OUTPUT_DIR, name), source_tokenizer, target_tokenizer, preset=preset, config=config,
