@@ -6,21 +6,26 @@ Decoding is a pure function of a *step function* (DESIGN.md §3, §6), the way O
     step_fn(ids, step, state) -> (logits, state, attention)
 
 - ``ids``: int32 ``[batch * beam]``, the previous token of every hypothesis (``start_id`` at step 0);
-- ``step``: int32 scalar, 0 for the first step;
+- ``step``: int32 scalar, 0 for the first step (with ``memory``: int32 ``[batch * beam]``,
+  each row's own step, since refilled slots start at different times);
 - ``state``: any nest of tensors whose leading dimension is ``batch * beam``;
 - ``logits``: ``[batch * beam, vocabulary]``, any float dtype (cast to float32 and
   normalised here, so mixed-precision models need no care);
 - ``attention``: ``[batch * beam, source_len]`` float, or None.
 
-Anything constant over the decode (the encoder memory, the attention keys) is closed over by the
-step function; the caller tiles it once with `tile_beams` before calling `beam_search`, so
-reordering the beams never copies it. Greedy search is beam search with one beam, and an ensemble
-(Sutskever et al. 2014) is just another step function, `ensemble_step_fn`.
+Anything constant over the decode (the encoder memory, the attention keys) is either closed over
+by the step function, tiled once with `tile_beams` (every sentence then searches from the first
+step to the last), or handed to `beam_search` as ``memory``: the step function then takes it as a
+fourth argument, one row per *slot*, and the search refills the slot of every finished sentence
+with the next sentence of the batch (continuous batching: no row waits for the slowest sentence).
+Reordering the beams never copies the memory. Greedy search is beam search with one beam, and an
+ensemble (Sutskever et al. 2014) is just another step function, `ensemble_step_fn`.
 
-Everything is a ``tf.while_loop`` over static-shape buffers, so the same code runs eagerly, inside
-``tf.function`` with a dynamic batch (e.g. a serving signature), and under ``jit_compile=True``;
-no tensorflow-addons op (``GatherTree``) and no tf-text op is used: the backtracking through the
-beam parents is a second small ``tf.while_loop``.
+Everything is one ``tf.while_loop`` over static-shape buffers, so the same code runs eagerly,
+inside ``tf.function`` with a dynamic batch (e.g. a serving signature), and under
+``jit_compile=True``; no tensorflow-addons op (``GatherTree``) and no tf-text op is used: each
+hypothesis carries its tokens (and attention rows) so far, and a sentence's n-best is read out
+the step it is done.
 """
 
 from typing import Callable, NamedTuple, Optional
@@ -227,7 +232,7 @@ def _select(logits, mask, scores, finished, lengths, step, limits, ranking, beam
     The one selection function of the search: ``logits`` [batch * beam, vocabulary] (any
     vocabulary, e.g. a per-batch candidate list, with its additive ``mask``).
     """
-    batch = tf.shape(scores)[0]
+    batch = scores.shape[0] if scores.shape[0] is not None else tf.shape(scores)[0]  # static when known
     # All candidates of one row have the same length, so the same penalty: a row's best `beam`
     # by log p are its best by rank, and only they need ranking against the sentence's other
     # rows (top_k over [rows, vocab] and a division over [rows, beam], not over the vocabulary).
@@ -239,7 +244,8 @@ def _select(logits, mask, scores, finished, lengths, step, limits, ranking, beam
     log_probs, row_tokens = _row_candidates(logits, mask, finished, per_row, end_id)
     row_totals = tf.reshape(scores, [-1, 1]) + log_probs  # [rows, per_row], sorted
     flat_finished, flat_lengths = tf.reshape(finished, [-1]), tf.reshape(lengths, [-1])
-    candidate_lengths = tf.where(flat_finished, flat_lengths, step + 1)
+    step = tf.reshape(step, [-1, 1])  # [1, 1], or [batch, 1]: each sentence's own step
+    candidate_lengths = tf.reshape(tf.where(finished, lengths, step + 1), [-1])
     ranks = ranking.rank(row_totals, candidate_lengths[:, None])
     if isinstance(beam, int) and beam == 1:  # greedy: one candidate per sentence
         top = tf.zeros([batch, 1], tf.int32)
@@ -277,35 +283,17 @@ def _sentences_done(scores, finished, lengths, limits, ranking, nbest, own_beams
     return tf.reduce_all(finished, axis=1) | (nth_finished > ranking.best_continuation(best_live, limits))
 
 
-def _backtrack(tokens, parents, attention_buffer, rows, steps, return_attention):
-    """Follows the parent pointers back from ``rows`` (the chosen hypotheses' last rows).
-
-    Returns:
-        ids [time, len(rows)] and attention [time, len(rows), source_len] (or a placeholder).
-    """
-    time = tf.shape(tokens)[0]
-
-    def body(step, row, out_ids, out_attention):
-        out_ids = tf.tensor_scatter_nd_update(out_ids, [[step]], tf.gather(tokens[step], row)[None])
-        if return_attention:
-            out_attention = tf.tensor_scatter_nd_update(
-                out_attention, [[step]], tf.gather(attention_buffer[step], row)[None])
-        return step - 1, tf.gather(parents[step], row), out_ids, out_attention
-
-    out_ids = tf.fill([time, tf.size(rows)], tf.constant(PAD_ID, tf.int32))
-    if return_attention:
-        out_attention = tf.zeros([time, tf.size(rows), tf.shape(attention_buffer)[-1]], tf.float32)
-    else:
-        out_attention = tf.zeros([0], tf.float32)
-    _, _, out_ids, out_attention = tf.while_loop(
-        lambda step, *unused: step >= 0, body, (steps - 1, rows, out_ids, out_attention))
-    return out_ids, out_attention
+def _backfill(tensor, rows, values):
+    """``tensor`` with ``values`` written at the rows where ``rows`` is True (any rank)."""
+    rows = tf.reshape(rows, [-1] + [1] * (tensor.shape.rank - 1))
+    return tf.where(rows, values, tensor)
 
 
 def beam_search(step_fn: StepFn, initial_state, batch_size, beam_size=5, max_length=100,
                 start_id=START_ID, end_id=END_ID, length_penalty=0.0, forbid_ids=(), nbest=1,
                 return_attention=False, attention_length=None,
-                buffer_length=None, beam_sizes=None, vocabulary_size=None) -> BeamSearchOutput:
+                buffer_length=None, beam_sizes=None, vocabulary_size=None, memory=None,
+                slots=None) -> BeamSearchOutput:
     """Beam search that maximises log p(y | x) over a step function, batched over sentences.
 
     Each sentence keeps ``beam_size`` hypotheses. At every step each live hypothesis is extended
@@ -317,14 +305,27 @@ def beam_search(step_fn: StepFn, initial_state, batch_size, beam_size=5, max_len
     not start as copies. ``PAD_ID`` and ``start_id`` are never generated, nor ``forbid_ids``.
 
     Candidates are ranked by `Ranking` (log p, divided by the GNMT length penalty when
-    ``length_penalty > 0``). The loop stops after the buffer's length, or earlier when every
-    sentence is done: all its hypotheses finished, or its ``nbest``-th best finished hypothesis
-    ranks strictly above the best any live one could reach (`Ranking.best_continuation`).
-    Stopping early never changes the result.
+    ``length_penalty > 0``). A sentence is done when all its hypotheses are finished, or when
+    its ``nbest``-th best finished hypothesis ranks strictly above the best any live one could
+    reach (`Ranking.best_continuation`): its n-best list is final then, so it is read out at
+    once and the sentence stops costing anything.
+
+    **Slots** (continuous batching). The search keeps ``slots`` sentences in flight,
+    ``slots * beam_size`` rows. When a sentence is done its slot is refilled with the next
+    sentence of the batch, in order (its encoder ``memory`` and initial state loaded into the
+    slot), so no row waits for the slowest sentence of a group. This needs the memory as an
+    argument: with ``memory`` the step function is ``step_fn(ids, step, state, memory)``, the
+    memory nest holding one row per slot (its sentence's, *not* repeated per beam: row ``r`` of
+    ``ids`` and ``state`` belongs to memory row ``r // beam_size``) and ``step`` an int32
+    ``[slots * beam_size]`` vector, each row's own step. Without ``memory`` the step function
+    closes over its memory, already tiled (`tile_beams`), every sentence has its slot from the
+    start (``slots`` = the batch), and ``step`` is a scalar. A sentence gets the same result in
+    a refilled slot as alone (up to floating-point effects of the batch's shape).
 
     Args:
-        step_fn: ``(ids, step, state) -> (logits, state, attention)``, see the module docstring.
-            Its state must keep its structure and shapes from step to step.
+        step_fn: ``(ids, step, state) -> (logits, state, attention)``, or with ``memory``
+            ``(ids, step, state, memory)``; see the module docstring. Its state must keep its
+            structure and shapes from step to step.
         initial_state: nest of tensors ``[batch, ...]`` (not tiled; this function tiles it).
         batch_size: int or int32 scalar tensor (dynamic in a serving signature); None takes it
             from the first tensor of ``initial_state``.
@@ -343,12 +344,12 @@ def beam_search(step_fn: StepFn, initial_state, batch_size, beam_size=5, max_len
         return_attention: also return the attention rows of the returned hypotheses.
         attention_length: int or int32 scalar, the length of the attention rows (the padded
             source length); required with ``return_attention``.
-        buffer_length: int (or int32 scalar), the number of steps the output buffers hold and
-            the most the loop runs, separate from the per-sentence limits: under XLA a
-            compile-time constant (a Python int, or an argument of the compiled function:
-            one compilation per value). None: ``max(max_length)`` (a constant when
-            ``max_length`` is a Python value; else computed from the data, which under XLA
-            makes the limits themselves compile-time constants).
+        buffer_length: int (or int32 scalar), the number of steps the output buffers hold,
+            separate from the per-sentence limits: under XLA a compile-time constant (a Python
+            int, or an argument of the compiled function: one compilation per value). None:
+            ``max(max_length)`` (a constant when ``max_length`` is a Python value; else
+            computed from the data, which under XLA makes the limits themselves compile-time
+            constants).
         beam_sizes: optional int32 ``[batch]``, each sentence's own beam in
             ``[1, beam_size]`` (values outside are clipped to it): the search runs
             ``beam_size`` slots per sentence and, after every step's ``top_k``, empties the
@@ -358,6 +359,10 @@ def beam_search(step_fn: StepFn, initial_state, batch_size, beam_size=5, max_len
             is below ``nbest`` gets empty slots (``-inf``) after its own beam's hypotheses.
         vocabulary_size: optional int, the width of ``step_fn``'s logits: the additive mask of
             the never-generated tokens is then built once per search, not at every step.
+        memory: optional nest of tensors ``[batch, ...]``, the encoder's output per sentence,
+            handed to ``step_fn`` one row per slot (see **Slots**).
+        slots: with ``memory``, the number of sentences in flight: an int (static under
+            XLA) or an int32 scalar; None: the whole batch (no refill). Clipped to the batch.
 
     Returns:
         A `BeamSearchOutput` (ids, lengths, scores, attention) with ``nbest`` hypotheses per
@@ -366,7 +371,8 @@ def beam_search(step_fn: StepFn, initial_state, batch_size, beam_size=5, max_len
     Raises:
         ValueError: beam_size < 1, nbest < 1 or nbest > beam_size, max_length < 1, a bad
             buffer_length, length_penalty < 0, end_id in forbid_ids, return_attention without
-            attention_length, or a step function that returns no attention when asked for it.
+            attention_length, slots without memory or below 1, or a step function that returns
+            no attention when asked for it.
 
     Example:
 
@@ -385,6 +391,11 @@ def beam_search(step_fn: StepFn, initial_state, batch_size, beam_size=5, max_len
     """
     _check_arguments(beam_size, nbest, max_length, buffer_length, length_penalty, forbid_ids,
                      end_id, return_attention, attention_length)
+    if slots is not None and memory is None:
+        raise ValueError("slots needs memory: a step function that closes over its memory "
+                         "cannot have its slots refilled")
+    if slots is not None and _static_int(slots) is not None and _static_int(slots) < 1:
+        raise ValueError(f"slots must be >= 1, got {slots!r}")
     if batch_size is None:
         batch_size = tf.shape(tf.nest.flatten(initial_state)[0])[0]
     # Python ints where they are known, so that static shapes survive the loop (and XLA).
@@ -395,8 +406,12 @@ def beam_search(step_fn: StepFn, initial_state, batch_size, beam_size=5, max_len
     batch, beam, nbest = known(batch_size), known(beam_size), known(nbest)
     if not isinstance(beam, int) or not isinstance(nbest, int):
         tf.debugging.assert_less_equal(nbest, beam, message="nbest must be <= beam_size")
-    rows = batch * beam  # the batch * beam rows seen by step_fn
-    own_beams = None if beam_sizes is None else tf.clip_by_value(tf.cast(beam_sizes, tf.int32), 1, beam)
+    width = batch if slots is None else known(slots)
+    if isinstance(width, int) and isinstance(batch, int):
+        width = min(width, batch)
+    elif slots is not None:
+        width = tf.minimum(width, batch)
+    rows = width * beam  # the slots * beam rows seen by step_fn
     ranking = Ranking(tf.convert_to_tensor(length_penalty, tf.float32))
     start_id, end_id = tf.cast(start_id, tf.int32), tf.cast(end_id, tf.int32)
     limits = tf.maximum(tf.cast(max_length, tf.int32), 1)  # int64 lengths welcome
@@ -404,62 +419,133 @@ def beam_search(step_fn: StepFn, initial_state, batch_size, beam_size=5, max_len
         limits = tf.fill([batch], limits)
     time = _buffer_steps(limits, max_length, buffer_length)
     limits = tf.minimum(limits, time)
+    own_beams = None if beam_sizes is None else tf.clip_by_value(tf.cast(beam_sizes, tf.int32), 1, beam)
     # PAD and START are never outputs; END must stay allowed.
     never = tf.concat([tf.constant([PAD_ID], tf.int32), tf.reshape(start_id, [1]),
                        tf.reshape(tf.cast(forbid_ids, tf.int32), [-1])], axis=0)
     # folded once per search when the vocabulary is known, else at every step
     outer_mask = None if vocabulary_size is None else never_mask(vocabulary_size, never, end_id)
+    length = tf.cast(attention_length, tf.int32) if return_attention else 0
+    # One extra row past the batch: what an empty slot reads, and where it writes nothing.
+    sentinel = lambda t, fill: tf.concat([t, tf.fill([1], tf.constant(fill, t.dtype))], 0)
+    limits_of, own_beams_of = sentinel(limits, 1), None if own_beams is None else sentinel(own_beams, 1)
+    last = tf.maximum(batch - 1, 0)  # memory and states are read at a clipped index
+
+    def start_scores(count):
+        # Beam 0 starts at log p = 0, the others at -inf: they get filled with beam 0's
+        # continuations at the first step instead of duplicating it.
+        return tf.tile(tf.where(tf.range(beam) == 0, 0.0, _NEG_INF)[None, :], [count, 1])
+
+    def rows_of(slot_values):  # [slots] -> [slots * beam], consecutive copies
+        return tf.repeat(slot_values, beam, axis=0)
+
+    def gather_sentences(nest, sentences):
+        return tf.nest.map_structure(lambda t: tf.gather(t, tf.minimum(sentences, last)), nest)
 
     # === The loop ===
-    def cond(step, scores, finished, lengths, *unused):
-        return (step < time) & ~tf.reduce_all(
-            _sentences_done(scores, finished, lengths, limits, ranking, nbest, own_beams))
+    # Per slot: the sentence it holds (``batch`` when empty) and that sentence's steps so far;
+    # per row: the tokens of its hypothesis so far (``history``) and their attention rows.
+    def cond(next_sentence, occupant, *unused):
+        return tf.reduce_any(occupant < batch)
 
-    def body(step, scores, finished, lengths, ids, state, tokens, parents, attention_buffer):
-        logits, state, attention = step_fn(ids, step, state)
+    def body(next_sentence, occupant, slot_steps, scores, finished, lengths, ids, state, slot_memory,
+             history, attention_history, out_ids, out_lengths, out_scores, out_attention):
+        slot_limits = tf.gather(limits_of, occupant)
+        slot_beams = None if own_beams_of is None else tf.gather(own_beams_of, occupant)
+        if memory is None:  # every slot started at step 0: one step for all
+            logits, state, attention = step_fn(ids, tf.reduce_max(slot_steps), state)
+        else:
+            logits, state, attention = step_fn(ids, rows_of(slot_steps), state, slot_memory)
         mask = outer_mask if outer_mask is not None else never_mask(tf.shape(logits)[-1], never, end_id)
-        chosen = _select(logits, mask, scores, finished, lengths, step, limits, ranking, beam, end_id,
-                         own_beams)
-        # the states follow their hypotheses, whatever their structure
+        chosen = _select(logits, mask, scores, finished, lengths, slot_steps, slot_limits, ranking, beam,
+                         end_id, slot_beams)
+        # the states and histories follow their hypotheses, whatever their structure
         state = tf.nest.map_structure(lambda t: tf.gather(t, chosen.parent_rows), state)
-        tokens = tf.tensor_scatter_nd_update(tokens, [[step]], tf.reshape(chosen.written, [1, -1]))
-        parents = tf.tensor_scatter_nd_update(parents, [[step]], chosen.parent_rows[None, :])
+        at_step = tf.range(time)[None, :] == rows_of(slot_steps)[:, None]  # [rows, time]
+        history = tf.where(at_step, tf.reshape(chosen.written, [-1, 1]),
+                           tf.gather(history, chosen.parent_rows))
         if return_attention:
             if attention is None:
                 raise ValueError("return_attention=True but step_fn returned attention=None")
             # the row that produced each kept token (rows after the end are masked at the end)
             row = tf.gather(tf.cast(attention, tf.float32), chosen.parent_rows)
-            attention_buffer = tf.tensor_scatter_nd_update(attention_buffer, [[step]], row[None])
-        return (step + 1, chosen.scores, chosen.finished, chosen.lengths, tf.reshape(chosen.token, [-1]), state,
-                tokens, parents, attention_buffer)
+            attention_history = tf.where(at_step[:, :, None], row[:, None, :],
+                                         tf.gather(attention_history, chosen.parent_rows))
+        scores, finished, lengths, slot_steps = chosen.scores, chosen.finished, chosen.lengths, slot_steps + 1
+        ids = tf.reshape(chosen.token, [-1])
 
-    # Beam 0 of each sentence starts at log p = 0, the others at -inf: they get filled with
-    # beam 0's continuations at the first step instead of duplicating it.
-    scores = tf.tile(tf.where(tf.range(beam) == 0, 0.0, _NEG_INF)[None, :], [batch, 1])
-    # tokens[t, r], parents[t, r]: the token written at step t by row r and the row it extends.
-    attention_shape = [time, rows, tf.cast(attention_length, tf.int32)] if return_attention else [0]
-    steps, scores, _, lengths, _, _, tokens, parents, attention_buffer = tf.while_loop(
-        cond, body,
-        (tf.constant(0, tf.int32), scores, tf.math.is_inf(scores), tf.zeros([batch, beam], tf.int32),
-         tf.fill([rows], start_id), tile_beams(initial_state, beam),
-         tf.fill([time, rows], tf.constant(PAD_ID, tf.int32)), tf.zeros([time, rows], tf.int32),
-         tf.zeros(attention_shape, tf.float32)))
+        # === Sentences done: their n-best is final, read it out ===
+        done = (occupant < batch) & _sentences_done(scores, finished, lengths, slot_limits, ranking,
+                                                    nbest, slot_beams)
 
-    # === The n-best, read back through the parent pointers ===
-    best_ranks, best = tf.math.top_k(ranking.rank(scores, lengths), k=nbest)  # [batch, nbest]
-    lengths = tf.where(tf.math.is_inf(best_ranks), 0, tf.gather(lengths, best, batch_dims=1))
-    last_rows = tf.reshape(best + tf.range(batch)[:, None] * beam, [-1])  # [batch * nbest]
-    out_ids, out_attention = _backtrack(tokens, parents, attention_buffer, last_rows, steps, return_attention)
-    # [time, batch * nbest] -> [batch, nbest, time]; nothing after a hypothesis's end.
-    out_ids = tf.reshape(tf.transpose(out_ids), [batch, nbest, time])
-    valid = tf.range(time)[None, None, :] < lengths[:, :, None]
-    attention = None
-    if return_attention:
-        attention = tf.reshape(tf.transpose(out_attention, [1, 0, 2]),
-                               [batch, nbest, time, tf.shape(out_attention)[-1]])
-        attention = tf.where(valid[..., None], attention, 0.0)
-    return BeamSearchOutput(ids=tf.where(valid, out_ids, PAD_ID), lengths=lengths, scores=best_ranks,
-                            attention=attention)
+        def read_out():
+            best_ranks, best = tf.math.top_k(ranking.rank(scores, lengths), k=nbest)  # [slots, nbest]
+            best_lengths = tf.where(tf.math.is_inf(best_ranks), 0, tf.gather(lengths, best, batch_dims=1))
+            best_rows = best + tf.range(width)[:, None] * beam
+            valid = tf.range(time)[None, None, :] < best_lengths[:, :, None]
+            target = tf.where(done, occupant, batch)[:, None]  # not done: the sentinel row
+            written = [tf.tensor_scatter_nd_update(out_ids, target, tf.where(valid, tf.gather(history, best_rows), PAD_ID)),
+                       tf.tensor_scatter_nd_update(out_lengths, target, best_lengths),
+                       tf.tensor_scatter_nd_update(out_scores, target, best_ranks)]
+            if return_attention:
+                written.append(tf.tensor_scatter_nd_update(
+                    out_attention, target,
+                    tf.where(valid[..., None], tf.gather(attention_history, best_rows), 0.0)))
+            else:
+                written.append(out_attention)
+            return tuple(written)
+
+        out_ids, out_lengths, out_scores, out_attention = tf.cond(
+            tf.reduce_any(done), read_out, lambda: (out_ids, out_lengths, out_scores, out_attention))
+
+        # === Refill: each done slot takes the next sentence, in order ===
+        if memory is not None:
+            free = done | (occupant >= batch)
+            candidate = next_sentence + tf.cumsum(tf.cast(free, tf.int32), exclusive=True)
+            load = free & (candidate < batch)
+            occupant = tf.where(load, candidate, tf.where(done, batch, occupant))
+            next_sentence += tf.reduce_sum(tf.cast(load, tf.int32))
+            load_rows = rows_of(load)
+
+            def refill():
+                fresh = tile_beams(gather_sentences(initial_state, occupant), beam)
+                return (tf.nest.map_structure(lambda old, new: _backfill(old, load_rows, new), state, fresh),
+                        gather_sentences(memory, occupant))
+
+            state, slot_memory = tf.cond(tf.reduce_any(load), refill, lambda: (state, slot_memory))
+            scores = tf.where(load[:, None], start_scores(width), scores)
+            finished = tf.where(load[:, None], tf.math.is_inf(scores), finished)
+            lengths = tf.where(load[:, None], 0, lengths)
+            slot_steps = tf.where(load, 0, slot_steps)
+            ids = tf.where(load_rows, start_id, ids)
+        else:
+            occupant = tf.where(done, batch, occupant)
+        return (next_sentence, occupant, slot_steps, scores, finished, lengths, ids, state, slot_memory,
+                history, attention_history, out_ids, out_lengths, out_scores, out_attention)
+
+    def shaped_body(*loop_vars):
+        # what the body computes has the loop variables' static shapes (some ops lose them)
+        new = body(*loop_vars)
+        for tensor, old in zip(tf.nest.flatten(new), tf.nest.flatten(loop_vars)):
+            tensor.set_shape(old.shape)
+        return new
+
+    occupant = tf.range(width)
+    initial_memory = () if memory is None else gather_sentences(memory, occupant)
+    outputs = tf.while_loop(
+        cond, shaped_body,
+        (tf.convert_to_tensor(width, tf.int32), occupant, tf.zeros([width], tf.int32),
+         start_scores(width), tf.math.is_inf(start_scores(width)), tf.zeros([width, beam], tf.int32),
+         tf.fill([rows], start_id), tile_beams(gather_sentences(initial_state, occupant), beam),
+         initial_memory,
+         tf.fill([rows, time], tf.constant(PAD_ID, tf.int32)),
+         tf.zeros([rows, time, length] if return_attention else [0], tf.float32),
+         tf.fill([batch + 1, nbest, time], tf.constant(PAD_ID, tf.int32)),
+         tf.zeros([batch + 1, nbest], tf.int32), tf.fill([batch + 1, nbest], _NEG_INF),
+         tf.zeros([batch + 1, nbest, time, length] if return_attention else [0], tf.float32)))
+    out_ids, out_lengths, out_scores, out_attention = (t[:batch] for t in outputs[-4:]) if return_attention \
+        else (*(t[:batch] for t in outputs[-4:-1]), None)
+    return BeamSearchOutput(ids=out_ids, lengths=out_lengths, scores=out_scores, attention=out_attention)
 
 
 def greedy_search(step_fn: StepFn, initial_state, batch_size, max_length=100, start_id=START_ID,
@@ -489,11 +575,12 @@ def ensemble_step_fn(step_fns) -> StepFn:
     members' attentions, or None if any member returns None.
 
     Args:
-        step_fns: a non-empty sequence of step functions over the same target vocabulary (each
-            closing over its own, already tiled, encoder memory).
+        step_fns: a non-empty sequence of step functions over the same target vocabulary, each
+            closing over its own, already tiled, encoder memory, or each taking it as a fourth
+            argument (for `beam_search`'s ``memory``: a tuple with one member memory per model).
 
     Returns:
-        A step function ``(ids, step, states) -> (log_probs, states, attention)``.
+        A step function ``(ids, step, states[, memories]) -> (log_probs, states, attention)``.
 
     Raises:
         ValueError: no step functions, or (when called) a state tuple of the wrong length.
@@ -508,14 +595,15 @@ def ensemble_step_fn(step_fns) -> StepFn:
         raise ValueError("ensemble_step_fn needs at least one step function, got none")
     count = len(step_fns)
 
-    def step(ids, step_index, states):
+    def step(ids, step_index, states, memories=None):
         states = tuple(states)
         if len(states) != count:
             raise ValueError(f"the ensemble state must hold {count} member states, "
                              f"got {len(states)}")
         log_probs, new_states, attentions = [], [], []
-        for member_step, member_state in zip(step_fns, states):
-            logits, member_state, attention = member_step(ids, step_index, member_state)
+        for index, (member_step, member_state) in enumerate(zip(step_fns, states)):
+            memory = () if memories is None else (memories[index],)
+            logits, member_state, attention = member_step(ids, step_index, member_state, *memory)
             log_probs.append(tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1))
             new_states.append(member_state)
             attentions.append(attention)

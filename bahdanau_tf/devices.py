@@ -208,6 +208,20 @@ def decoding_jit(machine: Machine | None = None) -> bool:
     return True
 
 
+def decoding_slots(machine: Machine | None = None) -> int:
+    """Sentences the Translator's beam search keeps in flight (`bahdanau_tf.decoding`'s
+    ``slots``): 16 on a CPU, 64 on a GPU.
+
+    A finished sentence's slot is refilled at once, so the slot count is not a unit anything
+    waits for: it sets the rows of each step's matmuls (slots x beam). On a 2-core CPU 16
+    slots x beam 5 = 80 rows already keep the matmuls near the machine's peak
+    (benchmarks/decode_step.py), and more rows only make the tail of each search longer; a
+    GPU needs more rows to fill its units.
+    """
+    machine = machine or detect()
+    return 64 if machine.kind == "gpu" else 16
+
+
 def decoding_precision(machine: Machine | None = None) -> str | None:
     """The dtype policy a trained model is loaded in for translation: ``"float32"`` on a CPU,
     None (the policy it was trained in) on a GPU.

@@ -281,11 +281,33 @@ class BahdanauAttention(keras.layers.Layer):
             return _additive_scores(projected_query, keys, _cast(self.score_vector, keys))
         return tf.linalg.matvec(keys, projected_query)  # (batch, source_len)
 
-    def attend(self, projected_query: tf.Tensor, memory: tf.Tensor, keys: tf.Tensor, mask: tf.Tensor) -> tuple:
-        """Context and weights from an already projected query (the decoder cell's fast path)."""
+    def attend(self, projected_query: tf.Tensor, memory: tf.Tensor, keys: tf.Tensor, mask: tf.Tensor,
+               grouped: bool = False) -> tuple:
+        """Context and weights from an already projected query (the decoder cell's fast path).
+
+        With ``grouped``, ``memory``, ``keys`` and ``mask`` hold one row per *group* of
+        consecutive queries (the beams of a sentence in beam search): query row ``r`` attends
+        over memory row ``r // (queries / memory rows)``. Each source position is then read
+        once per group, not once per query, and the context is one ``(group, source_len) x
+        (source_len, 2n)`` matmul per sentence instead of a matrix-vector product per beam.
+        """
+        if grouped:
+            return self._attend_grouped(projected_query, memory, keys, mask)
         weights = masked_softmax(self.score_keys(projected_query, keys), mask)
         context = tf.linalg.matvec(memory, tf.cast(weights, memory.dtype), transpose_a=True)
         return context, weights
+
+    def _attend_grouped(self, projected_query, memory, keys, mask):
+        query = tf.reshape(projected_query, [tf.shape(keys)[0], -1, projected_query.shape[-1]])  # (groups, k, units)
+        if self.score == "additive":
+            hidden = tf.tanh(keys[:, None, :, :] + query[:, :, None, :])  # (groups, k, source_len, units)
+            scores = tf.linalg.matvec(hidden, _cast(self.score_vector, keys))
+        else:
+            scores = tf.matmul(query, keys, transpose_b=True)
+        weights = masked_softmax(scores, mask[:, None, :])  # (groups, k, source_len)
+        context = tf.matmul(tf.cast(weights, memory.dtype), memory)  # (groups, k, 2n)
+        return (tf.reshape(context, [-1, memory.shape[-1]]),
+                tf.reshape(weights, [-1, tf.shape(weights)[-1]]))
 
     def call(self, query: tf.Tensor, memory: tf.Tensor, keys: tf.Tensor | None = None,
              memory_mask: tf.Tensor | None = None) -> tuple:
@@ -449,6 +471,8 @@ class AttentionGRUCell(keras.layers.Layer):
         h_tm1: (batch, units), s_{i-1}.
         memory: dict from `prepare_memory`: ``annotations`` (batch, source_len, 2n), ``keys``
             (batch, source_len, n'), ``mask`` bool (batch, source_len).
+        grouped: bool, the memory holds one row per group of consecutive rows of ``h_tm1``
+            (beam search's beams of one sentence), see `BahdanauAttention.attend`.
 
     Returns:
         ``(s_i, c_i, alpha_i)``: (batch, units), (batch, 2n), float32 (batch, source_len).
@@ -510,9 +534,10 @@ class AttentionGRUCell(keras.layers.Layer):
         """The step-independent part of attention, computed once per sentence."""
         return {"annotations": annotations, "keys": self.attention.compute_keys(annotations), "mask": mask}
 
-    def call(self, projected_inputs: tf.Tensor, h_tm1: tf.Tensor, memory: dict) -> tuple:
+    def call(self, projected_inputs: tf.Tensor, h_tm1: tf.Tensor, memory: dict, grouped: bool = False) -> tuple:
         context, weights = self.attention.attend(
-            self.attention.project_query(h_tm1), memory["annotations"], memory["keys"], memory["mask"]
+            self.attention.project_query(h_tm1), memory["annotations"], memory["keys"], memory["mask"],
+            grouped=grouped,
         )
         h = self.gru(projected_inputs, h_tm1, self.gru.project_context(context))
         return h, context, weights

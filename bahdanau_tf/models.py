@@ -8,6 +8,9 @@ All three share one interface (DESIGN §6), so training, beam search and export 
 - ``model.initial_state(memory) -> state``, a tensor or nest of tensors (batch, ...);
 - ``model.decode_step(previous_ids, state, memory) -> (logits, state, attention)``, one decoder
   step; ``attention`` is (batch, source_len) float32, or None for models without attention.
+  ``memory`` may hold one row per *group* of consecutive rows of ``previous_ids`` and
+  ``state`` (beam search's beams of a sentence: `encode`'s output as it is, not repeated per
+  beam), or one row per row.
 
 Teacher forcing runs the same decoder cell as `decode_step`, over all steps in one
 ``tf.while_loop``; input projections and attention keys are computed before the loop and the
@@ -289,6 +292,12 @@ def _load_trained(path, overrides, model_class=None):
                                                 model_class=model_class).model
 
 
+def _repeat_groups(tensor, previous_ids):
+    """A memory tensor with one row per group of consecutive decoder rows, one row per decoder row."""
+    groups, rows = tf.shape(tensor)[0], tf.shape(previous_ids)[0]
+    return tf.repeat(tensor, rows // tf.maximum(groups, 1), axis=0)
+
+
 def _check_positive(**sizes):
     for name, value in sizes.items():
         if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
@@ -436,14 +445,16 @@ class RNNSearch(TranslationModel):
         Args:
             previous_ids: int (batch,), y_{i-1}.
             state: (batch, n), s_{i-1}.
-            memory: `encode`'s output (rows aligned with ``previous_ids``).
+            memory: `encode`'s output: one row per row of ``previous_ids``, or per group of
+                consecutive rows (the beams of a sentence).
 
         Returns:
             ``(logits, state, attention)``: float32 (batch, K_y), (batch, n), float32
             (batch, source_len).
         """
         embedded = self.target_embedding(previous_ids)
-        state, context, attention = self.decoder_cell(self.decoder_cell.project_inputs(embedded), state, memory)
+        state, context, attention = self.decoder_cell(self.decoder_cell.project_inputs(embedded), state, memory,
+                                                      grouped=True)
         return self.readout(state, embedded, context), state, attention
 
     def _teacher_forcing(self, inputs, training=False, features=False):
@@ -579,8 +590,10 @@ class RNNEncDec(TranslationModel):
     def decode_step(self, previous_ids: tf.Tensor, state: Any, memory: dict) -> tuple:
         """One decoder step; returns ``(logits, state, None)`` (there is no attention)."""
         embedded = self.target_embedding(previous_ids)
-        state = self.decoder_cell(self.decoder_cell.project_inputs(embedded), state, memory["projected_context"])
-        return self.readout(state, embedded, memory["context"]), state, None
+        context, projected_context = (_repeat_groups(memory[key], previous_ids)
+                                      for key in ("context", "projected_context"))
+        state = self.decoder_cell(self.decoder_cell.project_inputs(embedded), state, projected_context)
+        return self.readout(state, embedded, context), state, None
 
     def call(self, inputs: tuple, training: bool = False) -> tf.Tensor:
         return self.readout.project(self.output_features(inputs, training=training))

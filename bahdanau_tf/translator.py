@@ -167,8 +167,11 @@ class Translator(signatures.Signatures):
         max_length_offset: int (10).
         jit_compile: bool, compile `translate`'s search with XLA, over bucketed shapes (see the
             module docstring); None (default): `bahdanau_tf.devices.decoding_jit` (yes).
-        decode_chunk_size: int, sentences searched together (16); a batch is sorted by length
-            and searched chunk after chunk (see the module docstring).
+        decode_chunk_size: int, sentences handed to one search (64); a batch is sorted by
+            length and searched chunk after chunk (see the module docstring).
+        decode_slots: int, sentences the search keeps in flight, each finished one's slot
+            refilled with the next of its chunk; None: `bahdanau_tf.devices.decoding_slots`
+            (16 on a CPU).
         serving_jit_compile: bool, compile the search of the exported signatures with XLA
             (False: TF Serving runs XLA:CPU only with ``--xla_cpu_compilation_enabled``).
         length_buckets: increasing ints, the padded source widths (tokens + ``[END]``) the XLA
@@ -192,7 +195,7 @@ class Translator(signatures.Signatures):
     def __init__(self, models, source_tokenizer, target_tokenizer,
                  beam_size=DEFAULT_BEAM_SIZE, length_penalty=DEFAULT_LENGTH_PENALTY,
                  max_source_length=DEFAULT_MAX_SOURCE_LENGTH, max_length_ratio=2.0,
-                 max_length_offset=10, jit_compile=None, decode_chunk_size=16,
+                 max_length_offset=10, jit_compile=None, decode_chunk_size=64, decode_slots=None,
                  serving_jit_compile=False, length_buckets=DEFAULT_LENGTH_BUCKETS,
                  replace_unk=False, unk_dictionary=None, name=None):
         super().__init__(name=name)
@@ -203,6 +206,8 @@ class Translator(signatures.Signatures):
         _check_int("max_source_length", max_source_length, 1)
         _check_int("max_length_offset", max_length_offset, 0)
         _check_int("decode_chunk_size", decode_chunk_size, 1)
+        if decode_slots is not None:
+            _check_int("decode_slots", decode_slots, 1)
         length_buckets = tuple(length_buckets)
         for bucket in length_buckets:
             _check_int("length_buckets", bucket, 2)
@@ -244,6 +249,7 @@ class Translator(signatures.Signatures):
         self.jit_compile = devices.decoding_jit() if jit_compile is None else bool(jit_compile)
         self.serving_jit_compile = bool(serving_jit_compile)
         self.decode_chunk_size = int(decode_chunk_size)
+        self.decode_slots = devices.decoding_slots() if decode_slots is None else int(decode_slots)
         # the padded source widths of the XLA path ([END] included), capped by the longest input
         cap = self.max_source_length + 1
         self.length_buckets = tuple(b for b in length_buckets if b < cap) + (cap,)
@@ -359,15 +365,13 @@ class Translator(signatures.Signatures):
         if isinstance(beam_size, tf.Tensor) and beam_size.shape.rank == 1:
             beam_sizes = beam_size
             beam_size = tf.maximum(tf.reduce_max(tf.concat([beam_sizes, [1]], 0)), nbest)
-        states, step_fns = [], []
-        for model in self.models:
-            memory = model.encode(source_ids, training=False)
-            states.append(model.initial_state(memory))
-            step_fns.append(_model_step_fn(model, decoding.tile_beams(memory, beam_size)))
+        memories = [model.encode(source_ids, training=False) for model in self.models]
+        states = [model.initial_state(memory) for model, memory in zip(self.models, memories)]
+        step_fns = [_model_step_fn(model) for model in self.models]
         if len(self.models) == 1:
-            step_fn, state = step_fns[0], states[0]
+            step_fn, state, memory = step_fns[0], states[0], memories[0]
         else:
-            step_fn, state = decoding.ensemble_step_fn(step_fns), tuple(states)
+            step_fn, state, memory = decoding.ensemble_step_fn(step_fns), tuple(states), tuple(memories)
         # PAD is never generated anyway: forbidding it keeps the shape static either way.
         forbid = tf.reshape(tf.where(forbid_unknown, UNK_ID, PAD_ID), [1])
         output = decoding.beam_search(
@@ -376,7 +380,8 @@ class Translator(signatures.Signatures):
             return_attention=return_attention,
             attention_length=tf.shape(source_ids)[1] if return_attention else None,
             buffer_length=buffer_length, beam_sizes=beam_sizes,
-            vocabulary_size=getattr(self.models[0], "target_vocabulary_size", None))
+            vocabulary_size=getattr(self.models[0], "target_vocabulary_size", None),
+            memory=memory, slots=self.decode_slots)
         return output
 
     def _static_search(self, beam_size, nbest, return_attention, jit_compile):
@@ -605,10 +610,11 @@ class Translator(signatures.Signatures):
         }
 
 
-def _model_step_fn(model, memory):
-    """Adapts ``model.decode_step`` to beam search's ``step_fn(ids, step, state)``."""
+def _model_step_fn(model):
+    """Adapts ``model.decode_step`` to beam search's ``step_fn(ids, step, state, memory)`` (the
+    memory one row per slot, shared by its beams)."""
 
-    def step_fn(ids, step, state):
+    def step_fn(ids, step, state, memory):
         return model.decode_step(ids, state, memory)
 
     return step_fn

@@ -286,6 +286,15 @@ def test_bad_arguments_raise_value_errors():
         ensemble_step_fn([])
 
 
+def test_slots_need_the_memory_as_an_argument():
+    step_fn, _ = scripted_step_fn({}, {A: 0.5, END_ID: 0.5})
+    with pytest.raises(ValueError, match="slots needs memory"):
+        beam_search(step_fn, dummy_state(3), 3, slots=2)
+    with pytest.raises(ValueError, match="slots must be >= 1"):
+        beam_search(lambda ids, step, state, memory: step_fn(ids, step, state), dummy_state(3), 3,
+                    memory=tf.zeros([3, 1]), slots=0)
+
+
 def test_tile_beams_repeats_rows_consecutively():
     nest = {"h": tf.constant([[1.0], [2.0]]), "pair": (tf.constant([7, 8]),)}
     tiled = tile_beams(nest, 3)
@@ -320,6 +329,17 @@ class TinyModel:
         memory = tf.constant(self.rng.normal(size=(batch, self.source_len, self.hidden)),
                              tf.float32)
         return memory, tf.tanh(tf.reduce_mean(memory, axis=1))
+
+    def slot_step_fn(self, counter=None):
+        """The step function that takes the memory as an argument, one row per slot (refilled
+        slots); ``counter`` (a list) collects the rows computed at each step."""
+        def step_fn(ids, step, h, memory):
+            assert step.shape.rank == 1  # each row's own step
+            if counter is not None:
+                counter.append(int(tf.shape(ids)[0]))
+            tiled = tf.repeat(memory, tf.shape(ids)[0] // tf.shape(memory)[0], axis=0)
+            return self.step_fn(tiled)(ids, step, h)
+        return step_fn
 
     def step_fn(self, tiled_memory):
         def step_fn(ids, step, h):
@@ -466,6 +486,80 @@ def test_a_sentence_decodes_the_same_alone_and_in_a_batch():
         np.testing.assert_allclose(batched.scores[sentence], alone.scores[0], rtol=1e-5)
         np.testing.assert_allclose(batched.attention[sentence, :, :limit], alone.attention[0],
                                    atol=1e-6)
+
+
+def search_alone(model, memory, state, sentence, beam, limit, **kwargs):
+    return beam_search(model.step_fn(tile_beams(select(memory, sentence), beam)),
+                       select(state, sentence), 1, beam_size=beam, max_length=int(limit), **kwargs)
+
+
+@pytest.mark.parametrize("slots", [1, 2, 3, 7])
+def test_a_sentence_in_a_refilled_slot_decodes_as_alone(slots):
+    model = TinyModel(seed=8, vocab=10, scale=2.0)
+    memory, state = model.encode(7)
+    limits = np.array([4, 11, 6, 2, 9, 1, 7])
+    beams = np.array([4, 2, 4, 1, 3, 4, 4])
+    counter = []
+    out = beam_search(model.slot_step_fn(counter), state, 7, beam_size=4, nbest=2,
+                      max_length=tf.constant(limits), length_penalty=0.4, return_attention=True,
+                      attention_length=model.source_len, beam_sizes=tf.constant(beams),
+                      memory=memory, slots=slots)
+    assert out.ids.shape == (7, 2, 11) and out.attention.shape == (7, 2, 11, model.source_len)
+    assert set(counter) == {min(slots, 7) * 4}  # every step computes the slots' rows
+    alone_steps = []
+    for sentence, (limit, own_beam) in enumerate(zip(limits, beams)):
+        alone = search_alone(model, memory, state, sentence, int(own_beam), limit,
+                             nbest=min(2, int(own_beam)), length_penalty=0.4, return_attention=True,
+                             attention_length=model.source_len)
+        found = min(2, int(own_beam))
+        np.testing.assert_array_equal(out.ids.numpy()[sentence, :found, :limit], alone.ids[0])
+        assert np.all(out.ids.numpy()[sentence, :, limit:] == PAD_ID)
+        np.testing.assert_array_equal(out.lengths[sentence, :found], alone.lengths[0])
+        np.testing.assert_allclose(out.scores[sentence, :found], alone.scores[0], rtol=1e-5)
+        np.testing.assert_allclose(out.attention[sentence, :found, :limit], alone.attention[0],
+                                   atol=1e-6)
+        if found < 2:  # a sentence whose own beam is below nbest: an empty slot
+            assert out.lengths[sentence, 1] == 0 and out.scores[sentence, 1] == -np.inf
+    if slots == 1:
+        # one slot, refilled the step its sentence is done: exactly the steps of each sentence
+        # searched alone (the early exit included), one after another
+        alone_total = 0
+        for sentence, limit in enumerate(limits):
+            count = []
+            beam_search(model.slot_step_fn(count), select(state, sentence), 1, beam_size=4,
+                        nbest=2, max_length=int(limit), length_penalty=0.4,
+                        beam_sizes=tf.constant(beams[sentence:sentence + 1]),
+                        memory=select(memory, sentence))
+            alone_total += len(count)
+        assert len(counter) == alone_total
+
+
+def test_refilled_slots_agree_under_tf_function_and_xla():
+    model = TinyModel(seed=9, vocab=9, scale=2.0)
+    memory, state = model.encode(6)
+    limits = tf.constant([3, 7, 5, 8, 1, 6])
+
+    def decode(memory, state, limits, beam):
+        return beam_search(model.slot_step_fn(), state, tf.shape(state)[0], beam_size=beam,
+                           nbest=1, max_length=limits, length_penalty=0.5, return_attention=True,
+                           attention_length=tf.shape(memory)[1], buffer_length=8,
+                           memory=memory, slots=4)
+
+    for beam in (3, 1):
+        eager = decode(memory, state, limits, beam)
+        graph = tf.function(decode, input_signature=[
+            tf.TensorSpec([None, None, model.hidden], tf.float32),
+            tf.TensorSpec([None, model.hidden], tf.float32), tf.TensorSpec([None], tf.int32),
+            tf.TensorSpec([], tf.int32)])(memory, state, limits, tf.constant(beam))
+        xla = tf.function(decode, jit_compile=True)(memory, state, limits, beam)
+        for other in (graph, xla):
+            np.testing.assert_array_equal(other.ids, eager.ids)
+            np.testing.assert_array_equal(other.lengths, eager.lengths)
+            np.testing.assert_allclose(other.scores, eager.scores, rtol=1e-5)
+            np.testing.assert_allclose(other.attention, eager.attention, atol=1e-5)
+        for sentence, limit in enumerate(limits.numpy()):
+            alone = search_alone(model, memory, state, sentence, beam, limit, length_penalty=0.5)
+            np.testing.assert_array_equal(eager.ids[sentence, :, :limit], alone.ids[0])
 
 
 def test_eager_tf_function_and_xla_agree():
