@@ -184,6 +184,42 @@ def never_mask(vocabulary_size, never, end_id):
     return tf.where(forbidden, _NEG_INF, 0.0)
 
 
+_TOP_K_BLOCK = 32  # the vocabulary is cut into blocks this wide for `top_k`
+
+
+def top_k(values, k):
+    """``tf.math.top_k(values, k)`` over the last axis of a [rows, vocabulary] tensor, faster
+    for a small ``k`` over a wide vocabulary: the same values and ids, ties to the lower id.
+
+    A full ``top_k`` over [rows, vocabulary] was the search's largest cost (0.87 ms a step at 80
+    rows x 5,000 words on a 2-core CPU, XLA or not, beside a 2.3 ms network step). Here the
+    vocabulary is cut into contiguous blocks of `_TOP_K_BLOCK`: each block's maximum (one
+    vectorised pass), the ``k`` best blocks (a ``top_k`` over ``vocabulary / 32`` maxima), and a
+    ``top_k`` over those blocks' ``32 k`` entries, taken in id order. The k best entries lie in
+    the k best blocks (an entry of another block is beaten by the k blocks' maxima, ties going to
+    the lower block, i.e. the lower ids), so nothing changes but the cost (0.33 ms).
+
+    Args:
+        values: float [rows, vocabulary], the vocabulary static (else the plain ``top_k``).
+        k: int (or int32 scalar), at most the vocabulary.
+
+    Returns:
+        ``(values [rows, k], ids int32 [rows, k])``, sorted, as ``tf.math.top_k``.
+    """
+    vocab = values.shape[-1]
+    static_k = _static_int(k)
+    if vocab is None or static_k is None or vocab < 8 * _TOP_K_BLOCK * static_k:
+        return tf.math.top_k(values, k=k)
+    blocks = -(-vocab // _TOP_K_BLOCK)
+    padded = tf.pad(values, [[0, 0], [0, blocks * _TOP_K_BLOCK - vocab]], constant_values=_NEG_INF)
+    grid = tf.reshape(padded, [-1, blocks, _TOP_K_BLOCK])
+    best_blocks = tf.sort(tf.math.top_k(tf.reduce_max(grid, axis=-1), k=static_k).indices, axis=-1)
+    candidates = tf.reshape(tf.gather(grid, best_blocks, batch_dims=1), [-1, static_k * _TOP_K_BLOCK])
+    top_values, position = tf.math.top_k(candidates, k=static_k)  # candidates in id order
+    ids = tf.gather(best_blocks, position // _TOP_K_BLOCK, batch_dims=1) * _TOP_K_BLOCK
+    return top_values, ids + position % _TOP_K_BLOCK
+
+
 class _Step(NamedTuple):
     """The survivors of one step: [batch, beam] each, ``parent_rows`` [batch * beam]."""
 
@@ -211,7 +247,7 @@ def _row_candidates(logits, mask, finished, per_row, end_id):
         values = tf.reduce_max(masked, axis=-1, keepdims=True)
         tokens = tf.argmax(masked, axis=-1, output_type=tf.int32)[:, None]
     else:
-        values, tokens = tf.math.top_k(masked, k=per_row)  # sorted, ties to the lower id
+        values, tokens = top_k(masked, per_row)  # sorted, ties to the lower id
     top = tf.reduce_max(logits, axis=-1, keepdims=True)
     log_sum = tf.math.log(tf.reduce_sum(tf.exp(logits - top), axis=-1, keepdims=True))
     log_probs = (values - top) - log_sum  # [rows, per_row]
@@ -283,10 +319,22 @@ def _sentences_done(scores, finished, lengths, limits, ranking, nbest, own_beams
     return tf.reduce_all(finished, axis=1) | (nth_finished > ranking.best_continuation(best_live, limits))
 
 
-def _backfill(tensor, rows, values):
-    """``tensor`` with ``values`` written at the rows where ``rows`` is True (any rank)."""
-    rows = tf.reshape(rows, [-1] + [1] * (tensor.shape.rank - 1))
-    return tf.where(rows, values, tensor)
+def _for_each(mask, body, loop_vars):
+    """``loop_vars = body(index, *loop_vars)`` for each index where the bool vector ``mask`` is
+    True, in order: a ``tf.while_loop`` of that many iterations.
+
+    Reading out a finished sentence and loading the next one happen a few times per search,
+    not per step; with no iteration the buffers pass through the loop untouched, where a
+    ``tf.cond`` would make XLA copy them into its output at every step.
+    """
+    positions = tf.cumsum(tf.cast(mask, tf.int32))
+
+    def step(i, loop_vars):
+        index = tf.argmax(tf.cast(mask & tf.equal(positions, i + 1), tf.int32), output_type=tf.int32)
+        return i + 1, tuple(body(index, *loop_vars))
+
+    count = tf.reduce_sum(tf.cast(mask, tf.int32))
+    return tf.while_loop(lambda i, unused: i < count, step, (tf.constant(0), tuple(loop_vars)))[1]
 
 
 def beam_search(step_fn: StepFn, initial_state, batch_size, beam_size=5, max_length=100,
@@ -426,7 +474,7 @@ def beam_search(step_fn: StepFn, initial_state, batch_size, beam_size=5, max_len
     # folded once per search when the vocabulary is known, else at every step
     outer_mask = None if vocabulary_size is None else never_mask(vocabulary_size, never, end_id)
     length = tf.cast(attention_length, tf.int32) if return_attention else 0
-    # One extra row past the batch: what an empty slot reads, and where it writes nothing.
+    # One extra entry past the batch: what an empty slot reads.
     sentinel = lambda t, fill: tf.concat([t, tf.fill([1], tf.constant(fill, t.dtype))], 0)
     limits_of, own_beams_of = sentinel(limits, 1), None if own_beams is None else sentinel(own_beams, 1)
     last = tf.maximum(batch - 1, 0)  # memory and states are read at a clipped index
@@ -478,25 +526,25 @@ def beam_search(step_fn: StepFn, initial_state, batch_size, beam_size=5, max_len
         done = (occupant < batch) & _sentences_done(scores, finished, lengths, slot_limits, ranking,
                                                     nbest, slot_beams)
 
-        def read_out():
-            best_ranks, best = tf.math.top_k(ranking.rank(scores, lengths), k=nbest)  # [slots, nbest]
-            best_lengths = tf.where(tf.math.is_inf(best_ranks), 0, tf.gather(lengths, best, batch_dims=1))
-            best_rows = best + tf.range(width)[:, None] * beam
-            valid = tf.range(time)[None, None, :] < best_lengths[:, :, None]
-            target = tf.where(done, occupant, batch)[:, None]  # not done: the sentinel row
-            written = [tf.tensor_scatter_nd_update(out_ids, target, tf.where(valid, tf.gather(history, best_rows), PAD_ID)),
-                       tf.tensor_scatter_nd_update(out_lengths, target, best_lengths),
-                       tf.tensor_scatter_nd_update(out_scores, target, best_ranks)]
+        def read_out(slot, out_ids, out_lengths, out_scores, out_attention):
+            best_ranks, best = tf.math.top_k(ranking.rank(scores[slot], lengths[slot]), k=nbest)  # [nbest]
+            best_lengths = tf.where(tf.math.is_inf(best_ranks), 0, tf.gather(lengths[slot], best))
+            best_rows = slot * beam + best
+            valid = tf.range(time)[None, :] < best_lengths[:, None]  # [nbest, time]
+            sentence = tf.reshape(occupant[slot], [1, 1])
+            written = [tf.tensor_scatter_nd_update(out_ids, sentence, tf.where(valid, tf.gather(history, best_rows), PAD_ID)[None]),
+                       tf.tensor_scatter_nd_update(out_lengths, sentence, best_lengths[None]),
+                       tf.tensor_scatter_nd_update(out_scores, sentence, best_ranks[None])]
             if return_attention:
                 written.append(tf.tensor_scatter_nd_update(
-                    out_attention, target,
-                    tf.where(valid[..., None], tf.gather(attention_history, best_rows), 0.0)))
+                    out_attention, sentence,
+                    tf.where(valid[..., None], tf.gather(attention_history, best_rows), 0.0)[None]))
             else:
                 written.append(out_attention)
-            return tuple(written)
+            return written
 
-        out_ids, out_lengths, out_scores, out_attention = tf.cond(
-            tf.reduce_any(done), read_out, lambda: (out_ids, out_lengths, out_scores, out_attention))
+        out_ids, out_lengths, out_scores, out_attention = _for_each(
+            done, read_out, (out_ids, out_lengths, out_scores, out_attention))
 
         # === Refill: each done slot takes the next sentence, in order ===
         if memory is not None:
@@ -505,19 +553,24 @@ def beam_search(step_fn: StepFn, initial_state, batch_size, beam_size=5, max_len
             load = free & (candidate < batch)
             occupant = tf.where(load, candidate, tf.where(done, batch, occupant))
             next_sentence += tf.reduce_sum(tf.cast(load, tf.int32))
-            load_rows = rows_of(load)
 
-            def refill():
-                fresh = tile_beams(gather_sentences(initial_state, occupant), beam)
-                return (tf.nest.map_structure(lambda old, new: _backfill(old, load_rows, new), state, fresh),
-                        gather_sentences(memory, occupant))
+            def load_slot(slot, state, slot_memory):
+                sentence = tf.reshape(occupant[slot], [1])
+                rows = tf.reshape(slot * beam + tf.range(beam), [-1, 1])
+                state = tf.nest.map_structure(
+                    lambda t, first: tf.tensor_scatter_nd_update(t, rows, tf.repeat(tf.gather(first, sentence), beam, axis=0)),
+                    state, initial_state)
+                slot_memory = tf.nest.map_structure(
+                    lambda t, full: tf.tensor_scatter_nd_update(t, [[slot]], tf.gather(full, sentence)),
+                    slot_memory, memory)
+                return state, slot_memory
 
-            state, slot_memory = tf.cond(tf.reduce_any(load), refill, lambda: (state, slot_memory))
+            state, slot_memory = _for_each(load, load_slot, (state, slot_memory))
             scores = tf.where(load[:, None], start_scores(width), scores)
             finished = tf.where(load[:, None], tf.math.is_inf(scores), finished)
             lengths = tf.where(load[:, None], 0, lengths)
             slot_steps = tf.where(load, 0, slot_steps)
-            ids = tf.where(load_rows, start_id, ids)
+            ids = tf.where(rows_of(load), start_id, ids)
         else:
             occupant = tf.where(done, batch, occupant)
         return (next_sentence, occupant, slot_steps, scores, finished, lengths, ids, state, slot_memory,
@@ -540,12 +593,12 @@ def beam_search(step_fn: StepFn, initial_state, batch_size, beam_size=5, max_len
          initial_memory,
          tf.fill([rows, time], tf.constant(PAD_ID, tf.int32)),
          tf.zeros([rows, time, length] if return_attention else [0], tf.float32),
-         tf.fill([batch + 1, nbest, time], tf.constant(PAD_ID, tf.int32)),
-         tf.zeros([batch + 1, nbest], tf.int32), tf.fill([batch + 1, nbest], _NEG_INF),
-         tf.zeros([batch + 1, nbest, time, length] if return_attention else [0], tf.float32)))
-    out_ids, out_lengths, out_scores, out_attention = (t[:batch] for t in outputs[-4:]) if return_attention \
-        else (*(t[:batch] for t in outputs[-4:-1]), None)
-    return BeamSearchOutput(ids=out_ids, lengths=out_lengths, scores=out_scores, attention=out_attention)
+         tf.fill([batch, nbest, time], tf.constant(PAD_ID, tf.int32)),
+         tf.zeros([batch, nbest], tf.int32), tf.fill([batch, nbest], _NEG_INF),
+         tf.zeros([batch, nbest, time, length] if return_attention else [0], tf.float32)))
+    out_ids, out_lengths, out_scores, out_attention = outputs[-4:]
+    return BeamSearchOutput(ids=out_ids, lengths=out_lengths, scores=out_scores,
+                            attention=out_attention if return_attention else None)
 
 
 def greedy_search(step_fn: StepFn, initial_state, batch_size, max_length=100, start_id=START_ID,

@@ -65,7 +65,8 @@ flags.DEFINE_string("output", os.path.join(os.path.dirname(__file__), "results",
                     "JSON output path.")
 
 # (name, sentences, beam): the rows are sentences * beam
-SHAPES = (("80 rows (16 x beam 5)", 16, 5), ("320 rows (64 x beam 5)", 64, 5), ("64 rows (greedy)", 64, 1))
+SHAPES = (("80 rows (16 x beam 5)", 16, 5), ("320 rows (64 x beam 5)", 64, 5), ("64 rows (greedy)", 64, 1),
+          ("5 rows (1 x beam 5)", 1, 5))
 PROBE = 2048
 
 
@@ -108,7 +109,7 @@ def _functions(model, sentences, beam, jit):
                                          maxval=FLAGS.vocabulary_size, dtype=tf.int32)
     memory = model.encode(source)
     state = model.initial_state(memory)
-    tiled_memory, tiled_state = decoding.tile_beams(memory, beam), decoding.tile_beams(state, beam)
+    tiled_state = decoding.tile_beams(state, beam)
     steps, vocab = FLAGS.steps, FLAGS.vocabulary_size
 
     def network(memory, state):
@@ -123,14 +124,17 @@ def _functions(model, sentences, beam, jit):
                              (0, tf.fill([rows], 1), state, logits))[3]
 
     def search_with(module):
-        extra = {}
-        if "vocabulary_size" in inspect.signature(module.beam_search).parameters:
-            extra["vocabulary_size"] = vocab
+        parameters = inspect.signature(module.beam_search).parameters
+        extra = {"vocabulary_size": vocab} if "vocabulary_size" in parameters else {}
+        slotted = "slots" in parameters  # the memory handed over, one row per sentence
 
         def search(memory, state):
-            def step_fn(ids, step, state):
-                return model.decode_step(ids, state, memory)
-
+            if slotted:
+                step_fn = lambda ids, step, state, memory: model.decode_step(ids, state, memory)
+                extra.update(memory=memory, slots=sentences)
+            else:  # an older search: the memory tiled per beam, closed over
+                tiled = decoding.tile_beams(memory, beam)
+                step_fn = lambda ids, step, state: model.decode_step(ids, state, tiled)
             out = module.beam_search(step_fn, state, sentences, beam_size=beam, max_length=steps,
                                      buffer_length=steps, length_penalty=0.5, **extra)
             return out.ids, out.scores
@@ -140,11 +144,12 @@ def _functions(model, sentences, beam, jit):
     def one_step(memory, state):
         return model.decode_step(tf.fill([tf.shape(state)[0]], 4), state, memory)[0]
 
-    flops = _matmul_flops(tf.function(one_step), tiled_memory, tiled_state)
-    parts = {"network": (tf.function(network, jit_compile=jit), (tiled_memory, tiled_state)),
-             "search": (search_with(decoding), (tiled_memory, state))}
+    # the network as the search runs it: the memory one row per sentence, shared by its beams
+    flops = _matmul_flops(tf.function(one_step), memory, tiled_state)
+    parts = {"network": (tf.function(network, jit_compile=jit), (memory, tiled_state)),
+             "search": (search_with(decoding), (memory, state))}
     if FLAGS.old_checkout:
-        parts["search_old"] = (search_with(_old_decoding()), (tiled_memory, state))
+        parts["search_old"] = (search_with(_old_decoding()), (memory, state))
     return parts, flops
 
 

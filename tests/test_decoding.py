@@ -21,7 +21,7 @@ import pytest
 import tensorflow as tf
 
 from bahdanau_tf.decoding import (BeamSearchOutput, Ranking, beam_search, ensemble_step_fn,
-                                  greedy_search, tile_beams)
+                                  greedy_search, tile_beams, top_k)
 from bahdanau_tf.special_tokens import END_ID, PAD_ID, START_ID, UNK_ID
 
 A, B = 4, 5  # the two ordinary words of the scripted vocabulary [PAD, START, END, UNK, A, B]
@@ -284,6 +284,23 @@ def test_bad_arguments_raise_value_errors():
         run_scripted(step_fn, return_attention=True, attention_length=3)  # step gives None
     with pytest.raises(ValueError):
         ensemble_step_fn([])
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_blocked_top_k_equals_top_k_with_ties_and_forbidden_tokens(jit):
+    rng = np.random.default_rng(0)
+    function = tf.function(top_k, jit_compile=True, autograph=False) if jit else top_k
+    for vocab in (1300, 5003):
+        values = rng.normal(size=(40, vocab)).astype(np.float32)
+        values[:10] = np.round(values[:10] * 2) / 2  # many ties, across blocks
+        values[10:20, rng.integers(0, vocab, 200)] = -np.inf  # forbidden tokens
+        values[20, :] = -np.inf  # nothing allowed: ties to the lowest ids
+        values[21, :-3] = -np.inf  # the best in the last, partial block
+        for k in (1, 3, 5):
+            expected = tf.math.top_k(values, k)
+            found = function(tf.constant(values), k)
+            np.testing.assert_array_equal(found[0], expected.values)
+            np.testing.assert_array_equal(found[1], expected.indices)
 
 
 def test_slots_need_the_memory_as_an_argument():
