@@ -319,22 +319,10 @@ def _sentences_done(scores, finished, lengths, limits, ranking, nbest, own_beams
     return tf.reduce_all(finished, axis=1) | (nth_finished > ranking.best_continuation(best_live, limits))
 
 
-def _for_each(mask, body, loop_vars):
-    """``loop_vars = body(index, *loop_vars)`` for each index where the bool vector ``mask`` is
-    True, in order: a ``tf.while_loop`` of that many iterations.
-
-    Reading out a finished sentence and loading the next one happen a few times per search,
-    not per step; with no iteration the buffers pass through the loop untouched, where a
-    ``tf.cond`` would make XLA copy them into its output at every step.
-    """
-    positions = tf.cumsum(tf.cast(mask, tf.int32))
-
-    def step(i, loop_vars):
-        index = tf.argmax(tf.cast(mask & tf.equal(positions, i + 1), tf.int32), output_type=tf.int32)
-        return i + 1, tuple(body(index, *loop_vars))
-
-    count = tf.reduce_sum(tf.cast(mask, tf.int32))
-    return tf.while_loop(lambda i, unused: i < count, step, (tf.constant(0), tuple(loop_vars)))[1]
+def _backfill(tensor, rows, values):
+    """``tensor`` with ``values`` written at the rows where ``rows`` is True (any rank)."""
+    rows = tf.reshape(rows, [-1] + [1] * (tensor.shape.rank - 1))
+    return tf.where(rows, values, tensor)
 
 
 def beam_search(step_fn: StepFn, initial_state, batch_size, beam_size=5, max_length=100,
@@ -361,7 +349,8 @@ def beam_search(step_fn: StepFn, initial_state, batch_size, beam_size=5, max_len
     **Slots** (continuous batching). The search keeps ``slots`` sentences in flight,
     ``slots * beam_size`` rows. When a sentence is done its slot is refilled with the next
     sentence of the batch, in order (its encoder ``memory`` and initial state loaded into the
-    slot), so no row waits for the slowest sentence of a group. This needs the memory as an
+    slot; one slot a step, so that the memory is written in place), so no row waits for the
+    slowest sentence of a group. This needs the memory as an
     argument: with ``memory`` the step function is ``step_fn(ids, step, state, memory)``, the
     memory nest holding one row per slot (its sentence's, *not* repeated per beam: row ``r`` of
     ``ids`` and ``state`` belongs to memory row ``r // beam_size``) and ``step`` an int32
@@ -460,6 +449,8 @@ def beam_search(step_fn: StepFn, initial_state, batch_size, beam_size=5, max_len
     elif slots is not None:
         width = tf.minimum(width, batch)
     rows = width * beam  # the slots * beam rows seen by step_fn
+    # no refill when every sentence has a slot from the start (known when tracing)
+    refills = memory is not None and not (isinstance(width, int) and isinstance(batch, int) and width >= batch)
     ranking = Ranking(tf.convert_to_tensor(length_penalty, tf.float32))
     start_id, end_id = tf.cast(start_id, tf.int32), tf.cast(end_id, tf.int32)
     limits = tf.maximum(tf.cast(max_length, tf.int32), 1)  # int64 lengths welcome
@@ -474,7 +465,7 @@ def beam_search(step_fn: StepFn, initial_state, batch_size, beam_size=5, max_len
     # folded once per search when the vocabulary is known, else at every step
     outer_mask = None if vocabulary_size is None else never_mask(vocabulary_size, never, end_id)
     length = tf.cast(attention_length, tf.int32) if return_attention else 0
-    # One extra entry past the batch: what an empty slot reads.
+    # One extra entry past the batch: what an empty slot reads, and where it writes nothing.
     sentinel = lambda t, fill: tf.concat([t, tf.fill([1], tf.constant(fill, t.dtype))], 0)
     limits_of, own_beams_of = sentinel(limits, 1), None if own_beams is None else sentinel(own_beams, 1)
     last = tf.maximum(batch - 1, 0)  # memory and states are read at a clipped index
@@ -526,51 +517,47 @@ def beam_search(step_fn: StepFn, initial_state, batch_size, beam_size=5, max_len
         done = (occupant < batch) & _sentences_done(scores, finished, lengths, slot_limits, ranking,
                                                     nbest, slot_beams)
 
-        def read_out(slot, out_ids, out_lengths, out_scores, out_attention):
-            best_ranks, best = tf.math.top_k(ranking.rank(scores[slot], lengths[slot]), k=nbest)  # [nbest]
-            best_lengths = tf.where(tf.math.is_inf(best_ranks), 0, tf.gather(lengths[slot], best))
-            best_rows = slot * beam + best
-            valid = tf.range(time)[None, :] < best_lengths[:, None]  # [nbest, time]
-            sentence = tf.reshape(occupant[slot], [1, 1])
-            written = [tf.tensor_scatter_nd_update(out_ids, sentence, tf.where(valid, tf.gather(history, best_rows), PAD_ID)[None]),
-                       tf.tensor_scatter_nd_update(out_lengths, sentence, best_lengths[None]),
-                       tf.tensor_scatter_nd_update(out_scores, sentence, best_ranks[None])]
+        def read_out():
+            best_ranks, best = tf.math.top_k(ranking.rank(scores, lengths), k=nbest)  # [slots, nbest]
+            best_lengths = tf.where(tf.math.is_inf(best_ranks), 0, tf.gather(lengths, best, batch_dims=1))
+            best_rows = best + tf.range(width)[:, None] * beam
+            valid = tf.range(time)[None, None, :] < best_lengths[:, :, None]
+            target = tf.where(done, occupant, batch)[:, None]  # not done: the sentinel row
+            written = [tf.tensor_scatter_nd_update(out_ids, target, tf.where(valid, tf.gather(history, best_rows), PAD_ID)),
+                       tf.tensor_scatter_nd_update(out_lengths, target, best_lengths),
+                       tf.tensor_scatter_nd_update(out_scores, target, best_ranks)]
             if return_attention:
                 written.append(tf.tensor_scatter_nd_update(
-                    out_attention, sentence,
-                    tf.where(valid[..., None], tf.gather(attention_history, best_rows), 0.0)[None]))
+                    out_attention, target,
+                    tf.where(valid[..., None], tf.gather(attention_history, best_rows), 0.0)))
             else:
                 written.append(out_attention)
-            return written
+            return tuple(written)
 
-        out_ids, out_lengths, out_scores, out_attention = _for_each(
-            done, read_out, (out_ids, out_lengths, out_scores, out_attention))
+        # Written at every step, into the sentinel row for the slots not done: under XLA a
+        # scatter is in place, where a tf.cond would copy the buffers into its output.
+        out_ids, out_lengths, out_scores, out_attention = read_out()
 
-        # === Refill: each done slot takes the next sentence, in order ===
-        if memory is not None:
+        # === Refill: a free slot takes the next sentence, one slot a step ===
+        if refills:
             free = done | (occupant >= batch)
-            candidate = next_sentence + tf.cumsum(tf.cast(free, tf.int32), exclusive=True)
-            load = free & (candidate < batch)
-            occupant = tf.where(load, candidate, tf.where(done, batch, occupant))
+            load = free & (tf.cumsum(tf.cast(free, tf.int32), exclusive=True) == 0) & (next_sentence < batch)
+            occupant = tf.where(load, next_sentence, tf.where(done, batch, occupant))
             next_sentence += tf.reduce_sum(tf.cast(load, tf.int32))
-
-            def load_slot(slot, state, slot_memory):
-                sentence = tf.reshape(occupant[slot], [1])
-                rows = tf.reshape(slot * beam + tf.range(beam), [-1, 1])
-                state = tf.nest.map_structure(
-                    lambda t, first: tf.tensor_scatter_nd_update(t, rows, tf.repeat(tf.gather(first, sentence), beam, axis=0)),
-                    state, initial_state)
-                slot_memory = tf.nest.map_structure(
-                    lambda t, full: tf.tensor_scatter_nd_update(t, [[slot]], tf.gather(full, sentence)),
-                    slot_memory, memory)
-                return state, slot_memory
-
-            state, slot_memory = _for_each(load, load_slot, (state, slot_memory))
+            load_rows = rows_of(load)
+            # The memory is written one slot a step, in place under XLA (a slot that loads
+            # nothing is rewritten with its own memory).
+            slot = tf.argmax(tf.cast(load, tf.int32), output_type=tf.int32)[None]
+            slot_memory = tf.nest.map_structure(
+                lambda t, full: tf.tensor_scatter_nd_update(t, slot[:, None], tf.gather(full, tf.minimum(
+                    tf.gather(occupant, slot), last))), slot_memory, memory)
+            fresh = tile_beams(gather_sentences(initial_state, occupant), beam)
+            state = tf.nest.map_structure(lambda old, new: _backfill(old, load_rows, new), state, fresh)
             scores = tf.where(load[:, None], start_scores(width), scores)
             finished = tf.where(load[:, None], tf.math.is_inf(scores), finished)
             lengths = tf.where(load[:, None], 0, lengths)
             slot_steps = tf.where(load, 0, slot_steps)
-            ids = tf.where(rows_of(load), start_id, ids)
+            ids = tf.where(load_rows, start_id, ids)
         else:
             occupant = tf.where(done, batch, occupant)
         return (next_sentence, occupant, slot_steps, scores, finished, lengths, ids, state, slot_memory,
@@ -593,10 +580,11 @@ def beam_search(step_fn: StepFn, initial_state, batch_size, beam_size=5, max_len
          initial_memory,
          tf.fill([rows, time], tf.constant(PAD_ID, tf.int32)),
          tf.zeros([rows, time, length] if return_attention else [0], tf.float32),
-         tf.fill([batch, nbest, time], tf.constant(PAD_ID, tf.int32)),
-         tf.zeros([batch, nbest], tf.int32), tf.fill([batch, nbest], _NEG_INF),
-         tf.zeros([batch, nbest, time, length] if return_attention else [0], tf.float32)))
-    out_ids, out_lengths, out_scores, out_attention = outputs[-4:]
+         tf.fill([batch + 1, nbest, time], tf.constant(PAD_ID, tf.int32)),
+         tf.zeros([batch + 1, nbest], tf.int32), tf.fill([batch + 1, nbest], _NEG_INF),
+         tf.zeros([batch + 1, nbest, time, length] if return_attention else [0], tf.float32)))
+    out_ids, out_lengths, out_scores = (t[:batch] for t in outputs[-4:-1])
+    out_attention = outputs[-1][:batch]
     return BeamSearchOutput(ids=out_ids, lengths=out_lengths, scores=out_scores,
                             attention=out_attention if return_attention else None)
 

@@ -143,9 +143,9 @@ def search_in_chunks(search, source_ids, lengths, limits, forbid_unknown, chunki
     """Runs ``search`` over the chunks of a batch in a ``tf.while_loop``, in the input order.
 
     The batch is sorted by source length (longest first), cut into chunks (`plan_chunk`), and
-    each chunk is searched on its own, with its own padding and its own early exit: a long
-    sentence no longer keeps a whole large batch stepping, and smaller ``[rows, vocabulary]``
-    tensors stay in cache. Rows are independent, so the results are those of one big search.
+    each chunk is searched on its own, with its own padding; inside a chunk the search keeps a
+    few slots in flight and refills them as sentences finish (the Translator's
+    ``decode_slots``). Rows are independent, so the results are those of one big search.
 
     Args:
         search: ``search(ids, limits, forbid_unknown, buffer_length, *row_inputs)`` -> ids
