@@ -184,6 +184,7 @@ def never_mask(vocabulary_size, never, end_id):
     return tf.where(forbidden, _NEG_INF, 0.0)
 
 
+_LOADS_PER_STEP = 4  # slots refilled at most per step (their memory is written at every step)
 _TOP_K_BLOCK = 32  # the vocabulary is cut into blocks this wide for `top_k`
 
 
@@ -349,8 +350,8 @@ def beam_search(step_fn: StepFn, initial_state, batch_size, beam_size=5, max_len
     **Slots** (continuous batching). The search keeps ``slots`` sentences in flight,
     ``slots * beam_size`` rows. When a sentence is done its slot is refilled with the next
     sentence of the batch, in order (its encoder ``memory`` and initial state loaded into the
-    slot; one slot a step, so that the memory is written in place), so no row waits for the
-    slowest sentence of a group. This needs the memory as an
+    slot; at most four slots a step, so that the memory is written in place), so no row waits
+    for the slowest sentence of a group. This needs the memory as an
     argument: with ``memory`` the step function is ``step_fn(ids, step, state, memory)``, the
     memory nest holding one row per slot (its sentence's, *not* repeated per beam: row ``r`` of
     ``ids`` and ``state`` belongs to memory row ``r // beam_size``) and ``step`` an int32
@@ -449,6 +450,7 @@ def beam_search(step_fn: StepFn, initial_state, batch_size, beam_size=5, max_len
     elif slots is not None:
         width = tf.minimum(width, batch)
     rows = width * beam  # the slots * beam rows seen by step_fn
+    loads_per_step = min(_LOADS_PER_STEP, width) if isinstance(width, int) else tf.minimum(_LOADS_PER_STEP, width)
     # no refill when every sentence has a slot from the start (known when tracing)
     refills = memory is not None and not (isinstance(width, int) and isinstance(batch, int) and width >= batch)
     ranking = Ranking(tf.convert_to_tensor(length_penalty, tf.float32))
@@ -541,16 +543,18 @@ def beam_search(step_fn: StepFn, initial_state, batch_size, beam_size=5, max_len
         # === Refill: a free slot takes the next sentence, one slot a step ===
         if refills:
             free = done | (occupant >= batch)
-            load = free & (tf.cumsum(tf.cast(free, tf.int32), exclusive=True) == 0) & (next_sentence < batch)
-            occupant = tf.where(load, next_sentence, tf.where(done, batch, occupant))
+            order = tf.cumsum(tf.cast(free, tf.int32), exclusive=True)
+            load = free & (order < _LOADS_PER_STEP) & (next_sentence + order < batch)
+            occupant = tf.where(load, next_sentence + order, tf.where(done, batch, occupant))
             next_sentence += tf.reduce_sum(tf.cast(load, tf.int32))
             load_rows = rows_of(load)
-            # The memory is written one slot a step, in place under XLA (a slot that loads
-            # nothing is rewritten with its own memory).
-            slot = tf.argmax(tf.cast(load, tf.int32), output_type=tf.int32)[None]
+            # The memory of a few slots is written at every step, in place under XLA: the
+            # loaded ones first, then others rewritten with their own memory.
+            written_slots = tf.math.top_k(tf.cast(load, tf.int32) * (width - tf.range(width)),
+                                          k=loads_per_step).indices
             slot_memory = tf.nest.map_structure(
-                lambda t, full: tf.tensor_scatter_nd_update(t, slot[:, None], tf.gather(full, tf.minimum(
-                    tf.gather(occupant, slot), last))), slot_memory, memory)
+                lambda t, full: tf.tensor_scatter_nd_update(t, written_slots[:, None], tf.gather(full, tf.minimum(
+                    tf.gather(occupant, written_slots), last))), slot_memory, memory)
             fresh = tile_beams(gather_sentences(initial_state, occupant), beam)
             state = tf.nest.map_structure(lambda old, new: _backfill(old, load_rows, new), state, fresh)
             scores = tf.where(load[:, None], start_scores(width), scores)
