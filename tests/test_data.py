@@ -360,6 +360,64 @@ def test_cli_statistics_and_vocabularies(tmp_path, capsys):
     assert 3 not in source.tokenize(["God saw the light."]).to_list()[0]
 
 
+def _run_data_cli(*arguments):
+    from absl import flags
+
+    from bahdanau_tf.cli import data as cli
+
+    flags.FLAGS(["bahdanau-data", *arguments])
+    try:
+        cli.main(["bahdanau-data"])
+    finally:
+        flags.FLAGS.unparse_flags()
+
+
+def test_cli_streams_the_users_files_with_the_statistics_of_the_whole_corpus(tmp_path, capsys, monkeypatch):
+    """Chunks of 700 pairs give the numbers computed on the whole lists (np.percentile, counts)."""
+    import json
+
+    from bahdanau_tf.cli import data as cli
+    from bahdanau_tf.corpora import load_corpus
+    from bahdanau_tf.special_tokens import UNK_ID
+    from bahdanau_tf.text import load_tokenizer
+
+    pairs = load_corpus("bible-en-es", split="train").pairs()[:2500]
+    path = tmp_path / "pairs.tsv"
+    path.write_text("".join(f"{s}\t{t}\n" for s, t in pairs), encoding="utf-8")
+    monkeypatch.setattr(cli, "CHUNK_PAIRS", 700)  # four chunks, the last one short
+    _run_data_cli(f"--tsv={path}", f"--vocabulary_dir={tmp_path / 'vocab'}", "--tokenizer=word",
+                  "--vocabulary_size=300", "--json")
+    report = json.loads(capsys.readouterr().out)
+
+    lengths = {side: np.array([len(split_words(pair[i])) for pair in pairs]) for i, side in enumerate(("source", "target"))}
+    assert report["all"]["pairs"] == 2500
+    for side, values in lengths.items():
+        p50, p90, p99 = np.percentile(values, [50, 90, 99])
+        assert report["all"][side] == {"words": int(values.sum()), "p50": p50, "p90": p90, "p99": p99,
+                                       "max": int(values.max())}
+    both = np.maximum(lengths["source"], lengths["target"])
+    assert report["all"]["share_within_30"] == pytest.approx(np.mean(both <= 30))
+    assert report["all"]["share_within_50"] == pytest.approx(np.mean(both <= 50))
+    for i, side in enumerate(("source", "target")):
+        rows = load_tokenizer(str(tmp_path / "vocab" / side)).tokenize([pair[i] for pair in pairs]).to_list()
+        flat = [token for row in rows for token in row]
+        expected = {"token_coverage": pytest.approx(np.mean([t != UNK_ID for t in flat])),
+                    "sentences_without_unk": pytest.approx(np.mean([UNK_ID not in row for row in rows]))}
+        assert report[f"{side}_vocabulary"]["all_coverage"] == expected
+        assert expected["token_coverage"] != 1.0  # a 300-word vocabulary leaves words out
+
+
+def test_cli_stops_at_a_bad_line_of_a_streamed_file_before_writing_vocabularies(tmp_path, monkeypatch):
+    from bahdanau_tf.cli import data as cli
+
+    path = tmp_path / "pairs.tsv"
+    path.write_bytes(b"God said.\tDijo Dios.\n" * 1500 + b"bad \xff line\tmala\n" + b"Yes\tS\xc3\xad\n" * 10)
+    monkeypatch.setattr(cli, "CHUNK_PAIRS", 700)
+    with pytest.raises(ValueError, match=r"pairs\.tsv.*line 1501"):
+        _run_data_cli(f"--tsv={path}", f"--vocabulary_dir={tmp_path / 'vocab'}", "--tokenizer=word")
+    assert not (tmp_path / "vocab").exists()
+
+
 def test_pad_batch_rounds_lengths_up_and_fill_batch_adds_empty_pairs():
     source = tf.constant([[5, 6, 2]])
     target_in = tf.constant([[1, 7, 8, 9, 10]])

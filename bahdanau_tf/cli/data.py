@@ -10,15 +10,19 @@ Examples:
 
 With the embedded corpus, statistics are printed per split and vocabularies are built from
 the train split; with the user's files (``--source_file/--target_file`` or ``--tsv``) there is
-one split, "all". Vocabularies go to ``VOCABULARY_DIR/source`` and ``VOCABULARY_DIR/target``
+one split, "all", streamed: read ``CHUNK_PAIRS`` pairs at a time (statistics from histograms of
+the lengths, coverage from running counts), so memory does not grow with the files; a bad
+line stops the command with its file and line number, and no vocabulary is left behind. Vocabularies go to ``VOCABULARY_DIR/source`` and ``VOCABULARY_DIR/target``
 (``bahdanau_tf.load_tokenizer`` reads them back), learned with the same recipe and defaults as
 ``bahdanau-train`` (`bahdanau_tf.text.build_tokenizers`).
 """
 
+import collections
 import json
 import os
 
 import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
 from absl import flags  # noqa: E402
 
 from bahdanau_tf import data, text  # noqa: E402
@@ -32,57 +36,101 @@ FLAGS["vocabulary_dir"].help = "Build vocabularies into DIR/source and DIR/targe
 flags.DEFINE_boolean("json", False, "Print the statistics as JSON.")
 
 
-def _length_summary(sentences):
-    lengths = np.array([len(text.split_words(s)) for s in sentences] or [0])
-    p50, p90, p99 = np.percentile(lengths, [50, 90, 99])
+#: pairs read, counted and tokenized at a time from the user's files: memory bounded by one chunk
+CHUNK_PAIRS = 10000
+
+
+def _chunks(corpus):
+    """The corpus as consecutive in-memory chunks: a stream (`bahdanau_tf.corpora.CorpusFiles`)
+    read ``CHUNK_PAIRS`` at a time, an in-memory corpus whole."""
+    return corpus.chunks(CHUNK_PAIRS) if hasattr(corpus, "chunks") else [corpus]
+
+
+def _percentiles(histogram, percents):
+    """``np.percentile``'s (linear) percentiles of the values counted in ``histogram``
+    (value -> count), without the list of values."""
+    values = sorted(histogram)
+    ends = np.cumsum([histogram[v] for v in values])  # ends[i]: values[i] fills positions < ends[i]
+    total = int(ends[-1])
+
+    def at(position):  # the value at this position of the sorted list
+        return values[int(np.searchsorted(ends, position, side="right"))]
+
+    result = []
+    for percent in percents:
+        position = percent / 100 * (total - 1)
+        low = int(np.floor(position))
+        high = min(low + 1, total - 1)
+        result.append(at(low) + (position - low) * (at(high) - at(low)))
+    return result
+
+
+def _length_summary(histogram):
+    histogram = histogram or {0: 1}
+    p50, p90, p99 = _percentiles(histogram, [50, 90, 99])
     return {
-        "words": int(lengths.sum()),
+        "words": int(sum(length * count for length, count in histogram.items())),
         "p50": float(p50),
         "p90": float(p90),
         "p99": float(p99),
-        "max": int(lengths.max()),
+        "max": int(max(histogram)),
     }
 
 
 def corpus_statistics(corpus):
-    """Pairs, words and length percentiles of one ParallelCorpus (both sides)."""
-    source_lengths = [len(text.split_words(s)) for s in corpus.sources]
-    target_lengths = [len(text.split_words(t)) for t in corpus.targets]
-    within = lambda limit: float(np.mean(  # noqa: E731
-        [a <= limit and b <= limit for a, b in zip(source_lengths, target_lengths)] or [0]))
+    """Pairs, words and length percentiles of a corpus (both sides), in one pass over it: an
+    in-memory `ParallelCorpus`, or a stream of the user's files read a chunk at a time."""
+    pairs, within = 0, {30: 0, 50: 0}
+    histograms = (collections.Counter(), collections.Counter())
+    for chunk in _chunks(corpus):
+        source_lengths = [len(text.split_words(s)) for s in chunk.sources]
+        target_lengths = [len(text.split_words(t)) for t in chunk.targets]
+        pairs += len(source_lengths)
+        for histogram, lengths in zip(histograms, (source_lengths, target_lengths)):
+            histogram.update(lengths)
+        for limit in within:
+            within[limit] += sum(a <= limit and b <= limit for a, b in zip(source_lengths, target_lengths))
     return {
-        "pairs": len(corpus),
-        "source": _length_summary(corpus.sources),
-        "target": _length_summary(corpus.targets),
-        "share_within_30": within(30),
-        "share_within_50": within(50),
+        "pairs": pairs,
+        "source": _length_summary(histograms[0]),
+        "target": _length_summary(histograms[1]),
+        "share_within_30": within[30] / pairs if pairs else 0.0,
+        "share_within_50": within[50] / pairs if pairs else 0.0,
     }
 
 
-def coverage(tokenizer, sentences):
-    """Share of tokens and of sentences free of [UNK] under ``tokenizer``."""
-    ids = tokenizer.tokenize(sentences)
-    flat = ids.flat_values.numpy()
-    rows = ids.to_list()
+def coverage(tokenizer, corpus, side):
+    """Share of tokens and of sentences free of [UNK] under ``tokenizer``, over one side
+    (``"source"`` or ``"target"``) of a corpus (in memory, or streamed a chunk at a time)."""
+    tokens = known = sentences = clean = 0
+    for chunk in _chunks(corpus):
+        ids = tokenizer.tokenize(chunk.sources if side == "source" else chunk.targets)
+        unknown = tf.cast(tf.equal(ids, UNK_ID), tf.int32)
+        tokens += int(tf.size(ids.flat_values))
+        known += int(tf.size(ids.flat_values)) - int(tf.reduce_sum(unknown.flat_values))
+        sentences += int(ids.nrows())
+        clean += int(tf.reduce_sum(tf.cast(tf.equal(tf.reduce_sum(unknown, axis=1), 0), tf.int32)))
     return {
-        "token_coverage": float(np.mean(flat != UNK_ID)) if flat.size else 1.0,
-        "sentences_without_unk": float(np.mean([UNK_ID not in r for r in rows] or [1.0])),
+        "token_coverage": known / tokens if tokens else 1.0,
+        "sentences_without_unk": clean / sentences if sentences else 1.0,
     }
 
 
 def _load_splits():
+    """The embedded corpus's splits in memory, or the user's files as one stream, "all"."""
     if FLAGS.tsv or FLAGS.source_file or FLAGS.target_file:
-        return {"all": common.corpus_from_flags()}
+        return {"all": common.corpus_from_flags(stream=True)}
     return {split: common.corpus_from_flags(split) for split in ("train", "dev", "test")}
 
 
 def main(argv):
     del argv
+    if FLAGS.vocabulary_dir:  # refused before the pass over the corpus, not after it
+        common.check_writable_dir(FLAGS.vocabulary_dir, "vocabulary_dir")
     splits = _load_splits()
-    report = {name: corpus_statistics(corpus) for name, corpus in splits.items()}
+    report = {name: corpus_statistics(corpus) for name, corpus in splits.items()}  # a bad line stops here
 
     if FLAGS.vocabulary_dir:
-        common.check_writable_dir(FLAGS.vocabulary_dir, "vocabulary_dir")
         training = splits.get("train", splits.get("all"))
         tokenizers = text.build_tokenizers(training, FLAGS.tokenizer, FLAGS.vocabulary_size,
                                            FLAGS.vocabulary_sentences or None)
@@ -92,8 +140,7 @@ def main(argv):
                                             "size": tokenizer.vocabulary_size}
             for name, corpus in splits.items():
                 if name != "train":
-                    sentences = corpus.sources if side == "source" else corpus.targets
-                    report[f"{side}_vocabulary"][f"{name}_coverage"] = coverage(tokenizer, sentences)
+                    report[f"{side}_vocabulary"][f"{name}_coverage"] = coverage(tokenizer, corpus, side)
 
     if FLAGS.json:
         print(json.dumps(report, indent=2, sort_keys=True))
