@@ -42,9 +42,10 @@ Decisions (all documented here once):
   its slot takes the next sentence of the chunk (continuous batching,
   `bahdanau_tf.decoding.beam_search`'s ``slots``), so no row keeps stepping for a finished
   sentence while a slower one ends. Longest first, the last sentences in flight are the
-  shortest. On 512 test verses at batch 64 the search computed 1.10x the hypothesis-steps that
-  decoding them one at a time needs (1.47x beam 5 and 1.59x greedy with the former chunks of
-  16 searched to their slowest sentence; benchmarks/decode_step.py). More slots are not faster
+  shortest. On 512 test verses at batch 64 the search computed 1.09x (beam 5) and 1.10x
+  (greedy) the hypothesis-steps that decoding them one at a time needs, against 1.30x and
+  1.34x with the former chunks of 16 searched to their slowest sentence (the README's
+  12-minute model; benchmarks/decode_step.py). More slots are not faster
   on a 2-core CPU (80 rows already keep its matmuls near peak; 32 or 64 slots were 10-40%
   slower). `Translator.translate` also sorts by length in Python before cutting batches. One
   plan (`bahdanau_tf.signatures.plan_chunk` and `chunk_input`) decides each chunk's rows,

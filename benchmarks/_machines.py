@@ -37,15 +37,51 @@ def environment(machine, low_precision=False):
     return env
 
 
-def run_child(script, arguments, machine, low_precision=False, timeout=3600):
-    """Runs ``python script --child ... arguments`` and returns the JSON of its last stdout line."""
+def run_child(script, arguments, machine, low_precision=False, timeout=3600, checkout=None):
+    """Runs ``python script --child ... arguments`` and returns the JSON of its last stdout line.
+
+    With ``checkout`` (a directory holding ``bahdanau_tf/``) the child imports that checkout's
+    package instead of the installed one (it goes first on ``PYTHONPATH``).
+    """
     command = [sys.executable, script] + list(arguments)
-    result = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
-                            env=environment(machine, low_precision))
+    env = environment(machine, low_precision)
+    if checkout:
+        env["PYTHONPATH"] = os.pathsep.join([os.path.abspath(checkout)] + env.get("PYTHONPATH", "").split(os.pathsep))
+    result = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
     lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
     if result.returncode != 0 or not lines:
         raise RuntimeError(f"{' '.join(command)} failed on {machine}:\n{result.stderr[-3000:]}")
     return json.loads(lines[-1])
+
+
+class CountingModel:
+    """A model whose ``decode_step`` adds the rows it computes to ``counter``: the hypothesis-steps
+    of a search (every row of every step, finished and filler rows included)."""
+
+    def __init__(self, model):
+        import tensorflow as tf
+
+        self._model = model
+        self.counter = tf.Variable(0, dtype=tf.int64, trainable=False)
+
+    def __getattr__(self, name):
+        return getattr(self._model, name)
+
+    def decode_step(self, previous_ids, state, memory):
+        import tensorflow as tf
+
+        self.counter.assign_add(tf.cast(tf.shape(previous_ids)[0], tf.int64))
+        return self._model.decode_step(previous_ids, state, memory)
+
+
+def write_json(path, record):
+    """Writes a benchmark's record (with the load average as it ends) and says where."""
+    record["load_average_after"] = os.getloadavg()
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path, "w") as handle:
+        json.dump(record, handle, indent=2)
+        handle.write("\n")
+    print(f"wrote {path}")
 
 
 def matmul_gflops(size=2048, rounds=5):

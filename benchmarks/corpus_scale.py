@@ -11,7 +11,8 @@ and its start-up: from the process's start to the progress line of update 10 (vo
 corpus counting or estimating, the first shuffle buffer, compilation and ten updates). The
 temporary directory (corpora and runs) is removed at the end, also after a failure. Peak RSS
 does not depend on the machine's load; start-up does (each row records the load average as its
-run starts): compare the rows of one run. Then ``bahdanau-translate`` (greedy, no XLA) on inputs
+run starts): compare the rows of one run. Then ``bahdanau-translate`` (``--translate_flags``,
+default greedy without XLA) on inputs
 of ``--translate_lines`` lines with the smallest run's model: its peak RSS should not grow with
 the input (it reads, translates and writes ``--read_lines`` lines at a time). Then
 ``bahdanau-evaluate`` (greedy, no XLA, no heatmaps) on test sets of ``--evaluate_lines`` pairs in two
@@ -53,11 +54,13 @@ flags.DEFINE_string("repository", os.path.dirname(os.path.dirname(os.path.abspat
 flags.DEFINE_string("label", "", "A name for this set of runs in the JSON (e.g. before, after).")
 flags.DEFINE_list("train_flags", ["--preset=tiny", "--max_minutes=0", "--summaries=false"],
                   "Flags added to every bahdanau-train run.")
+flags.DEFINE_list("translate_flags", ["--beam_size=1", "--jit_compile=false"],
+                  "Flags of every bahdanau-translate run (--jit_compile=true: XLA, the command's default, "
+                  "several times faster on an untrained model's long outputs).")
 flags.DEFINE_string("output", os.path.join(os.path.dirname(__file__), "results", "corpus_scale.json"),
                     "Where to write the JSON results.")
 
 UPDATES = 10
-TRANSLATE_FLAGS = ["--beam_size=1", "--jit_compile=false"]
 EVALUATE_FLAGS = ["--beam_size=1", "--jit_compile=false", "--attention_plots=0"]
 _PEAK = re.compile(r"Maximum resident set size \(kbytes\): (\d+)")
 
@@ -120,7 +123,7 @@ def run_translate(model_dir, input_file):
     """One ``bahdanau-translate`` of ``input_file``: (peak RSS in MiB, wall seconds)."""
     return _peak_and_wall(["bahdanau_tf.cli.translate", f"--model_dir={model_dir}",
                            f"--input_file={input_file}", f"--output_file={input_file}.out"]
-                          + TRANSLATE_FLAGS)
+                          + list(FLAGS.translate_flags))
 
 
 def translate_rows(model_dir, sources, scratch):
@@ -208,7 +211,7 @@ def main(argv):
     result = {"label": FLAGS.label, "revision": revision, "cpu": cpu_model(),
               "cores": os.cpu_count(), "updates": UPDATES, "train_flags": FLAGS.train_flags,
               "rows": rows, "ratios_last_to_first": ratios,
-              "translate_flags": TRANSLATE_FLAGS, "translate_rows": translated,
+              "translate_flags": FLAGS.translate_flags, "translate_rows": translated,
               "evaluate_flags": EVALUATE_FLAGS, "evaluate_rows": evaluated}
     if len(translated) > 1:
         ratios["translate_peak_rss"] = round(translated[-1]["peak_rss_mib"] / translated[0]["peak_rss_mib"], 2)

@@ -45,7 +45,9 @@ from absl import app, flags
 tf.get_logger().setLevel("ERROR")  # one tf.function per configuration: no retracing advice
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import _machines  # noqa: E402
 from bahdanau_tf import decoding, devices  # noqa: E402
 from bahdanau_tf.special_tokens import END_ID  # noqa: E402
 
@@ -204,28 +206,13 @@ def _step_rows():
     return rows, round(float(np.median(probes)) / 1e9, 1)
 
 
-class _Counting:
-    """A model whose ``decode_step`` adds the rows it computes to ``counter``."""
-
-    def __init__(self, model):
-        self._model = model
-        self.counter = tf.Variable(0, dtype=tf.int64, trainable=False)
-
-    def __getattr__(self, name):
-        return getattr(self._model, name)
-
-    def decode_step(self, previous_ids, state, memory):
-        self.counter.assign_add(tf.cast(tf.shape(previous_ids)[0], tf.int64))
-        return self._model.decode_step(previous_ids, state, memory)
-
-
 def _hypothesis_steps():
     from bahdanau_tf.data import load_corpus
     from bahdanau_tf.model_directory import load_model_directory
     from bahdanau_tf.translator import Translator
 
     loaded = load_model_directory(FLAGS.model_dir, dtype=devices.decoding_precision())
-    counting = _Counting(loaded.model)
+    counting = _machines.CountingModel(loaded.model)
     translator = Translator(counting, loaded.source_tokenizer, loaded.target_tokenizer)
     test = load_corpus("bible-en-es", split="test").sources[:FLAGS.sentences]
     rows = []
@@ -260,12 +247,7 @@ def main(argv):
         record["hypothesis_steps"] = _hypothesis_steps()
         for row in record["hypothesis_steps"]:
             print(json.dumps(row))
-    record["load_average_after"] = os.getloadavg()
-    os.makedirs(os.path.dirname(FLAGS.output) or ".", exist_ok=True)
-    with open(FLAGS.output, "w") as handle:
-        json.dump(record, handle, indent=2)
-        handle.write("\n")
-    print(f"wrote {FLAGS.output}")
+    _machines.write_json(FLAGS.output, record)
 
 
 if __name__ == "__main__":

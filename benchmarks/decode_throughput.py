@@ -15,6 +15,14 @@ reported. Each variant first translates the same workload once untimed (``warmup
 and, for XLA, one compilation per bucketed shape — ``compilations``), then ``--rounds`` timed
 rounds; the best is kept (the machine is shared). The variants alternate round by round.
 
+With ``--old_checkout=DIR`` (a checkout of an earlier commit, e.g. ``git worktree add DIR
+HEAD~3``) the same measurements run in child processes that import DIR's package, alternating
+with this checkout's children round by round (one timed round per child, after its untimed
+warmup), and the table adds new / old ratios. Each (batch size, beam) row also gives the
+hypothesis-steps per sentence: every row of every step the search computed (finished sentences,
+beams and filler rows included), counted once per checkout by a model whose ``decode_step``
+counts its rows (``_machines.CountingModel``).
+
 Machines: ``native`` and ``avx2``, an AVX2/FMA-only CPU emulated on this one
 (benchmarks/_machines.py); each runs in its own process and its JSON records the CPU model and
 flags. The model is ``--model_dir`` (a trained one: outputs stop near the source length) or an
@@ -22,7 +30,7 @@ untrained ``small`` preset over 5k word vocabularies (outputs run to the length 
 worst case), so compare runs by tokens/s too.
 
     python benchmarks/decode_throughput.py [--model_dir=RUN] [--machines=native,avx2]
-        [--batch_sizes=64,1] [--beam_sizes=1,5]
+        [--batch_sizes=64,1] [--beam_sizes=1,5] [--old_checkout=DIR]
 """
 
 import json
@@ -48,7 +56,10 @@ flags.DEFINE_integer("sentences", 256, "Verses per round at batch sizes > 1.")
 flags.DEFINE_integer("latency_sentences", 32, "Verses (one call each) at batch size 1.")
 flags.DEFINE_integer("rounds", 3, "Timed rounds per measurement (best kept).")
 flags.DEFINE_integer("vocabulary_size", 5000, "Word vocabulary per language for an untrained preset.")
+flags.DEFINE_string("old_checkout", None, "An earlier checkout: its package is measured beside this one, "
+                    "child processes alternating round by round.")
 flags.DEFINE_bool("child", False, "Internal: measure in this process.")
+flags.DEFINE_bool("count_steps", True, "Internal: also count the hypothesis-steps (once per child).")
 flags.DEFINE_string("output", os.path.join(os.path.dirname(__file__), "results", "decode_throughput.json"),
                     "JSON output path.")
 
@@ -120,10 +131,23 @@ def _measure():
         options = dict(VARIANTS[name])
         model, source, target, label = _parts(options.pop("dtype"))
         translators[name] = Translator(model, source, target, **options)
+    counting = None
+    if FLAGS.count_steps:  # the search's work does not depend on the variant: counted with the last one's options
+        counting = _machines.CountingModel(model)
+        counting_translator = Translator(counting, source, target, **options)
     rows = []
     for batch_size in (int(b) for b in FLAGS.batch_sizes):
         for beam_size in (int(b) for b in FLAGS.beam_sizes):
-            results = {}
+            results, steps = {}, {}
+            if counting is not None:
+                counting.counter.assign(0)
+                if batch_size == 1:
+                    _latencies(counting_translator, test[:FLAGS.latency_sentences], beam_size)
+                    count = FLAGS.latency_sentences
+                else:
+                    _throughput(counting_translator, test[:FLAGS.sentences], batch_size, beam_size)
+                    count = FLAGS.sentences
+                steps = dict(hyp_steps_per_sentence=round(int(counting.counter.numpy()) / count, 1))
             for name, translator in translators.items():  # untimed: traces and compilations
                 before = translator.compilations
                 start = time.perf_counter()
@@ -150,13 +174,41 @@ def _measure():
                                           mean_output_tokens=round(tokens / FLAGS.sentences, 1))
             for name, result in results.items():
                 result.pop("best")
-                rows.append(dict(model=label, variant=name, batch_size=batch_size, beam_size=beam_size, **result))
+                rows.append(dict(model=label, variant=name, batch_size=batch_size, beam_size=beam_size, **result,
+                                 **steps))
     return rows
 
 
-def _table(rows):
-    header = ("machine", "variant", "batch_size", "beam_size", "sentences_per_s", "tokens_per_s", "median_ms",
-              "p90_ms", "warmup_s", "compilations")
+KEY = ("machine", "variant", "batch_size", "beam_size")
+_REPOSITORY = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # this checkout
+
+
+def _better(row, other):
+    """Whether ``row`` is the better round of one measurement (more sentences/s, or lower median latency)."""
+    if "median_ms" in row:
+        return row["median_ms"] < other["median_ms"]
+    return row["sentences_per_s"] > other["sentences_per_s"]
+
+
+def _ratios(rows):
+    """new / old per measurement: sentences/s and hypothesis-steps; old / new for the latency."""
+    by_key = {}
+    for row in rows:
+        by_key.setdefault(tuple(row[k] for k in KEY), {})[row["checkout"]] = row
+    ratios = []
+    for key, pair in by_key.items():
+        if {"old", "new"} <= set(pair):
+            old, new = pair["old"], pair["new"]
+            ratio = dict(zip(KEY, key), speedup=round(new["sentences_per_s"] / old["sentences_per_s"], 2))
+            if "median_ms" in new:
+                ratio["median_latency_speedup"] = round(old["median_ms"] / new["median_ms"], 2)
+            if "hyp_steps_per_sentence" in new and "hyp_steps_per_sentence" in old:
+                ratio["hyp_steps_new_over_old"] = round(new["hyp_steps_per_sentence"] / old["hyp_steps_per_sentence"], 3)
+            ratios.append(ratio)
+    return ratios
+
+
+def _table(rows, header):
     cells = [[str(row.get(h, "")) for h in header] for row in rows]
     widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(header)]
     lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths))]
@@ -164,40 +216,65 @@ def _table(rows):
     return "\n".join(lines)
 
 
+def _run(script, passed, machine, checkout, rounds, count_steps):
+    """The rows of one child process per dtype group of the variants, labelled with ``checkout``."""
+    groups, rows, record = {}, [], None
+    for variant in FLAGS.variants:
+        # an emulated machine runs a model in bf16/fp16 without oneDNN (benchmarks/_machines.py)
+        low_precision = machine != "native" and VARIANTS[variant]["dtype"] is None and _trained_policy() != "float32"
+        groups.setdefault(low_precision, []).append(variant)
+    for low_precision, variants in groups.items():
+        arguments = ["--child", f"--variants={','.join(variants)}", f"--rounds={rounds}",
+                     f"--count_steps={count_steps}"] + passed
+        result = _machines.run_child(script, arguments, machine, low_precision=low_precision,
+                                     checkout=FLAGS.old_checkout if checkout == "old" else _REPOSITORY)
+        record = result["machine"]
+        for row in result["rows"]:
+            rows.append(dict(machine=machine, checkout=checkout, **row))
+    return rows, record
+
+
 def main(argv):
     del argv
     if FLAGS.child:
+        import bahdanau_tf
         from bahdanau_tf import devices
 
-        print(json.dumps({"rows": _measure(), "machine": devices.benchmark_record()}), flush=True)
+        record = dict(devices.benchmark_record(), package=os.path.dirname(bahdanau_tf.__file__))
+        print(json.dumps({"rows": _measure(), "machine": record}), flush=True)
         return
     script = os.path.abspath(__file__)
-    passed = [f"--{name}={getattr(FLAGS, name)}" for name in ("preset", "sentences", "latency_sentences", "rounds",
+    passed = [f"--{name}={getattr(FLAGS, name)}" for name in ("preset", "sentences", "latency_sentences",
                                                               "vocabulary_size")]
     passed += [f"--{name}={','.join(getattr(FLAGS, name))}" for name in ("batch_sizes", "beam_sizes")]
     if FLAGS.model_dir:
         passed.append(f"--model_dir={FLAGS.model_dir}")
-    machines, rows = {}, []
+    machines, best, counted = {}, {}, {}
     for machine in FLAGS.machines:
-        # an emulated machine runs a model in bf16/fp16 without oneDNN (benchmarks/_machines.py)
-        groups = {}
-        for variant in FLAGS.variants:
-            low_precision = machine != "native" and VARIANTS[variant]["dtype"] is None and _trained_policy() != "float32"
-            groups.setdefault(low_precision, []).append(variant)
-        for low_precision, variants in groups.items():
-            result = _machines.run_child(script, ["--child", f"--variants={','.join(variants)}"] + passed, machine,
-                                         low_precision=low_precision)
-            machines[machine] = result["machine"]
-            print(f"{machine}: {result['machine']['description']}", flush=True)
-            for row in result["rows"]:
-                rows.append(dict(machine=machine, **row))
-                print(json.dumps(rows[-1]), flush=True)
-    print(_table(rows))
-    os.makedirs(os.path.dirname(FLAGS.output) or ".", exist_ok=True)
-    with open(FLAGS.output, "w") as handle:
-        json.dump({"machines": machines, "rounds": FLAGS.rounds, "rows": rows}, handle, indent=2)
-        handle.write("\n")
-    print(f"wrote {FLAGS.output}")
+        if FLAGS.old_checkout:  # one timed round per child, the checkouts alternating
+            runs = [(checkout, 1, round_ == 0) for round_ in range(FLAGS.rounds) for checkout in ("old", "new")]
+        else:
+            runs = [("new", FLAGS.rounds, True)]
+        for checkout, rounds, count_steps in runs:
+            rows, record = _run(script, passed, machine, checkout, rounds, count_steps)
+            machines[f"{machine} ({checkout})"] = record
+            print(f"{machine}, {checkout} ({record['package']}): {record['description']}", flush=True)
+            for row in rows:
+                print(json.dumps(row), flush=True)
+                key = (checkout,) + tuple(row[k] for k in KEY)
+                if "hyp_steps_per_sentence" in row:
+                    counted[key] = row["hyp_steps_per_sentence"]
+                if key not in best or _better(row, best[key]):
+                    best[key] = row
+    rows = [dict(row, hyp_steps_per_sentence=counted.get(key, "")) for key, row in best.items()]
+    header = ("machine", "checkout", "variant", "batch_size", "beam_size", "sentences_per_s", "tokens_per_s",
+              "median_ms", "p90_ms", "hyp_steps_per_sentence", "warmup_s", "compilations")
+    print(_table(rows, header))
+    ratios = _ratios(rows)
+    if ratios:
+        print(_table(ratios, KEY + ("speedup", "median_latency_speedup", "hyp_steps_new_over_old")))
+    _machines.write_json(FLAGS.output, {"machines": machines, "rounds": FLAGS.rounds,
+                                        "old_checkout": FLAGS.old_checkout, "rows": rows, "ratios": ratios})
 
 
 if __name__ == "__main__":
