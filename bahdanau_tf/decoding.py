@@ -330,7 +330,7 @@ def beam_search(step_fn: StepFn, initial_state, batch_size, beam_size=5, max_len
                 start_id=START_ID, end_id=END_ID, length_penalty=0.0, forbid_ids=(), nbest=1,
                 return_attention=False, attention_length=None,
                 buffer_length=None, beam_sizes=None, vocabulary_size=None, memory=None,
-                slots=None) -> BeamSearchOutput:
+                slots=None, xla=False) -> BeamSearchOutput:
     """Beam search that maximises log p(y | x) over a step function, batched over sentences.
 
     Each sentence keeps ``beam_size`` hypotheses. At every step each live hypothesis is extended
@@ -401,6 +401,13 @@ def beam_search(step_fn: StepFn, initial_state, batch_size, beam_size=5, max_len
             handed to ``step_fn`` one row per slot (see **Slots**).
         slots: with ``memory``, the number of sentences in flight: an int (static under
             XLA) or an int32 scalar; None: the whole batch (no refill). Clipped to the batch.
+        xla: bool, whether the search is compiled by XLA (``jit_compile=True``); the results
+            are the same either way. A done sentence's read-out and a refilled slot's memory
+            are scatters into buffers carried by the loop: under XLA a scatter at every step
+            (into a sentinel row when there is nothing to write) updates them in place, where a
+            ``tf.cond`` would copy them into its output; TensorFlow's runtime without XLA
+            copies a buffer at every scatter, so there they run under ``tf.cond``, at the
+            steps that have something to write.
 
     Returns:
         A `BeamSearchOutput` (ids, lengths, scores, attention) with ``nbest`` hypotheses per
@@ -536,11 +543,16 @@ def beam_search(step_fn: StepFn, initial_state, batch_size, beam_size=5, max_len
                 written.append(out_attention)
             return tuple(written)
 
-        # Written at every step, into the sentinel row for the slots not done: under XLA a
-        # scatter is in place, where a tf.cond would copy the buffers into its output.
-        out_ids, out_lengths, out_scores, out_attention = read_out()
+        # Under XLA written at every step, into the sentinel row for the slots not done (a
+        # scatter is in place, where a tf.cond would copy the buffers into its output); without
+        # XLA only at the steps some sentence is done (each scatter copies its buffer).
+        if xla:
+            out_ids, out_lengths, out_scores, out_attention = read_out()
+        else:
+            out_ids, out_lengths, out_scores, out_attention = tf.cond(
+                tf.reduce_any(done), read_out, lambda: (out_ids, out_lengths, out_scores, out_attention))
 
-        # === Refill: a free slot takes the next sentence, one slot a step ===
+        # === Refill: a free slot takes the next sentence, up to four slots a step ===
         if refills:
             free = done | (occupant >= batch)
             order = tf.cumsum(tf.cast(free, tf.int32), exclusive=True)
@@ -548,13 +560,19 @@ def beam_search(step_fn: StepFn, initial_state, batch_size, beam_size=5, max_len
             occupant = tf.where(load, next_sentence + order, tf.where(done, batch, occupant))
             next_sentence += tf.reduce_sum(tf.cast(load, tf.int32))
             load_rows = rows_of(load)
-            # The memory of a few slots is written at every step, in place under XLA: the
-            # loaded ones first, then others rewritten with their own memory.
-            written_slots = tf.math.top_k(tf.cast(load, tf.int32) * (width - tf.range(width)),
-                                          k=loads_per_step).indices
-            slot_memory = tf.nest.map_structure(
-                lambda t, full: tf.tensor_scatter_nd_update(t, written_slots[:, None], tf.gather(full, tf.minimum(
-                    tf.gather(occupant, written_slots), last))), slot_memory, memory)
+            # The memory of a few slots is written, the loaded ones first, then others rewritten
+            # with their own memory: under XLA at every step (in place), else when a slot loads.
+            def write_memory(slot_memory=slot_memory, occupant=occupant, load=load):
+                written_slots = tf.math.top_k(tf.cast(load, tf.int32) * (width - tf.range(width)),
+                                              k=loads_per_step).indices
+                return tf.nest.map_structure(
+                    lambda t, full: tf.tensor_scatter_nd_update(t, written_slots[:, None], tf.gather(
+                        full, tf.minimum(tf.gather(occupant, written_slots), last))), slot_memory, memory)
+
+            if xla:
+                slot_memory = write_memory()
+            else:
+                slot_memory = tf.cond(tf.reduce_any(load), write_memory, lambda: slot_memory)
             fresh = tile_beams(gather_sentences(initial_state, occupant), beam)
             state = tf.nest.map_structure(lambda old, new: _backfill(old, load_rows, new), state, fresh)
             scores = tf.where(load[:, None], start_scores(width), scores)

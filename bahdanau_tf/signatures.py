@@ -233,7 +233,7 @@ class Signatures(tf.Module):
     """
 
     def _search(self, source_ids, limits, forbid_unknown, beam_size, nbest, return_attention,
-                buffer_length=None):
+                buffer_length=None, jit_compile=False):
         raise NotImplementedError
 
     def _static_search(self, beam_size, nbest, return_attention, jit_compile):

@@ -360,8 +360,9 @@ class Translator(signatures.Signatures):
                                                     self.source_tokenizer, self.target_tokenizer)
 
     def _search(self, source_ids, limits, forbid_unknown, beam_size, nbest, return_attention,
-                buffer_length=None):
-        """Encoder + beam search over int tensors: the part XLA can compile.
+                buffer_length=None, jit_compile=False):
+        """Encoder + beam search over int tensors: the part XLA can compile (``jit_compile``:
+        it is compiled, see `bahdanau_tf.decoding.beam_search`'s ``xla``).
 
         ``beam_size`` is an int, an int32 scalar, or int32 ``[batch]`` per-row beams (the
         search then runs the largest and empties each row's slots beyond its own beam, see
@@ -388,7 +389,7 @@ class Translator(signatures.Signatures):
             attention_length=tf.shape(source_ids)[1] if return_attention else None,
             buffer_length=buffer_length, beam_sizes=beam_sizes,
             vocabulary_size=getattr(self.models[0], "target_vocabulary_size", None),
-            memory=memory, slots=self.decode_slots)
+            memory=memory, slots=self.decode_slots, xla=jit_compile)
         return output
 
     def _static_search(self, beam_size, nbest, return_attention, jit_compile):
@@ -402,7 +403,7 @@ class Translator(signatures.Signatures):
             def search(source_ids, limits, forbid_unknown, buffer_length=None):
                 return tuple(x for x in self._search(source_ids, limits, forbid_unknown,
                                                      beam_size, nbest, return_attention,
-                                                     buffer_length)
+                                                     buffer_length, jit_compile)
                              if x is not None)
             self._cache.functions[key] = tf.function(
                 search, jit_compile=jit_compile, reduce_retracing=not jit_compile, autograph=False)

@@ -556,20 +556,21 @@ def test_refilled_slots_agree_under_tf_function_and_xla():
     memory, state = model.encode(6)
     limits = tf.constant([3, 7, 5, 8, 1, 6])
 
-    def decode(memory, state, limits, beam):
+    def decode(memory, state, limits, beam, xla=False):
         return beam_search(model.slot_step_fn(), state, tf.shape(state)[0], beam_size=beam,
                            nbest=1, max_length=limits, length_penalty=0.5, return_attention=True,
                            attention_length=tf.shape(memory)[1], buffer_length=8,
-                           memory=memory, slots=4)
+                           memory=memory, slots=4, xla=xla)
 
     for beam in (3, 1):
-        eager = decode(memory, state, limits, beam)
+        eager = decode(memory, state, limits, beam)  # read-out and refill under tf.cond
+        in_place = decode(memory, state, limits, beam, xla=True)  # written at every step
         graph = tf.function(decode, input_signature=[
             tf.TensorSpec([None, None, model.hidden], tf.float32),
             tf.TensorSpec([None, model.hidden], tf.float32), tf.TensorSpec([None], tf.int32),
             tf.TensorSpec([], tf.int32)])(memory, state, limits, tf.constant(beam))
-        xla = tf.function(decode, jit_compile=True)(memory, state, limits, beam)
-        for other in (graph, xla):
+        xla = tf.function(lambda *a: decode(*a, xla=True), jit_compile=True)(memory, state, limits, beam)
+        for other in (in_place, graph, xla):
             np.testing.assert_array_equal(other.ids, eager.ids)
             np.testing.assert_array_equal(other.lengths, eager.lengths)
             np.testing.assert_allclose(other.scores, eager.scores, rtol=1e-5)
