@@ -559,27 +559,29 @@ def beam_search(step_fn: StepFn, initial_state, batch_size, beam_size=5, max_len
             load = free & (order < _LOADS_PER_STEP) & (next_sentence + order < batch)
             occupant = tf.where(load, next_sentence + order, tf.where(done, batch, occupant))
             next_sentence += tf.reduce_sum(tf.cast(load, tf.int32))
-            load_rows = rows_of(load)
-            # The memory of a few slots is written, the loaded ones first, then others rewritten
-            # with their own memory: under XLA at every step (in place), else when a slot loads.
-            def write_memory(slot_memory=slot_memory, occupant=occupant, load=load):
+
+            def refill(slot_memory, state, scores, finished, lengths, slot_steps, ids):
+                # The memory of a few slots is written, the loaded ones first, then others
+                # rewritten with their own memory (under XLA at every step, in place).
                 written_slots = tf.math.top_k(tf.cast(load, tf.int32) * (width - tf.range(width)),
                                               k=loads_per_step).indices
-                return tf.nest.map_structure(
+                slot_memory = tf.nest.map_structure(
                     lambda t, full: tf.tensor_scatter_nd_update(t, written_slots[:, None], tf.gather(
                         full, tf.minimum(tf.gather(occupant, written_slots), last))), slot_memory, memory)
+                load_rows = rows_of(load)
+                fresh = tile_beams(gather_sentences(initial_state, occupant), beam)
+                state = tf.nest.map_structure(lambda old, new: _backfill(old, load_rows, new), state, fresh)
+                scores = tf.where(load[:, None], start_scores(width), scores)
+                finished = tf.where(load[:, None], tf.math.is_inf(scores), finished)
+                return (slot_memory, state, scores, finished, tf.where(load[:, None], 0, lengths),
+                        tf.where(load, 0, slot_steps), tf.where(load_rows, start_id, ids))
 
+            carried = (slot_memory, state, scores, finished, lengths, slot_steps, ids)
             if xla:
-                slot_memory = write_memory()
-            else:
-                slot_memory = tf.cond(tf.reduce_any(load), write_memory, lambda: slot_memory)
-            fresh = tile_beams(gather_sentences(initial_state, occupant), beam)
-            state = tf.nest.map_structure(lambda old, new: _backfill(old, load_rows, new), state, fresh)
-            scores = tf.where(load[:, None], start_scores(width), scores)
-            finished = tf.where(load[:, None], tf.math.is_inf(scores), finished)
-            lengths = tf.where(load[:, None], 0, lengths)
-            slot_steps = tf.where(load, 0, slot_steps)
-            ids = tf.where(load_rows, start_id, ids)
+                carried = refill(*carried)
+            else:  # only at the steps that load (each scatter would copy the memory)
+                carried = tf.cond(tf.reduce_any(load), lambda: refill(*carried), lambda: carried)
+            slot_memory, state, scores, finished, lengths, slot_steps, ids = carried
         else:
             occupant = tf.where(done, batch, occupant)
         return (next_sentence, occupant, slot_steps, scores, finished, lengths, ids, state, slot_memory,
