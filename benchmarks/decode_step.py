@@ -128,6 +128,8 @@ def _functions(model, sentences, beam, jit):
     def search_with(module):
         parameters = inspect.signature(module.beam_search).parameters
         extra = {"vocabulary_size": vocab} if "vocabulary_size" in parameters else {}
+        if "xla" in parameters:  # the buffers' updates chosen for the compiler, as the Translator does
+            extra["xla"] = jit
         slotted = "slots" in parameters  # the memory handed over, one row per sentence
 
         def search(memory, state):
