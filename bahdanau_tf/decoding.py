@@ -320,6 +320,16 @@ def _sentences_done(scores, finished, lengths, limits, ranking, nbest, own_beams
     return tf.reduce_all(finished, axis=1) | (nth_finished > ranking.best_continuation(best_live, limits))
 
 
+def _write_when(xla, flags, write, carried):
+    """``write(carried)`` in the search loop's body: under XLA at every step (its scatters
+    update the loop's buffers in place, where a ``tf.cond`` would copy them into its output);
+    without XLA only at the steps where some of ``flags`` is set (TensorFlow's runtime copies a
+    loop-carried buffer at every scatter), ``carried`` unchanged at the others."""
+    if xla:
+        return write(carried)
+    return tf.cond(tf.reduce_any(flags), lambda: write(carried), lambda: carried)
+
+
 def _backfill(tensor, rows, values):
     """``tensor`` with ``values`` written at the rows where ``rows`` is True (any rank)."""
     rows = tf.reshape(rows, [-1] + [1] * (tensor.shape.rank - 1))
@@ -546,17 +556,14 @@ def beam_search(step_fn: StepFn, initial_state, batch_size, beam_size=5, max_len
         # Under XLA written at every step, into the sentinel row for the slots not done (a
         # scatter is in place, where a tf.cond would copy the buffers into its output); without
         # XLA only at the steps some sentence is done (each scatter copies its buffer).
-        if xla:
-            out_ids, out_lengths, out_scores, out_attention = read_out()
-        else:
-            out_ids, out_lengths, out_scores, out_attention = tf.cond(
-                tf.reduce_any(done), read_out, lambda: (out_ids, out_lengths, out_scores, out_attention))
+        out_ids, out_lengths, out_scores, out_attention = _write_when(
+            xla, done, lambda _: read_out(), (out_ids, out_lengths, out_scores, out_attention))
 
         # === Refill: a free slot takes the next sentence, up to four slots a step ===
         if refills:
             free = done | (occupant >= batch)
             order = tf.cumsum(tf.cast(free, tf.int32), exclusive=True)
-            load = free & (order < _LOADS_PER_STEP) & (next_sentence + order < batch)
+            load = free & (order < loads_per_step) & (next_sentence + order < batch)
             occupant = tf.where(load, next_sentence + order, tf.where(done, batch, occupant))
             next_sentence += tf.reduce_sum(tf.cast(load, tf.int32))
 
@@ -576,12 +583,9 @@ def beam_search(step_fn: StepFn, initial_state, batch_size, beam_size=5, max_len
                 return (slot_memory, state, scores, finished, tf.where(load[:, None], 0, lengths),
                         tf.where(load, 0, slot_steps), tf.where(load_rows, start_id, ids))
 
-            carried = (slot_memory, state, scores, finished, lengths, slot_steps, ids)
-            if xla:
-                carried = refill(*carried)
-            else:  # only at the steps that load (each scatter would copy the memory)
-                carried = tf.cond(tf.reduce_any(load), lambda: refill(*carried), lambda: carried)
-            slot_memory, state, scores, finished, lengths, slot_steps, ids = carried
+            slot_memory, state, scores, finished, lengths, slot_steps, ids = _write_when(
+                xla, load, lambda carried: refill(*carried),
+                (slot_memory, state, scores, finished, lengths, slot_steps, ids))
         else:
             occupant = tf.where(done, batch, occupant)
         return (next_sentence, occupant, slot_steps, scores, finished, lengths, ids, state, slot_memory,

@@ -12,7 +12,8 @@ With the embedded corpus, statistics are printed per split and vocabularies are 
 the train split; with the user's files (``--source_file/--target_file`` or ``--tsv``) there is
 one split, "all", streamed: read ``CHUNK_PAIRS`` pairs at a time (statistics from histograms of
 the lengths, coverage from running counts), so memory does not grow with the files; a bad
-line stops the command with its file and line number, and no vocabulary is left behind. Vocabularies go to ``VOCABULARY_DIR/source`` and ``VOCABULARY_DIR/target``
+line stops the command with its file and line number, and no vocabulary is left behind.
+Vocabularies go to ``VOCABULARY_DIR/source`` and ``VOCABULARY_DIR/target``
 (``bahdanau_tf.load_tokenizer`` reads them back), learned with the same recipe and defaults as
 ``bahdanau-train`` (`bahdanau_tf.text.build_tokenizers`).
 """
@@ -105,11 +106,11 @@ def coverage(tokenizer, corpus, side):
     tokens = known = sentences = clean = 0
     for chunk in _chunks(corpus):
         ids = tokenizer.tokenize(chunk.sources if side == "source" else chunk.targets)
-        unknown = tf.cast(tf.equal(ids, UNK_ID), tf.int32)
+        unknown_per_sentence = tf.reduce_sum(tf.cast(tf.equal(ids, UNK_ID), tf.int32), axis=1).numpy()
         tokens += int(tf.size(ids.flat_values))
-        known += int(tf.size(ids.flat_values)) - int(tf.reduce_sum(unknown.flat_values))
-        sentences += int(ids.nrows())
-        clean += int(tf.reduce_sum(tf.cast(tf.equal(tf.reduce_sum(unknown, axis=1), 0), tf.int32)))
+        known += int(tf.size(ids.flat_values)) - int(unknown_per_sentence.sum())
+        sentences += len(unknown_per_sentence)
+        clean += int((unknown_per_sentence == 0).sum())
     return {
         "token_coverage": known / tokens if tokens else 1.0,
         "sentences_without_unk": clean / sentences if sentences else 1.0,
