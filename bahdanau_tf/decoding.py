@@ -172,15 +172,17 @@ def _buffer_steps(limits, max_length, buffer_length):
     return tf.maximum(tf.reduce_max(limits), 1)  # an empty batch still needs one step
 
 
-def never_mask(vocabulary_size, never, end_id):
+def never_mask(vocabulary_size, never, end_id, token_ids=None):
     """[vocabulary] float32: ``-inf`` at the tokens ``never`` generated, 0 elsewhere.
 
     Built once per search and added to every step's logits; ``end_id`` stays allowed (e.g.
-    ``start_id == end_id``).
+    ``start_id == end_id``). ``token_ids``: the id at each position of the logits (a candidate
+    list, see `beam_search`'s ``candidates``); default ``range(vocabulary_size)``.
     """
-    token_range = tf.range(vocabulary_size, dtype=tf.int32)
-    forbidden = tf.reduce_any(token_range[:, None] == never[None, :], axis=1)
-    forbidden &= tf.not_equal(token_range, end_id)
+    if token_ids is None:
+        token_ids = tf.range(vocabulary_size, dtype=tf.int32)
+    forbidden = tf.reduce_any(token_ids[:, None] == never[None, :], axis=1)
+    forbidden &= tf.not_equal(token_ids, end_id)
     return tf.where(forbidden, _NEG_INF, 0.0)
 
 
@@ -261,13 +263,15 @@ def _row_candidates(logits, mask, finished, per_row, end_id):
 
 
 def _select(logits, mask, scores, finished, lengths, step, limits, ranking, beam, end_id,
-            own_beams=None):
+            own_beams=None, candidates=None, end_position=None):
     """The best ``beam`` candidates of each sentence, by rank (ties to the lower beam, then the
     lower token id); with ``own_beams`` the slots beyond a sentence's own beam are emptied, so
     they never extend anything.
 
     The one selection function of the search: ``logits`` [batch * beam, vocabulary] (any
-    vocabulary, e.g. a per-batch candidate list, with its additive ``mask``).
+    vocabulary with its additive ``mask``). With ``candidates`` (a per-batch candidate list,
+    ascending ids) the logits cover those ids only: a position is mapped to its id here, and
+    ``end_position`` is where ``end_id`` is.
     """
     batch = scores.shape[0] if scores.shape[0] is not None else tf.shape(scores)[0]  # static when known
     # All candidates of one row have the same length, so the same penalty: a row's best `beam`
@@ -278,7 +282,8 @@ def _select(logits, mask, scores, finished, lengths, step, limits, ranking, beam
         per_row = min(beam, vocab)  # static: XLA needs it
     else:
         per_row = tf.minimum(beam, tf.shape(logits)[-1])
-    log_probs, row_tokens = _row_candidates(logits, mask, finished, per_row, end_id)
+    log_probs, row_tokens = _row_candidates(logits, mask, finished, per_row,
+                                            end_id if candidates is None else end_position)
     row_totals = tf.reshape(scores, [-1, 1]) + log_probs  # [rows, per_row], sorted
     flat_finished, flat_lengths = tf.reshape(finished, [-1]), tf.reshape(lengths, [-1])
     step = tf.reshape(step, [-1, 1])  # [1, 1], or [batch, 1]: each sentence's own step
@@ -292,6 +297,8 @@ def _select(logits, mask, scores, finished, lengths, step, limits, ranking, beam
     parent = top // per_row + tf.range(batch)[:, None] * beam
     picked = tf.reshape(parent * per_row + top % per_row, [-1])
     token = tf.reshape(tf.gather(tf.reshape(row_tokens, [-1]), picked), [batch, beam])
+    if candidates is not None:  # positions in the candidate list -> vocabulary ids
+        token = tf.gather(candidates, token)
     new_scores = tf.reshape(tf.gather(tf.reshape(row_totals, [-1]), picked), [batch, beam])
     if own_beams is not None:
         new_scores = tf.where(tf.range(beam)[None, :] < own_beams[:, None], new_scores, _NEG_INF)
@@ -340,7 +347,7 @@ def beam_search(step_fn: StepFn, initial_state, batch_size, beam_size=5, max_len
                 start_id=START_ID, end_id=END_ID, length_penalty=0.0, forbid_ids=(), nbest=1,
                 return_attention=False, attention_length=None,
                 buffer_length=None, beam_sizes=None, vocabulary_size=None, memory=None,
-                slots=None, xla=False) -> BeamSearchOutput:
+                slots=None, xla=False, candidates=None) -> BeamSearchOutput:
     """Beam search that maximises log p(y | x) over a step function, batched over sentences.
 
     Each sentence keeps ``beam_size`` hypotheses. At every step each live hypothesis is extended
@@ -418,6 +425,14 @@ def beam_search(step_fn: StepFn, initial_state, batch_size, beam_size=5, max_len
             ``tf.cond`` would copy them into its output; TensorFlow's runtime without XLA
             copies a buffer at every scatter, so there they run under ``tf.cond``, at the
             steps that have something to write.
+        candidates: optional int32 ``[C]``, a per-batch target vocabulary (candidate-list
+            decoding, Jean et al. 2015; `bahdanau_tf.lexicon.CandidateLists`): ``step_fn``'s
+            logits are ``[rows, C]``, position ``p`` scoring token ``candidates[p]``. The ids
+            are ascending (so ties still go to the lower id) and include ``end_id``; the list
+            may end with ``PAD_ID`` padding (a static size under XLA), whose logits the step
+            function makes ``-inf`` (`bahdanau_tf.lexicon.candidate_projection`). The
+            search maps positions back to ids: ``ids`` given to ``step_fn`` and the outputs
+            are vocabulary ids. ``vocabulary_size`` is then unused.
 
     Returns:
         A `BeamSearchOutput` (ids, lengths, scores, attention) with ``nbest`` hypotheses per
@@ -483,6 +498,11 @@ def beam_search(step_fn: StepFn, initial_state, batch_size, beam_size=5, max_len
                        tf.reshape(tf.cast(forbid_ids, tf.int32), [-1])], axis=0)
     # folded once per search when the vocabulary is known, else at every step
     outer_mask = None if vocabulary_size is None else never_mask(vocabulary_size, never, end_id)
+    end_position = None
+    if candidates is not None:  # logits over a candidate list: the mask is by the listed ids
+        candidates = tf.cast(candidates, tf.int32)
+        outer_mask = never_mask(None, never, end_id, token_ids=candidates)
+        end_position = tf.argmax(tf.cast(tf.equal(candidates, end_id), tf.int32), output_type=tf.int32)
     length = tf.cast(attention_length, tf.int32) if return_attention else 0
     # One extra entry past the batch: what an empty slot reads, and where it writes nothing.
     sentinel = lambda t, fill: tf.concat([t, tf.fill([1], tf.constant(fill, t.dtype))], 0)
@@ -516,7 +536,7 @@ def beam_search(step_fn: StepFn, initial_state, batch_size, beam_size=5, max_len
             logits, state, attention = step_fn(ids, rows_of(slot_steps), state, slot_memory)
         mask = outer_mask if outer_mask is not None else never_mask(tf.shape(logits)[-1], never, end_id)
         chosen = _select(logits, mask, scores, finished, lengths, slot_steps, slot_limits, ranking, beam,
-                         end_id, slot_beams)
+                         end_id, slot_beams, candidates, end_position)
         # the states and histories follow their hypotheses, whatever their structure
         state = tf.nest.map_structure(lambda t: tf.gather(t, chosen.parent_rows), state)
         at_step = tf.range(time)[None, :] == rows_of(slot_steps)[:, None]  # [rows, time]

@@ -160,6 +160,18 @@ def _add_weight(layer, name, shape, initializer):
     return layer.add_weight(name=name, shape=shape, initializer=_own_draw(initializer, layer, name))
 
 
+def _dot_vector(tensor, vector):
+    """``tensor @ vector`` over the last axis: (..., units) x (units,) -> (...).
+
+    One 2-D matmul, not ``tf.linalg.matvec``: a batched matmul that
+    broadcasts the vector over a rank-4 tensor crashes TensorFlow 2.21's oneDNN kernels on
+    AMX CPUs (Sapphire Rapids: a segmentation fault or heap corruption at the first decoder
+    step of a grouped beam search).
+    """
+    flat = tf.matmul(tf.reshape(tensor, [-1, tf.shape(tensor)[-1]]), tf.reshape(vector, [-1, 1]))
+    return tf.reshape(flat, tf.shape(tensor)[:-1])
+
+
 @tf.custom_gradient
 def _additive_scores(projected_query, keys, score_vector):
     """e_ij = v_a^T tanh(W_a s_{i-1} + U_a h_j) from the projected query and the keys: (batch, source_len).
@@ -178,7 +190,7 @@ def _additive_scores(projected_query, keys, score_vector):
         d_hidden = upstream[:, :, None] * score_vector * (1.0 - tanh * tanh)
         return tf.reduce_sum(d_hidden, axis=1), d_hidden, tf.einsum("bs,bsu->u", upstream, tanh)
 
-    return tf.linalg.matvec(hidden(), score_vector), gradient
+    return _dot_vector(hidden(), score_vector), gradient
 
 
 def masked_softmax(scores: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
@@ -301,7 +313,7 @@ class BahdanauAttention(keras.layers.Layer):
         query = tf.reshape(projected_query, [tf.shape(keys)[0], -1, projected_query.shape[-1]])  # (groups, k, units)
         if self.score == "additive":
             hidden = tf.tanh(keys[:, None, :, :] + query[:, :, None, :])  # (groups, k, source_len, units)
-            scores = tf.linalg.matvec(hidden, _cast(self.score_vector, keys))
+            scores = _dot_vector(hidden, _cast(self.score_vector, keys))
         else:
             scores = tf.matmul(query, keys, transpose_b=True)
         weights = masked_softmax(scores, mask[:, None, :])  # (groups, k, source_len)
@@ -617,8 +629,9 @@ class MaxoutReadout(keras.layers.Layer):
         self.output_bias = _add_weight(self, "output_bias", (self.vocabulary_size,), self.bias_initializer)
         self.built = True
 
-    def call(self, states: tf.Tensor, embeddings: tf.Tensor, contexts: tf.Tensor) -> tf.Tensor:
-        return self.project(self.features(states, embeddings, contexts))
+    def call(self, states: tf.Tensor, embeddings: tf.Tensor, contexts: tf.Tensor,
+             projection: tuple | None = None) -> tf.Tensor:
+        return self.project(self.features(states, embeddings, contexts), projection)
 
     def features(self, states: tf.Tensor, embeddings: tf.Tensor, contexts: tf.Tensor) -> tf.Tensor:
         """t_i, the maxout units (..., l) in the compute dtype: what W_o projects (a sampled
@@ -633,9 +646,12 @@ class MaxoutReadout(keras.layers.Layer):
         shape = tf.concat([tf.shape(pre_maxout)[:-1], [self.maxout_dim, 2]], axis=0)
         return tf.reduce_max(tf.reshape(pre_maxout, shape), axis=-1)
 
-    def project(self, maxout: tf.Tensor) -> tf.Tensor:
-        """logits_i = W_o t_i + b_o over the whole vocabulary, float32 (..., vocabulary_size)."""
-        logits = tf.matmul(maxout, _cast(self.output_kernel, maxout)) + _cast(self.output_bias, maxout)
+    def project(self, maxout: tf.Tensor, projection: tuple | None = None) -> tf.Tensor:
+        """logits_i = W_o t_i + b_o over the whole vocabulary, float32 (..., vocabulary_size);
+        with ``projection`` = ``(kernel, bias)``, columns of W_o and b_o (a candidate list,
+        gathered once per search), over those columns only."""
+        kernel, bias = (self.output_kernel, self.output_bias) if projection is None else projection
+        logits = tf.matmul(maxout, _cast(kernel, maxout)) + _cast(bias, maxout)
         return tf.cast(logits, "float32")
 
     def get_config(self) -> dict:

@@ -12,12 +12,24 @@ id. Special tokens ([PAD], [START], [END], [UNK]) are neither entries nor transl
 counts are sparse (`numpy.unique` over int64 keys, chunk by chunk): memory grows with the
 distinct co-occurring pairs, not with |Vs| x |Vt|.
 
-`bahdanau_tf.model_directory.write_lexicon` saves it with the model (``lexicon.tsv``).
+`bahdanau_tf.model_directory.write_lexicon` saves it with the model (``lexicon.tsv``;
+``bahdanau-train`` writes it at the end of a run).
+
+**Candidate lists** (`CandidateLists`, Jean et al. 2015): a search restricted to a per-batch
+target vocabulary, the ``frequent`` most frequent target tokens plus the ``per_word`` best
+translations of every source token of the batch. The vocabularies are sorted by frequency
+(special tokens first; a WordPiece vocabulary nearly), so the frequent ones are the ids below
+``frequent``. `candidate_ids` builds the list in graph ops (gather, scatter, argsort: core TF,
+XLA-compatible), once per search; the model then projects onto those columns of W_o only, and
+the log-softmax and ``top_k`` run over them (`bahdanau_tf.decoding.beam_search`'s
+``candidates``). A word outside the list cannot be generated: that is the approximation.
 
 Example:
 
     lexicon = Lexicon.build(corpus.pairs(), source_tokenizer, target_tokenizer, top_k=10)
     lexicon.translations[source_id]        # (top_k,) target ids, -1 where fewer co-occur
+    translator = Translator(model, source_tokenizer, target_tokenizer,
+                            candidates=CandidateLists(lexicon, frequent=2000, per_word=10))
 """
 
 from __future__ import annotations
@@ -26,8 +38,9 @@ import dataclasses
 from typing import Any, Iterable
 
 import numpy as np
+import tensorflow as tf
 
-from bahdanau_tf.special_tokens import SPECIAL_TOKENS
+from bahdanau_tf.special_tokens import PAD_ID, SPECIAL_TOKENS
 
 #: ids below this are the special tokens
 _FIRST_REGULAR_ID = len(SPECIAL_TOKENS)
@@ -110,6 +123,95 @@ class Lexicon:
             for column, (target_id, score) in enumerate(row[:width]):
                 translations[source_id, column], scores[source_id, column] = target_id, score
         return cls(translations=translations, scores=scores)
+
+
+@dataclasses.dataclass(frozen=True)
+class CandidateLists:
+    """Candidate-list decoding's settings: the per-batch target vocabulary is the ``frequent``
+    most frequent target tokens plus the ``per_word`` best translations in ``lexicon`` of each
+    source token of the batch (Jean et al. 2015).
+
+    Attributes:
+        lexicon: `Lexicon`, over the model's vocabularies (its ``lexicon.tsv``).
+        frequent: int >= the special tokens (4), the ids below it are always candidates.
+        per_word: int >= 1, at most the lexicon's ``top_k`` translations per source token.
+
+    Raises:
+        ValueError: a bad ``frequent`` or ``per_word``.
+    """
+
+    lexicon: Lexicon
+    frequent: int = 2000
+    per_word: int = 10
+
+    def __post_init__(self):
+        for name, low in (("frequent", len(SPECIAL_TOKENS)), ("per_word", 1)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+                raise ValueError(f"`{name}` must be an int >= {low}, got {value!r}.")
+
+    @property
+    def table(self) -> np.ndarray:
+        """int32 (source_vocabulary_size, per_word): the translations used, -1 padded."""
+        return self.lexicon.translations[:, : self.per_word]
+
+
+def candidate_ids(table, source_ids, frequent, vocabulary_size, size=None):
+    """The candidate list of a batch, in graph ops: int32 ``[C]`` target ids, ascending.
+
+    Args:
+        table: int32 ``[source_vocabulary, per_word]`` translations (`CandidateLists.table`,
+            -1 where none), a tensor or variable.
+        source_ids: int ``[rows, width]``, the batch's source ids (padding is id 0, whose
+            row has no translation).
+        frequent: int, the ids below it are always in the list (special tokens included).
+        vocabulary_size: int, the target vocabulary.
+        size: None: ``C`` is the list's own length (dynamic shape); an int (or int32 scalar)
+            >= that length: the list padded with ``PAD_ID`` to ``size`` entries (a static
+            shape for XLA; a search never generates PAD).
+
+    Returns:
+        int32 ``[C]``: the ids below ``frequent`` and every translation of a source id, each
+        once, ascending (then the padding).
+    """
+    words = tf.reshape(tf.gather(table, tf.cast(source_ids, tf.int32)), [-1, 1])
+    words = tf.maximum(tf.cast(words, tf.int32), PAD_ID)  # no translation (-1): PAD, listed anyway
+    hits = tf.scatter_nd(words, tf.ones_like(words[:, 0]), [vocabulary_size]) > 0
+    member = hits | (tf.range(vocabulary_size) < frequent)
+    listed = tf.argsort(tf.cast(~member, tf.int32), stable=True)  # members first, in id order
+    if size is None:
+        return listed[: tf.reduce_sum(tf.cast(member, tf.int32))]
+    count = tf.reduce_sum(tf.cast(member, tf.int32))
+    return tf.where(tf.range(size) < count, listed[:size], PAD_ID)
+
+
+def candidate_projection(kernel, bias, candidates):
+    """The output projection onto a candidate list's columns, gathered once per search:
+    ``(kernel [features, C], bias [C])``. A padding entry (``PAD_ID`` after position 0) gets
+    a ``-inf`` bias, so that its logit adds nothing to the softmax's normaliser (the restricted
+    softmax is over the listed ids, each once)."""
+    kernel, bias = tf.convert_to_tensor(kernel), tf.convert_to_tensor(bias)
+    padding = tf.equal(candidates, PAD_ID) & (tf.range(tf.shape(candidates)[0]) > 0)
+    bias = tf.where(padding, tf.constant(float("-inf"), bias.dtype), tf.gather(bias, candidates))
+    return tf.gather(kernel, candidates, axis=1), bias
+
+
+def candidate_count(table, source_ids, frequent, vocabulary_size):
+    """int32 scalar: the length of `candidate_ids`'s list (before padding)."""
+    return tf.shape(candidate_ids(table, source_ids, frequent, vocabulary_size))[0]
+
+
+def candidate_bucket(count, vocabulary_size):
+    """The padded size of a candidate list of ``count`` ids under XLA (one compilation per size):
+    rounded up to a multiple of an eighth to a quarter of its power of two (at least 64), at
+    most the vocabulary; works on Python ints and on int32 tensors."""
+    if isinstance(count, (int, np.integer)):
+        step = max(2 ** max(int(count).bit_length() - 3, 0), 64)
+        return min(-(-int(count) // step) * step, int(vocabulary_size))
+    count = tf.maximum(tf.cast(count, tf.int32), 1)
+    bits = tf.cast(tf.math.floor(tf.math.log(tf.cast(count, tf.float32)) / np.log(2.0)), tf.int32) + 1
+    step = tf.maximum(tf.bitwise.left_shift(1, tf.maximum(bits - 3, 0)), 64)
+    return tf.minimum((count + step - 1) // step * step, vocabulary_size)
 
 
 class _Counts:

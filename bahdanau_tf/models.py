@@ -6,8 +6,11 @@ All three share one interface (DESIGN §6), so training, beam search and export 
   float32 (batch, target_len, target_vocabulary_size);
 - ``model.encode(source_ids) -> memory``, a dict of tensors with a leading batch dimension;
 - ``model.initial_state(memory) -> state``, a tensor or nest of tensors (batch, ...);
-- ``model.decode_step(previous_ids, state, memory) -> (logits, state, attention)``, one decoder
-  step; ``attention`` is (batch, source_len) float32, or None for models without attention.
+- ``model.decode_step(previous_ids, state, memory, projection=None) -> (logits, state,
+  attention)``, one decoder step; ``attention`` is (batch, source_len) float32, or None for
+  models without attention. ``projection``, a ``(kernel, bias)`` pair of columns of
+  ``output_projection()`` (candidate-list decoding, `bahdanau_tf.lexicon.CandidateLists`),
+  replaces the vocabulary projection, so the logits cover those columns only.
   ``memory`` may hold one row per *group* of consecutive rows of ``previous_ids`` and
   ``state`` (beam search's beams of a sentence: `encode`'s output as it is, not repeated per
   beam), or one row per row.
@@ -439,7 +442,8 @@ class RNNSearch(TranslationModel):
         backward_first = memory["annotations"][:, 0, self.hidden_dim :]
         return self.initial_state_dense(backward_first)
 
-    def decode_step(self, previous_ids: tf.Tensor, state: Any, memory: dict) -> tuple:
+    def decode_step(self, previous_ids: tf.Tensor, state: Any, memory: dict,
+                    projection: tuple | None = None) -> tuple:
         """One decoder step.
 
         Args:
@@ -447,15 +451,17 @@ class RNNSearch(TranslationModel):
             state: (batch, n), s_{i-1}.
             memory: `encode`'s output: one row per row of ``previous_ids``, or per group of
                 consecutive rows (the beams of a sentence).
+            projection: optional ``(kernel (l, C), bias (C,))``, columns of
+                `output_projection` (a candidate list): the logits cover those C tokens.
 
         Returns:
-            ``(logits, state, attention)``: float32 (batch, K_y), (batch, n), float32
-            (batch, source_len).
+            ``(logits, state, attention)``: float32 (batch, K_y) (or (batch, C)), (batch, n),
+            float32 (batch, source_len).
         """
         embedded = self.target_embedding(previous_ids)
         state, context, attention = self.decoder_cell(self.decoder_cell.project_inputs(embedded), state, memory,
                                                       grouped=True)
-        return self.readout(state, embedded, context), state, attention
+        return self.readout(state, embedded, context, projection=projection), state, attention
 
     def _teacher_forcing(self, inputs, training=False, features=False):
         source_ids, target_input_ids = inputs
@@ -587,13 +593,15 @@ class RNNEncDec(TranslationModel):
         """s_0 = tanh(V' c)."""
         return self.initial_state_dense(memory["context"])
 
-    def decode_step(self, previous_ids: tf.Tensor, state: Any, memory: dict) -> tuple:
-        """One decoder step; returns ``(logits, state, None)`` (there is no attention)."""
+    def decode_step(self, previous_ids: tf.Tensor, state: Any, memory: dict,
+                    projection: tuple | None = None) -> tuple:
+        """One decoder step; returns ``(logits, state, None)`` (there is no attention).
+        ``projection``: as for `RNNSearch.decode_step`."""
         embedded = self.target_embedding(previous_ids)
         context, projected_context = (_repeat_groups(memory[key], previous_ids)
                                       for key in ("context", "projected_context"))
         state = self.decoder_cell(self.decoder_cell.project_inputs(embedded), state, projected_context)
-        return self.readout(state, embedded, context), state, None
+        return self.readout(state, embedded, context, projection=projection), state, None
 
     def call(self, inputs: tuple, training: bool = False) -> tf.Tensor:
         return self.readout.project(self.output_features(inputs, training=training))
@@ -727,14 +735,20 @@ class Seq2Seq(TranslationModel):
     def initial_state(self, memory: dict) -> tuple:
         return memory["states"]
 
-    def decode_step(self, previous_ids: tf.Tensor, state: Any, memory: dict) -> tuple:
-        """One decoder step; returns ``(logits, state, None)``."""
+    def decode_step(self, previous_ids: tf.Tensor, state: Any, memory: dict,
+                    projection: tuple | None = None) -> tuple:
+        """One decoder step; returns ``(logits, state, None)``. ``projection``: as for
+        `RNNSearch.decode_step`."""
         x = self.target_embedding(previous_ids)
         new_state = []
         for layer, (h, c) in zip(self.decoder_layers, state):
             x, (h, c) = layer.cell(x, [h, c])
             new_state.append((h, c))
-        return tf.cast(self.output_dense(x), "float32"), tuple(new_state), None
+        if projection is None:
+            return tf.cast(self.output_dense(x), "float32"), tuple(new_state), None
+        kernel, bias = projection
+        logits = tf.matmul(x, tf.cast(kernel, x.dtype)) + tf.cast(bias, x.dtype)
+        return tf.cast(logits, "float32"), tuple(new_state), None
 
     def call(self, inputs: tuple, training: bool = False) -> tf.Tensor:
         return tf.cast(self.output_dense(self.output_features(inputs, training=training)), "float32")

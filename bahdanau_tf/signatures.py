@@ -227,7 +227,7 @@ class Signatures(tf.Module):
     A subclass provides the tokenizers (``source_tokenizer``, ``target_tokenizer``), the
     config (``beam_size``, ``max_source_length``, ``max_length_ratio``,
     ``max_length_offset``, ``serving_jit_compile``, ``has_attention``, ``chunking``,
-    ``replace_unk``, ``unk_dictionary``), a cache
+    ``replace_unk``, ``unk_dictionary``, ``candidates``), a cache
     of traced functions (``_cache.functions``, a dict SavedModel does not see) and the search
     over int tensors: ``_search`` and ``_static_search``.
     """
@@ -237,6 +237,9 @@ class Signatures(tf.Module):
         raise NotImplementedError
 
     def _static_search(self, beam_size, nbest, return_attention, jit_compile):
+        raise NotImplementedError
+
+    def _candidate_size(self, source_ids):
         raise NotImplementedError
 
     # === Graph pieces (traced inside the tf.functions) ===
@@ -274,6 +277,12 @@ class Signatures(tf.Module):
         row_inputs = ()
         if static:
             search = self._static_search(beam_size, nbest, searched_attention, jit_compile)
+            if jit_compile and self.candidates is not None:  # XLA: the list's padded size
+                compiled = search
+
+                def search(chunk_ids, chunk_limits, forbid, buffer_length=None):
+                    return compiled(chunk_ids, chunk_limits, forbid, buffer_length,
+                                    self._candidate_size(chunk_ids))
         else:
             if isinstance(beam_size, tf.Tensor) and beam_size.shape.rank == 1:
                 row_inputs = (beam_size,)

@@ -67,6 +67,14 @@ Decisions (all documented here once):
   or its entry in ``unk_dictionary``; `bahdanau_tf.unknown_words` says what it means for
   subword tokenizers. Attention models only. It changes the text, not the search: the score
   is that of the hypothesis with ``[UNK]``.
+- **Candidate lists** (``candidates``, `bahdanau_tf.lexicon.CandidateLists`; Jean et al.
+  2015): each chunk's search is restricted to the ``frequent`` most frequent target tokens
+  plus the lexicon's best ``per_word`` translations of the chunk's source tokens, listed in
+  graph ops once per chunk; the models project onto those columns of W_o only (gathered once
+  per chunk), and the log-softmax and ``top_k`` run over them. Under XLA the list is padded to
+  a size bucket (`bahdanau_tf.lexicon.candidate_bucket`), one compilation per size met. Scores
+  are log-probabilities under the restricted softmax, so they are not comparable with a full
+  search's. The exported signatures carry the lexicon as a variable.
 - **Defaults**: beam 5 (the paper does not give its beam size; Sutskever et al. used 12,
   which costs ~2.4x the time for a small gain); ``[UNK]`` allowed (the paper's "No UNK"
   column forbids it: ``forbid_unknown=True``).
@@ -96,7 +104,7 @@ from typing import Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
-from bahdanau_tf import decoding, devices, model_directory, serving, signatures, unknown_words
+from bahdanau_tf import decoding, devices, lexicon, model_directory, serving, signatures, unknown_words
 from bahdanau_tf.special_tokens import END_TOKEN, PAD_ID, START_ID, UNK_ID
 
 DEFAULT_BEAM_SIZE = 5
@@ -189,6 +197,9 @@ class Translator(signatures.Signatures):
         unk_dictionary: None, a dictionary file's path or a
             `bahdanau_tf.unknown_words.UnknownWordDictionary`: the entries replacement looks
             up (exported as an asset).
+        candidates: None, or a `bahdanau_tf.lexicon.CandidateLists`: every search (translate
+            and the exported signatures) decodes over a per-chunk candidate list (see the
+            module docstring).
         name: optional module name.
 
     Example:
@@ -204,7 +215,7 @@ class Translator(signatures.Signatures):
                  max_source_length=DEFAULT_MAX_SOURCE_LENGTH, max_length_ratio=2.0,
                  max_length_offset=10, jit_compile=None, decode_chunk_size=64, decode_slots=None,
                  serving_jit_compile=False, length_buckets=DEFAULT_LENGTH_BUCKETS,
-                 replace_unk=False, unk_dictionary=None, name=None):
+                 replace_unk=False, unk_dictionary=None, candidates=None, name=None):
         super().__init__(name=name)
         models = list(models) if isinstance(models, (list, tuple)) else [models]
         if not models:
@@ -276,6 +287,21 @@ class Translator(signatures.Signatures):
                                                          unknown_words.UnknownWordDictionary):
             unk_dictionary = unknown_words.UnknownWordDictionary(unk_dictionary)
         self.unk_dictionary = unk_dictionary
+        # === Candidate lists ===
+        self.candidates = candidates
+        if candidates is not None:
+            if not isinstance(candidates, lexicon.CandidateLists):
+                raise ValueError(f"candidates must be a bahdanau_tf.lexicon.CandidateLists, got "
+                                 f"{type(candidates).__name__}.")
+            table = candidates.table
+            target_size = source_tokenizer.vocabulary_size, target_tokenizer.vocabulary_size
+            if table.shape[0] != target_size[0] or table.max(initial=-1) >= target_size[1]:
+                raise ValueError(f"The candidate lexicon covers {table.shape[0]:,} source tokens "
+                                 f"and target ids up to {table.max(initial=-1)}, not these "
+                                 f"vocabularies of {target_size[0]:,} / {target_size[1]:,} "
+                                 "tokens: another model's lexicon.")
+            # a variable, so that the SavedModel's saver restores it with the weights
+            self._candidate_table = tf.Variable(table, trainable=False, name="candidate_translations")
 
     @property
     def models(self) -> list:
@@ -359,10 +385,30 @@ class Translator(signatures.Signatures):
         return model_directory.save_model_directory(directory, self.models[0],
                                                     self.source_tokenizer, self.target_tokenizer)
 
+    def _candidate_ids(self, source_ids, size=None):
+        """The chunk's candidate list (`bahdanau_tf.lexicon.candidate_ids`), or None."""
+        if self.candidates is None:
+            return None
+        return lexicon.candidate_ids(self._candidate_table, source_ids, self.candidates.frequent,
+                                     self.target_tokenizer.vocabulary_size, size)
+
+    def _candidate_size(self, source_ids):
+        """The padded size of the chunk's candidate list under XLA (a Python int from NumPy
+        ids, else an int32 tensor), or None without candidate lists."""
+        if self.candidates is None:
+            return None
+        vocabulary = self.target_tokenizer.vocabulary_size
+        count = lexicon.candidate_count(self._candidate_table, source_ids, self.candidates.frequent,
+                                        vocabulary)
+        if isinstance(source_ids, np.ndarray) or tf.executing_eagerly():
+            count = int(count)
+        return lexicon.candidate_bucket(count, vocabulary)
+
     def _search(self, source_ids, limits, forbid_unknown, beam_size, nbest, return_attention,
-                buffer_length=None, jit_compile=False):
+                buffer_length=None, jit_compile=False, candidate_size=None):
         """Encoder + beam search over int tensors: the part XLA can compile (``jit_compile``:
-        it is compiled, see `bahdanau_tf.decoding.beam_search`'s ``xla``).
+        it is compiled, see `bahdanau_tf.decoding.beam_search`'s ``xla``). With candidate
+        lists, ``candidate_size`` is the list's padded size (under XLA a constant) or None.
 
         ``beam_size`` is an int, an int32 scalar, or int32 ``[batch]`` per-row beams (the
         search then runs the largest and empties each row's slots beyond its own beam, see
@@ -375,7 +421,8 @@ class Translator(signatures.Signatures):
             beam_size = tf.maximum(tf.reduce_max(tf.concat([beam_sizes, [1]], 0)), nbest)
         memories = [model.encode(source_ids, training=False) for model in self.models]
         states = [model.initial_state(memory) for model, memory in zip(self.models, memories)]
-        step_fns = [_model_step_fn(model) for model in self.models]
+        candidates = self._candidate_ids(source_ids, candidate_size)
+        step_fns = [_model_step_fn(model, candidates) for model in self.models]
         if len(self.models) == 1:
             step_fn, state, memory = step_fns[0], states[0], memories[0]
         else:
@@ -389,21 +436,22 @@ class Translator(signatures.Signatures):
             attention_length=tf.shape(source_ids)[1] if return_attention else None,
             buffer_length=buffer_length, beam_sizes=beam_sizes,
             vocabulary_size=getattr(self.models[0], "target_vocabulary_size", None),
-            memory=memory, slots=self.decode_slots, xla=jit_compile)
+            memory=memory, slots=self.decode_slots, xla=jit_compile, candidates=candidates)
         return output
 
     def _static_search(self, beam_size, nbest, return_attention, jit_compile):
         """The search with Python beam/nbest, a tf.function (XLA when asked), cached.
 
-        Its last argument, ``buffer_length``, is a Python int: under XLA each value (and each
-        input shape) is one trace, one compilation (`compilations` counts them).
+        Its last arguments, ``buffer_length`` and ``candidate_size`` (candidate lists), are
+        Python ints: under XLA each value (and each input shape) is one trace, one compilation
+        (`compilations` counts them).
         """
         key = ("search", beam_size, nbest, return_attention, jit_compile)
         if key not in self._cache.functions:
-            def search(source_ids, limits, forbid_unknown, buffer_length=None):
+            def search(source_ids, limits, forbid_unknown, buffer_length=None, candidate_size=None):
                 return tuple(x for x in self._search(source_ids, limits, forbid_unknown,
                                                      beam_size, nbest, return_attention,
-                                                     buffer_length, jit_compile)
+                                                     buffer_length, jit_compile, candidate_size)
                              if x is not None)
             self._cache.functions[key] = tf.function(
                 search, jit_compile=jit_compile, reduce_retracing=not jit_compile, autograph=False)
@@ -453,7 +501,7 @@ class Translator(signatures.Signatures):
             # retracing (and TensorFlow warns about that)
             bucket = search.get_concrete_function(
                 tf.TensorSpec(chunk.shape, tf.int32), tf.TensorSpec(chunk_limits.shape, tf.int32),
-                tf.TensorSpec([], tf.bool), int(plan.buffer_length))
+                tf.TensorSpec([], tf.bool), int(plan.buffer_length), self._candidate_size(chunk))
             outputs = bucket(chunk, chunk_limits, forbid)
             steps = min(time, outputs[0].shape[2])
             ids[rows, :, :steps] = outputs[0].numpy()[:len(rows), :, :steps]
@@ -618,14 +666,14 @@ class Translator(signatures.Signatures):
         }
 
 
-def _model_step_fn(model):
+def _model_step_fn(model, candidates=None):
     """Adapts ``model.decode_step`` to beam search's ``step_fn(ids, step, state, memory)`` (the
-    memory one row per slot, shared by its beams)."""
-
-    def step_fn(ids, step, state, memory):
-        return model.decode_step(ids, state, memory)
-
-    return step_fn
+    memory one row per slot, shared by its beams). With a candidate list (int32 ``[C]``) the
+    step projects onto those columns of the output projection, gathered here, once."""
+    if candidates is None:
+        return lambda ids, step, state, memory: model.decode_step(ids, state, memory)
+    projection = lexicon.candidate_projection(*model.output_projection(), candidates)
+    return lambda ids, step, state, memory: model.decode_step(ids, state, memory, projection=projection)
 
 
 def _check_int(name, value, low, high=None):

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bahdanau_tf import devices, model_directory
+from bahdanau_tf import corpora, devices, lexicon, model_directory
 from helpers import env_without_tensorflow_logging, foreign_lines
 
 # every test here starts a Python process (or uses a module fixture that does)
@@ -62,6 +62,13 @@ def test_defaults_run_end_to_end(tmp_path):
     assert loaded.source_tokenizer.kind == "subword"
     assert "Updates" in result.stderr and "Dev NLL" in result.stderr
     assert "step       2  dev BLEU " in result.stderr and "(greedy, 16 sentences, " in result.stderr
+    # the candidate lists' lexicon: the Dice top 10 of the 1,500 training pairs, with the run's
+    # vocabularies, after the report
+    assert f"Wrote {out / 'lexicon.tsv'} (the top 10 translations" in result.stderr
+    expected = lexicon.Lexicon.build(corpora.load_corpus(split="train").select(slice(0, 1500)).pairs(),
+                                     loaded.source_tokenizer, loaded.target_tokenizer, top_k=10)
+    np.testing.assert_array_equal(model_directory.read_lexicon(str(out)).translations,
+                                  expected.translations)
     # (resuming is tested where a run was killed (SIGKILL) or stopped (SIGTERM) below; another
     # model class in the directory is refused: a row of tests/test_hostile.py)
 

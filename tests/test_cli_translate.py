@@ -8,6 +8,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import pytest
 
+import numpy as np
+
+from bahdanau_tf import lexicon, model_directory
 from bahdanau_tf.translator import Translator
 from helpers import random_model, run_commands, save_model_dir  # noqa: E402
 from helpers import toy_tokenizers as tokenizers  # noqa: E402
@@ -23,6 +26,9 @@ def model_dir(tmp_path_factory):
 
 
 LINES = ["the cat sat on the mat", "", "a dog ran", "the mat", "dog cat", "the the cat", "a"]
+# candidate lists: each toy source word's (i + 5)-th target word, and the 6 most frequent ids
+CANDIDATE_LEXICON = lexicon.Lexicon(
+    np.array([[-1]] * 4 + [[4 + (i + 5) % 12] for i in range(11)], np.int32), np.ones((15, 1), np.float32))
 UNK_LINES = ["the cat sat on zebra mat", "a quokka ran to the house"]
 
 
@@ -44,6 +50,8 @@ def runs(model_dir, tmp_path_factory):
     unk_model = save_model_dir(tmp / "unk_model", random_model(seed=3, unk_bias=4.0), source, target)
     dictionary = tmp / "dictionary.tsv"
     dictionary.write_text("zebra\tcebra\nthe\tEL\t0.5\n", encoding="utf-8")
+    lexicon_model = save_model_dir(tmp / "lexicon_model", random_model(seed=5), source, target)
+    model_directory.write_lexicon(lexicon_model, CANDIDATE_LEXICON)
     rows = {
         "empty lines": ([f"--model_dir={model_dir}", "--beam_size=3", "--batch_size=2"],
                         "\n".join(empty_lines) + "\n"),
@@ -58,10 +66,13 @@ def runs(model_dir, tmp_path_factory):
         "help": (["--help"], ""),
         "replace unk": ([f"--model_dir={unk_model}", "--beam_size=3", "--nbest=2", "--replace_unk",
                          f"--unk_dictionary={dictionary}"], "\n".join(UNK_LINES) + "\n"),
+        "candidate lists": ([f"--model_dir={lexicon_model}", "--beam_size=3", "--candidate_lists",
+                             "--candidate_frequent=6", "--candidate_per_word=1"],
+                            "\n".join(LINES) + "\n"),
     }
     results = run_commands([("translate", arguments, stdin) for arguments, stdin in rows.values()], cwd=tmp)
     return {name: (result, {"kept": kept, "nbest": tmp / "nbest.txt", "unk_model": unk_model,
-                            "dictionary": str(dictionary)})
+                            "dictionary": str(dictionary), "lexicon_model": lexicon_model})
             for name, result in zip(rows, results)}
 
 
@@ -127,3 +138,14 @@ def test_help_prints_the_commands_own_flags(runs):
     assert result["code"] == 0
     assert "bahdanau-translate: translate text" in out and "--beam_size" in out
     assert "--nbest" in out and "--tpu" not in out  # not absl's or TensorFlow's flags
+
+
+def test_candidate_lists_translate_as_the_python_translator_with_the_saved_lexicon(runs):
+    result, files = runs["candidate lists"]
+    assert result["code"] == 0, result["stderr"][-2000:]
+    candidates = lexicon.CandidateLists(model_directory.read_lexicon(files["lexicon_model"]),
+                                        frequent=6, per_word=1)
+    expected = Translator.from_directory(files["lexicon_model"], beam_size=3, candidates=candidates)
+    plain = Translator.from_directory(files["lexicon_model"], beam_size=3)
+    assert result["stdout"].split("\n")[:-1] == expected.translate(LINES).translations
+    assert expected.translate(LINES).translations != plain.translate(LINES).translations

@@ -13,7 +13,9 @@ cover every model class, an ensemble, and float32 and mixed-precision training:
   default), with an [UNK] dictionary (``--unk_dictionary``, an asset);
 - ``ensemble``: two RNNSearch (float32 and mixed bfloat16, both named ``rnn_search`` in their
   model.json), command line with ``--keep_precision`` and ``--replace_unk`` (its
-  ``serving_default``, ``translate_nbest`` and ``align`` replace [UNK]);
+  ``serving_default``, ``translate_nbest`` and ``align`` replace [UNK]) and
+  ``--candidate_lists`` (every signature searches a per-batch candidate list, from the first
+  member's ``lexicon.tsv``);
 - ``rnnencdec``: RNNEncDec, command line on a "base install" (tensorflow-serving-api hidden):
   exported without warm-up records;
 - ``seq2seq``: Seq2Seq, Python API.
@@ -36,7 +38,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bahdanau_tf import model_directory, serving
+from bahdanau_tf import lexicon, model_directory, serving
 from bahdanau_tf.models import model_from_preset
 from bahdanau_tf.special_tokens import SPECIAL_TOKENS
 from bahdanau_tf.text import SubwordTokenizer
@@ -71,6 +73,8 @@ BATCH = [s.encode() for s in SENTENCES] + BAD_BATCH
 # translate_nbest: every row its own beam and n-best
 BEAMS = [1, 5, 3, 2, 6, 4, 1, 3, 2, 5]
 NBESTS = [1, 3, 2, 2, 6, 1, 1, 3, 1, 4]
+# the ensemble's candidate lists: the 4 special tokens, 20 pieces, and the lexicon's
+CANDIDATE_FREQUENT = 24
 
 
 def _run(args, env=None, **kwargs):
@@ -116,11 +120,15 @@ def model_dirs(tmp_path_factory):
     target = _subword(TARGET_WORDS, root / "target.txt")
     (root / "unk_dictionary.tsv").write_text(
         "".join(f"{k}\t{v}\t0.5\n" for k, v in UNK_DICTIONARY.items()), encoding="utf-8")
+    float32_dir = _model_dir(root / "rnnsearch_float32", "tiny", source, target, 8)
+    # the candidate lists' lexicon: each source word's target word, then 2 more pieces
+    pairs = [(word, " ".join(TARGET_WORDS[i:i + 3])) for i, word in enumerate(SOURCE_WORDS)]
+    model_directory.write_lexicon(float32_dir, lexicon.Lexicon.build(pairs, source, target, top_k=3))
     return {
         "unk_dictionary": str(root / "unk_dictionary.tsv"),
         "rnnsearch_mixed": _model_dir(root / "rnnsearch_mixed", "tiny", source, target, 7,
                                       dtype="mixed_bfloat16"),
-        "rnnsearch_float32": _model_dir(root / "rnnsearch_float32", "tiny", source, target, 8),
+        "rnnsearch_float32": float32_dir,
         "rnnencdec": _model_dir(root / "rnnencdec", "rnnencdec-tiny", source, target, 9),
         # LSTM gates saturate at 0.6: sentences would share a translation
         "seq2seq": _model_dir(root / "seq2seq", "seq2seq-tiny", source, target, 10, scale=0.3),
@@ -151,7 +159,9 @@ def exports(model_dirs, seq2seq_translator, tmp_path_factory):
         "ensemble": EXPORT_CLI + [f"--model_dir={model_dirs['rnnsearch_float32']}",
                                   f"--model_dir={model_dirs['rnnsearch_mixed']}",
                                   f"--export_dir={root / 'ensemble'}", f"--beam_size={BEAM}",
-                                  "--keep_precision", "--replace_unk"],
+                                  "--keep_precision", "--replace_unk", "--candidate_lists",
+                                  f"--candidate_frequent={CANDIDATE_FREQUENT}",
+                                  "--candidate_per_word=2"],
         "rnnencdec": WITHOUT_SERVING_API + [f"--model_dir={model_dirs['rnnencdec']}",
                                             f"--export_dir={root / 'rnnencdec'}",
                                             f"--beam_size={BEAM}"],
@@ -188,7 +198,9 @@ def translators(model_dirs, seq2seq_translator):
                                                unk_dictionary=model_dirs["unk_dictionary"]),
         "ensemble": Translator.from_directory(
             [model_dirs["rnnsearch_float32"], model_dirs["rnnsearch_mixed"]], dtype=None,  # --keep_precision
-            beam_size=BEAM, replace_unk=True),
+            beam_size=BEAM, replace_unk=True, candidates=lexicon.CandidateLists(
+                model_directory.read_lexicon(model_dirs["rnnsearch_float32"]),
+                frequent=CANDIDATE_FREQUENT, per_word=2)),
         "rnnencdec": Translator.from_directory(model_dirs["rnnencdec"], beam_size=BEAM),
         "seq2seq": seq2seq_translator,
     }

@@ -17,6 +17,7 @@ import time
 
 import pytest
 
+from bahdanau_tf import lexicon, model_directory
 from bahdanau_tf.models import RNNEncDec
 from helpers import random_model, run_commands, save_model_dir, toy_tokenizers, training_run
 
@@ -119,6 +120,15 @@ CASES = [
     ("translate: --replace_unk without attention", "translate", ["--model_dir={encdec}",
                                                                  "--replace_unk"], "a\n", 2,
      "need models with attention"),
+    # candidate lists read the model directory's lexicon.tsv, checked before any translation
+    ("translate: --candidate_lists without a lexicon", "translate",
+     ["--model_dir={model}", "--candidate_lists"], "a\n", 2, "has no lexicon.tsv"),
+    ("evaluate: --candidate_lists with a damaged lexicon", "evaluate",
+     ["--model_dir={bad_lexicon}", "--candidate_lists", "--output_dir={tmp}/evaluation4"], "", 2,
+     "lexicon.tsv' is damaged: line 2 is not source<TAB>target<TAB>score"),
+    ("export: more candidates per word than the lexicon has", "export",
+     ["--model_dir={lexicon}", "--candidate_lists", "--candidate_per_word=3",
+      "--export_dir={tmp}/export3"], "", 2, "exceeds the 2 translations per token"),
 ]
 
 
@@ -167,13 +177,19 @@ def paths(tmp_path_factory):
     (data_file,) = [name for name in os.listdir(os.path.join(damaged_run, "checkpoints"))
                     if name.startswith("ckpt-2.data")]
     os.truncate(os.path.join(damaged_run, "checkpoints", data_file), 50)
+    with_lexicon = save_model_dir(tmp / "lexicon", random_model(seed=1), source, target)
+    model_directory.write_lexicon(with_lexicon, lexicon.Lexicon.build(
+        [("the cat", "el gato"), ("the dog", "el perro")], source, target, top_k=2))
+    bad_lexicon = save_model_dir(tmp / "bad_lexicon", random_model(seed=1), source, target)
+    (tmp / "bad_lexicon" / "lexicon.tsv").write_text("the\tel\t0.5\nzebra\tcebra\t0.5\n")
     three_columns = tmp / "three.tsv"
     three_columns.write_bytes(b"the cat\tel gato\rthe dog\tel perro\tstray\r")  # CR-only line ends
     bad_utf8 = tmp / "bad.txt"
     bad_utf8.write_bytes(b"the cat\n\xff bad\n")
     return {"tmp": str(tmp), "model": model, "damaged": damaged, "encdec": encdec,
             **{name: str(tmp / name) for name in ("zeroed", "truncated", "flipped", "cut_config",
-                                                  "empty_config", "preset", "run", "run_damaged")},
+                                                  "empty_config", "preset", "run", "run_damaged",
+                                                  "lexicon", "bad_lexicon")},
             "three_columns": str(three_columns), "bad_utf8": str(bad_utf8)}
 
 

@@ -5,6 +5,7 @@ import collections
 import itertools
 
 import numpy as np
+import tensorflow as tf
 import pytest
 
 from bahdanau_tf import data, lexicon, model_directory, text
@@ -87,3 +88,60 @@ def test_on_the_bible_god_translates_to_dios_king_to_rey():
     for english, spanish in (("God", "Dios"), ("king", "rey"), ("house", "casa")):
         best = [target.vocabulary[i] for i in built.translations[source.vocabulary.index(english)] if i >= 0]
         assert spanish in best[:3], (english, best)
+
+
+# === Candidate lists ===
+
+def _reference_candidates(table, source_ids, frequent):
+    """NumPy: the ids below ``frequent`` and every translation of a source id, ascending."""
+    listed = set(range(frequent)) | {int(t) for s in np.asarray(source_ids).ravel() for t in table[s] if t >= 0}
+    return sorted(listed)
+
+
+def test_candidate_ids_are_the_frequent_ids_and_the_source_words_translations():
+    rng = np.random.default_rng(3)
+    vocabulary, per_word = 300, 4
+    table = rng.integers(-1, vocabulary, size=(50, per_word)).astype(np.int32)
+    table[0] = -1  # PAD has no translation, as in a built lexicon
+    source_ids = rng.integers(0, 50, size=(6, 9)).astype(np.int32)
+    source_ids[:, -3:] = 0  # padding
+    expected = _reference_candidates(table, source_ids, frequent=20)
+    assert len(expected) > 20  # the lexicon adds ids
+    dynamic = lexicon.candidate_ids(tf.constant(table), tf.constant(source_ids), 20, vocabulary)
+    assert dynamic.numpy().tolist() == expected
+    assert int(lexicon.candidate_count(table, source_ids, 20, vocabulary)) == len(expected)
+    # a static size under XLA: the same list, then PAD
+    size = lexicon.candidate_bucket(len(expected), vocabulary)
+    compiled = tf.function(lambda ids: lexicon.candidate_ids(tf.constant(table), ids, 20, vocabulary, size),
+                           jit_compile=True)
+    padded = compiled(tf.constant(source_ids)).numpy().tolist()
+    assert padded == expected + [0] * (size - len(expected))
+
+
+def test_candidate_buckets_cover_the_count_with_little_padding_and_few_sizes():
+    vocabulary = 30000
+    counts = list(range(1, vocabulary + 1, 7)) + [vocabulary, 64, 65, 1024, 1025]
+    buckets = [lexicon.candidate_bucket(c, vocabulary) for c in counts]
+    for count, bucket in zip(counts, buckets):
+        assert count <= bucket <= vocabulary
+        assert bucket - count < max(64, count / 4 + 1), (count, bucket)
+    assert len(set(buckets)) <= 80  # a handful per octave: compilations stay bounded
+    as_tensor = [int(lexicon.candidate_bucket(tf.constant(c), vocabulary)) for c in counts[::50]]
+    assert all(c <= b <= vocabulary for c, b in zip(counts[::50], as_tensor))
+
+
+def test_candidate_projection_pads_with_minus_infinity():
+    kernel = np.arange(12, dtype=np.float32).reshape(2, 6)
+    bias = np.arange(6, dtype=np.float32)
+    got_kernel, got_bias = lexicon.candidate_projection(kernel, bias, tf.constant([0, 2, 5, 0, 0]))
+    np.testing.assert_array_equal(got_kernel.numpy(), kernel[:, [0, 2, 5, 0, 0]])
+    np.testing.assert_array_equal(got_bias.numpy(), [0, 2, 5, -np.inf, -np.inf])
+
+
+def test_candidate_lists_refuse_bad_settings():
+    table = lexicon.Lexicon(np.zeros((5, 2), np.int32), np.zeros((5, 2), np.float32))
+    with pytest.raises(ValueError, match="frequent"):
+        lexicon.CandidateLists(table, frequent=3)
+    with pytest.raises(ValueError, match="per_word"):
+        lexicon.CandidateLists(table, per_word=0)
+    assert lexicon.CandidateLists(table, frequent=4, per_word=1).table.shape == (5, 1)

@@ -292,3 +292,51 @@ def test_bad_python_arguments_raise_value_errors(translator):
         translator.translate(SENTENCES, beam_size=2, nbest=3)
     with pytest.raises(ValueError, match="at least one model"):
         Translator([], *tokenizers())
+
+
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_candidate_lists_decode_as_the_full_softmax_restricted_to_the_list(jit_compile):
+    """A candidate search (Jean et al.'s candidate lists) equals a full-vocabulary search of a
+    copy of the model whose output bias is -inf outside the list: the same translations, the
+    same scores (log-probabilities of the softmax over the listed ids). Under XLA the list is
+    padded to a size bucket, which must change nothing."""
+    from bahdanau_tf import lexicon
+
+    source, target = tokenizers()
+    model = random_model(seed=5)
+    rng = np.random.default_rng(1)
+    table = rng.integers(4, target.vocabulary_size, size=(source.vocabulary_size, 2)).astype(np.int32)
+    table[:4] = -1  # special tokens have no translation
+    candidates = lexicon.CandidateLists(lexicon.Lexicon(table, np.ones(table.shape, np.float32)),
+                                        frequent=6, per_word=1)
+    source_ids = np.concatenate([np.asarray(row) for row in source.tokenize(SENTENCES).to_list()])
+    listed = sorted(set(range(6)) | {int(t) for t in table[source_ids, 0]})
+    assert 6 < len(listed) < target.vocabulary_size  # the list restricts the search
+    restricted = random_model(seed=5)
+    bias = restricted.readout.output_bias
+    outside = np.setdiff1d(np.arange(target.vocabulary_size), listed)
+    bias.assign(np.where(np.isin(np.arange(target.vocabulary_size), outside), -np.inf, bias.numpy()))
+    settings = dict(beam_size=3, jit_compile=jit_compile)
+    got = Translator(model, source, target, candidates=candidates, **settings).translate(SENTENCES, nbest=2)
+    expected = Translator(restricted, source, target, **settings).translate(SENTENCES, nbest=2)
+    plain = Translator(model, source, target, **settings).translate(SENTENCES, nbest=2)
+    assert got.translations == expected.translations
+    np.testing.assert_allclose(got.scores, expected.scores, rtol=1e-5)
+    assert got.translations != plain.translations  # the list did restrict this model
+    for hypotheses in got.translations:
+        for word in " ".join(hypotheses).split():
+            assert target.vocabulary.index(word) in listed
+    # a list of the whole vocabulary is the full search
+    everything = lexicon.CandidateLists(candidates.lexicon, frequent=target.vocabulary_size, per_word=1)
+    whole = Translator(model, source, target, candidates=everything, **settings).translate(SENTENCES, nbest=2)
+    assert whole.translations == plain.translations
+    np.testing.assert_allclose(whole.scores, plain.scores, rtol=1e-5)
+
+
+def test_candidate_lists_refuse_another_models_lexicon():
+    from bahdanau_tf import lexicon
+
+    source, target = tokenizers()
+    small = lexicon.Lexicon(np.full((3, 1), -1, np.int32), np.zeros((3, 1), np.float32))
+    with pytest.raises(ValueError, match="another model's lexicon"):
+        Translator(random_model(), source, target, candidates=lexicon.CandidateLists(small, frequent=4))

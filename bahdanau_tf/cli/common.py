@@ -167,6 +167,47 @@ def unk_options(dictionary_alone=False):
     return {"replace_unk": FLAGS.replace_unk, "unk_dictionary": dictionary}
 
 
+def define_candidate_flags():
+    """Candidate-list decoding (`bahdanau_tf.lexicon.CandidateLists`), for translate, evaluate
+    and export."""
+    _define_once(flags.DEFINE_bool, "candidate_lists", False,
+                 "Decode each batch over a candidate list (Jean et al. 2015): the "
+                 "--candidate_frequent most frequent target tokens plus the --candidate_per_word "
+                 "best translations of each source token in the model directory's lexicon.tsv "
+                 "(bahdanau-train writes it). Faster with large target vocabularies; a token "
+                 "outside the list cannot be generated.")
+    _define_once(flags.DEFINE_integer, "candidate_frequent", 2000,
+                 "With --candidate_lists: the most frequent target tokens always listed.",
+                 lower_bound=4)
+    _define_once(flags.DEFINE_integer, "candidate_per_word", 10,
+                 "With --candidate_lists: lexicon translations listed per source token (at most "
+                 "the lexicon's).", lower_bound=1)
+
+
+def candidate_options(model_dir):
+    """The Translator argument of ``--candidate_lists`` for a model directory (the first of an
+    ensemble: they share the vocabularies): ``{"candidates": ...}``, or ``{}`` without the
+    flag. A directory without a (sound) ``lexicon.tsv`` is one clear line."""
+    if not FLAGS.candidate_lists:
+        return {}
+    from bahdanau_tf import lexicon, model_directory
+
+    directory = model_dir[0] if isinstance(model_dir, (list, tuple)) else model_dir
+    try:
+        built = model_directory.read_lexicon(directory) if os.path.isdir(directory) else None
+    except ValueError as error:
+        raise UserError(f"--candidate_lists: {error}") from None
+    if built is None:
+        raise UserError(f"--candidate_lists: {directory!r} has no {model_directory.LEXICON} "
+                        "(bahdanau-train writes it at the end of a run, unless "
+                        "--lexicon_top_k=0).")
+    if FLAGS.candidate_per_word > built.top_k:
+        raise UserError(f"--candidate_per_word={FLAGS.candidate_per_word} exceeds the "
+                        f"{built.top_k} translations per token of {directory!r}'s lexicon.")
+    return {"candidates": lexicon.CandidateLists(built, frequent=FLAGS.candidate_frequent,
+                                                 per_word=FLAGS.candidate_per_word)}
+
+
 def corpus_from_flags(split="train", direction=None, stream=False):
     """The corpus the common flags select (`bahdanau_tf.corpora.select_corpus`; ``stream``:
     the user's files as a `bahdanau_tf.corpora.CorpusFiles` stream)."""

@@ -62,6 +62,7 @@ common.define_model_dir_flags("Training output directory; repeat to compare mode
 common.define_corpus_flags()
 common.define_search_flags()
 common.define_unk_flags()
+common.define_candidate_flags()
 flags.DEFINE_alias("reference_file", "target_file")
 flags.DEFINE_multi_string("name", None, "A display name per --model_dir (default: its basename).")
 flags.DEFINE_bool("ensemble", False, "Evaluate all --model_dir as one ensemble.")
@@ -159,7 +160,8 @@ def _evaluate(outputs):
         translator = Translator.from_directory(
             group if len(group) > 1 else group[0], which=FLAGS.checkpoint,
             beam_size=FLAGS.beam_size, length_penalty=FLAGS.length_penalty,
-            max_source_length=FLAGS.max_source_length, jit_compile=FLAGS.jit_compile, **unk)
+            max_source_length=FLAGS.max_source_length, jit_compile=FLAGS.jit_compile, **unk,
+            **common.candidate_options(group))
         path = os.path.join(FLAGS.output_dir, f"translations_{_file_label(name)}.txt")
         with open(outputs.path(path), "w", encoding="utf-8") as handle:
 
@@ -172,7 +174,10 @@ def _evaluate(outputs):
                 attention_plot_max_words=FLAGS.attention_plot_max_words,
                 settings={"model_dirs": group, "test_set": test_set,
                           "checkpoint": FLAGS.checkpoint, "replace_unk": FLAGS.replace_unk,
-                          "unk_dictionary": FLAGS.unk_dictionary},
+                          "unk_dictionary": FLAGS.unk_dictionary,
+                          "candidate_lists": ({"frequent": FLAGS.candidate_frequent,
+                                               "per_word": FLAGS.candidate_per_word}
+                                              if FLAGS.candidate_lists else None)},
                 chunk_size=FLAGS.read_lines, on_chunk=write)
         report = result.report
         reports.append(report)

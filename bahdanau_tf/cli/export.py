@@ -45,6 +45,7 @@ FLAGS = flags.FLAGS
 common.define_model_dir_flags()
 common.define_search_flags()
 common.define_unk_flags()
+common.define_candidate_flags()
 flags.DEFINE_string("export_dir", None, "Model base path: the version is written below it.")
 flags.DEFINE_integer("version", None, "Version number (default: highest existing + 1).",
                      lower_bound=1)
@@ -69,6 +70,7 @@ def main(argv):
     common.check_writable_dir(FLAGS.export_dir, "export_dir")
 
     unk = common.unk_options(dictionary_alone=True)
+    candidates = common.candidate_options(FLAGS.model_dir)
     from bahdanau_tf import serving
     from bahdanau_tf.translator import Translator
 
@@ -86,7 +88,8 @@ def main(argv):
         FLAGS.model_dir, which=FLAGS.checkpoint,
         dtype=None if FLAGS.keep_precision else serving.SERVING_DTYPE,
         beam_size=FLAGS.beam_size, length_penalty=FLAGS.length_penalty,
-        max_source_length=FLAGS.max_source_length, serving_jit_compile=FLAGS.jit, **unk)
+        max_source_length=FLAGS.max_source_length, serving_jit_compile=FLAGS.jit, **unk,
+        **candidates)
     path = serving.export_saved_model(translator, FLAGS.export_dir, version=FLAGS.version,
                                       warmup=warmup, model_name=FLAGS.model_name,
                                       overwrite=FLAGS.overwrite)

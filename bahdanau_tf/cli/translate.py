@@ -41,6 +41,7 @@ FLAGS = flags.FLAGS
 common.define_model_dir_flags()
 common.define_search_flags()
 common.define_unk_flags()
+common.define_candidate_flags()
 flags.DEFINE_string("input_file", None, "Sentences, one a line (default: stdin).")
 flags.DEFINE_string("output_file", None, "Where to write the translations (default: stdout).")
 flags.DEFINE_integer("batch_size", 64, "Sentences per graph call.", lower_bound=1)
@@ -73,12 +74,13 @@ def main(argv):
     from bahdanau_tf.translator import Translator
 
     unk = common.unk_options()
+    candidates = common.candidate_options(FLAGS.model_dir)
     chunks = line_chunks(FLAGS.input_file, FLAGS.read_lines)
     first = next(chunks, [])  # a bad first chunk is refused before the model is loaded
     translator = Translator.from_directory(
         FLAGS.model_dir, which=FLAGS.checkpoint, beam_size=FLAGS.beam_size,
         length_penalty=FLAGS.length_penalty, max_source_length=FLAGS.max_source_length,
-        jit_compile=FLAGS.jit_compile, **unk)
+        jit_compile=FLAGS.jit_compile, **unk, **candidates)
 
     def translated():
         for lines in itertools.chain([first], chunks):

@@ -94,6 +94,12 @@ class TrainingConfig:
         'the target vocabulary; the same output weights, so the dev NLL, translation and export '
         'use the full softmax unchanged. The train NLL shown is then the sampled loss. None '
         '(default): the full softmax. Must be below the target vocabulary size.')
+    lexicon_top_k: int = _field(10,
+        'At the end of a run (not one stopped by a signal), write ``OUT/lexicon.tsv``: the '
+        'top-k target tokens of each source token by sentence co-occurrence (Dice) in the '
+        'training corpus (`bahdanau_tf.lexicon`), what candidate-list decoding reads '
+        '(``--candidate_lists``); one pass over the corpus (seconds for the embedded one). '
+        '0: no lexicon. A directory that has one keeps it.')
     seed: int = _field(1234,
         'Data order and initialisation.')
     summaries: bool = _field(True,
@@ -132,6 +138,8 @@ class TrainingConfig:
             raise ValueError(f"`learning_rate` must be positive, got {self.learning_rate!r}.")
         if self.clipnorm is not None and not self.clipnorm > 0:
             raise ValueError(f"`clipnorm` must be positive or None, got {self.clipnorm!r}.")
+        if isinstance(self.lexicon_top_k, bool) or not isinstance(self.lexicon_top_k, int) or self.lexicon_top_k < 0:
+            raise ValueError(f"`lexicon_top_k` must be an int >= 0, got {self.lexicon_top_k!r}.")
         if self.max_steps is not None and self.max_steps < 0:
             raise ValueError(f"`max_steps` must be >= 0 or None, got {self.max_steps!r}.")
         if self.max_minutes is not None and not self.max_minutes > 0:

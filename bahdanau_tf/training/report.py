@@ -37,6 +37,7 @@ class RunState:
     stopped: str | None = None
     report: dict | None = None
     dev_corpus: Any = None  # the dev pairs: dev BLEU and the TensorBoard samples
+    train_corpus: Any = None  # the training pairs: the lexicon at the end
 
 
 def training_report(run: RunState, *, sentences_seen: int, best_dev_nll: float, best_step: int,

@@ -21,6 +21,7 @@ import tensorflow as tf
 from bahdanau_tf import data
 from bahdanau_tf import devices
 from bahdanau_tf import files
+from bahdanau_tf import lexicon as lexicon_lib
 from bahdanau_tf import losses
 from bahdanau_tf import model_directory as model_directory_lib
 from bahdanau_tf import models as models_lib
@@ -461,7 +462,7 @@ class Trainer:
         config = self.config
         deadline = None if config.max_minutes is None else start_time + 60 * config.max_minutes
         run = RunState(resumed_step=int(self.step.numpy()), elapsed_before=float(self.elapsed_seconds.numpy()),
-                   dev_corpus=dev_corpus)
+                   dev_corpus=dev_corpus, train_corpus=train_corpus)
         counts = data.count_pairs(train_corpus, self.source_tokenizer, self.target_tokenizer,
                                   config.max_length)
         run.train_pairs, run.train_pairs_estimated = counts["kept"], counts["estimated"]
@@ -637,7 +638,24 @@ class Trainer:
                 if run.report[key] is None and previous.get(key) is not None:
                     run.report[key] = previous[key]
         self.directory.write_report(run.report)
+        self._write_lexicon(run)
         self._cleanup()
+
+    def _write_lexicon(self, run):
+        """``OUT/lexicon.tsv`` from the training corpus (`TrainingConfig.lexicon_top_k`), once
+        per directory, by the chief, not after a signal (the run must stop promptly)."""
+        top_k = self.config.lexicon_top_k
+        path = os.path.join(self.output_dir, model_directory_lib.LEXICON)
+        if not top_k or not self.is_chief or self._signals.received is not None or os.path.exists(path):
+            return
+        started = time.time()
+        corpus = run.train_corpus
+        built = lexicon_lib.Lexicon.build(corpus.pairs() if hasattr(corpus, "pairs") else corpus,
+                                          self.source_tokenizer,
+                                          self.target_tokenizer, top_k=top_k)
+        model_directory_lib.write_lexicon(self.output_dir, built)
+        self._log(f"Wrote {path} (the top {top_k} translations of each source token, for "
+                  f"candidate-list decoding) in {time.time() - started:.0f} s.")
 
     def _budget_progress(self, run):
         """The binding budget and its ETA (`report.budget_progress`), at the run's average
