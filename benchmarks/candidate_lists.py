@@ -7,7 +7,7 @@ source token in the model directory's ``lexicon.tsv``). The two Translators shar
 each first translates the sentences once untimed (tracing, XLA compilations), then the two
 alternate for ``--rounds`` timed rounds and the best of each is kept (the machine is shared),
 so the ratio comes from one run. Also reported: the share of identical translations, each
-one's BLEU against the references (sacrebleu), the mean candidate-list size of a chunk, and
+one's cased BLEU against the references (sacrebleu), the mean candidate-list size of a chunk, and
 a step's pieces at 80 rows (16 slots x beam 5), each timed alone under XLA in a
 ``tf.while_loop``: the network step up to the maxout (``features``), the [rows, V] projection,
 and the log-normaliser + ``top_k`` over V; the same over the mean candidate list.

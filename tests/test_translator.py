@@ -326,6 +326,11 @@ def test_candidate_lists_decode_as_the_full_softmax_restricted_to_the_list(jit_c
     for hypotheses in got.translations:
         for word in " ".join(hypotheses).split():
             assert target.vocabulary.index(word) in listed
+    if jit_compile:  # the signatures under XLA (bahdanau-export --jit) pad the list in-graph
+        jit_signature = Translator(model, source, target, candidates=candidates, beam_size=3,
+                                   serving_jit_compile=True).serving_default(tf.constant(SENTENCES))
+        assert [t.decode() for t in jit_signature["translations"].numpy()] == [
+            hypotheses[0] for hypotheses in got.translations]
     # a list of the whole vocabulary is the full search
     everything = lexicon.CandidateLists(candidates.lexicon, frequent=target.vocabulary_size, per_word=1)
     whole = Translator(model, source, target, candidates=everything, **settings).translate(SENTENCES, nbest=2)
