@@ -327,8 +327,9 @@ def test_candidate_lists_decode_as_the_full_softmax_restricted_to_the_list(jit_c
         for word in " ".join(hypotheses).split():
             assert target.vocabulary.index(word) in listed
     if jit_compile:  # the signatures under XLA (bahdanau-export --jit) pad the list in-graph
-        jit_signature = Translator(model, source, target, candidates=candidates, beam_size=3,
-                                   serving_jit_compile=True).serving_default(tf.constant(SENTENCES))
+        jit_translator = Translator(model, source, target, candidates=candidates, beam_size=3,
+                                    serving_jit_compile=True)  # held: its tf.function keeps a weak reference
+        jit_signature = jit_translator.serving_default(tf.constant(SENTENCES))
         assert [t.decode() for t in jit_signature["translations"].numpy()] == [
             hypotheses[0] for hypotheses in got.translations]
     # a list of the whole vocabulary is the full search
