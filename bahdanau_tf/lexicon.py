@@ -174,15 +174,20 @@ def candidate_ids(table, source_ids, frequent, vocabulary_size, size=None):
         int32 ``[C]``: the ids below ``frequent`` and every translation of a source id, each
         once, ascending (then the padding).
     """
+    member = _listed(table, source_ids, frequent, vocabulary_size)
+    count = tf.reduce_sum(tf.cast(member, tf.int32))
+    listed = tf.argsort(tf.cast(~member, tf.int32), stable=True)  # members first, in id order
+    if size is None:
+        return listed[:count]
+    return tf.where(tf.range(size) < count, listed[:size], PAD_ID)
+
+
+def _listed(table, source_ids, frequent, vocabulary_size):
+    """bool [vocabulary_size]: the ids of the batch's candidate list."""
     words = tf.reshape(tf.gather(table, tf.cast(source_ids, tf.int32)), [-1, 1])
     words = tf.maximum(tf.cast(words, tf.int32), PAD_ID)  # no translation (-1): PAD, listed anyway
     hits = tf.scatter_nd(words, tf.ones_like(words[:, 0]), [vocabulary_size]) > 0
-    member = hits | (tf.range(vocabulary_size) < frequent)
-    listed = tf.argsort(tf.cast(~member, tf.int32), stable=True)  # members first, in id order
-    if size is None:
-        return listed[: tf.reduce_sum(tf.cast(member, tf.int32))]
-    count = tf.reduce_sum(tf.cast(member, tf.int32))
-    return tf.where(tf.range(size) < count, listed[:size], PAD_ID)
+    return hits | (tf.range(vocabulary_size) < frequent)
 
 
 def candidate_projection(kernel, bias, candidates):
@@ -198,7 +203,7 @@ def candidate_projection(kernel, bias, candidates):
 
 def candidate_count(table, source_ids, frequent, vocabulary_size):
     """int32 scalar: the length of `candidate_ids`'s list (before padding)."""
-    return tf.shape(candidate_ids(table, source_ids, frequent, vocabulary_size))[0]
+    return tf.reduce_sum(tf.cast(_listed(table, source_ids, frequent, vocabulary_size), tf.int32))
 
 
 def candidate_bucket(count, vocabulary_size):

@@ -10,7 +10,8 @@ One directory holds everything needed to use a trained model, nothing else requi
       best/                   the checkpoint with the best dev NLL (what translation uses), if any
       averaged/               the mean of the last N checkpoints' model weights
                               (`average_checkpoints`, ``bahdanau-average``), if made
-      lexicon.tsv             source token -> top-k target tokens (`bahdanau_tf.lexicon`), if made
+      lexicon.tsv             source token -> top-k target tokens (`bahdanau_tf.lexicon`): the
+                              candidate lists' lexicon, written at the end of a training run
       report.json             the training report (table 2 of the paper), written by the trainer
 
 This module owns the layout, and sits below the models: it rebuilds a model through Keras's
