@@ -97,7 +97,8 @@ class TrainingConfig:
     lexicon_top_k: int = _field(10,
         'At the end of a run (not one stopped by a signal), write ``OUT/lexicon.tsv``: the '
         'top-k target tokens of each source token by sentence co-occurrence (Dice) in the '
-        'training corpus (`bahdanau_tf.lexicon`), what candidate-list decoding reads '
+        'training corpus (its first 100,000 pairs at most; `bahdanau_tf.lexicon`), what '
+        'candidate-list decoding reads '
         '(``--candidate_lists``); one pass over the corpus (seconds for the embedded one). '
         '0: no lexicon. A directory that has one keeps it.')
     seed: int = _field(1234,

@@ -7,6 +7,7 @@ the report are the sibling modules'.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 import os
 import shutil
@@ -48,6 +49,9 @@ from bahdanau_tf.translator import Translator
 #: the batch shapes the step remembers to tell an XLA compilation (`Trainer._count_compilation`)
 _SHAPE_CAPACITY = 1024
 
+
+#: the training pairs the end-of-run lexicon counts at most (the whole embedded corpus)
+LEXICON_PAIRS = 100_000
 
 class NonFiniteLossError(RuntimeError):
     """Training stopped because the loss or the gradient became NaN or infinite."""
@@ -643,19 +647,22 @@ class Trainer:
 
     def _write_lexicon(self, run):
         """``OUT/lexicon.tsv`` from the training corpus (`TrainingConfig.lexicon_top_k`), once
-        per directory, by the chief, not after a signal (the run must stop promptly)."""
+        per directory, by the chief, not after a signal (the run must stop promptly). At most
+        its first `LEXICON_PAIRS` pairs: the sparse counts grow with the distinct co-occurring
+        pairs, and a 12M-pair corpus must not cost a pass and gigabytes at the end of a run."""
         top_k = self.config.lexicon_top_k
         path = os.path.join(self.output_dir, model_directory_lib.LEXICON)
         if not top_k or not self.is_chief or self._signals.received is not None or os.path.exists(path):
             return
         started = time.time()
         corpus = run.train_corpus
-        built = lexicon_lib.Lexicon.build(corpus.pairs() if hasattr(corpus, "pairs") else corpus,
-                                          self.source_tokenizer,
+        pairs = itertools.islice(corpus.pairs() if hasattr(corpus, "pairs") else corpus, LEXICON_PAIRS)
+        built = lexicon_lib.Lexicon.build(pairs, self.source_tokenizer,
                                           self.target_tokenizer, top_k=top_k)
         model_directory_lib.write_lexicon(self.output_dir, built)
         self._log(f"Wrote {path} (the top {top_k} translations of each source token, for "
-                  f"candidate-list decoding) in {time.time() - started:.0f} s.")
+                  f"candidate-list decoding; from the first {LEXICON_PAIRS:,} training pairs at "
+                  f"most) in {time.time() - started:.0f} s.")
 
     def _budget_progress(self, run):
         """The binding budget and its ETA (`report.budget_progress`), at the run's average
