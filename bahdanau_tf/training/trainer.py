@@ -53,6 +53,7 @@ _SHAPE_CAPACITY = 1024
 #: the training pairs the end-of-run lexicon counts at most (the whole embedded corpus)
 LEXICON_PAIRS = 100_000
 
+
 class NonFiniteLossError(RuntimeError):
     """Training stopped because the loss or the gradient became NaN or infinite."""
 
