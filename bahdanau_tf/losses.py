@@ -42,6 +42,31 @@ def sample_candidates(target_ids: tf.Tensor, num_sampled: int, vocabulary_size: 
         true_classes=labels, num_true=1, num_sampled=num_sampled, unique=True, range_max=vocabulary_size)
 
 
+def batch_candidates(target_ids: tf.Tensor, num_sampled: int, vocabulary_size: int,
+                     seed: int | None = None) -> tuple:
+    """K distinct classes for a batch as Jean et al. (2015) choose them: the batch's own target
+    tokens first, the rest of the K drawn uniformly from the other classes; the ``sampled_values``
+    of `sampled_token_nll`, with every expected count 1 (no log Q correction: the softmax is the
+    full one restricted to the K classes and each row's target, so K = |V| gives it exactly).
+
+    Jean et al. train each partition of the corpus on the softmax over that partition's target
+    words, whose proposal is uniform over them so the correction cancels. Here a partition is
+    a batch; the uniform extras let the words a batch does not hold be pushed down now and then.
+    A row's target that does not fit in K (a batch with more than K distinct targets) is still
+    in its own softmax: `sampled_token_nll` always scores the true class. Built from
+    ``scatter_nd``, ``random.uniform`` and ``top_k``, so it compiles under XLA.
+
+    Returns:
+        (sampled (K,) int32, true_expected_count (rows, 1) ones, sampled_expected_count (K,) ones).
+    """
+    labels = tf.reshape(tf.maximum(tf.cast(target_ids, "int32"), 0), [-1])
+    in_batch = tf.scatter_nd(labels[:, None], tf.ones_like(labels, "float32"), [vocabulary_size]) > 0
+    # 2 + u for the batch's targets, u for the others: top_k keeps the targets, then random ones
+    priority = tf.where(in_batch, 2.0, 0.0) + tf.random.uniform([vocabulary_size], seed=seed)
+    _, sampled = tf.math.top_k(priority, k=num_sampled, sorted=False)
+    return sampled, tf.ones([tf.size(labels), 1], "float32"), tf.ones([num_sampled], "float32")
+
+
 def sampled_token_nll(target_ids: tf.Tensor, features: tf.Tensor, kernel: tf.Tensor, bias: tf.Tensor,
                       sampled_values: tuple) -> tf.Tensor:
     """Per-token sampled softmax NLL (Jean et al. 2015), 0 at padding: float32 (batch, target_len).
@@ -58,7 +83,7 @@ def sampled_token_nll(target_ids: tf.Tensor, features: tf.Tensor, kernel: tf.Ten
         target_ids: int (batch, target_len), padding 0.
         features: (batch, target_len, d), `bahdanau_tf.models.TranslationModel.output_features`.
         kernel, bias: (d, |V|) and (|V|,), ``output_projection()``.
-        sampled_values: `sample_candidates`'s triple.
+        sampled_values: `batch_candidates`'s or `sample_candidates`'s triple.
     """
     sampled, true_expected, sampled_expected = sampled_values
     target_ids = tf.cast(target_ids, "int32")
@@ -127,5 +152,6 @@ class MaskedAccuracy(keras.metrics.Mean):
         return {"name": self.name, "dtype": self.dtype}
 
 
-__all__ = ["MaskedSparseCategoricalCrossentropy", "MaskedAccuracy", "masked_nll", "sample_candidates",
+__all__ = ["MaskedSparseCategoricalCrossentropy", "MaskedAccuracy", "batch_candidates", "masked_nll",
+           "sample_candidates",
            "sampled_token_nll", "token_nll"]

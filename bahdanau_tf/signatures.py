@@ -32,10 +32,13 @@ needs:
   replaces in ``serving_default``, ``translate_nbest`` and ``align``'s ``translations`` too
   (``align``'s ``target_tokens`` stay the model's own tokens, ``[UNK]`` included).
 
-**The chunked search** has one plan, `plan_chunk` and `chunk_input`, written in TF ops: the
-signatures' graph loop (`search_in_chunks`, a ``tf.while_loop``) calls them symbolically, and
-`Translator.translate`'s XLA path (a Python loop, so each chunk's bucketed shape is a Python
-value) calls them eagerly. So both decide filler rows, sorting, padding and buckets alike.
+**The chunked search** has one plan, `plan_chunk` and `chunk_input` (with `length_order` and
+`length_limits`): the signatures' graph loop (`search_in_chunks`, a ``tf.while_loop``) calls
+them on tensors, and `Translator.translate`'s XLA path (a Python loop, so each chunk's bucketed
+shape is a Python value) on NumPy arrays, which each of them computes with NumPy: some twenty
+eager TF ops a chunk cost more than a batch-1 search itself. Each rule is written once, its two
+spellings side by side, and tests/test_signatures.py checks that they decide filler rows,
+sorting, padding and buckets alike.
 The decisions themselves (length limits, chunks, buckets, empty and bad input) are documented
 in `bahdanau_tf.translator`.
 """
@@ -45,6 +48,7 @@ from __future__ import annotations
 import dataclasses
 from typing import NamedTuple, Optional
 
+import numpy as np
 import tensorflow as tf
 
 from bahdanau_tf import unknown_words
@@ -90,16 +94,26 @@ class ChunkPlan(NamedTuple):
     buffer_length: Optional[tf.Tensor]  # the static output buffer: the largest limit of width
 
 
+def _numpy(value):
+    return isinstance(value, (np.ndarray, np.integer, int))
+
+
 def length_limits(lengths, max_length_ratio, max_length_offset):
     """Per-sentence output limits ``ceil(ratio * n) + offset``; 1 for an empty source (its
-    output is dropped). ``lengths``: int32, any shape."""
+    output is dropped). ``lengths``: int32, any shape (a tensor, or NumPy: NumPy out)."""
+    if _numpy(lengths):  # float32 products, as the TF spelling computes them
+        products = np.float32(max_length_ratio) * np.asarray(lengths, np.float32)
+        limits = np.ceil(products).astype(np.int32) + max_length_offset
+        return np.where(np.asarray(lengths) > 0, np.maximum(limits, 1), 1).astype(np.int32)
     limits = tf.cast(tf.math.ceil(max_length_ratio * tf.cast(lengths, tf.float32)),
                      tf.int32) + max_length_offset
     return tf.where(lengths > 0, tf.maximum(limits, 1), 1)
 
 
 def length_order(lengths):
-    """The search's row order: longest source first, ties in input order."""
+    """The search's row order: longest source first, ties in input order (NumPy for NumPy)."""
+    if _numpy(lengths):
+        return np.argsort(-np.asarray(lengths, np.int64), kind="stable")
     return tf.argsort(lengths, direction="DESCENDING", stable=True)
 
 
@@ -108,8 +122,19 @@ def plan_chunk(sorted_lengths, start, chunking: Chunking, bucketed: bool) -> Chu
 
     Its width is its longest source plus ``[END]``. ``bucketed`` (XLA): rows and width are
     rounded up to ``chunking``'s buckets, so a stream of batches meets few shapes, and the
-    output buffer is the largest limit of that width.
+    output buffer is the largest limit of that width. NumPy ``sorted_lengths``: a plan of
+    Python ints (`Translator.translate`'s XLA path), else of int32 scalar tensors.
     """
+    if _numpy(sorted_lengths):
+        rows = min(len(sorted_lengths) - start, chunking.size)
+        width = int(max(np.max(sorted_lengths[start:start + rows] + 1, initial=1), 1))
+        if not bucketed:
+            return ChunkPlan(start, rows, rows, width, None)
+        padded_rows = chunking.row_buckets[int(np.searchsorted(chunking.row_buckets, max(rows, 1)))]
+        width = chunking.length_buckets[int(np.searchsorted(chunking.length_buckets, width))]
+        buffer_length = int(length_limits(np.int32(width - 1), chunking.max_length_ratio,
+                                          chunking.max_length_offset))
+        return ChunkPlan(start, rows, padded_rows, width, buffer_length)
     batch = tf.shape(sorted_lengths)[0]
     rows = tf.minimum(batch - start, chunking.size)
     width = tf.reduce_max(tf.concat([sorted_lengths[start:start + rows] + 1, [1]], 0))
@@ -126,9 +151,20 @@ def plan_chunk(sorted_lengths, start, chunking: Chunking, bucketed: bool) -> Chu
 def chunk_input(plan: ChunkPlan, sorted_ids, sorted_limits, *sorted_rows):
     """The searched inputs of a chunk: ids ``[padded_rows, width]``, limits, and more per-row
     int32 inputs (per-row beams). Filler rows are an ``[END]``-only source with limit 1 (they
-    end at once), and 1 in the other per-row inputs."""
+    end at once), and 1 in the other per-row inputs. NumPy inputs give NumPy arrays."""
     end = plan.start + plan.rows
     fill = plan.padded_rows - plan.rows
+    if _numpy(sorted_ids):
+        ids = np.full([plan.padded_rows, plan.width], PAD_ID, np.int32)
+        real = sorted_ids[plan.start:end, :plan.width]
+        ids[:plan.rows, :real.shape[1]] = real
+        ids[:, 0] = np.where(ids[:, 0] == PAD_ID, END_ID, ids[:, 0])  # only filler rows start with PAD
+        per_row = []
+        for t in (sorted_limits,) + sorted_rows:
+            column = np.ones([plan.padded_rows], np.int32)
+            column[:plan.rows] = t[plan.start:end]
+            per_row.append(column)
+        return (ids,) + tuple(per_row)
     ids = sorted_ids[plan.start:end, :plan.width]
     ids = tf.pad(ids, [[0, fill], [0, plan.width - tf.shape(ids)[1]]], constant_values=PAD_ID)
     first = tf.where(ids[:, :1] == PAD_ID, END_ID, ids[:, :1])  # only filler rows start with PAD
@@ -371,9 +407,10 @@ class Signatures(tf.Module):
                          tf.TensorSpec([None, None], tf.int32), float_matrix]
             if return_alignments or replace_unk:
                 signature.append(tf.TensorSpec([None, None, None, None], tf.float32))
+            # concrete functions: a call skips the tf.function's argument binding (batch 1)
             self._cache.functions[key] = (
-                tf.function(prepare, input_signature=[SENTENCES], autograph=False),
-                tf.function(finish, input_signature=signature, autograph=False))
+                tf.function(prepare, input_signature=[SENTENCES], autograph=False).get_concrete_function(),
+                tf.function(finish, input_signature=signature, autograph=False).get_concrete_function())
         return self._cache.functions[key]
 
     # === The signatures (tf.functions meant for export) ===

@@ -49,7 +49,9 @@ Decisions (all documented here once):
   on a 2-core CPU (80 rows already keep its matmuls near peak; 32 or 64 slots were 10-40%
   slower). `Translator.translate` also sorts by length in Python before cutting batches. One
   plan (`bahdanau_tf.signatures.plan_chunk` and `chunk_input`) decides each chunk's rows,
-  filler rows, width and buffer for both the signatures' graph loop and the XLA path.
+  filler rows, width and buffer for both the signatures' graph loop and the XLA path (there
+  in its NumPy spelling, and each bucket's compiled search looked up in a dict: a batch-1
+  call runs no eager TF op besides the tokenizer's and the search's graphs).
 - **Scores** are log p(y | x) summed over the tokens (``[END]`` included), divided by the
   GNMT length penalty ``((5 + length) / 6) ** alpha`` when ``length_penalty = alpha > 0``.
   The default alpha is 0.5 (`DEFAULT_LENGTH_PENALTY`), chosen on the dev split: ranking by
@@ -472,6 +474,22 @@ class Translator(signatures.Signatures):
         return_alignments) combinations: one per row bucket and length bucket."""
         return variants * len(self.row_buckets) * len(self.length_buckets)
 
+    def _bucket_search(self, beam_size, nbest, return_alignments, shape, buffer_length, candidate_size):
+        """The XLA search's concrete function of one bucketed chunk shape, cached by its key.
+
+        One concrete function per bucket, traced once from its own fixed signature: calling
+        the tf.function with each bucket's shapes in turn would count as retracing (and
+        TensorFlow warns about that). Looked up in a dict, not by ``get_concrete_function``,
+        whose argument binding costs about as much as a batch-1 search step.
+        """
+        key = ("bucket", beam_size, nbest, return_alignments, tuple(shape), buffer_length, candidate_size)
+        if key not in self._cache.functions:
+            search = self._static_search(beam_size, nbest, return_alignments, True)
+            self._cache.functions[key] = search.get_concrete_function(
+                tf.TensorSpec(shape, tf.int32), tf.TensorSpec(shape[:1], tf.int32),
+                tf.TensorSpec([], tf.bool), buffer_length, candidate_size)
+        return self._cache.functions[key]
+
     def _xla_search(self, source_ids, lengths, limits, beam_size, nbest, forbid_unknown,
                     return_alignments):
         """The XLA search of one batch, chunk by chunk, over bucketed shapes (NumPy in, out).
@@ -481,11 +499,10 @@ class Translator(signatures.Signatures):
         chunk's bucketed shape and output buffer are Python values: a new batch only compiles
         when it meets a new bucket, and `compilations` counts exactly what was compiled.
         """
-        search = self._static_search(beam_size, nbest, return_alignments, True)
         forbid = tf.constant(bool(forbid_unknown))
         batch = len(lengths)
-        order = signatures.length_order(lengths).numpy()
-        sorted_inputs = [tf.constant(x[order]) for x in (lengths, source_ids, limits)]
+        order = signatures.length_order(lengths)  # NumPy in, NumPy out: no eager op per chunk
+        sorted_inputs = [np.asarray(x[order], np.int32) for x in (lengths, source_ids, limits)]
         time = int(max(limits.max(initial=1), 1))
         width = source_ids.shape[1]
         ids = np.full([batch, nbest, time], PAD_ID, np.int32)
@@ -495,14 +512,10 @@ class Translator(signatures.Signatures):
         for start in range(0, batch, self.decode_chunk_size):
             plan = signatures.plan_chunk(sorted_inputs[0], start, self.chunking, bucketed=True)
             chunk, chunk_limits = signatures.chunk_input(plan, *sorted_inputs[1:])
-            rows = order[start:start + int(plan.rows)]
-            # one concrete function per bucket, traced once from its own fixed signature:
-            # calling the tf.function with each bucket's shapes in turn would count as
-            # retracing (and TensorFlow warns about that)
-            bucket = search.get_concrete_function(
-                tf.TensorSpec(chunk.shape, tf.int32), tf.TensorSpec(chunk_limits.shape, tf.int32),
-                tf.TensorSpec([], tf.bool), int(plan.buffer_length), self._candidate_size(chunk))
-            outputs = bucket(chunk, chunk_limits, forbid)
+            rows = order[start:start + plan.rows]
+            bucket = self._bucket_search(beam_size, nbest, return_alignments, chunk.shape,
+                                         plan.buffer_length, self._candidate_size(chunk))
+            outputs = bucket(tf.constant(chunk), tf.constant(chunk_limits), forbid)
             steps = min(time, outputs[0].shape[2])
             ids[rows, :, :steps] = outputs[0].numpy()[:len(rows), :, :steps]
             out_lengths[rows] = outputs[1].numpy()[:len(rows)]

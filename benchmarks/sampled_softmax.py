@@ -3,7 +3,8 @@
 One update of the trainer itself (`bahdanau_tf.training.Trainer.train_step`: forward, loss,
 backward, clipping, Adam) of the `small` RNNsearch on a fixed random batch (64 pairs, 30
 tokens a side), at 30k, 60k and 100k target words, with the full softmax and with
-``--sampled_softmax=K`` (K = 1,024 by default; `bahdanau_tf.losses.sampled_token_nll`).
+``--sampled_softmax=K`` (K = 1,024 by default; `bahdanau_tf.losses.sampled_token_nll`; the
+``--proposal`` of the K classes, `batch` by default as in the trainer).
 The precision and XLA setting are the trainer's defaults on this machine. For each vocabulary
 both trainers are built, compiled, then timed in alternating rounds (full, sampled, full, ...)
 and each keeps its best round, so the machine's load affects both alike: quote the ratio, not
@@ -11,6 +12,7 @@ the times (the machine may be shared; its load is recorded beside every round). 
 and writes JSON.
 
     python benchmarks/sampled_softmax.py [--vocabularies=30000,60000,100000] [--num_sampled=1024]
+        [--proposal=batch|log_uniform] [--output=benchmarks/results/sampled_softmax.json]
 """
 
 import json
@@ -30,6 +32,7 @@ from bahdanau_tf import devices, training  # noqa: E402
 FLAGS = flags.FLAGS
 flags.DEFINE_list("vocabularies", ["30000", "60000", "100000"], "Target vocabulary sizes.")
 flags.DEFINE_integer("num_sampled", 1024, "K, the sampled classes per batch.")
+flags.DEFINE_enum("proposal", "batch", ["batch", "log_uniform"], "Which K classes (--sampled_proposal).")
 flags.DEFINE_integer("batch_size", 64, "Sentence pairs per batch.")
 flags.DEFINE_integer("length", 30, "Source and target length in tokens.")
 flags.DEFINE_integer("rounds", 3, "Timed rounds per variant (best kept).")
@@ -47,7 +50,7 @@ class _Sized:
 def _trainer(vocabulary, sampled, directory):
     config = training.TrainingConfig.for_preset(
         "small", batch_size=FLAGS.batch_size, max_length=FLAGS.length, summaries=False,
-        sampled_softmax=sampled)
+        sampled_softmax=sampled, sampled_proposal=FLAGS.proposal)
     return training.Trainer(directory, _Sized(5000), _Sized(vocabulary), preset="small",
                             config=config, log=lambda line: None)
 
@@ -99,7 +102,7 @@ def main(argv):
                   f"{best['sampled']:.3f} s/step ({results[-1]['speedup']:.2f}x)", flush=True)
             tf.keras.backend.clear_session()
     print(f"\nTrain step, small RNNsearch, batch {FLAGS.batch_size} x {FLAGS.length}, "
-          f"{results[0]['speed']}; sampled K={FLAGS.num_sampled}; best of {FLAGS.rounds} rounds; "
+          f"{results[0]['speed']}; sampled K={FLAGS.num_sampled} ({FLAGS.proposal}); best of {FLAGS.rounds} rounds; "
           f"load average {os.getloadavg()[0]:.1f} (shared machine: compare the ratio)\n")
     print("| target words | full softmax s/step | sampled s/step | full / sampled |")
     print("| --- | --- | --- | --- |")
@@ -111,7 +114,7 @@ def main(argv):
         "benchmark": "sampled_softmax",
         "machine": {**devices.benchmark_record(), "platform": platform.platform()},
         "settings": {"preset": "small", "batch_size": FLAGS.batch_size, "length": FLAGS.length,
-                     "num_sampled": FLAGS.num_sampled, "rounds": FLAGS.rounds, "steps": FLAGS.steps},
+                     "num_sampled": FLAGS.num_sampled, "proposal": FLAGS.proposal, "rounds": FLAGS.rounds, "steps": FLAGS.steps},
         "results": results,
     }
     os.makedirs(os.path.dirname(FLAGS.output) or ".", exist_ok=True)

@@ -94,3 +94,33 @@ def test_sample_candidates_draws_distinct_log_uniform_classes():
     assert int(tf.reduce_max(sampled)) < 1000
     with pytest.raises(tf.errors.InvalidArgumentError):
         losses.sample_candidates(targets, 2000, 1000)  # more distinct classes than there are
+
+
+def test_batch_candidates_hold_the_batch_targets_then_distinct_others():
+    targets = tf.constant([[5, 7, 5, 0], [9, 2, 0, 0]])
+    sampled, true_expected, sampled_expected = losses.batch_candidates(targets, 12, 1000, seed=3)
+    ids = sampled.numpy().tolist()
+    assert len(ids) == 12 and len(set(ids)) == 12 and max(ids) < 1000
+    assert {0, 2, 5, 7, 9} <= set(ids)  # every distinct target (padding's 0 too), the rest drawn
+    assert true_expected.shape == (8, 1) and sampled_expected.shape == (12,)
+    assert np.all(true_expected.numpy() == 1) and np.all(sampled_expected.numpy() == 1)  # no correction
+    # the extras are spread over the vocabulary, not the lowest ids (a uniform draw)
+    draws = np.concatenate([losses.batch_candidates(targets, 12, 1000)[0].numpy() for _ in range(50)])
+    extras = draws[~np.isin(draws, [0, 2, 5, 7, 9])]
+    assert 300 < extras.mean() < 700 and len(np.unique(extras)) > 200
+
+
+def test_batch_candidates_of_the_whole_vocabulary_give_the_full_softmax_also_under_xla():
+    features, kernel, bias, targets, _ = _case(seed=4)
+    full = losses.token_nll(targets, np.einsum("btd,dv->btv", features, kernel) + bias).numpy()
+
+    @tf.function(jit_compile=True)
+    def sampled_nll(k):
+        return losses.sampled_token_nll(targets, features, kernel, bias,
+                                        losses.batch_candidates(targets, k, kernel.shape[1]))
+
+    np.testing.assert_allclose(sampled_nll(kernel.shape[1]).numpy(), full, rtol=1e-5, atol=1e-5)
+    # fewer classes than the batch has targets: each row still scores its own (never above full)
+    few = sampled_nll(2).numpy()
+    mask = targets != 0
+    assert np.all(np.isfinite(few)) and np.all(few[mask] > 0) and np.all(few[mask] <= full[mask] + 1e-5)

@@ -72,6 +72,8 @@ def test_training_defaults_follow_the_paper():
     assert training.TrainingConfig.for_preset("small", clipnorm=None).clipnorm is None
     with pytest.raises(ValueError, match="optimizer"):
         training.TrainingConfig(optimizer="rmsprop")
+    with pytest.raises(ValueError, match="sampled_proposal"):
+        training.TrainingConfig(sampled_softmax=10, sampled_proposal="zipf")
     with pytest.raises(ValueError, match="Unknown preset 'nope'"):
         training.TrainingConfig.for_preset("nope")
 
@@ -310,10 +312,12 @@ def test_a_short_run_gives_each_train_scalar_a_curve_without_compiling_updates(
 
 
 @pytest.mark.slow
-def test_sampled_softmax_under_xla_and_bfloat16_trains_the_full_softmax(corpora, tokenizers, tmp_path):
+@pytest.mark.parametrize("proposal", training.SAMPLED_PROPOSALS)
+def test_sampled_softmax_under_xla_and_bfloat16_trains_the_full_softmax(corpora, tokenizers, tmp_path, proposal):
     train, dev = corpora
     # one batch shape (lengths padded to 16): one XLA compilation of the step
-    trainer = make_trainer(tmp_path, tokenizers, sampled_softmax=40, max_steps=20, eval_every=20,
+    trainer = make_trainer(tmp_path, tokenizers, sampled_softmax=40, sampled_proposal=proposal,
+                           max_steps=20, eval_every=20,
                            jit_compile=True, precision="mixed_bfloat16", max_length=16,
                            pad_to_multiple=16, dev_sentences=32)
     kernel, bias = trainer.model.output_projection()
@@ -326,6 +330,7 @@ def test_sampled_softmax_under_xla_and_bfloat16_trains_the_full_softmax(corpora,
     assert report["dev_nll"] < before - 0.5, (before, report)
     saved = model_directory.read_model_config(str(tmp_path))
     assert saved["settings"]["training"]["sampled_softmax"] == 40
+    assert saved["settings"]["training"]["sampled_proposal"] == proposal
     loaded = model_directory.load_model_directory(str(tmp_path), which="latest", dtype="float32")
     batch = next(iter(trainer.dev_dataset(dev)))
     (source, target_in), target_out = batch

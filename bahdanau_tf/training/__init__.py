@@ -37,6 +37,7 @@ epoch 5, clipnorm 5, batch 128; the reduced CPU presets use Adam.
 from bahdanau_tf.training.config import (
     OPTIMIZERS,
     PRECISIONS,
+    SAMPLED_PROPOSALS,
     SCHEDULES,
     STRATEGIES,
     HalvingSchedule,
@@ -70,6 +71,7 @@ __all__ = [
     "format_report",
     "OPTIMIZERS",
     "PRECISIONS",
+    "SAMPLED_PROPOSALS",
     "SCHEDULES",
     "STRATEGIES",
 ]

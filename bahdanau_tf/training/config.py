@@ -19,6 +19,7 @@ OPTIMIZERS = ("adadelta", "adam", "sgd")
 SCHEDULES = ("constant", "halving", "warmup_rsqrt")
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
 STRATEGIES = ("default", "mirrored", "multi_worker")
+SAMPLED_PROPOSALS = ("batch", "log_uniform")
 
 
 @dataclasses.dataclass
@@ -88,12 +89,17 @@ class TrainingConfig:
         '``tf.function`` without XLA runs every shape with one trace). `padding_multiple` is '
         'the value in effect.')
     sampled_softmax: int | None = _field(None,
-        'Train with a sampled softmax of this many negative classes per batch (Jean et al. '
-        '2015: `bahdanau_tf.losses.sampled_token_nll`, log-uniform proposal over the '
-        'frequency-sorted target vocabulary) instead of the full softmax, whose cost grows with '
+        'Train with a sampled softmax over this many classes per batch (Jean et al. 2015: '
+        '`bahdanau_tf.losses.sampled_token_nll`; `sampled_proposal` says which) instead of '
+        'the full softmax, whose cost grows with '
         'the target vocabulary; the same output weights, so the dev NLL, translation and export '
         'use the full softmax unchanged. The train NLL shown is then the sampled loss. None '
         '(default): the full softmax. Must be below the target vocabulary size.')
+    sampled_proposal: str = _field("batch",
+        'Which K classes the sampled softmax scores. "batch" (default; Jean et al. 2015, '
+        '`bahdanau_tf.losses.batch_candidates`): the batch\'s own target tokens, then uniform '
+        'others, no correction. "log_uniform" (`tf.nn.sampled_softmax_loss`\'s, '
+        '`sample_candidates`): Zipfian draws, each logit less log of its expected count.')
     lexicon_top_k: int = _field(10,
         'At the end of a run (not one stopped by a signal), write ``OUT/lexicon.tsv``: the '
         'top-k target tokens of each source token by sentence co-occurrence (Dice) in the '
@@ -149,6 +155,8 @@ class TrainingConfig:
                 isinstance(self.sampled_softmax, bool) or not isinstance(self.sampled_softmax, int)
                 or self.sampled_softmax < 1):
             raise ValueError(f"`sampled_softmax` must be a positive int or None, got {self.sampled_softmax!r}.")
+        if self.sampled_proposal not in SAMPLED_PROPOSALS:
+            raise ValueError(f"`sampled_proposal` must be one of {SAMPLED_PROPOSALS}, got {self.sampled_proposal!r}.")
         for name, low in (("dev_bleu_every", 0), ("dev_bleu_sentences", 1)):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < low:

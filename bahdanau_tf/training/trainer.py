@@ -297,9 +297,11 @@ class Trainer:
         local_tokens = tf.reduce_sum(tf.cast(tf.not_equal(target_out, PAD_ID), "float32"))
         global_tokens = tf.maximum(context.all_reduce("sum", local_tokens), 1.0)
         sampled_values = None
-        if self.config.sampled_softmax:  # drawn here: the sampler has no XLA kernel
-            sampled_values = losses.sample_candidates(target_out, self.config.sampled_softmax,
-                                                      self.target_tokenizer.vocabulary_size)
+        if self.config.sampled_softmax:  # drawn here: the log-uniform sampler has no XLA kernel
+            choose = (losses.batch_candidates if self.config.sampled_proposal == "batch"
+                      else losses.sample_candidates)
+            sampled_values = choose(target_out, self.config.sampled_softmax,
+                                    self.target_tokenizer.vocabulary_size)
         nll_sum, gradients = self._gradients(source, target_in, target_out, global_tokens, sampled_values)
         # embedding gradients come as IndexedSlices; dense ones all-reduce and scale uniformly
         gradients = [tf.convert_to_tensor(g) for g in gradients]
