@@ -394,12 +394,16 @@ class Signatures(tf.Module):
                 source_ids, lengths = self._source_ids(sentences)
                 return source_ids, lengths, self._length_limits(lengths)
 
-            def finish(sentences, lengths, ids, out_lengths, scores, attention=None):
+            def finish_with_attention(sentences, lengths, ids, out_lengths, scores, attention):
                 outputs = self._outputs(sentences, lengths, ids, out_lengths, scores,
                                         attention=attention if replace_unk else None)
                 if return_alignments:
                     outputs.update(self._alignment_outputs(sentences, lengths, outputs, attention))
                 return outputs
+
+            # no optional argument: a concrete function binds positional tensors directly
+            def finish(sentences, lengths, ids, out_lengths, scores):
+                return self._outputs(sentences, lengths, ids, out_lengths, scores)
 
             int_matrix = tf.TensorSpec([None, None, None], tf.int32)
             float_matrix = tf.TensorSpec([None, None], tf.float32)
@@ -407,6 +411,7 @@ class Signatures(tf.Module):
                          tf.TensorSpec([None, None], tf.int32), float_matrix]
             if return_alignments or replace_unk:
                 signature.append(tf.TensorSpec([None, None, None, None], tf.float32))
+                finish = finish_with_attention
             # concrete functions: a call skips the tf.function's argument binding (batch 1)
             self._cache.functions[key] = (
                 tf.function(prepare, input_signature=[SENTENCES], autograph=False).get_concrete_function(),

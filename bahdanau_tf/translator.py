@@ -581,7 +581,8 @@ class Translator(signatures.Signatures):
                 source_ids, lengths, limits = (t.numpy() for t in prepare(batch))
                 searched = self._xla_search(source_ids, lengths, limits, beam_size, nbest,
                                             forbid_unknown, return_alignments or replace_unk)
-                return finish(batch, lengths, *(x for x in searched if x is not None))
+                # concrete functions take tensors, not NumPy arrays
+                return finish(batch, *(tf.constant(x) for x in (lengths, *searched) if x is not None))
         else:
             function = self._batch_function(beam_size, nbest, forbid_unknown, return_alignments,
                                             replace_unk)
