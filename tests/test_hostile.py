@@ -313,8 +313,11 @@ def test_a_full_disk_is_one_line_exit_5_and_leaves_nothing_partial(paths, full_d
 @pytest.mark.slow
 def test_an_export_killed_while_writing_leaves_a_claim_that_the_next_export_takes_over(paths,
                                                                                        tmp_path):
-    base = tmp_path / "models"
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    base, temp = tmp_path / "models", tmp_path / "temp"
+    temp.mkdir()
+    # TMPDIR: a SIGKILL can land after TensorFlow's AutoGraph wrote the SavedModel signature
+    # wrapper's source into the temp dir (it deletes it at exit, which a SIGKILL skips)
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", TMPDIR=str(temp))
     command = [sys.executable, "-m", "bahdanau_tf.cli.export", f"--model_dir={paths['model']}",
                f"--export_dir={base}", "--nowarmup", "--version=3"]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
