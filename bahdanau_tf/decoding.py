@@ -497,12 +497,13 @@ def beam_search(step_fn: StepFn, initial_state, batch_size, beam_size=5, max_len
     never = tf.concat([tf.constant([PAD_ID], tf.int32), tf.reshape(start_id, [1]),
                        tf.reshape(tf.cast(forbid_ids, tf.int32), [-1])], axis=0)
     # folded once per search when the vocabulary is known, else at every step
-    outer_mask = None if vocabulary_size is None else never_mask(vocabulary_size, never, end_id)
-    end_position = None
+    outer_mask, end_position = None, None
     if candidates is not None:  # logits over a candidate list: the mask is by the listed ids
         candidates = tf.cast(candidates, tf.int32)
         outer_mask = never_mask(None, never, end_id, token_ids=candidates)
         end_position = tf.argmax(tf.cast(tf.equal(candidates, end_id), tf.int32), output_type=tf.int32)
+    elif vocabulary_size is not None:
+        outer_mask = never_mask(vocabulary_size, never, end_id)
     length = tf.cast(attention_length, tf.int32) if return_attention else 0
     # One extra entry past the batch: what an empty slot reads, and where it writes nothing.
     sentinel = lambda t, fill: tf.concat([t, tf.fill([1], tf.constant(fill, t.dtype))], 0)
