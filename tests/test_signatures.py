@@ -56,3 +56,12 @@ def test_numpy_chunk_plan_and_inputs_equal_the_graphs(bucketed, batch):
         # filler rows: an [END]-only source, limit 1, beam 1
         assert np.all(source[plan.rows:, 0] == END_ID) and np.all(source[plan.rows:, 1:] == PAD_ID)
         assert np.all(chunk[1][plan.rows:] == 1) and np.all(chunk[2][plan.rows:] == 1)
+
+
+def test_a_width_on_a_bucket_stays_in_that_bucket():
+    chunking = signatures.Chunking(size=16, row_buckets=(1, 2, 4, 8, 16), length_buckets=(8, 16, 32, 64),
+                                   max_length_ratio=1.5, max_length_offset=4)
+    for lengths in (np.array([31, 5], np.int32), tf.constant([31, 5])):
+        plan = signatures.plan_chunk(lengths, 0, chunking, bucketed=True)
+        # 31 tokens + [END] = 32, a bucket; limit of a 31-token source: ceil(1.5 * 31) + 4
+        assert tuple(int(v) for v in plan) == (0, 2, 2, 32, 51)
