@@ -7,9 +7,11 @@ One directory holds everything needed to use a trained model, nothing else requi
       source_vocabulary/      the source tokenizer (`bahdanau_tf.text.load_tokenizer`)
       target_vocabulary/      the target tokenizer
       checkpoints/            tf.train.CheckpointManager: model, optimizer, step (for resuming)
-      best/                   the checkpoint with the best dev NLL (what translation uses), if any
+      best/                   the checkpoint with the best dev NLL (what translation uses), if any:
+                              a trained one, or the run end's average when that is lower
       averaged/               the mean of the last N checkpoints' model weights
-                              (`average_checkpoints`, ``bahdanau-average``), if made
+                              (`average_checkpoints`, ``bahdanau-average``, or the trainer
+                              at a run's end: `TrainingConfig.average_last`), if made
       lexicon.tsv             source token -> top-k target tokens (`bahdanau_tf.lexicon`): the
                               candidate lists' lexicon, written at the end of a training run
       report.json             the training report (table 2 of the paper), written by the trainer
@@ -108,7 +110,7 @@ def write_model_config(directory: str, model: keras.Model, source_tokenizer: Any
     tf.io.gfile.makedirs(directory)
     save_vocabularies(directory, source_tokenizer, target_tokenizer)
     config = model_config(model, settings, device)
-    tag = _existing_averaged_tag(directory)
+    tag = averaged_tag(directory)
     if tag is not None:
         config[AVERAGED_TAG] = tag
     _write_json(os.path.join(directory, MODEL_CONFIG), config)
@@ -121,8 +123,9 @@ def _write_json(path, content):
     tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
 
 
-def _existing_averaged_tag(directory):
-    """``model.json``'s averaged tag, when it names an ``averaged/`` checkpoint that exists."""
+def averaged_tag(directory) -> dict | None:
+    """``model.json``'s record of the ``averaged/`` checkpoint (`AVERAGED_TAG`), or None when
+    there is none (or no ``averaged/`` checkpoint to go with it)."""
     try:
         tag = read_model_config(directory).get(AVERAGED_TAG)
     except (OSError, ValueError):
@@ -619,10 +622,7 @@ def average_checkpoints(directory: str | os.PathLike, last: int, output: str | N
                               "new or empty directory.")
     chosen = _chosen_checkpoints(directory, last)
     model = rebuild_model(saved["class_name"], dict(saved["config"]))
-    for variable, value in zip(model.variables, _averaged_weights(model, chosen)):
-        variable.assign(value.astype(variable.dtype))
-    tag = {"last": last, "checkpoints": [os.path.basename(path) for path in chosen],
-           "steps": [_checkpoint_number(path) for path in chosen]}
+    tag = average_into(model, chosen)
     if output is not None:
         save_model_directory(output, model, text.load_tokenizer(os.path.join(directory, SOURCE_VOCABULARY)),
                              text.load_tokenizer(os.path.join(directory, TARGET_VOCABULARY)),
@@ -634,20 +634,31 @@ def average_checkpoints(directory: str | os.PathLike, last: int, output: str | N
         raise FileExistsError(f"{directory!r} is in use by a training process: average once it "
                               "stops, or pass an output directory.")
     try:
-        return _write_averaged(directory, model, tag, chosen)
+        return write_averaged(directory, model, tag)
     finally:
         lock.close()
 
 
-def _write_averaged(directory, model, tag, chosen):
-    """``averaged/`` (written beside itself, then renamed) and ``model.json``'s tag."""
+def average_into(model, checkpoints) -> dict:
+    """Sets ``model``'s variables to their mean over ``checkpoints`` (paths of one run's
+    checkpoints, oldest first; `average_checkpoints` checks them, the trainer averages its own);
+    returns the ``model.json`` tag that records them (`AVERAGED_TAG`)."""
+    for variable, value in zip(model.variables, _averaged_weights(model, checkpoints)):
+        variable.assign(value.astype(variable.dtype))
+    return {"last": len(checkpoints), "checkpoints": [os.path.basename(path) for path in checkpoints],
+            "steps": [_checkpoint_number(path) for path in checkpoints]}
+
+
+def write_averaged(directory, model, tag) -> str:
+    """Writes ``model`` (an average, `average_into`) as ``directory/averaged/`` (beside itself,
+    then renamed, at the last averaged step) and ``tag`` in ``model.json``; returns the path."""
     target = os.path.join(directory, AVERAGED)
     staging = target + ".tmp"
     if tf.io.gfile.exists(staging):
         tf.io.gfile.rmtree(staging)
     try:
         tf.train.CheckpointManager(tf.train.Checkpoint(model=model), staging, max_to_keep=1).save(
-            checkpoint_number=_checkpoint_number(chosen[-1]))
+            checkpoint_number=tag["steps"][-1])
         if tf.io.gfile.exists(target):
             tf.io.gfile.rmtree(target)
         tf.io.gfile.rename(staging, target)

@@ -505,3 +505,28 @@ def replaced_reference(source_tokens, target_tokens, attention, dictionary=None,
             tokens[i] = dictionary.get(word, word)
     text = " ".join(tokens)
     return text.replace(" ##", "") if subword else text
+
+
+def checkpoint_model_values(prefix):
+    """``{path below model/: value}``, read with tf.train.load_checkpoint and the object graph
+    (a trainer's checkpoint files some model variables under optimizer/)."""
+    import tensorflow as tf
+    from tensorflow.core.protobuf import trackable_object_graph_pb2
+
+    reader = tf.train.load_checkpoint(prefix)
+    graph = trackable_object_graph_pb2.TrackableObjectGraph()
+    graph.ParseFromString(reader.get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"))
+    model = [child.node_id for child in graph.nodes[0].children if child.local_name == "model"][0]
+    values, frontier, seen = {}, [(model, "")], set()
+    while frontier:  # breadth first: each variable under its shortest path
+        next_frontier = []
+        for node_id, path in frontier:
+            if node_id in seen:
+                continue
+            seen.add(node_id)
+            for attribute in graph.nodes[node_id].attributes:
+                if attribute.name == "VARIABLE_VALUE":
+                    values[path] = reader.get_tensor(attribute.checkpoint_key)
+            next_frontier += [(c.node_id, f"{path}/{c.local_name}") for c in graph.nodes[node_id].children]
+        frontier = next_frontier
+    return values

@@ -1,5 +1,6 @@
 """Tests for bahdanau-average (bahdanau_tf/cli/average.py), run as a subprocess, and the
-averaged checkpoint through translate's and export's loading (``--checkpoint=averaged``).
+averaged checkpoint through translate's and export's loading (``--checkpoint=averaged``), and
+its export through the session bundle.
 Its refusals (too few checkpoints, no --last, a non-empty --output, damaged data, no average
 to load) are rows of tests/test_hostile.py."""
 
@@ -12,7 +13,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from bahdanau_tf import model_directory  # noqa: E402
+from bahdanau_tf import model_directory, serving  # noqa: E402
 from bahdanau_tf.translator import Translator  # noqa: E402
 from helpers import training_run  # noqa: E402
 
@@ -50,3 +51,11 @@ def test_average_then_translate_and_export_load_the_averaged_checkpoint(tmp_path
     exported = Translator.from_directory(directory, which="averaged", dtype="float32", beam_size=2,
                                           jit_compile=False)
     assert exported.translate(lines).translations == averaged.translations
+    # and the export itself, through the model server's path (session bundle, tensor names)
+    result = run_cli("export", [f"--model_dir={directory}", "--checkpoint=averaged", "--beam_size=2",
+                                f"--export_dir={tmp_path / 'serving'}"])
+    assert result.returncode == 0, result.stderr.decode()[-2000:]
+    with serving.SessionBundle(str(tmp_path / "serving")) as bundle:
+        served = bundle.run("serving_default", sentences=lines)
+    assert [t.decode() for t in served["translations"]] == averaged.translations
+    np.testing.assert_allclose(served["scores"], averaged.scores, atol=1e-3)

@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 from bahdanau_tf import model_directory
-from helpers import random_model, save_model_dir, toy_tokenizers, training_run
+from helpers import checkpoint_model_values, random_model, save_model_dir, toy_tokenizers, training_run
 
 
 @pytest.fixture()
@@ -93,36 +93,12 @@ def test_save_to_preset_replaces_only_its_own_directory(tmp_path):
 
 # === Checkpoint averaging ===
 
-def _model_values(prefix):
-    """``{path below model/: value}``, read with tf.train.load_checkpoint and the object graph
-    (a trainer's checkpoint files some model variables under optimizer/)."""
-    from tensorflow.core.protobuf import trackable_object_graph_pb2
-
-    reader = tf.train.load_checkpoint(prefix)
-    graph = trackable_object_graph_pb2.TrackableObjectGraph()
-    graph.ParseFromString(reader.get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"))
-    model = [child.node_id for child in graph.nodes[0].children if child.local_name == "model"][0]
-    values, frontier, seen = {}, [(model, "")], set()
-    while frontier:  # breadth first: each variable under its shortest path
-        next_frontier = []
-        for node_id, path in frontier:
-            if node_id in seen:
-                continue
-            seen.add(node_id)
-            for attribute in graph.nodes[node_id].attributes:
-                if attribute.name == "VARIABLE_VALUE":
-                    values[path] = reader.get_tensor(attribute.checkpoint_key)
-            next_frontier += [(c.node_id, f"{path}/{c.local_name}") for c in graph.nodes[node_id].children]
-        frontier = next_frontier
-    return values
-
-
 def test_averaged_weights_are_the_numpy_mean_of_the_last_checkpoints(tmp_path):
     directory = training_run(tmp_path / "run")
     path = model_directory.average_checkpoints(directory, last=3)
     assert path == os.path.join(directory, "averaged", "ckpt-400")
-    chosen = [_model_values(os.path.join(directory, "checkpoints", f"ckpt-{n}")) for n in (200, 300, 400)]
-    averaged = _model_values(path)
+    chosen = [checkpoint_model_values(os.path.join(directory, "checkpoints", f"ckpt-{n}")) for n in (200, 300, 400)]
+    averaged = checkpoint_model_values(path)
     assert set(averaged) == set(chosen[0]) and len(averaged) > 10
     for name, value in averaged.items():
         np.testing.assert_allclose(value, np.mean([values[name] for values in chosen], axis=0),
@@ -158,8 +134,8 @@ def test_a_standalone_averaged_directory_loads_with_any_which(tmp_path):
     for which in ("best", "latest", "averaged"):
         assert model_directory.latest_checkpoint(str(tmp_path / "avg"), which, warn=warnings.append) == path
     assert warnings == []
-    expected = _model_values(path)
-    chosen = [_model_values(os.path.join(directory, "checkpoints", f"ckpt-{n}")) for n in (1, 2)]
+    expected = checkpoint_model_values(path)
+    chosen = [checkpoint_model_values(os.path.join(directory, "checkpoints", f"ckpt-{n}")) for n in (1, 2)]
     for name, value in expected.items():
         np.testing.assert_allclose(value, (chosen[0][name] + chosen[1][name]) / 2, rtol=1e-6, atol=1e-7)
 

@@ -82,7 +82,7 @@ def _define_training_flags():
     choices = {"optimizer": training.OPTIMIZERS, "schedule": training.SCHEDULES,
                "precision": training.PRECISIONS, "sampled_proposal": training.SAMPLED_PROPOSALS,
                "bucketing": [m or "none" for m in data.BUCKETING_MODES]}
-    at_least_zero = {"max_steps", "seed", "dev_bleu_every", "lexicon_top_k"}
+    at_least_zero = {"max_steps", "seed", "dev_bleu_every", "lexicon_top_k", "average_last"}
     cli_defaults = {"max_minutes": 12.0}  # the README's 12-minute run; 0 means no budget
     helps = training.TrainingConfig.field_help()  # dataclasses.field(metadata={"help": ...})
     names = []

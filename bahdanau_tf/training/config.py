@@ -69,6 +69,14 @@ class TrainingConfig:
         'Steps between checkpoints (and one at the end).')
     keep_checkpoints: int = _field(3,
         'How many recent checkpoints `tf.train.CheckpointManager` keeps.')
+    average_last: int = _field(0,
+        'At the end of a run with a dev set (not one stopped by a signal), average the model '
+        "weights of the last this many checkpoints (of the ``keep_checkpoints`` kept; 2 or "
+        "more), write the average as ``OUT/averaged/`` (``--checkpoint=averaged``, as "
+        '``bahdanau-average`` would) and make it ``best/`` when its dev NLL is lower than the '
+        "best checkpoint's (``model.json`` records it). 0 (default, the paper's procedure): no "
+        'averaging; the CPU presets (``small``, ``tiny``, ...) average the last 5 checkpoints, '
+        '100 updates apart.')
     log_every: int | None = _field(None,
         'Steps between progress lines and train summaries (the only host reads). None '
         '(default): scaled to the run, about 50 points over it (`bahdanau_tf.training.report.'
@@ -145,8 +153,10 @@ class TrainingConfig:
             raise ValueError(f"`learning_rate` must be positive, got {self.learning_rate!r}.")
         if self.clipnorm is not None and not self.clipnorm > 0:
             raise ValueError(f"`clipnorm` must be positive or None, got {self.clipnorm!r}.")
-        if isinstance(self.lexicon_top_k, bool) or not isinstance(self.lexicon_top_k, int) or self.lexicon_top_k < 0:
-            raise ValueError(f"`lexicon_top_k` must be an int >= 0, got {self.lexicon_top_k!r}.")
+        for name in ("lexicon_top_k", "average_last"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"`{name}` must be an int >= 0, got {value!r}.")
         if self.max_steps is not None and self.max_steps < 0:
             raise ValueError(f"`max_steps` must be >= 0 or None, got {self.max_steps!r}.")
         if self.max_minutes is not None and not self.max_minutes > 0:

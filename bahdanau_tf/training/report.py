@@ -38,6 +38,7 @@ class RunState:
     report: dict | None = None
     dev_corpus: Any = None  # the dev pairs: dev BLEU and the TensorBoard samples
     train_corpus: Any = None  # the training pairs: the lexicon at the end
+    averaged: dict | None = None  # the end's checkpoint average (`Trainer._average_checkpoints`)
 
 
 def training_report(run: RunState, *, sentences_seen: int, best_dev_nll: float, best_step: int,
@@ -63,6 +64,7 @@ def training_report(run: RunState, *, sentences_seen: int, best_dev_nll: float, 
         "best_dev_nll": None if math.isinf(best_dev_nll) else round(best_dev_nll, 4),
         "best_step": int(best_step) if not math.isinf(best_dev_nll) else None,
         "stopped_because": run.stopped,
+        "averaged": run.averaged,
         "target_tokens_per_second": None if run.throughput is None or run.throughput.overall() is None
                                     else round(run.throughput.overall(), 1),
         "train_pairs": int(run.train_pairs),
@@ -86,6 +88,10 @@ def format_report(report: dict) -> str:
                                                                   f"(update {report['best_step']:,})"),
         ("Stopped", str(report["stopped_because"])),
     ]
+    averaged = report.get("averaged")
+    if averaged:
+        rows.append(("Averaged", f"{averaged['checkpoints'][0]} .. {averaged['checkpoints'][-1]}: dev NLL "
+                                 f"{averaged['dev_nll']:.3f}" + (", now best/" if averaged["best"] else "")))
     width = max(len(name) for name, _ in rows)
     return "\n".join(f"{name:<{width}}  {value}" for name, value in rows)
 

@@ -238,11 +238,24 @@ class Trainer:
                     f"{self.output_dir!r} holds a saved model without training state ({latest} has "
                     f"no optimizer or step): it cannot be resumed; pass another --output_dir")
             self.checkpoint.restore(latest).assert_existing_objects_matched()
+            self._adopt_averaged_best()
             self._log(
                 f"Resuming from {latest}: step {int(self.step.numpy())}, "
                 f"{self.elapsed_seconds.numpy() / 60:.1f} min trained so far."
             )
         return latest
+
+    def _adopt_averaged_best(self):
+        """After a restore: when ``best/`` holds the average the run's end made
+        (`_average_checkpoints`), its dev NLL is the one to beat (the checkpoint's counters,
+        saved before the average, hold the best trained one's)."""
+        tag = model_directory_lib.averaged_tag(self.output_dir)
+        best = model_directory_lib.listed_checkpoint(os.path.join(self.output_dir, model_directory_lib.BEST))
+        if not (tag and tag.get("best") and isinstance(tag.get("dev_nll"), (int, float)) and best):
+            return
+        if best.endswith(f"-{tag['steps'][-1]}") and tag["dev_nll"] < float(self.best_dev_nll.numpy()):
+            self.best_dev_nll.assign(tag["dev_nll"])
+            self.best_step.assign(tag["steps"][-1])
 
     def _write_model_config(self):
         """``model.json`` and the vocabularies, with the first checkpoint (see `restore`)."""
@@ -637,6 +650,7 @@ class Trainer:
         latest = self.manager.latest_checkpoint
         if latest is None or not latest.endswith(f"-{run.step}"):
             self._save(run)
+        self._average_checkpoints(run, dev_dataset)
         self._summaries.flush()
         run.report = self._report(run)
         if run.step == run.resumed_step:  # nothing trained (a finished run rerun): keep its figures
@@ -647,6 +661,44 @@ class Trainer:
         self.directory.write_report(run.report)
         self._write_lexicon(run)
         self._cleanup()
+
+    def _average_checkpoints(self, run, dev_dataset):
+        """Checkpoint averaging at the end of a run (`TrainingConfig.average_last`): the mean of
+        the last checkpoints' model weights becomes ``averaged/`` (tagged in ``model.json`` with
+        its dev NLL), and ``best/`` when its dev NLL is lower than the best checkpoint's; the
+        trained weights are put back. Not after a signal (the run must stop promptly), not
+        without a dev set (nothing would say whether the average is better), not twice over the
+        same checkpoints (a finished run rerun). Every worker evaluates; the chief writes."""
+        last = self.config.average_last
+        chosen = self.manager.checkpoints[-last:] if last else []
+        if len(chosen) < 2 or dev_dataset is None or self._signals.received is not None:
+            return
+        names = [os.path.basename(path) for path in chosen]
+        existing = model_directory_lib.averaged_tag(self.output_dir)
+        if existing is not None and existing.get("checkpoints") == names:
+            run.averaged = existing
+            return
+        started = time.time()
+        trained = [variable.numpy() for variable in self.model.variables]
+        tag = model_directory_lib.average_into(self.model, chosen)
+        dev_nll = self.evaluate(dev_dataset)
+        better = dev_nll < float(self.best_dev_nll.numpy())
+        tag.update(dev_nll=round(dev_nll, 4), best=better)
+        if better:
+            self.best_dev_nll.assign(dev_nll)
+            self.best_step.assign(self.step)
+            self._save_checkpoint(self.best_manager)  # best/ckpt-<last step>: the average
+            self._write_model_config()
+        if self.is_chief:
+            model_directory_lib.write_averaged(self.output_dir, self.model, tag)
+        for variable, value in zip(self.model.variables, trained):
+            variable.assign(value)
+        run.averaged = tag
+        self._summaries.write(run.step, {"dev/averaged_nll": dev_nll})
+        self._log(f"Averaged the last {len(chosen)} checkpoints ({names[0]} .. {names[-1]}) into "
+                  f"{model_directory_lib.AVERAGED}/ in {time.time() - started:.0f} s: dev NLL "
+                  f"{dev_nll:.3f}, " + ("lower than the best checkpoint's: best/ is the average."
+                                         if better else "not lower than the best checkpoint's: best/ is kept."))
 
     def _write_lexicon(self, run):
         """``OUT/lexicon.tsv`` from the training corpus (`TrainingConfig.lexicon_top_k`), once
