@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from bahdanau_tf import decoding
 from bahdanau_tf.decoding import (BeamSearchOutput, Ranking, beam_search, ensemble_step_fn,
                                   greedy_search, tile_beams, top_k)
 from bahdanau_tf.special_tokens import END_ID, PAD_ID, START_ID, UNK_ID
@@ -303,6 +304,43 @@ def test_blocked_top_k_equals_top_k_with_ties_and_forbidden_tokens(jit):
             np.testing.assert_array_equal(found[1], expected.indices)
 
 
+@pytest.mark.parametrize("jit", [False, True])
+def test_row_candidates_with_a_vocabulary_mask_equal_log_softmax_and_top_k_of_the_masked_logits(jit):
+    """The search's per-row selection over a `decoding.VocabularyMask` (block maxima of the raw
+    logits, the forbidden tokens' blocks recomputed masked) against NumPy: log-softmax of the
+    logits, then the top k of it with the forbidden tokens at -inf, ties to the lower id."""
+    rng = np.random.default_rng(1)
+    for vocab, never in ((1300, [0, 1, 37]), (5003, [0, 1, 4999, 5002]), (2048, [0, 1, 2, 3])):
+        end_id = 2
+        logits = rng.normal(scale=3.0, size=(48, vocab)).astype(np.float32)
+        logits[:8] = np.round(logits[:8])  # many ties, across blocks
+        logits[8:16, never] = 50.0  # a forbidden token is the row's maximum
+        logits[16, 32:64] = 40.0  # a whole block of equal best values
+        logits[17, :] = 0.0  # every token ties
+        mask = decoding.vocabulary_mask(vocab, tf.constant(never, tf.int32), end_id)
+        assert isinstance(mask, decoding.VocabularyMask)
+        finished = tf.constant(np.arange(48) % 7 == 3)
+        for k in (1, 5):
+            assert decoding._blocked(vocab, k)  # the path under test
+            function = tf.function(lambda x: decoding._row_candidates(x, mask, finished, k, end_id),
+                                   jit_compile=jit, autograph=False)
+            log_probs, tokens = (t.numpy() for t in function(tf.constant(logits)))
+            shifted = logits.astype(np.float64) - logits.max(axis=1, keepdims=True)
+            reference = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+            reference[:, [i for i in never if i != end_id]] = -np.inf
+            order = np.argsort(-reference, axis=1, kind="stable")[:, :k]  # ties to the lower id
+            live = ~finished.numpy()
+            np.testing.assert_array_equal(tokens[live], order[live])
+            np.testing.assert_allclose(log_probs[live], np.take_along_axis(reference, order, 1)[live],
+                                       rtol=1e-5, atol=1e-5)
+            assert (tokens[~live, 0] == end_id).all() and (log_probs[~live, 0] == 0).all()
+            # and exactly what the plain mask gives (the search's path without a VocabularyMask)
+            plain = tf.function(lambda x: decoding._row_candidates(x, mask.mask, finished, k, end_id),
+                                jit_compile=jit, autograph=False)(tf.constant(logits))
+            np.testing.assert_array_equal(log_probs, plain[0].numpy())
+            np.testing.assert_array_equal(tokens, plain[1].numpy())
+
+
 def test_slots_need_the_memory_as_an_argument():
     step_fn, _ = scripted_step_fn({}, {A: 0.5, END_ID: 0.5})
     with pytest.raises(ValueError, match="slots needs memory"):
@@ -551,8 +589,10 @@ def test_a_sentence_in_a_refilled_slot_decodes_as_alone(slots):
         assert len(counter) == alone_total
 
 
-def test_refilled_slots_agree_under_tf_function_and_xla():
-    model = TinyModel(seed=9, vocab=9, scale=2.0)
+@pytest.mark.parametrize("vocab", [9, 1500])
+def test_refilled_slots_agree_under_tf_function_and_xla(vocab):
+    # 1,500 words: under XLA the selection goes through a decoding.VocabularyMask (block maxima)
+    model = TinyModel(seed=9, vocab=vocab, scale=2.0)
     memory, state = model.encode(6)
     limits = tf.constant([3, 7, 5, 8, 1, 6])
 
@@ -560,7 +600,8 @@ def test_refilled_slots_agree_under_tf_function_and_xla():
         return beam_search(model.slot_step_fn(), state, tf.shape(state)[0], beam_size=beam,
                            nbest=1, max_length=limits, length_penalty=0.5, return_attention=True,
                            attention_length=tf.shape(memory)[1], buffer_length=8,
-                           memory=memory, slots=4, xla=xla)
+                           memory=memory, slots=4, xla=xla, vocabulary_size=vocab,
+                           forbid_ids=(UNK_ID,))
 
     for beam in (3, 1):
         eager = decode(memory, state, limits, beam)  # read-out and refill under tf.cond
@@ -576,7 +617,8 @@ def test_refilled_slots_agree_under_tf_function_and_xla():
             np.testing.assert_allclose(other.scores, eager.scores, rtol=1e-5)
             np.testing.assert_allclose(other.attention, eager.attention, atol=1e-5)
         for sentence, limit in enumerate(limits.numpy()):
-            alone = search_alone(model, memory, state, sentence, beam, limit, length_penalty=0.5)
+            alone = search_alone(model, memory, state, sentence, beam, limit, length_penalty=0.5,
+                                 forbid_ids=(UNK_ID,))
             np.testing.assert_array_equal(eager.ids[sentence, :, :limit], alone.ids[0])
 
 
