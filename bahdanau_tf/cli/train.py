@@ -2,7 +2,7 @@ r"""bahdanau-train: trains a model and leaves a model directory for translation 
 
 With no flags it trains the ``small`` RNNsearch on the embedded Bible corpus, English -> Spanish,
 for 12 minutes on a CPU, and writes ``./bahdanau_run`` (model.json, vocabularies, checkpoints,
-best/, report.json, logs/ for TensorBoard). Running it again on the same ``--output_dir``
+best/, averaged/, report.json, logs/ for TensorBoard, lexicon.tsv). Running it again on the same ``--output_dir``
 resumes from the last checkpoint (the vocabularies are read back from the directory, not
 rebuilt).
 
@@ -32,6 +32,10 @@ Why these defaults (for a 12-minute run on a 2-core CPU):
   ~490 updates): Adam 2e-3 / paper init 4.58 (at 400 updates), 5e-3 / paper 4.01, 3e-3 / Keras
   4.07, 5e-3 / Keras 3.39, 8e-3 / Keras 3.70. The paper's initialisation is kept by the paper
   presets, with Adadelta, as in the paper.
+- the last 5 checkpoints, 100 updates apart, averaged at the end (``--average_last``): the
+  average becomes ``best/`` when its dev NLL is lower, as it is after 12 minutes of Adam at 5e-3
+  (dev NLL 2.599 -> 2.289, test BLEU 24.52 -> 28.45 on a 2-core Sapphire Rapids; README,
+  "Checkpoint averaging").
 - precision and XLA are the device's (`bahdanau_tf.devices`; the header line says which and
   why, ``model.json`` records it): float32 + XLA (lengths padded to a multiple of 8) on CPUs,
   mixed bfloat16 without XLA only on CPUs with AMX bf16 tiles (``amx_bf16``), XLA with
