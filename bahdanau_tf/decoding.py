@@ -402,6 +402,42 @@ def _write_when(xla, flags, write, carried):
     return tf.cond(tf.reduce_any(flags), lambda: write(carried), lambda: carried)
 
 
+# The search's loops: all the slots, then half (`_stage_widths`). A third loop (a quarter)
+# failed to compile under XLA in the Translator (tf2xla's constant propagation into while
+# bodies: "Cannot find body function while_2_body_..._const_0").
+_TAIL_STAGES = 2
+
+
+def _stage_widths(width):
+    """The slot counts of the search's successive loops: ``width``, then halves (at least 2
+    slots), `_TAIL_STAGES` at most; one loop when ``width`` is not a Python int (a batch that
+    is not static: the exported signatures)."""
+    widths = [width]
+    while isinstance(width, int) and len(widths) < _TAIL_STAGES and widths[-1] // 2 >= 2:
+        widths.append(widths[-1] // 2)
+    return widths
+
+
+def _compact(loop_vars, width, new_width, beam, batch):
+    """The search loop's variables over ``width`` slots -> over ``new_width``: the live slots
+    (at most ``new_width``, in slot order), then empty ones; each slot with its beams' rows.
+    The output buffers (per sentence) and the queue position stay as they are."""
+    (next_sentence, occupant, slot_steps, scores, finished, lengths, ids, state, slot_memory,
+     history, attention_history, *outputs) = loop_vars
+    live = tf.cast(occupant < batch, tf.int32)
+    slots = tf.math.top_k(live * (width - tf.range(width)), k=new_width).indices  # live first
+    rows = tf.reshape(slots[:, None] * beam + tf.range(beam)[None, :], [-1])
+
+    def by(indices, nest):
+        return tf.nest.map_structure(lambda t: tf.gather(t, indices), nest)
+
+    if attention_history.shape.rank == 3:  # [rows, time, source] (else an empty placeholder)
+        attention_history = by(rows, attention_history)
+    return (next_sentence, by(slots, occupant), by(slots, slot_steps), by(slots, scores),
+            by(slots, finished), by(slots, lengths), by(rows, ids), by(rows, state),
+            by(slots, slot_memory), by(rows, history), attention_history, *outputs)
+
+
 def _backfill(tensor, rows, values):
     """``tensor`` with ``values`` written at the rows where ``rows`` is True (any rank)."""
     rows = tf.reshape(rows, [-1] + [1] * (tensor.shape.rank - 1))
@@ -440,7 +476,11 @@ def beam_search(step_fn: StepFn, initial_state, batch_size, beam_size=5, max_len
     ``[slots * beam_size]`` vector, each row's own step. Without ``memory`` the step function
     closes over its memory, already tiled (`tile_beams`), every sentence has its slot from the
     start (``slots`` = the batch), and ``step`` is a scalar. A sentence gets the same result in
-    a refilled slot as alone (up to floating-point effects of the batch's shape).
+    a refilled slot as alone (up to floating-point effects of the batch's shape). The tail:
+    once no sentence is left to load and the live ones fit in half the slots, they are
+    gathered into half as many (`_compact`) and a second loop goes on over those, so the
+    emptied slots stop costing; this needs the batch and the slots as Python ints (static,
+    as under XLA), else one loop runs to the end.
 
     Args:
         step_fn: ``(ids, step, state) -> (logits, state, attention)``, or with ``memory``
@@ -547,7 +587,6 @@ def beam_search(step_fn: StepFn, initial_state, batch_size, beam_size=5, max_len
     elif slots is not None:
         width = tf.minimum(width, batch)
     rows = width * beam  # the slots * beam rows seen by step_fn
-    loads_per_step = min(_LOADS_PER_STEP, width) if isinstance(width, int) else tf.minimum(_LOADS_PER_STEP, width)
     # no refill when every sentence has a slot from the start (known when tracing)
     refills = memory is not None and not (isinstance(width, int) and isinstance(batch, int) and width >= batch)
     ranking = Ranking(tf.convert_to_tensor(length_penalty, tf.float32))
@@ -593,105 +632,114 @@ def beam_search(step_fn: StepFn, initial_state, batch_size, beam_size=5, max_len
     # === The loop ===
     # Per slot: the sentence it holds (``batch`` when empty) and that sentence's steps so far;
     # per row: the tokens of its hypothesis so far (``history``) and their attention rows.
-    def cond(next_sentence, occupant, *unused):
-        return tf.reduce_any(occupant < batch)
+    def stage_loop(width, refills, next_width, loop_vars):
+        """The search loop over ``width`` slots; with ``next_width`` it stops once no sentence
+        is left to load and the live slots fit in ``next_width`` (`_compact` then)."""
+        loads_per_step = min(_LOADS_PER_STEP, width) if isinstance(width, int) else tf.minimum(_LOADS_PER_STEP, width)
 
-    def body(next_sentence, occupant, slot_steps, scores, finished, lengths, ids, state, slot_memory,
-             history, attention_history, out_ids, out_lengths, out_scores, out_attention):
-        slot_limits = tf.gather(limits_of, occupant)
-        slot_beams = None if own_beams_of is None else tf.gather(own_beams_of, occupant)
-        if memory is None:  # every slot started at step 0: one step for all
-            logits, state, attention = step_fn(ids, tf.reduce_max(slot_steps), state)
-        else:
-            logits, state, attention = step_fn(ids, rows_of(slot_steps), state, slot_memory)
-        mask = outer_mask if outer_mask is not None else never_mask(tf.shape(logits)[-1], never, end_id)
-        chosen = _select(logits, mask, scores, finished, lengths, slot_steps, slot_limits, ranking, beam,
-                         end_id, slot_beams, candidates, end_position)
-        # the states and histories follow their hypotheses, whatever their structure
-        state = tf.nest.map_structure(lambda t: tf.gather(t, chosen.parent_rows), state)
-        at_step = tf.range(time)[None, :] == rows_of(slot_steps)[:, None]  # [rows, time]
-        history = tf.where(at_step, tf.reshape(chosen.written, [-1, 1]),
-                           tf.gather(history, chosen.parent_rows))
-        if return_attention:
-            if attention is None:
-                raise ValueError("return_attention=True but step_fn returned attention=None")
-            # the row that produced each kept token (rows after the end are masked at the end)
-            row = tf.gather(tf.cast(attention, tf.float32), chosen.parent_rows)
-            attention_history = tf.where(at_step[:, :, None], row[:, None, :],
-                                         tf.gather(attention_history, chosen.parent_rows))
-        scores, finished, lengths, slot_steps = chosen.scores, chosen.finished, chosen.lengths, slot_steps + 1
-        ids = tf.reshape(chosen.token, [-1])
+        def cond(next_sentence, occupant, *unused):
+            live = tf.reduce_sum(tf.cast(occupant < batch, tf.int32))
+            if next_width is None:
+                return live > 0
+            return (live > 0) & ((next_sentence < batch) | (live > next_width))
 
-        # === Sentences done: their n-best is final, read it out ===
-        done = (occupant < batch) & _sentences_done(scores, finished, lengths, slot_limits, ranking,
-                                                    nbest, slot_beams)
-
-        def read_out():
-            best_ranks, best = tf.math.top_k(ranking.rank(scores, lengths), k=nbest)  # [slots, nbest]
-            best_lengths = tf.where(tf.math.is_inf(best_ranks), 0, tf.gather(lengths, best, batch_dims=1))
-            best_rows = best + tf.range(width)[:, None] * beam
-            valid = tf.range(time)[None, None, :] < best_lengths[:, :, None]
-            target = tf.where(done, occupant, batch)[:, None]  # not done: the sentinel row
-            written = [tf.tensor_scatter_nd_update(out_ids, target, tf.where(valid, tf.gather(history, best_rows), PAD_ID)),
-                       tf.tensor_scatter_nd_update(out_lengths, target, best_lengths),
-                       tf.tensor_scatter_nd_update(out_scores, target, best_ranks)]
-            if return_attention:
-                written.append(tf.tensor_scatter_nd_update(
-                    out_attention, target,
-                    tf.where(valid[..., None], tf.gather(attention_history, best_rows), 0.0)))
+        def body(next_sentence, occupant, slot_steps, scores, finished, lengths, ids, state, slot_memory,
+                 history, attention_history, out_ids, out_lengths, out_scores, out_attention):
+            slot_limits = tf.gather(limits_of, occupant)
+            slot_beams = None if own_beams_of is None else tf.gather(own_beams_of, occupant)
+            if memory is None:  # every slot started at step 0: one step for all
+                logits, state, attention = step_fn(ids, tf.reduce_max(slot_steps), state)
             else:
-                written.append(out_attention)
-            return tuple(written)
+                logits, state, attention = step_fn(ids, rows_of(slot_steps), state, slot_memory)
+            mask = outer_mask if outer_mask is not None else never_mask(tf.shape(logits)[-1], never, end_id)
+            chosen = _select(logits, mask, scores, finished, lengths, slot_steps, slot_limits, ranking, beam,
+                             end_id, slot_beams, candidates, end_position)
+            # the states and histories follow their hypotheses, whatever their structure
+            state = tf.nest.map_structure(lambda t: tf.gather(t, chosen.parent_rows), state)
+            at_step = tf.range(time)[None, :] == rows_of(slot_steps)[:, None]  # [rows, time]
+            history = tf.where(at_step, tf.reshape(chosen.written, [-1, 1]),
+                               tf.gather(history, chosen.parent_rows))
+            if return_attention:
+                if attention is None:
+                    raise ValueError("return_attention=True but step_fn returned attention=None")
+                # the row that produced each kept token (rows after the end are masked at the end)
+                row = tf.gather(tf.cast(attention, tf.float32), chosen.parent_rows)
+                attention_history = tf.where(at_step[:, :, None], row[:, None, :],
+                                             tf.gather(attention_history, chosen.parent_rows))
+            scores, finished, lengths, slot_steps = chosen.scores, chosen.finished, chosen.lengths, slot_steps + 1
+            ids = tf.reshape(chosen.token, [-1])
 
-        # Under XLA written at every step, into the sentinel row for the slots not done (a
-        # scatter is in place, where a tf.cond would copy the buffers into its output); without
-        # XLA only at the steps some sentence is done (each scatter copies its buffer).
-        out_ids, out_lengths, out_scores, out_attention = _write_when(
-            xla, done, lambda _: read_out(), (out_ids, out_lengths, out_scores, out_attention))
+            # === Sentences done: their n-best is final, read it out ===
+            done = (occupant < batch) & _sentences_done(scores, finished, lengths, slot_limits, ranking,
+                                                        nbest, slot_beams)
 
-        # === Refill: a free slot takes the next sentence, up to four slots a step ===
-        if refills:
-            free = done | (occupant >= batch)
-            order = tf.cumsum(tf.cast(free, tf.int32), exclusive=True)
-            load = free & (order < loads_per_step) & (next_sentence + order < batch)
-            occupant = tf.where(load, next_sentence + order, tf.where(done, batch, occupant))
-            next_sentence += tf.reduce_sum(tf.cast(load, tf.int32))
+            def read_out():
+                best_ranks, best = tf.math.top_k(ranking.rank(scores, lengths), k=nbest)  # [slots, nbest]
+                best_lengths = tf.where(tf.math.is_inf(best_ranks), 0, tf.gather(lengths, best, batch_dims=1))
+                best_rows = best + tf.range(width)[:, None] * beam
+                valid = tf.range(time)[None, None, :] < best_lengths[:, :, None]
+                target = tf.where(done, occupant, batch)[:, None]  # not done: the sentinel row
+                written = [tf.tensor_scatter_nd_update(out_ids, target, tf.where(valid, tf.gather(history, best_rows), PAD_ID)),
+                           tf.tensor_scatter_nd_update(out_lengths, target, best_lengths),
+                           tf.tensor_scatter_nd_update(out_scores, target, best_ranks)]
+                if return_attention:
+                    written.append(tf.tensor_scatter_nd_update(
+                        out_attention, target,
+                        tf.where(valid[..., None], tf.gather(attention_history, best_rows), 0.0)))
+                else:
+                    written.append(out_attention)
+                return tuple(written)
 
-            def refill(slot_memory, state, scores, finished, lengths, slot_steps, ids):
-                # The memory of a few slots is written, the loaded ones first, then others
-                # rewritten with their own memory (under XLA at every step, in place).
-                written_slots = tf.math.top_k(tf.cast(load, tf.int32) * (width - tf.range(width)),
-                                              k=loads_per_step).indices
-                slot_memory = tf.nest.map_structure(
-                    lambda t, full: tf.tensor_scatter_nd_update(t, written_slots[:, None], tf.gather(
-                        full, tf.minimum(tf.gather(occupant, written_slots), last))), slot_memory, memory)
-                load_rows = rows_of(load)
-                fresh = tile_beams(gather_sentences(initial_state, occupant), beam)
-                state = tf.nest.map_structure(lambda old, new: _backfill(old, load_rows, new), state, fresh)
-                scores = tf.where(load[:, None], start_scores(width), scores)
-                finished = tf.where(load[:, None], tf.math.is_inf(scores), finished)
-                return (slot_memory, state, scores, finished, tf.where(load[:, None], 0, lengths),
-                        tf.where(load, 0, slot_steps), tf.where(load_rows, start_id, ids))
+            # Under XLA written at every step, into the sentinel row for the slots not done (a
+            # scatter is in place, where a tf.cond would copy the buffers into its output); without
+            # XLA only at the steps some sentence is done (each scatter copies its buffer).
+            out_ids, out_lengths, out_scores, out_attention = _write_when(
+                xla, done, lambda _: read_out(), (out_ids, out_lengths, out_scores, out_attention))
 
-            slot_memory, state, scores, finished, lengths, slot_steps, ids = _write_when(
-                xla, load, lambda carried: refill(*carried),
-                (slot_memory, state, scores, finished, lengths, slot_steps, ids))
-        else:
-            occupant = tf.where(done, batch, occupant)
-        return (next_sentence, occupant, slot_steps, scores, finished, lengths, ids, state, slot_memory,
-                history, attention_history, out_ids, out_lengths, out_scores, out_attention)
+            # === Refill: a free slot takes the next sentence, up to four slots a step ===
+            if refills:
+                free = done | (occupant >= batch)
+                order = tf.cumsum(tf.cast(free, tf.int32), exclusive=True)
+                load = free & (order < loads_per_step) & (next_sentence + order < batch)
+                occupant = tf.where(load, next_sentence + order, tf.where(done, batch, occupant))
+                next_sentence += tf.reduce_sum(tf.cast(load, tf.int32))
 
-    def shaped_body(*loop_vars):
-        # what the body computes has the loop variables' static shapes (some ops lose them)
-        new = body(*loop_vars)
-        for tensor, old in zip(tf.nest.flatten(new), tf.nest.flatten(loop_vars)):
-            tensor.set_shape(old.shape)
-        return new
+                def refill(slot_memory, state, scores, finished, lengths, slot_steps, ids):
+                    # The memory of a few slots is written, the loaded ones first, then others
+                    # rewritten with their own memory (under XLA at every step, in place).
+                    written_slots = tf.math.top_k(tf.cast(load, tf.int32) * (width - tf.range(width)),
+                                                  k=loads_per_step).indices
+                    slot_memory = tf.nest.map_structure(
+                        lambda t, full: tf.tensor_scatter_nd_update(t, written_slots[:, None], tf.gather(
+                            full, tf.minimum(tf.gather(occupant, written_slots), last))), slot_memory, memory)
+                    load_rows = rows_of(load)
+                    fresh = tile_beams(gather_sentences(initial_state, occupant), beam)
+                    state = tf.nest.map_structure(lambda old, new: _backfill(old, load_rows, new), state, fresh)
+                    scores = tf.where(load[:, None], start_scores(width), scores)
+                    finished = tf.where(load[:, None], tf.math.is_inf(scores), finished)
+                    return (slot_memory, state, scores, finished, tf.where(load[:, None], 0, lengths),
+                            tf.where(load, 0, slot_steps), tf.where(load_rows, start_id, ids))
+
+                slot_memory, state, scores, finished, lengths, slot_steps, ids = _write_when(
+                    xla, load, lambda carried: refill(*carried),
+                    (slot_memory, state, scores, finished, lengths, slot_steps, ids))
+            else:
+                occupant = tf.where(done, batch, occupant)
+            return (next_sentence, occupant, slot_steps, scores, finished, lengths, ids, state, slot_memory,
+                    history, attention_history, out_ids, out_lengths, out_scores, out_attention)
+
+        def shaped_body(*loop_vars):
+            # what the body computes has the loop variables' static shapes (some ops lose them)
+            new = body(*loop_vars)
+            for tensor, old in zip(tf.nest.flatten(new), tf.nest.flatten(loop_vars)):
+                tensor.set_shape(old.shape)
+            return new
+
+        return tf.while_loop(cond, shaped_body, loop_vars)
 
     occupant = tf.range(width)
     initial_memory = () if memory is None else gather_sentences(memory, occupant)
-    outputs = tf.while_loop(
-        cond, shaped_body,
+    loop_vars = (
         (tf.convert_to_tensor(width, tf.int32), occupant, tf.zeros([width], tf.int32),
          start_scores(width), tf.math.is_inf(start_scores(width)), tf.zeros([width, beam], tf.int32),
          tf.fill([rows], start_id), tile_beams(gather_sentences(initial_state, occupant), beam),
@@ -701,6 +749,15 @@ def beam_search(step_fn: StepFn, initial_state, batch_size, beam_size=5, max_len
          tf.fill([batch + 1, nbest, time], tf.constant(PAD_ID, tf.int32)),
          tf.zeros([batch + 1, nbest], tf.int32), tf.fill([batch + 1, nbest], _NEG_INF),
          tf.zeros([batch + 1, nbest, time, length] if return_attention else [0], tf.float32)))
+    # The tail: once no sentence is left to load, the slots empty one by one; the search goes
+    # on over half the slots (the live ones gathered first) as soon as they fit, and so on.
+    widths = _stage_widths(width) if memory is not None else [width]
+    for stage, stage_width in enumerate(widths):
+        next_width = widths[stage + 1] if stage + 1 < len(widths) else None
+        loop_vars = stage_loop(stage_width, refills and stage == 0, next_width, loop_vars)
+        if next_width is not None:
+            loop_vars = _compact(loop_vars, stage_width, next_width, beam, batch)
+    outputs = loop_vars
     out_ids, out_lengths, out_scores = (t[:batch] for t in outputs[-4:-1])
     out_attention = outputs[-1][:batch]
     return BeamSearchOutput(ids=out_ids, lengths=out_lengths, scores=out_scores,

@@ -208,25 +208,21 @@ def decoding_jit(machine: Machine | None = None) -> bool:
     return True
 
 
-def decoding_slots(machine: Machine | None = None, xla: bool = True) -> int:
+def decoding_slots(machine: Machine | None = None) -> int:
     """Sentences the Translator's beam search keeps in flight (`bahdanau_tf.decoding`'s
-    ``slots``): on a CPU 16 under XLA and 32 without (the exported signatures' path); 64 on a
-    GPU.
+    ``slots``): 32 on a CPU, 64 on a GPU.
 
     A finished sentence's slot is refilled at once, so the slot count is not a unit anything
-    waits for: it sets the rows of each step's matmuls (slots x beam), against the tail of each
-    search, where the slots empty one by one (the steps computed for nothing: at batch 64, 512
-    test verses, 1.10x those of one verse at a time with 16 slots, 1.18x with 32). Without XLA
-    every op of a step is a kernel launch of its own, so more rows per step pay: on a 2-core
-    Sapphire Rapids, 512 verses at batch 64, 32 slots instead of 16 translate greedy 1.28x and
-    beam 5 1.16x faster. Under XLA the step's fixed cost is smaller and the gain is near the
-    noise (1.07x greedy, 1.03x beam 5), so the tail wins. A GPU needs more rows to fill its
-    units.
+    waits for: it sets the rows of each step's matmuls (slots x beam). Each step has a fixed
+    cost (every op a kernel launch without XLA, a thunk under XLA), which more rows amortise;
+    the search's tail (the slots emptying once nothing is left to load) goes on over half the
+    slots (`bahdanau_tf.decoding.beam_search`). On a 2-core Sapphire Rapids, 512 test verses at
+    batch 64 (README, "Slots"): 32 slots against 16, greedy 1.10x and beam 5 1.06x faster under
+    XLA, 1.28x and 1.16x without; the hypothesis-steps over those of one verse at a time 1.09x
+    (1.05x with 16). A GPU needs more rows to fill its units.
     """
     machine = machine or detect()
-    if machine.kind == "gpu":
-        return 64
-    return 16 if xla else 32
+    return 64 if machine.kind == "gpu" else 32
 
 
 def decoding_precision(machine: Machine | None = None) -> str | None:

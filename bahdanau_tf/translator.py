@@ -37,17 +37,16 @@ Decisions (all documented here once):
   its own length limit), so a sentence gets the same translation alone and inside any batch.
 - **Chunks and slots**: inside the graph a batch is sorted by source length (longest first)
   and handed to the search ``decode_chunk_size`` (64) sentences at a time, then put back in
-  order. The search keeps ``decode_slots`` sentences in flight (on a CPU 16 under XLA, 32
-  without, `bahdanau_tf.devices.decoding_slots`): the step a sentence is done its n-best is read out and
+  order. The search keeps ``decode_slots`` sentences in flight (32 on a CPU,
+  `bahdanau_tf.devices.decoding_slots`): the step a sentence is done its n-best is read out and
   its slot takes the next sentence of the chunk (continuous batching,
   `bahdanau_tf.decoding.beam_search`'s ``slots``), so no row keeps stepping for a finished
   sentence while a slower one ends. Longest first, the last sentences in flight are the
-  shortest. On 512 test verses at batch 64 the search computed 1.09x (beam 5) and 1.10x
-  (greedy) the hypothesis-steps that decoding them one at a time needs, against 1.30x and
-  1.34x with the former chunks of 16 searched to their slowest sentence (the README's
-  12-minute model; benchmarks/decode_step.py). More slots are not faster
-  on a 2-core CPU (80 rows already keep its matmuls near peak; 32 or 64 slots were 10-40%
-  slower). `Translator.translate` also sorts by length in Python before cutting batches. One
+  shortest; once nothing is left to load and the live sentences fit in half the slots, the
+  search goes on over half (a second loop, where the batch is static: under XLA). On 512 test
+  verses at batch 64 the search computed 1.09x (beam 5 and greedy) the hypothesis-steps that
+  decoding them one at a time needs, against 1.30x and 1.34x with the former chunks of 16
+  searched to their slowest sentence (benchmarks/decode_step.py). `Translator.translate` also sorts by length in Python before cutting batches. One
   plan (`bahdanau_tf.signatures.plan_chunk` and `chunk_input`) decides each chunk's rows,
   filler rows, width and buffer for both the signatures' graph loop and the XLA path (there
   in its NumPy spelling, and each bucket's compiled search looked up in a dict: a batch-1
@@ -188,7 +187,7 @@ class Translator(signatures.Signatures):
             length and searched chunk after chunk (see the module docstring).
         decode_slots: int, sentences the search keeps in flight, each finished one's slot
             refilled with the next of its chunk; None: `bahdanau_tf.devices.decoding_slots`
-            for the search's path (on a CPU 16 under XLA, 32 without: the exported signatures).
+            (32 on a CPU).
         serving_jit_compile: bool, compile the search of the exported signatures with XLA
             (False: TF Serving runs XLA:CPU only with ``--xla_cpu_compilation_enabled``).
         length_buckets: increasing ints, the padded source widths (tokens + ``[END]``) the XLA
@@ -269,7 +268,7 @@ class Translator(signatures.Signatures):
         self.jit_compile = devices.decoding_jit() if jit_compile is None else bool(jit_compile)
         self.serving_jit_compile = bool(serving_jit_compile)
         self.decode_chunk_size = int(decode_chunk_size)
-        self.decode_slots = None if decode_slots is None else int(decode_slots)  # None: per path
+        self.decode_slots = devices.decoding_slots() if decode_slots is None else int(decode_slots)
         # the padded source widths of the XLA path ([END] included), capped by the longest input
         cap = self.max_source_length + 1
         self.length_buckets = tuple(b for b in length_buckets if b < cap) + (cap,)
@@ -416,7 +415,7 @@ class Translator(signatures.Signatures):
         search then runs the largest and empties each row's slots beyond its own beam, see
         `bahdanau_tf.decoding.beam_search`'s ``beam_sizes``).
         """
-        batch = tf.shape(source_ids)[0]
+        batch = source_ids.shape[0] or tf.shape(source_ids)[0]  # static under XLA (buckets)
         beam_sizes = None
         if isinstance(beam_size, tf.Tensor) and beam_size.shape.rank == 1:
             beam_sizes = beam_size
@@ -438,8 +437,7 @@ class Translator(signatures.Signatures):
             attention_length=tf.shape(source_ids)[1] if return_attention else None,
             buffer_length=buffer_length, beam_sizes=beam_sizes,
             vocabulary_size=getattr(self.models[0], "target_vocabulary_size", None),
-            memory=memory, slots=self.decode_slots or devices.decoding_slots(xla=jit_compile), xla=jit_compile,
-            candidates=candidates)
+            memory=memory, slots=self.decode_slots, xla=jit_compile, candidates=candidates)
         return output
 
     def _static_search(self, beam_size, nbest, return_attention, jit_compile):
