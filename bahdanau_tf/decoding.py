@@ -752,7 +752,7 @@ def beam_search(step_fn: StepFn, initial_state, batch_size, beam_size=5, max_len
          tf.zeros([batch + 1, nbest], tf.int32), tf.fill([batch + 1, nbest], _NEG_INF),
          tf.zeros([batch + 1, nbest, time, length] if return_attention else [0], tf.float32)))
     # The tail: once no sentence is left to load, the slots empty one by one; the search goes
-    # on over half the slots (the live ones gathered first) as soon as they fit, and so on.
+    # on over half the slots (the live ones gathered first) as soon as they fit there.
     widths = _stage_widths(width) if memory is not None else [width]
     for stage, stage_width in enumerate(widths):
         next_width = widths[stage + 1] if stage + 1 < len(widths) else None
