@@ -495,18 +495,23 @@ import tensorflow as tf
 _SETUP = r'''
 from bahdanau_tf import data, text, training
 train = data.load_corpus("bible-en-es", split="train").select(slice(0, 1500))
+dev = data.load_corpus("bible-en-es", split="dev").select(slice(0, 64))
 source = text.WordTokenizer.build(train.sources, max_vocabulary_size=200)
 target = text.WordTokenizer.build(train.targets, max_vocabulary_size=200)
 
 def fit(output_dir, strategy, **changes):
     tf.keras.utils.set_random_seed(7)
+    # a dev set: the run ends by averaging ckpt-2 and ckpt-4 (the tiny preset's average_last),
+    # every replica and worker evaluating, then the trained weights put back
     config = training.TrainingConfig.for_preset(
         "tiny", max_steps=4, max_length=16, jit_compile=False, precision="float32", log_every=2,
-        checkpoint_every=2, summaries=False, **changes)
+        checkpoint_every=2, summaries=False, dev_sentences=64, eval_every=1000, dev_bleu_every=0,
+        **changes)
     trainer = training.Trainer(output_dir, source, target, preset="tiny", config=config, strategy=strategy,
                                log=lambda line: None)
-    report = trainer.fit(train)
+    report = trainer.fit(train, dev)
     assert report["updates"] == 4, report
+    assert report["averaged"]["checkpoints"] == ["ckpt-2", "ckpt-4"], report
     return trainer
 '''
 
@@ -609,6 +614,9 @@ def test_multi_worker_strategy_two_processes_end_with_identical_weights(tmp_path
     assert len(first.files) == len(second.files) > 0
     for name in first.files:
         np.testing.assert_array_equal(first[name], second[name])
-    # the chief (worker 0) wrote the model directory; the other worker wrote nothing there
+    # the chief (worker 0) wrote the model directory, the average included; the other worker
+    # wrote nothing there
     assert (tmp_path / "out" / "model.json").exists()
+    assert model_directory.read_model_config(str(tmp_path / "out"))["averaged"]["steps"] == [2, 4]
+    assert model_directory.latest_checkpoint(str(tmp_path / "out"), "averaged").endswith("averaged/ckpt-4")
     assert tf.train.latest_checkpoint(str(tmp_path / "out" / "checkpoints")).endswith("ckpt-4")
