@@ -8,7 +8,7 @@ each first translates the sentences once untimed (tracing, XLA compilations), th
 alternate for ``--rounds`` timed rounds and the best of each is kept (the machine is shared),
 so the ratio comes from one run. Also reported: the share of identical translations, each
 one's cased BLEU against the references (sacrebleu), the mean candidate-list size of a chunk, and
-a step's pieces at 80 rows (16 slots x beam 5), each timed alone under XLA in a
+a step's pieces at ``--step_rows`` rows (80: 16 slots x beam 5), each timed alone under XLA in a
 ``tf.while_loop``: the network step up to the maxout (``features``), the [rows, V] projection,
 and the log-normaliser + ``top_k`` over V; the same over the mean candidate list.
 
@@ -35,7 +35,8 @@ flags.DEFINE_integer("sentences", 0, "Test verses (0: the whole test split).")
 flags.DEFINE_integer("frequent", 2000, "Candidate lists: the most frequent target tokens.")
 flags.DEFINE_integer("per_word", 10, "Candidate lists: lexicon translations per source token.")
 flags.DEFINE_integer("rounds", 3, "Timed rounds per variant (best kept).")
-flags.DEFINE_integer("step_rows", 80, "Rows of the timed step pieces (16 slots x beam 5).")
+flags.DEFINE_integer("step_rows", 80, "Rows of the timed step pieces (80: 16 slots x beam 5; "
+                     "translate runs 32 slots since session 15).")
 flags.DEFINE_string("output", os.path.join(os.path.dirname(__file__), "results", "candidate_lists.json"),
                     "JSON output path.")
 

@@ -2,9 +2,9 @@
 
 Two measurements (issue 27, item 4):
 
-1. **ms per step**, for the rows the search runs: 80 (a chunk of 16 x beam 5, what `translate`
-   runs), 320 (64 x beam 5) and 64 (greedy), with XLA and without (the exported signatures'
-   path):
+1. **ms per step**, for the rows the search runs: 80 (16 slots x beam 5, what `translate` ran
+   until session 15; 32 slots since, `devices.decoding_slots`), 320 (64 x beam 5) and 64
+   (greedy), with XLA and without (the exported signatures' path):
    * ``network``: `decode_step` alone in a ``tf.while_loop`` (the next ids do not depend on the
      logits; the logits are carried by the loop, so nothing is pruned);
    * ``search``: the same step inside `bahdanau_tf.decoding.beam_search` (beam 5 or 1, length
