@@ -420,14 +420,19 @@ def _stage_widths(width):
     return widths
 
 
+def _first_slots(flags, width, k):
+    """int32 [k]: the slots where ``flags`` [width] is True, in slot order, then the lowest
+    others (a stable ``top_k``)."""
+    return tf.math.top_k(tf.cast(flags, tf.int32) * (width - tf.range(width)), k=k).indices
+
+
 def _compact(loop_vars, width, new_width, beam, batch):
     """The search loop's variables over ``width`` slots -> over ``new_width``: the live slots
     (at most ``new_width``, in slot order), then empty ones; each slot with its beams' rows.
     The output buffers (per sentence) and the queue position stay as they are."""
     (next_sentence, occupant, slot_steps, scores, finished, lengths, ids, state, slot_memory,
      history, attention_history, *outputs) = loop_vars
-    live = tf.cast(occupant < batch, tf.int32)
-    slots = tf.math.top_k(live * (width - tf.range(width)), k=new_width).indices  # live first
+    slots = _first_slots(occupant < batch, width, new_width)  # the live ones first
     rows = tf.reshape(slots[:, None] * beam + tf.range(beam)[None, :], [-1])
 
     def by(indices, nest):
@@ -709,8 +714,7 @@ def beam_search(step_fn: StepFn, initial_state, batch_size, beam_size=5, max_len
                 def refill(slot_memory, state, scores, finished, lengths, slot_steps, ids):
                     # The memory of a few slots is written, the loaded ones first, then others
                     # rewritten with their own memory (under XLA at every step, in place).
-                    written_slots = tf.math.top_k(tf.cast(load, tf.int32) * (width - tf.range(width)),
-                                                  k=loads_per_step).indices
+                    written_slots = _first_slots(load, width, loads_per_step)
                     slot_memory = tf.nest.map_structure(
                         lambda t, full: tf.tensor_scatter_nd_update(t, written_slots[:, None], tf.gather(
                             full, tf.minimum(tf.gather(occupant, written_slots), last))), slot_memory, memory)
