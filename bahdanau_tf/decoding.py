@@ -230,32 +230,31 @@ def _block_grid(values):
     return tf.reshape(padded, [-1, blocks, _TOP_K_BLOCK])
 
 
-def _top_k_of_blocks(grid, block_max, k, mask_grid=None):
+def _top_k_of_blocks(grid, block_max, k):
     """`top_k`'s last two passes: the ``k`` best blocks by ``block_max`` [rows, blocks], then a
-    ``top_k`` over their entries in id order (``+ mask_grid`` [blocks, width] when given)."""
+    ``top_k`` over their entries in id order."""
     best_blocks = tf.sort(tf.math.top_k(block_max, k=k).indices, axis=-1)
     candidates = tf.gather(grid, best_blocks, batch_dims=1)  # [rows, k, width]
-    if mask_grid is not None:
-        candidates += tf.gather(mask_grid, best_blocks)
     top_values, position = tf.math.top_k(tf.reshape(candidates, [-1, k * _TOP_K_BLOCK]), k=k)
     ids = tf.gather(best_blocks, position // _TOP_K_BLOCK, batch_dims=1) * _TOP_K_BLOCK
     return top_values, ids + position % _TOP_K_BLOCK
 
 
 class VocabularyMask(NamedTuple):
-    """`never_mask` over a whole vocabulary, also cut into `top_k`'s blocks; built once per
-    search (`vocabulary_mask`). The per-row selection (`_row_candidates`) then never adds the
-    mask to a [rows, vocabulary] tensor: it takes the block maxima of the raw logits (which also
-    give each row's maximum, the log-normaliser's shift), recomputes masked only the blocks of
-    the never-generated tokens, and adds the mask to the entries of the blocks it keeps. The
-    same values and ids as ``top_k(logits + mask)`` (and as ``argmax`` for one), with two
-    passes over the logits fewer. Used under XLA (`beam_search`'s ``xla``): on a 2-core Sapphire
-    Rapids, 5,000 words, a search step at 64 greedy rows takes 2.06 -> 1.75 ms, at 80 and 320
-    beam rows 5% and 2% less; without XLA the plain mask was 1-10% faster."""
+    """`never_mask` over a whole vocabulary and the never-generated tokens; built once per search
+    (`vocabulary_mask`). The per-row selection (`_row_candidates`) then makes one pass of
+    `top_k`'s block maxima over the masked logits: the mask is added in the pass that pads the
+    logits to whole blocks (under XLA one fusion with the output bias), and each row's maximum
+    (the log-normaliser's shift) is the largest of its blocks' maxima and of the few
+    never-generated tokens' logits, exactly ``max(logits)``. The same values and ids as
+    ``top_k(logits + mask)`` (and as ``argmax`` for one), with two passes over the logits fewer
+    than the plain path. Used under XLA (`beam_search`'s ``xla``): on a 2-core Sapphire Rapids,
+    5,000 words, a search step at 64 greedy rows takes 2.06 -> 1.75 ms, at 80 and 320 beam rows
+    5% and 2% less; without XLA the plain mask was 1-10% faster. (Session 15 recomputed the
+    never-generated tokens' blocks instead, over [rows, blocks, never]: no faster, more ops.)"""
 
     mask: tf.Tensor  # float32 [vocabulary]: -inf at the never-generated tokens, 0 elsewhere
-    grid: tf.Tensor  # float32 [blocks, width]: the mask by block, -inf past the vocabulary
-    blocks: tf.Tensor  # int32 [never]: the block of each never-generated token (END's too)
+    never: tf.Tensor  # int32 [never]: the never-generated tokens (END's too), clipped to the vocabulary
 
 
 def vocabulary_mask(vocabulary_size, never, end_id):
@@ -264,23 +263,18 @@ def vocabulary_mask(vocabulary_size, never, end_id):
     mask = never_mask(vocabulary_size, never, end_id)
     if never.shape[0] is None:
         return mask
-    blocks = tf.clip_by_value(tf.cast(never, tf.int32), 0, vocabulary_size - 1) // _TOP_K_BLOCK
-    return VocabularyMask(mask, _block_grid(mask[None, :])[0], blocks)
+    return VocabularyMask(mask, tf.clip_by_value(tf.cast(never, tf.int32), 0, vocabulary_size - 1))
 
 
 def _masked_top_k(logits, vocabulary, k):
     """``top_k(logits + vocabulary.mask, k)`` and each row's ``max(logits)`` ([rows, 1]) from one
-    pass of block maxima over ``logits`` (see `VocabularyMask`)."""
-    grid = _block_grid(logits)
-    block_max = tf.reduce_max(grid, axis=-1)  # [rows, blocks], unmasked
-    top = tf.reduce_max(block_max, axis=-1, keepdims=True)
-    # the blocks of the never-generated tokens, masked: [rows, never]
-    fixed = tf.reduce_max(tf.gather(grid, vocabulary.blocks, axis=1) + tf.gather(vocabulary.grid, vocabulary.blocks),
-                          axis=-1)
-    hit = tf.equal(tf.range(tf.shape(block_max)[1])[:, None], vocabulary.blocks[None, :])  # [blocks, never]
-    block_max = tf.where(tf.reduce_any(hit, axis=-1)[None, :],
-                         tf.reduce_max(tf.where(hit[None], fixed[:, None, :], _NEG_INF), axis=-1), block_max)
-    values, ids = _top_k_of_blocks(grid, block_max, k, vocabulary.grid)
+    pass of block maxima over the masked logits (see `VocabularyMask`)."""
+    grid = _block_grid(logits + vocabulary.mask)  # the mask is added where the padding is written
+    block_max = tf.reduce_max(grid, axis=-1)  # [rows, blocks], masked
+    # max(logits) = max(the allowed tokens' maximum, the never-generated ones' logits): exact
+    never = tf.reduce_max(tf.gather(logits, vocabulary.never, axis=1), axis=-1, keepdims=True)
+    top = tf.maximum(tf.reduce_max(block_max, axis=-1, keepdims=True), never)
+    values, ids = _top_k_of_blocks(grid, block_max, k)
     return values, ids, top
 
 
@@ -402,20 +396,32 @@ def _write_when(xla, flags, write, carried):
     return tf.cond(tf.reduce_any(flags), lambda: write(carried), lambda: carried)
 
 
-# The search's loops: all the slots, then half (`_stage_widths`). A third loop (a quarter)
-# failed to compile under XLA in the Translator (tf2xla's constant propagation into while
-# bodies: "Cannot find body function while_2_body_..._const_0").
-_TAIL_STAGES = 2
+# The search's loops: all the slots, then halves (`_stage_widths`). No loop variable is a
+# constant that a loop passes on unchanged to the next: tf2xla propagates such a constant
+# around the loop into the next one, and at the third loop fails ("Propagate: Cannot find body
+# function while_2_body_..._const_0", TF 2.21). So the search carries no empty placeholders,
+# and a loop that loads nothing captures what it does not change.
+_TAIL_STAGES = 2  # loops when the first one refills slots: the tail is the end of the batch
+_START_STAGES = 4  # loops when every sentence has a slot from the start: it is all tail
 
 
-def _stage_widths(width):
+def _stage_widths(width, refills):
     """The slot counts of the search's successive loops: ``width``, then halves (at least 2
-    slots), `_TAIL_STAGES` at most; one loop when ``width`` is not a Python int (a batch that
-    is not static: the exported signatures). Halving a dynamic width there was tried: the
-    served batch of 64 took 520 / 484 ms against 468 / 487 (no gain: without XLA a step's
-    cost is mostly its ops' launches, not its rows), and the bigger graph loaded 0.3 s slower."""
+    slots), `_TAIL_STAGES` loops at most when the first loop ``refills`` slots, else
+    `_START_STAGES`; one loop when ``width`` is not a Python int (a batch that is not static:
+    the exported signatures). Every loop is compiled (under XLA), so each costs compile time.
+
+    Measured on a 2-core Sapphire Rapids, 512 test verses at batch 64, XLA: greedy with 64
+    slots (no refill: every verse starts at once) and 2 / 3 / 4 loops 1.22 / 1.13 / 1.09x the
+    hypothesis-steps of one verse at a time, 492 / 505 sentences/s with 3 / 4 (445 with 32
+    slots, 2 loops); beam 5 with 32 slots (refilled) and 2 / 3 / 4 loops 1.085 / 1.052 /
+    1.041x, 195.9 / 200.0 / 200.8 sentences/s, but its first call 12.4 / 16.0 / 19.6 s.
+    Halving a dynamic width (the exported signatures) was tried: the served batch of 64 took
+    520 / 484 ms against 468 / 487 (no gain: without XLA a step's cost is mostly its ops'
+    launches, not its rows), and the bigger graph loaded 0.3 s slower."""
+    stages = _TAIL_STAGES if refills else _START_STAGES
     widths = [width]
-    while isinstance(width, int) and len(widths) < _TAIL_STAGES and widths[-1] // 2 >= 2:
+    while isinstance(width, int) and len(widths) < stages and widths[-1] // 2 >= 2:
         widths.append(widths[-1] // 2)
     return widths
 
@@ -438,8 +444,7 @@ def _compact(loop_vars, width, new_width, beam, batch):
     def by(indices, nest):
         return tf.nest.map_structure(lambda t: tf.gather(t, indices), nest)
 
-    if attention_history.shape.rank == 3:  # [rows, time, source] (else an empty placeholder)
-        attention_history = by(rows, attention_history)
+    attention_history = by(rows, attention_history)  # () without attention
     return (next_sentence, by(slots, occupant), by(slots, slot_steps), by(slots, scores),
             by(slots, finished), by(slots, lengths), by(rows, ids), by(rows, state),
             by(slots, slot_memory), by(rows, history), attention_history, *outputs)
@@ -694,7 +699,7 @@ def beam_search(step_fn: StepFn, initial_state, batch_size, beam_size=5, max_len
                         out_attention, target,
                         tf.where(valid[..., None], tf.gather(attention_history, best_rows), 0.0)))
                 else:
-                    written.append(out_attention)
+                    written.append(())
                 return tuple(written)
 
             # Under XLA written at every step, into the sentinel row for the slots not done (a
@@ -741,7 +746,22 @@ def beam_search(step_fn: StepFn, initial_state, batch_size, beam_size=5, max_len
                 tensor.set_shape(old.shape)
             return new
 
-        return tf.while_loop(cond, shaped_body, loop_vars)
+        if refills:
+            return tf.while_loop(cond, shaped_body, loop_vars)
+        # Nothing to load: what the loop never changes (the queue position, the slots' memory)
+        # is captured, not carried (see `_TAIL_STAGES`).
+        fixed = {0: loop_vars[0], 8: loop_vars[8]}
+
+        def full(changing):
+            changing = iter(changing)
+            return tuple(fixed[i] if i in fixed else next(changing) for i in range(len(loop_vars)))
+
+        def part(values):
+            return tuple(v for i, v in enumerate(values) if i not in fixed)
+
+        changing = tf.while_loop(lambda *v: cond(*full(v)), lambda *v: part(shaped_body(*full(v))),
+                                 part(loop_vars))
+        return full(changing)
 
     occupant = tf.range(width)
     initial_memory = () if memory is None else gather_sentences(memory, occupant)
@@ -751,13 +771,13 @@ def beam_search(step_fn: StepFn, initial_state, batch_size, beam_size=5, max_len
          tf.fill([rows], start_id), tile_beams(gather_sentences(initial_state, occupant), beam),
          initial_memory,
          tf.fill([rows, time], tf.constant(PAD_ID, tf.int32)),
-         tf.zeros([rows, time, length] if return_attention else [0], tf.float32),
+         tf.zeros([rows, time, length], tf.float32) if return_attention else (),
          tf.fill([batch + 1, nbest, time], tf.constant(PAD_ID, tf.int32)),
          tf.zeros([batch + 1, nbest], tf.int32), tf.fill([batch + 1, nbest], _NEG_INF),
-         tf.zeros([batch + 1, nbest, time, length] if return_attention else [0], tf.float32)))
+         tf.zeros([batch + 1, nbest, time, length], tf.float32) if return_attention else ()))
     # The tail: once no sentence is left to load, the slots empty one by one; the search goes
     # on over half the slots (the live ones gathered first) as soon as they fit there.
-    widths = _stage_widths(width) if memory is not None else [width]
+    widths = _stage_widths(width, refills) if memory is not None else [width]
     for stage, stage_width in enumerate(widths):
         next_width = widths[stage + 1] if stage + 1 < len(widths) else None
         loop_vars = stage_loop(stage_width, refills and stage == 0, next_width, loop_vars)
@@ -765,9 +785,8 @@ def beam_search(step_fn: StepFn, initial_state, batch_size, beam_size=5, max_len
             loop_vars = _compact(loop_vars, stage_width, next_width, beam, batch)
     outputs = loop_vars
     out_ids, out_lengths, out_scores = (t[:batch] for t in outputs[-4:-1])
-    out_attention = outputs[-1][:batch]
     return BeamSearchOutput(ids=out_ids, lengths=out_lengths, scores=out_scores,
-                            attention=out_attention if return_attention else None)
+                            attention=outputs[-1][:batch] if return_attention else None)
 
 
 def greedy_search(step_fn: StepFn, initial_state, batch_size, max_length=100, start_id=START_ID,

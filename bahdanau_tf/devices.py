@@ -208,9 +208,14 @@ def decoding_jit(machine: Machine | None = None) -> bool:
     return True
 
 
-def decoding_slots(machine: Machine | None = None) -> int:
+_DECODING_ROWS = 160  # rows (slots x beam) a CPU search step is fitted to
+
+
+def decoding_slots(machine: Machine | None = None, beam_size: int | None = None) -> int:
     """Sentences the Translator's beam search keeps in flight (`bahdanau_tf.decoding`'s
-    ``slots``): 32 on a CPU, 64 on a GPU.
+    ``slots``). On a CPU about 160 rows a step (slots x ``beam_size``), between 32 and 64
+    slots: 64 for greedy search, 32 from beam 5 up (32 when the beam is not known when
+    tracing); 64 on a GPU.
 
     A finished sentence's slot is refilled at once, so the slot count is not a unit anything
     waits for: it sets the rows of each step's matmuls (slots x beam). Each step has a fixed
@@ -218,11 +223,16 @@ def decoding_slots(machine: Machine | None = None) -> int:
     the search's tail (the slots emptying once nothing is left to load) goes on over half the
     slots (`bahdanau_tf.decoding.beam_search`). On a 2-core Sapphire Rapids, 512 test verses at
     batch 64 (README, "Slots"): 32 slots against 16, greedy 1.10x and beam 5 1.06x faster under
-    XLA, 1.28x and 1.16x without; the hypothesis-steps over those of one verse at a time 1.09x
-    (1.05x with 16). A GPU needs more rows to fill its units.
+    XLA, 1.28x and 1.16x without; beam 5 with 24 / 32 / 40 slots 190.6 / 198.8 / 185.4
+    sentences/s, greedy with 32 / 48 / 64 457 / 465 / 486-489 (XLA). A GPU needs more rows to
+    fill its units.
     """
     machine = machine or detect()
-    return 64 if machine.kind == "gpu" else 32
+    if machine.kind == "gpu":
+        return 64
+    if beam_size is None:
+        return 32
+    return min(64, max(32, _DECODING_ROWS // max(int(beam_size), 1)))
 
 
 def decoding_precision(machine: Machine | None = None) -> str | None:

@@ -37,8 +37,8 @@ Decisions (all documented here once):
   its own length limit), so a sentence gets the same translation alone and inside any batch.
 - **Chunks and slots**: inside the graph a batch is sorted by source length (longest first)
   and handed to the search ``decode_chunk_size`` (64) sentences at a time, then put back in
-  order. The search keeps ``decode_slots`` sentences in flight (32 on a CPU,
-  `bahdanau_tf.devices.decoding_slots`): the step a sentence is done its n-best is read out and
+  order. The search keeps ``decode_slots`` sentences in flight (on a CPU 32 at beam
+  5, 64 greedy: `bahdanau_tf.devices.decoding_slots`): the step a sentence is done its n-best is read out and
   its slot takes the next sentence of the chunk (continuous batching,
   `bahdanau_tf.decoding.beam_search`'s ``slots``), so no row keeps stepping for a finished
   sentence while a slower one ends. Longest first, the last sentences in flight are the
@@ -187,7 +187,7 @@ class Translator(signatures.Signatures):
             length and searched chunk after chunk (see the module docstring).
         decode_slots: int, sentences the search keeps in flight, each finished one's slot
             refilled with the next of its chunk; None: `bahdanau_tf.devices.decoding_slots`
-            (32 on a CPU).
+            for the beam (on a CPU 64 for greedy search, 32 for beam 5).
         serving_jit_compile: bool, compile the search of the exported signatures with XLA
             (False: TF Serving runs XLA:CPU only with ``--xla_cpu_compilation_enabled``).
         length_buckets: increasing ints, the padded source widths (tokens + ``[END]``) the XLA
@@ -268,7 +268,7 @@ class Translator(signatures.Signatures):
         self.jit_compile = devices.decoding_jit() if jit_compile is None else bool(jit_compile)
         self.serving_jit_compile = bool(serving_jit_compile)
         self.decode_chunk_size = int(decode_chunk_size)
-        self.decode_slots = devices.decoding_slots() if decode_slots is None else int(decode_slots)
+        self.decode_slots = None if decode_slots is None else int(decode_slots)
         # the padded source widths of the XLA path ([END] included), capped by the longest input
         cap = self.max_source_length + 1
         self.length_buckets = tuple(b for b in length_buckets if b < cap) + (cap,)
@@ -437,8 +437,15 @@ class Translator(signatures.Signatures):
             attention_length=tf.shape(source_ids)[1] if return_attention else None,
             buffer_length=buffer_length, beam_sizes=beam_sizes,
             vocabulary_size=getattr(self.models[0], "target_vocabulary_size", None),
-            memory=memory, slots=self.decode_slots, xla=jit_compile, candidates=candidates)
+            memory=memory, slots=self._slots(beam_size), xla=jit_compile, candidates=candidates)
         return output
+
+    def _slots(self, beam_size):
+        """The search's slots: ``decode_slots``, else `bahdanau_tf.devices.decoding_slots` for
+        the beam (a Python int; a beam that is not static gets the default for an unknown beam)."""
+        if self.decode_slots is not None:
+            return self.decode_slots
+        return devices.decoding_slots(beam_size=decoding._static_int(beam_size))
 
     def _static_search(self, beam_size, nbest, return_attention, jit_compile):
         """The search with Python beam/nbest, a tf.function (XLA when asked), cached.

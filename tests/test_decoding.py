@@ -306,9 +306,10 @@ def test_blocked_top_k_equals_top_k_with_ties_and_forbidden_tokens(jit):
 
 @pytest.mark.parametrize("jit", [False, True])
 def test_row_candidates_with_a_vocabulary_mask_equal_log_softmax_and_top_k_of_the_masked_logits(jit):
-    """The search's per-row selection over a `decoding.VocabularyMask` (block maxima of the raw
-    logits, the forbidden tokens' blocks recomputed masked) against NumPy: log-softmax of the
-    logits, then the top k of it with the forbidden tokens at -inf, ties to the lower id."""
+    """The search's per-row selection over a `decoding.VocabularyMask` (block maxima of the
+    masked logits, the row maximum from them and the forbidden tokens' logits) against NumPy:
+    log-softmax of the logits, then the top k of it with the forbidden tokens at -inf, ties to
+    the lower id."""
     rng = np.random.default_rng(1)
     for vocab, never in ((1300, [0, 1, 37]), (5003, [0, 1, 4999, 5002]), (2048, [0, 1, 2, 3])):
         end_id = 2
@@ -562,7 +563,7 @@ def test_a_sentence_in_a_refilled_slot_decodes_as_alone(slots):
     assert out.ids.shape == (7, 2, 11) and out.attention.shape == (7, 2, 11, model.source_len)
     # every step computes the rows of its loop's slots: all of them, then (the tail, nothing
     # left to load) halves, each with its beams
-    widths = decoding._stage_widths(min(slots, 7))
+    widths = decoding._stage_widths(min(slots, 7), refills=slots < 7)
     assert set(counter) <= {width * 4 for width in widths} and counter[0] == widths[0] * 4
     if len(widths) > 1:
         assert counter[-1] < widths[0] * 4  # the last steps ran over fewer slots
@@ -592,6 +593,41 @@ def test_a_sentence_in_a_refilled_slot_decodes_as_alone(slots):
                         memory=select(memory, sentence))
             alone_total += len(count)
         assert len(counter) == alone_total
+
+
+@pytest.mark.parametrize("attention", [False, True])
+def test_every_sentence_slotted_from_the_start_goes_on_over_halves_under_xla(attention):
+    """No slot to refill (slots = batch): the search is all tail, so it goes on over 8, 4, 2
+    slots as sentences finish (4 loops). Under XLA that needs no loop-invariant constant to be
+    carried from loop to loop (tf2xla fails at the third loop otherwise): with and without
+    attention, jit-compiled, every sentence still gets what it gets alone."""
+    model = TinyModel(seed=11, vocab=9, scale=2.0)
+    memory, state = model.encode(16)
+    limits = tf.constant([2, 3, 1, 4, 2, 12, 3, 5, 2, 1, 4, 3, 6, 2, 3, 10])
+    beam = 2
+    assert decoding._stage_widths(16, refills=False) == [16, 8, 4, 2]
+    counter = []
+
+    def decode(memory, state, limits, step_fn):
+        return beam_search(step_fn, state, 16, beam_size=beam, nbest=1, max_length=limits,
+                           length_penalty=0.5, return_attention=attention,
+                           attention_length=model.source_len if attention else None,
+                           buffer_length=12, memory=memory, slots=16, xla=True)
+
+    eager = decode(memory, state, limits, model.slot_step_fn(counter))
+    assert counter[0] == 16 * beam and counter[-1] == 2 * beam  # the fourth loop ran
+    assert set(counter) <= {16 * beam, 8 * beam, 4 * beam, 2 * beam}
+    xla = tf.function(lambda *a: decode(*a, model.slot_step_fn()), jit_compile=True)(memory, state, limits)
+    np.testing.assert_array_equal(xla.ids, eager.ids)
+    np.testing.assert_allclose(xla.scores, eager.scores, rtol=1e-5)
+    if attention:
+        np.testing.assert_allclose(xla.attention, eager.attention, atol=1e-5)
+    else:
+        assert xla.attention is None
+    for sentence, limit in enumerate(limits.numpy()):
+        alone = search_alone(model, memory, state, sentence, beam, limit, length_penalty=0.5)
+        np.testing.assert_array_equal(eager.ids[sentence, :, :limit], alone.ids[0])
+        np.testing.assert_allclose(eager.scores[sentence], alone.scores[0], rtol=1e-5)
 
 
 @pytest.mark.parametrize("vocab", [9, 1500])

@@ -73,3 +73,11 @@ def test_explicit_settings_win_over_the_device():
     auto = training.TrainingConfig.for_preset("rnnsearch-50")
     choice = devices.training_choice()
     assert (auto.precision, auto.jit_compile) == (choice.precision, choice.jit_compile)
+
+
+def test_decoding_slots_fit_about_160_rows_on_a_cpu_and_64_slots_on_a_gpu():
+    gpu = devices.Machine(kind="gpu", name="NVIDIA A100", cores=8, compute_capability=(8, 0))
+    slots = {beam: devices.decoding_slots(AVX2_EPYC, beam_size=beam) for beam in (1, 2, 3, 4, 5, 12)}
+    assert slots == {1: 64, 2: 64, 3: 53, 4: 40, 5: 32, 12: 32}
+    assert devices.decoding_slots(AVX2_EPYC) == 32  # a beam not known when tracing
+    assert devices.decoding_slots(gpu, beam_size=1) == devices.decoding_slots(gpu, beam_size=5) == 64
