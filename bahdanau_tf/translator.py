@@ -38,15 +38,16 @@ Decisions (all documented here once):
 - **Chunks and slots**: inside the graph a batch is sorted by source length (longest first)
   and handed to the search ``decode_chunk_size`` (64) sentences at a time, then put back in
   order. The search keeps ``decode_slots`` sentences in flight (on a CPU 32 at beam
-  5, 64 greedy: `bahdanau_tf.devices.decoding_slots`): the step a sentence is done its n-best is read out and
-  its slot takes the next sentence of the chunk (continuous batching,
+  5, 64 greedy: `bahdanau_tf.devices.decoding_slots`): the step a sentence is done its n-best
+  is read out and its slot takes the next sentence of the chunk (continuous batching,
   `bahdanau_tf.decoding.beam_search`'s ``slots``), so no row keeps stepping for a finished
   sentence while a slower one ends. Longest first, the last sentences in flight are the
   shortest; once nothing is left to load and the live sentences fit in half the slots, the
-  search goes on over half (a second loop, where the batch is static: under XLA). On 512 test
-  verses at batch 64 the search computed 1.09x (beam 5 and greedy) the hypothesis-steps that
-  decoding them one at a time needs, against 1.30x and 1.34x with the former chunks of 16
-  searched to their slowest sentence (benchmarks/decode_step.py). `Translator.translate` also sorts by length in Python before cutting batches. One
+  search goes on over half (a second loop, where the batch is static: under XLA), and when
+  every sentence had a slot from the start (greedy: 64 in 64 slots) over halves down to an
+  eighth (4 loops). On 512 test verses at batch 64 the search computed 1.09x (beam 5 and
+  greedy) the hypothesis-steps that decoding them one at a time needs, against 1.30x and 1.34x
+  with the former chunks of 16 searched to their slowest sentence (benchmarks/decode_step.py). `Translator.translate` also sorts by length in Python before cutting batches. One
   plan (`bahdanau_tf.signatures.plan_chunk` and `chunk_input`) decides each chunk's rows,
   filler rows, width and buffer for both the signatures' graph loop and the XLA path (there
   in its NumPy spelling, and each bucket's compiled search looked up in a dict: a batch-1
@@ -445,7 +446,9 @@ class Translator(signatures.Signatures):
         the beam (a Python int; a beam that is not static gets the default for an unknown beam)."""
         if self.decode_slots is not None:
             return self.decode_slots
-        return devices.decoding_slots(beam_size=decoding._static_int(beam_size))
+        static = tf.get_static_value(beam_size) if isinstance(beam_size, tf.Tensor) else beam_size
+        known = static is not None and np.ndim(static) == 0
+        return devices.decoding_slots(beam_size=int(static) if known else None)
 
     def _static_search(self, beam_size, nbest, return_attention, jit_compile):
         """The search with Python beam/nbest, a tf.function (XLA when asked), cached.
