@@ -550,7 +550,8 @@ def search_alone(model, memory, state, sentence, beam, limit, **kwargs):
 
 
 @pytest.mark.parametrize("slots", [1, 2, 3, 7])
-def test_a_sentence_in_a_refilled_slot_decodes_as_alone(slots):
+def test_a_sentence_in_a_refilled_slot_decodes_as_alone(slots, monkeypatch):
+    monkeypatch.setattr(decoding, "_MIN_TAIL_SLOTS", 2)  # the tail's halves at these small sizes too
     model = TinyModel(seed=8, vocab=10, scale=2.0)
     memory, state = model.encode(7)
     limits = np.array([4, 11, 6, 2, 9, 1, 7])
@@ -597,26 +598,28 @@ def test_a_sentence_in_a_refilled_slot_decodes_as_alone(slots):
 
 @pytest.mark.parametrize("attention", [False, True])
 def test_every_sentence_slotted_from_the_start_goes_on_over_halves_under_xla(attention):
-    """No slot to refill (slots = batch): the search is all tail, so it goes on over 8, 4, 2
-    slots as sentences finish (4 loops). Under XLA that needs no loop-invariant constant to be
-    carried from loop to loop (tf2xla fails at the third loop otherwise): with and without
-    attention, jit-compiled, every sentence still gets what it gets alone."""
+    """No slot to refill (slots = batch, greedy's default of 64): the search is all tail, so it
+    goes on over 32, 16, 8 slots as sentences finish (4 loops). Under XLA that needs no
+    loop-invariant constant to be carried from loop to loop (tf2xla fails at the third loop
+    otherwise): with and without attention, jit-compiled, every sentence still gets what it
+    gets alone."""
     model = TinyModel(seed=11, vocab=9, scale=2.0)
-    memory, state = model.encode(16)
-    limits = tf.constant([2, 3, 1, 4, 2, 12, 3, 5, 2, 1, 4, 3, 6, 2, 3, 10])
-    beam = 2
-    assert decoding._stage_widths(16, refills=False) == [16, 8, 4, 2]
+    batch, beam = 64, 2
+    memory, state = model.encode(batch)
+    limits = tf.constant(np.where(np.arange(batch) % 13 == 5, 12, np.arange(batch) % 4 + 1))
+    assert decoding._stage_widths(batch, refills=False) == [64, 32, 16, 8]
+    assert decoding._stage_widths(15, refills=False) == [15]  # small batches: one loop
     counter = []
 
     def decode(memory, state, limits, step_fn):
-        return beam_search(step_fn, state, 16, beam_size=beam, nbest=1, max_length=limits,
+        return beam_search(step_fn, state, batch, beam_size=beam, nbest=1, max_length=limits,
                            length_penalty=0.5, return_attention=attention,
                            attention_length=model.source_len if attention else None,
-                           buffer_length=12, memory=memory, slots=16, xla=True)
+                           buffer_length=12, memory=memory, slots=batch, xla=True)
 
     eager = decode(memory, state, limits, model.slot_step_fn(counter))
-    assert counter[0] == 16 * beam and counter[-1] == 2 * beam  # the fourth loop ran
-    assert set(counter) <= {16 * beam, 8 * beam, 4 * beam, 2 * beam}
+    assert counter[0] == 64 * beam and counter[-1] == 8 * beam  # the fourth loop ran
+    assert set(counter) <= {64 * beam, 32 * beam, 16 * beam, 8 * beam}
     xla = tf.function(lambda *a: decode(*a, model.slot_step_fn()), jit_compile=True)(memory, state, limits)
     np.testing.assert_array_equal(xla.ids, eager.ids)
     np.testing.assert_allclose(xla.scores, eager.scores, rtol=1e-5)
