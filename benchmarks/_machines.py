@@ -67,11 +67,11 @@ class CountingModel:
     def __getattr__(self, name):
         return getattr(self._model, name)
 
-    def decode_step(self, previous_ids, state, memory):
+    def decode_step(self, previous_ids, state, memory, **kwargs):
         import tensorflow as tf
 
         self.counter.assign_add(tf.cast(tf.shape(previous_ids)[0], tf.int64))
-        return self._model.decode_step(previous_ids, state, memory)
+        return self._model.decode_step(previous_ids, state, memory, **kwargs)  # projection=...
 
 
 def write_json(path, record):

@@ -7,7 +7,10 @@ source token in the model directory's ``lexicon.tsv``). The two Translators shar
 each first translates the sentences once untimed (tracing, XLA compilations), then the two
 alternate for ``--rounds`` timed rounds and the best of each is kept (the machine is shared),
 so the ratio comes from one run. Also reported: the share of identical translations, each
-one's cased BLEU against the references (sacrebleu), the mean candidate-list size of a chunk, and
+one's cased BLEU against the references (sacrebleu), the mean candidate-list size of a chunk,
+each variant's mean output length (target tokens) and hypothesis-steps per sentence (every row
+of every search step, counted in an untimed pass by `_machines.CountingModel`: a list that
+changes the outputs can change how long the search runs), and
 a step's pieces at ``--step_rows`` rows (80: 16 slots x beam 5), each timed alone under XLA in a
 ``tf.while_loop``: the network step up to the maxout (``features``), the [rows, V] projection,
 and the log-normaliser + ``top_k`` over V; the same over the mean candidate list.
@@ -90,6 +93,7 @@ def main(argv):
     del argv
     import numpy as np
     import sacrebleu
+    import tensorflow as tf
 
     from bahdanau_tf import corpora, devices, lexicon, model_directory
     from bahdanau_tf.translator import Translator
@@ -123,6 +127,16 @@ def main(argv):
         ids, _ = listed._source_ids(np.asarray([sources[i] for i in order[start:start + FLAGS.batch_size]], object))
         sizes.append(int(listed._candidate_size(ids.numpy())))
     vocabulary = full.target_tokenizer.vocabulary_size
+    counting = _machines.CountingModel(full.models[0])
+    hypothesis_steps = {}
+    for name, extra in (("full_softmax", {}), ("candidate_lists", {"candidates": candidates})):
+        counter = Translator(counting, full.source_tokenizer, full.target_tokenizer,
+                             beam_size=FLAGS.beam_size, **extra)
+        counting.counter.assign(0)
+        counter.translate(sources, batch_size=FLAGS.batch_size)
+        hypothesis_steps[name] = int(counting.counter.numpy()) / len(sources)
+    output_tokens = {name: float(np.mean(full.target_tokenizer.tokenize(tf.constant(out)).row_lengths()))
+                     for name, out in outputs.items()}
     record = {
         "machine": devices.benchmark_record(),
         "model_dir": os.path.abspath(FLAGS.model_dir),
@@ -135,12 +149,15 @@ def main(argv):
         "speedup": best["full_softmax"] / best["candidate_lists"],
         "identical_share": float(np.mean([a == b for a, b in zip(outputs["full_softmax"], outputs["candidate_lists"])])),
         "bleu": {name: sacrebleu.corpus_bleu(out, [references]).score for name, out in outputs.items()},
+        "mean_output_tokens": output_tokens,
+        "hypothesis_steps_per_sentence": hypothesis_steps,
         "step_pieces_at_rows": FLAGS.step_rows,
         "step_pieces": _step_pieces(full.models[0], int(np.mean(sizes))),
     }
-    print(f"{'variant':<18}{'sentences/s':>14}{'BLEU':>8}")
+    print(f"{'variant':<18}{'sentences/s':>14}{'BLEU':>8}{'output tokens':>15}{'hypothesis-steps':>18}")
     for name in variants:
-        print(f"{name:<18}{record['sentences_per_second'][name]:>14.1f}{record['bleu'][name]:>8.2f}")
+        print(f"{name:<18}{record['sentences_per_second'][name]:>14.1f}{record['bleu'][name]:>8.2f}"
+              f"{output_tokens[name]:>15.1f}{hypothesis_steps[name]:>18.1f}")
     print(f"speedup {record['speedup']:.2f}x, identical {100 * record['identical_share']:.1f}%, "
           f"target vocabulary {vocabulary:,}, mean padded list {record['mean_padded_candidate_list']:.0f}")
     for name, value in record["step_pieces"].items():
