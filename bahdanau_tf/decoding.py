@@ -435,6 +435,11 @@ def _first_slots(flags, width, k):
     return tf.math.top_k(tf.cast(flags, tf.int32) * (width - tf.range(width)), k=k).indices
 
 
+# Positions in the search loop's variables (their order: `_compact`) of what a loop that loads
+# no sentence never changes: the queue position and the slots' memory.
+_UNCHANGED_WITHOUT_LOADS = (0, 8)
+
+
 def _compact(loop_vars, width, new_width, beam, batch):
     """The search loop's variables over ``width`` slots -> over ``new_width``: the live slots
     (at most ``new_width``, in slot order), then empty ones; each slot with its beams' rows.
@@ -753,7 +758,7 @@ def beam_search(step_fn: StepFn, initial_state, batch_size, beam_size=5, max_len
             return tf.while_loop(cond, shaped_body, loop_vars)
         # Nothing to load: what the loop never changes (the queue position, the slots' memory)
         # is captured, not carried (see `_TAIL_STAGES`).
-        fixed = {0: loop_vars[0], 8: loop_vars[8]}
+        fixed = {i: loop_vars[i] for i in _UNCHANGED_WITHOUT_LOADS}
 
         def full(changing):
             changing = iter(changing)
