@@ -120,8 +120,9 @@ class Ranking(NamedTuple):
         return live_scores / length_penalty_factor(limits, self.alpha)
 
 
-def _static_int(value):
-    """The Python int of ``value`` when it is known when tracing, else None."""
+def static_int(value):
+    """The Python int of ``value`` (an int, or a scalar tensor) when it is known when tracing,
+    else None (also for a tensor that is not a scalar)."""
     if isinstance(value, (int, np.integer)):
         return int(value)
     static = tf.get_static_value(value)
@@ -133,7 +134,7 @@ def _static_int(value):
 def _check_arguments(beam_size, nbest, max_length, buffer_length, length_penalty, forbid_ids,
                      end_id, return_attention, attention_length):
     """ValueError for every argument whose value is known when tracing and wrong."""
-    static_beam, static_nbest = _static_int(beam_size), _static_int(nbest)
+    static_beam, static_nbest = static_int(beam_size), static_int(nbest)
     if static_beam is not None and static_beam < 1:
         raise ValueError(f"beam_size must be >= 1, got {beam_size!r}")
     if static_nbest is not None and static_nbest < 1:
@@ -145,8 +146,8 @@ def _check_arguments(beam_size, nbest, max_length, buffer_length, length_penalty
         raise ValueError(f"length_penalty must be >= 0, got {length_penalty!r}")
     static_forbid = tf.get_static_value(forbid_ids) if not isinstance(
         forbid_ids, (list, tuple)) else np.asarray(forbid_ids, dtype=np.int64)
-    if static_forbid is not None and _static_int(end_id) is not None and np.any(
-            np.asarray(static_forbid) == _static_int(end_id)):
+    if static_forbid is not None and static_int(end_id) is not None and np.any(
+            np.asarray(static_forbid) == static_int(end_id)):
         raise ValueError(f"forbid_ids must not contain end_id={end_id!r}, got {forbid_ids!r}")
     if return_attention and attention_length is None:
         raise ValueError("return_attention=True needs attention_length (the source length)")
@@ -154,7 +155,7 @@ def _check_arguments(beam_size, nbest, max_length, buffer_length, length_penalty
         max_length, (int, np.integer)) else max_length
     if static_max is not None and np.any(np.asarray(static_max) < 1):
         raise ValueError(f"max_length must be >= 1, got {max_length!r}")
-    static_buffer = None if buffer_length is None else _static_int(buffer_length)
+    static_buffer = None if buffer_length is None else static_int(buffer_length)
     if static_buffer is not None and static_buffer < 1:
         raise ValueError(f"buffer_length must be >= 1, got {buffer_length!r}")
 
@@ -163,7 +164,7 @@ def _buffer_steps(limits, max_length, buffer_length):
     """The number of steps the buffers hold: ``buffer_length``, else the largest limit (a
     Python int when it is known when tracing, so that shapes stay static)."""
     if buffer_length is not None:
-        static = _static_int(buffer_length)
+        static = static_int(buffer_length)
         return static if static is not None else tf.maximum(tf.cast(buffer_length, tf.int32), 1)
     static_max = tf.get_static_value(max_length) if not isinstance(
         max_length, (int, np.integer)) else max_length
@@ -209,7 +210,7 @@ def top_k(values, k):
     Returns:
         ``(values [rows, k], ids int32 [rows, k])``, sorted, as ``tf.math.top_k``.
     """
-    static_k = _static_int(k)
+    static_k = static_int(k)
     if not _blocked(values.shape[-1], static_k):
         return tf.math.top_k(values, k=k)
     grid = _block_grid(values)
@@ -293,7 +294,7 @@ def _row_candidates(logits, mask, finished, per_row, end_id):
     """Each row's best ``per_row`` extensions: log-probabilities and tokens, [rows, per_row].
 
     The search stays off the vocabulary axis: the forbidden tokens are one additive ``mask``
-    (a `VocabularyMask`: added to the kept blocks' entries only), the per-row ``top_k``
+    (with a `VocabularyMask`, added in the pass that cuts the logits into blocks), the per-row ``top_k``
     (``argmax`` for one) ranks the logits themselves, and each row's
     log-normaliser is subtracted from the ``per_row`` values it keeps only (the same order, the
     same values as a full log-softmax: ``(x - max) - log(sum(exp(x - max)))``). A finished row
@@ -301,8 +302,8 @@ def _row_candidates(logits, mask, finished, per_row, end_id):
     its other slots are ``-inf`` over the lowest other ids, as a ``top_k`` over such a row gives.
     """
     logits = tf.cast(logits, tf.float32)
-    if isinstance(mask, VocabularyMask) and _blocked(logits.shape[-1], _static_int(per_row)):
-        values, tokens, top = _masked_top_k(logits, mask, _static_int(per_row))
+    if isinstance(mask, VocabularyMask) and _blocked(logits.shape[-1], static_int(per_row)):
+        values, tokens, top = _masked_top_k(logits, mask, static_int(per_row))
     else:
         masked = logits + (mask.mask if isinstance(mask, VocabularyMask) else mask)  # [rows, vocab]
         if isinstance(per_row, int) and per_row == 1:
@@ -498,9 +499,10 @@ def beam_search(step_fn: StepFn, initial_state, batch_size, beam_size=5, max_len
     start (``slots`` = the batch), and ``step`` is a scalar. A sentence gets the same result in
     a refilled slot as alone (up to floating-point effects of the batch's shape). The tail:
     once no sentence is left to load and the live ones fit in half the slots, they are
-    gathered into half as many (`_compact`) and a second loop goes on over those, so the
-    emptied slots stop costing; this needs the batch and the slots as Python ints (static,
-    as under XLA), else one loop runs to the end.
+    gathered into half as many (`_compact`) and another loop goes on over those, so the
+    emptied slots stop costing (2 loops after refills; up to 4, halving down to 8 slots, when
+    every sentence had a slot from the start: `_stage_widths`); this needs the batch and the
+    slots as Python ints (static, as under XLA), else one loop runs to the end.
 
     Args:
         step_fn: ``(ids, step, state) -> (logits, state, attention)``, or with ``memory``
@@ -589,13 +591,13 @@ def beam_search(step_fn: StepFn, initial_state, batch_size, beam_size=5, max_len
     if slots is not None and memory is None:
         raise ValueError("slots needs memory: a step function that closes over its memory "
                          "cannot have its slots refilled")
-    if slots is not None and _static_int(slots) is not None and _static_int(slots) < 1:
+    if slots is not None and static_int(slots) is not None and static_int(slots) < 1:
         raise ValueError(f"slots must be >= 1, got {slots!r}")
     if batch_size is None:
         batch_size = tf.shape(tf.nest.flatten(initial_state)[0])[0]
     # Python ints where they are known, so that static shapes survive the loop (and XLA).
     def known(value):
-        static = _static_int(value)
+        static = static_int(value)
         return static if static is not None else tf.cast(value, tf.int32)
 
     batch, beam, nbest = known(batch_size), known(beam_size), known(nbest)

@@ -446,9 +446,7 @@ class Translator(signatures.Signatures):
         the beam (a Python int; a beam that is not static gets the default for an unknown beam)."""
         if self.decode_slots is not None:
             return self.decode_slots
-        static = tf.get_static_value(beam_size) if isinstance(beam_size, tf.Tensor) else beam_size
-        known = static is not None and np.ndim(static) == 0
-        return devices.decoding_slots(beam_size=int(static) if known else None)
+        return devices.decoding_slots(beam_size=decoding.static_int(beam_size))
 
     def _static_search(self, beam_size, nbest, return_attention, jit_compile):
         """The search with Python beam/nbest, a tf.function (XLA when asked), cached.
