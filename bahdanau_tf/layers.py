@@ -295,7 +295,8 @@ class BahdanauAttention(keras.layers.Layer):
 
     def attend(self, projected_query: tf.Tensor, memory: tf.Tensor, keys: tf.Tensor, mask: tf.Tensor,
                grouped: bool = False) -> tuple:
-        """Context and weights from an already projected query (the decoder cell's fast path).
+        """Context and weights from an already projected query (the decoder cell's fast path):
+        `align`, then `read` of the annotations.
 
         With ``grouped``, ``memory``, ``keys`` and ``mask`` hold one row per *group* of
         consecutive queries (the beams of a sentence in beam search): query row ``r`` attends
@@ -303,13 +304,15 @@ class BahdanauAttention(keras.layers.Layer):
         once per group, not once per query, and the context is one ``(group, source_len) x
         (source_len, 2n)`` matmul per sentence instead of a matrix-vector product per beam.
         """
-        if grouped:
-            return self._attend_grouped(projected_query, memory, keys, mask)
-        weights = masked_softmax(self.score_keys(projected_query, keys), mask)
-        context = tf.linalg.matvec(memory, tf.cast(weights, memory.dtype), transpose_a=True)
-        return context, weights
+        weights = self.align(projected_query, keys, mask, grouped=grouped)
+        return self.read(weights, memory, grouped=grouped), weights
 
-    def _attend_grouped(self, projected_query, memory, keys, mask):
+    def align(self, projected_query: tf.Tensor, keys: tf.Tensor, mask: tf.Tensor,
+              grouped: bool = False) -> tf.Tensor:
+        """alpha_i from an already projected query: float32 (queries, source_len); ``grouped``
+        as in `attend`."""
+        if not grouped:
+            return masked_softmax(self.score_keys(projected_query, keys), mask)
         query = tf.reshape(projected_query, [tf.shape(keys)[0], -1, projected_query.shape[-1]])  # (groups, k, units)
         if self.score == "additive":
             hidden = tf.tanh(keys[:, None, :, :] + query[:, :, None, :])  # (groups, k, source_len, units)
@@ -317,9 +320,22 @@ class BahdanauAttention(keras.layers.Layer):
         else:
             scores = tf.matmul(query, keys, transpose_b=True)
         weights = masked_softmax(scores, mask[:, None, :])  # (groups, k, source_len)
-        context = tf.matmul(tf.cast(weights, memory.dtype), memory)  # (groups, k, 2n)
-        return (tf.reshape(context, [-1, memory.shape[-1]]),
-                tf.reshape(weights, [-1, tf.shape(weights)[-1]]))
+        return tf.reshape(weights, [-1, tf.shape(weights)[-1]])
+
+    @staticmethod
+    def read(weights: tf.Tensor, values: tf.Tensor, grouped: bool = False) -> tf.Tensor:
+        """sum_j alpha_ij v_j: (queries, value_dim) in the dtype of ``values``.
+
+        ``values`` (memory rows, source_len, value_dim) are the annotations (the context c_i)
+        or any linear map of them: W c_i = sum_j alpha_ij (W h_j), so a decoder that only ever
+        multiplies c_i by fixed matrices can read their products with the annotations instead
+        (`bahdanau_tf.models.RNNSearch.decoding_memory`). ``grouped`` as in `attend`.
+        """
+        weights = tf.cast(weights, values.dtype)
+        if not grouped:
+            return tf.linalg.matvec(values, weights, transpose_a=True)
+        weights = tf.reshape(weights, [tf.shape(values)[0], -1, tf.shape(weights)[-1]])  # (groups, k, source_len)
+        return tf.reshape(tf.matmul(weights, values), [-1, values.shape[-1]])  # (groups * k, value_dim)
 
     def call(self, query: tf.Tensor, memory: tf.Tensor, keys: tf.Tensor | None = None,
              memory_mask: tf.Tensor | None = None) -> tuple:
@@ -633,18 +649,26 @@ class MaxoutReadout(keras.layers.Layer):
              projection: tuple | None = None) -> tf.Tensor:
         return self.project(self.features(states, embeddings, contexts), projection)
 
-    def features(self, states: tf.Tensor, embeddings: tf.Tensor, contexts: tf.Tensor) -> tf.Tensor:
+    def features(self, states: tf.Tensor, embeddings: tf.Tensor, contexts: tf.Tensor | None = None,
+                 projected_contexts: tf.Tensor | None = None) -> tf.Tensor:
         """t_i, the maxout units (..., l) in the compute dtype: what W_o projects (a sampled
-        softmax, `bahdanau_tf.losses.sampled_token_nll`, projects them on a few rows only)."""
+        softmax, `bahdanau_tf.losses.sampled_token_nll`, projects them on a few rows only).
+        ``projected_contexts``, C_o c_i (`project_context`), replaces ``contexts``."""
+        if projected_contexts is None:
+            projected_contexts = self.project_context(contexts)
         pre_maxout = (
             tf.matmul(states, _cast(self.state_kernel, states))
             + tf.matmul(embeddings, _cast(self.embedding_kernel, states))
-            + tf.matmul(contexts, _cast(self.context_kernel, states))
+            + projected_contexts
             + _cast(self.bias, states)
         )
         # max over the pairs (t~[2k-1], t~[2k])
         shape = tf.concat([tf.shape(pre_maxout)[:-1], [self.maxout_dim, 2]], axis=0)
         return tf.reduce_max(tf.reshape(pre_maxout, shape), axis=-1)
+
+    def project_context(self, contexts: tf.Tensor) -> tf.Tensor:
+        """C_o c_i, for any leading dimensions: (..., 2l)."""
+        return tf.matmul(contexts, _cast(self.context_kernel, contexts))
 
     def project(self, maxout: tf.Tensor, projection: tuple | None = None) -> tf.Tensor:
         """logits_i = W_o t_i + b_o over the whole vocabulary, float32 (..., vocabulary_size);

@@ -6,6 +6,9 @@ All three share one interface (DESIGN §6), so training, beam search and export 
   float32 (batch, target_len, target_vocabulary_size);
 - ``model.encode(source_ids) -> memory``, a dict of tensors with a leading batch dimension;
 - ``model.initial_state(memory) -> state``, a tensor or nest of tensors (batch, ...);
+- ``model.decoding_memory(memory) -> memory``, what a search hands `decode_step`: `encode`'s
+  memory with what no step changes computed once per sentence (`RNNSearch`: the context's
+  projections, see there); ``decode_step`` also accepts `encode`'s memory as it is;
 - ``model.decode_step(previous_ids, state, memory, projection=None) -> (logits, state,
   attention)``, one decoder step; ``attention`` is (batch, source_len) float32, or None for
   models without attention. ``projection``, a ``(kernel, bias)`` pair of columns of
@@ -52,6 +55,7 @@ from bahdanau_tf import translator as translator_lib
 from bahdanau_tf.presets import ALIASES, PRESETS, Preset, get_preset, preset_names  # noqa: F401
 from bahdanau_tf.special_tokens import PAD_ID
 
+_CONTEXT_PROJECTIONS = "context_projections"  # `RNNSearch.decoding_memory`'s [C h_j | C_o h_j]
 _SIZES = ("source_vocabulary_size", "target_vocabulary_size", "embedding_dim", "hidden_dim")
 
 
@@ -271,6 +275,11 @@ class TranslationModel(keras.Model):
     def initial_state(self, memory: dict) -> Any:
         raise NotImplementedError
 
+    def decoding_memory(self, memory: dict) -> dict:
+        """`encode`'s memory as a search hands it to every `decode_step`: here as it is;
+        a subclass computes once per sentence what no step changes (`RNNSearch`)."""
+        return memory
+
     def attention_weights(self, inputs: tuple) -> tf.Tensor:
         """Teacher-forced attention (batch, target_len, source_len); models with attention only."""
         raise NotImplementedError(f"{type(self).__name__} has no attention.")
@@ -458,10 +467,39 @@ class RNNSearch(TranslationModel):
             ``(logits, state, attention)``: float32 (batch, K_y) (or (batch, C)), (batch, n),
             float32 (batch, source_len).
         """
+        cell = self.decoder_cell
         embedded = self.target_embedding(previous_ids)
-        state, context, attention = self.decoder_cell(self.decoder_cell.project_inputs(embedded), state, memory,
-                                                      grouped=True)
-        return self.readout(state, embedded, context, projection=projection), state, attention
+        if _CONTEXT_PROJECTIONS not in memory:  # `encode`'s memory: c_i, then its products
+            state, context, attention = cell(cell.project_inputs(embedded), state, memory, grouped=True)
+            return self.readout(state, embedded, context, projection=projection), state, attention
+        attention = cell.attention.align(cell.attention.project_query(state), memory["keys"], memory["mask"],
+                                         grouped=True)
+        projected = cell.attention.read(attention, memory[_CONTEXT_PROJECTIONS], grouped=True)
+        gru_part, readout_part = projected[:, : 3 * self.hidden_dim], projected[:, 3 * self.hidden_dim :]
+        state = cell.gru(cell.project_inputs(embedded), state, gru_part)
+        features = self.readout.features(state, embedded, projected_contexts=readout_part)
+        return self.readout.project(features, projection), state, attention
+
+    def decoding_memory(self, memory: dict) -> dict:
+        """`encode`'s memory for `decode_step`, with the context's products read off the annotations.
+
+        A step multiplies c_i by two fixed matrices only, the GRU's C (2n x 3n) and the deep
+        output's C_o (2n x 2l), and C c_i = sum_j alpha_ij (C h_j). So the annotations'
+        products ``[C h_j | C_o h_j]`` are computed once per sentence (batch, source_len,
+        3n + 2l), and each step reads them with its alpha (`BahdanauAttention.read`) instead
+        of forming c_i and multiplying it: that saves the step's largest matmul after W_o's
+        (2n (3n + 2l) weights, 2 MB in float32 at the `small` sizes, read at every step; at
+        beam 5, 30 % of a step's multiply-adds), for a per-sentence matmul whose cost is that
+        of about one step per source word. The annotations themselves are dropped: no step
+        reads them. The same numbers as stepping `encode`'s memory, up to float order.
+
+        Returns:
+            dict with ``keys``, ``mask`` and ``context_projections``.
+        """
+        annotations = memory["annotations"]
+        products = tf.concat([self.decoder_cell.gru.project_context(annotations),
+                              self.readout.project_context(annotations)], axis=-1)
+        return {"keys": memory["keys"], "mask": memory["mask"], _CONTEXT_PROJECTIONS: products}
 
     def _teacher_forcing(self, inputs, training=False, features=False):
         source_ids, target_input_ids = inputs

@@ -69,13 +69,14 @@ def _step_pieces(model, candidate_size):
     source = tf.fill([rows // beam, 36], 5)
     memory = model.encode(source)
     state = tf.repeat(model.initial_state(memory), beam, axis=0)
+    memory = model.decoding_memory(memory)  # what the search hands decode_step
     kernel, bias = (tf.convert_to_tensor(v) for v in model.output_projection())
     ids = tf.fill([rows], 5)
+    one_column = (kernel[:, :1], bias[:1])
 
-    def features(s):  # the step up to the maxout units, as decode_step computes it
-        embedded = model.target_embedding(ids)
-        s, context, _ = model.decoder_cell(model.decoder_cell.project_inputs(embedded), s, memory, grouped=True)
-        return s + 0.0 * tf.reduce_sum(model.readout.features(s, embedded, context))
+    def features(s):  # the step up to the maxout units: decode_step onto one vocabulary column
+        logits, s, _ = model.decode_step(ids, s, memory, projection=one_column)
+        return s + 0.0 * tf.reduce_sum(logits)
 
     maxout = tf.random.normal([rows, kernel.shape[0]])
     pieces = {"network_to_maxout_ms": _time_loop(features, state)}

@@ -111,6 +111,7 @@ def _functions(model, sentences, beam, jit):
                                          maxval=FLAGS.vocabulary_size, dtype=tf.int32)
     memory = model.encode(source)
     state = model.initial_state(memory)
+    memory = model.decoding_memory(memory)  # what the search hands decode_step
     tiled_state = decoding.tile_beams(state, beam)
     steps, vocab = FLAGS.steps, FLAGS.vocabulary_size
 

@@ -136,12 +136,15 @@ def rnnencdec_reference(model, source_ids, target_input_ids):
     return np.stack(logits)
 
 
-def step_through(model, source_ids, target_input_ids):
-    """Logits (batch, target_len, V) from calling ``decode_step`` once per target position."""
+def step_through(model, source_ids, target_input_ids, decoding_memory=False):
+    """Logits (batch, target_len, V) from calling ``decode_step`` once per target position,
+    on `encode`'s memory or (``decoding_memory``) on what a search hands it."""
     import tensorflow as tf
 
     memory = model.encode(tf.constant(source_ids))
     state = model.initial_state(memory)
+    if decoding_memory:
+        memory = model.decoding_memory(memory)
     logits = []
     for t in range(target_input_ids.shape[1]):
         step_logits, state, _ = model.decode_step(tf.constant(target_input_ids[:, t]), state, memory)
@@ -345,7 +348,8 @@ def check_model(preset, tmp_path, atol=1e-5):
 
     - config round trip and ``.keras`` file round trip give the same logits;
     - ``tf.train.Checkpoint`` (training, model directories, export) holds every weight;
-    - teacher forcing equals stepping ``decode_step``;
+    - teacher forcing equals stepping ``decode_step``, on `encode`'s memory and on
+      ``decoding_memory``'s;
     - eager == tf.function == XLA;
     - one ``fit`` step with the package's loss moves every trainable weight.
     """
@@ -378,6 +382,8 @@ def check_model(preset, tmp_path, atol=1e-5):
     np.testing.assert_array_equal(fresh((source, target_in)), expected)
 
     np.testing.assert_allclose(step_through(model, source, target_in), expected, atol=atol)
+    np.testing.assert_allclose(step_through(model, source, target_in, decoding_memory=True), expected,
+                               atol=atol)
     xla = tf.function(lambda s, t: model((s, t)), jit_compile=True)  # traced and compiled
     np.testing.assert_allclose(xla(tf.constant(source), tf.constant(target_in)), expected, atol=1e-4)
 
