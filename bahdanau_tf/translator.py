@@ -172,7 +172,8 @@ class Translator(signatures.Signatures):
 
     Args:
         models: a model (`RNNSearch`, `RNNEncDec`, `Seq2Seq`, anything with ``encode``,
-            ``initial_state`` and ``decode_step``, and optionally ``decoding_memory``, see
+            ``initial_state`` and ``decode_step``, and optionally ``decoding_memory`` and
+            ``decoding_state``, see
             `bahdanau_tf.models`) or a non-empty list of models over the same
             vocabularies (an ensemble).
         source_tokenizer: a `bahdanau_tf.text` tokenizer of the source language.
@@ -424,8 +425,11 @@ class Translator(signatures.Signatures):
             beam_size = tf.maximum(tf.reduce_max(tf.concat([beam_sizes, [1]], 0)), nbest)
         memories = [model.encode(source_ids, training=False) for model in self.models]
         states = [model.initial_state(memory) for model, memory in zip(self.models, memories)]
+        # what the search carries (`bahdanau_tf.models`: decoding_memory, decoding_state)
         memories = [model.decoding_memory(memory) if hasattr(model, "decoding_memory") else memory
                     for model, memory in zip(self.models, memories)]
+        states = [model.decoding_state(state) if hasattr(model, "decoding_state") else state
+                  for model, state in zip(self.models, states)]
         candidates = self._candidate_ids(source_ids, candidate_size)
         step_fns = [_model_step_fn(model, candidates) for model in self.models]
         if len(self.models) == 1:

@@ -111,12 +111,12 @@ def _functions(model, sentences, beam, jit):
                                          maxval=FLAGS.vocabulary_size, dtype=tf.int32)
     memory = model.encode(source)
     state = model.initial_state(memory)
-    memory = model.decoding_memory(memory)  # what the search hands decode_step
+    memory, state = model.decoding_memory(memory), model.decoding_state(state)  # what a search carries
     tiled_state = decoding.tile_beams(state, beam)
     steps, vocab = FLAGS.steps, FLAGS.vocabulary_size
 
     def network(memory, state):
-        rows = tf.shape(state)[0]
+        rows = tf.shape(tf.nest.flatten(state)[0])[0]
         logits = tf.zeros([rows, vocab], tf.float32)
 
         def body(i, ids, state, logits):
@@ -147,7 +147,7 @@ def _functions(model, sentences, beam, jit):
         return tf.function(search, jit_compile=jit)
 
     def one_step(memory, state):
-        return model.decode_step(tf.fill([tf.shape(state)[0]], 4), state, memory)[0]
+        return model.decode_step(tf.fill([tf.shape(tf.nest.flatten(state)[0])[0]], 4), state, memory)[0]
 
     # the network as the search runs it: the memory one row per sentence, shared by its beams
     flops = _matmul_flops(tf.function(one_step), memory, tiled_state)

@@ -138,13 +138,14 @@ def rnnencdec_reference(model, source_ids, target_input_ids):
 
 def step_through(model, source_ids, target_input_ids, decoding_memory=False):
     """Logits (batch, target_len, V) from calling ``decode_step`` once per target position,
-    on `encode`'s memory or (``decoding_memory``) on what a search hands it."""
+    on `encode`'s memory and state or (``decoding_memory``) on what a search hands it
+    (``decoding_memory`` and ``decoding_state``)."""
     import tensorflow as tf
 
     memory = model.encode(tf.constant(source_ids))
     state = model.initial_state(memory)
     if decoding_memory:
-        memory = model.decoding_memory(memory)
+        memory, state = model.decoding_memory(memory), model.decoding_state(state)
     logits = []
     for t in range(target_input_ids.shape[1]):
         step_logits, state, _ = model.decode_step(tf.constant(target_input_ids[:, t]), state, memory)
