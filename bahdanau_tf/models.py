@@ -466,9 +466,9 @@ class RNNSearch(TranslationModel):
             previous_ids: int (batch,), y_{i-1}.
             state: (batch, n), s_{i-1}; or, as a search carries it (`decoding_state`),
                 ``(s_{i-1}, W_a s_{i-1})``.
-            memory: `encode`'s output, or `decoding_memory`'s (what a search hands over): one
-                row per row of ``previous_ids``, or per group of consecutive rows (the beams
-                of a sentence).
+            memory: `decoding_memory`'s output (what a search hands over), or `encode`'s,
+                whose products this call then computes itself: one row per row of
+                ``previous_ids``, or per group of consecutive rows (the beams of a sentence).
             projection: optional ``(kernel (l, C), bias (C,))``, columns of
                 `output_projection` (a candidate list): the logits cover those C tokens.
 
@@ -476,22 +476,18 @@ class RNNSearch(TranslationModel):
             ``(logits, state, attention)``: float32 (batch, K_y) (or (batch, C)), s_i in the
             form ``state`` was given, float32 (batch, source_len).
         """
+        if _CONTEXT_PROJECTIONS not in memory:  # `encode`'s: its products, at every call
+            memory = self.decoding_memory(memory)
         cell = self.decoder_cell
-        embedded = self.target_embedding(previous_ids)
         carried = isinstance(state, (tuple, list))
-        state, query = state if carried else (state, None)
-        if _CONTEXT_PROJECTIONS not in memory:  # `encode`'s memory: c_i, then its products
-            state, context, attention = cell(cell.project_inputs(embedded), state, memory, grouped=True)
-            logits = self.readout(state, embedded, context, projection=projection)
-        else:
-            if query is None:
-                query = cell.attention.project_query(state)
-            attention = cell.attention.align(query, memory["keys"], memory["mask"], grouped=True)
-            projected = cell.attention.read(attention, memory[_CONTEXT_PROJECTIONS], grouped=True)
-            gru_part, readout_part = projected[:, : 3 * self.hidden_dim], projected[:, 3 * self.hidden_dim :]
-            state = cell.gru(cell.project_inputs(embedded), state, gru_part)
-            features = self.readout.features(state, embedded, projected_contexts=readout_part)
-            logits = self.readout.project(features, projection)
+        state, query = state if carried else (state, cell.attention.project_query(state))
+        attention = cell.attention.align(query, memory["keys"], memory["mask"], grouped=True)
+        projected = cell.attention.read(attention, memory[_CONTEXT_PROJECTIONS], grouped=True)
+        gru_part, readout_part = projected[:, : 3 * self.hidden_dim], projected[:, 3 * self.hidden_dim :]
+        embedded = self.target_embedding(previous_ids)
+        state = cell.gru(cell.project_inputs(embedded), state, gru_part)
+        features = self.readout.features(state, embedded, projected_contexts=readout_part)
+        logits = self.readout.project(features, projection)
         return logits, self.decoding_state(state) if carried else state, attention
 
     def decoding_state(self, state: tf.Tensor) -> tuple:

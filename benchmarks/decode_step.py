@@ -111,7 +111,8 @@ def _functions(model, sentences, beam, jit):
                                          maxval=FLAGS.vocabulary_size, dtype=tf.int32)
     memory = model.encode(source)
     state = model.initial_state(memory)
-    memory, state = model.decoding_memory(memory), model.decoding_state(state)  # what a search carries
+    memory = model.decoding_memory(memory)  # what the Translator's search carries: the
+    state = model.decoding_state(state) if jit else state  # query too under XLA only
     tiled_state = decoding.tile_beams(state, beam)
     steps, vocab = FLAGS.steps, FLAGS.vocabulary_size
 
