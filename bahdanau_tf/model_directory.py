@@ -496,11 +496,23 @@ def _checkpoint_number(path):
 
 
 def run_checkpoints(directory: str) -> list:
-    """The checkpoints of a run's ``checkpoints/`` (those its ``checkpoint`` state file keeps),
-    oldest first."""
+    """The checkpoints of a run's ``checkpoints/`` (those its ``checkpoint`` state file keeps,
+    less any whose deletion began: `kept_checkpoints`), oldest first."""
     state = tf.train.get_checkpoint_state(os.path.join(directory, CHECKPOINTS))
     paths = list(state.all_model_checkpoint_paths) if state is not None else []
-    return sorted(paths, key=_checkpoint_number)
+    return kept_checkpoints(sorted(paths, key=_checkpoint_number))
+
+
+def kept_checkpoints(paths: list) -> list:
+    """``paths`` (a run's checkpoints, oldest first) less those a killed run was deleting.
+
+    ``tf.train.CheckpointManager`` records a new checkpoint, removes the oldest one's
+    ``.index``, then its data, and only then records the state without it: so a listed
+    checkpoint before the last whose ``.index`` is gone is one whose deletion was interrupted,
+    no longer part of the run (the resumed run's manager deletes what is left of it). The
+    last is always kept: a missing ``.index`` there is damage, which its readers report.
+    """
+    return [path for path in paths[:-1] if tf.io.gfile.exists(path + ".index")] + paths[-1:]
 
 
 def checkpoint_model_variables(prefix: str) -> dict:

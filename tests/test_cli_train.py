@@ -112,14 +112,17 @@ def test_sigkill_mid_run_then_resume(tmp_path):
     assert process.returncode == -signal.SIGKILL
     assert os.listdir(temp) == []  # e.g. no vocabulary learned into the temp dir
 
-    # every checkpoint the manager lists is whole, or gone: tf.train.CheckpointManager records
-    # the new checkpoint, deletes the oldest, then records again, so a kill between the two
-    # leaves a listed checkpoint whose files were all removed; never a partial one
+    # every checkpoint the run keeps is whole: tf.train.CheckpointManager records the new
+    # checkpoint, deletes the oldest one's .index, then its data, then records again, so a kill
+    # in between leaves a listed checkpoint with no .index (and maybe its data), never the
+    # latest, which run_checkpoints (what averaging reads) leaves out
     state = tf.train.get_checkpoint_state(str(out / "checkpoints"))
     assert state.model_checkpoint_path in state.all_model_checkpoint_paths
+    kept = model_directory.run_checkpoints(str(out))
+    assert kept[-1] == state.model_checkpoint_path
     for path in state.all_model_checkpoint_paths:
-        if not tf.io.gfile.glob(path + ".*"):
-            assert path != state.model_checkpoint_path, "the latest checkpoint is gone"
+        if path not in kept:
+            assert not tf.io.gfile.exists(path + ".index")
             continue
         reader = tf.train.load_checkpoint(path)
         for name in reader.get_variable_to_shape_map():
@@ -146,6 +149,9 @@ def test_sigkill_mid_run_then_resume(tmp_path):
     assert f"Skipping the {saved_step} batches" in result.stderr
     assert report_of(out)["updates"] == saved_step + 5
     assert _latest_step(out) == saved_step + 5
+    # the resumed run finished any deletion the kill interrupted: every file is a kept checkpoint's
+    kept = {os.path.basename(path) for path in model_directory.run_checkpoints(str(out))}
+    assert {name.split(".", 1)[0] for name in os.listdir(out / "checkpoints") if name != "checkpoint"} == kept
 
 
 def _endless_run(out, log, checkpoint_every):

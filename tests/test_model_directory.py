@@ -140,6 +140,26 @@ def test_a_standalone_averaged_directory_loads_with_any_which(tmp_path):
         np.testing.assert_allclose(value, (chosen[0][name] + chosen[1][name]) / 2, rtol=1e-6, atol=1e-7)
 
 
+def test_a_checkpoint_whose_deletion_a_kill_interrupted_is_not_averaged(tmp_path):
+    # tf.train.CheckpointManager removes the oldest checkpoint's .index, then its data, then
+    # rewrites the state file: a SIGKILL in between leaves ckpt-1 listed, its data on disk
+    directory = training_run(tmp_path / "run", steps=(1, 2, 3))
+    os.remove(os.path.join(directory, "checkpoints", "ckpt-1.index"))
+    assert len(tf.train.get_checkpoint_state(os.path.join(directory, "checkpoints")).all_model_checkpoint_paths) == 3
+    assert [os.path.basename(p) for p in model_directory.run_checkpoints(directory)] == ["ckpt-2", "ckpt-3"]
+    with pytest.raises(ValueError, match=r"last 3 checkpoints: .* keeps 2 in checkpoints/ \(ckpt-2, ckpt-3\)"):
+        model_directory.average_checkpoints(directory, last=3)
+    path = model_directory.average_checkpoints(directory, last=2)
+    chosen = [checkpoint_model_values(os.path.join(directory, "checkpoints", f"ckpt-{n}")) for n in (2, 3)]
+    for name, value in checkpoint_model_values(path).items():
+        np.testing.assert_allclose(value, (chosen[0][name] + chosen[1][name]) / 2, rtol=1e-6, atol=1e-7)
+    # the latest's .index gone is damage, not a deletion: named, never skipped
+    os.remove(os.path.join(directory, "checkpoints", "ckpt-3.index"))
+    assert [os.path.basename(p) for p in model_directory.run_checkpoints(directory)] == ["ckpt-2", "ckpt-3"]
+    with pytest.raises(ValueError, match=r"ckpt-3' is damaged: ckpt-3.index missing"):
+        model_directory.average_checkpoints(directory, last=1)
+
+
 def test_averaging_refuses_too_many_a_damaged_or_a_foreign_checkpoint(tmp_path):
     directory = training_run(tmp_path / "run", steps=(1, 2, 3))
     with pytest.raises(ValueError, match=r"last 4 checkpoints: .* keeps 3 in checkpoints/ \(ckpt-1, ckpt-2, ckpt-3\)"):

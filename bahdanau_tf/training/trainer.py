@@ -670,7 +670,7 @@ class Trainer:
         without a dev set (nothing would say whether the average is better), not twice over the
         same checkpoints (a finished run rerun). Every worker evaluates; the chief writes."""
         last = self.config.average_last
-        chosen = self.manager.checkpoints[-last:] if last else []
+        chosen = model_directory_lib.kept_checkpoints(self.manager.checkpoints)[-last:] if last else []
         if len(chosen) < 2 or dev_dataset is None or self._signals.received is not None:
             return
         names = [os.path.basename(path) for path in chosen]
