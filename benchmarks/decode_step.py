@@ -25,18 +25,34 @@ Two measurements (issue 27, item 4):
 With ``--old_checkout=DIR`` the search of DIR's ``bahdanau_tf/decoding.py`` is timed in the same
 rounds too (``search_old``): old and new side by side, on one step function.
 
+3. **Where the search's time goes** (``--profile``, XLA only): both loops run under the
+   TensorFlow profiler with XLA:CPU's per-thunk trace events on; each compiled op (a fusion, a
+   matmul, a ``TopK`` custom call, ...) gets its us per step in the search, in the network loop,
+   and the difference, grouped by the op's name without XLA's numeric suffix (``MatMul_5.29``
+   and ``MatMul_5.0`` are the same op of the step), largest difference first. XLA names a
+   fusion after its ops, so a vocabulary-wide pass reads as e.g. ``add_pad_fusion`` (the
+   padded, masked logits), ``bitcast_reduce_fusion`` (the block maxima),
+   ``subtract_exponential_fusion`` + ``ynn_fusion`` (the log-normaliser's exp, then its sum)
+   and ``custom-call`` (``TopK``). Timing is off in this mode (the trace events cost time).
+
     python benchmarks/decode_step.py [--rounds=7] [--steps=40] [--model_dir=RUN] [--jit=both]
-        [--old_checkout=../main]
+        [--old_checkout=../main] [--profile]
 """
 
+import collections
+import glob
 import importlib.util
 import inspect
 import json
 import os
+import re
 import sys
+import tempfile
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+if "--profile" in sys.argv:  # XLA:CPU reads its flags once, when TensorFlow first compiles
+    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_cpu_enable_xprof_traceme=true").strip()
 
 import numpy as np
 import tensorflow as tf
@@ -63,6 +79,8 @@ flags.DEFINE_string("old_checkout", None, "Another checkout (e.g. main): its dec
                     "timed in the same rounds, side by side (search_old).")
 flags.DEFINE_bool("time_steps", True, "Time the steps; False: only count hypothesis-steps.")
 flags.DEFINE_integer("sentences", 512, "Test verses of the hypothesis-step count.")
+flags.DEFINE_bool("profile", False, "Instead of timing, the search's extra us per step by compiled "
+                  "op (XLA), against the network loop's (see the module docstring).")
 flags.DEFINE_string("output", os.path.join(os.path.dirname(__file__), "results", "decode_step.json"),
                     "JSON output path.")
 
@@ -232,6 +250,55 @@ def _hypothesis_steps():
     return rows
 
 
+def _thunk_us(function, args, calls=5):
+    """{compiled op name without XLA's numeric suffix: us per step} over ``calls`` profiled
+    calls: the trace events named after an instruction of the optimized HLO (not a loop or a
+    conditional, which contain others; not the runtime's own events)."""
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    hlo = function.experimental_get_compiler_ir(*args)(stage="optimized_hlo")
+    instructions = {match.group(1) for match in re.finditer(
+        r"^\s*(?:ROOT )?%?([\w.-]+) = .*? (?!while|conditional|call)[a-z-]+\(", hlo, re.MULTILINE)}
+    for _ in range(2):
+        _seconds(function, args)
+    with tempfile.TemporaryDirectory() as logdir:
+        tf.profiler.experimental.start(logdir)
+        for _ in range(calls):
+            _seconds(function, args)
+        tf.profiler.experimental.stop()
+        space = xplane_pb2.XSpace()
+        with open(glob.glob(os.path.join(logdir, "**", "*.xplane.pb"), recursive=True)[0], "rb") as handle:
+            space.ParseFromString(handle.read())
+    totals = collections.Counter()
+    for plane in space.planes:
+        for line in plane.lines:
+            for event in line.events:
+                name = plane.event_metadata[event.metadata_id].name
+                if name in instructions:
+                    totals[re.sub(r"\.\d+$", "", name)] += event.duration_ps / 1e6
+    return {name: total / calls / FLAGS.steps for name, total in totals.items()}
+
+
+def _profile_rows():
+    model = _timed_model()
+    rows = []
+    for name, sentences, beam in SHAPES:
+        parts, _ = _functions(model, sentences, beam, True)
+        network, search = (_thunk_us(*parts[part]) for part in ("network", "search"))
+        extra = {op: search.get(op, 0.0) - network.get(op, 0.0) for op in set(search) | set(network)}
+        ops = [dict(op=op, search_us=round(search.get(op, 0.0), 1), network_us=round(network.get(op, 0.0), 1),
+                    extra_us=round(value, 1))
+               for op, value in sorted(extra.items(), key=lambda item: -item[1]) if abs(value) >= 1.0]
+        rows.append(dict(rows=name, network_us=round(sum(network.values()), 1),
+                         search_us=round(sum(search.values()), 1), ops=ops))
+        print(f"{name}: compiled ops' us per step, network {rows[-1]['network_us']}, search "
+              f"{rows[-1]['search_us']} (summed over threads)")
+        for op in ops[:15]:
+            print(f"    {op['op']:40s} search {op['search_us']:8.1f}  network {op['network_us']:8.1f}  "
+                  f"extra {op['extra_us']:8.1f}")
+    return rows
+
+
 def _print_steps(record):
     record["step_rows"], record["probe_gflops"] = _step_rows()
     print(f"probe: {record['probe_gflops']} GFLOP/s (float32 {PROBE}^3 matmul, median of rounds)")
@@ -245,7 +312,9 @@ def _print_steps(record):
 def main(argv):
     del argv
     record = {"machine": devices.benchmark_record(), "steps": FLAGS.steps, "rounds": FLAGS.rounds}
-    if FLAGS.time_steps:
+    if FLAGS.profile:
+        record["profile"] = _profile_rows()
+    elif FLAGS.time_steps:
         _print_steps(record)
     if FLAGS.model_dir:
         record["hypothesis_steps"] = _hypothesis_steps()
