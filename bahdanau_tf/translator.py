@@ -173,9 +173,8 @@ class Translator(signatures.Signatures):
     Args:
         models: a model (`RNNSearch`, `RNNEncDec`, `Seq2Seq`, anything with ``encode``,
             ``initial_state`` and ``decode_step``, and optionally ``decoding_memory`` and
-            ``decoding_state``, see
-            `bahdanau_tf.models`) or a non-empty list of models over the same
-            vocabularies (an ensemble).
+            ``decoding_state``, see `bahdanau_tf.models`) or a non-empty list of models over
+            the same vocabularies (an ensemble).
         source_tokenizer: a `bahdanau_tf.text` tokenizer of the source language.
         target_tokenizer: the target language's tokenizer.
         beam_size: int, the default beam (5); 1 is greedy search.

@@ -250,7 +250,10 @@ def _hypothesis_steps():
     return rows
 
 
-def _thunk_us(function, args, calls=5):
+_PROFILED_CALLS = 5  # calls of each loop under the profiler (--profile)
+
+
+def _thunk_us(function, args, calls=_PROFILED_CALLS):
     """{compiled op name without XLA's numeric suffix: us per step} over ``calls`` profiled
     calls: the trace events named after an instruction of the optimized HLO (not a loop or a
     conditional, which contain others; not the runtime's own events)."""
@@ -311,10 +314,11 @@ def _print_steps(record):
 
 def main(argv):
     del argv
-    record = {"machine": devices.benchmark_record(), "steps": FLAGS.steps, "rounds": FLAGS.rounds}
+    record = {"machine": devices.benchmark_record(), "steps": FLAGS.steps}
     if FLAGS.profile:
-        record["profile"] = _profile_rows()
+        record.update(profiled_calls=_PROFILED_CALLS, profile=_profile_rows())
     elif FLAGS.time_steps:
+        record["rounds"] = FLAGS.rounds
         _print_steps(record)
     if FLAGS.model_dir:
         record["hypothesis_steps"] = _hypothesis_steps()
