@@ -15,10 +15,14 @@ are imported, by whoever imports them first.
 
 import importlib
 import importlib.abc
+import importlib.metadata
 import importlib.util
 import sys
 
-__version__ = "0.1.0"
+try:  # the one definition is pyproject.toml's; the installed distribution carries it
+    __version__ = importlib.metadata.version("bahdanau_tf")
+except importlib.metadata.PackageNotFoundError:  # a source tree on sys.path, not installed
+    __version__ = "0+unknown"
 
 # public name -> the module that defines it
 _EXPORTS = {

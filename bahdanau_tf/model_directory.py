@@ -3,7 +3,8 @@
 One directory holds everything needed to use a trained model, nothing else required::
 
     OUT/
-      model.json              model class + get_config() + run settings (preset, direction, ...)
+      model.json              model class + get_config() + run settings (preset, direction, ...),
+                              the directory's format and the versions that wrote it
       source_vocabulary/      the source tokenizer (`bahdanau_tf.text.load_tokenizer`)
       target_vocabulary/      the target tokenizer
       checkpoints/            tf.train.CheckpointManager: model, optimizer, step (for resuming)
@@ -26,6 +27,11 @@ with ``model.json`` is a complete model directory. A Keras user writes the same 
 ``model.save_to_preset`` (`save_model_directory`), and `load_model_directory` also reads a ``.keras`` file whose model
 carries its tokenizers (``model.attach_tokenizers`` before ``model.save``): wherever a model
 directory is accepted, such a file is too.
+
+``model.json`` records the layout's version (``"format"``, `FORMAT_VERSION`) and the package,
+TensorFlow and Keras versions that wrote it (``"written_by"``). A directory of a higher format
+than this package reads is refused with a message that names both versions; one without a
+``"format"`` is format 1.
 """
 
 import collections
@@ -41,6 +47,7 @@ import keras
 import tensorflow as tf
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 
+import bahdanau_tf
 from bahdanau_tf import files
 from bahdanau_tf import lexicon as lexicon_lib
 from bahdanau_tf import text
@@ -58,16 +65,31 @@ AVERAGED_TAG = "averaged"
 #: what `latest_checkpoint` selects
 WHICH = ("best", "latest", "averaged")
 LOCK = ".lock"  # the trainer's directory lock (`bahdanau_tf.training.run_directory`)
+#: the layout's version, ``model.json``'s ``"format"``: raised when a reader of the old layout
+#: would misread a new directory; a directory of a higher format is refused
+FORMAT_VERSION = 1
+FORMAT = "format"
+#: ``model.json``'s record of the versions that wrote the directory (`written_by`)
+WRITTEN_BY = "written_by"
+
+
+def written_by() -> dict:
+    """The versions of this package, TensorFlow and Keras: what ``model.json`` records."""
+    return {"bahdanau_tf": bahdanau_tf.__version__, "tensorflow": tf.__version__,
+            "keras": keras.__version__}
 
 
 def model_config(model: keras.Model, settings: dict | None = None, device: dict | None = None) -> dict:
-    """The JSON-able description of a model: class name, config, run settings and, for a trained
-    model, the ``device`` it was trained on with the precision and XLA setting used (and whether
-    they were the device's choice, `bahdanau_tf.devices`)."""
+    """The JSON-able description of a model: class name, config, run settings, the directory's
+    format and the versions writing it, and, for a trained model, the ``device`` it was trained
+    on with the precision and XLA setting used (and whether they were the device's choice,
+    `bahdanau_tf.devices`)."""
     config = {
         "class_name": type(model).__name__,
         "config": model.get_config(),
         "settings": dict(settings or {}),
+        FORMAT: FORMAT_VERSION,
+        WRITTEN_BY: written_by(),
     }
     if device is not None:
         config["device"] = dict(device)
@@ -177,7 +199,22 @@ def read_model_config(directory: str | os.PathLike) -> dict:
         raise ValueError(f"{path!r} is damaged: not valid JSON ({error}).") from None
     if not isinstance(config, dict) or "class_name" not in config:
         raise ValueError(f"{path!r} is damaged: it has no class_name.")
+    _check_format(path, config)
     return config
+
+
+def _check_format(path, config):
+    """Refuses a ``model.json`` of a higher format than `FORMAT_VERSION`, naming the versions."""
+    version = config.get(FORMAT, 1)
+    if isinstance(version, int) and not isinstance(version, bool) and version <= FORMAT_VERSION:
+        return
+    writer = config.get(WRITTEN_BY)
+    writer = writer if isinstance(writer, dict) else {}
+    raise ValueError(
+        f"{path!r} is in model directory format {version!r}, written by bahdanau_tf "
+        f"{writer.get('bahdanau_tf', '(unknown)')} with TensorFlow "
+        f"{writer.get('tensorflow', '(unknown)')}; this bahdanau_tf {bahdanau_tf.__version__} "
+        f"reads format {FORMAT_VERSION} at most: upgrade bahdanau_tf to use it.")
 
 
 def check_same_model(directory: str, model: keras.Model) -> None:

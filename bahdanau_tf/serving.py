@@ -11,6 +11,8 @@
                                           unk_dictionary.tsv when exported with one
         assets.extra/
           tf_serving_warmup_requests      PredictionLog records the server replays at load
+          written_by.json                 the bahdanau_tf and TensorFlow versions that wrote
+                                          it (`read_written_by`; the server ignores it)
 
 Signatures (`bahdanau_tf.signatures`, the base of `bahdanau_tf.translator.Translator`). Every
 input has the leading batch dimension ``-1``, so every signature can be served with
@@ -71,13 +73,17 @@ import re
 import time
 from typing import Iterable, Optional, Sequence
 
+import json
+
 import numpy as np
 import tensorflow as tf
 
+import bahdanau_tf
 from bahdanau_tf import files
 
 WARMUP_FILENAME = "tf_serving_warmup_requests"
 ASSETS_EXTRA = "assets.extra"
+WRITTEN_BY_FILENAME = "written_by.json"
 DEFAULT_MODEL_NAME = "bahdanau"
 # The precision of an exported graph unless asked otherwise (bahdanau-export --keep_precision):
 # a CPU model server runs float32 best, whatever precision training used.
@@ -326,6 +332,7 @@ def _export_claimed(translator, export_dir, version, overwrite, write_warmup, se
         try:
             tf.saved_model.save(translator, temporary_dir, signatures=translator.signatures())
             check_serving_ops(temporary_dir, allowed_extra=allowed_extra_ops)
+            _write_written_by(temporary_dir)
             if write_warmup:
                 write_warmup_requests(temporary_dir, sentences=sentences, model_name=model_name)
             check_session_bundle(temporary_dir, sentences)
@@ -334,6 +341,27 @@ def _export_claimed(translator, export_dir, version, overwrite, write_warmup, se
             if tf.io.gfile.exists(temporary_dir):
                 tf.io.gfile.rmtree(temporary_dir)
     return final_dir
+
+
+def _write_written_by(saved_model_dir):
+    """``assets.extra/written_by.json``: the versions of this package and TensorFlow."""
+    directory = os.path.join(saved_model_dir, ASSETS_EXTRA)
+    tf.io.gfile.makedirs(directory)
+    with tf.io.gfile.GFile(os.path.join(directory, WRITTEN_BY_FILENAME), "w") as f:
+        f.write(json.dumps({"bahdanau_tf": bahdanau_tf.__version__,
+                            "tensorflow": tf.__version__}, indent=2, sort_keys=True))
+
+
+def read_written_by(saved_model_dir: str) -> dict:
+    """The versions that wrote an export (``{"bahdanau_tf": ..., "tensorflow": ...}``); ``{}``
+    for an export written before they were recorded. Takes a version directory or a model base
+    (its latest version)."""
+    path = os.path.join(resolve_saved_model_dir(saved_model_dir), ASSETS_EXTRA,
+                        WRITTEN_BY_FILENAME)
+    if not tf.io.gfile.exists(path):
+        return {}
+    with tf.io.gfile.GFile(path) as f:
+        return json.loads(f.read())
 
 
 def load_exported(path: str):
@@ -687,8 +715,8 @@ def run_predict_request(bundle: SessionBundle, request) -> dict:
 
 
 __all__ = [
-    "export_saved_model", "load_exported", "SessionBundle", "check_session_bundle",
-    "check_serving_ops", "list_op_types", "signature_defs", "signature_metadata",
+    "export_saved_model", "load_exported", "read_written_by", "SessionBundle",
+    "check_session_bundle", "check_serving_ops", "list_op_types", "signature_defs", "signature_metadata",
     "is_batchable", "warmup_inputs", "warmup_available", "predict_request",
     "write_warmup_requests", "read_warmup_requests", "run_predict_request",
     "resolve_saved_model_dir", "ServingOpsError", "VersionClaimedError", "SERVING_TF_TEXT_OPS",

@@ -2,7 +2,7 @@
 
 ``export/`` holds ``models.config``, ``batching_parameters.txt``, the REST and gRPC clients and
 their README. The wheel and the sdist carry it as package data (``bahdanau_tf/_serving_kit/``,
-see setup.py), so a pip install has it too; `write_kit` copies it out where a server or a
+see pyproject.toml), so a pip install has it too; `write_kit` copies it out where a server or a
 notebook can use it:
 
     python -m bahdanau_tf.serving_kit kit/     # writes kit/models.config, kit/client_rest.py, ...

@@ -6,7 +6,8 @@ Edit the cells here, then run::
 
     python colab/_build_notebooks.py            # rewrites colab/*.ipynb (outputs cleared)
 
-The repository's address has one home, ``REPOSITORY_URL`` in setup.py (what a publisher sets).
+The repository's address has one home, the ``Repository`` URL in pyproject.toml (what a
+publisher sets).
 The notebooks' install cells, and the "Open In Colab" badges and links of README.md and
 colab/README.md, are made from it here; the same command rewrites those links, and the test
 fails when any of them drifts.
@@ -14,7 +15,6 @@ fails when any of them drifts.
 The notebooks are stored without outputs: every number you see comes from your own run.
 """
 
-import ast
 import os
 import re
 import sys
@@ -28,14 +28,13 @@ SMOKE_VARIABLE = "BAHDANAU_NOTEBOOK_SMOKE"
 
 
 def repository_url():
-    """``REPOSITORY_URL`` of setup.py (read, not run), e.g. ``https://github.com/OWNER/bahdanau_tf``."""
-    with open(os.path.join(ROOT, "setup.py"), encoding="utf-8") as handle:
-        tree = ast.parse(handle.read())
-    for node in tree.body:
-        if (isinstance(node, ast.Assign) and len(node.targets) == 1
-                and getattr(node.targets[0], "id", None) == "REPOSITORY_URL"):
-            return ast.literal_eval(node.value).rstrip("/")
-    raise ValueError("setup.py has no REPOSITORY_URL = \"https://github.com/OWNER/NAME\" line")
+    """pyproject.toml's ``Repository = "..."`` URL (read, not run), e.g.
+    ``https://github.com/OWNER/bahdanau_tf``."""
+    with open(os.path.join(ROOT, "pyproject.toml"), encoding="utf-8") as handle:
+        match = re.search(r'^Repository = "([^"]+)"', handle.read(), re.M)
+    if match is None:
+        raise ValueError('pyproject.toml has no Repository = "https://github.com/OWNER/NAME" line')
+    return match.group(1).rstrip("/")
 
 
 REPOSITORY_URL = repository_url()
@@ -65,7 +64,7 @@ INSTALL_TEMPLATE = f'''\
 import glob, importlib, importlib.util, os, subprocess, sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-REPOSITORY_URL = "{REPOSITORY_URL}"  # setup.py's, written by colab/_build_notebooks.py
+REPOSITORY_URL = "{REPOSITORY_URL}"  # pyproject.toml's, written by colab/_build_notebooks.py
 
 wheels = sorted(glob.glob("bahdanau_tf-*.whl"))
 if wheels or {{guard}}:

@@ -8,10 +8,12 @@ import subprocess
 import sys
 import time
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
+import bahdanau_tf
 from bahdanau_tf import corpora, devices, lexicon, model_directory
 from helpers import env_without_tensorflow_logging, foreign_lines
 
@@ -56,6 +58,10 @@ def test_defaults_run_end_to_end(tmp_path):
     assert (report["training"]["precision"], report["training"]["jit_compile"]) == (choice.precision, choice.jit_compile)
     assert f"(device choice: {choice.reason})" in result.stderr
     saved = model_directory.read_model_config(str(out))
+    # the directory's format and the versions that wrote it (the run was a fresh process)
+    assert saved["format"] == model_directory.FORMAT_VERSION
+    assert saved["written_by"] == {"bahdanau_tf": bahdanau_tf.__version__,
+                                   "tensorflow": tf.__version__, "keras": keras.__version__}
     assert saved["device"]["precision"] == choice.precision and saved["device"]["reason"] == choice.reason
     assert saved["device"]["machine"]["name"] == devices.detect().name
     assert saved["settings"]["tokenizer"] == "subword" and saved["settings"]["direction"] == "en-es"

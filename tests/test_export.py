@@ -37,6 +37,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import bahdanau_tf
 from bahdanau_tf import lexicon, model_directory, serving
 from bahdanau_tf.models import model_from_preset
 from bahdanau_tf.special_tokens import SPECIAL_TOKENS
@@ -241,11 +242,15 @@ def test_layout_and_version_numbering(exports):
     for name, path in exports.items():
         base = os.path.dirname(path)
         assert os.listdir(base) == ["1"], name  # no temporary directory, no claim left
-        expected = {"assets", "saved_model.pb", "variables", "fingerprint.pb"}
-        if name != "rnnencdec":  # the base install wrote no warm-up records
-            expected.add("assets.extra")
-            assert os.listdir(os.path.join(path, "assets.extra")) == [serving.WARMUP_FILENAME]
+        expected = {"assets", "saved_model.pb", "variables", "fingerprint.pb", "assets.extra"}
         assert set(os.listdir(path)) == expected, (name, os.listdir(path))
+        extra = {serving.WRITTEN_BY_FILENAME}
+        if name != "rnnencdec":  # the base install wrote no warm-up records
+            extra.add(serving.WARMUP_FILENAME)
+        assert set(os.listdir(os.path.join(path, "assets.extra"))) == extra, name
+        # the versions that wrote it, read back from the version directory and the model base
+        written_by = {"bahdanau_tf": bahdanau_tf.__version__, "tensorflow": tf.__version__}
+        assert serving.read_written_by(path) == serving.read_written_by(base) == written_by
         # the two vocabularies, and the [UNK] dictionary where one was given
         assets = sorted(os.listdir(os.path.join(path, "assets")))
         assert len(assets) == 2 + (name == "rnnsearch"), assets

@@ -1,12 +1,16 @@
 """Tests for bahdanau_tf.model_directory: a damaged or mismatched directory is named, not used."""
 
+import json
 import os
+import re
 import shutil
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
+import bahdanau_tf
 from bahdanau_tf import model_directory
 from helpers import checkpoint_model_values, random_model, save_model_dir, toy_tokenizers, training_run
 
@@ -24,6 +28,29 @@ def test_a_whole_directory_loads_with_its_weights(saved):
     loaded = model_directory.load_model_directory(directory, which="latest")
     for a, b in zip(loaded.model.weights, model.weights):
         np.testing.assert_array_equal(np.array(a), np.array(b))
+
+
+def test_model_json_records_the_writers_versions_and_a_newer_format_is_refused(saved):
+    directory, _ = saved
+    path = os.path.join(directory, model_directory.MODEL_CONFIG)
+    config = json.load(open(path, encoding="utf-8"))
+    assert config["format"] == model_directory.FORMAT_VERSION
+    assert config["written_by"] == {"bahdanau_tf": bahdanau_tf.__version__,
+                                    "tensorflow": tf.__version__, "keras": keras.__version__}
+    # a directory written before the format was recorded is format 1: it loads
+    del config["format"], config["written_by"]
+    json.dump(config, open(path, "w", encoding="utf-8"))
+    model_directory.load_model_directory(directory, which="latest")
+    # a later release's layout: refused, naming the writer's versions and this one's
+    newer = dict(config, format=model_directory.FORMAT_VERSION + 1,
+                 written_by={"bahdanau_tf": "9.1.0", "tensorflow": "3.0.0"})
+    json.dump(newer, open(path, "w", encoding="utf-8"))
+    message = (rf"format {model_directory.FORMAT_VERSION + 1}, written by bahdanau_tf 9\.1\.0 "
+               rf"with TensorFlow 3\.0\.0; this bahdanau_tf {re.escape(bahdanau_tf.__version__)} "
+               rf"reads format {model_directory.FORMAT_VERSION} at most: upgrade bahdanau_tf")
+    for load in (model_directory.read_model_config, model_directory.load_model_directory):
+        with pytest.raises(ValueError, match=message):
+            load(directory)
 
 
 def test_a_truncated_vocabulary_is_refused_naming_the_file(saved):

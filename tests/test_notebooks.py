@@ -57,7 +57,7 @@ def wheel_kernel(tmp_path_factory):
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     for name in ("bahdanau_tf", "export"):
         shutil.copytree(os.path.join(ROOT, name), source / name, ignore=ignore)
-    for name in ("setup.py", "README.md"):
+    for name in ("pyproject.toml", "setup.py", "README.md", "LICENSE"):
         shutil.copy(os.path.join(ROOT, name), source / name)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
@@ -150,18 +150,17 @@ def test_notebooks_match_their_builder():
         # (or an uploaded wheel)
         assert 'if wheels or importlib.util.find_spec("bahdanau_tf") is None' in install
         assert install.index("find_spec") < install.index('"-m", "pip"')
-        # the git install comes from setup.py's REPOSITORY_URL
+        # the git install comes from pyproject.toml's Repository URL
         assert f'REPOSITORY_URL = "{builder.REPOSITORY_URL}"' in install
 
 
-def test_repository_links_come_from_setup_py():
-    """Every Colab badge and link in the documents points at setup.py's REPOSITORY_URL."""
+def test_repository_links_come_from_pyproject_toml():
+    """Every Colab badge and link in the documents points at pyproject.toml's Repository URL."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
     builder = load_builder()
-    namespace = {}
-    with open(os.path.join(ROOT, "setup.py"), encoding="utf-8") as handle:
-        line = next(l for l in handle if l.startswith("REPOSITORY_URL = "))
-    exec(line, namespace)  # the one line a publisher edits
-    assert builder.REPOSITORY_URL == namespace["REPOSITORY_URL"].rstrip("/")
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as handle:
+        urls = tomllib.load(handle)["project"]["urls"]  # the one line a publisher edits
+    assert builder.REPOSITORY_URL == urls["Repository"].rstrip("/")
     repository = builder.REPOSITORY_URL.removeprefix("https://github.com/")
     for path, text in builder.documents().items():
         with open(os.path.join(ROOT, path), encoding="utf-8") as handle:

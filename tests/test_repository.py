@@ -1,0 +1,109 @@
+"""The repository's front door stays tidy: one version, a long description that renders on a
+package index, a short README whose links resolve, one home for measured numbers, and no
+development-history words in tracked files."""
+
+import email
+import importlib.metadata
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import sys
+import zipfile
+
+import pytest
+
+import bahdanau_tf
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# a Markdown link or image target: ](target) or ](target "title")
+LINK = re.compile(r"\]\(([^)\s]+)")
+
+
+def read(path):
+    with open(os.path.join(ROOT, path), encoding="utf-8") as handle:
+        return handle.read()
+
+
+def pyproject():
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as handle:
+        return tomllib.load(handle)
+
+
+def load_setup_py():
+    """setup.py as a module (its ``setup()`` call runs only as a script)."""
+    spec = importlib.util.spec_from_file_location("bahdanau_setup", os.path.join(ROOT, "setup.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_version_is_pyprojects_everywhere():
+    project = pyproject()["project"]
+    version = project["version"]
+    assert "version" not in project.get("dynamic", [])
+    # the package says the version of the distribution it was installed from
+    assert bahdanau_tf.__version__ == importlib.metadata.version("bahdanau_tf")
+    # the changelog's latest release and the citation name the same version
+    releases = re.findall(r"^## \[(\d[^\]]*)\]", read("CHANGELOG.md"), re.M)
+    assert releases and releases[0] == version, releases
+    assert "## [Unreleased]" in read("CHANGELOG.md")
+    citation = read("CITATION.cff")
+    assert re.search(rf"^version: {re.escape(version)}$", citation, re.M), "CITATION.cff's version"
+    repository = project["urls"]["Repository"]
+    assert f'repository-code: "{repository}"' in citation
+    assert "Apache License" in read("LICENSE") and "Version 2.0, January 2004" in read("LICENSE")
+
+
+def _relative_links(text):
+    return [link for link in LINK.findall(text)
+            if not re.match(r"(https?://|mailto:|#)", link)]
+
+
+def test_the_long_description_has_no_relative_links():
+    setup_py = load_setup_py()
+    base = setup_py.repository_url()
+    description = setup_py.long_description()
+    assert _relative_links(description) == []
+    # every link README made absolute points at a file or directory of the repository
+    readme_links = _relative_links(read("README.md"))
+    absolute = [link for link in LINK.findall(description) if link.startswith(base + "/")]
+    assert len(absolute) >= len(readme_links) > 0
+    for link in absolute:
+        path = re.sub(r"^(blob|tree)/main/", "", link[len(base) + 1:]).split("#")[0]
+        assert os.path.exists(os.path.join(ROOT, path)), link
+
+
+@pytest.mark.slow
+@pytest.mark.subprocess
+def test_the_wheels_metadata_carries_the_long_description(tmp_path):
+    """The wheel a package index receives: the version, and the description without relative
+    links. Built from a copy of the sources, so the checkout gets no build/ or egg-info."""
+    source = tmp_path / "source"
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    for name in ("bahdanau_tf", "export"):
+        shutil.copytree(os.path.join(ROOT, name), source / name, ignore=ignore)
+    for name in ("pyproject.toml", "setup.py", "README.md", "LICENSE"):
+        shutil.copy(os.path.join(ROOT, name), source / name)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+                    "-w", str(tmp_path / "dist"), str(source)], check=True, env=env,
+                   capture_output=True)
+    (wheel,) = (tmp_path / "dist").glob("bahdanau_tf-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        metadata = email.message_from_string(
+            archive.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode("utf-8"))
+    assert metadata["Version"] == pyproject()["project"]["version"]
+    assert metadata["Description-Content-Type"] == "text/markdown"
+    description = metadata.get_payload()
+    assert description.strip() == load_setup_py().long_description().strip()
+    assert _relative_links(description) == []
+    # the package data a user needs from a wheel: the corpus, the serving kit, the licence
+    for name in ("bahdanau_tf/corpora/bible-en-es.tsv.gz", "bahdanau_tf/_serving_kit/models.config",
+                 "bahdanau_tf/py.typed"):
+        assert name in names, name
+    assert any(n.endswith(".dist-info/licenses/LICENSE") or n.endswith(".dist-info/LICENSE")
+               for n in names)
