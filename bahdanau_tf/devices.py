@@ -9,12 +9,12 @@ not from a timing run:
   (Volta, Turing: fp16 tensor cores, dynamic loss scaling), ``float32`` below.
 - **CPU with AMX bf16 tiles** (``amx_bf16`` in ``/proc/cpuinfo``, and oneDNN allowed to use
   them): ``mixed_bfloat16`` without XLA. oneDNN runs bf16 matmuls on the tiles, several times
-  its float32 speed, and XLA:CPU, which emulates bf16, would lose that. (Not measured by this
-  project: no AMX machine was at hand; it keeps the previous release's default there.)
+  its float32 speed, and XLA:CPU, which emulates bf16, would lose that (0.1.0's default, kept
+  there).
 - **any other CPU**: ``float32`` with XLA. That includes CPUs with AVX-512 bf16 instructions but
   no AMX, where float32 + XLA trained faster than float32 and than mixed bfloat16, in the train
-  step and in the default 12-minute run (README.md, "Measured on a 2-core CPU", has the
-  numbers and the CPUs; benchmarks/train_throughput.py, benchmarks/twelve_minute_runs.py). On
+  step and in the default 12-minute run (benchmarks/train_throughput.py and
+  benchmarks/twelve_minute_runs.py; the numbers and the CPUs are in benchmarks/README.md). On
   AVX2/FMA-only x86 (AMD EPYC before Zen 4, most CI runners and cloud VMs) and non-x86 a bf16
   matmul falls back to Eigen and is slower than float32, and XLA's fused recurrent loop is the
   fastest variant there too.
@@ -201,7 +201,7 @@ def decoding_jit(machine: Machine | None = None) -> bool:
     """Whether the Translator's Python path compiles its search with XLA: yes, on every device.
 
     Beam search is a loop of small ops; XLA fuses each step and was faster at every batch size
-    on the CPUs measured (README.md's decoding table, benchmarks/decode_throughput.py), bf16
+    on the CPUs measured (benchmarks/decode_throughput.py, benchmarks/README.md), bf16
     units or not (decoding runs in float32 on CPUs, `decoding_precision`).
     """
     del machine
@@ -221,11 +221,9 @@ def decoding_slots(machine: Machine | None = None, beam_size: int | None = None)
     waits for: it sets the rows of each step's matmuls (slots x beam). Each step has a fixed
     cost (every op a kernel launch without XLA, a thunk under XLA), which more rows amortise;
     the search's tail (the slots emptying once nothing is left to load) goes on over half the
-    slots (`bahdanau_tf.decoding.beam_search`). On a 2-core Sapphire Rapids, 512 test verses at
-    batch 64 (README, "Slots"): 32 slots against 16, greedy 1.10x and beam 5 1.06x faster under
-    XLA, 1.28x and 1.16x without; beam 5 with 24 / 32 / 40 slots 190.6 / 198.8 / 185.4
-    sentences/s, greedy with 32 / 48 / 64 457 / 465 / 486-489 (XLA). A GPU needs more rows to
-    fill its units.
+    slots (`bahdanau_tf.decoding.beam_search`). On a 2-core CPU these counts translated the
+    test verses fastest at batch 64, with and without XLA (benchmarks/decode_throughput.py;
+    benchmarks/README.md). A GPU needs more rows to fill its units.
     """
     machine = machine or detect()
     if machine.kind == "gpu":

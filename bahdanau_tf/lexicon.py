@@ -1,6 +1,6 @@
 """A bilingual lexicon from co-occurrence counts: the top-k translations of each source token.
 
-What candidate-list decoding (Jean et al. 2015, issue 25 item 3) draws its per-batch target
+What candidate-list decoding (Jean et al. 2015) draws its per-batch target
 vocabulary from: for every source id, the ``top_k`` target ids that co-occur with it most
 strongly in the training corpus. Strength is the Dice coefficient of sentence co-occurrence,
 

@@ -39,7 +39,7 @@ flags.DEFINE_integer("frequent", 2000, "Candidate lists: the most frequent targe
 flags.DEFINE_integer("per_word", 10, "Candidate lists: lexicon translations per source token.")
 flags.DEFINE_integer("rounds", 3, "Timed rounds per variant (best kept).")
 flags.DEFINE_integer("step_rows", 80, "Rows of the timed step pieces (80: 16 slots x beam 5; "
-                     "translate runs 32 slots since session 15).")
+                     "translate runs 32 slots for beam 5).")
 flags.DEFINE_string("output", os.path.join(os.path.dirname(__file__), "results", "candidate_lists.json"),
                     "JSON output path.")
 

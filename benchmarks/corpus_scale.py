@@ -1,4 +1,4 @@
-"""Peak memory and start-up of ``bahdanau-train --tsv`` as the corpus grows (issue 23).
+"""Peak memory and start-up of ``bahdanau-train --tsv`` as the corpus grows.
 
 For each size it writes a TSV of that many pairs (the embedded Bible's training pairs, repeated)
 into a temporary directory, runs ten updates of a small model on it::

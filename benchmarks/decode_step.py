@@ -1,9 +1,9 @@
 """Decode step cost: the network alone, the network inside the search, and wasted hypothesis-steps.
 
-Two measurements (issue 27, item 4):
+Two measurements:
 
-1. **ms per step**, for the rows the search runs: 80 (16 slots x beam 5, what `translate` ran
-   until session 15; 32 slots since, `devices.decoding_slots`), 320 (64 x beam 5) and 64
+1. **ms per step**, for the rows the search runs: 80 (16 slots x beam 5; `translate` runs 32,
+   `devices.decoding_slots`), 320 (64 x beam 5) and 64
    (greedy), with XLA and without (the exported signatures' path):
    * ``network``: `decode_step` alone in a ``tf.while_loop`` (the next ids do not depend on the
      logits; the logits are carried by the loop, so nothing is pruned);

@@ -1,4 +1,4 @@
-"""Would fusing the decoder step's matmuls that share an input pay? (issue 27, item 3)
+"""Would fusing the decoder step's matmuls that share an input pay?
 
 In one RNNsearch decoder step (``small`` sizes: m = 128, n = 256, l = 128) three inputs feed
 more than one matmul:

@@ -107,3 +107,18 @@ def test_the_wheels_metadata_carries_the_long_description(tmp_path):
         assert name in names, name
     assert any(n.endswith(".dist-info/licenses/LICENSE") or n.endswith(".dist-info/LICENSE")
                for n in names)
+
+
+def test_benchmarks_readme_is_the_index_of_every_results_file():
+    """benchmarks/README.md names every results file, and every file it names exists."""
+    text = read(os.path.join("benchmarks", "README.md"))
+    on_disk = {name for name in os.listdir(os.path.join(ROOT, "benchmarks", "results"))
+               if name.endswith(".json")}
+    named = set(re.findall(r"\b([\w.-]+\.json)\b", text))
+    assert on_disk and named == on_disk, (sorted(named - on_disk), sorted(on_disk - named))
+    # a row per benchmark script, each linked
+    scripts = {name for name in os.listdir(os.path.join(ROOT, "benchmarks"))
+               if name.endswith(".py") and not name.startswith("_")}
+    assert scripts <= set(re.findall(r"\]\(([\w.]+\.py)\)", text)), scripts
+    for link in _relative_links(text):
+        assert os.path.exists(os.path.join(ROOT, "benchmarks", link.split("#")[0])), link

@@ -28,20 +28,18 @@ Why these defaults (for a 12-minute run on a 2-core CPU):
   ``--vocabulary_sentences=0`` learns from every verse (~2-3x longer, ~1% fewer tokens per verse).
 - Adam 5e-3, clipnorm 1, batch 64, pairs of at most 50 tokens: the ``small`` row; the
   ``small`` model preset uses Keras's initialisers (Glorot) instead of the paper's tiny
-  N(0, 0.01^2) weights. Measured on a 2-core Xeon with bf16 units, 4.5-minute runs of the default (dev NLL after
-  ~490 updates): Adam 2e-3 / paper init 4.58 (at 400 updates), 5e-3 / paper 4.01, 3e-3 / Keras
-  4.07, 5e-3 / Keras 3.39, 8e-3 / Keras 3.70. The paper's initialisation is kept by the paper
-  presets, with Adadelta, as in the paper.
+  N(0, 0.01^2) weights: in short runs of the default on a 2-core CPU this pair reached a lower
+  dev NLL than the paper's initialisation and than other learning rates. The paper's
+  initialisation is kept by the paper presets, with Adadelta, as in the paper.
 - the last 5 checkpoints, 100 updates apart, averaged at the end (``--average_last``): the
   average becomes ``best/`` when its dev NLL is lower, as it is after 12 minutes of Adam at 5e-3
-  (dev NLL 2.599 -> 2.289, test BLEU 24.52 -> 28.45 on a 2-core Sapphire Rapids; README,
-  "Checkpoint averaging").
+  (benchmarks/README.md, "Checkpoint averaging").
 - precision and XLA are the device's (`bahdanau_tf.devices`; the header line says which and
   why, ``model.json`` records it): float32 + XLA (lengths padded to a multiple of 8) on CPUs,
   mixed bfloat16 without XLA only on CPUs with AMX bf16 tiles (``amx_bf16``), XLA with
   bf16/fp16 on GPUs. On the 2-core CPUs measured, with ``avx512_bf16`` but no AMX or AVX2
   only, float32 + XLA made more updates and a better test BLEU in 12 minutes than mixed bf16
-  (README.md, "Measured on a 2-core CPU": the table, the CPUs and the commands).
+  (benchmarks/README.md: the table, the CPUs and the commands).
   ``--precision`` and ``--jit`` override the choice.
 - dev NLL on the first 500 dev pairs every 200 steps, checkpoints every 200 steps.
 
