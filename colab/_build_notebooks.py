@@ -253,7 +253,7 @@ print(source_tokenizer.tokens([train.sources[0]]).to_list()[0][:12])
 training defaults (`small`: Adam, batch 64, gradient norm clipped at 1, the paper's length
 bucketing), evaluates the dev NLL, keeps the best checkpoint and writes the model directory; at the end it
 averages the last 5 checkpoints, which become the best checkpoint when their average has the lower
-dev NLL (README, "Checkpoint averaging"). On the
+dev NLL (docs/training.md, "Checkpoints and averaging"). On the
 command line: `bahdanau-train --preset=small --max_minutes=12 --output_dir=bahdanau_quickstart/model`
 (precision and XLA follow the device, as above; `--precision` and `--jit` override them)."""),
         TENSORBOARD_CELL('os.path.join(MODEL_DIR, "logs")'),

@@ -122,3 +122,74 @@ def test_benchmarks_readme_is_the_index_of_every_results_file():
     assert scripts <= set(re.findall(r"\]\(([\w.]+\.py)\)", text)), scripts
     for link in _relative_links(text):
         assert os.path.exists(os.path.join(ROOT, "benchmarks", link.split("#")[0])), link
+
+
+def _slug(heading):
+    """GitHub's anchor of a Markdown heading."""
+    heading = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return heading.replace(" ", "-")
+
+
+def _anchors(path):
+    text = read(path)
+    text = re.sub(r"```.*?```", "", text, flags=re.S)
+    return {_slug(h) for h in re.findall(r"^#+ (.*)$", text, re.M)}
+
+
+def _documents():
+    docs = sorted(os.path.join("docs", n) for n in os.listdir(os.path.join(ROOT, "docs"))
+                  if n.endswith(".md"))
+    return ["README.md", "CHANGELOG.md", "BUILD.md"] + docs
+
+
+def test_the_readme_is_a_front_door():
+    text = read("README.md")
+    assert len(text.splitlines()) <= 200
+    # the two commands, as CI (.ci/run) and the Keras block's test use them
+    assert ("pip install -e . && bahdanau-train --output_dir=bahdanau_run && bahdanau-evaluate "
+            "--model_dir=bahdanau_run --output_dir=bahdanau_run/evaluation") in text
+    test_command = 'pip install -e ".[test]" && python -m pytest -n 2 --dist loadfile tests'
+    assert test_command in text and test_command in read(os.path.join(".ci", "run"))
+    # a page per topic, each linked from the README
+    for page in ("training", "translating", "serving", "evaluation", "data", "paper", "design"):
+        assert f"](docs/{page}.md)" in text, page
+    assert "](benchmarks/README.md)" in text
+
+
+def test_every_relative_link_resolves():
+    """Every relative link of README.md, CHANGELOG.md, BUILD.md and docs/ names a file of the
+    repository, and an anchor into a Markdown file names one of its headings."""
+    checked = 0
+    for document in _documents():
+        for link in _relative_links(re.sub(r"```.*?```", "", read(document), flags=re.S)):
+            path, _, anchor = link.partition("#")
+            target = os.path.normpath(os.path.join(os.path.dirname(document), path))
+            assert os.path.exists(os.path.join(ROOT, target)), (document, link)
+            if anchor and target.endswith(".md"):
+                assert anchor in _anchors(target), (document, link)
+            checked += 1
+    assert checked > 20
+
+
+# development history is the changelog's and git's, not the code's
+HISTORY = re.compile(r"session ?[0-9]|sessions [0-9]|issue ?#?[0-9]", re.I)
+
+
+def test_no_development_history_words_in_tracked_files():
+    try:
+        listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True,
+                                check=True).stdout.decode().split("\0")
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip("not a git checkout")
+    hits = []
+    for name in filter(None, listed):
+        path = os.path.join(ROOT, name)
+        if HISTORY.search(name):
+            hits.append(name)
+        if not os.path.isfile(path) or name.endswith((".gz", ".png")):
+            continue
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            for number, line in enumerate(handle, 1):
+                if HISTORY.search(line):
+                    hits.append(f"{name}:{number}: {line.strip()[:80]}")
+    assert hits == []

@@ -268,9 +268,9 @@ def test_tensorboard_gets_the_final_dev_point_bleu_attention_images_and_translat
     assert [line.split("tok/s  ")[-1].split("  ETA")[0] for line in progress] == [
         "5 / 12 steps", "10 / 12 steps"], progress  # max_steps ends the run first, not the 10 min
     assert any(line.startswith("step      12  dev BLEU ") for line in lines), lines
-    # README's TensorBoard table describes exactly the tags a run writes
-    readme = (pathlib.Path(__file__).parents[1] / "README.md").read_text()
-    section = readme.split("## Watching a run: TensorBoard")[1].split("\n## ")[0]
+    # docs/training.md's TensorBoard table describes exactly the tags a run writes
+    page = (pathlib.Path(__file__).parents[1] / "docs" / "training.md").read_text()
+    section = page.split("## Watching a run: TensorBoard")[1].split("\n## ")[0]
     documented = {tag for row in re.findall(r"^\| (`.*?) \|", section, re.M)
                   for tag in re.findall(r"`([a-z]+/[a-z_0-9]+)`", row)}
     assert documented == {name for name, _, _, _ in events}
