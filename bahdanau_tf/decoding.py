@@ -251,8 +251,8 @@ class VocabularyMask(NamedTuple):
     ``top_k(logits + mask)`` (and as ``argmax`` for one), with two passes over the logits fewer
     than the plain path. Used under XLA (`beam_search`'s ``xla``): on a 2-core Sapphire Rapids,
     5,000 words, a search step at 64 greedy rows takes 2.06 -> 1.75 ms, at 80 and 320 beam rows
-    5% and 2% less; without XLA the plain mask was 1-10% faster. (Session 15 recomputed the
-    never-generated tokens' blocks instead, over [rows, blocks, never]: no faster, more ops.)"""
+    5% and 2% less; without XLA the plain mask was 1-10% faster. (Recomputing the
+    never-generated tokens' blocks instead, over [rows, blocks, never], was no faster.)"""
 
     mask: tf.Tensor  # float32 [vocabulary]: -inf at the never-generated tokens, 0 elsewhere
     never: tf.Tensor  # int32 [never]: the never-generated tokens (END's too), clipped to the vocabulary

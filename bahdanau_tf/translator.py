@@ -428,7 +428,7 @@ class Translator(signatures.Signatures):
         memories = [model.decoding_memory(memory) if hasattr(model, "decoding_memory") else memory
                     for model, memory in zip(self.models, memories)]
         # the carried state under XLA only: without XLA (the exported signatures' default)
-        # served batches were 3-5% slower with it (session 17, serving_latency.py)
+        # served batches were 3-5% slower with it (benchmarks/serving_latency.py)
         states = [model.decoding_state(state) if jit_compile and hasattr(model, "decoding_state")
                   else state for model, state in zip(self.models, states)]
         candidates = self._candidate_ids(source_ids, candidate_size)
