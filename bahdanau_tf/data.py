@@ -344,9 +344,9 @@ def pad_batch(batch, multiple: int, max_length: int | None = None):
     """Pads both lengths of a ``((source, target_in), target_out)`` batch up to a multiple.
 
     XLA compiles one program per input shape; rounded-up lengths leave a few shapes an epoch
-    instead of hundreds, for more padding columns (masked everywhere; README.md, "Batch
-    shapes", has the numbers). Lengths never exceed ``max_length + 1``, the longest a batch can
-    be.
+    instead of hundreds, for more padding columns (masked everywhere;
+    benchmarks/dataset_shapes.py counts them, benchmarks/README.md has the numbers). Lengths
+    never exceed ``max_length + 1``, the longest a batch can be.
     """
     (source, target_in), target_out = batch
 
@@ -556,7 +556,7 @@ def make_dataset(
     Shapes: every batch is padded to its own longest sentence, so an epoch meets many shapes.
     Compiled ``fit`` (XLA; Keras's default on a GPU) compiles once per shape; with
     ``pad_to_multiple`` lengths are padded up to a multiple (`pad_batch`), which bounds the
-    count (README.md, "Batch shapes", measures it). Padding is masked everywhere.
+    count (benchmarks/dataset_shapes.py measures it). Padding is masked everywhere.
 
     Args:
         corpus_or_pairs: ParallelCorpus, sequence of (source, target) str pairs, or a
