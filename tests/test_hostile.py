@@ -8,6 +8,7 @@ are in tests/test_export.py (`HOSTILE_REQUESTS`), the data loaders' in tests/tes
 """
 
 import errno
+import json
 import os
 import shutil
 import signal
@@ -93,6 +94,9 @@ CASES = [
     # a model.json cut short (a full disk, a copy interrupted) is named
     ("translate: truncated model.json", "translate", ["--model_dir={cut_config}"], "a\n", 2,
      "model.json' is damaged: not valid JSON"),
+    # a directory of a later release's layout: refused, naming its writer's versions and ours
+    ("translate: a newer model directory format", "translate", ["--model_dir={newer_format}"], "a\n",
+     2, "format 99, written by bahdanau_tf 9.0.0 with TensorFlow 9.1.0; this bahdanau_tf"),
     ("evaluate: empty model.json", "evaluate", ["--model_dir={empty_config}",
                                                 "--output_dir={tmp}/evaluation2"], "", 2,
      "model.json' is damaged: not valid JSON"),
@@ -169,6 +173,10 @@ def paths(tmp_path_factory):
         config = os.path.join(directory, "model.json")
         content = open(config, "rb").read()
         open(config, "wb").write(content[:int(len(content) * keep)])
+    newer = save_model_dir(tmp / "newer_format", random_model(seed=1), source, target)
+    config = json.load(open(os.path.join(newer, "model.json"), encoding="utf-8"))
+    config.update(format=99, written_by={"bahdanau_tf": "9.0.0", "tensorflow": "9.1.0"})
+    json.dump(config, open(os.path.join(newer, "model.json"), "w", encoding="utf-8"))
     preset = random_model(seed=1)
     preset.attach_tokenizers(source, target)
     preset.save_to_preset(str(tmp / "preset"))
@@ -188,8 +196,8 @@ def paths(tmp_path_factory):
     bad_utf8.write_bytes(b"the cat\n\xff bad\n")
     return {"tmp": str(tmp), "model": model, "damaged": damaged, "encdec": encdec,
             **{name: str(tmp / name) for name in ("zeroed", "truncated", "flipped", "cut_config",
-                                                  "empty_config", "preset", "run", "run_damaged",
-                                                  "lexicon", "bad_lexicon")},
+                                                  "empty_config", "newer_format", "preset", "run",
+                                                  "run_damaged", "lexicon", "bad_lexicon")},
             "three_columns": str(three_columns), "bad_utf8": str(bad_utf8)}
 
 
