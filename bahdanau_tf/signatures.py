@@ -261,18 +261,18 @@ class Signatures(tf.Module):
     """The exported signatures and the string graphs around the search (Translator's base).
 
     A subclass provides the tokenizers (``source_tokenizer``, ``target_tokenizer``), the
-    config (``beam_size``, ``max_source_length``, ``max_length_ratio``,
+    config (``search``, the default `bahdanau_tf.decoding.BeamSearch`, ``max_source_length``, ``max_length_ratio``,
     ``max_length_offset``, ``serving_jit_compile``, ``has_attention``, ``chunking``,
     ``replace_unk``, ``unk_dictionary``, ``candidates``), a cache
     of traced functions (``_cache.functions``, a dict SavedModel does not see) and the search
     over int tensors: ``_search`` and ``_static_search``.
     """
 
-    def _search(self, source_ids, limits, forbid_unknown, beam_size, nbest, return_attention,
-                buffer_length=None, jit_compile=False):
+    def _search(self, source_ids, limits, forbid_unknown, search, buffer_length=None,
+                jit_compile=False):
         raise NotImplementedError
 
-    def _static_search(self, beam_size, nbest, return_attention, jit_compile):
+    def _static_search(self, search, jit_compile):
         raise NotImplementedError
 
     def _candidate_size(self, source_ids):
@@ -294,40 +294,42 @@ class Signatures(tf.Module):
     def _length_limits(self, lengths):
         return length_limits(lengths, self.max_length_ratio, self.max_length_offset)
 
-    def _translate_graph(self, sentences, beam_size, nbest, forbid_unknown=False,
-                         return_attention=False, replace_unk=False):
+    def _translate_graph(self, sentences, search, forbid_unknown=False, return_attention=False,
+                         replace_unk=False):
         """The whole pipeline for one batch (the signatures' graph); returns a dict of tensors.
 
-        ``beam_size`` and ``nbest`` are Python ints (static shapes, XLA possible) or int32
-        scalars (a dynamic beam: no XLA); ``beam_size`` may also be int32 ``[batch]``, one
-        beam per row. XLA when ``serving_jit_compile``. ``replace_unk``: the translations'
-        [UNK] replaced by attention (the search then returns attention too).
+        ``search`` is a `bahdanau_tf.decoding.BeamSearch` whose ``beam_size`` and ``nbest`` are
+        Python ints (static shapes, XLA possible) or int32 scalars (a dynamic beam: no XLA);
+        its ``beam_size`` may also be int32 ``[batch]``, one beam per row. XLA when
+        ``serving_jit_compile``. ``replace_unk``: the translations' [UNK] replaced by attention
+        (the search then returns attention too).
         """
         searched_attention = return_attention or replace_unk
+        search = dataclasses.replace(search, return_attention=searched_attention)
         sentences = tf.reshape(tf.convert_to_tensor(sentences, tf.string), [-1])
         source_ids, lengths = self._source_ids(sentences)
         limits = self._length_limits(lengths)
         forbid_unknown = tf.convert_to_tensor(forbid_unknown, tf.bool)
-        static = isinstance(beam_size, int) and isinstance(nbest, int)
+        static = isinstance(search.beam_size, int) and isinstance(search.nbest, int)
         jit_compile = self.serving_jit_compile and static
         row_inputs = ()
         if static:
-            search = self._static_search(beam_size, nbest, searched_attention, jit_compile)
+            run = self._static_search(search, jit_compile)
             if jit_compile and self.candidates is not None:  # XLA: the list's padded size
-                compiled = search
+                compiled = run
 
-                def search(chunk_ids, chunk_limits, forbid, buffer_length=None):
+                def run(chunk_ids, chunk_limits, forbid, buffer_length=None):
                     return compiled(chunk_ids, chunk_limits, forbid, buffer_length,
                                     self._candidate_size(chunk_ids))
         else:
-            if isinstance(beam_size, tf.Tensor) and beam_size.shape.rank == 1:
-                row_inputs = (beam_size,)
+            if isinstance(search.beam_size, tf.Tensor) and search.beam_size.shape.rank == 1:
+                row_inputs = (search.beam_size,)
 
-            def search(chunk_ids, chunk_limits, forbid, buffer_length=None, *chunk_rows):
-                chunk_beam = chunk_rows[0] if chunk_rows else beam_size
-                return tuple(x for x in self._search(chunk_ids, chunk_limits, forbid, chunk_beam,
-                                                     nbest, searched_attention) if x is not None)
-        results = search_in_chunks(search, source_ids, lengths, limits, forbid_unknown,
+            def run(chunk_ids, chunk_limits, forbid, buffer_length=None, *chunk_rows):
+                chunk_search = dataclasses.replace(search, beam_size=chunk_rows[0]) if chunk_rows else search
+                return tuple(x for x in self._search(chunk_ids, chunk_limits, forbid, chunk_search)
+                             if x is not None)
+        results = search_in_chunks(run, source_ids, lengths, limits, forbid_unknown,
                                    self.chunking, searched_attention, jit_compile, row_inputs)
         outputs = self._outputs(sentences, lengths, *results[:3],
                                 attention=results[3] if replace_unk else None)
@@ -373,13 +375,12 @@ class Signatures(tf.Module):
             attention=tf.where(valid[:, :, None], attention[:, 0], 0.0),  # [batch, time, source_len]
         )
 
-    def _batch_function(self, beam_size, nbest, forbid_unknown, return_alignments,
-                        replace_unk=False):
+    def _batch_function(self, search, forbid_unknown, return_alignments, replace_unk=False):
         """Without XLA: the signatures' whole pipeline as one graph per batch."""
-        key = ("batch", beam_size, nbest, forbid_unknown, return_alignments, replace_unk)
+        key = ("batch", search, forbid_unknown, return_alignments, replace_unk)
         if key not in self._cache.functions:
             def translate_batch(sentences):
-                return self._translate_graph(sentences, beam_size, nbest, forbid_unknown,
+                return self._translate_graph(sentences, search, forbid_unknown,
                                              return_alignments, replace_unk)
             self._cache.functions[key] = tf.function(translate_batch, input_signature=[SENTENCES],
                                                      autograph=False)
@@ -424,7 +425,7 @@ class Signatures(tf.Module):
     def serving_default(self, sentences):
         """Translates a batch with the default beam: ``translations`` [batch], ``scores``."""
         sentences = checked_rows(sentences)
-        out = self._translate_graph(sentences, self.beam_size, 1, replace_unk=self.replace_unk)
+        out = self._translate_graph(sentences, self.search, replace_unk=self.replace_unk)
         return {"translations": out["translations"][:, 0], "scores": out["scores"][:, 0]}
 
     @tf.function(input_signature=[SENTENCES, BEAM_SIZE, NBEST], autograph=False)
@@ -443,7 +444,8 @@ class Signatures(tf.Module):
         beam_size = tf.clip_by_value(beam_size, 1, MAX_BEAM_SIZE)
         nbest = tf.clip_by_value(nbest, 1, beam_size)
         width = tf.reduce_max(tf.concat([nbest, [1]], 0))
-        out = self._translate_graph(sentences, beam_size, width, replace_unk=self.replace_unk)
+        search = dataclasses.replace(self.search, beam_size=beam_size, nbest=width)
+        out = self._translate_graph(sentences, search, replace_unk=self.replace_unk)
         kept = tf.range(width)[None, :] < nbest[:, None]
         return {"translations": tf.where(kept, out["translations"], ""),
                 "scores": tf.where(kept, out["scores"], float("-inf")),
@@ -465,7 +467,7 @@ class Signatures(tf.Module):
 
     def _align(self, sentences):
         sentences = checked_rows(sentences)
-        out = self._translate_graph(sentences, self.beam_size, 1, return_attention=True,
+        out = self._translate_graph(sentences, self.search, return_attention=True,
                                     replace_unk=self.replace_unk)
         keys = ("source_tokens", "source_lengths", "target_tokens", "target_lengths",
                 "attention")
@@ -485,7 +487,7 @@ class Signatures(tf.Module):
         if "translate_replace_unk" not in self._cache.functions:
             def translate_replace_unk(sentences):
                 sentences = checked_rows(sentences)
-                out = self._translate_graph(sentences, self.beam_size, 1, replace_unk=True)
+                out = self._translate_graph(sentences, self.search, replace_unk=True)
                 return {"translations": out["translations"][:, 0],
                         "scores": out["scores"][:, 0]}
             self._cache.functions["translate_replace_unk"] = tf.function(

@@ -262,8 +262,8 @@ class Translator(signatures.Signatures):
         self.source_tokenizer = source_tokenizer
         self.target_tokenizer = target_tokenizer
         # === Config ===
-        self.beam_size = int(beam_size)
-        self.length_penalty = float(length_penalty)
+        # the default search: serving_default's, and translate's unless told otherwise
+        self.search = decoding.BeamSearch(beam_size=int(beam_size), length_penalty=float(length_penalty))
         self.max_source_length = int(max_source_length)
         self.max_length_ratio = float(max_length_ratio)
         self.max_length_offset = int(max_length_offset)
@@ -305,6 +305,16 @@ class Translator(signatures.Signatures):
                                  "tokens: another model's lexicon.")
             # a variable, so that the SavedModel's saver restores it with the weights
             self._candidate_table = tf.Variable(table, trainable=False, name="candidate_translations")
+
+    @property
+    def beam_size(self) -> int:
+        """int: the default beam (``search.beam_size``)."""
+        return self.search.beam_size
+
+    @property
+    def length_penalty(self) -> float:
+        """float: the GNMT length penalty's alpha (``search.length_penalty``)."""
+        return self.search.length_penalty
 
     @property
     def models(self) -> list:
@@ -407,21 +417,23 @@ class Translator(signatures.Signatures):
             count = int(count)
         return lexicon.candidate_bucket(count, vocabulary)
 
-    def _search(self, source_ids, limits, forbid_unknown, beam_size, nbest, return_attention,
-                buffer_length=None, jit_compile=False, candidate_size=None):
+    def _search(self, source_ids, limits, forbid_unknown, search, buffer_length=None,
+                jit_compile=False, candidate_size=None):
         """Encoder + beam search over int tensors: the part XLA can compile (``jit_compile``:
-        it is compiled, see `bahdanau_tf.decoding.beam_search`'s ``xla``). With candidate
+        it is compiled, see `bahdanau_tf.decoding.Execution`'s ``xla``). With candidate
         lists, ``candidate_size`` is the list's padded size (under XLA a constant) or None.
 
-        ``beam_size`` is an int, an int32 scalar, or int32 ``[batch]`` per-row beams (the
-        search then runs the largest and empties each row's slots beyond its own beam, see
-        `bahdanau_tf.decoding.beam_search`'s ``beam_sizes``).
+        ``search`` is a `bahdanau_tf.decoding.BeamSearch` whose ``beam_size`` is an int, an
+        int32 scalar, or int32 ``[batch]`` per-row beams (the search then runs the largest and
+        empties each row's slots beyond its own beam, see `bahdanau_tf.decoding.beam_search`'s
+        ``beam_sizes``); ``forbid_unknown`` (bool scalar) adds [UNK] to its forbidden tokens.
         """
         batch = source_ids.shape[0] or tf.shape(source_ids)[0]  # static under XLA (buckets)
         beam_sizes = None
-        if isinstance(beam_size, tf.Tensor) and beam_size.shape.rank == 1:
-            beam_sizes = beam_size
-            beam_size = tf.maximum(tf.reduce_max(tf.concat([beam_sizes, [1]], 0)), nbest)
+        if isinstance(search.beam_size, tf.Tensor) and search.beam_size.shape.rank == 1:
+            beam_sizes = search.beam_size
+            widest = tf.maximum(tf.reduce_max(tf.concat([beam_sizes, [1]], 0)), search.nbest)
+            search = dataclasses.replace(search, beam_size=widest)
         memories = [model.encode(source_ids, training=False) for model in self.models]
         states = [model.initial_state(memory) for model, memory in zip(self.models, memories)]
         # what the search carries (`bahdanau_tf.models`: decoding_memory, decoding_state)
@@ -438,16 +450,16 @@ class Translator(signatures.Signatures):
         else:
             step_fn, state, memory = decoding.ensemble_step_fn(step_fns), tuple(states), tuple(memories)
         # PAD is never generated anyway: forbidding it keeps the shape static either way.
-        forbid = tf.reshape(tf.where(forbid_unknown, UNK_ID, PAD_ID), [1])
-        output = decoding.beam_search(
-            step_fn, state, batch_size=batch, beam_size=beam_size, max_length=limits,
-            length_penalty=self.length_penalty, forbid_ids=forbid, nbest=nbest,
-            return_attention=return_attention,
-            attention_length=tf.shape(source_ids)[1] if return_attention else None,
-            buffer_length=buffer_length, beam_sizes=beam_sizes,
-            vocabulary_size=getattr(self.models[0], "target_vocabulary_size", None),
-            memory=memory, slots=self._slots(beam_size), xla=jit_compile, candidates=candidates)
-        return output
+        search = dataclasses.replace(
+            search, forbid_ids=tf.reshape(tf.where(forbid_unknown, UNK_ID, PAD_ID), [1]))
+        execution = decoding.Execution(
+            xla=jit_compile, slots=self._slots(search.beam_size), buffer_length=buffer_length,
+            vocabulary_size=getattr(self.models[0], "target_vocabulary_size", None))
+        return decoding.beam_search(
+            step_fn, state, batch, search, max_length=limits, memory=memory,
+            beam_sizes=beam_sizes, candidates=candidates,
+            attention_length=tf.shape(source_ids)[1] if search.return_attention else None,
+            execution=execution)
 
     def _slots(self, beam_size):
         """The search's slots: ``decode_slots``, else `bahdanau_tf.devices.decoding_slots` for
@@ -456,22 +468,22 @@ class Translator(signatures.Signatures):
             return self.decode_slots
         return devices.decoding_slots(beam_size=decoding.static_int(beam_size))
 
-    def _static_search(self, beam_size, nbest, return_attention, jit_compile):
-        """The search with Python beam/nbest, a tf.function (XLA when asked), cached.
+    def _static_search(self, search, jit_compile):
+        """The search of a `bahdanau_tf.decoding.BeamSearch` of Python values, a tf.function
+        (XLA when asked), cached by the settings.
 
         Its last arguments, ``buffer_length`` and ``candidate_size`` (candidate lists), are
         Python ints: under XLA each value (and each input shape) is one trace, one compilation
         (`compilations` counts them).
         """
-        key = ("search", beam_size, nbest, return_attention, jit_compile)
+        key = ("search", search, jit_compile)
         if key not in self._cache.functions:
-            def search(source_ids, limits, forbid_unknown, buffer_length=None, candidate_size=None):
-                return tuple(x for x in self._search(source_ids, limits, forbid_unknown,
-                                                     beam_size, nbest, return_attention,
+            def run(source_ids, limits, forbid_unknown, buffer_length=None, candidate_size=None):
+                return tuple(x for x in self._search(source_ids, limits, forbid_unknown, search,
                                                      buffer_length, jit_compile, candidate_size)
                              if x is not None)
             self._cache.functions[key] = tf.function(
-                search, jit_compile=jit_compile, reduce_retracing=not jit_compile, autograph=False)
+                run, jit_compile=jit_compile, reduce_retracing=not jit_compile, autograph=False)
         return self._cache.functions[key]
 
     @property
@@ -489,7 +501,7 @@ class Translator(signatures.Signatures):
         return_alignments) combinations: one per row bucket and length bucket."""
         return variants * len(self.row_buckets) * len(self.length_buckets)
 
-    def _bucket_search(self, beam_size, nbest, return_alignments, shape, buffer_length, candidate_size):
+    def _bucket_search(self, search, shape, buffer_length, candidate_size):
         """The XLA search's concrete function of one bucketed chunk shape, cached by its key.
 
         One concrete function per bucket, traced once from its own fixed signature: calling
@@ -497,16 +509,15 @@ class Translator(signatures.Signatures):
         TensorFlow warns about that). Looked up in a dict, not by ``get_concrete_function``,
         whose argument binding costs about as much as a batch-1 search step.
         """
-        key = ("bucket", beam_size, nbest, return_alignments, tuple(shape), buffer_length, candidate_size)
+        key = ("bucket", search, tuple(shape), buffer_length, candidate_size)
         if key not in self._cache.functions:
-            search = self._static_search(beam_size, nbest, return_alignments, True)
-            self._cache.functions[key] = search.get_concrete_function(
+            function = self._static_search(search, True)
+            self._cache.functions[key] = function.get_concrete_function(
                 tf.TensorSpec(shape, tf.int32), tf.TensorSpec(shape[:1], tf.int32),
                 tf.TensorSpec([], tf.bool), buffer_length, candidate_size)
         return self._cache.functions[key]
 
-    def _xla_search(self, source_ids, lengths, limits, beam_size, nbest, forbid_unknown,
-                    return_alignments):
+    def _xla_search(self, source_ids, lengths, limits, search, forbid_unknown):
         """The XLA search of one batch, chunk by chunk, over bucketed shapes (NumPy in, out).
 
         The chunks are those of the signatures' graph loop (`bahdanau_tf.signatures`'s
@@ -515,7 +526,7 @@ class Translator(signatures.Signatures):
         when it meets a new bucket, and `compilations` counts exactly what was compiled.
         """
         forbid = tf.constant(bool(forbid_unknown))
-        batch = len(lengths)
+        batch, nbest, return_alignments = len(lengths), search.nbest, search.return_attention
         order = signatures.length_order(lengths)  # NumPy in, NumPy out: no eager op per chunk
         sorted_inputs = [np.asarray(x[order], np.int32) for x in (lengths, source_ids, limits)]
         time = int(max(limits.max(initial=1), 1))
@@ -528,8 +539,8 @@ class Translator(signatures.Signatures):
             plan = signatures.plan_chunk(sorted_inputs[0], start, self.chunking, bucketed=True)
             chunk, chunk_limits = signatures.chunk_input(plan, *sorted_inputs[1:])
             rows = order[start:start + plan.rows]
-            bucket = self._bucket_search(beam_size, nbest, return_alignments, chunk.shape,
-                                         plan.buffer_length, self._candidate_size(chunk))
+            bucket = self._bucket_search(search, chunk.shape, plan.buffer_length,
+                                         self._candidate_size(chunk))
             outputs = bucket(tf.constant(chunk), tf.constant(chunk_limits), forbid)
             steps = min(time, outputs[0].shape[2])
             ids[rows, :, :steps] = outputs[0].numpy()[:len(rows), :, :steps]
@@ -587,20 +598,19 @@ class Translator(signatures.Signatures):
         if (return_alignments or replace_unk) and not self.has_attention:
             raise ValueError("return_alignments=True and replace_unk=True need models with "
                              "attention (RNNsearch).")
-        beam_size, nbest = int(beam_size), int(nbest)
+        search = dataclasses.replace(self.search, beam_size=int(beam_size), nbest=int(nbest))
         forbid_unknown, return_alignments = bool(forbid_unknown), bool(return_alignments)
         if self.jit_compile:
             prepare, finish = self._graph_pieces(return_alignments, replace_unk)
+            search = dataclasses.replace(search, return_attention=return_alignments or replace_unk)
 
             def function(batch):
                 source_ids, lengths, limits = (t.numpy() for t in prepare(batch))
-                searched = self._xla_search(source_ids, lengths, limits, beam_size, nbest,
-                                            forbid_unknown, return_alignments or replace_unk)
+                searched = self._xla_search(source_ids, lengths, limits, search, forbid_unknown)
                 # concrete functions take tensors, not NumPy arrays
                 return finish(batch, *(tf.constant(x) for x in (lengths, *searched) if x is not None))
         else:
-            function = self._batch_function(beam_size, nbest, forbid_unknown, return_alignments,
-                                            replace_unk)
+            function = self._batch_function(search, forbid_unknown, return_alignments, replace_unk)
         # longest first: similar lengths share a batch (less padding), and the first graph
         # call sees the largest shapes
         order = sorted(range(len(sentences)), key=lambda i: -len(sentences[i]))

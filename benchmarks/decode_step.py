@@ -146,6 +146,17 @@ def _functions(model, sentences, beam, jit):
                              (0, tf.fill([rows], 1), state, logits))[3]
 
     def search_with(module):
+        if hasattr(module, "BeamSearch"):  # the settings as values
+            def search(memory, state):
+                step_fn = lambda ids, step, state, memory: model.decode_step(ids, state, memory)
+                out = module.beam_search(
+                    step_fn, state, sentences, module.BeamSearch(beam_size=beam, length_penalty=0.5),
+                    max_length=steps, memory=memory,
+                    execution=module.Execution(xla=jit, slots=sentences, buffer_length=steps,
+                                               vocabulary_size=vocab))
+                return out.ids, out.scores
+
+            return tf.function(search, jit_compile=jit)
         parameters = inspect.signature(module.beam_search).parameters
         extra = {"vocabulary_size": vocab} if "vocabulary_size" in parameters else {}
         if "xla" in parameters:  # the buffers' updates chosen for the compiler, as the Translator does
@@ -178,6 +189,8 @@ def _functions(model, sentences, beam, jit):
 
 
 def _old_decoding():
+    """The old checkout's search: a single-file ``decoding.py`` (a ``decoding/`` package would
+    clash with this checkout's ``bahdanau_tf`` in one process)."""
     path = os.path.join(FLAGS.old_checkout, "bahdanau_tf", "decoding.py")
     spec = importlib.util.spec_from_file_location("old_decoding", path)
     module = importlib.util.module_from_spec(spec)

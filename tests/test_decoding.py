@@ -21,8 +21,10 @@ import pytest
 import tensorflow as tf
 
 from bahdanau_tf import decoding
-from bahdanau_tf.decoding import (BeamSearchOutput, Ranking, beam_search, ensemble_step_fn,
-                                  greedy_search, tile_beams, top_k)
+from bahdanau_tf.decoding import (BeamSearch, BeamSearchOutput, Execution, Ranking, beam_search,
+                                  ensemble_step_fn, greedy_search, tile_beams, top_k)
+from bahdanau_tf.decoding import search as search_lib
+from bahdanau_tf.decoding import selection
 from bahdanau_tf.special_tokens import END_ID, PAD_ID, START_ID, UNK_ID
 
 A, B = 4, 5  # the two ordinary words of the scripted vocabulary [PAD, START, END, UNK, A, B]
@@ -80,8 +82,11 @@ def dummy_state(batch):
     return tf.zeros([batch, 1])
 
 
-def run_scripted(step_fn, batch=1, **kwargs):
-    return beam_search(step_fn, dummy_state(batch), batch, **kwargs)
+def run_scripted(step_fn, batch=1, max_length=100, attention_length=None, buffer_length=None,
+                 **settings):
+    return beam_search(step_fn, dummy_state(batch), batch, BeamSearch(**settings), max_length,
+                       attention_length=attention_length,
+                       execution=Execution(buffer_length=buffer_length))
 
 
 def row(ids, length):
@@ -266,7 +271,7 @@ def test_scripted_length_penalty_ranks_during_the_search():
 def test_nbest_larger_than_the_hypothesis_count_reports_empty_slots():
     # vocabulary [PAD, START, END, UNK]: only END and UNK can be generated, max 1 token
     step_fn = lambda ids, step, state: (tf.zeros([tf.shape(ids)[0], 4]), state, None)
-    out = beam_search(step_fn, dummy_state(1), 1, beam_size=4, nbest=4, max_length=1)
+    out = beam_search(step_fn, dummy_state(1), 1, BeamSearch(beam_size=4, nbest=4), max_length=1)
     assert out.ids.numpy()[0, :, 0].tolist() == [END_ID, UNK_ID, PAD_ID, PAD_ID]
     assert out.lengths.numpy().tolist() == [[1, 1, 0, 0]]
     assert np.isneginf(out.scores.numpy()[0, 2:]).all()
@@ -306,7 +311,7 @@ def test_blocked_top_k_equals_top_k_with_ties_and_forbidden_tokens(jit):
 
 @pytest.mark.parametrize("jit", [False, True])
 def test_row_candidates_with_a_vocabulary_mask_equal_log_softmax_and_top_k_of_the_masked_logits(jit):
-    """The search's per-row selection over a `decoding.VocabularyMask` (block maxima of the
+    """The search's per-row selection over a `selection.VocabularyMask` (block maxima of the
     masked logits, the row maximum from them and the forbidden tokens' logits) against NumPy:
     log-softmax of the logits, then the top k of it with the forbidden tokens at -inf, ties to
     the lower id."""
@@ -318,13 +323,14 @@ def test_row_candidates_with_a_vocabulary_mask_equal_log_softmax_and_top_k_of_th
         logits[8:16, never] = 50.0  # a forbidden token is the row's maximum
         logits[16, 32:64] = 40.0  # a whole block of equal best values
         logits[17, :] = 0.0  # every token ties
-        mask = decoding.vocabulary_mask(vocab, tf.constant(never, tf.int32), end_id)
-        assert isinstance(mask, decoding.VocabularyMask)
+        mask = selection.vocabulary_mask(vocab, tf.constant(never, tf.int32), end_id)
+        assert isinstance(mask, selection.VocabularyMask)
         finished = tf.constant(np.arange(48) % 7 == 3)
         for k in (1, 5):
-            assert decoding._blocked(vocab, k)  # the path under test
-            function = tf.function(lambda x: decoding._row_candidates(x, mask, finished, k, end_id),
-                                   jit_compile=jit, autograph=False)
+            assert selection._blocked(vocab, k)  # the path under test
+            function = tf.function(
+                lambda x: selection._row_candidates(x, mask, finished, k, end_id),
+                jit_compile=jit, autograph=False)
             log_probs, tokens = (t.numpy() for t in function(tf.constant(logits)))
             shifted = logits.astype(np.float64) - logits.max(axis=1, keepdims=True)
             reference = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
@@ -336,8 +342,9 @@ def test_row_candidates_with_a_vocabulary_mask_equal_log_softmax_and_top_k_of_th
                                        rtol=1e-5, atol=1e-5)
             assert (tokens[~live, 0] == end_id).all() and (log_probs[~live, 0] == 0).all()
             # and exactly what the plain mask gives (the search's path without a VocabularyMask)
-            plain = tf.function(lambda x: decoding._row_candidates(x, mask.mask, finished, k, end_id),
-                                jit_compile=jit, autograph=False)(tf.constant(logits))
+            plain = tf.function(
+                lambda x: selection._row_candidates(x, mask.mask, finished, k, end_id),
+                jit_compile=jit, autograph=False)(tf.constant(logits))
             np.testing.assert_array_equal(log_probs, plain[0].numpy())
             np.testing.assert_array_equal(tokens, plain[1].numpy())
 
@@ -345,10 +352,10 @@ def test_row_candidates_with_a_vocabulary_mask_equal_log_softmax_and_top_k_of_th
 def test_slots_need_the_memory_as_an_argument():
     step_fn, _ = scripted_step_fn({}, {A: 0.5, END_ID: 0.5})
     with pytest.raises(ValueError, match="slots needs memory"):
-        beam_search(step_fn, dummy_state(3), 3, slots=2)
+        beam_search(step_fn, dummy_state(3), 3, execution=Execution(slots=2))
     with pytest.raises(ValueError, match="slots must be >= 1"):
         beam_search(lambda ids, step, state, memory: step_fn(ids, step, state), dummy_state(3), 3,
-                    memory=tf.zeros([3, 1]), slots=0)
+                    memory=tf.zeros([3, 1]), execution=Execution(slots=0))
 
 
 def test_tile_beams_repeats_rows_consecutively():
@@ -356,6 +363,113 @@ def test_tile_beams_repeats_rows_consecutively():
     tiled = tile_beams(nest, 3)
     assert tiled["h"].numpy()[:, 0].tolist() == [1, 1, 1, 2, 2, 2]
     assert tiled["pair"][0].numpy().tolist() == [7, 7, 7, 8, 8, 8]
+
+
+# === The loop's parts, one at a time, over a scripted step function ===
+
+def token_state_step_fn(step_fn):
+    """``step_fn`` with memory (every row at the same step here), whose state becomes each
+    row's input token, so that a reordering of the state is visible."""
+    def step(ids, step_index, state, memory=None):
+        logits, _, attention = step_fn(ids, tf.reduce_max(step_index), state)
+        return logits, tf.cast(ids[:, None], tf.float32), attention
+    return step
+
+
+def search_parts(step_fn, batch=1, search=BeamSearch(beam_size=2, nbest=2), max_length=10,
+                 memory=None, xla=False, slots=None):
+    """The `SearchInputs` of a search and its state before the first step."""
+    state = tf.constant([[10.0 + sentence] for sentence in range(batch)])
+    inputs = search_lib._search_inputs(step_fn, state, batch, search, max_length, memory, None,
+                                       None, None, Execution(xla=xla))
+    return inputs, search_lib.initial_search_state(inputs, slots or batch)
+
+
+def test_advance_keeps_each_sentences_best_candidates_and_reorders_what_follows_them():
+    step_fn, table = scripted_step_fn(SCRIPT_1, DEFAULT_1)
+    inputs, state = search_parts(token_state_step_fn(step_fn), memory=tf.zeros([1, 1]))
+    state = search_lib.advance(inputs, state)
+    # step 0: PAD (0.4) is never generated; A (0.3) and B (0.2) are the two best
+    assert state.ids.numpy().tolist() == [A, B]
+    expected = [log_softmax_of(table, 0, START_ID, token) for token in (A, B)]
+    np.testing.assert_allclose(state.scores.numpy()[0], expected, rtol=1e-6)
+    assert state.history.numpy()[:, 0].tolist() == [A, B]
+    assert state.slot_steps.numpy().tolist() == [1]
+    state = search_lib.advance(inputs, state)
+    # step 1: B A (0.18) beats A END (0.15); the rows swap, and so do the history and the state
+    assert state.ids.numpy().tolist() == [A, END_ID]
+    assert state.history.numpy()[:, :2].tolist() == [[B, A], [A, END_ID]]
+    assert state.state.numpy()[:, 0].tolist() == [B, A]  # the state the step function returned
+    assert state.finished.numpy().tolist() == [[False, True]]
+    assert state.lengths.numpy().tolist() == [[2, 2]]
+    np.testing.assert_allclose(state.scores.numpy()[0, 1], sequence_log_prob(table, [A, END_ID]),
+                               rtol=1e-6)
+
+
+@pytest.mark.parametrize("xla", [False, True])
+def test_finished_sentences_and_read_out_write_a_final_nbest_list_only(xla):
+    step_fn, table = scripted_step_fn(SCRIPT_1, DEFAULT_1)
+    inputs, state = search_parts(token_state_step_fn(step_fn), memory=tf.zeros([1, 1]), xla=xla)
+    empty = state.outputs
+    for _ in range(2):
+        state = search_lib.advance(inputs, state)
+    # A END is finished, but the live B A could still beat it: not done, nothing written
+    done = search_lib.finished_sentences(inputs, state)
+    assert done.numpy().tolist() == [False]
+    written = search_lib.read_out(inputs, state, done).outputs
+    for name in ("ids", "lengths", "scores"):
+        np.testing.assert_array_equal(getattr(written, name)[:1], getattr(empty, name)[:1])
+    state = search_lib.advance(inputs, state)  # B A END: both finished
+    done = search_lib.finished_sentences(inputs, state)
+    assert done.numpy().tolist() == [True]
+    written = search_lib.read_out(inputs, state, done).outputs
+    assert written.ids.numpy()[0, :, :4].tolist() == [[A, END_ID, PAD_ID, PAD_ID],
+                                                     [B, A, END_ID, PAD_ID]]
+    assert written.lengths.numpy()[0].tolist() == [2, 3]
+    expected = [sequence_log_prob(table, tokens) for tokens in ([A, END_ID], [B, A, END_ID])]
+    np.testing.assert_allclose(written.scores.numpy()[0], expected, rtol=1e-6)
+
+
+@pytest.mark.parametrize("xla", [False, True])
+def test_refill_loads_the_next_sentence_into_a_freed_slot(xla):
+    step_fn, _ = scripted_step_fn(SCRIPT_1, DEFAULT_1)
+    memory = tf.constant([[100.0], [101.0], [102.0]])
+    inputs, state = search_parts(token_state_step_fn(step_fn), batch=3, memory=memory, xla=xla,
+                                 slots=2)
+    assert state.occupant.numpy().tolist() == [0, 1] and int(state.next_sentence) == 2
+    state = search_lib.advance(inputs, state)
+    kept = search_lib.refill(inputs, state, tf.constant([False, False]))  # nothing is free
+    for name in ("occupant", "scores", "ids", "slot_steps"):
+        np.testing.assert_array_equal(getattr(kept, name), getattr(state, name))
+    # slot 1's sentence is done: it takes the next one
+    state = search_lib.refill(inputs, state, tf.constant([False, True]))
+    assert state.occupant.numpy().tolist() == [0, 2] and int(state.next_sentence) == 3
+    assert state.slot_memory.numpy()[:, 0].tolist() == [100.0, 102.0]
+    assert state.state.numpy()[:, 0].tolist() == [START_ID, START_ID, 12.0, 12.0]  # 12: sentence 2
+    assert state.ids.numpy().tolist() == [A, B, START_ID, START_ID]
+    assert state.slot_steps.numpy().tolist() == [1, 0]
+    assert state.scores.numpy()[1].tolist() == [0.0, -np.inf]
+    assert state.finished.numpy()[1].tolist() == [False, True]
+    # the queue is empty: a slot that is done now stays empty
+    state = search_lib.refill(inputs, state, tf.constant([True, False]))
+    assert state.occupant.numpy().tolist() == [3, 2] and int(state.next_sentence) == 3
+    freed = search_lib.free_slots(inputs, state, tf.constant([False, True]))
+    assert freed.occupant.numpy().tolist() == [3, 3]
+
+
+def test_compact_gathers_the_live_slots_first_with_their_rows():
+    step_fn, _ = scripted_step_fn(SCRIPT_1, DEFAULT_1)
+    inputs, state = search_parts(token_state_step_fn(step_fn), batch=5, memory=tf.zeros([5, 1]),
+                                 slots=4)
+    state = state._replace(occupant=tf.constant([5, 2, 5, 3]), ids=tf.range(8),
+                           history=tf.reshape(tf.range(8 * 10), [8, 10]))
+    compacted = search_lib.compact(state, 2, inputs.beam, inputs.batch)
+    assert compacted.occupant.numpy().tolist() == [2, 3]
+    assert compacted.ids.numpy().tolist() == [2, 3, 6, 7]  # each slot's two beams
+    assert compacted.history.numpy()[:, 0].tolist() == [20, 30, 60, 70]
+    assert compacted.state.shape[0] == 4 and compacted.scores.shape == (2, 2)
+    assert int(compacted.next_sentence) == int(state.next_sentence)
+    np.testing.assert_array_equal(compacted.outputs.ids, state.outputs.ids)
 
 
 # === A tiny random GRU model ===
@@ -454,7 +568,8 @@ def check_wide_beam_is_exhaustive(make_step_fn, memory, initial_state, batch, al
     sequences = all_sequences(max_length, words)
     beam = len(sequences)  # every candidate sequence fits in the beam
     out = beam_search(make_step_fn(tile_beams(memory, beam)), initial_state, batch,
-                      beam_size=beam, max_length=max_length, nbest=beam, length_penalty=alpha)
+                      BeamSearch(beam_size=beam, nbest=beam, length_penalty=alpha),
+                      max_length=max_length)
     padded = np.array([s + [PAD_ID] * (max_length - len(s)) for s in sequences])
     lengths = np.array([len(s) for s in sequences])
     for sentence in range(batch):
@@ -516,7 +631,7 @@ def test_beam_one_equals_a_python_greedy_loop():
     expected_ids, expected_lengths, expected_scores = python_greedy(step_fn, state, 8, 9)
     assert len(set(expected_lengths)) > 1  # some stop early, some run to the limit
     for out in [greedy_search(step_fn, state, 8, max_length=9),
-                beam_search(step_fn, state, 8, beam_size=1, max_length=9)]:
+                beam_search(step_fn, state, 8, BeamSearch(beam_size=1), max_length=9)]:
         np.testing.assert_array_equal(out.ids.numpy()[:, 0], expected_ids)
         np.testing.assert_array_equal(out.lengths.numpy()[:, 0], expected_lengths)
         np.testing.assert_allclose(out.scores.numpy()[:, 0], expected_scores, rtol=1e-5)
@@ -526,15 +641,15 @@ def test_a_sentence_decodes_the_same_alone_and_in_a_batch():
     model = TinyModel(seed=3, vocab=12, scale=2.0)
     memory, state = model.encode(5)
     limits = np.array([4, 11, 6, 2, 9])
-    batched = beam_search(model.step_fn(tile_beams(memory, 4)), state, 5, beam_size=4,
-                          nbest=3, max_length=tf.constant(limits), return_attention=True,
-                          attention_length=model.source_len)
+    batched = beam_search(model.step_fn(tile_beams(memory, 4)), state, 5,
+                          BeamSearch(beam_size=4, nbest=3, return_attention=True),
+                          max_length=tf.constant(limits), attention_length=model.source_len)
     assert batched.ids.shape == (5, 3, 11)
     for sentence, limit in enumerate(limits):
         alone = beam_search(model.step_fn(tile_beams(select(memory, sentence), 4)),
-                            select(state, sentence), 1, beam_size=4, nbest=3,
-                            max_length=int(limit), return_attention=True,
-                            attention_length=model.source_len)
+                            select(state, sentence), 1,
+                            BeamSearch(beam_size=4, nbest=3, return_attention=True),
+                            max_length=int(limit), attention_length=model.source_len)
         assert alone.ids.shape == (1, 3, limit)
         np.testing.assert_array_equal(batched.ids.numpy()[sentence, :, :limit], alone.ids[0])
         assert np.all(batched.ids.numpy()[sentence, :, limit:] == PAD_ID)
@@ -544,27 +659,30 @@ def test_a_sentence_decodes_the_same_alone_and_in_a_batch():
                                    atol=1e-6)
 
 
-def search_alone(model, memory, state, sentence, beam, limit, **kwargs):
+def search_alone(model, memory, state, sentence, beam, limit, attention_length=None, **settings):
     return beam_search(model.step_fn(tile_beams(select(memory, sentence), beam)),
-                       select(state, sentence), 1, beam_size=beam, max_length=int(limit), **kwargs)
+                       select(state, sentence), 1, BeamSearch(beam_size=beam, **settings),
+                       max_length=int(limit), attention_length=attention_length)
 
 
 @pytest.mark.parametrize("slots", [1, 2, 3, 7])
 def test_a_sentence_in_a_refilled_slot_decodes_as_alone(slots, monkeypatch):
-    monkeypatch.setattr(decoding, "_MIN_TAIL_SLOTS", 2)  # the tail's halves at these small sizes too
+    # the tail's halves at these small sizes too
+    monkeypatch.setattr(search_lib, "_MIN_TAIL_SLOTS", 2)
     model = TinyModel(seed=8, vocab=10, scale=2.0)
     memory, state = model.encode(7)
     limits = np.array([4, 11, 6, 2, 9, 1, 7])
     beams = np.array([4, 2, 4, 1, 3, 4, 4])
     counter = []
-    out = beam_search(model.slot_step_fn(counter), state, 7, beam_size=4, nbest=2,
-                      max_length=tf.constant(limits), length_penalty=0.4, return_attention=True,
-                      attention_length=model.source_len, beam_sizes=tf.constant(beams),
-                      memory=memory, slots=slots)
+    out = beam_search(model.slot_step_fn(counter), state, 7,
+                      BeamSearch(beam_size=4, nbest=2, length_penalty=0.4, return_attention=True),
+                      max_length=tf.constant(limits), attention_length=model.source_len,
+                      beam_sizes=tf.constant(beams), memory=memory,
+                      execution=Execution(slots=slots))
     assert out.ids.shape == (7, 2, 11) and out.attention.shape == (7, 2, 11, model.source_len)
     # every step computes the rows of its loop's slots: all of them, then (the tail, nothing
     # left to load) halves, each with its beams
-    widths = decoding._stage_widths(min(slots, 7), refills=slots < 7)
+    widths = search_lib._stage_widths(min(slots, 7), refills=slots < 7)
     assert set(counter) <= {width * 4 for width in widths} and counter[0] == widths[0] * 4
     if len(widths) > 1:
         assert counter[-1] < widths[0] * 4  # the last steps ran over fewer slots
@@ -588,8 +706,8 @@ def test_a_sentence_in_a_refilled_slot_decodes_as_alone(slots, monkeypatch):
         alone_total = 0
         for sentence, limit in enumerate(limits):
             count = []
-            beam_search(model.slot_step_fn(count), select(state, sentence), 1, beam_size=4,
-                        nbest=2, max_length=int(limit), length_penalty=0.4,
+            beam_search(model.slot_step_fn(count), select(state, sentence), 1,
+                        BeamSearch(beam_size=4, nbest=2, length_penalty=0.4), max_length=int(limit),
                         beam_sizes=tf.constant(beams[sentence:sentence + 1]),
                         memory=select(memory, sentence))
             alone_total += len(count)
@@ -607,15 +725,17 @@ def test_every_sentence_slotted_from_the_start_goes_on_over_halves_under_xla(att
     batch, beam = 64, 2
     memory, state = model.encode(batch)
     limits = tf.constant(np.where(np.arange(batch) % 13 == 5, 12, np.arange(batch) % 4 + 1))
-    assert decoding._stage_widths(batch, refills=False) == [64, 32, 16, 8]
-    assert decoding._stage_widths(15, refills=False) == [15]  # small batches: one loop
+    assert search_lib._stage_widths(batch, refills=False) == [64, 32, 16, 8]
+    assert search_lib._stage_widths(15, refills=False) == [15]  # small batches: one loop
     counter = []
 
     def decode(memory, state, limits, step_fn):
-        return beam_search(step_fn, state, batch, beam_size=beam, nbest=1, max_length=limits,
-                           length_penalty=0.5, return_attention=attention,
-                           attention_length=model.source_len if attention else None,
-                           buffer_length=12, memory=memory, slots=batch, xla=True)
+        return beam_search(step_fn, state, batch,
+                           BeamSearch(beam_size=beam, nbest=1, length_penalty=0.5,
+                                      return_attention=attention),
+                           max_length=limits,
+                           attention_length=model.source_len if attention else None, memory=memory,
+                           execution=Execution(buffer_length=12, slots=batch, xla=True))
 
     eager = decode(memory, state, limits, model.slot_step_fn(counter))
     assert counter[0] == 64 * beam and counter[-1] == 8 * beam  # the fourth loop ran
@@ -635,17 +755,18 @@ def test_every_sentence_slotted_from_the_start_goes_on_over_halves_under_xla(att
 
 @pytest.mark.parametrize("vocab", [9, 1500])
 def test_refilled_slots_agree_under_tf_function_and_xla(vocab):
-    # 1,500 words: under XLA the selection goes through a decoding.VocabularyMask (block maxima)
+    # 1,500 words: under XLA the selection goes through a selection.VocabularyMask (block maxima)
     model = TinyModel(seed=9, vocab=vocab, scale=2.0)
     memory, state = model.encode(6)
     limits = tf.constant([3, 7, 5, 8, 1, 6])
 
     def decode(memory, state, limits, beam, xla=False):
-        return beam_search(model.slot_step_fn(), state, tf.shape(state)[0], beam_size=beam,
-                           nbest=1, max_length=limits, length_penalty=0.5, return_attention=True,
-                           attention_length=tf.shape(memory)[1], buffer_length=8,
-                           memory=memory, slots=4, xla=xla, vocabulary_size=vocab,
-                           forbid_ids=(UNK_ID,))
+        return beam_search(model.slot_step_fn(), state, tf.shape(state)[0],
+                           BeamSearch(beam_size=beam, nbest=1, length_penalty=0.5,
+                                      return_attention=True, forbid_ids=(UNK_ID,)),
+                           max_length=limits, attention_length=tf.shape(memory)[1], memory=memory,
+                           execution=Execution(buffer_length=8, slots=4,
+                                               xla=xla, vocabulary_size=vocab))
 
     for beam in (3, 1):
         eager = decode(memory, state, limits, beam)  # read-out and refill under tf.cond
@@ -674,9 +795,9 @@ def test_eager_tf_function_and_xla_agree():
 
     def decode(memory, state, limits):
         return beam_search(model.step_fn(tile_beams(memory, beam)), state, tf.shape(state)[0],
-                           beam_size=beam, nbest=2, max_length=limits, length_penalty=0.5,
-                           forbid_ids=(UNK_ID,), return_attention=True,
-                           attention_length=tf.shape(memory)[1])
+                           BeamSearch(beam_size=beam, nbest=2, length_penalty=0.5,
+                                      forbid_ids=(UNK_ID,), return_attention=True),
+                           max_length=limits, attention_length=tf.shape(memory)[1])
 
     signature = [tf.TensorSpec([None, None, model.hidden], tf.float32),
                  tf.TensorSpec([None, model.hidden], tf.float32),
@@ -702,18 +823,21 @@ def test_a_static_buffer_keeps_one_xla_compilation_for_new_limits():
     memory, state = model.encode(4)
 
     def decode(memory, state, limits):
-        return beam_search(model.step_fn(tile_beams(memory, 3)), state, 4, beam_size=3, nbest=2,
-                           max_length=limits, length_penalty=0.6, return_attention=True,
-                           attention_length=6, buffer_length=12)
+        return beam_search(model.step_fn(tile_beams(memory, 3)), state, 4,
+                           BeamSearch(beam_size=3, nbest=2, length_penalty=0.6,
+                                      return_attention=True),
+                           max_length=limits, attention_length=6,
+                           execution=Execution(buffer_length=12))
 
     xla = tf.function(decode, jit_compile=True)
     for limits in ([3, 7, 5, 8], [12, 1, 2, 9], [4, 4, 4, 30]):
         out = xla(memory, state, tf.constant(limits))
         assert out.ids.shape == (4, 2, 12)
         # a limit above the buffer is the buffer
-        eager = beam_search(model.step_fn(tile_beams(memory, 3)), state, 4, beam_size=3, nbest=2,
-                            max_length=tf.constant(np.minimum(limits, 12)), length_penalty=0.6,
-                            return_attention=True, attention_length=6)
+        eager = beam_search(model.step_fn(tile_beams(memory, 3)), state, 4,
+                            BeamSearch(beam_size=3, nbest=2, length_penalty=0.6,
+                                       return_attention=True),
+                            max_length=tf.constant(np.minimum(limits, 12)), attention_length=6)
         width = eager.ids.shape[2]
         np.testing.assert_array_equal(out.ids[:, :, :width], eager.ids)
         assert np.all(out.ids.numpy()[:, :, width:] == PAD_ID)
@@ -741,7 +865,7 @@ def test_scripted_ties_agree_under_tf_function_and_xla():
     step_fn, _ = scripted_step_fn(SCRIPT_3, DEFAULT_3)
 
     def decode(state):
-        return beam_search(step_fn, state, tf.shape(state)[0], beam_size=3, nbest=3,
+        return beam_search(step_fn, state, tf.shape(state)[0], BeamSearch(beam_size=3, nbest=3),
                            max_length=4)
 
     eager = decode(dummy_state(2))
@@ -756,10 +880,10 @@ def test_ensemble_of_one_equals_the_model():
     model = TinyModel(seed=5, vocab=10, scale=2.0)
     memory, state = model.encode(4)
     step_fn = model.step_fn(tile_beams(memory, 3))
-    alone = beam_search(step_fn, state, 4, beam_size=3, nbest=3, max_length=7,
-                        return_attention=True, attention_length=model.source_len)
-    ensemble = beam_search(ensemble_step_fn([step_fn]), (state,), 4, beam_size=3, nbest=3,
-                           max_length=7, return_attention=True,
+    alone = beam_search(step_fn, state, 4, BeamSearch(beam_size=3, nbest=3, return_attention=True),
+                        max_length=7, attention_length=model.source_len)
+    ensemble = beam_search(ensemble_step_fn([step_fn]), (state,), 4,
+                           BeamSearch(beam_size=3, nbest=3, return_attention=True), max_length=7,
                            attention_length=model.source_len)
     np.testing.assert_array_equal(ensemble.ids, alone.ids)
     np.testing.assert_array_equal(ensemble.lengths, alone.lengths)
@@ -793,9 +917,9 @@ def test_ensemble_of_two_averages_probabilities():
     model = TinyModel(seed=8, vocab=10, scale=2.0)
     memory, state = model.encode(3)
     step_fn = model.step_fn(tile_beams(memory, 2))
-    alone = beam_search(step_fn, state, 3, beam_size=2, max_length=6)
-    pair = beam_search(ensemble_step_fn([step_fn, step_fn]), (state, state), 3, beam_size=2,
-                       max_length=6)
+    alone = beam_search(step_fn, state, 3, BeamSearch(beam_size=2), max_length=6)
+    pair = beam_search(ensemble_step_fn([step_fn, step_fn]), (state, state), 3,
+                       BeamSearch(beam_size=2), max_length=6)
     np.testing.assert_array_equal(pair.ids, alone.ids)
     np.testing.assert_allclose(pair.scores, alone.scores, rtol=1e-5)
 
@@ -826,8 +950,9 @@ def test_attention_rows_follow_the_beam_reordering():
     step_fn = history_step_fn(vocab, max_length)
     bias = tf.constant(np.random.default_rng(0).normal(size=(batch, vocab)), tf.float32)
     state = (tf.zeros([batch, max_length]), bias)
-    out = beam_search(step_fn, state, batch, beam_size=beam, nbest=beam,
-                      max_length=max_length, return_attention=True, attention_length=max_length)
+    out = beam_search(step_fn, state, batch,
+                      BeamSearch(beam_size=beam, nbest=beam, return_attention=True),
+                      max_length=max_length, attention_length=max_length)
     ids, lengths, attention = out.ids.numpy(), out.lengths.numpy(), out.attention.numpy()
     assert attention.shape == (batch, beam, max_length, max_length)
     assert len(set(map(tuple, ids.reshape(-1, max_length)))) > beam  # the hypotheses differ
@@ -855,13 +980,13 @@ def test_dynamic_beam_size_and_nbest_in_tf_function():
 
     @tf.function(input_signature=[tf.TensorSpec([], tf.int32), tf.TensorSpec([], tf.int32)])
     def decode(beam, nbest):
-        return beam_search(model.step_fn(tile_beams(memory, beam)), state, 3, beam_size=beam,
-                           nbest=nbest, max_length=6)
+        return beam_search(model.step_fn(tile_beams(memory, beam)), state, 3,
+                           BeamSearch(beam_size=beam, nbest=nbest), max_length=6)
 
     for beam, nbest in [(1, 1), (4, 2)]:
         dynamic = decode(tf.constant(beam), tf.constant(nbest))
         static = beam_search(model.step_fn(tile_beams(memory, beam)), state, 3,
-                             beam_size=beam, nbest=nbest, max_length=6)
+                             BeamSearch(beam_size=beam, nbest=nbest), max_length=6)
         np.testing.assert_array_equal(dynamic.ids, static.ids)
         np.testing.assert_allclose(dynamic.scores, static.scores, rtol=1e-6)
     with pytest.raises(tf.errors.InvalidArgumentError):
@@ -893,8 +1018,8 @@ def test_wide_beam_matches_brute_force_on_rnnsearch():
 
     check_wide_beam_is_exhaustive(make_step_fn, memory, state, 2, 0.0, (END_ID, UNK_ID, 4))
     # The returned scores are the model's teacher-forced log-probabilities (its training path).
-    out = beam_search(make_step_fn(tile_beams(memory, 5)), state, 2, beam_size=5, nbest=5,
-                      max_length=4)
+    out = beam_search(make_step_fn(tile_beams(memory, 5)), state, 2,
+                      BeamSearch(beam_size=5, nbest=5), max_length=4)
     ids, lengths = out.ids.numpy(), out.lengths.numpy()
     for sentence in range(2):
         targets = ids[sentence]  # [5, 4]

@@ -1,0 +1,48 @@
+"""Beam search, greedy search and ensembles over a step function, in core TF ops only.
+
+Decoding is a pure function of a *step function* (DESIGN.md §3, §6), the way OpenNMT-tf's
+``utils/decoding.py`` is:
+
+    step_fn(ids, step, state) -> (logits, state, attention)
+
+- ``ids``: int32 ``[batch * beam]``, the previous token of every hypothesis (``start_id`` at step 0);
+- ``step``: int32 scalar, 0 for the first step (with ``memory``: int32 ``[batch * beam]``,
+  each row's own step, since refilled slots start at different times);
+- ``state``: any nest of tensors whose leading dimension is ``batch * beam``;
+- ``logits``: ``[batch * beam, vocabulary]``, any float dtype (cast to float32 and
+  normalised here, so mixed-precision models need no care);
+- ``attention``: ``[batch * beam, source_len]`` float, or None.
+
+Anything constant over the decode (the encoder memory, the attention keys) is either closed over
+by the step function, tiled once with `tile_beams` (every sentence then searches from the first
+step to the last), or handed to `beam_search` as ``memory``: the step function then takes it as a
+fourth argument, one row per *slot*, and the search refills the slot of every finished sentence
+with the next sentence of the batch (continuous batching: no row waits for the slowest sentence).
+Reordering the beams never copies the memory. Greedy search is beam search with one beam, and an
+ensemble (Sutskever et al. 2014) is just another step function, `ensemble_step_fn`.
+
+What a search looks for is one value, `BeamSearch` (beam, n-best, length penalty, forbidden
+tokens, attention); how it runs is another, `Execution` (XLA, slots, buffer); neither changes
+inside a search. The package, read in this order:
+
+- `bahdanau_tf.decoding.search`: the settings, the loop's named state and the loop's parts
+  (the step, the read-out of finished sentences, the refill of slots, the compaction);
+- `bahdanau_tf.decoding.selection`: one step's choice (the ranking, the masks, ``top_k``);
+- `bahdanau_tf.decoding.step_functions`: `tile_beams` and `ensemble_step_fn`.
+
+Everything is one ``tf.while_loop`` over static-shape buffers, so the same code runs eagerly,
+inside ``tf.function`` with a dynamic batch (e.g. a serving signature), and under
+``jit_compile=True``; no tensorflow-addons op (``GatherTree``) and no tf-text op is used: each
+hypothesis carries its tokens (and attention rows) so far, and a sentence's n-best is read out
+the step it is done.
+"""
+
+from bahdanau_tf.decoding.search import (BeamSearch, BeamSearchOutput, Execution, beam_search,
+                                         greedy_search)
+from bahdanau_tf.decoding.selection import (Ranking, VocabularyMask, length_penalty_factor,
+                                            never_mask, static_int, top_k, vocabulary_mask)
+from bahdanau_tf.decoding.step_functions import StepFn, ensemble_step_fn, tile_beams
+
+__all__ = ["BeamSearch", "BeamSearchOutput", "Execution", "Ranking", "StepFn", "VocabularyMask",
+           "beam_search", "ensemble_step_fn", "greedy_search", "length_penalty_factor",
+           "never_mask", "static_int", "tile_beams", "top_k", "vocabulary_mask"]

@@ -1,0 +1,686 @@
+"""The search loop: settings, the loop's named state, and its parts, one job each.
+
+`beam_search` is the driver. Its loop body is four parts, each a function of the search's fixed
+inputs (`SearchInputs`) and the loop's state (`SearchState`, a NamedTuple that ``tf.while_loop``
+carries):
+
+    advance -> finished_sentences -> read_out -> refill (or free_slots)
+
+- `advance`: the step: the network's logits, each sentence's best ``beam`` extensions
+  (`bahdanau_tf.decoding.selection.select`), the state and the histories reordered to follow them;
+- `finished_sentences` and `read_out`: the slots whose n-best is final, written to the outputs;
+- `refill`: each free slot takes the next sentence of the batch (continuous batching);
+- `compact`, between loops: the live slots gathered into fewer (the tail of the batch).
+"""
+
+import dataclasses
+from typing import Any, NamedTuple, Optional
+
+import numpy as np
+import tensorflow as tf
+
+from bahdanau_tf.decoding.selection import (Ranking, Vocabulary, search_vocabulary,
+                                            select, sentences_done, static_int)
+from bahdanau_tf.decoding.step_functions import StepFn, tile_beams
+from bahdanau_tf.special_tokens import END_ID, PAD_ID, START_ID
+
+_NEG_INF = float("-inf")
+_LOADS_PER_STEP = 4  # slots refilled at most per step (their memory is written at every step)
+
+
+# === Settings ===
+
+@dataclasses.dataclass(frozen=True)
+class BeamSearch:
+    """What a search looks for: the beam, the n-best, the ranking, the tokens it never emits.
+
+    A value (frozen, hashable when its fields are Python values), validated here where it is
+    built; `beam_search` takes it whole. ``BeamSearch(beam_size=1)`` is greedy search.
+
+    Attributes:
+        beam_size: int >= 1, the hypotheses kept per sentence (a scalar tensor also works
+            outside XLA).
+        nbest: int in [1, beam_size], the hypotheses returned per sentence.
+        length_penalty: float alpha >= 0 of the GNMT length penalty (`Ranking`); 0 ranks by
+            log p.
+        forbid_ids: token ids never generated (a tuple, or an int32 tensor), e.g.
+            ``(UNK_ID,)`` for the paper's "No UNK" mode; must not contain ``end_id``.
+            ``PAD_ID`` and ``start_id`` are never generated anyway.
+        return_attention: bool, also return the attention rows of the returned hypotheses
+            (`beam_search` then needs ``attention_length``).
+        start_id: the first decoder input y_0. end_id: the token that finishes a hypothesis.
+
+    Raises:
+        ValueError: a value known now and out of range.
+
+    Example:
+
+        search = BeamSearch(beam_size=5, nbest=2, length_penalty=0.5)
+        output = beam_search(step_fn, state, batch_size, search, max_length=limits)
+    """
+
+    beam_size: Any = 5
+    nbest: Any = 1
+    length_penalty: Any = 0.0
+    forbid_ids: Any = ()
+    return_attention: bool = False
+    start_id: Any = START_ID
+    end_id: Any = END_ID
+
+    def __post_init__(self):
+        if isinstance(self.forbid_ids, list):
+            object.__setattr__(self, "forbid_ids", tuple(self.forbid_ids))
+        beam, nbest = static_int(self.beam_size), static_int(self.nbest)
+        if beam is not None and beam < 1:
+            raise ValueError(f"beam_size must be >= 1, got {self.beam_size!r}")
+        if nbest is not None and nbest < 1:
+            raise ValueError(f"nbest must be >= 1, got {self.nbest!r}")
+        if beam is not None and nbest is not None and nbest > beam:
+            raise ValueError(f"nbest must be <= beam_size, got nbest={self.nbest!r} > "
+                             f"beam_size={self.beam_size!r}")
+        if isinstance(self.length_penalty, (int, float)) and not self.length_penalty >= 0:  # NaN too
+            raise ValueError(f"length_penalty must be >= 0, got {self.length_penalty!r}")
+        forbid = (np.asarray(self.forbid_ids, dtype=np.int64) if isinstance(self.forbid_ids, tuple)
+                  else tf.get_static_value(self.forbid_ids))
+        end_id = static_int(self.end_id)
+        if forbid is not None and end_id is not None and np.any(np.asarray(forbid) == end_id):
+            raise ValueError(f"forbid_ids must not contain end_id={self.end_id!r}, got "
+                             f"{self.forbid_ids!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Execution:
+    """How a search runs: none of it changes what it finds, only what it costs.
+
+    Attributes:
+        xla: bool, whether the search is compiled by XLA (``jit_compile=True``). A done
+            sentence's read-out and a refilled slot's memory are scatters into buffers carried
+            by the loop: under XLA a scatter at every step (into a sentinel row when there is
+            nothing to write) updates them in place, where a ``tf.cond`` would copy them into
+            its output; TensorFlow's runtime without XLA copies a buffer at every scatter, so
+            there they run under ``tf.cond``, at the steps that have something to write.
+        slots: with ``memory``, the number of sentences in flight (see `beam_search`): an int
+            (static under XLA) or an int32 scalar; None: the whole batch (no refill).
+        buffer_length: int (or int32 scalar), the steps the output buffers hold, separate from
+            the per-sentence limits: under XLA a compile-time constant (one compilation per
+            value). None: ``max(max_length)`` (a constant when ``max_length`` is a Python
+            value; else computed from the data, which under XLA makes the limits themselves
+            compile-time constants). Limits above it are cut to it.
+        vocabulary_size: optional int, the width of the step function's logits: the mask of
+            the never-generated tokens is then built once per search, not at every step.
+    """
+
+    xla: bool = False
+    slots: Any = None
+    buffer_length: Any = None
+    vocabulary_size: Optional[int] = None
+
+    def __post_init__(self):
+        for name in ("slots", "buffer_length"):
+            value = getattr(self, name)
+            if value is not None and static_int(value) is not None and static_int(value) < 1:
+                raise ValueError(f"{name} must be >= 1, got {value!r}")
+
+
+class BeamSearchOutput(NamedTuple):
+    """What `beam_search` returns; hypotheses sorted best first.
+
+    Attributes:
+        ids: int32 ``[batch, nbest, time]``, the tokens of each hypothesis, ``end_id`` included,
+            ``PAD_ID`` after it. ``time`` is the buffer length (``buffer_length``, else
+            ``max(max_length)``).
+        lengths: int32 ``[batch, nbest]``, the number of tokens including ``end_id``, or the
+            sentence's ``max_length`` for a hypothesis that never emitted ``end_id``. 0 for an
+            empty slot (only when fewer than ``nbest`` hypotheses exist, e.g. a tiny vocabulary).
+        scores: float32 ``[batch, nbest]``, the sum of the hypothesis's token log-probabilities,
+            divided by the GNMT length penalty when ``length_penalty > 0``; ``-inf`` for an
+            empty slot.
+        attention: float32 ``[batch, nbest, time, attention_length]``, the attention row that
+            produced each token (zeros after the end), or None unless ``return_attention``
+            (``()`` inside the loop, where the same structure holds the output buffers).
+    """
+
+    ids: tf.Tensor
+    lengths: tf.Tensor
+    scores: tf.Tensor
+    attention: Optional[tf.Tensor]
+
+
+# === The loop's fixed inputs and its state ===
+
+class SearchInputs(NamedTuple):
+    """What one search's loops read and never change (`beam_search` builds it once).
+
+    ``batch``, ``beam``, ``nbest`` and ``time`` are Python ints where they are known when
+    tracing (static shapes, as XLA needs), else int32 scalars.
+    """
+
+    step_fn: StepFn
+    initial_state: Any  # nest [batch, ...], not tiled
+    memory: Any  # nest [batch, ...] handed to step_fn one row per slot, or None
+    batch: Any
+    beam: Any
+    nbest: Any
+    time: Any  # the steps the buffers hold
+    attention_length: Any  # int or int32 scalar when attention is returned, else None
+    start_id: tf.Tensor
+    vocabulary: Vocabulary
+    ranking: Ranking
+    limits: tf.Tensor  # int32 [batch + 1]: each sentence's limit, 1 for the empty slot's sentinel
+    own_beams: Optional[tf.Tensor]  # int32 [batch + 1], or None: every sentence has the full beam
+    xla: bool
+
+
+class SearchState(NamedTuple):
+    """The search loop's variables: per slot, per row (``slots * beam`` rows, a slot's beams
+    consecutive), and per sentence (the outputs). An unused field is ``()``."""
+
+    next_sentence: tf.Tensor  # int32 []: the next sentence of the batch to load
+    occupant: tf.Tensor  # int32 [slots]: the sentence each slot holds, ``batch`` when empty
+    slot_steps: tf.Tensor  # int32 [slots]: the steps its sentence has made
+    scores: tf.Tensor  # float32 [slots, beam]: log p of each hypothesis (-inf: none)
+    finished: tf.Tensor  # bool [slots, beam]
+    lengths: tf.Tensor  # int32 [slots, beam]: tokens so far, end included
+    ids: tf.Tensor  # int32 [rows]: each hypothesis's last token, the next step's input
+    state: Any  # the step function's state, [rows, ...]
+    slot_memory: Any  # the memory nest, [slots, ...], or ()
+    history: tf.Tensor  # int32 [rows, time]: each hypothesis's tokens so far
+    attention_history: Any  # float32 [rows, time, attention_length], or ()
+    outputs: BeamSearchOutput  # [batch + 1, nbest, ...]: read-out n-best lists (+ a sentinel row)
+
+
+# Per slot and per row: what `compact` gathers. A loop that loads no sentence never changes the
+# queue position nor the slots' memory, so it captures them instead of carrying them.
+_PER_SLOT = ("occupant", "slot_steps", "scores", "finished", "lengths", "slot_memory")
+_PER_ROW = ("ids", "state", "history", "attention_history")
+_UNCHANGED_WITHOUT_LOADS = ("next_sentence", "slot_memory")
+
+
+def _slot_count(state):
+    """The slots of ``state``: a Python int when static."""
+    return state.occupant.shape[0] if state.occupant.shape[0] is not None else tf.shape(state.occupant)[0]
+
+
+def _rows_of(slot_values, beam):
+    """[slots, ...] -> [slots * beam, ...], consecutive copies."""
+    return tf.repeat(slot_values, beam, axis=0)
+
+
+def _start_scores(slots, beam):
+    """Beam 0 starts at log p = 0, the others at -inf: they get filled with beam 0's
+    continuations at the first step instead of duplicating it."""
+    return tf.tile(tf.where(tf.range(beam) == 0, 0.0, _NEG_INF)[None, :], [slots, 1])
+
+
+def _sentences(inputs, nest, sentences):
+    """The rows of ``sentences`` of a per-sentence nest (an empty slot reads the last one)."""
+    last = tf.maximum(inputs.batch - 1, 0)
+    return tf.nest.map_structure(lambda t: tf.gather(t, tf.minimum(sentences, last)), nest)
+
+
+def initial_search_state(inputs: SearchInputs, slots) -> SearchState:
+    """The state before the first step: the first ``slots`` sentences loaded, in order."""
+    occupant = tf.range(slots)
+    rows, time, beam = slots * inputs.beam, inputs.time, inputs.beam
+    with_attention = inputs.attention_length is not None
+    length = tf.cast(inputs.attention_length, tf.int32) if with_attention else 0
+    batch_rows = inputs.batch + 1  # one extra row: where the slots that are not done write
+    return SearchState(
+        next_sentence=tf.convert_to_tensor(slots, tf.int32), occupant=occupant,
+        slot_steps=tf.zeros([slots], tf.int32), scores=_start_scores(slots, beam),
+        finished=tf.math.is_inf(_start_scores(slots, beam)), lengths=tf.zeros([slots, beam], tf.int32),
+        ids=tf.fill([rows], inputs.start_id),
+        state=tile_beams(_sentences(inputs, inputs.initial_state, occupant), beam),
+        slot_memory=() if inputs.memory is None else _sentences(inputs, inputs.memory, occupant),
+        history=tf.fill([rows, time], tf.constant(PAD_ID, tf.int32)),
+        attention_history=tf.zeros([rows, time, length], tf.float32) if with_attention else (),
+        outputs=BeamSearchOutput(
+            ids=tf.fill([batch_rows, inputs.nbest, time], tf.constant(PAD_ID, tf.int32)),
+            lengths=tf.zeros([batch_rows, inputs.nbest], tf.int32),
+            scores=tf.fill([batch_rows, inputs.nbest], _NEG_INF),
+            attention=tf.zeros([batch_rows, inputs.nbest, time, length], tf.float32) if with_attention else ()))
+
+
+# === The parts of one step ===
+
+def advance(inputs: SearchInputs, state: SearchState) -> SearchState:
+    """The step: every row's logits from the step function, each sentence's best ``beam``
+    extensions (`select`), and the state, tokens and attention rows reordered to follow them.
+
+    Without ``memory`` every slot started at step 0, so the step function gets one scalar
+    step; with it, each row its own step and its slot's memory.
+    """
+    beam = inputs.beam
+    row_steps = _rows_of(state.slot_steps, beam)
+    if inputs.memory is None:
+        logits, network_state, attention = inputs.step_fn(
+            state.ids, tf.reduce_max(state.slot_steps), state.state)
+    else:
+        logits, network_state, attention = inputs.step_fn(state.ids, row_steps, state.state,
+                                                          state.slot_memory)
+    own_beams = None if inputs.own_beams is None else tf.gather(inputs.own_beams, state.occupant)
+    chosen = select(logits, inputs.vocabulary, state.scores, state.finished, state.lengths,
+                    state.slot_steps, tf.gather(inputs.limits, state.occupant), inputs.ranking,
+                    beam, own_beams)
+    # the states and histories follow their hypotheses, whatever their structure
+    network_state = tf.nest.map_structure(lambda t: tf.gather(t, chosen.parent_rows), network_state)
+    at_step = tf.range(inputs.time)[None, :] == row_steps[:, None]  # [rows, time]
+    history = tf.where(at_step, tf.reshape(chosen.written, [-1, 1]),
+                       tf.gather(state.history, chosen.parent_rows))
+    attention_history = state.attention_history
+    if inputs.attention_length is not None:
+        if attention is None:
+            raise ValueError("return_attention=True but step_fn returned attention=None")
+        # the row that produced each kept token (rows after the end are masked at the read-out)
+        row = tf.gather(tf.cast(attention, tf.float32), chosen.parent_rows)
+        attention_history = tf.where(at_step[:, :, None], row[:, None, :],
+                                     tf.gather(attention_history, chosen.parent_rows))
+    return state._replace(
+        slot_steps=state.slot_steps + 1, scores=chosen.scores, finished=chosen.finished,
+        lengths=chosen.lengths, ids=tf.reshape(chosen.token, [-1]), state=network_state,
+        history=history, attention_history=attention_history)
+
+
+def finished_sentences(inputs: SearchInputs, state: SearchState) -> tf.Tensor:
+    """bool [slots]: the slots whose sentence's n-best list is final (`sentences_done`)."""
+    own_beams = None if inputs.own_beams is None else tf.gather(inputs.own_beams, state.occupant)
+    done = sentences_done(state.scores, state.finished, state.lengths,
+                          tf.gather(inputs.limits, state.occupant), inputs.ranking, inputs.nbest,
+                          own_beams)
+    return (state.occupant < inputs.batch) & done
+
+
+def _write_when(xla, flags, write, carried):
+    """``write(carried)`` in the search loop's body: under XLA at every step (its scatters
+    update the loop's buffers in place, where a ``tf.cond`` would copy them into its output);
+    without XLA only at the steps where some of ``flags`` is set (TensorFlow's runtime copies a
+    loop-carried buffer at every scatter), ``carried`` unchanged at the others."""
+    if xla:
+        return write(carried)
+    return tf.cond(tf.reduce_any(flags), lambda: write(carried), lambda: carried)
+
+
+def read_out(inputs: SearchInputs, state: SearchState, done) -> SearchState:
+    """Writes the n-best lists of the ``done`` slots [slots] into the outputs, best first.
+
+    Under XLA written at every step, into the sentinel row for the slots not done (a scatter
+    is in place, where a ``tf.cond`` would copy the buffers into its output); without XLA only
+    at the steps some sentence is done (each scatter copies its buffer).
+    """
+    def write(outputs):
+        best_ranks, best = tf.math.top_k(inputs.ranking.rank(state.scores, state.lengths),
+                                         k=inputs.nbest)  # [slots, nbest]
+        best_lengths = tf.where(tf.math.is_inf(best_ranks), 0, tf.gather(state.lengths, best, batch_dims=1))
+        best_rows = best + tf.range(_slot_count(state))[:, None] * inputs.beam
+        valid = tf.range(inputs.time)[None, None, :] < best_lengths[:, :, None]
+        target = tf.where(done, state.occupant, inputs.batch)[:, None]  # not done: the sentinel row
+        attention = ()
+        if inputs.attention_length is not None:
+            attention = tf.tensor_scatter_nd_update(
+                outputs.attention, target,
+                tf.where(valid[..., None], tf.gather(state.attention_history, best_rows), 0.0))
+        return BeamSearchOutput(
+            ids=tf.tensor_scatter_nd_update(outputs.ids, target,
+                                            tf.where(valid, tf.gather(state.history, best_rows), PAD_ID)),
+            lengths=tf.tensor_scatter_nd_update(outputs.lengths, target, best_lengths),
+            scores=tf.tensor_scatter_nd_update(outputs.scores, target, best_ranks),
+            attention=attention)
+
+    return state._replace(outputs=_write_when(inputs.xla, done, write, state.outputs))
+
+
+def _first_slots(flags, width, k):
+    """int32 [k]: the slots where ``flags`` [width] is True, in slot order, then the lowest
+    others (a stable ``top_k``)."""
+    return tf.math.top_k(tf.cast(flags, tf.int32) * (width - tf.range(width)), k=k).indices
+
+
+def _backfill(tensor, rows, values):
+    """``tensor`` with ``values`` written at the rows where ``rows`` is True (any rank)."""
+    rows = tf.reshape(rows, [-1] + [1] * (tensor.shape.rank - 1))
+    return tf.where(rows, values, tensor)
+
+
+# what loading a sentence into a slot rewrites (`refill`)
+_LOADED = ("slot_memory", "state", "scores", "finished", "lengths", "slot_steps", "ids")
+
+
+def _load(inputs, state, load, loads_per_step):
+    """The fields of `_LOADED` with the sentences of ``state.occupant`` loaded into the slots
+    where ``load`` [slots] is True: their memory, their initial state, fresh hypotheses.
+
+    The memory of ``loads_per_step`` slots is written, the loaded ones first, then others
+    rewritten with their own memory (under XLA at every step, in place).
+    """
+    width, beam = _slot_count(state), inputs.beam
+    written_slots = _first_slots(load, width, loads_per_step)
+    sentences = tf.minimum(tf.gather(state.occupant, written_slots), tf.maximum(inputs.batch - 1, 0))
+    slot_memory = tf.nest.map_structure(
+        lambda t, full: tf.tensor_scatter_nd_update(t, written_slots[:, None], tf.gather(full, sentences)),
+        state.slot_memory, inputs.memory)
+    load_rows = _rows_of(load, beam)
+    fresh = tile_beams(_sentences(inputs, inputs.initial_state, state.occupant), beam)
+    scores = tf.where(load[:, None], _start_scores(width, beam), state.scores)
+    return dict(
+        slot_memory=slot_memory,
+        state=tf.nest.map_structure(lambda old, new: _backfill(old, load_rows, new), state.state, fresh),
+        scores=scores, finished=tf.where(load[:, None], tf.math.is_inf(scores), state.finished),
+        lengths=tf.where(load[:, None], 0, state.lengths), slot_steps=tf.where(load, 0, state.slot_steps),
+        ids=tf.where(load_rows, inputs.start_id, state.ids))
+
+
+def refill(inputs: SearchInputs, state: SearchState, done) -> SearchState:
+    """Frees the ``done`` slots and gives each free slot the next sentence of the batch, in
+    order, up to `_LOADS_PER_STEP` slots a step (continuous batching).
+
+    A loaded slot's memory and initial state are written in (`_load`), its hypotheses start
+    afresh; without XLA only at the steps that load a sentence.
+    """
+    width = _slot_count(state)
+    loads_per_step = (min(_LOADS_PER_STEP, width) if isinstance(width, int)
+                      else tf.minimum(_LOADS_PER_STEP, width))
+    free = done | (state.occupant >= inputs.batch)
+    order = tf.cumsum(tf.cast(free, tf.int32), exclusive=True)
+    load = free & (order < loads_per_step) & (state.next_sentence + order < inputs.batch)
+    state = state._replace(
+        occupant=tf.where(load, state.next_sentence + order, tf.where(done, inputs.batch, state.occupant)),
+        next_sentence=state.next_sentence + tf.reduce_sum(tf.cast(load, tf.int32)))
+    carried = {name: getattr(state, name) for name in _LOADED}
+    loaded = _write_when(inputs.xla, load,
+                         lambda carried: _load(inputs, state._replace(**carried), load, loads_per_step),
+                         carried)
+    return state._replace(**loaded)
+
+
+def free_slots(inputs: SearchInputs, state: SearchState, done) -> SearchState:
+    """Empties the ``done`` slots, when there is no sentence left to load."""
+    return state._replace(occupant=tf.where(done, inputs.batch, state.occupant))
+
+
+def compact(state: SearchState, new_width, beam, batch) -> SearchState:
+    """The state over ``new_width`` slots: the live slots (at most ``new_width``, in slot
+    order), then empty ones; each slot with its beams' rows. The outputs (per sentence) and the
+    queue position stay as they are."""
+    slots = _first_slots(state.occupant < batch, _slot_count(state), new_width)  # the live ones first
+    rows = tf.reshape(slots[:, None] * beam + tf.range(beam)[None, :], [-1])
+
+    def by(indices, nest):
+        return tf.nest.map_structure(lambda t: tf.gather(t, indices), nest)
+
+    return state._replace(**{name: by(slots, getattr(state, name)) for name in _PER_SLOT},
+                          **{name: by(rows, getattr(state, name)) for name in _PER_ROW})
+
+
+# === The loops ===
+
+def _search_step(inputs, state, refills):
+    """One iteration of the loop: the step, the read-out, the refill (or the freeing)."""
+    state = advance(inputs, state)
+    done = finished_sentences(inputs, state)
+    state = read_out(inputs, state, done)
+    return refill(inputs, state, done) if refills else free_slots(inputs, state, done)
+
+
+def _loop(inputs, state, refills, next_width):
+    """The search loop over ``state``'s slots; with ``next_width`` it stops once no sentence is
+    left to load and the live slots fit in ``next_width`` (`compact` then)."""
+    def cond(state):
+        live = tf.reduce_sum(tf.cast(state.occupant < inputs.batch, tf.int32))
+        if next_width is None:
+            return live > 0
+        return (live > 0) & ((state.next_sentence < inputs.batch) | (live > next_width))
+
+    def body(state):
+        new = _search_step(inputs, state, refills)
+        # what the body computes has the loop variables' static shapes (some ops lose them)
+        for tensor, old in zip(tf.nest.flatten(new), tf.nest.flatten(state)):
+            tensor.set_shape(old.shape)
+        return new
+
+    if refills:
+        return tf.while_loop(cond, lambda state: (body(state),), (state,))[0]
+    # Nothing to load: what the loop never changes is captured, not carried (see `_TAIL_STAGES`).
+    fixed = {name: getattr(state, name) for name in _UNCHANGED_WITHOUT_LOADS}
+
+    def changing(state):
+        return {name: value for name, value in state._asdict().items() if name not in fixed}
+
+    final = tf.while_loop(lambda values: cond(SearchState(**fixed, **values)),
+                          lambda values: (changing(body(SearchState(**fixed, **values))),),
+                          (changing(state),))[0]
+    return SearchState(**fixed, **final)
+
+
+# The search's loops: all the slots, then halves (`_stage_widths`). No loop variable is a
+# constant that a loop passes on unchanged to the next: tf2xla propagates such a constant
+# around the loop into the next one, and at the third loop fails ("Propagate: Cannot find body
+# function while_2_body_..._const_0", TF 2.21). So the search carries no empty placeholders,
+# and a loop that loads nothing captures what it does not change.
+_TAIL_STAGES = 2  # loops when the first one refills slots: the tail is the end of the batch
+_START_STAGES = 4  # loops when every sentence has a slot from the start: it is all tail
+_MIN_TAIL_SLOTS = 8  # no loop over fewer slots: its compilation costs more than it saves
+
+
+def _stage_widths(width, refills):
+    """The slot counts of the search's successive loops: ``width``, then halves (at least
+    `_MIN_TAIL_SLOTS`), `_TAIL_STAGES` loops at most when the first loop ``refills`` slots, else
+    `_START_STAGES`; one loop when ``width`` is not a Python int (a batch that is not static:
+    the exported signatures). Every loop is compiled (under XLA), so each costs compile time,
+    and a few rows cost a step about as much as fewer: a batch of under 16 sentences (the
+    Translator's small row buckets) searches in one loop.
+
+    Measured on a 2-core Sapphire Rapids, 512 test verses at batch 64, XLA: greedy with 64
+    slots (no refill: every verse starts at once) and 2 / 3 / 4 loops 1.22 / 1.13 / 1.09x the
+    hypothesis-steps of one verse at a time, 492 / 505 sentences/s with 3 / 4 (445 with 32
+    slots, 2 loops); beam 5 with 32 slots (refilled) and 2 / 3 / 4 loops 1.085 / 1.052 /
+    1.041x, 195.9 / 200.0 / 200.8 sentences/s, but its first call 12.4 / 16.0 / 19.6 s.
+    Halving a dynamic width (the exported signatures) was tried: the served batch of 64 took
+    520 / 484 ms against 468 / 487 (no gain: without XLA a step's cost is mostly its ops'
+    launches, not its rows), and the bigger graph loaded 0.3 s slower (benchmarks/decode_step.py)."""
+    stages = _TAIL_STAGES if refills else _START_STAGES
+    widths = [width]
+    while isinstance(width, int) and len(widths) < stages and widths[-1] // 2 >= _MIN_TAIL_SLOTS:
+        widths.append(widths[-1] // 2)
+    return widths
+
+
+def _known(value):
+    """A Python int where ``value`` is known when tracing (static shapes survive the loop and
+    XLA), else an int32 tensor."""
+    static = static_int(value)
+    return static if static is not None else tf.cast(value, tf.int32)
+
+
+def _buffer_steps(limits, max_length, buffer_length):
+    """The number of steps the buffers hold: ``buffer_length``, else the largest limit (a
+    Python int when it is known when tracing, so that shapes stay static)."""
+    if buffer_length is not None:
+        static = static_int(buffer_length)
+        return static if static is not None else tf.maximum(tf.cast(buffer_length, tf.int32), 1)
+    static_max = tf.get_static_value(max_length) if not isinstance(
+        max_length, (int, np.integer)) else max_length
+    if static_max is not None:
+        return max(int(np.max(static_max)), 1)
+    return tf.maximum(tf.reduce_max(limits), 1)  # an empty batch still needs one step
+
+
+def _check_inputs(search, max_length, memory, attention_length, execution):
+    """ValueError for the inputs whose values are known when tracing and wrong."""
+    if search.return_attention and attention_length is None:
+        raise ValueError("return_attention=True needs attention_length (the source length)")
+    static_max = tf.get_static_value(max_length) if not isinstance(
+        max_length, (int, np.integer)) else max_length
+    if static_max is not None and np.any(np.asarray(static_max) < 1):
+        raise ValueError(f"max_length must be >= 1, got {max_length!r}")
+    if execution.slots is not None and memory is None:
+        raise ValueError("slots needs memory: a step function that closes over its memory "
+                         "cannot have its slots refilled")
+
+
+def _search_inputs(step_fn, initial_state, batch, search, max_length, memory, beam_sizes,
+                   candidates, attention_length, execution):
+    """The `SearchInputs` of `beam_search`'s arguments (``batch``: see `_known`)."""
+    beam, nbest = _known(search.beam_size), _known(search.nbest)
+    if not isinstance(beam, int) or not isinstance(nbest, int):
+        tf.debugging.assert_less_equal(nbest, beam, message="nbest must be <= beam_size")
+    start_id, end_id = tf.cast(search.start_id, tf.int32), tf.cast(search.end_id, tf.int32)
+    limits = tf.maximum(tf.cast(max_length, tf.int32), 1)  # int64 lengths welcome
+    if limits.shape.rank == 0:
+        limits = tf.fill([batch], limits)
+    time = _buffer_steps(limits, max_length, execution.buffer_length)
+    limits = tf.minimum(limits, time)
+    # PAD and START are never outputs; END must stay allowed.
+    never = tf.concat([tf.constant([PAD_ID], tf.int32), tf.reshape(start_id, [1]),
+                       tf.reshape(tf.cast(search.forbid_ids, tf.int32), [-1])], axis=0)
+    # one extra entry past the batch: what an empty slot reads
+    sentinel = lambda t: tf.concat([t, tf.ones([1], t.dtype)], 0)
+    own_beams = None
+    if beam_sizes is not None:
+        own_beams = sentinel(tf.clip_by_value(tf.cast(beam_sizes, tf.int32), 1, beam))
+    return SearchInputs(
+        step_fn=step_fn, initial_state=initial_state, memory=memory, batch=batch, beam=beam,
+        nbest=nbest, time=time, attention_length=attention_length if search.return_attention else None,
+        start_id=start_id,
+        vocabulary=search_vocabulary(execution.vocabulary_size, never, end_id, candidates, execution.xla),
+        ranking=Ranking(tf.convert_to_tensor(search.length_penalty, tf.float32)),
+        limits=sentinel(limits), own_beams=own_beams, xla=execution.xla)
+
+
+# === The driver ===
+
+def beam_search(step_fn: StepFn, initial_state, batch_size=None, search: BeamSearch = BeamSearch(),
+                max_length=100, memory=None, beam_sizes=None, candidates=None,
+                attention_length=None, execution: Execution = Execution()) -> BeamSearchOutput:
+    """Beam search that maximises log p(y | x) over a step function, batched over sentences.
+
+    Each sentence keeps ``search.beam_size`` hypotheses. At every step each live hypothesis is
+    extended by every allowed token, and the best ``beam_size`` candidates of the sentence
+    survive; the recurrent state follows its hypothesis with ``tf.gather``. A hypothesis that
+    emits ``end_id``, or reaches its sentence's ``max_length``, is finished: it stays in the
+    beam with a frozen score (its only candidate is itself) until better ones push it out. The
+    first step extends beam 0 only, so the beams do not start as copies.
+
+    Candidates are ranked by `Ranking` (log p, divided by the GNMT length penalty when
+    ``length_penalty > 0``). A sentence is done when all its hypotheses are finished, or when
+    its ``nbest``-th best finished hypothesis ranks strictly above the best any live one could
+    reach (`Ranking.best_continuation`): its n-best list is final then, so it is read out at
+    once and the sentence stops costing anything.
+
+    **Slots** (continuous batching). The search keeps ``execution.slots`` sentences in flight,
+    ``slots * beam_size`` rows. When a sentence is done its slot is refilled with the next
+    sentence of the batch, in order (its ``memory`` and initial state loaded into the slot; at
+    most four slots a step, so that the memory is written in place), so no row waits for the
+    slowest sentence. This needs the memory as an argument: with ``memory`` the step function
+    is ``step_fn(ids, step, state, memory)``, the memory nest holding one row per slot (row
+    ``r`` of ``ids`` and ``state`` belongs to memory row ``r // beam_size``) and ``step`` an
+    int32 ``[slots * beam_size]`` vector, each row's own step. Without ``memory`` the step
+    function closes over its memory, already tiled (`tile_beams`), every sentence has its slot
+    from the start, and ``step`` is a scalar. A sentence gets the same result in a refilled
+    slot as alone (up to floating-point effects of the batch's shape). The tail: once no
+    sentence is left to load and the live ones fit in half the slots, they are gathered into
+    half as many (`compact`) and another loop goes on over those (2 loops after refills; up to
+    4, halving down to 8 slots, when every sentence had a slot from the start:
+    `_stage_widths`); this needs the batch and the slots as Python ints (static, as under XLA),
+    else one loop runs to the end.
+
+    Args:
+        step_fn: ``(ids, step, state) -> (logits, state, attention)``, or with ``memory``
+            ``(ids, step, state, memory)``; see `bahdanau_tf.decoding`. Its state must keep
+            its structure and shapes from step to step.
+        initial_state: nest of tensors ``[batch, ...]`` (not tiled; this function tiles it).
+        batch_size: int or int32 scalar tensor (dynamic in a serving signature); None takes it
+            from the first tensor of ``initial_state``.
+        search: `BeamSearch`, the settings (beam, n-best, length penalty, forbidden tokens,
+            attention).
+        max_length: the maximum number of tokens of an output, ``end_id`` included: an int, an
+            int32 scalar, or an int32 ``[batch]`` tensor of per-sentence limits (e.g.
+            ``2 * source_length + 10``). Values below 1 are treated as 1, values above the
+            buffer (``execution.buffer_length``) as the buffer. Runtime data: under XLA with a
+            ``buffer_length``, new limits do not recompile.
+        memory: optional nest of tensors ``[batch, ...]``, the encoder's output per sentence,
+            handed to ``step_fn`` one row per slot (see **Slots**).
+        beam_sizes: optional int32 ``[batch]``, each sentence's own beam in
+            ``[1, beam_size]`` (values outside are clipped to it): the search runs
+            ``beam_size`` slots per sentence and, after every step's ``top_k``, empties the
+            slots beyond the sentence's own beam. Since ``top_k`` is stable and the emptied
+            slots hold ``-inf``, a sentence gets exactly what a search with its own beam
+            gives. A sentence whose beam is below ``nbest`` gets empty slots (``-inf``).
+        candidates: optional int32 ``[C]``, a per-batch target vocabulary (candidate-list
+            decoding, Jean et al. 2015; `bahdanau_tf.lexicon.CandidateLists`): ``step_fn``'s
+            logits are ``[rows, C]``, position ``p`` scoring token ``candidates[p]``. The ids
+            are ascending (so ties still go to the lower id) and include ``end_id``; the list
+            may end with ``PAD_ID`` padding (a static size under XLA), whose logits the step
+            function makes ``-inf`` (`bahdanau_tf.lexicon.candidate_projection`). ``ids``
+            given to ``step_fn`` and the outputs are vocabulary ids.
+        attention_length: int or int32 scalar, the length of the attention rows (the padded
+            source length); required with ``search.return_attention``.
+        execution: `Execution`: XLA or not, the slots, the buffer, the logits' width.
+
+    Returns:
+        A `BeamSearchOutput` (ids, lengths, scores, attention) with ``nbest`` hypotheses per
+        sentence, best first.
+
+    Raises:
+        ValueError: max_length < 1, return_attention without attention_length, slots without
+            memory, or a step function that returns no attention when asked for it (bad
+            settings raise when `BeamSearch` and `Execution` are built).
+
+    Example:
+
+    >>> import tensorflow as tf
+    >>> # A scripted "model" that prefers token 4, then token 5, then [END] (id 2).
+    >>> def step_fn(ids, step, state):
+    ...     favourite = tf.gather([4, 5, 2], tf.minimum(step, 2))
+    ...     logits = 5.0 * tf.one_hot(tf.fill(tf.shape(ids), favourite), 6)
+    ...     return logits, state, None
+    >>> out = beam_search(step_fn, initial_state=tf.zeros([2, 1]), batch_size=2,
+    ...                   search=BeamSearch(beam_size=3), max_length=10)
+    >>> out.ids[:, 0, :4].numpy().tolist()
+    [[4, 5, 2, 0], [4, 5, 2, 0]]
+    >>> out.lengths.numpy().tolist()
+    [[3], [3]]
+    """
+    _check_inputs(search, max_length, memory, attention_length, execution)
+    if batch_size is None:
+        batch_size = tf.shape(tf.nest.flatten(initial_state)[0])[0]
+    batch = _known(batch_size)
+    inputs = _search_inputs(step_fn, initial_state, batch, search, max_length, memory,
+                            beam_sizes, candidates, attention_length, execution)
+    width = batch if execution.slots is None else _known(execution.slots)
+    if isinstance(width, int) and isinstance(batch, int):
+        width = min(width, batch)
+    elif execution.slots is not None:
+        width = tf.minimum(width, batch)
+    # no refill when every sentence has a slot from the start (known when tracing)
+    refills = memory is not None and not (isinstance(width, int) and isinstance(batch, int)
+                                          and width >= batch)
+    state = initial_search_state(inputs, width)
+    # The tail: once no sentence is left to load, the slots empty one by one; the search goes
+    # on over half the slots (the live ones gathered first) as soon as they fit there.
+    widths = _stage_widths(width, refills) if memory is not None else [width]
+    for stage, stage_width in enumerate(widths):
+        next_width = widths[stage + 1] if stage + 1 < len(widths) else None
+        state = _loop(inputs, state, refills and stage == 0, next_width)
+        if next_width is not None:
+            state = compact(state, next_width, inputs.beam, batch)
+    outputs = state.outputs
+    return BeamSearchOutput(ids=outputs.ids[:batch], lengths=outputs.lengths[:batch],
+                            scores=outputs.scores[:batch],
+                            attention=outputs.attention[:batch] if search.return_attention else None)
+
+
+def greedy_search(step_fn: StepFn, initial_state, batch_size=None, max_length=100,
+                  search: BeamSearch = BeamSearch(beam_size=1), **inputs) -> BeamSearchOutput:
+    """Greedy decoding: the most probable token at each step, i.e. `beam_search` with one beam.
+
+    Args:
+        step_fn, initial_state, batch_size, max_length: as for `beam_search`.
+        search: a `BeamSearch` whose forbidden tokens, attention and ids are kept; its beam
+            and n-best become 1 and its length penalty 0.
+        **inputs: `beam_search`'s other arguments (memory, attention_length, execution, ...).
+
+    Returns:
+        A `BeamSearchOutput` with ``nbest = 1``; scores are unnormalised log-probabilities.
+    """
+    search = dataclasses.replace(search, beam_size=1, nbest=1, length_penalty=0.0)
+    return beam_search(step_fn, initial_state, batch_size, search, max_length, **inputs)

@@ -1,0 +1,79 @@
+"""Step functions: the contract's helpers — tiling a nest per beam, and an ensemble of models.
+
+A step function (the `bahdanau_tf.decoding` contract) is
+``step_fn(ids, step, state[, memory]) -> (logits, state, attention)``; these build or adapt one.
+"""
+
+from typing import Callable
+
+import numpy as np
+import tensorflow as tf
+
+StepFn = Callable[..., tuple]
+
+
+def tile_beams(nest, beam_size):
+    """Repeats every tensor of a nest ``beam_size`` times along its first axis.
+
+    Row ``b`` of the input becomes rows ``b * beam_size .. (b + 1) * beam_size - 1`` (consecutive
+    copies, `tf.repeat`), the layout `beam_search` uses for its ``batch * beam`` rows.
+
+    Args:
+        nest: a tensor or any nest (tuple, list, dict) of tensors of shape ``[batch, ...]``.
+        beam_size: int or int32 scalar tensor.
+
+    Returns:
+        The same nest with tensors of shape ``[batch * beam_size, ...]``.
+    """
+    return tf.nest.map_structure(
+        lambda t: tf.repeat(tf.convert_to_tensor(t), beam_size, axis=0), nest)
+
+def ensemble_step_fn(step_fns) -> StepFn:
+    """Combines the step functions of several models into one (Sutskever et al. 2014).
+
+    The ensemble's distribution is the mean of the members' probabilities, returned as its log
+    (``log(mean_k softmax(logits_k))``), so `beam_search` can drive it like a single model. Its
+    state is a tuple with one member state per model, in order; its attention is the mean of the
+    members' attentions, or None if any member returns None.
+
+    Args:
+        step_fns: a non-empty sequence of step functions over the same target vocabulary, each
+            closing over its own, already tiled, encoder memory, or each taking it as a fourth
+            argument (for `beam_search`'s ``memory``: a tuple with one member memory per model).
+
+    Returns:
+        A step function ``(ids, step, states[, memories]) -> (log_probs, states, attention)``.
+
+    Raises:
+        ValueError: no step functions, or (when called) a state tuple of the wrong length.
+
+    Example:
+
+        state = (model_a_state, model_b_state)
+        output = beam_search(ensemble_step_fn([step_a, step_b]), state, batch_size)
+    """
+    step_fns = tuple(step_fns)
+    if not step_fns:
+        raise ValueError("ensemble_step_fn needs at least one step function, got none")
+    count = len(step_fns)
+
+    def step(ids, step_index, states, memories=None):
+        states = tuple(states)
+        if len(states) != count:
+            raise ValueError(f"the ensemble state must hold {count} member states, "
+                             f"got {len(states)}")
+        log_probs, new_states, attentions = [], [], []
+        for index, (member_step, member_state) in enumerate(zip(step_fns, states)):
+            memory = () if memories is None else (memories[index],)
+            logits, member_state, attention = member_step(ids, step_index, member_state, *memory)
+            log_probs.append(tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1))
+            new_states.append(member_state)
+            attentions.append(attention)
+        # log of the mean probability, computed in log space for stability
+        mean_log_probs = tf.reduce_logsumexp(tf.stack(log_probs), axis=0) - np.log(count)
+        attention = None
+        if all(a is not None for a in attentions):
+            attention = tf.add_n([tf.cast(a, tf.float32) for a in attentions]) / count
+        return mean_log_probs, tuple(new_states), attention
+
+    return step
