@@ -7,20 +7,17 @@ not from a timing run:
 - **GPU** (compute capability from ``tf.config.experimental.get_device_details``): XLA on;
   ``mixed_bfloat16`` from 8.0 (Ampere and newer: bf16 tensor cores), ``mixed_float16`` on 7.x
   (Volta, Turing: fp16 tensor cores, dynamic loss scaling), ``float32`` below.
-- **CPU with AMX bf16 tiles** (``amx_bf16`` in ``/proc/cpuinfo``, and oneDNN allowed to use
-  them): ``mixed_bfloat16`` without XLA. oneDNN runs bf16 matmuls on the tiles, several times
-  its float32 speed, and XLA:CPU, which emulates bf16, would lose that (0.1.0's default, kept
-  there).
-- **any other CPU**: ``float32`` with XLA. That includes CPUs with AVX-512 bf16 instructions but
-  no AMX, where float32 + XLA trained faster than float32 and than mixed bfloat16, in the train
-  step and in the default 12-minute run (benchmarks/train_throughput.py and
-  benchmarks/twelve_minute_runs.py; the numbers and the CPUs are in benchmarks/README.md). On
-  AVX2/FMA-only x86 (AMD EPYC before Zen 4, most CI runners and cloud VMs) and non-x86 a bf16
-  matmul falls back to Eigen and is slower than float32, and XLA's fused recurrent loop is the
-  fastest variant there too.
+- **any CPU**: ``float32`` with XLA, AMX tiles or not. On a 2-core Sapphire Rapids with AMX
+  (oneDNN runs its bf16 matmuls on the tiles) float32 + XLA trained fastest, ahead of mixed
+  bfloat16 and of float32 without XLA (bf16 + XLA was not run there; XLA:CPU emulates
+  bf16). On CPUs with AVX-512 bf16
+  instructions but no AMX, and on AVX2/FMA-only x86 (where a bf16 matmul falls back to Eigen),
+  float32 + XLA was the fastest variant too. benchmarks/README.md ("Training") has the
+  runs, their dates and CPUs (benchmarks/train_throughput.py, which times every variant side
+  by side in interleaved rounds; benchmarks/twelve_minute_runs.py).
 
 ``ONEDNN_MAX_CPU_ISA`` set below ``AVX512_CORE_AMX`` (oneDNN then leaves the tiles alone), and
-``TF_ENABLE_ONEDNN_OPTS=0`` (no oneDNN at all), count as "no AMX".
+``TF_ENABLE_ONEDNN_OPTS=0`` (no oneDNN at all), count as "no AMX" in the reason given.
 
 Why a rule rather than a calibration run: it is deterministic (the same machine always makes
 the same choice, so a resumed run and ``model.json`` agree and tests are repeatable), it costs
@@ -193,7 +190,7 @@ def training_choice(machine: Machine | None = None, precision: str | None = None
     else:
         reason = "CPU without bfloat16 units"
     if precision is None:
-        precision = "mixed_bfloat16" if machine.cpu_amx else "float32"
+        precision = "float32"
     return SpeedChoice(precision, precision == "float32", reason)
 
 

@@ -160,6 +160,21 @@ def _add_weight(layer, name, shape, initializer):
     return layer.add_weight(name=name, shape=shape, initializer=_own_draw(initializer, layer, name))
 
 
+def _project(tensor, kernel):
+    """``tensor @ kernel`` over the last axis, for any leading dimensions, as one 2-D matmul.
+
+    ``tf.matmul`` of a rank-3 tensor by a matrix is a broadcasting batched matmul, whose
+    gradient for the matrix is one product per leading row, then their sum: for the
+    vocabulary projection a (batch, l, |V|) tensor, summed. Over the flattened rows the
+    gradient is one plain matmul (benchmarks/train_step_profile.py shows the difference).
+    """
+    if tensor.shape.rank == 2:
+        return tf.matmul(tensor, kernel)
+    leading = [size if size is not None else tf.shape(tensor)[axis] for axis, size in enumerate(tensor.shape[:-1])]
+    flat = tf.matmul(tf.reshape(tensor, [-1, tf.shape(tensor)[-1]]), kernel)
+    return tf.reshape(flat, leading + [kernel.shape[-1] if kernel.shape[-1] is not None else tf.shape(kernel)[-1]])
+
+
 def _dot_vector(tensor, vector):
     """``tensor @ vector`` over the last axis: (..., units) x (units,) -> (...).
 
@@ -281,7 +296,7 @@ class BahdanauAttention(keras.layers.Layer):
         """
         if self.score != "additive":
             return memory
-        return tf.matmul(memory, _cast(self.key_kernel, memory)) + _cast(self.key_bias, memory)
+        return _project(memory, _cast(self.key_kernel, memory)) + _cast(self.key_bias, memory)
 
     def project_query(self, query: tf.Tensor) -> tf.Tensor:
         """W_a s_{i-1}: the only part of the alignment model that depends on the decoder step."""
@@ -375,12 +390,14 @@ def gru_step(projected_inputs: tf.Tensor, h_tm1: tf.Tensor, gate_kernel: tf.Tens
         gate_kernel: (n, 2n) [U_z | U_r], or batched (..., n, 2n).
         recurrent_kernel: (n, n) U, or batched (..., n, n).
     """
-    units = h_tm1.shape[-1]
-    recurrent_gates = tf.matmul(h_tm1, gate_kernel)
-    z = tf.sigmoid(projected_inputs[..., :units] + recurrent_gates[..., :units])
-    r = tf.sigmoid(projected_inputs[..., units : 2 * units] + recurrent_gates[..., units:])
+    # split, not sliced: the gradient of a split is one concatenation, of three slices three
+    # padded copies summed (benchmarks/train_step_profile.py)
+    inputs_z, inputs_r, inputs_candidate = tf.split(projected_inputs, 3, axis=-1)
+    recurrent_z, recurrent_r = tf.split(tf.matmul(h_tm1, gate_kernel), 2, axis=-1)
+    z = tf.sigmoid(inputs_z + recurrent_z)
+    r = tf.sigmoid(inputs_r + recurrent_r)
     # reset gate applied before the recurrent matmul, as in the paper (Keras: reset_after=False)
-    candidate = tf.tanh(projected_inputs[..., 2 * units :] + tf.matmul(r * h_tm1, recurrent_kernel))
+    candidate = tf.tanh(inputs_candidate + tf.matmul(r * h_tm1, recurrent_kernel))
     # previous and candidate state mixed by the update gate
     return (1.0 - z) * h_tm1 + z * candidate
 
@@ -453,11 +470,11 @@ class ConditionalGRUCell(keras.layers.Layer):
 
     def project_inputs(self, inputs: tf.Tensor) -> tf.Tensor:
         """[W_z; W_r; W] E y + bias, for any leading dimensions: (..., 3 * units)."""
-        return tf.matmul(inputs, _cast(self.kernel, inputs)) + _cast(self.bias, inputs)
+        return _project(inputs, _cast(self.kernel, inputs)) + _cast(self.bias, inputs)
 
     def project_context(self, context: tf.Tensor) -> tf.Tensor:
         """[C_z; C_r; C] c, for any leading dimensions: (..., 3 * units)."""
-        return tf.matmul(context, _cast(self.context_kernel, context))
+        return _project(context, _cast(self.context_kernel, context))
 
     def call(self, projected_inputs: tf.Tensor, h_tm1: tf.Tensor, projected_context: tf.Tensor) -> tf.Tensor:
         return gru_step(
@@ -657,8 +674,8 @@ class MaxoutReadout(keras.layers.Layer):
         if projected_contexts is None:
             projected_contexts = self.project_context(contexts)
         pre_maxout = (
-            tf.matmul(states, _cast(self.state_kernel, states))
-            + tf.matmul(embeddings, _cast(self.embedding_kernel, states))
+            _project(states, _cast(self.state_kernel, states))
+            + _project(embeddings, _cast(self.embedding_kernel, states))
             + projected_contexts
             + _cast(self.bias, states)
         )
@@ -668,14 +685,14 @@ class MaxoutReadout(keras.layers.Layer):
 
     def project_context(self, contexts: tf.Tensor) -> tf.Tensor:
         """C_o c_i, for any leading dimensions: (..., 2l)."""
-        return tf.matmul(contexts, _cast(self.context_kernel, contexts))
+        return _project(contexts, _cast(self.context_kernel, contexts))
 
     def project(self, maxout: tf.Tensor, projection: tuple | None = None) -> tf.Tensor:
         """logits_i = W_o t_i + b_o over the whole vocabulary, float32 (..., vocabulary_size);
         with ``projection`` = ``(kernel, bias)``, columns of W_o and b_o (a candidate list,
         gathered once per search), over those columns only."""
         kernel, bias = (self.output_kernel, self.output_bias) if projection is None else projection
-        logits = tf.matmul(maxout, _cast(kernel, maxout)) + _cast(bias, maxout)
+        logits = _project(maxout, _cast(kernel, maxout)) + _cast(bias, maxout)
         return tf.cast(logits, "float32")
 
     def get_config(self) -> dict:
@@ -769,7 +786,8 @@ class BidirectionalEncoder(keras.layers.Layer):
         backward_embedded = tf.reverse_sequence(embedded, lengths, seq_axis=1, batch_axis=0)
         # both directions' input projections for all positions, before the loop
         inputs = tf.stack([time_major(embedded), time_major(backward_embedded)], axis=1)
-        projected = tf.matmul(inputs, _cast(self.kernel, embedded)) + _cast(self.bias, embedded)
+        # one matmul per direction over all (position, sentence) rows: no broadcast over positions
+        projected = tf.einsum("tdbm,dmk->tdbk", inputs, _cast(self.kernel, embedded)) + _cast(self.bias, embedded)
         # projected: (source_len, 2, batch, 3n)
         gate_kernel = _cast(self.gate_kernel, embedded)
         recurrent_kernel = _cast(self.recurrent_kernel, embedded)

@@ -525,34 +525,32 @@ class RNNSearch(TranslationModel):
                               self.readout.project_context(annotations)], axis=-1)
         return {"keys": memory["keys"], "mask": memory["mask"], _CONTEXT_PROJECTIONS: products}
 
-    def _teacher_forcing(self, inputs, training=False, features=False):
+    def _teacher_forcing(self, inputs, training=False, features=False, attention=False):
+        """``(logits or features, alpha or None)``: the decoder over all steps of the reference.
+
+        The loop carries the state and the context only; the attention weights are stacked
+        only when asked for (a training step never reads them, and their unread stack cost a
+        buffer of zeros carried through the backward loop)."""
         source_ids, target_input_ids = inputs
         memory = self.encode(source_ids, training=training)
         initial_state = self.initial_state(memory)
         embedded = self.target_embedding(target_input_ids)  # (batch, target_len, m)
         projected = self.decoder_cell.project_inputs(embedded)  # (batch, target_len, 3n), before the loop
-        batch = tf.shape(source_ids)[0]
-        dtype = initial_state.dtype
+        initializer = (initial_state, tf.zeros([tf.shape(source_ids)[0], 2 * self.hidden_dim], initial_state.dtype))
+        if attention:
+            initializer += (tf.zeros(tf.shape(source_ids), "float32"),)
 
         def step(carry, projected_t):
-            return self.decoder_cell(projected_t, carry[0], memory)
+            return self.decoder_cell(projected_t, carry[0], memory)[: len(initializer)]
 
         with layers_lib.weights_read_once(self.decoder_cell):  # not once per step (see there)
-            states, contexts, attention = tf.scan(
-                step,
-                layers_lib.time_major(projected),
-                initializer=(
-                    initial_state,
-                    tf.zeros([batch, 2 * self.hidden_dim], dtype),
-                    tf.zeros(tf.shape(source_ids), "float32"),
-                ),
-            )
-        states, contexts = layers_lib.stack_time(states), layers_lib.stack_time(contexts)
+            outputs = tf.scan(step, layers_lib.time_major(projected), initializer=initializer)
+        states, contexts = layers_lib.stack_time(outputs[0]), layers_lib.stack_time(outputs[1])
+        weights = layers_lib.stack_time(outputs[2]) if attention else None
         # readout and vocabulary projection for all steps in one batched matmul, after the loop
         if features:
-            return self.readout.features(states, embedded, contexts), None
-        logits = self.readout(states, embedded, contexts)
-        return logits, layers_lib.stack_time(attention)
+            return self.readout.features(states, embedded, contexts), weights
+        return self.readout(states, embedded, contexts), weights
 
     def call(self, inputs: tuple, training: bool = False) -> tf.Tensor:
         return self._teacher_forcing(inputs, training=training)[0]
@@ -565,7 +563,7 @@ class RNNSearch(TranslationModel):
 
     def attention_weights(self, inputs: tuple) -> tf.Tensor:
         """alpha_ij of the reference translation (teacher forcing): (batch, target_len, source_len)."""
-        return self._teacher_forcing(inputs)[1]
+        return self._teacher_forcing(inputs, attention=True)[1]
 
 
 @keras.saving.register_keras_serializable(package="bahdanau_tf")

@@ -37,14 +37,16 @@ def environment(machine, low_precision=False):
     return env
 
 
-def run_child(script, arguments, machine, low_precision=False, timeout=3600, checkout=None):
+def run_child(script, arguments, machine, low_precision=False, timeout=3600, checkout=None,
+              extra_environment=None):
     """Runs ``python script --child ... arguments`` and returns the JSON of its last stdout line.
 
     With ``checkout`` (a directory holding ``bahdanau_tf/``) the child imports that checkout's
-    package instead of the installed one (it goes first on ``PYTHONPATH``).
+    package instead of the installed one (it goes first on ``PYTHONPATH``); ``extra_environment``
+    replaces variables of the machine's environment.
     """
     command = [sys.executable, script] + list(arguments)
-    env = environment(machine, low_precision)
+    env = dict(environment(machine, low_precision), **(extra_environment or {}))
     if checkout:
         env["PYTHONPATH"] = os.pathsep.join([os.path.abspath(checkout)] + env.get("PYTHONPATH", "").split(os.pathsep))
     result = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)

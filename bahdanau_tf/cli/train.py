@@ -35,11 +35,10 @@ Why these defaults (for a 12-minute run on a 2-core CPU):
   average becomes ``best/`` when its dev NLL is lower, as it is after 12 minutes of Adam at 5e-3
   (benchmarks/README.md, "Checkpoint averaging").
 - precision and XLA are the device's (`bahdanau_tf.devices`; the header line says which and
-  why, ``model.json`` records it): float32 + XLA (lengths padded to a multiple of 8) on CPUs,
-  mixed bfloat16 without XLA only on CPUs with AMX bf16 tiles (``amx_bf16``), XLA with
-  bf16/fp16 on GPUs. On the 2-core CPUs measured, with ``avx512_bf16`` but no AMX or AVX2
-  only, float32 + XLA made more updates and a better test BLEU in 12 minutes than mixed bf16
-  (benchmarks/README.md: the table, the CPUs and the commands).
+  why, ``model.json`` records it): float32 + XLA (lengths padded to a multiple of 8) on every
+  CPU, XLA with bf16/fp16 on GPUs. On the 2-core CPUs measured (AVX2 only, AVX-512 with bf16
+  instructions, and AMX bf16 tiles) float32 + XLA trained fastest (benchmarks/README.md,
+  "Training": the tables, the CPUs and the commands).
   ``--precision`` and ``--jit`` override the choice.
 - dev NLL on the first 500 dev pairs every 200 steps, checkpoints every 200 steps.
 

@@ -85,12 +85,12 @@ class TrainingConfig:
     precision: str | None = _field(None,
         '``"float32"``, ``"mixed_bfloat16"`` or ``"mixed_float16"`` (dynamic loss scaling); '
         "logits and loss stay float32. None (default): the device's choice, "
-        '`bahdanau_tf.devices.training_choice` (bf16 on CPUs with AMX bf16 tiles and on GPUs '
-        'from compute capability 8.0, float16 on 7.x, float32 elsewhere).')
+        '`bahdanau_tf.devices.training_choice` (bf16 on GPUs from compute capability 8.0, '
+        'float16 on 7.x, float32 on older GPUs and on every CPU).')
     jit_compile: bool | None = _field(None,
         "Compile the forward and backward pass (and the dev BLEU's greedy search) with XLA. "
         "None (default): the device's "
-        'choice (off on CPUs with AMX, on elsewhere).')
+        'choice (on, for every device with its default precision).')
     pad_to_multiple: int | None = _field(None,
         'Pad batch lengths up to a multiple of this: bounds the number of XLA '
         'compilations, costs padding. None (default): 8 with ``jit_compile``, else 1 (a '

@@ -153,25 +153,7 @@ class Trainer:
             self._steps_per_epoch = tf.Variable(1, dtype="int64", trainable=False, name="steps_per_epoch")
             self.optimizer = make_optimizer(config, steps_per_epoch=self._steps_per_epoch)
             self.optimizer.build(self.model.trainable_variables)
-            # training state (all in the checkpoint)
-            self.step = tf.Variable(0, dtype="int64", trainable=False, name="step")
-            self.sentences_seen = tf.Variable(0, dtype="int64", trainable=False, name="sentences_seen")
-            self.elapsed_seconds = tf.Variable(0.0, dtype="float64", trainable=False, name="elapsed_seconds")
-            self.best_dev_nll = tf.Variable(math.inf, dtype="float64", trainable=False, name="best_dev_nll")
-            self.best_step = tf.Variable(-1, dtype="int64", trainable=False, name="best_step")
-            # read by the host at each progress line (`log_cadence`), then reset
-            self._loss_sum = tf.Variable(0.0, dtype="float64", trainable=False, name="loss_sum")
-            self._token_count = tf.Variable(0.0, dtype="float64", trainable=False, name="token_count")
-            # the updates that compiled (the first, which traces; under XLA each new batch
-            # shape) and their tokens, left out of the throughput (`report.Throughput`)
-            self._compiled_updates = tf.Variable(0.0, dtype="float64", trainable=False, name="compiled_updates")
-            self._compiled_tokens = tf.Variable(0.0, dtype="float64", trainable=False, name="compiled_tokens")
-            self._updates_run = tf.Variable(0, dtype="int64", trainable=False, name="updates_run")
-            self._shapes_seen = tf.Variable(tf.fill([_SHAPE_CAPACITY], tf.constant(-1, "int64")),
-                                            trainable=False, name="shapes_seen")
-            self._shapes_count = tf.Variable(0, dtype="int64", trainable=False, name="shapes_count")
-            self._grad_norm = tf.Variable(0.0, dtype="float32", trainable=False, name="gradient_norm")
-            self._first_nonfinite_step = tf.Variable(-1, dtype="int64", trainable=False, name="first_nonfinite")
+            self._make_state_variables()
         self.checkpoint = tf.train.Checkpoint(
             model=self.model,
             optimizer=self.optimizer,
@@ -197,9 +179,37 @@ class Trainer:
                                       autograph=False)
         self._forward_nll = tf.function(self._nll_sum, jit_compile=bool(config.jit_compile),
                                         autograph=False)
+        # the update compiles with the step on one device (a merge_call cannot run under XLA)
+        single = self.strategy.num_replicas_in_sync == 1 and not isinstance(
+            self.optimizer, keras.optimizers.LossScaleOptimizer)
+        self._update = tf.function(self._clip_and_apply, jit_compile=bool(config.jit_compile) and single,
+                                   autograph=False)
         self.train_step = tf.function(self._train_step, autograph=False)
         # one trace for all dev shapes
         self.eval_step = tf.function(self._eval_step, reduce_retracing=True, autograph=False)
+
+    def _make_state_variables(self):
+        """The training state (the checkpoint's counters) and the host's counters, in the
+        strategy's scope."""
+        # training state (all in the checkpoint)
+        self.step = tf.Variable(0, dtype="int64", trainable=False, name="step")
+        self.sentences_seen = tf.Variable(0, dtype="int64", trainable=False, name="sentences_seen")
+        self.elapsed_seconds = tf.Variable(0.0, dtype="float64", trainable=False, name="elapsed_seconds")
+        self.best_dev_nll = tf.Variable(math.inf, dtype="float64", trainable=False, name="best_dev_nll")
+        self.best_step = tf.Variable(-1, dtype="int64", trainable=False, name="best_step")
+        # read by the host at each progress line (`log_cadence`), then reset
+        self._loss_sum = tf.Variable(0.0, dtype="float64", trainable=False, name="loss_sum")
+        self._token_count = tf.Variable(0.0, dtype="float64", trainable=False, name="token_count")
+        # the updates that compiled (the first, which traces; under XLA each new batch
+        # shape) and their tokens, left out of the throughput (`report.Throughput`)
+        self._compiled_updates = tf.Variable(0.0, dtype="float64", trainable=False, name="compiled_updates")
+        self._compiled_tokens = tf.Variable(0.0, dtype="float64", trainable=False, name="compiled_tokens")
+        self._updates_run = tf.Variable(0, dtype="int64", trainable=False, name="updates_run")
+        self._shapes_seen = tf.Variable(tf.fill([_SHAPE_CAPACITY], tf.constant(-1, "int64")),
+                                        trainable=False, name="shapes_seen")
+        self._shapes_count = tf.Variable(0, dtype="int64", trainable=False, name="shapes_count")
+        self._grad_norm = tf.Variable(0.0, dtype="float32", trainable=False, name="gradient_norm")
+        self._first_nonfinite_step = tf.Variable(-1, dtype="int64", trainable=False, name="first_nonfinite")
 
     def restore(self) -> str | None:
         """Takes the output directory (a lock) and restores its latest checkpoint, if any.
@@ -323,20 +333,29 @@ class Trainer:
         if scaled:
             scale = tf.cast(self.optimizer.dynamic_scale, "float32")
             gradients = [g / scale for g in gradients]
+        norm = self._update(gradients, scale if scaled else None)
+        sentences = tf.reduce_sum(tf.cast(tf.reduce_any(tf.not_equal(target_out, PAD_ID), axis=1), "int64"))
+        shape = tf.cast(tf.concat([tf.shape(source), tf.shape(target_in)], 0), "int64")
+        shape_key = (shape[0] * 65536 + shape[1]) * 65536 + shape[3]  # (batch, source, target) lengths
+        return nll_sum, local_tokens, norm, sentences, shape_key
+
+    def _clip_and_apply(self, gradients, scale=None):
+        """The update from the gradient of the global mean NLL: its global norm (returned),
+        clipping to ``clipnorm``, the optimizer's step. Compiled with XLA when the step is: as
+        TensorFlow ops, a step of Adam is a few small ops per variable, each a kernel launch
+        (benchmarks/train_step_profile.py)."""
+        context = tf.distribute.get_replica_context()
         norm = tf.linalg.global_norm(gradients)
         if self.config.clipnorm is not None:
             gradients, _ = tf.clip_by_global_norm(gradients, self.config.clipnorm, use_norm=norm)
         # the optimizer sums over replicas again (and a loss scale optimizer unscales)
         factor = 1.0 / context.num_replicas_in_sync
-        if scaled:
+        if scale is not None:
             factor = factor * scale
-        if context.num_replicas_in_sync > 1 or scaled:
+        if context.num_replicas_in_sync > 1 or scale is not None:
             gradients = [g * factor for g in gradients]
         self.optimizer.apply(gradients, self.model.trainable_variables)
-        sentences = tf.reduce_sum(tf.cast(tf.reduce_any(tf.not_equal(target_out, PAD_ID), axis=1), "int64"))
-        shape = tf.cast(tf.concat([tf.shape(source), tf.shape(target_in)], 0), "int64")
-        shape_key = (shape[0] * 65536 + shape[1]) * 65536 + shape[3]  # (batch, source, target) lengths
-        return nll_sum, local_tokens, norm, sentences, shape_key
+        return norm
 
     def _train_step(self, iterator):
         batch = next(iterator)
