@@ -168,6 +168,7 @@ def _project(tensor, kernel):
     vocabulary projection a (batch, l, |V|) tensor, summed. Over the flattened rows the
     gradient is one plain matmul (benchmarks/train_step_profile.py shows the difference).
     """
+    tensor = tf.convert_to_tensor(tensor)
     if tensor.shape.rank == 2:
         return tf.matmul(tensor, kernel)
     leading = [size if size is not None else tf.shape(tensor)[axis] for axis, size in enumerate(tensor.shape[:-1])]
