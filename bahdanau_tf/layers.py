@@ -7,7 +7,8 @@ Bahdanau, Cho & Bengio (2015), section 3 and appendix A:
 - `AttentionGRUCell`: the RNNsearch decoder cell, attention + conditional GRU, one step.
 - `MaxoutReadout`: the deep output with one maxout layer and the vocabulary projection.
 - `BidirectionalEncoder`: embedding + bidirectional GRU giving the annotations h_j.
-- `BlockOrthogonal`: the paper's initialisation of recurrent matrices (appendix B.1).
+- `BlockOrthogonal` (from `bahdanau_tf.initializers`): the paper's initialisation of recurrent
+  matrices (appendix B.1).
 
 Every layer casts its float32 variables to the dtype of its inputs, so the same code runs in
 float32 and under the ``mixed_bfloat16`` / ``mixed_float16`` policies and also when a method other
@@ -17,12 +18,18 @@ are computed in float32.
 
 import contextlib
 import contextvars
-import zlib
 
 import keras
 import tensorflow as tf
-from keras import ops
 
+from bahdanau_tf.initializers import (  # noqa: F401  (the layers' initializers, also offered here)
+    BlockOrthogonal,
+    initializer_for,
+    initializers_for,
+    keras_initializers,
+    own_draw,
+    paper_initializers,
+)
 from bahdanau_tf.special_tokens import PAD_ID
 
 # A finite "minus infinity": exp() of it underflows to exactly 0 in float32, so padding gets exactly
@@ -59,105 +66,9 @@ def weights_read_once(layer):
         _READ_ONCE.reset(token)
 
 
-@keras.saving.register_keras_serializable(package="bahdanau_tf")
-class BlockOrthogonal(keras.initializers.Initializer):
-    """Random orthogonal square blocks side by side: ``[Q_1 | Q_2 | ...]``, shape ``(..., n, k * n)``.
-
-    The paper initialises each recurrent matrix (U, U_z, U_r) as a random orthogonal matrix. Our
-    cells keep U_z and U_r in one ``(n, 2n)`` kernel, and Keras's ``Orthogonal`` would make the rows
-    of that whole kernel orthonormal instead of each ``n x n`` block orthogonal; this initializer
-    does the latter. Leading dimensions (e.g. the two encoder directions) get independent blocks.
-
-    Args:
-        seed: optional int.
-    """
-
-    def __init__(self, seed: int | None = None) -> None:
-        self.seed = seed
-
-    def __call__(self, shape: tuple, dtype: str | None = None) -> tf.Tensor:
-        rows, cols = int(shape[-2]), int(shape[-1])
-        if cols % rows:
-            raise ValueError(f"BlockOrthogonal needs a shape (..., n, k * n), got {tuple(shape)}.")
-        count = cols // rows
-        for dim in shape[:-2]:
-            count *= int(dim)
-        blocks = []
-        for index in range(count):
-            seed = None if self.seed is None else self.seed + index
-            blocks.append(keras.initializers.Orthogonal(seed=seed)((rows, rows), dtype=dtype))
-        matrix = ops.concatenate(blocks, axis=1)  # (n, count * n)
-        leading = [int(d) for d in shape[:-2]]
-        if not leading:
-            return matrix
-        matrix = ops.reshape(matrix, (rows, -1, cols))  # (n, prod(leading), k * n)
-        return ops.reshape(ops.transpose(matrix, (1, 0, 2)), tuple(leading) + (rows, cols))
-
-    def get_config(self) -> dict:
-        return {"seed": self.seed}
-
-
-def paper_initializers() -> dict:
-    """Initializers of appendix B.1, by role (also used by the models' paper presets)."""
-    return {
-        "kernel": keras.initializers.RandomNormal(stddev=0.01),
-        "attention": keras.initializers.RandomNormal(stddev=0.001),
-        "bias": keras.initializers.Zeros(),
-        "score_vector": keras.initializers.Zeros(),
-        "embedding": keras.initializers.RandomNormal(stddev=0.01),
-    }
-
-
-def keras_initializers() -> dict:
-    """Keras's usual defaults, by role (the ``initialization="keras"`` option)."""
-    return {
-        "kernel": keras.initializers.GlorotUniform(),
-        "attention": keras.initializers.GlorotUniform(),
-        "bias": keras.initializers.Zeros(),
-        "score_vector": keras.initializers.GlorotUniform(),
-        "embedding": keras.initializers.RandomUniform(-0.05, 0.05),
-    }
-
-
-def initializers_for(initialization: str) -> dict:
-    """New initializers by role for ``"paper"`` or ``"keras"``; each call makes new instances."""
-    if initialization == "paper":
-        return paper_initializers()
-    if initialization == "keras":
-        return keras_initializers()
-    raise ValueError(f'`initialization` must be "paper" or "keras", got {initialization!r}.')
-
-
-def initializer_for(initialization, role):
-    """A new initializer of one role (``"kernel"``, ``"embedding"``, ...): give one to each layer.
-
-    Keras 3 fixes an unseeded random initializer's seed when the initializer is created, so one
-    instance passed to two layers would give them the same values.
-    """
-    return initializers_for(initialization)[role]
-
-
-def _own_draw(initializer, layer, weight_name):
-    """A copy of ``initializer`` that draws values of its own for one weight (appendix B.1
-    samples every matrix independently).
-
-    Keras 3 fixes an unseeded initializer's seed when the initializer is created, so one instance
-    used for two weights gives the same values (or, for other shapes, the same leading values:
-    W_a would equal the first rows of U_a). An unseeded copy draws a new seed (from Python's
-    ``random``, which `keras.utils.set_random_seed` seeds: runs stay repeatable); a seeded one
-    gets its seed plus a number derived from the layer's and the weight's name, so its values
-    stay repeatable and still differ between weights.
-    """
-    config = initializer.get_config()
-    seed = config.get("seed")
-    if isinstance(seed, int) and not isinstance(seed, bool):
-        config["seed"] = (seed + zlib.crc32(f"{layer.name}/{weight_name}".encode())) % (2**31 - 1)
-    return initializer.__class__.from_config(config)
-
-
 def _add_weight(layer, name, shape, initializer):
     """``layer.add_weight`` with values drawn for this weight alone (`_own_draw`)."""
-    return layer.add_weight(name=name, shape=shape, initializer=_own_draw(initializer, layer, name))
+    return layer.add_weight(name=name, shape=shape, initializer=own_draw(initializer, layer, name))
 
 
 def _project(tensor, kernel):
@@ -766,7 +677,7 @@ class BidirectionalEncoder(keras.layers.Layer):
         self.embedding = keras.layers.Embedding(
             self.vocabulary_size,
             self.embedding_dim,
-            embeddings_initializer=_own_draw(self.embeddings_initializer, self, "embedding"),
+            embeddings_initializer=own_draw(self.embeddings_initializer, self, "embedding"),
             dtype=self.dtype_policy,
             name="embedding",
         )
