@@ -10,6 +10,7 @@
 import zlib
 
 import keras
+import tensorflow as tf
 from keras import ops
 
 
