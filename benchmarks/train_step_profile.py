@@ -66,6 +66,7 @@ VARIANTS = {
 
 # (part, pattern on the TensorFlow op name), first match wins
 PARTS = (
+    ("optimizer + clipping", r"^update/"),
     ("encoder", r"encoder"),
     ("readout + vocabulary projection", r"readout"),
     ("decoder loop (attention + GRU)", r"decoder_cell|scan|while"),
@@ -101,7 +102,10 @@ def _hlo_ops(hlo):
                                             "get-tuple-element", "tuple", "bitcast"):
             continue
         op_name = re.search(r'op_name="([^"]*)"', line)
-        ops[match.group(1)] = (op_name.group(1) if op_name else match.group(2), computation in bodies)
+        # an op without metadata (a copy XLA inserted) is named after its computation, e.g.
+        # the backward loop's body ``..._scan_while_body_..._grad_...``
+        ops[match.group(1)] = (op_name.group(1) if op_name else f"{computation}/{match.group(2)}",
+                               computation in bodies)
     return ops
 
 
@@ -196,6 +200,12 @@ def _child(variant):
                     stage="optimized_hlo")
                 module = re.search(r"HloModule ([\w.-]+)", hlo).group(1)
                 modules[module] = _hlo_ops(hlo)
+            if hasattr(trainer, "_update"):  # the update, compiled apart from the gradient
+                gradients = [tf.convert_to_tensor(g) for g in trainer._gradients(source, target_in, target_out,
+                                                                                 tokens, None)[1]]
+                hlo = trainer._update.experimental_get_compiler_ir(gradients, None)(stage="optimized_hlo")
+                modules[re.search(r"HloModule ([\w.-]+)", hlo).group(1)] = {
+                    name: ("update/" + op_name, looped) for name, (op_name, looped) in _hlo_ops(hlo).items()}
         logdir = tempfile.mkdtemp(prefix="train_step_profile_trace_")
         tf.profiler.experimental.start(logdir)
         profiled_s = sum(one_pass() for _ in range(FLAGS.calls)) / (FLAGS.calls * len(batches))
