@@ -70,6 +70,8 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shutil
+import tempfile
 import time
 from typing import Iterable, Optional, Sequence
 
@@ -330,12 +332,13 @@ def _export_claimed(translator, export_dir, version, overwrite, write_warmup, se
         temporary_dir = os.path.join(export_dir,
                                      f".tmp-{version}-{os.getpid()}-{time.time_ns()}")
         try:
-            tf.saved_model.save(translator, temporary_dir, signatures=translator.signatures())
-            check_serving_ops(temporary_dir, allowed_extra=allowed_extra_ops)
-            _write_written_by(temporary_dir)
-            if write_warmup:
-                write_warmup_requests(temporary_dir, sentences=sentences, model_name=model_name)
-            check_session_bundle(temporary_dir, sentences)
+            with _generated_code_in(temporary_dir + "-generated"):
+                tf.saved_model.save(translator, temporary_dir, signatures=translator.signatures())
+                check_serving_ops(temporary_dir, allowed_extra=allowed_extra_ops)
+                _write_written_by(temporary_dir)
+                if write_warmup:
+                    write_warmup_requests(temporary_dir, sentences=sentences, model_name=model_name)
+                check_session_bundle(temporary_dir, sentences)
             _publish(temporary_dir, final_dir, overwrite)
         finally:
             if tf.io.gfile.exists(temporary_dir):
@@ -362,6 +365,29 @@ def read_written_by(saved_model_dir: str) -> dict:
         return {}
     with tf.io.gfile.GFile(path) as f:
         return json.loads(f.read())
+
+@contextlib.contextmanager
+def _generated_code_in(directory):
+    """Points `tempfile` at ``directory`` (made here, removed at the end) while an export runs.
+
+    Autograph writes the code it generates (TensorFlow converts the signature wrapper at save
+    time) to `tempfile`'s directory and removes it only when the process exits, never the
+    ``__pycache__`` that importing it writes, nor anything after a SIGKILL: the user's temp dir
+    would keep them. Beside the export's temporary directory (the same ``.tmp-VERSION-`` prefix),
+    a killed export's leftovers are removed by the next export of that version with it. On a
+    remote file system (``gs://...``), a temporary directory of the local temp dir is used.
+    """
+    local = "://" not in directory
+    if local:
+        os.makedirs(directory)
+    else:
+        directory = tempfile.mkdtemp(prefix="bahdanau_export_")
+    saved, tempfile.tempdir = tempfile.tempdir, directory
+    try:
+        yield directory
+    finally:
+        tempfile.tempdir = saved
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def load_exported(path: str):

@@ -30,6 +30,7 @@ import re
 import subprocess
 import sys
 import textwrap
+import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -987,3 +988,60 @@ def test_the_cpp_loader_answers_like_the_python_session_bundle(exports, bundle, 
     missing = re.search(r"Op type not registered '(\w+)'", message)
     assert code == tf.errors.NOT_FOUND and missing, message
     assert missing.group(1) in serving.SERVING_TF_TEXT_OPS, message
+
+
+# === The temp dir ===
+
+_FAILING_EXPORT = textwrap.dedent("""
+    import sys
+    from bahdanau_tf import serving
+    from bahdanau_tf.translator import Translator
+
+    def refuse(path, **kwargs):
+        raise RuntimeError("planted failure after the graph was saved")
+
+    serving.check_serving_ops = refuse
+    try:
+        serving.export_saved_model(Translator.from_directory(sys.argv[1]), sys.argv[2], warmup=False)
+    except RuntimeError as error:
+        print(error)
+""")
+
+
+def _generated_files(*roots):
+    return [os.path.join(path, name) for root in roots for path, _, names in os.walk(root)
+            for name in names if name.startswith("__autograph_generated_file")]
+
+
+def test_an_export_leaves_nothing_in_the_temp_dir(model_dirs, tmp_path):
+    """Finished, failed or SIGKILLed, with bytecode written: autograph's code (the signature
+    wrapper it converts at save time), its __pycache__, nothing stays in the temp dir."""
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env.update(TMPDIR=str(temp), TF_CPP_MIN_LOG_LEVEL="2")
+    model = f"--model_dir={model_dirs['rnnsearch_float32']}"
+    done = subprocess.run(EXPORT_CLI + [model, f"--export_dir={tmp_path / 'done'}"], env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert os.listdir(temp) == [] and os.listdir(tmp_path / "done") == ["1"]
+    failed = subprocess.run([sys.executable, "-c", _FAILING_EXPORT, model_dirs["rnnsearch_float32"],
+                             str(tmp_path / "failed")], env=env, capture_output=True, text=True,
+                            timeout=600)
+    assert "planted failure" in failed.stdout, failed.stderr
+    assert os.listdir(temp) == [] and not (tmp_path / "failed").exists()
+    # killed while autograph's generated module exists
+    killed = subprocess.Popen(EXPORT_CLI + [model, f"--export_dir={tmp_path / 'killed'}"], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 300
+    while not _generated_files(temp, tmp_path / "killed") and time.time() < deadline:
+        time.sleep(0.05)
+    killed.kill()
+    killed.wait()
+    assert time.time() < deadline, "autograph wrote no module during the export"
+    assert os.listdir(temp) == []
+    # the next export of that base removes what the killed one left
+    again = subprocess.run(EXPORT_CLI + [model, f"--export_dir={tmp_path / 'killed'}"], env=env,
+                           capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr
+    assert os.listdir(tmp_path / "killed") == ["1"] and os.listdir(temp) == []
