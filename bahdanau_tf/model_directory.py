@@ -35,6 +35,7 @@ than this package reads is refused with a message that names both versions; one 
 """
 
 import collections
+import contextlib
 import dataclasses
 import glob
 import json
@@ -509,10 +510,17 @@ def load_model_directory(directory: str | os.PathLike, which: str = "best",
         model = rebuild_model(saved["class_name"], config, expected=model_class)
     except ValueError as error:
         raise ValueError(f"{os.fspath(directory)!r} {error}") from None
-    checkpoint = latest_checkpoint(directory, which)
+    warnings = []  # said only once the model is loaded: a refusal is one line
+    checkpoint = latest_checkpoint(directory, which, warn=warnings.append)
     if checkpoint is None:
         raise FileNotFoundError(f"No checkpoint in {directory!r} (looked in {BEST}/ and {CHECKPOINTS}/).")
-    tf.train.Checkpoint(model=model).restore(checkpoint).expect_partial().assert_existing_objects_matched()
+    failure = _restore_or_cause(model, checkpoint)
+    if failure is not None:
+        raise ValueError(f"The checkpoint {checkpoint!r} does not hold the model of "
+                         f"{os.path.join(os.fspath(directory), MODEL_CONFIG)!r} (edited, or from "
+                         f"another model?): {failure}")
+    for line in warnings:
+        print(line, file=sys.stderr, flush=True)
     model.attach_tokenizers(text.load_tokenizer(os.path.join(directory, SOURCE_VOCABULARY)),
                             text.load_tokenizer(os.path.join(directory, TARGET_VOCABULARY)))
     return ModelDirectory(
@@ -522,6 +530,29 @@ def load_model_directory(directory: str | os.PathLike, which: str = "best",
         settings=saved.get("settings", {}),
         checkpoint=checkpoint,
     )
+
+
+def _restore_or_cause(model, checkpoint):
+    """Restores ``model`` from ``checkpoint``; None, or the first line of why it failed."""
+    with _quiet_tensorflow_log():  # the failed restore's objects go when the error does
+        try:
+            tf.train.Checkpoint(model=model).restore(checkpoint).expect_partial().assert_existing_objects_matched()
+        except (AssertionError, ValueError, tf.errors.OpError) as error:
+            return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    return None
+
+
+@contextlib.contextmanager
+def _quiet_tensorflow_log():
+    """TensorFlow's Python log at ERROR for a while: a checkpoint deleted with values it did
+    not restore logs warnings that say nothing to a user who is told why the restore failed."""
+    logger = tf.get_logger()
+    level = logger.level
+    logger.setLevel("ERROR")
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 # === Checkpoint averaging ===

@@ -149,3 +149,59 @@ def test_candidate_lists_translate_as_the_python_translator_with_the_saved_lexic
     plain = Translator.from_directory(files["lexicon_model"], beam_size=3)
     assert result["stdout"].split("\n")[:-1] == expected.translate(LINES).translations
     assert expected.translate(LINES).translations != plain.translate(LINES).translations
+
+
+def _translate_process(model_dir, *flags_, stderr=None):
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    return subprocess.Popen(
+        [sys.executable, "-m", "bahdanau_tf.cli.translate", f"--model_dir={model_dir}",
+         "--beam_size=2", *flags_], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=stderr or subprocess.PIPE, env=env)
+
+
+def test_a_pipe_that_pauses_is_answered_line_by_line(model_dir, tmp_path):
+    """One line in, its translation out, while the pipe stays open; then the next."""
+    import select
+    import time
+
+    expected = Translator.from_directory(model_dir, beam_size=2).translate(LINES[:3]).translations
+    process = _translate_process(model_dir, stderr=open(tmp_path / "stderr", "wb"))
+    try:
+        for line, translation in zip(LINES[:3], expected):
+            process.stdin.write(line.encode() + b"\n")
+            process.stdin.flush()
+            ready, _, _ = select.select([process.stdout], [], [], 300)
+            assert ready, f"no translation of {line!r} while the input stays open"
+            assert process.stdout.readline().decode() == translation + "\n"
+            time.sleep(0.2)  # the writer pauses: nothing more is waiting
+        process.stdin.close()
+        assert process.stdout.read() == b""
+        assert process.wait(timeout=60) == 0
+    finally:
+        process.kill()
+    stderr = (tmp_path / "stderr").read_text()  # no prompt, no progress: not a terminal
+    assert "Type a sentence" not in stderr and "sentences/s" not in stderr, stderr
+
+
+def test_progress_goes_to_stderr_with_the_flag_and_nowhere_without(model_dir, tmp_path):
+    source = tmp_path / "input.txt"
+    source.write_text("\n".join(LINES * 30) + "\n", encoding="utf-8")
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    command = [sys.executable, "-m", "bahdanau_tf.cli.translate", f"--model_dir={model_dir}",
+               "--beam_size=2", "--batch_size=16", f"--input_file={source}"]
+    quiet = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
+    shown = subprocess.run(command + ["--progress"], capture_output=True, text=True, env=env,
+                           timeout=600)
+    assert quiet.returncode == shown.returncode == 0, shown.stderr
+    assert "sentences" not in quiet.stderr and quiet.stdout == shown.stdout
+    assert len(shown.stdout.splitlines()) == len(LINES) * 30
+    lines = shown.stderr.splitlines()
+    assert lines and lines[-1].startswith(f"bahdanau-translate: {len(LINES) * 30:,} / "
+                                          f"{len(LINES) * 30:,} sentences  "), shown.stderr
+    assert " sentences/s  ETA 0:00  (" in lines[-1], shown.stderr

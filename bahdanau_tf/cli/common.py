@@ -153,6 +153,8 @@ def unk_options(dictionary_alone=False):
     """The Translator arguments of ``--replace_unk`` and ``--unk_dictionary``, the file read and
     checked before any model is loaded. ``dictionary_alone``: a dictionary without
     ``--replace_unk`` is fine (export: the ``translate_replace_unk`` signature uses it)."""
+    if FLAGS.replace_unk:
+        _require_attention(FLAGS.model_dir or [])
     if FLAGS.unk_dictionary is None:
         return {"replace_unk": FLAGS.replace_unk}
     if not FLAGS.replace_unk and not dictionary_alone:
@@ -165,6 +167,22 @@ def unk_options(dictionary_alone=False):
     except (FileNotFoundError, ValueError) as error:
         raise UserError(f"--unk_dictionary: {error}") from None
     return {"replace_unk": FLAGS.replace_unk, "unk_dictionary": dictionary}
+
+
+def _require_attention(model_dirs):
+    """Refuses ``--replace_unk`` before loading a model without attention (RNNencdec, Seq2Seq)
+    by its model.json (a damaged one is named later, by the loader)."""
+    from bahdanau_tf import model_directory, models  # noqa: F401  (models registers the classes)
+
+    for directory in model_dirs:
+        try:
+            class_name = model_directory.read_model_config(directory)["class_name"]
+            attention = model_directory.model_class(class_name).has_attention
+        except (OSError, ValueError, KeyError, AttributeError):
+            continue
+        if not attention:
+            raise UserError(f"--replace_unk and --unk_dictionary need models with attention "
+                            f"(RNNsearch): {directory!r} holds a {class_name}.")
 
 
 def define_candidate_flags():
@@ -235,6 +253,11 @@ def check_writable_file(path, flag):
         raise UserError(f"--{flag}={path!r} is a directory; give a file name.")
     parent = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(parent):
+        existing = parent
+        while not os.path.exists(existing):
+            existing = os.path.dirname(existing)
+        if not os.path.isdir(existing):  # below a file: a_file/out.txt
+            raise UserError(f"--{flag}={path!r}: {existing!r} is a file, not a directory.")
         raise UserError(f"--{flag}={path!r}: the directory {parent!r} does not exist.")
     if not os.access(parent, os.W_OK):
         raise UserError(f"--{flag}={path!r}: the directory {parent!r} is not writable.")
@@ -260,7 +283,7 @@ def _io_message(error):
     return f"{error.filename!r}: {cause}" if error.filename else cause
 
 
-def _program():
+def program_name():
     """The command's name: ``bahdanau-train`` also when run as ``python -m bahdanau_tf.cli.train``."""
     name = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "bahdanau"
     return f"bahdanau-{name[:-3]}" if name.endswith(".py") else name
@@ -280,7 +303,7 @@ def _parse_flags(argv):
     try:
         return FLAGS(argv)
     except flags.Error as error:
-        print(f"{_program()}: error: {error}", file=sys.stderr)
+        print(f"{program_name()}: error: {error}", file=sys.stderr)
         sys.exit(EXIT_USAGE)
 
 
@@ -309,7 +332,7 @@ def runner(main, doc, module_name=None):
         except USER_ERRORS as error:
             code = getattr(error, "exit_code", EXIT_USAGE)
             message = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
-            print(f"{_program()}: error: {message}", file=sys.stderr)
+            print(f"{program_name()}: error: {message}", file=sys.stderr)
             sys.exit(code)
         except Exception as error:  # noqa: BLE001 - an I/O failure (also TensorFlow's), or a bug
             from bahdanau_tf import corpora
@@ -319,15 +342,15 @@ def runner(main, doc, module_name=None):
                 failure = files.as_os_error(error)
                 if failure is None:
                     raise
-                print(f"{_program()}: error: I/O failure: {_io_message(failure)}", file=sys.stderr)
+                print(f"{program_name()}: error: I/O failure: {_io_message(failure)}", file=sys.stderr)
                 sys.exit(EXIT_IO)
         except KeyboardInterrupt:
-            print(f"{_program()}: error: stopped by Ctrl-C (SIGINT).", file=sys.stderr)
+            print(f"{program_name()}: error: stopped by Ctrl-C (SIGINT).", file=sys.stderr)
             sys.exit(EXIT_SIGINT)
         # out of the handler: the error's frames, and the input pipeline they hold (its reader
         # thread calls Python), go now; held until interpreter exit they would hang it
         gc.collect()
-        print(f"{_program()}: error: {bad_line}", file=sys.stderr)
+        print(f"{program_name()}: error: {bad_line}", file=sys.stderr)
         sys.exit(EXIT_USAGE)
 
     def run(argv=None):

@@ -144,7 +144,6 @@ def _tokenizers(train, log):
     from bahdanau_tf import model_directory, text
 
     if os.path.exists(os.path.join(FLAGS.output_dir, model_directory.MODEL_CONFIG)):
-        log(f"{FLAGS.output_dir} holds a model: resuming with its vocabularies.")
         return (text.load_tokenizer(os.path.join(FLAGS.output_dir, model_directory.SOURCE_VOCABULARY)),
                 text.load_tokenizer(os.path.join(FLAGS.output_dir, model_directory.TARGET_VOCABULARY)))
     if FLAGS.vocabulary_dir:
@@ -194,7 +193,9 @@ def main(argv):
         strategy=strategy, settings=settings, log=log,
     )
     try:
-        trainer.restore()  # takes the directory; resumes, or refuses another model (ValueError)
+        resumed = trainer.restore()  # takes the directory; resumes, or refuses another model (ValueError)
+        if resumed:
+            log(f"{FLAGS.output_dir} holds a model: resuming with its vocabularies.")
         report = trainer.fit(train, dev, start_time=start_time)
     except training.DirectoryInUseError as error:
         raise common.UserError(str(error), common.EXIT_IN_USE)

@@ -1,4 +1,4 @@
-"""bahdanau-translate: translate text with a trained model directory.
+r"""bahdanau-translate: translate text with a trained model directory.
 
 One line out per line in, empty lines included (an empty line translates to an empty line).
 Reads stdin and writes stdout unless --input_file / --output_file are given. With --nbest=K > 1
@@ -13,6 +13,11 @@ that step, or by its entry in ``--unk_dictionary=FILE`` (source<TAB>target lines
 
 Input streams: --read_lines lines (10,000) are read, translated and written at a time, so memory
 does not grow with the input, and the first translations reach stdout before the input ends.
+Input typed at a terminal, or from a pipe whose writer pauses, is answered line by line: the
+lines read are translated as soon as no more input is waiting (input that is all there, a file
+or a fast pipe, is still translated --read_lines at a time, as fast). On a terminal a short
+prompt goes to stderr. Progress (sentences, sentences/s, the time left when --input_file is a
+file) goes to stderr when it is a terminal, or with --progress.
 Lines are read with the package's one line reader (`bahdanau_tf.data.line_chunks`): ``\n``,
 ``\r\n`` and ``\r`` end lines, and a line that is not UTF-8 is an error naming the line (exit
 code 2), raised when its chunk is read: in the first chunk, before the model is loaded and
@@ -22,7 +27,7 @@ any failure (a bad line, a full disk: exit code 5) it is left as it was.
 
 Example:
 
-    echo "In the beginning God created the heavens and the earth." | \\
+    echo "In the beginning God created the heavens and the earth." | \
         bahdanau-translate --model_dir=runs/rnnsearch-small --beam_size=12
     bahdanau-translate --model_dir=runs/a --model_dir=runs/b --input_file=test.en  # ensemble
 """
@@ -34,7 +39,7 @@ import sys
 from absl import flags  # noqa: E402
 
 from bahdanau_tf import files  # noqa: E402
-from bahdanau_tf.cli import common  # noqa: E402
+from bahdanau_tf.cli import common, progress  # noqa: E402
 
 FLAGS = flags.FLAGS
 
@@ -51,6 +56,7 @@ flags.DEFINE_bool("forbid_unknown", False, "Never generate [UNK] (the paper's No
 flags.DEFINE_integer("read_lines", 10000, "Lines read, translated and written at a time: the "
                      "memory bound, whatever the input's length.", lower_bound=1)
 flags.DEFINE_bool("scores", False, "With --nbest=1, append a tab and the score to each line.")
+progress.define_progress_flag()
 flags.DEFINE_bool("jit_compile", None, "Compile the search with XLA over bucketed shapes (default: yes, "
                   "bahdanau_tf.devices.decoding_jit).")
 
@@ -61,6 +67,28 @@ def format_line(translations, scores, nbest, with_scores):
     if nbest == 1:
         return clean(translations) + (f"\t{float(scores):.4f}" if with_scores else "")
     return "\t".join(f"{clean(t)}\t{float(s):.4f}" for t, s in zip(translations, scores))
+
+
+def _line_count(path):
+    """The number of lines of an uncompressed file (the progress total); None for stdin or .gz."""
+    if not path or path == "-" or path.endswith(".gz") or not os.path.isfile(path):
+        return None
+    count, last = 0, b"\n"
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            count += block.count(b"\n")
+            last = block[-1:]
+    return count + (last != b"\n")
+
+
+def _interactive_input():
+    """Whether the input is a terminal (the prompt, and the model loaded before reading)."""
+    if FLAGS.input_file and FLAGS.input_file != "-":
+        return False
+    try:
+        return sys.stdin.isatty()
+    except (AttributeError, ValueError):
+        return False
 
 
 def main(argv):
@@ -75,29 +103,45 @@ def main(argv):
 
     unk = common.unk_options()
     candidates = common.candidate_options(FLAGS.model_dir)
-    chunks = line_chunks(FLAGS.input_file, FLAGS.read_lines)
-    first = next(chunks, [])  # a bad first chunk is refused before the model is loaded
-    translator = Translator.from_directory(
-        FLAGS.model_dir, which=FLAGS.checkpoint, beam_size=FLAGS.beam_size,
-        length_penalty=FLAGS.length_penalty, max_source_length=FLAGS.max_source_length,
-        jit_compile=FLAGS.jit_compile, **unk, **candidates)
+    chunks = line_chunks(FLAGS.input_file, FLAGS.read_lines, interactive=True)
+
+    def load():
+        return Translator.from_directory(
+            FLAGS.model_dir, which=FLAGS.checkpoint, beam_size=FLAGS.beam_size,
+            length_penalty=FLAGS.length_penalty, max_source_length=FLAGS.max_source_length,
+            jit_compile=FLAGS.jit_compile, **unk, **candidates)
+
+    if _interactive_input():  # a person types: the model first, then the prompt
+        translator = load()
+        print("Type a sentence and press Enter for its translation; Ctrl-D ends.",
+              file=sys.stderr, flush=True)
+        first = next(chunks, [])
+    else:
+        first = next(chunks, [])  # a bad first chunk is refused before the model is loaded
+        translator = load()
+    progress_line = progress.Progress(common.program_name(), _line_count(FLAGS.input_file),
+                                      enabled=FLAGS.progress)
+    counted = progress.ProgressTranslator(translator, progress_line)
 
     def translated():
         for lines in itertools.chain([first], chunks):
-            output = translator.translate(lines, nbest=FLAGS.nbest, batch_size=FLAGS.batch_size,
-                                          forbid_unknown=FLAGS.forbid_unknown)
+            output = counted.translate(lines, nbest=FLAGS.nbest, batch_size=FLAGS.batch_size,
+                                       forbid_unknown=FLAGS.forbid_unknown)
             yield "".join(format_line(t, s, FLAGS.nbest, FLAGS.scores) + "\n"
                           for t, s in zip(output.translations, output.scores))
 
-    if FLAGS.output_file:
-        with files.OutputFiles() as outputs:  # the whole output, or nothing (a bad line, a full disk)
-            with open(outputs.path(FLAGS.output_file), "w", encoding="utf-8") as handle:
-                for text in translated():
-                    handle.write(text)
-    else:
-        for text in translated():
-            sys.stdout.write(text)
-            sys.stdout.flush()
+    try:
+        if FLAGS.output_file:
+            with files.OutputFiles() as outputs:  # the whole output, or nothing (a bad line, a full disk)
+                with open(outputs.path(FLAGS.output_file), "w", encoding="utf-8") as handle:
+                    for text in translated():
+                        handle.write(text)
+        else:
+            for text in translated():
+                sys.stdout.write(text)
+                sys.stdout.flush()
+    finally:
+        progress_line.close()
 
 
 run = common.runner(main, __doc__)

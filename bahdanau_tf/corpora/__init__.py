@@ -17,6 +17,7 @@ Every loader returns a :class:`ParallelCorpus`; `bahdanau_tf.data` turns one, a
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import functools
@@ -24,6 +25,7 @@ import gzip
 import itertools
 import os
 import re
+import select
 import sys
 import zlib
 from typing import Iterator
@@ -299,8 +301,58 @@ def _checked_path(path) -> str:
     return path
 
 
-def _numbered_lines(path):
-    """``(line number, text)`` of every line of a UTF-8 file, read as needed (`read_lines`'s rule)."""
+class _WaitingLines:
+    """The lines of a binary file as ``for line in file`` gives them (each ending after its
+    ``\n``), read a block at a time, and whether the next one is already waiting.
+
+    ``waiting()`` is True when a whole line is read but not handed out yet, at the end of the
+    input, or when the file descriptor has input to read now (`select`: always for a regular
+    file, for a pipe whose writer is ahead; not for a terminal or a pipe whose writer pauses).
+    """
+
+    def __init__(self, handle, block=1 << 16):
+        self._handle, self._block = handle, block
+        self._lines = collections.deque()
+        self._partial, self._ended = b"", False
+        try:
+            self._fd = handle.fileno()
+        except (AttributeError, OSError, ValueError):  # an in-memory file: everything is waiting
+            self._fd = None
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> bytes:
+        while not self._lines:
+            if self._ended:
+                raise StopIteration
+            data = self._handle.read1(self._block)  # at most one read: what is there now
+            if not data:
+                self._ended = True
+                if self._partial:
+                    self._lines.append(self._partial)
+                continue
+            pieces = (self._partial + data).split(b"\n")
+            self._partial = pieces.pop()
+            self._lines.extend(piece + b"\n" for piece in pieces)
+        return self._lines.popleft()
+
+    def waiting(self) -> bool:
+        if self._lines or self._ended or self._fd is None:
+            return True
+        try:
+            readable, _, _ = select.select([self._fd], [], [], 0)
+        except (OSError, ValueError):  # a descriptor select cannot watch: read on as before
+            return True
+        return bool(readable)
+
+
+def _numbered_lines(path, lines_of=None):
+    """``(line number, text)`` of every line of a UTF-8 file, read as needed (`read_lines`'s rule).
+
+    ``lines_of``: optional, a function of the opened binary file that gives its lines (default:
+    the file itself).
+    """
     with contextlib.ExitStack() as opened:
         if path is None or path == "-":
             name, handle = "standard input", sys.stdin.buffer  # left open
@@ -310,7 +362,8 @@ def _numbered_lines(path):
             if path.endswith(".gz"):
                 handle = opened.enter_context(gzip.GzipFile(fileobj=handle, mode="rb"))
         number = 0
-        for line in handle:  # cut at \n only: \r\n and a lone \r are handled here
+        for line in (handle if lines_of is None else lines_of(handle)):  # cut at \n only:
+            # \r\n and a lone \r are handled here
             line = line[:-1] if line.endswith(b"\n") else line
             line = line[:-1] if line.endswith(b"\r") else line
             for piece in line.split(b"\r") if b"\r" in line else (line,):
@@ -351,7 +404,8 @@ def read_lines(path: str | None = None) -> list[str]:
     return [line for _, line in _numbered_lines(path)]
 
 
-def line_chunks(path: str | None = None, size: int = 10000) -> Iterator[list[str]]:
+def line_chunks(path: str | None = None, size: int = 10000,
+                interactive: bool = False) -> Iterator[list[str]]:
     """The lines of `read_lines`, read as needed and handed out ``size`` at a time.
 
     A bad line (`CorpusError`) is raised when its chunk is read: the chunks before it have
@@ -360,16 +414,27 @@ def line_chunks(path: str | None = None, size: int = 10000) -> Iterator[list[str
     Args:
         path: str, a file; None or ``"-"`` reads standard input.
         size: int, lines per chunk (the last one may be shorter; an empty file gives none).
+        interactive: bool, also hand out a shorter chunk as soon as no more input is waiting
+            (a terminal, or a pipe whose writer pauses): each line typed is answered before
+            the next is read. Input that is all there (a file) or comes faster than it is
+            consumed (a fast pipe) still comes ``size`` lines at a time.
 
     Yields:
         list of str.
     """
     if size < 1:
         raise ValueError(f"`size` must be a positive integer, got {size!r}.")
+    reader = None
+
+    def waiting_lines(handle):
+        nonlocal reader
+        reader = _WaitingLines(handle)
+        return reader
+
     chunk = []
-    for _, line in _numbered_lines(path):
+    for _, line in _numbered_lines(path, waiting_lines if interactive else None):
         chunk.append(line)
-        if len(chunk) == size:
+        if len(chunk) == size or (interactive and not reader.waiting()):
             yield chunk
             chunk = []
     if chunk:

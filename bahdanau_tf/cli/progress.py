@@ -1,0 +1,149 @@
+"""Progress of the long commands (``bahdanau-translate``, ``bahdanau-evaluate``) on stderr.
+
+One line: sentences done / total (when known), sentences per second and the time left, e.g.
+``bahdanau-evaluate: 1,024 / 2,051 sentences  23.1 sentences/s  ETA 0:44``. On a terminal the
+line is rewritten in place (at most 5 times a second) and ends with a newline when the work ends;
+with ``--progress`` into a file or a pipe, a line is printed every 10 seconds and at the end.
+Without ``--progress`` it shows only when stderr is a terminal: pipelines and tests see only
+the results.
+
+The translator is wrapped (`ProgressTranslator`): each ``translate`` call is cut into its
+batches, longest sentences first as the Translator itself orders them, so the batches, and
+the speed, are those of one call.
+"""
+
+import sys
+import time
+
+from absl import flags
+
+FLAGS = flags.FLAGS
+
+
+def define_progress_flag():
+    if "progress" not in FLAGS:
+        flags.DEFINE_bool("progress", None, "Show progress on stderr (sentences done / total, "
+                          "sentences/s, ETA); default: only when stderr is a terminal. "
+                          "--noprogress never shows it.")
+
+
+def _clock(seconds):
+    seconds = int(round(seconds))
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"
+
+
+class Progress:
+    """Counts sentences and shows the progress line (see the module docstring).
+
+    Args:
+        program: str, the command's name, at the start of the line.
+        total: int or None (unknown: no ETA).
+        enabled: bool or None (None: when ``stream`` is a terminal).
+        stream: where the line goes (default: sys.stderr).
+    """
+
+    def __init__(self, program, total=None, enabled=None, stream=None):
+        self.stream = stream or sys.stderr
+        self.terminal = _is_terminal(self.stream)
+        self.enabled = self.terminal if enabled is None else bool(enabled)
+        self.program, self.total, self.done = program, total, 0
+        self._start = time.monotonic()
+        self._shown = None  # when the last line was shown
+        self._width = 0
+
+    def update(self, count):
+        """``count`` more sentences are done."""
+        self.done += count
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        interval = 0.2 if self.terminal else 10.0
+        if self._shown is None or now - self._shown >= interval:
+            self._show(now)
+
+    def line(self, now=None):
+        """The progress line (without its end)."""
+        elapsed = max((now or time.monotonic()) - self._start, 1e-9)
+        rate = self.done / elapsed
+        total = f" / {self.total:,}" if self.total else ""
+        text = f"{self.program}: {self.done:,}{total} sentences  {rate:,.1f} sentences/s"
+        if self.total and rate > 0:
+            text += f"  ETA {_clock(max(self.total - self.done, 0) / rate)}"
+        return text + f"  ({_clock(elapsed)})"
+
+    def _show(self, now):
+        text = self.line(now)
+        if self.terminal:  # rewritten in place; the spaces clear a longer previous line
+            self.stream.write("\r" + text.ljust(self._width))
+            self._width = len(text)
+        else:
+            self.stream.write(text + "\n")
+        self.stream.flush()
+        self._shown = now
+
+    def close(self):
+        """The last line (when anything was shown or done), ended."""
+        if not self.enabled or (self._shown is None and not self.done):
+            return
+        self._show(time.monotonic())
+        if self.terminal:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def _is_terminal(stream):
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+class ProgressTranslator:
+    """A Translator whose ``translate`` counts its sentences into a `Progress`, batch by batch.
+
+    Every other attribute is the translator's own.
+    """
+
+    def __init__(self, translator, progress):
+        self._translator, self._progress = translator, progress
+
+    def __getattr__(self, name):
+        return getattr(self._translator, name)
+
+    def translate(self, sentences, *args, batch_size=64, **kwargs):
+        if not isinstance(sentences, (str, bytes)):
+            sentences = list(sentences)
+        if isinstance(sentences, (str, bytes)) or not self._progress.enabled or not sentences:
+            output = self._translator.translate(sentences, *args, batch_size=batch_size, **kwargs)
+            self._progress.update(1 if isinstance(sentences, (str, bytes)) else len(sentences))
+            return output
+        # the Translator's own order: the same batches as one call
+        order = sorted(range(len(sentences)), key=lambda i: -len(sentences[i]))
+        parts = []
+        for start in range(0, len(sentences), batch_size):
+            batch = [sentences[i] for i in order[start:start + batch_size]]
+            parts.append(self._translator.translate(batch, *args, batch_size=batch_size, **kwargs))
+            self._progress.update(len(batch))
+        return _unsorted(parts, order)
+
+
+def _unsorted(parts, order):
+    """One output in the input's order from the outputs of the sorted batches."""
+    import numpy as np
+
+    first = parts[0]
+    translations = [None] * len(order)
+    scores = [None] * len(order)
+    alignments = [None] * len(order) if first.alignments is not None else None
+    position = 0
+    for part in parts:
+        for k in range(len(part.translations)):
+            index = order[position]
+            translations[index] = part.translations[k]
+            scores[index] = part.scores[k]
+            if alignments is not None:
+                alignments[index] = part.alignments[k]
+            position += 1
+    return type(first)(translations=translations, scores=np.asarray(scores),
+                       alignments=alignments)
