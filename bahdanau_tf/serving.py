@@ -366,6 +366,7 @@ def read_written_by(saved_model_dir: str) -> dict:
     with tf.io.gfile.GFile(path) as f:
         return json.loads(f.read())
 
+
 @contextlib.contextmanager
 def _generated_code_in(directory):
     """Points `tempfile` at ``directory`` (made here, removed at the end) while an export runs.
