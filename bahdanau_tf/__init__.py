@@ -40,6 +40,7 @@ _EXPORTS = {
     **dict.fromkeys(["CorpusFiles", "ParallelCorpus", "TfdsCorpus", "load_corpus",
                      "load_parallel_files", "load_tfds", "load_tsv", "tfds_corpus"], "corpora"),
     "make_dataset": "data",
+    "quiet_tensorflow": "quiet",
 }
 _SUBMODULES = ("corpora", "data", "decoding", "devices", "evaluation", "layers", "losses",
                "model_directory", "models", "presets", "serving", "signatures", "special_tokens",

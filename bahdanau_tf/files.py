@@ -85,6 +85,29 @@ def try_lock(path: str):
     return handle
 
 
+def take_lock(path: str):
+    """`try_lock` on the file that ``path`` names when the lock is taken: a file its last holder
+    removed on release (`drop_lock`) while this process opened it is let go, and the new one
+    tried. Returns the open file, or None when another living process holds the lock."""
+    while True:
+        handle = try_lock(path)
+        if handle is None:
+            return None
+        try:
+            if os.path.samestat(os.fstat(handle.fileno()), os.stat(path)):
+                return handle
+        except OSError:
+            pass
+        handle.close()
+
+
+def drop_lock(handle, path: str) -> None:
+    """Removes the lock file ``path`` (still held), then releases the lock: nothing is left."""
+    with contextlib.suppress(OSError):
+        os.remove(path)
+    handle.close()
+
+
 def write_holder(handle, path: str) -> None:
     """Writes this process's id into the lock file ``handle`` (an OSError names ``path``)."""
     try:

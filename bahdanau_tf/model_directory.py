@@ -51,6 +51,7 @@ from tensorflow.core.protobuf import trackable_object_graph_pb2
 import bahdanau_tf
 from bahdanau_tf import files
 from bahdanau_tf import lexicon as lexicon_lib
+from bahdanau_tf import pretrained
 from bahdanau_tf import text
 
 MODEL_CONFIG = "model.json"
@@ -184,6 +185,7 @@ def read_model_config(directory: str | os.PathLike) -> dict:
         FileNotFoundError: not a model directory (a clear message), or no such file.
         ValueError: ``model.json`` is damaged (not JSON, or no ``class_name``), named.
     """
+    directory = pretrained.resolve(directory)
     if is_keras_file(directory):
         return _keras_file_config(os.fspath(directory))
     path = os.path.join(directory, MODEL_CONFIG)
@@ -500,6 +502,7 @@ def load_model_directory(directory: str | os.PathLike, which: str = "best",
         ValueError: a damaged or mismatched file (see `check_model_directory`), a ``.keras``
             file without tokenizers, not a bahdanau_tf model, or not a ``model_class``.
     """
+    directory = pretrained.resolve(directory)
     if is_keras_file(directory):
         return _load_keras_file(os.fspath(directory), dtype=dtype, expected=model_class)
     saved = check_model_directory(directory)
@@ -511,10 +514,14 @@ def load_model_directory(directory: str | os.PathLike, which: str = "best",
     except ValueError as error:
         raise ValueError(f"{os.fspath(directory)!r} {error}") from None
     warnings = []  # said only once the model is loaded: a refusal is one line
-    checkpoint = latest_checkpoint(directory, which, warn=warnings.append)
+    if pretrained.is_compact(directory):  # a shipped model: float16 weights, no checkpoint
+        checkpoint = os.path.join(directory, pretrained.WEIGHTS)
+        pretrained.load_weights(model, checkpoint)
+    else:
+        checkpoint = latest_checkpoint(directory, which, warn=warnings.append)
     if checkpoint is None:
         raise FileNotFoundError(f"No checkpoint in {directory!r} (looked in {BEST}/ and {CHECKPOINTS}/).")
-    failure = _restore_or_cause(model, checkpoint)
+    failure = None if pretrained.is_compact(directory) else _restore_or_cause(model, checkpoint)
     if failure is not None:
         raise ValueError(f"The checkpoint {checkpoint!r} does not hold the model of "
                          f"{os.path.join(os.fspath(directory), MODEL_CONFIG)!r} (edited, or from "
@@ -709,14 +716,14 @@ def average_checkpoints(directory: str | os.PathLike, last: int, output: str | N
                              settings={**saved.get("settings", {}), "averaged_from": os.path.abspath(directory)})
         _tag_model_config(output, tag)
         return listed_checkpoint(os.path.join(output, CHECKPOINTS))
-    lock = files.try_lock(os.path.join(directory, LOCK))
+    lock = files.take_lock(os.path.join(directory, LOCK))
     if lock is None:
         raise FileExistsError(f"{directory!r} is in use by a training process: average once it "
                               "stops, or pass an output directory.")
     try:
         return write_averaged(directory, model, tag)
     finally:
-        lock.close()
+        files.drop_lock(lock, os.path.join(directory, LOCK))
 
 
 def average_into(model, checkpoints) -> dict:

@@ -52,7 +52,7 @@ import keras
 import tensorflow as tf
 
 from bahdanau_tf import layers as layers_lib
-from bahdanau_tf import model_directory
+from bahdanau_tf import model_directory, pretrained
 from bahdanau_tf import translator as translator_lib
 from bahdanau_tf.presets import ALIASES, PRESETS, Preset, get_preset, preset_names  # noqa: F401
 from bahdanau_tf.special_tokens import PAD_ID
@@ -297,7 +297,7 @@ def _is_model_path(name) -> bool:
     name = os.fspath(name)
     if name in PRESETS or name in ALIASES:
         return False
-    return os.path.exists(name) or name.endswith(".keras")
+    return os.path.exists(name) or name.endswith(".keras") or name in pretrained.MODELS
 
 
 def _load_trained(path, overrides, model_class=None):

@@ -362,3 +362,27 @@ def test_trains_with_the_vocabularies_bahdanau_data_built(tmp_path):
     for side, tokenizer in (("source", loaded.source_tokenizer), ("target", loaded.target_tokenizer)):
         assert tokenizer.vocabulary == text.load_tokenizer(str(vocabulary_dir / side)).vocabulary
     assert loaded.model.source_vocabulary_size == loaded.model.target_vocabulary_size == 250
+
+
+def test_the_flags_file_repeats_the_run_and_no_lock_is_left(tmp_path):
+    """RUN/flags.txt is an absl flag file: --flagfile=RUN/flags.txt --output_dir=OTHER trains the
+    same configuration, to the same weights (same seed, same data order, no XLA)."""
+    first, second = tmp_path / "first", tmp_path / "second"
+    result = train(*SMALL_RUN, "--max_steps=3", "--learning_rate=0.003", "--seed=7",
+                   f"--output_dir={first}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    flags_file = (first / "flags.txt").read_text()
+    assert "--learning_rate=0.003\n" in flags_file and "--seed=7\n" in flags_file
+    assert "--preset=tiny\n" in flags_file and "--max_steps=3\n" in flags_file
+    assert not (first / ".lock").exists()  # the lock goes with the run
+    result = train(f"--flagfile={first / 'flags.txt'}", f"--output_dir={second}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert not (second / ".lock").exists()
+    saved = [model_directory.read_model_config(str(d)) for d in (first, second)]
+    assert saved[0]["config"] == saved[1]["config"]
+    assert saved[0]["settings"]["training"] == saved[1]["settings"]["training"]
+    assert report_of(first)["updates"] == report_of(second)["updates"] == 3
+    weights = [model_directory.load_model_directory(str(d), which="latest").model.get_weights()
+               for d in (first, second)]
+    for a, b in zip(*weights):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)

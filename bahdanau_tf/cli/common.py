@@ -242,8 +242,10 @@ def require_model_dirs():
     if not FLAGS.model_dir:
         raise UserError("--model_dir is required (a bahdanau-train output directory, a "
                         "model.save_to_preset directory or a .keras file).")
+    from bahdanau_tf import pretrained
+
     for directory in FLAGS.model_dir:
-        if not os.path.exists(directory):
+        if not os.path.exists(pretrained.resolve(directory)):
             raise UserError(f"--model_dir={directory!r} does not exist.")
 
 

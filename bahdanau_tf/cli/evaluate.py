@@ -26,7 +26,8 @@ tokens. The No-UNK translations are replaced too, and with ``--no_unk=auto`` a b
 sees no [UNK] and reuses the ordinary translations (its inexact case above).
 
 The scoring is `bahdanau_tf.evaluation.evaluate_translator`; this command reads the flags and
-writes its results to ``--output_dir``: ``report.json`` (one `EvaluationReport` per model, with
+writes its results to ``--output_dir`` (default: ``MODEL_DIR/evaluation`` for one model
+directory, ``./evaluation`` otherwise): ``report.json`` (one `EvaluationReport` per model, with
 the decoded-output AER and timings, and the names of its heatmaps), ``translations_<model>.txt``
 and the PNGs. They are written under temporary names beside their targets and renamed together
 at the end: after a failure (a full disk: exit code 5; a bad line of the input: exit code 2) no
@@ -39,6 +40,8 @@ as lists of every sentence: memory is bounded whatever the test set's length, an
 are those of the whole test set at once. Only ``--attention_plots`` heatmaps are kept (the
 first sentences that fit). With beam search and ``--no_unk=auto``, a translation with [UNK]
 makes the command read the pairs before it a second time, to decode their No-UNK subset.
+Progress (sentences done / total, sentences/s, ETA) goes to stderr when it is a terminal, or
+with ``--progress``; in a pipe only the results are printed.
 
 Example:
 
@@ -54,7 +57,7 @@ import re
 from absl import flags  # noqa: E402
 
 from bahdanau_tf import files  # noqa: E402
-from bahdanau_tf.cli import common  # noqa: E402
+from bahdanau_tf.cli import common, progress  # noqa: E402
 
 FLAGS = flags.FLAGS
 
@@ -66,12 +69,16 @@ common.define_candidate_flags()
 flags.DEFINE_alias("reference_file", "target_file")
 flags.DEFINE_multi_string("name", None, "A display name per --model_dir (default: its basename).")
 flags.DEFINE_bool("ensemble", False, "Evaluate all --model_dir as one ensemble.")
-flags.DEFINE_string("output_dir", "evaluation", "Where to write report.json and the plots.")
+flags.DEFINE_string("output_dir", None, "Where to write report.json and the plots (default: "
+                    "MODEL_DIR/evaluation for one model directory, so that evaluating models in "
+                    "turn keeps each report; ./evaluation for several, a .keras file or a "
+                    "shipped model).")
 flags.DEFINE_enum("split", "test", ["train", "dev", "test"], "Split of the embedded corpus.")
 flags.DEFINE_integer("max_sentences", None, "Evaluate only the first N sentences.", lower_bound=1)
 flags.DEFINE_integer("batch_size", 64, "Sentences per graph call.", lower_bound=1)
 flags.DEFINE_bool("jit_compile", None, "Compile the search with XLA over bucketed shapes (default: "
                   "yes, bahdanau_tf.devices.decoding_jit).")
+progress.define_progress_flag()
 flags.DEFINE_integer("read_lines", 10000, "Sentence pairs read, translated, scored and written at "
                      "a time: memory is bounded by this, whatever the test set's length.",
                      lower_bound=1)
@@ -122,9 +129,21 @@ def write_heatmaps(name, figures, outputs):
     return plots
 
 
+def default_output_dir(model_dirs):
+    """``MODEL_DIR/evaluation`` for one model directory of the user's, else ``evaluation``."""
+    from bahdanau_tf import pretrained
+
+    (first, *others) = model_dirs
+    if not others and os.path.isdir(first) and pretrained.resolve(first) == first:
+        return os.path.join(first, "evaluation")
+    return "evaluation"
+
+
 def main(argv):
     del argv
     common.require_model_dirs()
+    if FLAGS.output_dir is None:
+        FLAGS.output_dir = default_output_dir(FLAGS.model_dir)
     common.check_writable_dir(FLAGS.output_dir, "output_dir")
     created = not os.path.exists(FLAGS.output_dir)
     os.makedirs(FLAGS.output_dir, exist_ok=True)
@@ -162,6 +181,8 @@ def _evaluate(outputs):
             beam_size=FLAGS.beam_size, length_penalty=FLAGS.length_penalty,
             max_source_length=FLAGS.max_source_length, jit_compile=FLAGS.jit_compile, **unk,
             **common.candidate_options(group))
+        shown = progress.Progress(common.program_name(), _size(corpus), enabled=FLAGS.progress)
+        translator = progress.ProgressTranslator(translator, shown)
         path = os.path.join(FLAGS.output_dir, f"translations_{_file_label(name)}.txt")
         with open(outputs.path(path), "w", encoding="utf-8") as handle:
 
@@ -179,6 +200,7 @@ def _evaluate(outputs):
                                                "per_word": FLAGS.candidate_per_word}
                                               if FLAGS.candidate_lists else None)},
                 chunk_size=FLAGS.read_lines, on_chunk=write)
+        shown.close()
         report = result.report
         reports.append(report)
         models.append({**report.to_dict(),
@@ -195,6 +217,14 @@ def _evaluate(outputs):
                   handle, indent=2, ensure_ascii=False, allow_nan=False)
         handle.write("\n")
     print(f"Wrote {path}")
+
+
+def _size(corpus):
+    """The number of pairs of the test set, None for a stream of the user's files."""
+    try:
+        return len(corpus)
+    except TypeError:
+        return None
 
 
 def _print_scores(name, report):

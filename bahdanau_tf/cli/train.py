@@ -42,6 +42,9 @@ Why these defaults (for a 12-minute run on a 2-core CPU):
   ``--precision`` and ``--jit`` override the choice.
 - dev NLL on the first 500 dev pairs every 200 steps, checkpoints every 200 steps.
 
+The run's flags are written to ``OUTPUT_DIR/flags.txt`` (an absl flag file):
+``bahdanau-train --flagfile=RUN/flags.txt --output_dir=OTHER`` trains the same configuration.
+
 Exit codes: 0 done, 2 usage error or bad input, 3 non-finite loss, 4 output directory in use,
 5 an I/O failure (a full disk: no partial checkpoint is left), 130 / 143 stopped by SIGINT /
 SIGTERM (after a checkpoint and the report; a second signal stops at once, exit code 130).
@@ -55,15 +58,14 @@ import types
 
 from absl import flags
 
-from bahdanau_tf.cli import common  # noqa: E402
+from bahdanau_tf.cli import common  # noqa: E402  (first: TensorFlow loads quietly)
+from bahdanau_tf import presets  # noqa: E402
 
 FLAGS = flags.FLAGS
 
 # === What to train, where ===
-flags.DEFINE_string("preset", "small", "Model preset, one of bahdanau_tf.models.preset_names(): "
-                    "small (RNNsearch at CPU size), tiny, rnnsearch-50, rnnsearch-30, rnnencdec-50, "
-                    "rnnencdec-30, seq2seq, rnnsearch-general-small, rnnencdec-small, seq2seq-small, "
-                    "...")
+flags.DEFINE_string("preset", "small", "Model preset (small: RNNsearch at CPU size), one of "
+                    + ", ".join(presets.preset_names()) + ".")
 flags.DEFINE_string("output_dir", "bahdanau_run", "The model directory; an existing one is resumed.")
 flags.DEFINE_enum("strategy", "default", ["default", "mirrored", "multi_worker"],
                   "tf.distribute strategy (multi_worker reads TF_CONFIG).")
@@ -167,6 +169,26 @@ def _tokenizers(train, log):
     return source, target
 
 
+FLAGS_FILE = "flags.txt"
+
+
+def write_flags_file(directory):
+    """Writes this command's flags and their values to ``directory/flags.txt``, an absl flag
+    file: ``bahdanau-train --flagfile=RUN/flags.txt --output_dir=OTHER`` trains the same
+    configuration (a flag given after ``--flagfile`` wins)."""
+    import tensorflow as tf
+
+    own = [flag for module, defined in FLAGS.flags_by_module_dict().items()
+           if module.startswith("bahdanau_tf.") or module in ("__main__", sys.argv[0])
+           for flag in defined]
+    lines = sorted({flag.serialize() for flag in own if flag.value is not None and flag.name != "jit"}
+                   - {""})
+    with tf.io.gfile.GFile(os.path.join(directory, FLAGS_FILE), "w") as handle:
+        handle.write("# bahdanau-train's flags of this run; repeat it with\n"
+                     f"# bahdanau-train --flagfile={FLAGS_FILE} --output_dir=OTHER\n")
+        handle.write("".join(line + "\n" for line in lines))
+
+
 def main(argv):
     del argv
     start_time = time.time()
@@ -196,6 +218,7 @@ def main(argv):
         resumed = trainer.restore()  # takes the directory; resumes, or refuses another model (ValueError)
         if resumed:
             log(f"{FLAGS.output_dir} holds a model: resuming with its vocabularies.")
+        write_flags_file(FLAGS.output_dir)
         report = trainer.fit(train, dev, start_time=start_time)
     except training.DirectoryInUseError as error:
         raise common.UserError(str(error), common.EXIT_IN_USE)

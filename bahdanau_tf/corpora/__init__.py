@@ -17,7 +17,6 @@ Every loader returns a :class:`ParallelCorpus`; `bahdanau_tf.data` turns one, a
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import dataclasses
 import functools
@@ -25,10 +24,11 @@ import gzip
 import itertools
 import os
 import re
-import select
 import sys
 import zlib
 from typing import Iterator
+
+from bahdanau_tf.corpora.waiting_lines import WaitingLines
 
 __all__ = [
     "ParallelCorpus",
@@ -301,52 +301,6 @@ def _checked_path(path) -> str:
     return path
 
 
-class _WaitingLines:
-    """The lines of a binary file as ``for line in file`` gives them (each ending after its
-    ``\n``), read a block at a time, and whether the next one is already waiting.
-
-    ``waiting()`` is True when a whole line is read but not handed out yet, at the end of the
-    input, or when the file descriptor has input to read now (`select`: always for a regular
-    file, for a pipe whose writer is ahead; not for a terminal or a pipe whose writer pauses).
-    """
-
-    def __init__(self, handle, block=1 << 16):
-        self._handle, self._block = handle, block
-        self._lines = collections.deque()
-        self._partial, self._ended = b"", False
-        try:
-            self._fd = handle.fileno()
-        except (AttributeError, OSError, ValueError):  # an in-memory file: everything is waiting
-            self._fd = None
-
-    def __iter__(self):
-        return self
-
-    def __next__(self) -> bytes:
-        while not self._lines:
-            if self._ended:
-                raise StopIteration
-            data = self._handle.read1(self._block)  # at most one read: what is there now
-            if not data:
-                self._ended = True
-                if self._partial:
-                    self._lines.append(self._partial)
-                continue
-            pieces = (self._partial + data).split(b"\n")
-            self._partial = pieces.pop()
-            self._lines.extend(piece + b"\n" for piece in pieces)
-        return self._lines.popleft()
-
-    def waiting(self) -> bool:
-        if self._lines or self._ended or self._fd is None:
-            return True
-        try:
-            readable, _, _ = select.select([self._fd], [], [], 0)
-        except (OSError, ValueError):  # a descriptor select cannot watch: read on as before
-            return True
-        return bool(readable)
-
-
 def _numbered_lines(path, lines_of=None):
     """``(line number, text)`` of every line of a UTF-8 file, read as needed (`read_lines`'s rule).
 
@@ -428,7 +382,7 @@ def line_chunks(path: str | None = None, size: int = 10000,
 
     def waiting_lines(handle):
         nonlocal reader
-        reader = _WaitingLines(handle)
+        reader = WaitingLines(handle)
         return reader
 
     chunk = []

@@ -56,13 +56,14 @@ class DirectoryLock:
     """
 
     NAME = model_directory.LOCK  # also taken by `model_directory.average_checkpoints`
+    # the lock file is removed when the run ends: a finished run directory holds no .lock
 
     def __init__(self, directory):
         self.path = os.path.join(directory, self.NAME)
         self._handle = None
 
     def acquire(self):
-        handle = files.try_lock(self.path)
+        handle = files.take_lock(self.path)
         if handle is None:
             owner = files.lock_holder(self.path)
             raise DirectoryInUseError(
@@ -75,11 +76,14 @@ class DirectoryLock:
             raise
         self._handle = handle
 
-    def release(self, remove=False):
+    def release(self, remove=True):
+        """Drops the lock; ``remove``: the lock file too (removed first, while still held; a
+        process that opened it meanwhile sees it is gone and takes a new one)."""
         if self._handle is not None:
-            if remove and os.path.exists(self.path):
-                os.remove(self.path)
-            self._handle.close()  # closing the file releases the lock
+            if remove:
+                files.drop_lock(self._handle, self.path)
+            else:
+                self._handle.close()  # closing the file releases the lock
             self._handle = None
 
 
