@@ -5,13 +5,20 @@ import collections
 import select
 
 
+#: seconds without input after which a writer has paused: long enough that a fast writer
+#: (``cat``, a program writing a file out) refills the pipe and its lines still come 10,000 at a
+#: time, short enough not to be noticed by a person (benchmarks/translate_input.py)
+PAUSE = 0.1
+
+
 class WaitingLines:
-    """The lines of a binary file as ``for line in file`` gives them (each ending after its
+    r"""The lines of a binary file as ``for line in file`` gives them (each ending after its
     ``\n``), read a block at a time, and whether the next one is already waiting.
 
     ``waiting()`` is True when a whole line is read but not handed out yet, at the end of the
-    input, or when the file descriptor has input to read now (`select`: always for a regular
-    file, for a pipe whose writer is ahead; not for a terminal or a pipe whose writer pauses).
+    input, or when the file descriptor has input to read within `PAUSE` seconds (`select`:
+    at once for a regular file, for a pipe whose writer keeps up; not for a terminal or a pipe
+    whose writer pauses).
     """
 
     def __init__(self, handle, block=1 << 16):
@@ -41,11 +48,11 @@ class WaitingLines:
             self._lines.extend(piece + b"\n" for piece in pieces)
         return self._lines.popleft()
 
-    def waiting(self) -> bool:
+    def waiting(self, pause: float = PAUSE) -> bool:
         if self._lines or self._ended or self._fd is None:
             return True
         try:
-            readable, _, _ = select.select([self._fd], [], [], 0)
+            readable, _, _ = select.select([self._fd], [], [], pause)
         except (OSError, ValueError):  # a descriptor select cannot watch: read on as before
             return True
         return bool(readable)
