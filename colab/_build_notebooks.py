@@ -60,17 +60,15 @@ INSTALL_TEMPLATE = f'''\
 # Install, three ways: a bahdanau_tf-*.whl uploaded to the working directory is pip-installed
 # (a no-op once it is); else, when the package does not import, it is installed from
 # REPOSITORY_URL; else (locally, with the package installed) nothing is installed. Colab's
-# preinstalled TensorFlow is kept and tensorflow-text is pinned to its version.
-import glob, importlib, importlib.util, os, subprocess, sys
+# preinstalled TensorFlow is kept and tensorflow-text is pinned to its version. Then
+# TensorFlow is imported without its start-up lines (bahdanau_tf.quiet_tensorflow).
+import glob, importlib, importlib.metadata, importlib.util, os, subprocess, sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 REPOSITORY_URL = "{REPOSITORY_URL}"  # pyproject.toml's, written by colab/_build_notebooks.py
 
 wheels = sorted(glob.glob("bahdanau_tf-*.whl"))
 if wheels or {{guard}}:
-    import tensorflow as tf
-
-    tf_version = ".".join(tf.__version__.split(".")[:2])
+    tf_version = ".".join(importlib.metadata.version("tensorflow").split(".")[:2])
     package = wheels[-1] if wheels else f"bahdanau_tf @ git+{{REPOSITORY_URL}}.git"
     subprocess.check_call([sys.executable, "-m", "pip", "install", "-q",
                            f"tensorflow-text=={{tf_version}}.*",{{extra}} package])
@@ -78,6 +76,7 @@ if wheels or {{guard}}:
 
 import bahdanau_tf
 
+bahdanau_tf.quiet_tensorflow()
 print("bahdanau_tf", bahdanau_tf.__version__, "from", os.path.dirname(bahdanau_tf.__file__))
 '''
 
@@ -203,6 +202,20 @@ there: on a 2-core Xeon, 12 minutes of `bahdanau-train` (float32 + XLA) gave tes
 This notebook is stored without outputs. Setting `{SMOKE_VARIABLE}=1` (what CI does) shrinks every
 budget so it runs top to bottom in about a minute; its translations are then gibberish."""),
         INSTALL_CELL(),
+        new_markdown_cell("""\
+## Translate now, with the model that ships with the package
+
+`bible-en-es-small`: the `small` RNNsearch trained on this corpus (English → Spanish, 2,000
+updates), loaded by name with its vocabularies. The rest of the notebook trains your own."""),
+        tagged(new_code_cell('''\
+from bahdanau_tf import RNNSearch
+
+shipped = RNNSearch.from_preset("bible-en-es-small")
+for sentence, translation in zip(
+        ["In the beginning God created the heavens and the earth.", "Jesus wept."],
+        shipped.translate(["In the beginning God created the heavens and the earth.", "Jesus wept."])):
+    print(sentence, "->", translation)
+'''), "pretrained"),
         parameters_cell(QUICKSTART_PARAMETERS),
         resolve_cell(QUICKSTART_PARAMETERS, extra="MODEL_DIR = os.path.join(OUTPUT_DIR, \"model\")\n"),
         new_markdown_cell("""\
@@ -572,11 +585,7 @@ print("\\n".join(rows))
 
 SERVING_PARAMETERS = [
     ("MODEL_DIR", "bahdanau_quickstart/model", "bahdanau_quickstart/model",
-     "a trained model directory; trained here first if missing"),
-    ("PRESET", "small", "tiny", "preset of that training"),
-    ("TRAIN_MINUTES", 5.0, 5.0, "its time budget"),
-    ("MAX_STEPS", None, 3, "its update budget"),
-    ("MAX_TRAIN_PAIRS", None, 500, "its training pairs (None: all)"),
+     "a trained model directory; the shipped bible-en-es-small if missing"),
     ("BEAM_SIZE", 5, 2, "beam of serving_default and align"),
     ("EXPORT_DIR", "bahdanau_serving/models/bahdanau", "bahdanau_serving/models/bahdanau",
      "the model base path TF Serving watches"),
@@ -601,29 +610,22 @@ as the server would, and gets n-best lists (each sentence with its own beam) and
 (figure 3) from the exported model.
 
 It uses the model the quickstart notebook trained (`bahdanau_quickstart/model`) when it exists,
-and trains a quick one otherwise. No server is started here; `export/README.md` has the Docker
+and the model that ships with the package (`bible-en-es-small`) otherwise. No server is started here; `export/README.md` has the Docker
 commands. Stored without outputs; `{SMOKE_VARIABLE}=1` (CI) shrinks the budgets."""),
         INSTALL_CELL(serving=True),
         parameters_cell(SERVING_PARAMETERS),
         resolve_cell(SERVING_PARAMETERS),
-        new_markdown_cell("## A trained model (the quickstart's, or a quick one)"),
+        new_markdown_cell("## A trained model (the quickstart's, or the shipped one)"),
         new_code_cell('''\
 import json
 
 import tensorflow as tf
 
-from bahdanau_tf import data, model_directory, serving, text, training
+from bahdanau_tf import model_directory, serving
 from bahdanau_tf.translator import Translator
 
 if not os.path.exists(os.path.join(MODEL_DIR, model_directory.MODEL_CONFIG)):
-    train = data.load_corpus("bible-en-es", split="train").select(slice(0, MAX_TRAIN_PAIRS))
-    source_tokenizer, target_tokenizer = text.build_tokenizers(  # bahdanau-train's recipe
-        train, "subword", 500 if SMOKE else 5000, 500 if SMOKE else 8000)
-    config = training.TrainingConfig.for_preset(PRESET, max_minutes=TRAIN_MINUTES, max_steps=MAX_STEPS,
-                                                jit_compile=False if SMOKE else None)
-    report = training.Trainer(MODEL_DIR, source_tokenizer, target_tokenizer, preset=PRESET, config=config,
-                              settings={"direction": "en-es"}, log=lambda line: None).fit(train)
-    print(training.format_report(report))
+    MODEL_DIR = "bible-en-es-small"  # trained on this corpus, shipped with the package
 print("model directory:", MODEL_DIR)
 '''),
         new_markdown_cell("""\

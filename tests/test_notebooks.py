@@ -45,6 +45,10 @@ def load_builder():
 
 
 KERNEL = "bahdanau-wheel"
+# a line of TensorFlow's C++ log (``E0000 00:00:1795630319.832189   24138 cuda_platform.cc:52] ...``)
+# or absl's notice before it is initialised
+CPP_LOG_LINE = re.compile(r"^([IWEF]\d{4} \d\d:\d\d:\d+\.\d+ +\d+ \S+\.(cc|h):\d+\]"
+                          r"|WARNING: All log messages before absl::InitializeLog)")
 
 
 def running_site_directories():
@@ -113,6 +117,11 @@ def run_notebook(name, tmp_path, wheel_kernel, monkeypatch):
     # the package the notebook used is the wheel's, installed by its install cell into the venv
     installed = re.search(r"^bahdanau_tf \S+ from (.*)$", text_of(notebook, "install"), re.M)
     assert installed and installed.group(1).startswith(str(venv)), text_of(notebook, "install")
+    # TensorFlow imported quietly (bahdanau_tf.quiet_tensorflow): none of its C++ log lines
+    cpp = [line for c in notebook.cells for output in c.get("outputs", [])
+           if output.get("output_type") == "stream" for line in output["text"].splitlines()
+           if CPP_LOG_LINE.match(line)]
+    assert not cpp, cpp
     return notebook, time.time() - start
 
 
@@ -224,6 +233,11 @@ def test_01_quickstart(tmp_path, wheel_kernel, monkeypatch):
     out = tmp_path / "bahdanau_quickstart"
 
     assert text_of(notebook, "mode").startswith("smoke mode")
+    shipped = re.findall(r"^(.*) -> (.*)$", text_of(notebook, "pretrained"), re.M)
+    from bahdanau_tf.models import RNNSearch
+
+    expected = RNNSearch.from_preset("bible-en-es-small").translate([source for source, _ in shipped])
+    assert len(shipped) == 2 and [t for _, t in shipped] == expected, text_of(notebook, "pretrained")
     training = text_of(notebook, "train")
     assert re.search(r"Updates\s+30\b", training), training  # the smoke step budget binds, not the time
     assert json.loads((out / "model" / "report.json").read_text())["updates"] == 30
