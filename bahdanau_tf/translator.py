@@ -206,9 +206,7 @@ class Translator(signatures.Signatures):
                  serving_jit_compile=False, length_buckets=DEFAULT_LENGTH_BUCKETS,
                  replace_unk=False, unk_dictionary=None, candidates=None, name=None):
         super().__init__(name=name)
-        models = list(models) if isinstance(models, (list, tuple)) else [models]
-        if not models:
-            raise ValueError("Translator needs at least one model, got an empty list.")
+        models = _checked_models(models)
         _check_int("beam_size", beam_size, 1, MAX_BEAM_SIZE)
         _check_int("max_source_length", max_source_length, 1)
         _check_int("max_length_offset", max_length_offset, 0)
@@ -224,17 +222,6 @@ class Translator(signatures.Signatures):
             raise ValueError(f"length_penalty must be a float >= 0, got {length_penalty!r}.")
         if not isinstance(max_length_ratio, (int, float)) or max_length_ratio < 0:
             raise ValueError(f"max_length_ratio must be a float >= 0, got {max_length_ratio!r}.")
-        for model in models:  # the step contract, checked once: the search then calls it
-            if not isinstance(model, decoding.StepModel):
-                raise ValueError(f"{type(model).__name__} is not a model a search can step: "
-                                 "bahdanau_tf.decoding.StepModel lists what it needs.")
-        vocabularies = {m.target_vocabulary_size for m in models}
-        if len(vocabularies) > 1:
-            raise ValueError(f"The models of an ensemble must share the target vocabulary; "
-                             f"got target_vocabulary_size {sorted(vocabularies)}.")
-        for model in models:
-            if not getattr(model, "built", True):
-                model.build_variables()  # its variables must exist to be tracked below
         # === Modules ===
         # The Keras models are held out of the SavedModel's object graph; their underlying
         # tf.Variables are tracked instead (see `_model_variables`).
@@ -284,18 +271,9 @@ class Translator(signatures.Signatures):
         # === Candidate lists ===
         self.candidates = candidates
         if candidates is not None:
-            if not isinstance(candidates, lexicon.CandidateLists):
-                raise ValueError(f"candidates must be a bahdanau_tf.lexicon.CandidateLists, got "
-                                 f"{type(candidates).__name__}.")
-            table = candidates.table
-            target_size = source_tokenizer.vocabulary_size, target_tokenizer.vocabulary_size
-            if table.shape[0] != target_size[0] or table.max(initial=-1) >= target_size[1]:
-                raise ValueError(f"The candidate lexicon covers {table.shape[0]:,} source tokens "
-                                 f"and target ids up to {table.max(initial=-1)}, not these "
-                                 f"vocabularies of {target_size[0]:,} / {target_size[1]:,} "
-                                 "tokens: another model's lexicon.")
             # a variable, so that the SavedModel's saver restores it with the weights
-            self._candidate_table = tf.Variable(table, trainable=False, name="candidate_translations")
+            self._candidate_table = _candidate_variable(candidates, source_tokenizer,
+                                                        target_tokenizer)
 
     @property
     def beam_size(self) -> int:
@@ -693,6 +671,42 @@ class Translator(signatures.Signatures):
             "target_lengths": tf.cast(target_ids.row_lengths(), tf.int32) + 1,
             "attention": attention,
         }
+
+
+def _checked_models(models) -> list:
+    """The model, or the ensemble's models, as a non-empty list of built models that follow the
+    step contract (`bahdanau_tf.decoding.StepModel`, checked once: the search then calls it)
+    over one target vocabulary."""
+    models = list(models) if isinstance(models, (list, tuple)) else [models]
+    if not models:
+        raise ValueError("Translator needs at least one model, got an empty list.")
+    for model in models:
+        if not isinstance(model, decoding.StepModel):
+            raise ValueError(f"{type(model).__name__} is not a model a search can step: "
+                             "bahdanau_tf.decoding.StepModel lists what it needs.")
+    vocabularies = {m.target_vocabulary_size for m in models}
+    if len(vocabularies) > 1:
+        raise ValueError(f"The models of an ensemble must share the target vocabulary; "
+                         f"got target_vocabulary_size {sorted(vocabularies)}.")
+    for model in models:
+        if not getattr(model, "built", True):
+            model.build_variables()  # its variables must exist to be tracked by the Translator
+    return models
+
+
+def _candidate_variable(candidates, source_tokenizer, target_tokenizer) -> tf.Variable:
+    """The candidate lexicon's table as a variable, once checked against the vocabularies."""
+    if not isinstance(candidates, lexicon.CandidateLists):
+        raise ValueError(f"candidates must be a bahdanau_tf.lexicon.CandidateLists, got "
+                         f"{type(candidates).__name__}.")
+    table = candidates.table
+    target_size = source_tokenizer.vocabulary_size, target_tokenizer.vocabulary_size
+    if table.shape[0] != target_size[0] or table.max(initial=-1) >= target_size[1]:
+        raise ValueError(f"The candidate lexicon covers {table.shape[0]:,} source tokens "
+                         f"and target ids up to {table.max(initial=-1)}, not these "
+                         f"vocabularies of {target_size[0]:,} / {target_size[1]:,} "
+                         "tokens: another model's lexicon.")
+    return tf.Variable(table, trainable=False, name="candidate_translations")
 
 
 def _model_step_fn(model, candidates=None):
