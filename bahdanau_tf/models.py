@@ -295,6 +295,11 @@ class RNNSearch(TranslationModel):
         """alpha_ij of the reference translation (teacher forcing): (batch, target_len, source_len)."""
         return self._teacher_forcing(inputs, attention=True)[1]
 
+    def logits_and_attention(self, inputs: tuple, training: bool = False) -> tuple:
+        """(logits (batch, target_len, K_y), alpha_ij (batch, target_len, source_len) float32)
+        of one teacher-forced pass."""
+        return self._teacher_forcing(inputs, training=training)
+
 
 @keras.saving.register_keras_serializable(package="bahdanau_tf")
 class RNNEncDec(TranslationModel):
