@@ -207,3 +207,47 @@ def test_the_trainer_step_adds_the_weighted_cross_entropy_to_the_nll(tmp_path):
     for got, want in zip(gradients, expected):
         np.testing.assert_allclose(tf.convert_to_tensor(got).numpy(), tf.convert_to_tensor(want).numpy(),
                                    rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.slow
+def test_translate_alignments_are_the_search_attentions_links(copy_runs, tmp_path):
+    import subprocess
+    import sys
+
+    from bahdanau_tf.evaluation import attention_links
+    from helpers import env_without_tensorflow_logging
+
+    model_dir = str(copy_runs["root"] / "guided")
+    sources = [source for source, _ in copy_runs["test"][:6]] + [""]
+    (tmp_path / "in.txt").write_text("".join(s + "\n" for s in sources))
+    outputs = {}
+    for nbest in (1, 2):
+        result = subprocess.run(
+            [sys.executable, "-m", "bahdanau_tf.cli.translate", f"--model_dir={model_dir}",
+             "--checkpoint=latest", "--beam_size=2", f"--nbest={nbest}", "--alignments",
+             "--input_file=in.txt", "--nojit_compile"],
+            capture_output=True, text=True, cwd=str(tmp_path), env=env_without_tensorflow_logging(),
+            timeout=600)
+        assert result.returncode == 0, result.stderr
+        outputs[nbest] = result.stdout.splitlines()
+    translator = Translator.from_directory(model_dir, which="latest", beam_size=2, jit_compile=False)
+    searched = translator.translate(sources, return_alignments=True)
+    expected = attention_links(searched.alignments)  # the search's own attention
+    assert len(outputs[1]) == len(sources)
+    for line, translation, links, source in zip(outputs[1], searched.translations, expected, sources):
+        text_part, separator, link_part = line.partition(" ||| ")
+        assert separator and text_part == translation
+        parsed = word_alignment.parse_pharaoh(link_part)
+        assert parsed == links
+        n_source, n_target = len(source.split()), len(translation.split())
+        assert all(s < n_source and t < n_target for s, t in parsed)
+    # the guided model attends diagonally: its links are (mostly) i-i
+    links = [word_alignment.parse_pharaoh(line.partition(" ||| ")[2]) for line in outputs[1]]
+    assert sum(s == t for sentence in links for s, t in sentence) >= 0.8 * sum(map(len, links))
+    nbest = translator.translate(sources, nbest=2)
+    for line, row in zip(outputs[2], nbest.translations):
+        fields = line.split("\t")
+        assert [f.partition(" ||| ")[0] for f in fields[::2]] == row
+        for field, hypothesis in zip(fields[::2], row):
+            parsed = word_alignment.parse_pharaoh(field.partition(" ||| ")[2])
+            assert all(t < len(hypothesis.split()) for _, t in parsed)

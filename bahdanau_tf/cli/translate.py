@@ -7,6 +7,12 @@ each output line holds the K best translations and their scores, tab-separated:
 Translator's bound (--max_source_length tokens, 100 by default) are cut: only their beginning is
 translated.
 
+``--alignments`` appends `` ||| `` and the word alignment of each translation (of each n-best
+entry too), Pharaoh ``i-j`` links, source word i - output word j (0-based words of
+`bahdanau_tf.text.split_words`), as Marian writes them: ``la casa ||| 0-0 1-1``; from the
+attention of the model reading its output, by the extraction rule of ``bahdanau-evaluate``
+(`bahdanau_tf.evaluation.translation_links`); models with attention only.
+
 ``--replace_unk`` replaces each generated [UNK] by the source word the attention weighted most at
 that step, or by its entry in ``--unk_dictionary=FILE`` (source<TAB>target lines;
 `bahdanau_tf.unknown_words`); models with attention only.
@@ -50,6 +56,8 @@ flags.DEFINE_integer("nbest", 1, "Translations per line; > 1 writes tab-separate
 flags.DEFINE_bool("forbid_unknown", False, "Never generate [UNK] (the paper's No-UNK decoding).")
 flags.DEFINE_integer("read_lines", 10000, "Lines read, translated and written at a time: the "
                      "memory bound, whatever the input's length.", lower_bound=1)
+flags.DEFINE_bool("alignments", False, "Append ' ||| ' and Pharaoh i-j word links (source word - "
+                  "output word) to each translation; models with attention only.")
 flags.DEFINE_bool("scores", False, "With --nbest=1, append a tab and the score to each line.")
 flags.DEFINE_bool("jit_compile", None, "Compile the search with XLA over bucketed shapes (default: yes, "
                   "bahdanau_tf.devices.decoding_jit).")
@@ -61,6 +69,18 @@ def format_line(translations, scores, nbest, with_scores):
     if nbest == 1:
         return clean(translations) + (f"\t{float(scores):.4f}" if with_scores else "")
     return "\t".join(f"{clean(t)}\t{float(s):.4f}" for t, s in zip(translations, scores))
+
+
+def aligned(translator, lines, translations, nbest):
+    """The translations (or n-best lists) with `` ||| i-j ...`` links appended to each."""
+    from bahdanau_tf import evaluation, word_alignment
+
+    rows = [[t] for t in translations] if nbest == 1 else translations
+    flat = [(line, t) for line, row in zip(lines, rows) for t in row]
+    links = iter(evaluation.translation_links(translator, [s for s, _ in flat], [t for _, t in flat],
+                                              batch_size=FLAGS.batch_size))
+    rows = [[f"{t} ||| {word_alignment.format_pharaoh(next(links))}" for t in row] for row in rows]
+    return [row[0] for row in rows] if nbest == 1 else rows
 
 
 def main(argv):
@@ -81,13 +101,18 @@ def main(argv):
         FLAGS.model_dir, which=FLAGS.checkpoint, beam_size=FLAGS.beam_size,
         length_penalty=FLAGS.length_penalty, max_source_length=FLAGS.max_source_length,
         jit_compile=FLAGS.jit_compile, **unk, **candidates)
+    if FLAGS.alignments and not translator.has_attention:
+        raise common.UserError("--alignments needs models with attention (RNNsearch).")
 
     def translated():
         for lines in itertools.chain([first], chunks):
             output = translator.translate(lines, nbest=FLAGS.nbest, batch_size=FLAGS.batch_size,
                                           forbid_unknown=FLAGS.forbid_unknown)
+            translations = output.translations
+            if FLAGS.alignments:
+                translations = aligned(translator, lines, translations, FLAGS.nbest)
             yield "".join(format_line(t, s, FLAGS.nbest, FLAGS.scores) + "\n"
-                          for t, s in zip(output.translations, output.scores))
+                          for t, s in zip(translations, output.scores))
 
     if FLAGS.output_file:
         with files.OutputFiles() as outputs:  # the whole output, or nothing (a bad line, a full disk)

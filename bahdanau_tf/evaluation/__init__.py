@@ -44,6 +44,7 @@ from bahdanau_tf.evaluation.alignment import (
     gold_links,
     scores_from_counts,
     token_word_ids,
+    translation_links,
     word_attention,
 )
 from bahdanau_tf.evaluation.corpus import (
@@ -117,6 +118,7 @@ __all__ = [
     "score_from_statistics",
     "scores_from_counts",
     "token_word_ids",
+    "translation_links",
     "unknown_word_test",
     "word_attention",
 ]

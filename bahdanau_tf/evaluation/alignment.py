@@ -254,6 +254,22 @@ def attention_links(alignments: Sequence, rule: ExtractionRule | str | None = No
     ]
 
 
+def translation_links(translator, sources: Sequence[str], translations: Sequence[str],
+                      rule: ExtractionRule | str | None = None, batch_size: int = 64
+                      ) -> list[set[Link]]:
+    """Word links between sources and given translations (e.g. a model's own output).
+
+    The attention of the translator's model reading each translation (teacher forcing,
+    `bahdanau_tf.translator.Translator.reference_attention`): for a translation the model
+    produced, the attention of its search, whenever the output text tokenizes back into the
+    pieces it generated. Links by :func:`attention_links` with ``rule`` (None:
+    `DEFAULT_RULE`), in :func:`bahdanau_tf.text.split_words` words of both sides, as
+    ``bahdanau-translate --alignments`` writes them.
+    """
+    attention = translator.reference_attention(list(sources), list(translations), batch_size=batch_size)
+    return attention_links(attention, rule)
+
+
 def _token_words(tokens: Sequence[str]) -> list[str]:
     """The words a token sequence spells (pieces joined, special tokens dropped)."""
     words: dict[int, str] = {}
