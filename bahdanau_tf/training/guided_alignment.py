@@ -152,10 +152,12 @@ class AlignmentGuide:
         return (source, target_in, self.targets(source, target_in)), target_out
 
 
-def guided_alignment_sum(model, source, target_in, alignment_targets, training=False):
-    """(logits, the summed cross-entropy of the attention against q) of one teacher-forced pass."""
-    logits, attention = model.logits_and_attention((source, target_in), training=training)
-    return logits, tf.reduce_sum(losses.guided_alignment_nll(attention, alignment_targets))
+def guided_loss_sums(model, source, target_in, target_out, alignment_targets, weight):
+    """(NLL sum, ``weight`` times the attention's cross-entropy sum) of one teacher-forced
+    training pass: the trainer's guided alignment hook."""
+    logits, attention = model.logits_and_attention((source, target_in), training=True)
+    return (tf.reduce_sum(losses.token_nll(target_out, logits)),
+            weight * tf.reduce_sum(losses.guided_alignment_nll(attention, alignment_targets)))
 
 
 @keras.saving.register_keras_serializable(package="bahdanau_tf")
@@ -186,11 +188,11 @@ class GuidedAlignmentModel(keras.Model):
 
     def call(self, inputs, training=False):
         source, target_in, alignment_targets = inputs
-        logits, cross_entropy = guided_alignment_sum(self.model, source, target_in,
-                                                     alignment_targets, training=training)
+        logits, attention = self.model.logits_and_attention((source, target_in), training=training)
+        cross_entropy = tf.reduce_sum(losses.guided_alignment_nll(attention, alignment_targets))
         tokens = tf.reduce_sum(tf.cast(tf.not_equal(target_in, PAD_ID), "float32"))
         self.add_loss(self.weight * cross_entropy / tf.maximum(tokens, 1.0))
         return logits
 
 
-__all__ = ["AlignmentGuide", "GuidedAlignmentModel", "guided_alignment_sum"]
+__all__ = ["AlignmentGuide", "GuidedAlignmentModel", "guided_loss_sums"]

@@ -27,7 +27,7 @@ from bahdanau_tf import losses
 from bahdanau_tf import model_directory as model_directory_lib
 from bahdanau_tf import models as models_lib
 from bahdanau_tf.special_tokens import PAD_ID
-from bahdanau_tf.training.guided_alignment import guided_alignment_sum
+from bahdanau_tf.training.guided_alignment import guided_loss_sums
 from bahdanau_tf.training.config import TrainingConfig, is_chief, make_optimizer, make_strategy
 from bahdanau_tf.training.report import (
     DEFAULT_LOG_EVERY,
@@ -88,8 +88,7 @@ class Trainer:
         strategy: a `tf.distribute.Strategy` or a name of `STRATEGIES` (default: the default one).
         settings: dict saved in ``model.json`` (e.g. direction, tokenizer kind, corpus).
         log: callable taking a str, for progress lines (default: print to stderr).
-        guide: an `AlignmentGuide` of the training pairs: guided alignment training
-            (`bahdanau_tf.training.guided_alignment`; ``config.guided_alignment_weight``).
+        guide: an `AlignmentGuide` of the training pairs: guided alignment training.
 
     Example:
 
@@ -143,9 +142,6 @@ class Trainer:
         if config.sampled_softmax is not None and config.sampled_softmax >= vocabulary:
             raise ValueError(f"--sampled_softmax={config.sampled_softmax} must be below the target "
                              f"vocabulary size ({vocabulary:,}): the full softmax is cheaper then.")
-        if self.guide is not None and config.sampled_softmax is not None:
-            raise ValueError("guided alignment and --sampled_softmax cannot be combined (the guided "
-                             "loss reads the full pass's attention).")
         keras.utils.set_random_seed(config.seed)  # the same initialisation on every worker and rerun
         with self.strategy.scope():
             self.model = models_lib.model_from_preset(
@@ -158,6 +154,8 @@ class Trainer:
                 },
             )
             self.model.build_variables()
+            if self.guide is not None and (config.sampled_softmax or not self.model.has_attention):
+                raise ValueError("guided alignment needs a model with attention and the full softmax.")
             self._steps_per_epoch = tf.Variable(1, dtype="int64", trainable=False, name="steps_per_epoch")
             self.optimizer = make_optimizer(config, steps_per_epoch=self._steps_per_epoch)
             self.optimizer.build(self.model.trainable_variables)
@@ -306,22 +304,16 @@ class Trainer:
         logits = self.model((source, target_in), training=False)
         return tf.reduce_sum(losses.token_nll(target_out, logits))
 
-    def _guided_alignment_term(self, source, target_in, target_out, alignment_targets):
-        """The hook of guided alignment: (NLL sum, weighted attention cross-entropy sum)."""
-        logits, cross_entropy = guided_alignment_sum(self.model, source, target_in,
-                                                     alignment_targets, training=True)
-        weight = losses.guided_alignment_weight(self.config.guided_alignment_weight,
-                                                self.config.guided_alignment_decay, self.step)
-        return tf.reduce_sum(losses.token_nll(target_out, logits)), weight * cross_entropy
-
     def _loss_and_gradients(self, source, target_in, target_out, global_tokens, sampled_values=None,
                             alignment_targets=None):
         variables = self.model.trainable_variables
         with tf.GradientTape() as tape:
-            guided = 0.0
-            if alignment_targets is not None:
-                nll_sum, guided = self._guided_alignment_term(source, target_in, target_out,
-                                                              alignment_targets)
+            guided, config = 0.0, self.config
+            if alignment_targets is not None:  # guided alignment (`AlignmentGuide.attach`)
+                nll_sum, guided = guided_loss_sums(self.model, source, target_in, target_out, alignment_targets,
+                                                   losses.guided_alignment_weight(
+                                                       config.guided_alignment_weight,
+                                                       config.guided_alignment_decay, self.step))
             elif sampled_values is None:
                 logits = self.model((source, target_in), training=True)
                 nll_sum = tf.reduce_sum(losses.token_nll(target_out, logits))
@@ -338,7 +330,7 @@ class Trainer:
     def _replica_step(self, batch):
         inputs, target_out = batch
         source, target_in = inputs[:2]
-        alignment_targets = inputs[2] if len(inputs) > 2 else None  # `AlignmentGuide.attach`
+        alignment_targets = inputs[2] if len(inputs) > 2 else None
         context = tf.distribute.get_replica_context()
         local_tokens = tf.reduce_sum(tf.cast(tf.not_equal(target_out, PAD_ID), "float32"))
         global_tokens = tf.maximum(context.all_reduce("sum", local_tokens), 1.0)
