@@ -44,7 +44,7 @@ def test_targets_spread_a_word_link_over_the_pieces_of_both_words(tmp_path):
     links = [{(0, 0), (2, 0), (1, 1)}, set()]
     guide = training.AlignmentGuide.build(pairs, links, tokenizer, tokenizer)
     dataset = data.make_dataset(pairs, tokenizer, tokenizer, batch_size=2, bucketing=None,
-                                shuffle=False, max_length=None).map(guide.attach)
+                                shuffle=False, max_length=None).apply(guide.stage())
     (source, target_in, targets), target_out = next(iter(dataset))
     assert source.numpy()[0].tolist()[:6] == [4, 5, 9, 10, 6, 2]  # a bc ##e ##f d [END]
     expected = np.zeros(targets.shape[1:], np.float32)
@@ -61,7 +61,7 @@ def test_a_row_of_another_text_and_a_filled_row_get_no_target():
     guide = training.AlignmentGuide.build(pairs, [diagonal(p) for p in pairs], source, target)
     other = [("s1 s2 s3", "t1 t2 t3")] if ("s1 s2 s3", "t1 t2 t3") not in pairs else [("s4", "t4")]
     dataset = data.make_dataset(pairs[:1] + other, source, target, batch_size=3, bucketing=None,
-                                shuffle=False, fill_to_batch_size=True).map(guide.attach)
+                                shuffle=False, fill_to_batch_size=True).apply(guide.stage())
     (_, _, targets), _ = next(iter(dataset))
     assert targets.shape[0] == 3
     first = len(pairs[0][0].split())
@@ -159,7 +159,7 @@ def test_keras_fit_adds_the_weighted_guided_loss():
     pairs = copy_corpus(32, seed=4)
     guide = training.AlignmentGuide.build(pairs, [diagonal(p) for p in pairs], source, target)
     dataset = data.make_dataset(pairs, source, target, batch_size=32, bucketing=None,
-                                shuffle=False).map(guide.attach)
+                                shuffle=False).apply(guide.stage())
     from bahdanau_tf.models import RNNSearch
 
     model = RNNSearch.from_preset("tiny", source_vocabulary_size=44, target_vocabulary_size=44)

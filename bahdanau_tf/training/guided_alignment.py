@@ -9,7 +9,7 @@ statistical aligner's links aligning as well as the aligner. Here:
   ``bahdanau-data align``), mapped onto the model's tokens: target token t of word w gets the
   distribution q_t, uniform over the source tokens of the words linked to w (all their
   pieces); a target word without a link, ``[END]`` and padding get none and cost nothing.
-  `AlignmentGuide.attach` is a ``dataset.map`` stage that adds q to the batches of
+  `AlignmentGuide.stage` is a ``dataset.apply`` stage that adds q to the batches of
   `bahdanau_tf.data.make_dataset`: ``((source, target_in, q), target_out)``. A batch row is
   matched to its pair by its token ids (a hash table of the pairs' ids), so the batching,
   sorting and filling of the input pipeline need not know about links;
@@ -33,6 +33,9 @@ from bahdanau_tf.special_tokens import END_ID, PAD_ID, START_ID
 
 #: sentences tokenized at a time while building a guide
 _BUILD_BATCH = 1024
+
+# TF ops only: tf.data need not run AutoGraph's conversion (as in `bahdanau_tf.data`)
+_graph_only = tf.autograph.experimental.do_not_convert
 
 
 def _key_strings(source_rows: Sequence[Sequence[int]], target_rows: Sequence[Sequence[int]]) -> list:
@@ -70,13 +73,13 @@ def _token_links(word_links, source_tokens, target_tokens):
 class AlignmentGuide:
     """The attention targets q of a corpus's pairs, found by a batch row's token ids.
 
-    Build it with :meth:`build`; `attach` adds q to `bahdanau_tf.data.make_dataset`'s batches.
+    Build it with :meth:`build`; `stage` adds q to `bahdanau_tf.data.make_dataset`'s batches.
     Its memory grows with the links (12 bytes a token link: tens of MB for the Bible).
 
     Example:
 
         guide = AlignmentGuide.build(train.pairs(), read_pharaoh("train.links"), source, target)
-        dataset = make_dataset(train, source, target).map(guide.attach)
+        dataset = make_dataset(train, source, target).apply(guide.stage())
         model = GuidedAlignmentModel(RNNSearch.from_preset("small", ...), weight=1.0)
         model.compile(optimizer="adam", loss=MaskedSparseCategoricalCrossentropy())
         model.fit(dataset)
@@ -146,10 +149,15 @@ class AlignmentGuide:
         return tf.scatter_nd(indices, weights.flat_values, shape)
 
     def attach(self, inputs, target_out):
-        """``dataset.map`` stage: ``((source, target_in), target_out)`` ->
-        ``((source, target_in, q), target_out)``."""
+        """One batch: ``((source, target_in), target_out)`` -> ``((source, target_in, q),
+        target_out)``."""
         source, target_in = inputs
         return (source, target_in, self.targets(source, target_in)), target_out
+
+    def stage(self):
+        """The ``dataset.apply`` stage that `attach`es q to every batch of `make_dataset`."""
+        return lambda dataset: (dataset.map(_graph_only(self.attach), num_parallel_calls=tf.data.AUTOTUNE)
+                                .prefetch(tf.data.AUTOTUNE))
 
 
 def guided_loss_sums(model, source, target_in, target_out, alignment_targets, weight):
@@ -164,7 +172,7 @@ def guided_loss_sums(model, source, target_in, target_out, alignment_targets, we
 class GuidedAlignmentModel(keras.Model):
     """A model with attention trained by Keras ``fit`` with guided alignment.
 
-    It takes the batches of ``make_dataset(...).map(guide.attach)`` (`AlignmentGuide`) and
+    It takes the batches of ``make_dataset(...).apply(guide.stage())`` (`AlignmentGuide`) and
     adds ``weight`` times the attention's cross-entropy against q, averaged over the real
     target tokens, to the compiled loss (``add_loss``). Its ``model`` is the trained one:
     translate, save and export that.

@@ -309,7 +309,7 @@ class Trainer:
         variables = self.model.trainable_variables
         with tf.GradientTape() as tape:
             guided, config = 0.0, self.config
-            if alignment_targets is not None:  # guided alignment (`AlignmentGuide.attach`)
+            if alignment_targets is not None:  # guided alignment (`AlignmentGuide.stage`)
                 nll_sum, guided = guided_loss_sums(self.model, source, target_in, target_out, alignment_targets,
                                                    losses.guided_alignment_weight(
                                                        config.guided_alignment_weight,
@@ -440,7 +440,7 @@ class Trainer:
             fill_to_batch_size=True,
         )
         if self.guide is not None:
-            dataset = dataset.map(self.guide.attach).prefetch(tf.data.AUTOTUNE)
+            dataset = dataset.apply(self.guide.stage())
         if skip_batches:
             dataset = dataset.skip(skip_batches)
         return self.strategy.experimental_distribute_dataset(dataset) if distribute else dataset
