@@ -298,7 +298,7 @@ class RNNSearch(TranslationModel):
     def logits_and_attention(self, inputs: tuple, training: bool = False) -> tuple:
         """(logits (batch, target_len, K_y), alpha_ij (batch, target_len, source_len) float32)
         of one teacher-forced pass."""
-        return self._teacher_forcing(inputs, training=training)
+        return self._teacher_forcing(inputs, training=training, attention=True)
 
 
 @keras.saving.register_keras_serializable(package="bahdanau_tf")

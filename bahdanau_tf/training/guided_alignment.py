@@ -160,10 +160,12 @@ class AlignmentGuide:
                                 .prefetch(tf.data.AUTOTUNE))
 
 
-def guided_loss_sums(model, source, target_in, target_out, alignment_targets, weight):
-    """(NLL sum, ``weight`` times the attention's cross-entropy sum) of one teacher-forced
-    training pass: the trainer's guided alignment hook."""
+def guided_loss_sums(model, config, step, source, target_in, target_out, alignment_targets):
+    """(NLL sum, the weighted attention cross-entropy sum) of one teacher-forced training pass,
+    the weight ``config.guided_alignment_weight`` decayed to ``step``: the trainer's hook."""
     logits, attention = model.logits_and_attention((source, target_in), training=True)
+    weight = losses.guided_alignment_weight(config.guided_alignment_weight,
+                                            config.guided_alignment_decay, step)
     return (tf.reduce_sum(losses.token_nll(target_out, logits)),
             weight * tf.reduce_sum(losses.guided_alignment_nll(attention, alignment_targets)))
 

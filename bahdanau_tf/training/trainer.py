@@ -308,12 +308,10 @@ class Trainer:
                             alignment_targets=None):
         variables = self.model.trainable_variables
         with tf.GradientTape() as tape:
-            guided, config = 0.0, self.config
+            guided = 0.0
             if alignment_targets is not None:  # guided alignment (`AlignmentGuide.stage`)
-                nll_sum, guided = guided_loss_sums(self.model, source, target_in, target_out, alignment_targets,
-                                                   losses.guided_alignment_weight(
-                                                       config.guided_alignment_weight,
-                                                       config.guided_alignment_decay, self.step))
+                nll_sum, guided = guided_loss_sums(self.model, self.config, self.step, source, target_in,
+                                                   target_out, alignment_targets)
             elif sampled_values is None:
                 logits = self.model((source, target_in), training=True)
                 nll_sum = tf.reduce_sum(losses.token_nll(target_out, logits))
@@ -329,8 +327,7 @@ class Trainer:
 
     def _replica_step(self, batch):
         inputs, target_out = batch
-        source, target_in = inputs[:2]
-        alignment_targets = inputs[2] if len(inputs) > 2 else None
+        source, target_in = inputs[:2]  # and q with guided alignment
         context = tf.distribute.get_replica_context()
         local_tokens = tf.reduce_sum(tf.cast(tf.not_equal(target_out, PAD_ID), "float32"))
         global_tokens = tf.maximum(context.all_reduce("sum", local_tokens), 1.0)
@@ -341,7 +338,7 @@ class Trainer:
             sampled_values = choose(target_out, self.config.sampled_softmax,
                                     self.target_tokenizer.vocabulary_size)
         nll_sum, gradients = self._gradients(source, target_in, target_out, global_tokens, sampled_values,
-                                             alignment_targets)
+                                             inputs[2] if len(inputs) > 2 else None)
         # embedding gradients come as IndexedSlices; dense ones all-reduce and scale uniformly
         gradients = [tf.convert_to_tensor(g) for g in gradients]
         gradients = context.all_reduce("sum", gradients)  # gradient of the global mean NLL
