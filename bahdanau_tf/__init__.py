@@ -33,8 +33,8 @@ _EXPORTS = {
     **dict.fromkeys(["Trainer", "TrainingConfig"], "training"),
     "Translator": "translator",
     **dict.fromkeys(["export_saved_model", "load_exported"], "serving"),
-    **dict.fromkeys(["beam_search", "ensemble_step_fn", "greedy_search", "tile_beams"],
-                    "decoding"),
+    **dict.fromkeys(["BeamSearch", "Execution", "beam_search", "ensemble_step_fn", "greedy_search",
+                     "tile_beams"], "decoding"),
     **dict.fromkeys(["SubwordTokenizer", "WordTokenizer", "load_tokenizer", "split_words"],
                     "text"),
     **dict.fromkeys(["CorpusFiles", "ParallelCorpus", "TfdsCorpus", "load_corpus",
@@ -44,7 +44,7 @@ _EXPORTS = {
 }
 _SUBMODULES = ("corpora", "data", "decoding", "devices", "evaluation", "layers", "losses",
                "model_directory", "models", "presets", "serving", "signatures", "special_tokens",
-               "text", "training", "translator", "wordpiece")
+               "text", "training", "translation_model", "translator", "wordpiece")
 # the modules whose classes are registered with keras.saving
 _KERAS_OBJECT_MODULES = ("layers", "losses", "models")
 
@@ -72,40 +72,34 @@ def _register_keras_objects():
 
 
 class _AfterTensorFlowImport(importlib.abc.MetaPathFinder):
-    """Registers the Keras objects once the outermost import of TensorFlow or Keras is done.
+    """Registers the Keras objects once the outermost import of TensorFlow or Keras is done:
+    either imports the other, and only then are both usable."""
 
-    Either imports the other (``import tensorflow`` imports keras and the reverse), so the
-    registration waits for the outermost one: only then are both usable.
-    """
-
-    _NAMES = ("tensorflow", "keras")
-
-    def __init__(self):
-        self._depth = 0
+    depth = 0
 
     def find_spec(self, name, path=None, target=None):
-        if name not in self._NAMES:
+        if name not in ("tensorflow", "keras"):
             return None
         sys.meta_path.remove(self)  # find the real spec without us
         try:
             spec = importlib.util.find_spec(name)
         finally:
             sys.meta_path.insert(0, self)
-        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+        if spec is None or not hasattr(spec.loader, "exec_module"):
             return spec
         execute = spec.loader.exec_module
 
         def exec_module(module):
-            self._depth += 1
+            self.depth += 1
             try:
                 execute(module)
             finally:
-                self._depth -= 1
-            if self._depth == 0 and all(n in sys.modules for n in self._NAMES):
+                self.depth -= 1
+            if self.depth == 0 and all(n in sys.modules for n in ("tensorflow", "keras")):
                 sys.meta_path.remove(self)
                 try:
                     _register_keras_objects()
-                except Exception:  # noqa: BLE001 — never break someone else's import; the
+                except Exception:  # noqa: BLE001 — never break someone else's import: the
                     pass  # package's own import raises the error where it is used
         spec.loader.exec_module = exec_module
         return spec

@@ -81,7 +81,7 @@ def sampled_token_nll(target_ids: tf.Tensor, features: tf.Tensor, kernel: tf.Ten
 
     Args:
         target_ids: int (batch, target_len), padding 0.
-        features: (batch, target_len, d), `bahdanau_tf.models.TranslationModel.output_features`.
+        features: (batch, target_len, d), `bahdanau_tf.translation_model.TranslationModel.output_features`.
         kernel, bias: (d, |V|) and (|V|,), ``output_projection()``.
         sampled_values: `batch_candidates`'s or `sample_candidates`'s triple.
     """
@@ -102,6 +102,32 @@ def sampled_token_nll(target_ids: tf.Tensor, features: tf.Tensor, kernel: tf.Ten
     nll = tf.reduce_logsumexp(logits, axis=1) - true_logits
     nll = tf.reshape(nll, tf.shape(target_ids))
     return nll * tf.cast(tf.not_equal(target_ids, PAD_ID), "float32")
+
+
+def guided_alignment_nll(attention: tf.Tensor, alignment_targets: tf.Tensor) -> tf.Tensor:
+    """Per-token cross-entropy of the attention against given alignments: float32 (batch, target_len).
+
+    Guided alignment training (Chen et al. 2016; OpenNMT-tf's ``guided_alignment_type: ce``):
+    ``-sum_j q_ij log alpha_ij``, with q_i target token i's links normalised to sum to 1
+    (`bahdanau_tf.training.guided_alignment.AlignmentGuide` makes them). A row of q that is all
+    zeros (an unaligned target word, ``[END]``, padding) costs nothing.
+
+    Args:
+        attention: alpha_ij (batch, target_len, source_len), the teacher-forced attention
+            (`bahdanau_tf.models.RNNSearch.logits_and_attention`).
+        alignment_targets: q (batch, target_len, source_len), rows summing to 1 or 0.
+    """
+    attention = tf.cast(attention, "float32")
+    targets = tf.cast(alignment_targets, "float32")
+    # the floor keeps log finite where the attention underflows (a masked source position)
+    return -tf.reduce_sum(targets * tf.math.log(tf.maximum(attention, 1e-9)), axis=-1)
+
+
+def guided_alignment_weight(weight: float, decay: float, step) -> tf.Tensor:
+    """The guided alignment loss's weight at an update: ``weight * decay ** (step / 1000)``
+    (``decay`` 1: constant), float32."""
+    return tf.constant(weight, "float32") * tf.pow(tf.constant(decay, "float32"),
+                                                   tf.cast(step, "float32") / 1000.0)
 
 
 def masked_nll(target_ids: tf.Tensor, logits: tf.Tensor) -> tf.Tensor:
@@ -152,6 +178,7 @@ class MaskedAccuracy(keras.metrics.Mean):
         return {"name": self.name, "dtype": self.dtype}
 
 
-__all__ = ["MaskedSparseCategoricalCrossentropy", "MaskedAccuracy", "batch_candidates", "masked_nll",
+__all__ = ["MaskedSparseCategoricalCrossentropy", "MaskedAccuracy", "batch_candidates",
+           "guided_alignment_nll", "guided_alignment_weight", "masked_nll",
            "sample_candidates",
            "sampled_token_nll", "token_nll"]

@@ -101,6 +101,7 @@ Decisions (all documented here once):
 from __future__ import annotations
 
 import dataclasses
+import types
 from typing import Optional, Sequence
 
 import numpy as np
@@ -149,20 +150,6 @@ class TranslationOutput:
     alignments: Optional[list] = None
 
 
-class _FunctionCache:
-    """A plain (untracked) holder of traced functions, so SavedModel does not save them."""
-
-    def __init__(self):
-        self.functions = {}
-
-
-class _Untracked:
-    """A plain holder whose contents SavedModel and checkpoints do not see."""
-
-    def __init__(self, **attributes):
-        self.__dict__.update(attributes)
-
-
 def _decode_strings(values) -> list:
     return [v.decode("utf-8", errors="replace") for v in np.asarray(values).reshape(-1)]
 
@@ -171,10 +158,9 @@ class Translator(signatures.Signatures):
     """Tokenizers + one model or an ensemble + beam search: strings in, strings out.
 
     Args:
-        models: a model (`RNNSearch`, `RNNEncDec`, `Seq2Seq`, anything with ``encode``,
-            ``initial_state`` and ``decode_step``, and optionally ``decoding_memory`` and
-            ``decoding_state``, see `bahdanau_tf.models`) or a non-empty list of models over
-            the same vocabularies (an ensemble).
+        models: a model (`RNNSearch`, `RNNEncDec`, `Seq2Seq`, anything that is a
+            `bahdanau_tf.decoding.StepModel`) or a non-empty list of models over the same
+            vocabularies (an ensemble).
         source_tokenizer: a `bahdanau_tf.text` tokenizer of the source language.
         target_tokenizer: the target language's tokenizer.
         beam_size: int, the default beam (5); 1 is greedy search.
@@ -220,9 +206,7 @@ class Translator(signatures.Signatures):
                  serving_jit_compile=False, length_buckets=DEFAULT_LENGTH_BUCKETS,
                  replace_unk=False, unk_dictionary=None, candidates=None, name=None):
         super().__init__(name=name)
-        models = list(models) if isinstance(models, (list, tuple)) else [models]
-        if not models:
-            raise ValueError("Translator needs at least one model, got an empty list.")
+        models = _checked_models(models)
         _check_int("beam_size", beam_size, 1, MAX_BEAM_SIZE)
         _check_int("max_source_length", max_source_length, 1)
         _check_int("max_length_offset", max_length_offset, 0)
@@ -238,17 +222,10 @@ class Translator(signatures.Signatures):
             raise ValueError(f"length_penalty must be a float >= 0, got {length_penalty!r}.")
         if not isinstance(max_length_ratio, (int, float)) or max_length_ratio < 0:
             raise ValueError(f"max_length_ratio must be a float >= 0, got {max_length_ratio!r}.")
-        vocabularies = {getattr(m, "target_vocabulary_size", None) for m in models}
-        if len(vocabularies) > 1:
-            raise ValueError(f"The models of an ensemble must share the target vocabulary; "
-                             f"got target_vocabulary_size {sorted(vocabularies)}.")
-        for model in models:
-            if not getattr(model, "built", True):
-                model.build_variables()  # its variables must exist to be tracked below
         # === Modules ===
         # The Keras models are held out of the SavedModel's object graph; their underlying
         # tf.Variables are tracked instead (see `_model_variables`).
-        self._keras = _Untracked(models=models)
+        self._keras = types.SimpleNamespace(models=models)  # a plain object: not tracked
         # A Keras 3 variable wraps a tf.Variable (``.value``), which is what the traced
         # functions capture. Exported as a Keras variable, it is restored by the object-graph
         # loader (tf.saved_model.load) only: its SavedModel export is a *copy* of the
@@ -280,7 +257,8 @@ class Translator(signatures.Signatures):
         self.chunking = signatures.Chunking(self.decode_chunk_size, self.row_buckets,
                                             self.length_buckets, self.max_length_ratio,
                                             self.max_length_offset)
-        self._cache = _FunctionCache()
+        # the traced functions, in a plain object that SavedModel does not see (nor save)
+        self._cache = types.SimpleNamespace(functions={})
         # === [UNK] replacement ===
         if (replace_unk or unk_dictionary is not None) and not self.has_attention:
             raise ValueError("replace_unk and unk_dictionary need models with attention "
@@ -293,18 +271,9 @@ class Translator(signatures.Signatures):
         # === Candidate lists ===
         self.candidates = candidates
         if candidates is not None:
-            if not isinstance(candidates, lexicon.CandidateLists):
-                raise ValueError(f"candidates must be a bahdanau_tf.lexicon.CandidateLists, got "
-                                 f"{type(candidates).__name__}.")
-            table = candidates.table
-            target_size = source_tokenizer.vocabulary_size, target_tokenizer.vocabulary_size
-            if table.shape[0] != target_size[0] or table.max(initial=-1) >= target_size[1]:
-                raise ValueError(f"The candidate lexicon covers {table.shape[0]:,} source tokens "
-                                 f"and target ids up to {table.max(initial=-1)}, not these "
-                                 f"vocabularies of {target_size[0]:,} / {target_size[1]:,} "
-                                 "tokens: another model's lexicon.")
             # a variable, so that the SavedModel's saver restores it with the weights
-            self._candidate_table = tf.Variable(table, trainable=False, name="candidate_translations")
+            self._candidate_table = _candidate_variable(candidates, source_tokenizer,
+                                                        target_tokenizer)
 
     @property
     def beam_size(self) -> int:
@@ -324,7 +293,7 @@ class Translator(signatures.Signatures):
     @property
     def has_attention(self) -> bool:
         """True when every model returns attention (RNNsearch), so alignments exist."""
-        return all(getattr(m, "has_attention", False) for m in self.models)
+        return all(m.has_attention for m in self.models)
 
     @classmethod
     def from_directory(cls, model_dirs, which="best", dtype="auto", **kwargs) -> "Translator":
@@ -437,12 +406,11 @@ class Translator(signatures.Signatures):
         memories = [model.encode(source_ids, training=False) for model in self.models]
         states = [model.initial_state(memory) for model, memory in zip(self.models, memories)]
         # what the search carries (`bahdanau_tf.models`: decoding_memory, decoding_state)
-        memories = [model.decoding_memory(memory) if hasattr(model, "decoding_memory") else memory
-                    for model, memory in zip(self.models, memories)]
+        memories = [model.decoding_memory(memory) for model, memory in zip(self.models, memories)]
         # the carried state under XLA only: without XLA (the exported signatures' default)
         # served batches were 3-5% slower with it (benchmarks/serving_latency.py)
-        states = [model.decoding_state(state) if jit_compile and hasattr(model, "decoding_state")
-                  else state for model, state in zip(self.models, states)]
+        states = [model.decoding_state(state) if jit_compile else state
+                  for model, state in zip(self.models, states)]
         candidates = self._candidate_ids(source_ids, candidate_size)
         step_fns = [_model_step_fn(model, candidates) for model in self.models]
         if len(self.models) == 1:
@@ -454,7 +422,7 @@ class Translator(signatures.Signatures):
             search, forbid_ids=tf.reshape(tf.where(forbid_unknown, UNK_ID, PAD_ID), [1]))
         execution = decoding.Execution(
             xla=jit_compile, slots=self._slots(search.beam_size), buffer_length=buffer_length,
-            vocabulary_size=getattr(self.models[0], "target_vocabulary_size", None))
+            vocabulary_size=self.models[0].target_vocabulary_size)
         return decoding.beam_search(
             step_fn, state, batch, search, max_length=limits, memory=memory,
             beam_sizes=beam_sizes, candidates=candidates,
@@ -703,6 +671,42 @@ class Translator(signatures.Signatures):
             "target_lengths": tf.cast(target_ids.row_lengths(), tf.int32) + 1,
             "attention": attention,
         }
+
+
+def _checked_models(models) -> list:
+    """The model, or the ensemble's models, as a non-empty list of built models that follow the
+    step contract (`bahdanau_tf.decoding.StepModel`, checked once: the search then calls it)
+    over one target vocabulary."""
+    models = list(models) if isinstance(models, (list, tuple)) else [models]
+    if not models:
+        raise ValueError("Translator needs at least one model, got an empty list.")
+    for model in models:
+        if not isinstance(model, decoding.StepModel):
+            raise ValueError(f"{type(model).__name__} is not a model a search can step: "
+                             "bahdanau_tf.decoding.StepModel lists what it needs.")
+    vocabularies = {m.target_vocabulary_size for m in models}
+    if len(vocabularies) > 1:
+        raise ValueError(f"The models of an ensemble must share the target vocabulary; "
+                         f"got target_vocabulary_size {sorted(vocabularies)}.")
+    for model in models:
+        if not getattr(model, "built", True):
+            model.build_variables()  # its variables must exist to be tracked by the Translator
+    return models
+
+
+def _candidate_variable(candidates, source_tokenizer, target_tokenizer) -> tf.Variable:
+    """The candidate lexicon's table as a variable, once checked against the vocabularies."""
+    if not isinstance(candidates, lexicon.CandidateLists):
+        raise ValueError(f"candidates must be a bahdanau_tf.lexicon.CandidateLists, got "
+                         f"{type(candidates).__name__}.")
+    table = candidates.table
+    target_size = source_tokenizer.vocabulary_size, target_tokenizer.vocabulary_size
+    if table.shape[0] != target_size[0] or table.max(initial=-1) >= target_size[1]:
+        raise ValueError(f"The candidate lexicon covers {table.shape[0]:,} source tokens "
+                         f"and target ids up to {table.max(initial=-1)}, not these "
+                         f"vocabularies of {target_size[0]:,} / {target_size[1]:,} "
+                         "tokens: another model's lexicon.")
+    return tf.Variable(table, trainable=False, name="candidate_translations")
 
 
 def _model_step_fn(model, candidates=None):

@@ -105,6 +105,47 @@ def test_attention_to_alignment_with_subword_pieces():
         evaluation.attention_to_alignment(attention, list(range(7)))
 
 
+def _rule_reference(attention, source_words, target_words, pooling, threshold):
+    """Each extraction rule spelled out word by word (the `ExtractionRule` docstring)."""
+    n_source, n_target = max(w for w in source_words if w is not None) + 1, max(target_words) + 1
+    links = set()
+    for t in range(n_target):
+        rows = [attention[i] for i, w in enumerate(target_words) if w == t]
+        row = rows[0] if pooling == "first" else np.mean(rows, axis=0)
+        weights = []
+        for s in range(n_source):
+            pieces = [row[j] for j, w in enumerate(source_words) if w == s]
+            weights.append({"max": max(pieces), "sum": sum(pieces), "first": pieces[0]}[pooling])
+        others = [row[j] for j, w in enumerate(source_words) if w is None]
+        null = max(others) if pooling == "max" else sum(others)
+        best = int(np.argmax(weights))
+        if weights[best] >= max(null, threshold) and weights[best] > 0:
+            links.add((best, t))
+    return links
+
+
+def test_extraction_rules_against_their_definition():
+    rng = np.random.default_rng(0)
+    source_words = [0, 0, 1, 2, 2, 2, 3, None]  # pieces of 4 words, then [END]
+    target_words = [0, 1, 1, 2, 3, 3]
+    for _ in range(50):
+        logits = rng.normal(scale=2.0, size=(len(target_words) + 1, len(source_words)))
+        attention = np.exp(logits) / np.exp(logits).sum(1, keepdims=True)
+        for pooling in ("max", "sum", "first"):
+            for threshold in (0.0, 0.3, 0.6):
+                rule = evaluation.ExtractionRule(pooling, threshold)
+                assert evaluation.attention_to_alignment(
+                    attention, source_words, target_words, rule) == _rule_reference(
+                    attention, source_words, target_words, pooling, threshold), (rule, attention)
+                assert evaluation.ExtractionRule.parse(str(rule)) == rule
+    diffuse = np.full((1, 4), 0.25)
+    assert evaluation.attention_to_alignment(diffuse, [0, 1, 2, 3], [0], "sum>0.3") == set()
+    assert evaluation.attention_to_alignment(diffuse, [0, 1, 2, 3], [0], "pieces>0.3") == set()
+    assert evaluation.attention_to_alignment(diffuse, [0, 1, 2, 3], [0], "pieces") == {(0, 0)}
+    with pytest.raises(ValueError, match="pooling"):
+        evaluation.ExtractionRule("mean")
+
+
 # === Gold links: sure (S) and possible (P) apart ===
 
 

@@ -75,6 +75,22 @@ def test_no_import_cycle_even_through_function_local_imports():
     assert "bahdanau_tf.training" not in graph["bahdanau_tf.data"]
 
 
+def test_the_network_imports_neither_the_task_nor_the_export():
+    """The models (and their base) reach neither the Translator, the signatures nor the
+    SavedModel export, directly or through any module they import (function-local imports
+    counted): the task is handed the model, not the reverse."""
+    graph = _graph(_modules())
+    graph.pop("bahdanau_tf")
+    for network in ("bahdanau_tf.models", "bahdanau_tf.translation_model"):
+        reached, todo = set(), [network]
+        while todo:
+            for target in graph[todo.pop()] - reached - {"bahdanau_tf"}:
+                reached.add(target)
+                todo.append(target)
+        upward = reached & {"bahdanau_tf.translator", "bahdanau_tf.signatures", "bahdanau_tf.serving"}
+        assert not upward, f"{network} reaches {sorted(upward)}"
+
+
 def test_no_module_reaches_another_modules_private_names():
     modules = _modules()
     reached = []

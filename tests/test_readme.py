@@ -59,8 +59,10 @@ def test_the_readme_keras_block_runs_twice(tmp_path):
     # package's classes registered by `import bahdanau_tf`), and from_preset reads the
     # directory without a warning (stderr after the marker)
     check = ("\nimport sys, json\nprint('--- check ---', file=sys.stderr, flush=True)\n"
-             f"a = keras.saving.load_model('rnnsearch.keras').translate([{SENTENCE!r}], beam_size=5)\n"
-             f"b = RNNSearch.from_preset('rnnsearch').translate([{SENTENCE!r}], beam_size=5)\n"
+             "def translate(model):\n"
+             f"    return Translator.from_model(model).translate([{SENTENCE!r}]).translations\n"
+             "a = translate(keras.saving.load_model('rnnsearch.keras'))\n"
+             "b = translate(RNNSearch.from_preset('rnnsearch'))\n"
              "print(json.dumps([a, b]))\n")
     printed = []
     for version in (1, 2):

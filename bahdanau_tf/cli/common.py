@@ -309,7 +309,7 @@ def _parse_flags(argv):
         sys.exit(EXIT_USAGE)
 
 
-def runner(main, doc, module_name=None):
+def runner(main, doc, module_name=None, commands=()):
     """The console-script entry point of a command: ``run = common.runner(main, __doc__)``.
 
     ``--help`` (``-h``, ``--helpshort``) prints the command's docstring and its own flags and
@@ -317,7 +317,8 @@ def runner(main, doc, module_name=None):
     (or the `UserError`'s own code), and so does a bad line that a streamed corpus meets inside
     tf.data (`bahdanau_tf.corpora.corpus_error`); any other `OSError` (a full disk, a read error) one line
     naming the file and exit code 5; Ctrl-C (KeyboardInterrupt) one line and exit code 130.
-    Unexpected bugs keep their traceback.
+    Unexpected bugs keep their traceback. ``commands``: the words a command takes as its one
+    positional argument (``bahdanau-data align``); ``main`` finds it in ``argv[1]``.
     """
     module_name = module_name or main.__module__
 
@@ -328,8 +329,9 @@ def runner(main, doc, module_name=None):
             logging.set_verbosity(logging.WARNING)
         bad_line = None
         try:
-            if len(argv) > 1:
-                raise UserError(f"Unexpected arguments: {argv[1:]} (flags are --name=value).")
+            if len(argv) > 1 and not (len(argv) == 2 and argv[1] in commands):
+                raise UserError(f"Unexpected arguments: {argv[1:]} (flags are --name=value"
+                                + (f"; commands: {', '.join(commands)}" if commands else "") + ").")
             return main(argv)
         except USER_ERRORS as error:
             code = getattr(error, "exit_code", EXIT_USAGE)

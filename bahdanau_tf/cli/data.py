@@ -7,6 +7,8 @@ Examples:
     bahdanau-train --vocabulary_dir=/tmp/vocab        # ... and trains with them
     bahdanau-data --vocabulary_dir=/tmp/vocab --tokenizer=word --vocabulary_size=30000
     bahdanau-data --source_file=train.en --target_file=train.es --vocabulary_dir=/tmp/v
+    bahdanau-data align --alignment_file=train.links  # eflomal word links of the train split
+    bahdanau-train --guided_alignment=train.links     # ... the attention trained towards them
 
 With the embedded corpus, statistics are printed per split and vocabularies are built from
 the train split; with the user's files (``--source_file/--target_file`` or ``--tsv``) there is
@@ -16,6 +18,13 @@ line stops the command with its file and line number, and no vocabulary is left 
 Vocabularies go to ``VOCABULARY_DIR/source`` and ``VOCABULARY_DIR/target``
 (``bahdanau_tf.load_tokenizer`` reads them back), learned with the same recipe and defaults as
 ``bahdanau-train`` (`bahdanau_tf.text.build_tokenizers`).
+
+``bahdanau-data align`` writes word alignments of the training pairs (the embedded corpus's
+train split, or the user's files) for ``bahdanau-train --guided_alignment``: Pharaoh ``i-j``
+links, one line per pair, from eflomal in both directions, symmetrized
+(``--symmetrization``; `bahdanau_tf.word_alignment`). eflomal is the optional extra
+``bahdanau_tf[align]``; without it the command says so and exits with code 2. The test and dev
+gold links are never read.
 """
 
 import collections
@@ -35,6 +44,11 @@ common.define_corpus_flags()
 common.define_tokenizer_flags()
 FLAGS["vocabulary_dir"].help = "Build vocabularies into DIR/source and DIR/target."
 flags.DEFINE_boolean("json", False, "Print the statistics as JSON.")
+flags.DEFINE_string("alignment_file", None, "With `align`: where to write the links (default: stdout).")
+flags.DEFINE_enum("symmetrization", "grow-diag-final-and",
+                  ["grow-diag-final-and", "intersection", "union", "forward", "reverse"],
+                  "With `align`: how eflomal's two directions are made one.")
+COMMANDS = ("align",)
 
 
 #: pairs read, counted and tokenized at a time from the user's files: memory bounded by one chunk
@@ -124,8 +138,37 @@ def _load_splits():
     return {split: common.corpus_from_flags(split) for split in ("train", "dev", "test")}
 
 
+def align():
+    """``bahdanau-data align``: eflomal links of the training pairs, one Pharaoh line each."""
+    from bahdanau_tf import files, word_alignment
+
+    try:
+        import eflomal  # noqa: F401  (checked before the corpus is read)
+    except ImportError:
+        raise common.UserError(word_alignment.EFLOMAL_MISSING) from None
+    if FLAGS.alignment_file:
+        common.check_writable_file(FLAGS.alignment_file, "alignment_file")
+    user_files = FLAGS.tsv or FLAGS.source_file or FLAGS.target_file
+    corpus = common.corpus_from_flags(stream=True) if user_files else common.corpus_from_flags("train")
+    pairs = list(corpus.pairs())
+    sources, targets = [p[0] for p in pairs], [p[1] for p in pairs]
+    forward, reverse = word_alignment.eflomal_align(sources, targets)
+    if FLAGS.symmetrization in ("forward", "reverse"):
+        links = forward if FLAGS.symmetrization == "forward" else reverse
+    else:
+        links = [word_alignment.symmetrize(f, r, FLAGS.symmetrization) for f, r in zip(forward, reverse)]
+    text_out = "".join(word_alignment.format_pharaoh(sentence) + "\n" for sentence in links)
+    if not FLAGS.alignment_file:
+        print(text_out, end="")
+        return
+    with files.OutputFiles() as outputs:
+        with open(outputs.path(FLAGS.alignment_file), "w", encoding="utf-8") as handle:
+            handle.write(text_out)
+
+
 def main(argv):
-    del argv
+    if argv[1:] == ["align"]:
+        return align()
     if FLAGS.vocabulary_dir:  # refused before the pass over the corpus, not after it
         common.check_writable_dir(FLAGS.vocabulary_dir, "vocabulary_dir")
     splits = _load_splits()
@@ -163,7 +206,7 @@ def main(argv):
                   f"p90 {s['p90']:.0f}, p99 {s['p99']:.0f}, max {s['max']}")
 
 
-run = common.runner(main, __doc__)
+run = common.runner(main, __doc__, commands=COMMANDS)
 
 
 if __name__ == "__main__":

@@ -76,6 +76,10 @@ flags.DEFINE_string("dev_source_file", None, "Dev source sentences (with --dev_t
 flags.DEFINE_string("dev_target_file", None, "Dev target sentences.")
 flags.DEFINE_string("dev_tsv", None, "Dev pairs as a TSV file.")
 flags.DEFINE_integer("max_train_pairs", None, "Use only the first N training pairs.", lower_bound=1)
+flags.DEFINE_string("guided_alignment", None, "Guided alignment training: a file of Pharaoh word "
+                    "links (i-j, source word - target word, 0-based), one line per training pair, "
+                    "as `bahdanau-data align` (eflomal) or fast_align write them; the attention is "
+                    "trained towards them (--guided_alignment_weight, --guided_alignment_decay).")
 
 
 # === Training: one flag per TrainingConfig field ===
@@ -189,6 +193,23 @@ def write_flags_file(directory):
         handle.write("".join(line + "\n" for line in lines))
 
 
+def _alignment_guide(train, source_tokenizer, target_tokenizer, log):
+    """The `AlignmentGuide` of --guided_alignment, or None; a bad file is a usage error."""
+    if not FLAGS.guided_alignment:
+        return None
+    from bahdanau_tf import training, word_alignment
+
+    start = time.time()
+    try:
+        links = word_alignment.read_pharaoh(FLAGS.guided_alignment)
+        guide = training.AlignmentGuide.build(train.pairs(), links, source_tokenizer, target_tokenizer)
+    except (OSError, ValueError, UnicodeDecodeError) as error:
+        raise common.UserError(f"--guided_alignment: {error}") from None
+    log(f"Guided alignment: {guide.links:,} token links of {guide.pairs:,} pairs from "
+        f"{FLAGS.guided_alignment} in {time.time() - start:.0f} s.")
+    return guide
+
+
 def main(argv):
     del argv
     start_time = time.time()
@@ -210,9 +231,12 @@ def main(argv):
         "tokenizer": source_tokenizer.kind,
         "command": " ".join(sys.argv),
     }
+    guide = _alignment_guide(train, source_tokenizer, target_tokenizer, log)
+    if guide is not None:
+        settings["guided_alignment"] = os.path.abspath(FLAGS.guided_alignment)
     trainer = training.Trainer(
         FLAGS.output_dir, source_tokenizer, target_tokenizer, preset=FLAGS.preset, config=config,
-        strategy=strategy, settings=settings, log=log,
+        strategy=strategy, settings=settings, log=log, guide=guide,
     )
     try:
         resumed = trainer.restore()  # takes the directory; resumes, or refuses another model (ValueError)

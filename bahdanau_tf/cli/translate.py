@@ -7,6 +7,12 @@ each output line holds the K best translations and their scores, tab-separated:
 Translator's bound (--max_source_length tokens, 100 by default) are cut: only their beginning is
 translated.
 
+``--alignments`` appends `` ||| `` and the word alignment of each translation (of each n-best
+entry too), Pharaoh ``i-j`` links, source word i - output word j (0-based words of
+`bahdanau_tf.text.split_words`), as Marian writes them: ``la casa ||| 0-0 1-1``; from the
+attention of the model reading its output, by the extraction rule of ``bahdanau-evaluate``
+(`bahdanau_tf.evaluation.translation_links`); models with attention only.
+
 ``--replace_unk`` replaces each generated [UNK] by the source word the attention weighted most at
 that step, or by its entry in ``--unk_dictionary=FILE`` (source<TAB>target lines;
 `bahdanau_tf.unknown_words`); models with attention only.
@@ -55,6 +61,8 @@ flags.DEFINE_integer("nbest", 1, "Translations per line; > 1 writes tab-separate
 flags.DEFINE_bool("forbid_unknown", False, "Never generate [UNK] (the paper's No-UNK decoding).")
 flags.DEFINE_integer("read_lines", 10000, "Lines read, translated and written at a time: the "
                      "memory bound, whatever the input's length.", lower_bound=1)
+flags.DEFINE_bool("alignments", False, "Append ' ||| ' and Pharaoh i-j word links (source word - "
+                  "output word) to each translation; models with attention only.")
 flags.DEFINE_bool("scores", False, "With --nbest=1, append a tab and the score to each line.")
 progress.define_progress_flag()
 flags.DEFINE_bool("jit_compile", None, "Compile the search with XLA over bucketed shapes (default: yes, "
@@ -91,6 +99,18 @@ def _interactive_input():
         return False
 
 
+def aligned(translator, lines, translations, nbest):
+    """The translations (or n-best lists) with `` ||| i-j ...`` links appended to each."""
+    from bahdanau_tf import evaluation, word_alignment
+
+    rows = [[t] for t in translations] if nbest == 1 else translations
+    flat = [(line, t) for line, row in zip(lines, rows) for t in row]
+    links = iter(evaluation.translation_links(translator, [s for s, _ in flat], [t for _, t in flat],
+                                              batch_size=FLAGS.batch_size))
+    rows = [[f"{t} ||| {word_alignment.format_pharaoh(next(links))}" for t in row] for row in rows]
+    return [row[0] for row in rows] if nbest == 1 else rows
+
+
 def main(argv):
     del argv
     common.require_model_dirs()
@@ -119,6 +139,8 @@ def main(argv):
     else:
         first = next(chunks, [])  # a bad first chunk is refused before the model is loaded
         translator = load()
+    if FLAGS.alignments and not translator.has_attention:
+        raise common.UserError("--alignments needs models with attention (RNNsearch).")
     progress_line = progress.Progress(common.program_name(), _line_count(FLAGS.input_file),
                                       enabled=FLAGS.progress)
     counted = progress.ProgressTranslator(translator, progress_line)
@@ -127,8 +149,11 @@ def main(argv):
         for lines in itertools.chain([first], chunks):
             output = counted.translate(lines, nbest=FLAGS.nbest, batch_size=FLAGS.batch_size,
                                        forbid_unknown=FLAGS.forbid_unknown)
+            translations = output.translations
+            if FLAGS.alignments:
+                translations = aligned(translator, lines, translations, FLAGS.nbest)
             yield "".join(format_line(t, s, FLAGS.nbest, FLAGS.scores) + "\n"
-                          for t, s in zip(output.translations, output.scores))
+                          for t, s in zip(translations, output.scores))
 
     try:
         if FLAGS.output_file:

@@ -28,7 +28,8 @@ inside a search. The package, read in this order:
 - `bahdanau_tf.decoding.search`: the settings, the loop's named state and the loop's parts
   (the step, the read-out of finished sentences, the refill of slots, the compaction);
 - `bahdanau_tf.decoding.selection`: one step's choice (the ranking, the masks, ``top_k``);
-- `bahdanau_tf.decoding.step_functions`: `tile_beams` and `ensemble_step_fn`.
+- `bahdanau_tf.decoding.step_functions`: the model contract `StepModel`, `tile_beams` and
+  `ensemble_step_fn`.
 
 Everything is one ``tf.while_loop`` over static-shape buffers, so the same code runs eagerly,
 inside ``tf.function`` with a dynamic batch (e.g. a serving signature), and under
@@ -41,8 +42,9 @@ from bahdanau_tf.decoding.search import (BeamSearch, BeamSearchOutput, Execution
                                          greedy_search)
 from bahdanau_tf.decoding.selection import (Ranking, VocabularyMask, length_penalty_factor,
                                             never_mask, static_int, top_k, vocabulary_mask)
-from bahdanau_tf.decoding.step_functions import StepFn, ensemble_step_fn, tile_beams
+from bahdanau_tf.decoding.step_functions import StepFn, StepModel, ensemble_step_fn, tile_beams
 
-__all__ = ["BeamSearch", "BeamSearchOutput", "Execution", "Ranking", "StepFn", "VocabularyMask",
-           "beam_search", "ensemble_step_fn", "greedy_search", "length_penalty_factor",
-           "never_mask", "static_int", "tile_beams", "top_k", "vocabulary_mask"]
+__all__ = ["BeamSearch", "BeamSearchOutput", "Execution", "Ranking", "StepFn", "StepModel",
+           "VocabularyMask", "beam_search", "ensemble_step_fn", "greedy_search",
+           "length_penalty_factor", "never_mask", "static_int", "tile_beams", "top_k",
+           "vocabulary_mask"]

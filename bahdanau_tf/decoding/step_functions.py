@@ -1,15 +1,51 @@
-"""Step functions: the contract's helpers — tiling a nest per beam, and an ensemble of models.
+"""Step functions: the model contract a search steps (`StepModel`), tiling a nest per beam, and
+an ensemble of models.
 
 A step function (the `bahdanau_tf.decoding` contract) is
 ``step_fn(ids, step, state[, memory]) -> (logits, state, attention)``; these build or adapt one.
 """
 
-from typing import Callable
+from typing import Any, Callable, Protocol, runtime_checkable
 
 import numpy as np
 import tensorflow as tf
 
 StepFn = Callable[..., tuple]
+
+
+@runtime_checkable
+class StepModel(Protocol):
+    """What a search needs of a model: the step contract of `bahdanau_tf.models` (DESIGN §6).
+
+    `bahdanau_tf.translation_model.TranslationModel` and its subclasses conform; any object
+    with these members does (``isinstance(model, StepModel)`` checks their presence, once, where
+    a `bahdanau_tf.translator.Translator` is built).
+
+    Attributes:
+        has_attention: bool, whether ``decode_step`` returns attention weights.
+        target_vocabulary_size: int, the width of ``decode_step``'s logits.
+    """
+
+    has_attention: bool
+    target_vocabulary_size: int
+
+    def encode(self, source_ids, training: bool = False) -> Any:
+        """``[batch, source_len]`` int32 -> the memory, a nest with a leading batch dimension."""
+
+    def initial_state(self, memory) -> Any:
+        """The decoder's first state ``[batch, ...]`` from `encode`'s memory."""
+
+    def decoding_memory(self, memory) -> Any:
+        """`encode`'s memory as a search hands it to every step (computed once per sentence)."""
+
+    def decoding_state(self, state) -> Any:
+        """`initial_state`'s state as a search carries it from step to step."""
+
+    def decode_step(self, previous_ids, state, memory, projection=None) -> tuple:
+        """One step: ``(logits, state, attention)``; ``memory`` one row per group of rows."""
+
+    def output_projection(self) -> tuple:
+        """``(kernel, bias)`` of the vocabulary projection (candidate lists gather its columns)."""
 
 
 def tile_beams(nest, beam_size):

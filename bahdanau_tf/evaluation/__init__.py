@@ -29,8 +29,10 @@ Example:
 """
 
 from bahdanau_tf.evaluation.alignment import (
+    DEFAULT_RULE,
     AlignmentCounts,
     AlignmentScores,
+    ExtractionRule,
     Link,
     alignment_counts,
     alignment_error_rate,
@@ -42,6 +44,8 @@ from bahdanau_tf.evaluation.alignment import (
     gold_links,
     scores_from_counts,
     token_word_ids,
+    translation_links,
+    word_attention,
 )
 from bahdanau_tf.evaluation.corpus import (
     CHUNK_SIZE,
@@ -77,6 +81,7 @@ from bahdanau_tf.evaluation.report import (
 __all__ = [
     "CHUNK_SIZE",
     "DEFAULT_LENGTH_BUCKETS",
+    "DEFAULT_RULE",
     "NO_UNK_MODES",
     "AlignmentCounts",
     "AlignmentScores",
@@ -85,6 +90,7 @@ __all__ = [
     "CorpusStatistics",
     "EvaluationReport",
     "EvaluationStatistics",
+    "ExtractionRule",
     "LengthBucketScore",
     "Link",
     "NoUnkBleuResult",
@@ -112,5 +118,7 @@ __all__ = [
     "score_from_statistics",
     "scores_from_counts",
     "token_word_ids",
+    "translation_links",
     "unknown_word_test",
+    "word_attention",
 ]

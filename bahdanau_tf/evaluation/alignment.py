@@ -3,7 +3,8 @@
 The paper's alignment claim (figure 3) measured instead of looked at:
 
 - :func:`token_word_ids`, :func:`attention_to_alignment`: an attention matrix over model tokens
-  becomes word links, each target word to the source word it attends to most;
+  becomes word links by an :class:`ExtractionRule` (how a word's pieces pool their weights, and
+  when a target word whose attention is diffuse is left unaligned);
 - :func:`attention_links`, :func:`decoded_links`: the same for the `Alignment` objects of a
   `Translator` (teacher-forced attention on the references, or the attention of its own
   translations carried over to the reference's words);
@@ -75,10 +76,97 @@ def _check_word_ids(name: str, word_ids: Sequence[int | None] | None, length: in
     return word_ids
 
 
+POOLINGS = ("pieces", "max", "sum", "first")
+
+
+@dataclasses.dataclass(frozen=True)
+class ExtractionRule:
+    """How attention over subword tokens becomes word links.
+
+    ``pooling``:
+
+    - ``"pieces"``: every target token links to the word of the source token it attends to most
+      (its row's argmax), so a target word of several pieces may get several links;
+    - ``"max"``, ``"sum"``, ``"first"``: first a word-by-word matrix: a source word's weight is
+      the max, the sum or the first of its pieces' weights; a target word's row is the mean of
+      its pieces' rows (``"first"``: its first piece's row). Each target word then links to the
+      source word of the largest weight.
+
+    Either way a target word is left unaligned (Och & Ney's NULL) when the largest weight goes
+    to a position of no word (the source ``[END]``), or is below ``threshold``: diffuse
+    attention links nothing (statistical aligners leave about a fifth of the words unaligned).
+    `DEFAULT_RULE` is the one ``bahdanau-evaluate`` and ``bahdanau-translate --alignments`` use.
+
+    Example:
+
+        >>> ExtractionRule.parse("sum>0.3")
+        ExtractionRule(pooling='sum', threshold=0.3)
+    """
+
+    pooling: str = "pieces"
+    threshold: float = 0.0
+
+    def __post_init__(self):
+        if self.pooling not in POOLINGS:
+            raise ValueError(f"`pooling` must be one of {POOLINGS}, got {self.pooling!r}.")
+        if not 0.0 <= self.threshold <= 1.0:
+            raise ValueError(f"`threshold` must be in [0, 1], got {self.threshold!r}.")
+
+    def __str__(self) -> str:
+        return self.pooling + (f">{self.threshold:g}" if self.threshold else "")
+
+    @classmethod
+    def parse(cls, text: str) -> "ExtractionRule":
+        """A rule from its `str`: ``"sum"``, ``"max>0.4"``."""
+        pooling, _, threshold = str(text).partition(">")
+        return cls(pooling, float(threshold) if threshold else 0.0)
+
+
+#: the extraction rule of ``bahdanau-evaluate`` and ``bahdanau-translate --alignments``
+DEFAULT_RULE = ExtractionRule("pieces")
+
+
+def _pool(matrix, word_ids, count, how, axis):
+    """Pools the positions of each word along ``axis`` (``how``: max, sum, mean or first)."""
+    moved = np.moveaxis(matrix, axis, 0)
+    pooled = np.zeros((count,) + moved.shape[1:], moved.dtype)
+    for word in range(count):
+        positions = [k for k, w in enumerate(word_ids) if w == word]
+        if not positions:
+            continue
+        pieces = moved[positions]
+        pooled[word] = {"max": pieces.max(0), "sum": pieces.sum(0), "mean": pieces.mean(0),
+                        "first": pieces[0]}[how]
+    return np.moveaxis(pooled, 0, axis)
+
+
+def word_attention(attention, source_word_ids, target_word_ids, pooling: str = "sum"):
+    """The attention pooled to words (see `ExtractionRule`): ``(words, null)``.
+
+    Returns:
+        ``words`` float ``[target_words, source_words]`` and ``null`` float ``[target_words]``,
+        the pooled weight of the source positions of no word (``[END]``).
+    """
+    matrix = np.asarray(attention, np.float64)
+    source_ids = [w if w is not None and w >= 0 else None for w in source_word_ids]
+    target_ids = [w if w is not None and w >= 0 else None for w in target_word_ids]
+    source_ids += [None] * (matrix.shape[1] - len(source_ids))
+    n_source = max([w + 1 for w in source_ids if w is not None], default=0)
+    n_target = max([w + 1 for w in target_ids if w is not None], default=0)
+    rows = _pool(matrix[: len(target_ids)], target_ids, n_target,
+                 "first" if pooling == "first" else "mean", axis=0)
+    words = _pool(rows, source_ids, n_source, pooling, axis=1)
+    no_word = [k for k, w in enumerate(source_ids) if w is None]
+    null = (rows[:, no_word].max(1) if pooling == "max" else rows[:, no_word].sum(1)
+            ) if no_word else np.zeros(n_target)
+    return words, null
+
+
 def attention_to_alignment(
     attention,
     source_word_ids: Sequence[int | None] | None = None,
     target_word_ids: Sequence[int | None] | None = None,
+    rule: ExtractionRule | str | None = None,
 ) -> set[Link]:
     """Turns an attention matrix over model tokens into word alignment links.
 
@@ -95,6 +183,7 @@ def attention_to_alignment(
         source_word_ids: list of int or None, the word index of each source token (e.g. from
             :func:`token_word_ids`); None means token j is word j.
         target_word_ids: list of int or None, the same for the target tokens.
+        rule: an `ExtractionRule` (or its `str`); None: the ``"pieces"`` rule described above.
 
     Returns:
         set of ``(source_word_index, target_word_index)`` pairs, for
@@ -118,41 +207,67 @@ def attention_to_alignment(
     target_len, source_len = matrix.shape
     source_words = _check_word_ids("source_word_ids", source_word_ids, source_len)
     target_words = _check_word_ids("target_word_ids", target_word_ids, target_len)
+    rule = ExtractionRule.parse(rule) if isinstance(rule, str) else rule or ExtractionRule()
     links = set()
     if source_len == 0:
         return links
+    if rule.pooling != "pieces":
+        words, null = word_attention(matrix, source_words, target_words, rule.pooling)
+        if words.shape[1] == 0:
+            return links
+        best = words.argmax(1)
+        weight = words[np.arange(len(best)), best]
+        return {(int(b), t) for t, b in enumerate(best)
+                if weight[t] >= null[t] and weight[t] > 0 and weight[t] >= rule.threshold}
     best_source = np.argmax(matrix, axis=1)  # (target_len,)
     for t, target_word in enumerate(target_words):
         if target_word is None or target_word < 0:
             continue
         s = int(best_source[t])
         source_word = source_words[s] if s < len(source_words) else None
-        if source_word is None or source_word < 0:
+        if source_word is None or source_word < 0 or matrix[t, s] < rule.threshold:
             continue
         links.add((int(source_word), int(target_word)))
     return links
 
 
-def attention_links(alignments: Sequence) -> list[set[Link]]:
+def attention_links(alignments: Sequence, rule: ExtractionRule | str | None = None
+                    ) -> list[set[Link]]:
     """Word links of each `bahdanau_tf.translator.Alignment`, e.g. of reference attention.
 
-    Every target token links to the source token it attends to most
-    (:func:`attention_to_alignment`), with WordPiece pieces grouped into words by
-    :func:`token_word_ids`.
+    :func:`attention_to_alignment` by ``rule`` (None: `DEFAULT_RULE`), with WordPiece pieces
+    grouped into words by :func:`token_word_ids`.
 
     Args:
         alignments: list of objects with ``source_tokens``, ``target_tokens`` and
             ``attention`` ``[len(target_tokens), len(source_tokens)]``.
+        rule: an `ExtractionRule` or its `str`.
 
     Returns:
         list of sets of ``(source_word, target_word)`` links, one per alignment.
     """
     return [
         attention_to_alignment(
-            a.attention, token_word_ids(a.source_tokens), token_word_ids(a.target_tokens)
-        )
+            a.attention, token_word_ids(a.source_tokens), token_word_ids(a.target_tokens),
+            rule or DEFAULT_RULE)
         for a in alignments
     ]
+
+
+def translation_links(translator, sources: Sequence[str], translations: Sequence[str],
+                      rule: ExtractionRule | str | None = None, batch_size: int = 64
+                      ) -> list[set[Link]]:
+    """Word links between sources and given translations (e.g. a model's own output).
+
+    The attention of the translator's model reading each translation (teacher forcing,
+    `bahdanau_tf.translator.Translator.reference_attention`): for a translation the model
+    produced, the attention of its search, whenever the output text tokenizes back into the
+    pieces it generated. Links by :func:`attention_links` with ``rule`` (None:
+    `DEFAULT_RULE`), in :func:`bahdanau_tf.text.split_words` words of both sides, as
+    ``bahdanau-translate --alignments`` writes them.
+    """
+    attention = translator.reference_attention(list(sources), list(translations), batch_size=batch_size)
+    return attention_links(attention, rule)
 
 
 def _token_words(tokens: Sequence[str]) -> list[str]:
@@ -169,6 +284,7 @@ def decoded_links(
     references: Sequence[str],
     sure: Sequence[Iterable],
     possible: Sequence[Iterable] | None = None,
+    rule: ExtractionRule | str | None = None,
 ) -> tuple[list[set[Link]], list[set[Link]], list[set[Link]]]:
     """Links of decoded translations, scored on the words they share with the reference.
 
@@ -183,6 +299,7 @@ def decoded_links(
         sure: per sentence, the sure gold links ``(source_word, reference_word)``.
         possible: per sentence, the possible gold links (sure ones may be included), or None
             for P = S.
+        rule: the `ExtractionRule` (None: `DEFAULT_RULE`).
 
     Returns:
         ``(predicted, sure, possible)`` per sentence, in hypothesis word indices, for
@@ -195,7 +312,7 @@ def decoded_links(
             f"Sentence counts differ: {len(alignments)} alignments, {len(references)} "
             f"references, {len(sure)} sure, {len(possible)} possible."
         )
-    found = attention_links(alignments)
+    found = attention_links(alignments, rule)
     predicted_out, sure_out, possible_out = [], [], []
     for alignment, links, reference, s, p in zip(alignments, found, references, sure, possible):
         hyp_words, ref_words = _token_words(alignment.target_tokens), split_words(reference)

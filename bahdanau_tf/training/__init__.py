@@ -47,6 +47,7 @@ from bahdanau_tf.training.config import (
     make_optimizer,
     make_strategy,
 )
+from bahdanau_tf.training.guided_alignment import AlignmentGuide, GuidedAlignmentModel
 from bahdanau_tf.training.report import RunState, format_report, training_report
 from bahdanau_tf.training.run_directory import (
     DirectoryInUseError,
@@ -59,6 +60,8 @@ from bahdanau_tf.training.summaries import Summaries
 from bahdanau_tf.training.trainer import NonFiniteLossError, Trainer
 
 __all__ = [
+    "AlignmentGuide",
+    "GuidedAlignmentModel",
     "Trainer",
     "TrainingConfig",
     "HalvingSchedule",

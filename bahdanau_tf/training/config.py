@@ -115,6 +115,13 @@ class TrainingConfig:
         'candidate-list decoding reads '
         '(``--candidate_lists``); one pass over the corpus (seconds for the embedded one). '
         '0: no lexicon. A directory that has one keeps it.')
+    guided_alignment_weight: float = _field(1.0,
+        'With guided alignment (``--guided_alignment=FILE``, `bahdanau_tf.training.'
+        'guided_alignment`): the weight of the attention\'s cross-entropy against the given '
+        'links, added to the NLL (both per target token).')
+    guided_alignment_decay: float = _field(1.0,
+        'The guided alignment weight is multiplied by this every 1,000 updates (smoothly: '
+        '``weight * decay ** (step / 1000)``); 1 keeps it constant.')
     seed: int = _field(1234,
         'Data order and initialisation.')
     summaries: bool = _field(True,
@@ -167,6 +174,10 @@ class TrainingConfig:
             raise ValueError(f"`sampled_softmax` must be a positive int or None, got {self.sampled_softmax!r}.")
         if self.sampled_proposal not in SAMPLED_PROPOSALS:
             raise ValueError(f"`sampled_proposal` must be one of {SAMPLED_PROPOSALS}, got {self.sampled_proposal!r}.")
+        if not self.guided_alignment_weight >= 0:
+            raise ValueError(f"`guided_alignment_weight` must be >= 0, got {self.guided_alignment_weight!r}.")
+        if not 0 < self.guided_alignment_decay <= 1:
+            raise ValueError(f"`guided_alignment_decay` must be in (0, 1], got {self.guided_alignment_decay!r}.")
         for name, low in (("dev_bleu_every", 0), ("dev_bleu_sentences", 1)):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < low:

@@ -27,6 +27,7 @@ from bahdanau_tf import losses
 from bahdanau_tf import model_directory as model_directory_lib
 from bahdanau_tf import models as models_lib
 from bahdanau_tf.special_tokens import PAD_ID
+from bahdanau_tf.training.guided_alignment import guided_loss_sums
 from bahdanau_tf.training.config import TrainingConfig, is_chief, make_optimizer, make_strategy
 from bahdanau_tf.training.report import (
     DEFAULT_LOG_EVERY,
@@ -87,6 +88,7 @@ class Trainer:
         strategy: a `tf.distribute.Strategy` or a name of `STRATEGIES` (default: the default one).
         settings: dict saved in ``model.json`` (e.g. direction, tokenizer kind, corpus).
         log: callable taking a str, for progress lines (default: print to stderr).
+        guide: an `AlignmentGuide` of the training pairs: guided alignment training.
 
     Example:
 
@@ -109,6 +111,7 @@ class Trainer:
         strategy: tf.distribute.Strategy | str | None = None,
         settings: dict | None = None,
         log: Callable[[str], None] | None = None,
+        guide: Any = None,
     ) -> None:
         self.output_dir = output_dir
         self.source_tokenizer = source_tokenizer
@@ -120,6 +123,7 @@ class Trainer:
             strategy = make_strategy(strategy or "default")
         self.strategy = strategy
         self.settings = dict(settings or {})
+        self.guide = guide
         self._log = log or (lambda line: print(line, file=sys.stderr, flush=True))
         self.is_chief = is_chief(strategy)
         # non-chief workers of a multi-worker run write their (identical) checkpoints elsewhere
@@ -150,6 +154,8 @@ class Trainer:
                 },
             )
             self.model.build_variables()
+            if self.guide is not None and (config.sampled_softmax or not self.model.has_attention):
+                raise ValueError("guided alignment needs a model with attention and the full softmax.")
             self._steps_per_epoch = tf.Variable(1, dtype="int64", trainable=False, name="steps_per_epoch")
             self.optimizer = make_optimizer(config, steps_per_epoch=self._steps_per_epoch)
             self.optimizer.build(self.model.trainable_variables)
@@ -298,10 +304,15 @@ class Trainer:
         logits = self.model((source, target_in), training=False)
         return tf.reduce_sum(losses.token_nll(target_out, logits))
 
-    def _loss_and_gradients(self, source, target_in, target_out, global_tokens, sampled_values=None):
+    def _loss_and_gradients(self, source, target_in, target_out, global_tokens, sampled_values=None,
+                            alignment_targets=None):
         variables = self.model.trainable_variables
         with tf.GradientTape() as tape:
-            if sampled_values is None:
+            guided = 0.0
+            if alignment_targets is not None:  # guided alignment (`AlignmentGuide.stage`)
+                nll_sum, guided = guided_loss_sums(self.model, self.config, self.step, source, target_in,
+                                                   target_out, alignment_targets)
+            elif sampled_values is None:
                 logits = self.model((source, target_in), training=True)
                 nll_sum = tf.reduce_sum(losses.token_nll(target_out, logits))
             else:  # the sampled softmax: the same W_o and bias, K + 1 of their columns
@@ -309,13 +320,14 @@ class Trainer:
                 kernel, bias = self.model.output_projection()
                 nll_sum = tf.reduce_sum(losses.sampled_token_nll(
                     target_out, features, kernel, bias, sampled_values))
-            loss = nll_sum / global_tokens  # this replica's share of the global mean
+            loss = (nll_sum + guided) / global_tokens  # this replica's share of the global mean
             if isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer):
                 loss = self.optimizer.scale_loss(loss)
         return nll_sum, tape.gradient(loss, variables)
 
     def _replica_step(self, batch):
-        (source, target_in), target_out = batch
+        inputs, target_out = batch
+        source, target_in = inputs[:2]  # and q with guided alignment
         context = tf.distribute.get_replica_context()
         local_tokens = tf.reduce_sum(tf.cast(tf.not_equal(target_out, PAD_ID), "float32"))
         global_tokens = tf.maximum(context.all_reduce("sum", local_tokens), 1.0)
@@ -325,7 +337,8 @@ class Trainer:
                       else losses.sample_candidates)
             sampled_values = choose(target_out, self.config.sampled_softmax,
                                     self.target_tokenizer.vocabulary_size)
-        nll_sum, gradients = self._gradients(source, target_in, target_out, global_tokens, sampled_values)
+        nll_sum, gradients = self._gradients(source, target_in, target_out, global_tokens, sampled_values,
+                                             inputs[2] if len(inputs) > 2 else None)
         # embedding gradients come as IndexedSlices; dense ones all-reduce and scale uniformly
         gradients = [tf.convert_to_tensor(g) for g in gradients]
         gradients = context.all_reduce("sum", gradients)  # gradient of the global mean NLL
@@ -423,6 +436,8 @@ class Trainer:
             pad_to_multiple=config.padding_multiple,
             fill_to_batch_size=True,
         )
+        if self.guide is not None:
+            dataset = dataset.apply(self.guide.stage())
         if skip_batches:
             dataset = dataset.skip(skip_batches)
         return self.strategy.experimental_distribute_dataset(dataset) if distribute else dataset

@@ -1,0 +1,281 @@
+"""The base of the three models: presets, config, tokenizers, saving, the step interface.
+
+`TranslationModel` is what `bahdanau_tf.models`' `RNNSearch`, `RNNEncDec` and `Seq2Seq` share:
+the registry's presets (`from_preset`), ``get_config``, the tokenizers a model keeps
+(`attach_tokenizers`, saved inside its ``.keras`` file through Keras's ``save_assets`` /
+``load_assets`` hooks), `save_to_preset`, and the decoding half of the step contract that
+`bahdanau_tf.decoding.StepModel` spells out (``decoding_memory``, ``decoding_state``).
+
+Who may import whom: loading from disk is not the network's job, so `from_preset` and
+`save_to_preset` hand a path and the class to `bahdanau_tf.model_directory`, below this module;
+translating is the task's, above it: ``Translator.from_model(model).translate(...)``
+(`bahdanau_tf.translator`), which is handed the model. A registry name gives an untrained
+architecture::
+
+    model = RNNSearch.from_preset("small", source_vocabulary_size=s.vocabulary_size, ...)
+    model.compile(...); model.fit(make_dataset(corpus, s, t), epochs=2)
+    model.attach_tokenizers(s, t)
+    Translator.from_model(model).translate(["In the beginning God created the heavens."])
+    model.save("rnnsearch.keras")       # keras.saving.load_model(...) has its tokenizers
+    model.save_to_preset("rnnsearch")   # bahdanau-translate --model_dir=rnnsearch
+"""
+
+import importlib
+import os
+import types
+import warnings
+from typing import Any, Optional, Sequence
+
+import keras
+import tensorflow as tf
+
+from bahdanau_tf import model_directory, pretrained
+from bahdanau_tf.presets import ALIASES, PRESETS
+
+
+class TranslationModel(keras.Model):
+    """The base of the three models: presets, config, tokenizers, the step interface.
+
+    A subclass implements ``build``, ``encode``, ``initial_state``, ``decode_step`` and
+    ``call`` (`bahdanau_tf.models`' docstring); everything here is shared. Loading from disk is
+    not the network's job: `from_preset` hands a path and the class to
+    `bahdanau_tf.model_directory`.
+    """
+
+    #: the prefix of this class's preset names (``"rnnsearch"`` -> ``rnnsearch-small``)
+    preset_prefix = ""
+    #: whether ``decode_step`` returns attention weights (alignments, the ``align`` signature)
+    has_attention = False
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        # what the model holds besides its weights, in a plain namespace on purpose: neither
+        # Keras nor tf.train tracks it, so checkpoints, weights and SavedModels stay what they
+        # were (the tokenizers travel as Keras assets)
+        self._attached = types.SimpleNamespace(source_tokenizer=None, target_tokenizer=None,
+                                               translator=None)
+
+    def _store_config(self, sizes, **values):
+        """Validates the positive ``sizes`` and keeps every constructor argument as an attribute;
+        `get_config` returns exactly these."""
+        _check_positive(**{name: values[name] for name in sizes})
+        for name, value in values.items():
+            setattr(self, name, value)
+        self._config_names = list(values)
+
+    def output_features(self, inputs: tuple, training: bool = False) -> tf.Tensor:
+        """What the vocabulary projection reads, teacher-forced: ``model(inputs)`` equals
+        ``features @ kernel + bias`` with ``(kernel, bias) = model.output_projection()``.
+
+        Returns:
+            (batch, target_len, features) in the compute dtype. A sampled softmax
+            (`bahdanau_tf.losses.sampled_token_nll`) projects them on a few vocabulary rows only.
+        """
+        raise NotImplementedError
+
+    def output_projection(self) -> tuple:
+        """``(kernel, bias)`` of the vocabulary projection: (features, |V|) and (|V|,) variables."""
+        raise NotImplementedError
+
+    def build_variables(self) -> "TranslationModel":
+        """Creates every variable by calling the model once on a one-token batch; returns self.
+
+        What a checkpoint restore or a `Translator` (which tracks the variables) needs first.
+        """
+        dummy = tf.ones([1, 1], "int32")
+        self((dummy, dummy))
+        return self
+
+    @classmethod
+    def preset_names(cls) -> list:
+        """The registry's preset names of this class (full names, e.g. ``rnnsearch-small``)."""
+        return sorted(name for name, preset in PRESETS.items() if preset.class_name == cls.__name__)
+
+    @classmethod
+    def from_preset(cls, name: str, **overrides) -> "TranslationModel":
+        """A registry preset's architecture, or a trained model from a preset directory or file.
+
+        Args:
+            name: str, a preset of this class: its full name (``"rnnsearch-small"``) or the
+                name without the class prefix (``"small"``): an untrained model; or the path
+                of a model directory (``save_to_preset``, ``bahdanau-train --output_dir``) or
+                of a ``.keras`` file: the trained model with its tokenizers attached
+                (`bahdanau_tf.model_directory.load_model_directory`, handed this class). A
+                registry name wins over a directory of the same name (write ``./small``).
+            **overrides: constructor arguments, e.g. ``source_vocabulary_size=8000``; for a
+                path only ``dtype`` (e.g. ``"float32"`` for a model trained in mixed precision).
+
+        Raises:
+            ValueError: an unknown name, a path holding another class, or overrides of a
+                trained architecture.
+        """
+        if f"{cls.preset_prefix}-{name}" not in PRESETS and is_model_path(name):
+            return load_trained(name, overrides, model_class=cls)
+        preset = PRESETS.get(name)
+        if preset is None or preset.model_class is not cls:
+            preset = PRESETS.get(f"{cls.preset_prefix}-{name}")
+        if preset is None or preset.model_class is not cls:
+            other = PRESETS.get(name)
+            hint = f" It is a preset of {other.model_class.__name__}." if other is not None else ""
+            raise ValueError(f"Unknown preset {name!r} for {cls.__name__}; choose one of "
+                             f"{cls.preset_names()}.{hint}")
+        return cls(**{**preset.model, **overrides})
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), **{name: getattr(self, name) for name in self._config_names}}
+
+    @classmethod
+    def from_config(cls, config: dict) -> "TranslationModel":
+        return cls(**config)
+
+    # === Strings in, strings out ===
+
+    def fit(self, x=None, *args, **kwargs):
+        """Keras's ``fit``; a ``tf.data.Dataset`` is taken as batched (``make_dataset``
+        shuffles), so Keras's default ``shuffle=True``, which it ignores for a dataset with a
+        warning, is not passed for one."""
+        if isinstance(x, tf.data.Dataset) and "shuffle" not in kwargs and len(args) < 8:
+            kwargs["shuffle"] = False  # the 9th positional argument of Keras's fit
+        return super().fit(x, *args, **kwargs)
+
+    def attach_tokenizers(self, source_tokenizer: Any, target_tokenizer: Any) -> "TranslationModel":
+        """Keeps the tokenizers the model was trained with: for `translate`, saving and presets.
+
+        Args:
+            source_tokenizer: a `bahdanau_tf.text` tokenizer of ``source_vocabulary_size`` ids.
+            target_tokenizer: one of ``target_vocabulary_size`` ids.
+
+        Returns:
+            the model itself.
+
+        Raises:
+            ValueError: a vocabulary size that is not the model's.
+        """
+        for side, tokenizer in (("source", source_tokenizer), ("target", target_tokenizer)):
+            expected = getattr(self, f"{side}_vocabulary_size")
+            size = getattr(tokenizer, "vocabulary_size", None)
+            if size != expected:
+                raise ValueError(f"The {side} tokenizer has {size} ids but the model's "
+                                 f"{side}_vocabulary_size is {expected}.")
+        self._attached.source_tokenizer = source_tokenizer
+        self._attached.target_tokenizer = target_tokenizer
+        self._attached.translator = None
+        return self
+
+    @property
+    def source_tokenizer(self) -> Any:
+        """The attached source tokenizer, or None."""
+        return self._attached.source_tokenizer
+
+    @property
+    def target_tokenizer(self) -> Any:
+        """The attached target tokenizer, or None."""
+        return self._attached.target_tokenizer
+
+    def translate(self, sentences: "str | Sequence[str]", beam_size: Optional[int] = None,
+                  nbest: int = 1, forbid_unknown: bool = False, batch_size: int = 64) -> str | list:
+        """Deprecated: ``Translator.from_model(model).translate(...)`` (this alias goes in 0.3).
+
+        Translating is the task's job, not the network's: a `bahdanau_tf.translator.Translator`
+        is handed the model (keras-hub's ``generate`` lives on the task too). This alias reaches
+        the translator by name at call time, so that this module never imports it; its
+        Translator is cached on the model until `attach_tokenizers` is called again.
+
+        Returns:
+            str for a str, list of str for a list (lists of ``nbest`` str when ``nbest > 1``).
+        """
+        warnings.warn("model.translate(...) is deprecated: use "
+                      "Translator.from_model(model).translate(...).translations",
+                      DeprecationWarning, stacklevel=2)
+        if self._attached.translator is None:
+            translator = importlib.import_module("bahdanau_tf.translator")
+            self._attached.translator = translator.Translator.from_model(self)
+        single = isinstance(sentences, (str, bytes))
+        output = self._attached.translator.translate(
+            [sentences] if single else list(sentences), beam_size=beam_size, nbest=nbest,
+            forbid_unknown=forbid_unknown, batch_size=batch_size)
+        return output.translations[0] if single else output.translations
+
+    def save_assets(self, dir_path: str) -> None:
+        """Keras's hook (``model.save("m.keras")``): writes the attached tokenizers."""
+        if self.source_tokenizer is not None:
+            model_directory.save_vocabularies(dir_path, self.source_tokenizer, self.target_tokenizer)
+
+    def load_assets(self, dir_path: str) -> None:
+        """Keras's hook (``keras.saving.load_model``): attaches the saved tokenizers, if any."""
+        tokenizers = model_directory.load_asset_vocabularies(dir_path)
+        if tokenizers is not None:
+            self.attach_tokenizers(*tokenizers)
+
+    def save_to_preset(self, preset_dir: str, overwrite: bool = True) -> str:
+        """Writes a preset directory: ``model.json``, both vocabularies and a checkpoint.
+
+        The layout of a ``bahdanau-train`` output directory, written by
+        `bahdanau_tf.model_directory.save_model_directory`, so `from_preset`,
+        `model_from_preset`, `Translator.from_directory` and every command line's
+        ``--model_dir`` read it. Like Keras's ``model.save``, it replaces what an earlier
+        ``save_to_preset`` wrote there (so a script re-runs); it never writes into a directory
+        that holds anything else, such as a ``bahdanau-train`` run.
+
+        Args:
+            preset_dir: str, a new or empty directory, or one an earlier save_to_preset wrote.
+            overwrite: bool, False refuses a directory that already holds a saved model.
+
+        Returns:
+            str, ``preset_dir``.
+
+        Raises:
+            ValueError: no tokenizers attached.
+            FileExistsError: ``preset_dir`` holds more than a saved model, or a saved model
+                and ``overwrite`` is False.
+        """
+        if self.source_tokenizer is None:
+            raise ValueError("save_to_preset needs the model's tokenizers: call "
+                             "model.attach_tokenizers(source_tokenizer, target_tokenizer) first.")
+        return model_directory.save_model_directory(preset_dir, self, self.source_tokenizer,
+                                                    self.target_tokenizer, overwrite=overwrite)
+
+    def initial_state(self, memory: dict) -> Any:
+        raise NotImplementedError
+
+    def decoding_memory(self, memory: dict) -> dict:
+        """`encode`'s memory as a search hands it to every `decode_step`: here as it is;
+        a subclass computes once per sentence what no step changes (`RNNSearch`)."""
+        return memory
+
+    def decoding_state(self, state: Any) -> Any:
+        """`initial_state`'s state as a search carries it from step to step: here as it is
+        (`RNNSearch` carries its next attention query with it)."""
+        return state
+
+    def attention_weights(self, inputs: tuple) -> tf.Tensor:
+        """Teacher-forced attention (batch, target_len, source_len); models with attention only."""
+        raise NotImplementedError(f"{type(self).__name__} has no attention.")
+
+
+def is_model_path(name) -> bool:
+    """True for a path to load (a directory, a ``.keras`` file), False for a registry name."""
+    name = os.fspath(name)
+    if name in PRESETS or name in ALIASES:
+        return False
+    return os.path.exists(name) or name.endswith(".keras") or name in pretrained.MODELS
+
+
+def load_trained(path, overrides, model_class=None):
+    """The model of a preset directory or ``.keras`` file, its tokenizers attached."""
+    overrides = dict(overrides)
+    dtype = overrides.pop("dtype", None)
+    if overrides:
+        raise ValueError(f"{os.fspath(path)!r} holds a trained model: its architecture cannot "
+                         f"be changed (got {sorted(overrides)}); only dtype can be given.")
+    return model_directory.load_model_directory(os.fspath(path), dtype=dtype,
+                                                model_class=model_class).model
+
+
+def _check_positive(**sizes):
+    for name, value in sizes.items():
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            raise ValueError(f"`{name}` must be a positive int, got {value!r}.")
+
+
+__all__ = ["TranslationModel", "is_model_path", "load_trained"]

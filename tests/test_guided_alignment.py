@@ -1,0 +1,253 @@
+"""Tests of bahdanau_tf.training.guided_alignment: the attention targets of word links, the
+trainer's guided loss on a copy task, Keras ``fit`` with `GuidedAlignmentModel`, and a guided
+model's export served through the session bundle."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bahdanau_tf import data, losses, serving, text, training, word_alignment
+from bahdanau_tf.evaluation.alignment import alignment_scores, attention_to_alignment
+from bahdanau_tf.special_tokens import SPECIAL_TOKENS
+from bahdanau_tf.translator import Translator
+
+# 40 symbols: enough that the NLL alone takes well over 120 updates to line the attention up
+SOURCE_WORDS = [f"s{i}" for i in range(40)]
+TARGET_WORDS = [f"t{i}" for i in range(40)]
+
+
+def copy_corpus(count, seed):
+    """A copy task: source ``s3 s7 ...``, target ``t3 t7 ...`` (word i translates word i)."""
+    rng = np.random.default_rng(seed)
+    pairs = []
+    for length in rng.integers(3, 9, count):
+        ids = rng.integers(0, len(SOURCE_WORDS), length)
+        pairs.append((" ".join(SOURCE_WORDS[i] for i in ids), " ".join(TARGET_WORDS[i] for i in ids)))
+    return pairs
+
+
+def copy_tokenizers():
+    return (text.WordTokenizer(list(SPECIAL_TOKENS) + SOURCE_WORDS),
+            text.WordTokenizer(list(SPECIAL_TOKENS) + TARGET_WORDS))
+
+
+def diagonal(pair):
+    return {(i, i) for i in range(len(pair[0].split()))}
+
+
+def test_targets_spread_a_word_link_over_the_pieces_of_both_words(tmp_path):
+    vocabulary = tmp_path / "vocab.txt"
+    vocabulary.write_text("\n".join(list(SPECIAL_TOKENS) + ["a", "bc", "d", "x", "yz", "##e", "##f"]))
+    tokenizer = text.SubwordTokenizer(str(vocabulary))
+    pairs = [("a bcef d", "x yzf"), ("d a", "x")]
+    # source words: a bcef d; target words: x yzf. Links: x <- a and d; yzf <- bcef
+    links = [{(0, 0), (2, 0), (1, 1)}, set()]
+    guide = training.AlignmentGuide.build(pairs, links, tokenizer, tokenizer)
+    dataset = data.make_dataset(pairs, tokenizer, tokenizer, batch_size=2, bucketing=None,
+                                shuffle=False, max_length=None).apply(guide.stage())
+    (source, target_in, targets), target_out = next(iter(dataset))
+    assert source.numpy()[0].tolist()[:6] == [4, 5, 9, 10, 6, 2]  # a bc ##e ##f d [END]
+    expected = np.zeros(targets.shape[1:], np.float32)
+    expected[0, [0, 4]] = 0.5  # x: the source words a (piece 0) and d (piece 4)
+    expected[1, [1, 2, 3]] = 1 / 3  # yz: the three pieces of bcef
+    expected[2, [1, 2, 3]] = 1 / 3  # ##f: a piece of the same target word
+    np.testing.assert_allclose(targets.numpy()[0], expected, rtol=1e-6)
+    assert not targets.numpy()[1].any()  # a pair without links costs nothing
+
+
+def test_a_row_of_another_text_and_a_filled_row_get_no_target():
+    source, target = copy_tokenizers()
+    pairs = copy_corpus(4, seed=0)
+    guide = training.AlignmentGuide.build(pairs, [diagonal(p) for p in pairs], source, target)
+    other = [("s1 s2 s3", "t1 t2 t3")] if ("s1 s2 s3", "t1 t2 t3") not in pairs else [("s4", "t4")]
+    dataset = data.make_dataset(pairs[:1] + other, source, target, batch_size=3, bucketing=None,
+                                shuffle=False, fill_to_batch_size=True).apply(guide.stage())
+    (_, _, targets), _ = next(iter(dataset))
+    assert targets.shape[0] == 3
+    first = len(pairs[0][0].split())
+    np.testing.assert_array_equal(targets.numpy()[0, :first, :first], np.eye(first))
+    assert targets.numpy()[0].sum() == first and not targets.numpy()[1:].any()
+
+
+def test_guided_loss_against_numpy():
+    rng = np.random.default_rng(3)
+    logits = rng.normal(size=(2, 3, 5))
+    attention = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
+    targets = np.zeros((2, 3, 5))
+    targets[0, 0, 1] = 1.0
+    targets[0, 1, [2, 3]] = 0.5
+    targets[1, 2, 4] = 1.0
+    expected = -(targets * np.log(attention)).sum(-1)
+    got = losses.guided_alignment_nll(tf.constant(attention, tf.float32), tf.constant(targets, tf.float32))
+    np.testing.assert_allclose(got.numpy(), expected, rtol=1e-5)
+    assert got.numpy()[0, 2] == 0.0 and got.numpy()[1, 0] == 0.0  # rows without links
+    weight = losses.guided_alignment_weight(2.0, 0.5, tf.constant(3000, tf.int64))
+    assert float(weight) == pytest.approx(2.0 * 0.5 ** 3)
+
+
+def _copy_run(directory, pairs, tokenizers, steps, guide=None):
+    config = training.TrainingConfig.for_preset(
+        "tiny", max_steps=steps, max_length=20, jit_compile=False, precision="float32",
+        eval_every=10_000, checkpoint_every=10_000, dev_bleu_every=0, summaries=False,
+        lexicon_top_k=0, average_last=0, batch_size=32, learning_rate=5e-3, seed=7)
+    tf.keras.utils.set_random_seed(7)
+    # Keras's initialisers: the paper's N(0, 0.001^2) attention weights learn slowly at any rate
+    sizes = dict(initialization="keras", source_vocabulary_size=len(SOURCE_WORDS) + 4,
+                 target_vocabulary_size=len(TARGET_WORDS) + 4)
+    trainer = training.Trainer(str(directory), *tokenizers, preset="tiny", config=config,
+                               log=lambda line: None, guide=guide, model_overrides=sizes)
+    trainer.fit(pairs)
+    return trainer.model
+
+
+def _diagonal_aer(model, pairs, tokenizers):
+    """AER of the teacher-forced attention (each target word's argmax) against the diagonal."""
+    dataset = data.make_dataset(pairs, *tokenizers, batch_size=len(pairs), bucketing=None,
+                                shuffle=False)
+    (source, target_in), _ = next(iter(dataset))
+    attention = model.attention_weights((source, target_in)).numpy()
+    predicted = []
+    for row, (source_text, target_text) in enumerate(pairs):
+        n, m = len(source_text.split()), len(target_text.split())
+        predicted.append(attention_to_alignment(attention[row], list(range(n)), list(range(m))))
+    return alignment_scores(predicted, [diagonal(p) for p in pairs]).aer
+
+
+@pytest.fixture(scope="module")
+def copy_runs(tmp_path_factory):
+    """The same 120-update run of the copy task with and without a diagonal alignment file."""
+    tokenizers = copy_tokenizers()
+    pairs = copy_corpus(640, seed=1)
+    links_file = tmp_path_factory.mktemp("links") / "train.links"
+    links_file.write_text("".join(word_alignment.format_pharaoh(diagonal(p)) + "\n" for p in pairs))
+    guide = training.AlignmentGuide.build(pairs, word_alignment.read_pharaoh(str(links_file)),
+                                          *tokenizers)
+    root = tmp_path_factory.mktemp("runs")
+    guided = _copy_run(root / "guided", pairs, tokenizers, 120, guide)
+    plain = _copy_run(root / "plain", pairs, tokenizers, 120)
+    return {"tokenizers": tokenizers, "guided": guided, "plain": plain, "root": root,
+            "test": copy_corpus(64, seed=2)}
+
+
+@pytest.mark.slow
+def test_a_diagonal_alignment_file_makes_the_attention_diagonal_in_fewer_updates(copy_runs):
+    tokenizers, test = copy_runs["tokenizers"], copy_runs["test"]
+    guided = _diagonal_aer(copy_runs["guided"], test, tokenizers)
+    plain = _diagonal_aer(copy_runs["plain"], test, tokenizers)
+    assert guided < 0.1, guided
+    assert plain > guided + 0.3, (plain, guided)
+
+
+@pytest.mark.slow
+def test_a_guided_model_exports_and_serves_through_the_session_bundle(copy_runs, tmp_path):
+    translator = Translator.from_directory(str(copy_runs["root"] / "guided"), which="latest",
+                                           beam_size=2, jit_compile=False)
+    sentences = [source for source, _ in copy_runs["test"][:5]]
+    expected = translator.translate(sentences, return_alignments=True)
+    path = translator.export(str(tmp_path / "export"))
+    with serving.SessionBundle(path) as bundle:
+        served = bundle.run("align", sentences=sentences)
+        translations = bundle.run("serving_default", sentences=sentences)["translations"]
+    assert [t.decode() for t in translations] == expected.translations
+    for k, alignment in enumerate(expected.alignments):
+        t, s = alignment.attention.shape
+        np.testing.assert_allclose(served["attention"][k, :t, :s], alignment.attention, atol=1e-5)
+
+
+def test_keras_fit_adds_the_weighted_guided_loss():
+    source, target = copy_tokenizers()
+    pairs = copy_corpus(32, seed=4)
+    guide = training.AlignmentGuide.build(pairs, [diagonal(p) for p in pairs], source, target)
+    dataset = data.make_dataset(pairs, source, target, batch_size=32, bucketing=None,
+                                shuffle=False).apply(guide.stage())
+    from bahdanau_tf.models import RNNSearch
+
+    model = RNNSearch.from_preset("tiny", source_vocabulary_size=44, target_vocabulary_size=44)
+    wrapped = training.GuidedAlignmentModel(model, weight=0.5)
+    wrapped.compile(optimizer="sgd", loss=losses.MaskedSparseCategoricalCrossentropy())
+    (source_ids, target_in, targets), target_out = next(iter(dataset))
+    nll = float(losses.masked_nll(target_out, model((source_ids, target_in))))
+    attention = model.attention_weights((source_ids, target_in))
+    tokens = float(tf.reduce_sum(tf.cast(target_in > 0, tf.float32)))
+    guided = float(tf.reduce_sum(losses.guided_alignment_nll(attention, targets))) / tokens
+    history = wrapped.fit(dataset, epochs=1, verbose=0)
+    assert history.history["loss"][0] == pytest.approx(nll + 0.5 * guided, rel=1e-4)
+
+
+def test_the_trainer_step_adds_the_weighted_cross_entropy_to_the_nll(tmp_path):
+    tokenizers = copy_tokenizers()
+    pairs = copy_corpus(64, seed=5)
+    guide = training.AlignmentGuide.build(pairs, [diagonal(p) for p in pairs], *tokenizers)
+    config = training.TrainingConfig.for_preset(
+        "tiny", max_length=20, jit_compile=False, precision="float32", summaries=False,
+        batch_size=16, guided_alignment_weight=0.7, guided_alignment_decay=0.5)
+    trainer = training.Trainer(str(tmp_path), *tokenizers, preset="tiny", config=config,
+                               log=lambda line: None, guide=guide,
+                               model_overrides=dict(source_vocabulary_size=44, target_vocabulary_size=44,
+                                                    initialization="keras"))
+    trainer.step.assign(2000)
+    (source, target_in, targets), target_out = next(iter(trainer.train_dataset(pairs, distribute=False)))
+    tokens = tf.reduce_sum(tf.cast(target_out > 0, tf.float32))
+    nll_sum, gradients = trainer._loss_and_gradients(source, target_in, target_out, tokens, None, targets)
+    variables = trainer.model.trainable_variables
+    with tf.GradientTape() as tape:
+        logits = trainer.model((source, target_in), training=True)
+        attention = trainer.model.attention_weights((source, target_in))
+        nll = tf.reduce_sum(losses.token_nll(target_out, logits))
+        cross_entropy = tf.reduce_sum(losses.guided_alignment_nll(attention, targets))
+        loss = (nll + 0.7 * 0.5 ** 2 * cross_entropy) / tokens
+    expected = tape.gradient(loss, variables)
+    assert float(nll_sum) == pytest.approx(float(nll), rel=1e-5)
+    nll_only = tf.GradientTape()  # the guided term must move the gradient measurably
+    with nll_only:
+        plain = tf.reduce_sum(losses.token_nll(target_out, trainer.model((source, target_in)))) / tokens
+    difference = [tf.norm(tf.convert_to_tensor(a) - tf.convert_to_tensor(b)) for a, b in
+                  zip(nll_only.gradient(plain, variables), expected) if a is not None]
+    assert float(tf.add_n(difference)) > 1e-2
+    for got, want in zip(gradients, expected):
+        np.testing.assert_allclose(tf.convert_to_tensor(got).numpy(), tf.convert_to_tensor(want).numpy(),
+                                   rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.slow
+def test_translate_alignments_are_the_search_attentions_links(copy_runs, tmp_path):
+    import subprocess
+    import sys
+
+    from bahdanau_tf.evaluation import attention_links
+    from helpers import env_without_tensorflow_logging
+
+    model_dir = str(copy_runs["root"] / "guided")
+    sources = [source for source, _ in copy_runs["test"][:6]] + [""]
+    (tmp_path / "in.txt").write_text("".join(s + "\n" for s in sources))
+    outputs = {}
+    for nbest in (1, 2):
+        result = subprocess.run(
+            [sys.executable, "-m", "bahdanau_tf.cli.translate", f"--model_dir={model_dir}",
+             "--checkpoint=latest", "--beam_size=2", f"--nbest={nbest}", "--alignments",
+             "--input_file=in.txt", "--nojit_compile"],
+            capture_output=True, text=True, cwd=str(tmp_path), env=env_without_tensorflow_logging(),
+            timeout=600)
+        assert result.returncode == 0, result.stderr
+        outputs[nbest] = result.stdout.splitlines()
+    translator = Translator.from_directory(model_dir, which="latest", beam_size=2, jit_compile=False)
+    searched = translator.translate(sources, return_alignments=True)
+    expected = attention_links(searched.alignments)  # the search's own attention
+    assert len(outputs[1]) == len(sources)
+    for line, translation, links, source in zip(outputs[1], searched.translations, expected, sources):
+        text_part, separator, link_part = line.partition(" ||| ")
+        assert separator and text_part == translation
+        parsed = word_alignment.parse_pharaoh(link_part)
+        assert parsed == links
+        n_source, n_target = len(source.split()), len(translation.split())
+        assert all(s < n_source and t < n_target for s, t in parsed)
+    # the guided model attends diagonally: its links are (mostly) i-i
+    links = [word_alignment.parse_pharaoh(line.partition(" ||| ")[2]) for line in outputs[1]]
+    assert sum(s == t for sentence in links for s, t in sentence) >= 0.8 * sum(map(len, links))
+    nbest = translator.translate(sources, nbest=2)
+    for line, row in zip(outputs[2], nbest.translations):
+        fields = line.split("\t")
+        assert [f.partition(" ||| ")[0] for f in fields[::2]] == row
+        for field, hypothesis in zip(fields[::2], row):
+            parsed = word_alignment.parse_pharaoh(field.partition(" ||| ")[2])
+            assert all(t < len(hypothesis.split()) for _, t in parsed)

@@ -1,0 +1,130 @@
+"""Tests of bahdanau_tf.word_alignment (Pharaoh files, symmetrization, eflomal) and of the command
+lines that read and write its files: ``bahdanau-data align`` and ``bahdanau-train
+--guided_alignment``."""
+
+import importlib.util
+import itertools
+import os
+import subprocess
+import sys
+
+import pytest
+
+from bahdanau_tf import word_alignment
+from helpers import env_without_tensorflow_logging
+
+HAS_EFLOMAL = importlib.util.find_spec("eflomal") is not None
+
+
+def test_pharaoh_round_trip_and_bad_fields(tmp_path):
+    links = {(0, 0), (3, 1), (1, 1), (2, 5)}
+    line = word_alignment.format_pharaoh(links)
+    assert line == "0-0 1-1 3-1 2-5"
+    assert word_alignment.parse_pharaoh(line + "\n") == links
+    assert word_alignment.parse_pharaoh("   \n") == set()
+    path = tmp_path / "a.links"
+    path.write_text("0-0\n1-x\n")
+    with pytest.raises(ValueError, match="line 2.*'1-x'"):
+        word_alignment.read_pharaoh(str(path))
+
+
+def _grow_diag_final_and_reference(forward, reverse):
+    """Koehn's pseudo-code (GROW-DIAG-FINAL-AND), written out once more: for comparison."""
+    union, alignment = forward | reverse, set(forward & reverse)
+    neighbours = [(-1, 0), (0, -1), (1, 0), (0, 1), (-1, -1), (-1, 1), (1, -1), (1, 1)]
+
+    def source_aligned(s):
+        return any(a == s for a, _ in alignment)
+
+    def target_aligned(t):
+        return any(b == t for _, b in alignment)
+
+    added = True
+    while added:
+        added = False
+        for s, t in sorted(alignment):
+            for ds, dt in neighbours:
+                new = (s + ds, t + dt)
+                if new in union and new not in alignment and (
+                        not source_aligned(new[0]) or not target_aligned(new[1])):
+                    alignment.add(new)
+                    added = True
+    for direction in (forward, reverse):
+        for s, t in sorted(direction):
+            if not source_aligned(s) and not target_aligned(t):
+                alignment.add((s, t))
+    return alignment
+
+
+def test_symmetrizations_against_the_definitions():
+    cells = list(itertools.product(range(4), range(4)))
+    rng = __import__("numpy").random.default_rng(0)
+    for _ in range(200):
+        forward = {c for c in cells if rng.random() < 0.3}
+        reverse = {c for c in cells if rng.random() < 0.3}
+        assert word_alignment.symmetrize(forward, reverse, "intersection") == forward & reverse
+        assert word_alignment.symmetrize(forward, reverse, "union") == forward | reverse
+        grown = word_alignment.symmetrize(forward, reverse)
+        assert grown == _grow_diag_final_and_reference(forward, reverse)
+        assert forward & reverse <= grown <= forward | reverse
+    with pytest.raises(ValueError, match="grow-diag"):
+        word_alignment.symmetrize(set(), set(), "grow")
+
+
+def _run(args, tmp_path, env=None):
+    return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True,
+                          cwd=str(tmp_path), env=env or env_without_tensorflow_logging(), timeout=600)
+
+
+def test_data_align_without_eflomal_is_one_line_and_exit_code_2(tmp_path):
+    blocker = tmp_path / "blocker"
+    blocker.mkdir()
+    (blocker / "eflomal.py").write_text("raise ImportError('no eflomal here')\n")
+    env = env_without_tensorflow_logging()
+    env["PYTHONPATH"] = os.pathsep.join([str(blocker), env.get("PYTHONPATH", "")])
+    result = _run(["bahdanau_tf.cli.data", "align", f"--alignment_file={tmp_path / 'x.links'}"],
+                  tmp_path, env)
+    assert result.returncode == 2, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.startswith("bahdanau-data")]
+    assert lines == ["bahdanau-data: error: " + word_alignment.EFLOMAL_MISSING]
+    assert not (tmp_path / "x.links").exists()
+    other = _run(["bahdanau_tf.cli.data", "realign"], tmp_path)
+    assert other.returncode == 2 and "commands: align" in other.stderr
+
+
+@pytest.mark.skipif(not HAS_EFLOMAL, reason="the optional extra bahdanau_tf[align] is not installed")
+def test_data_align_writes_a_line_of_links_per_pair(tmp_path):
+    words = ["house", "small", "big", "the", "car", "is", "a"]
+    rng = __import__("numpy").random.default_rng(1)
+    pairs = []
+    for _ in range(300):
+        sentence = list(rng.choice(words, rng.integers(2, 7)))
+        pairs.append((" ".join(sentence), " ".join(w.upper() + "x" for w in sentence)))
+    (tmp_path / "train.tsv").write_text("".join(f"{s}\t{t}\n" for s, t in pairs))
+    result = _run(["bahdanau_tf.cli.data", "align", "--tsv=train.tsv", "--alignment_file=train.links",
+                   "--symmetrization=intersection"], tmp_path)
+    assert result.returncode == 0, result.stderr
+    links = word_alignment.read_pharaoh(str(tmp_path / "train.links"))
+    assert len(links) == len(pairs)
+    # word i translates word i: eflomal finds (nearly) the diagonal
+    found = sum(len(sentence) for sentence in links)
+    diagonal = sum(len({(i, i) for i in range(len(s.split()))} & sentence)
+                   for (s, _), sentence in zip(pairs, links))
+    assert found and diagonal / found > 0.9
+    assert not [name for name in os.listdir(tmp_path) if name.startswith(".")]  # no temporary left
+
+
+def test_train_refuses_a_bad_or_short_alignment_file(tmp_path):
+    (tmp_path / "bad.links").write_text("0-0 1-1\nzero-one\n")
+    (tmp_path / "short.links").write_text("0-0\n")
+    common = ["bahdanau_tf.cli.train", "--preset=tiny", "--max_steps=1", "--max_train_pairs=2",
+              "--tokenizer=word", "--vocabulary_size=100"]
+    for name, message in (("bad.links", "line 2: not a Pharaoh link"),
+                          ("short.links", "1 lines of alignments for 2 training pairs"),
+                          ("missing.links", "No such file")):
+        result = _run([*common, f"--guided_alignment={name}", f"--output_dir={tmp_path / name}.run"],
+                      tmp_path)
+        assert result.returncode == 2, result.stderr
+        errors = [line for line in result.stderr.splitlines() if "error" in line]
+        assert len(errors) == 1 and message in errors[0], result.stderr
+        assert not (tmp_path / f"{name}.run").exists()
