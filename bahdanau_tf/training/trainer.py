@@ -185,11 +185,13 @@ class Trainer:
                                       autograph=False)
         self._forward_nll = tf.function(self._nll_sum, jit_compile=bool(config.jit_compile),
                                         autograph=False)
-        # the update compiles with the step on one device (a merge_call cannot run under XLA)
+        # the update compiles with the step on one device; with several replicas (or a loss
+        # scale) the optimizer's merge_call runs in the step's own graph: it cannot run under
+        # XLA, nor inside a nested tf.function
         single = self.strategy.num_replicas_in_sync == 1 and not isinstance(
             self.optimizer, keras.optimizers.LossScaleOptimizer)
-        self._update = tf.function(self._clip_and_apply, jit_compile=bool(config.jit_compile) and single,
-                                   autograph=False)
+        self._update = (tf.function(self._clip_and_apply, jit_compile=True, autograph=False)
+                        if config.jit_compile and single else self._clip_and_apply)
         self.train_step = tf.function(self._train_step, autograph=False)
         # one trace for all dev shapes
         self.eval_step = tf.function(self._eval_step, reduce_retracing=True, autograph=False)
