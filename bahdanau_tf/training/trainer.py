@@ -33,8 +33,8 @@ from bahdanau_tf.training.report import (
     DEFAULT_LOG_EVERY,
     RunState,
     Throughput,
-    budget_progress,
     log_cadence,
+    run_budget_progress,
     training_report,
 )
 from bahdanau_tf.training.run_directory import (
@@ -611,7 +611,7 @@ class Trainer:
             f"train NLL {run.train_nll:.3f}  |grad| {float(self._grad_norm.numpy()):.2f}  "
             f"lr {learning_rate:.3g}  "
             + ("compiling" if tokens_per_second is None else f"{tokens_per_second:,.0f} tok/s")
-            + "  " + self._budget_progress(run)
+            + "  " + run_budget_progress(run, self.config)
         )
         self._summaries.write(run.step, scalars)
 
@@ -754,23 +754,6 @@ class Trainer:
         self._log(f"Wrote {path} (the top {top_k} translations of each source token, for "
                   f"candidate-list decoding; from the first {LEXICON_PAIRS:,} training pairs at "
                   f"most) in {time.time() - started:.0f} s.")
-
-    def _budget_progress(self, run):
-        """The binding budget and its ETA (`report.budget_progress`), at the run's average
-        pace: wall time per update since the start, dev evaluations and checkpoints included,
-        compilations left out (they do not recur)."""
-        config = self.config
-        now = time.time()
-        if run.deadline is not None:
-            minutes = (now - (run.deadline - 60 * config.max_minutes)) / 60
-        else:
-            minutes = (run.elapsed_before + now - run.start) / 60
-        updates = run.step - run.resumed_step
-        pace = None
-        if updates:
-            seconds = now - run.start
-            pace = max(seconds - run.throughput.compile_seconds, 0.0) / updates or seconds / updates
-        return budget_progress(run.step, config.max_steps, minutes, config.max_minutes, pace)
 
     def _dev_translation_summaries(self, run):
         """Dev BLEU (greedy, on the dev sample), sample translations and attention images."""
