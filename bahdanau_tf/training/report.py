@@ -1,6 +1,7 @@
 """The state of one run, its report (table 2 of the paper, ``OUT/report.json``), and what the
 progress line and the train summaries measure: when they are written (`log_cadence`), the
-throughput without compilation (`Throughput`) and the budget with its ETA (`budget_progress`).
+throughput without compilation (`Throughput`) and the budget with its ETA (`budget_progress`,
+`run_budget_progress`).
 """
 
 from __future__ import annotations
@@ -259,3 +260,20 @@ def budget_progress(step: int, max_steps: int | None, minutes: float, max_minute
     if time_left is not None:
         return f"{minutes:.1f} / {max_minutes:.1f} min  ETA {time_left / 60:.1f} min"
     return f"{minutes:.1f} min"
+
+
+def run_budget_progress(run: Any, config: Any) -> str:
+    """A run's binding budget and its ETA (`budget_progress`), at the run's average pace: wall
+    time per update since the start, dev evaluations and checkpoints included, compilations left
+    out (they do not recur). ``run`` is the trainer's run state, ``config`` its `TrainingConfig`."""
+    now = time.time()
+    if run.deadline is not None:
+        minutes = (now - (run.deadline - 60 * config.max_minutes)) / 60
+    else:
+        minutes = (run.elapsed_before + now - run.start) / 60
+    updates = run.step - run.resumed_step
+    pace = None
+    if updates:
+        seconds = now - run.start
+        pace = max(seconds - run.throughput.compile_seconds, 0.0) / updates or seconds / updates
+    return budget_progress(run.step, config.max_steps, minutes, config.max_minutes, pace)

@@ -33,8 +33,8 @@ from bahdanau_tf.training.report import (
     DEFAULT_LOG_EVERY,
     RunState,
     Throughput,
-    budget_progress,
     log_cadence,
+    run_budget_progress,
     training_report,
 )
 from bahdanau_tf.training.run_directory import (
@@ -185,11 +185,13 @@ class Trainer:
                                       autograph=False)
         self._forward_nll = tf.function(self._nll_sum, jit_compile=bool(config.jit_compile),
                                         autograph=False)
-        # the update compiles with the step on one device (a merge_call cannot run under XLA)
+        # the update compiles with the step on one device; with several replicas (or a loss
+        # scale) the optimizer's merge_call runs in the step's own graph: it cannot run under
+        # XLA, nor inside a nested tf.function
         single = self.strategy.num_replicas_in_sync == 1 and not isinstance(
             self.optimizer, keras.optimizers.LossScaleOptimizer)
-        self._update = tf.function(self._clip_and_apply, jit_compile=bool(config.jit_compile) and single,
-                                   autograph=False)
+        self._update = (tf.function(self._clip_and_apply, jit_compile=True, autograph=False)
+                        if config.jit_compile and single else self._clip_and_apply)
         self.train_step = tf.function(self._train_step, autograph=False)
         # one trace for all dev shapes
         self.eval_step = tf.function(self._eval_step, reduce_retracing=True, autograph=False)
@@ -609,7 +611,7 @@ class Trainer:
             f"train NLL {run.train_nll:.3f}  |grad| {float(self._grad_norm.numpy()):.2f}  "
             f"lr {learning_rate:.3g}  "
             + ("compiling" if tokens_per_second is None else f"{tokens_per_second:,.0f} tok/s")
-            + "  " + self._budget_progress(run)
+            + "  " + run_budget_progress(run, self.config)
         )
         self._summaries.write(run.step, scalars)
 
@@ -752,23 +754,6 @@ class Trainer:
         self._log(f"Wrote {path} (the top {top_k} translations of each source token, for "
                   f"candidate-list decoding; from the first {LEXICON_PAIRS:,} training pairs at "
                   f"most) in {time.time() - started:.0f} s.")
-
-    def _budget_progress(self, run):
-        """The binding budget and its ETA (`report.budget_progress`), at the run's average
-        pace: wall time per update since the start, dev evaluations and checkpoints included,
-        compilations left out (they do not recur)."""
-        config = self.config
-        now = time.time()
-        if run.deadline is not None:
-            minutes = (now - (run.deadline - 60 * config.max_minutes)) / 60
-        else:
-            minutes = (run.elapsed_before + now - run.start) / 60
-        updates = run.step - run.resumed_step
-        pace = None
-        if updates:
-            seconds = now - run.start
-            pace = max(seconds - run.throughput.compile_seconds, 0.0) / updates or seconds / updates
-        return budget_progress(run.step, config.max_steps, minutes, config.max_minutes, pace)
 
     def _dev_translation_summaries(self, run):
         """Dev BLEU (greedy, on the dev sample), sample translations and attention images."""
