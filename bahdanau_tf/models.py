@@ -116,6 +116,15 @@ class RNNSearch(TranslationModel):
             initialization=initialization,
         )
         # === Layers ===
+        self._make_layers(init)
+
+    def _make_layers(self, init: Any) -> None:
+        """The encoder, W_s, the target embedding, the decoder cell and the maxout read-out, from
+        the stored config; ``init(role)`` gives a new initializer instance per layer."""
+        source_vocabulary_size, target_vocabulary_size = (self.source_vocabulary_size,
+                                                          self.target_vocabulary_size)
+        embedding_dim, hidden_dim = self.embedding_dim, self.hidden_dim
+        attention_dim, maxout_dim, score = self.attention_dim, self.maxout_dim, self.score
         self.encoder = layers_lib.BidirectionalEncoder(
             source_vocabulary_size,
             embedding_dim,
