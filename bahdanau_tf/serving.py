@@ -48,7 +48,8 @@ batch's largest ``nbest``; a row's entries beyond its own ``nbest`` are ``""`` w
 ``max_source_length`` tokens (100 by default); see
 `bahdanau_tf.translator` for the handling of empty, unknown and invalid-UTF-8 input. An input
 that is not a vector, or per-row inputs of another length than ``sentences``, are refused with
-InvalidArgument.
+InvalidArgument, naming the input (``sentences must be a vector``, or
+``sentences_must_be_a_vector [2,2] is not compatible with expected shape [?]``).
 
 The server's loading path is the *session bundle*: import the MetaGraph, run the saver's
 restore op and the init op (tables), then ``Session::Run`` by the signature's tensor names.

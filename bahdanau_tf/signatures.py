@@ -230,6 +230,12 @@ def search_in_chunks(search, source_ids, lengths, limits, forbid_unknown, chunki
     return tuple(results)
 
 
+def _named(tensor, name):
+    """``tensor`` passed through an op called ``name``, which Grappler keeps (an Identity
+    would be folded away): EnsureShape's refusal names its input, so it names ``name``."""
+    return tf.raw_ops.PlaceholderWithDefault(input=tensor, shape=tf.TensorShape(None), name=name)
+
+
 def checked_rows(sentences, *per_row):
     """Refuses (InvalidArgument) inputs that are not vectors of one length, in the graph.
 
@@ -238,7 +244,10 @@ def checked_rows(sentences, *per_row):
     ``Shape`` ops read the fed tensor at run time (``tf.rank`` and ``tf.size`` would be folded
     into constants from the declared shape when tracing). Through ``tf.saved_model.load`` the
     function's runtime folds even ``Rank`` from the declared ``[None]``, so each input also
-    passes an ``EnsureShape`` (core op), which checks the fed tensor's own shape.
+    passes an ``EnsureShape`` (core op), which checks the fed tensor's own shape. Where the
+    ``EnsureShape`` refuses first (the model server's graph folds the ``Rank`` check too), its
+    message names its input, an op called ``<input>_must_be_a_vector``: a refused request
+    names the input it got wrong, never an internal tensor.
     """
     tensors = (sentences,) + per_row
     names = ("sentences", "beam_size", "nbest")[: len(tensors)]
@@ -253,7 +262,8 @@ def checked_rows(sentences, *per_row):
             tf.raw_ops.Shape(input=tensor)[:1], rows,
             message=f"{name} must have one value per sentence"))
     with tf.control_dependencies(checks):
-        tensors = tuple(tf.ensure_shape(tf.identity(t), [None]) for t in tensors)
+        tensors = tuple(tf.ensure_shape(_named(tensor, f"{name}_must_be_a_vector"), [None])
+                        for name, tensor in zip(names, tensors))
     return tensors if per_row else tensors[0]
 
 

@@ -592,10 +592,10 @@ def _refused(pattern):
     return ("InvalidArgument", pattern)
 
 
-def _not_a_vector(name):
+def _not_a_vector(names):
     """Our assertion's message, or EnsureShape's where the graph's runtime folded our Rank check
-    away (a nested function's input keeps the declared [None]): both name the refused shape."""
-    return _refused(rf"{name}must be a vector|is not compatible with expected shape \[\?\]")
+    away (its input is an op named after the input): both name the refused input."""
+    return _refused(rf"({names})( must be a vector|_must_be_a_vector \S+ is not compatible)")
 
 
 HOSTILE_CASES = [
@@ -616,17 +616,17 @@ HOSTILE_CASES = [
     ("out-of-range beam_size and nbest", "translate_nbest",
      dict(sentences=SENTENCES, beam_size=[0, -5, 1000, 3], nbest=[1, 7, 3, 99]), _clamped),
     ("rank-2 sentences", "serving_default", dict(sentences=[SENTENCES[:2], SENTENCES[2:]]),
-     _not_a_vector("sentences ")),
+     _not_a_vector("sentences")),
     ("rank-2 sentences, align", "align", dict(sentences=[SENTENCES[:2], SENTENCES[2:]]),
-     _not_a_vector("sentences ")),
+     _not_a_vector("sentences")),
     ("rank-2 sentences, n-best", "translate_nbest",
      dict(sentences=[SENTENCES[:2], SENTENCES[2:]], beam_size=[[2, 2], [2, 2]],
-          nbest=[[1, 1], [1, 1]]), _not_a_vector("")),
+          nbest=[[1, 1], [1, 1]]), _not_a_vector("sentences|beam_size|nbest")),
     ("scalar sentence", "serving_default", dict(sentences=np.array("the cat", dtype=object)),
-     _not_a_vector("sentences ")),
+     _not_a_vector("sentences")),
     ("rank-2 beam_size", "translate_nbest",
      dict(sentences=SENTENCES[:2], beam_size=[[2], [2]], nbest=[1, 1]),
-     _not_a_vector("beam_size ")),
+     _not_a_vector("beam_size")),
     ("beam_size rows != sentences", "translate_nbest",
      dict(sentences=SENTENCES[:2], beam_size=[2, 2, 2], nbest=[1, 1]),
      _refused("beam_size must have one value per sentence")),
