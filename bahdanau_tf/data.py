@@ -18,7 +18,7 @@ This module is the one owner of batch shapes (the trainer asks `make_dataset` fo
 padded batches). Every stage streams: none holds a Python list or needs the dataset's length,
 so a stage works on a file read line by line (`CorpusFiles`: memory and start-up independent
 of the corpus's length) as well as on the embedded corpus. Corpora (the embedded Bible, the
-user's files) live in `bahdanau_tf.corpora`; their names are importable from here too.
+user's files) live in `bahdanau_tf.corpora`, their one import path.
 """
 
 from __future__ import annotations
@@ -26,23 +26,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from bahdanau_tf.corpora import (  # noqa: F401  re-exported: bahdanau_tf.data.load_corpus, ...
-    BIBLE_SPLIT_RULE,
-    CORPORA,
-    DIRECTIONS,
-    SPLITS,
-    CorpusError,
-    CorpusFiles,
-    ParallelCorpus,
-    bible_split,
-    load_corpus,
-    load_parallel_files,
-    load_tfds,
-    line_chunks,
-    load_tsv,
-    read_lines,
-    select_corpus,
-)
+from bahdanau_tf import corpora
 from bahdanau_tf.special_tokens import END_ID, PAD_ID, START_ID
 
 __all__ = [
@@ -115,7 +99,7 @@ def string_pairs(corpus_or_pairs) -> tuple[tf.data.Dataset, int | None]:
     """
     if isinstance(corpus_or_pairs, tf.data.Dataset):
         return corpus_or_pairs, None
-    if isinstance(corpus_or_pairs, CorpusFiles):
+    if isinstance(corpus_or_pairs, corpora.CorpusFiles):
         batch = tf.TensorSpec([None], tf.string)
         # the file reader hands over batches (one Python call per PAIR_BATCH pairs); a bad
         # line raises CorpusError there, which stops the iterator (`corpora.corpus_error`)
@@ -126,7 +110,7 @@ def string_pairs(corpus_or_pairs) -> tuple[tf.data.Dataset, int | None]:
         options = tf.data.Options()
         options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
         return dataset.unbatch().with_options(options), None
-    if isinstance(corpus_or_pairs, ParallelCorpus):
+    if isinstance(corpus_or_pairs, corpora.ParallelCorpus):
         sources, targets = corpus_or_pairs.sources, corpus_or_pairs.targets
     else:
         pairs = list(corpus_or_pairs)
@@ -450,7 +434,7 @@ def count_pairs(corpus_or_pairs, source_tokenizer, target_tokenizer,
         bool (True: the counts are a stream's estimate).
     """
     estimated, scale = False, 1.0
-    if isinstance(corpus_or_pairs, CorpusFiles):
+    if isinstance(corpus_or_pairs, corpora.CorpusFiles):
         total, exact = corpus_or_pairs.estimated_length(sample)
         corpus_or_pairs = corpus_or_pairs.head(sample)
         estimated, scale = not exact, total / max(len(corpus_or_pairs), 1)
@@ -590,7 +574,7 @@ def make_dataset(
     Example:
 
     >>> from bahdanau_tf.text import WordTokenizer
-    >>> corpus = load_corpus("bible-en-es", split="dev")
+    >>> corpus = corpora.load_corpus("bible-en-es", split="dev")
     >>> en = WordTokenizer.build(corpus.sources); es = WordTokenizer.build(corpus.targets)
     >>> batches = make_dataset(corpus, en, es, batch_size=4, shuffle=False)
     >>> (source, target_in), target_out = next(iter(batches))

@@ -14,7 +14,7 @@
           written_by.json                 the bahdanau_tf and TensorFlow versions that wrote
                                           it (`read_written_by`; the server ignores it)
 
-Signatures (`bahdanau_tf.signatures`, the base of `bahdanau_tf.translator.Translator`). Every
+Signatures (`bahdanau_tf.signatures.Signatures`, the module that holds the Translator). Every
 input has the leading batch dimension ``-1``, so every signature can be served with
 ``--enable_batching`` and is warmed up:
 
@@ -82,7 +82,7 @@ import numpy as np
 import tensorflow as tf
 
 import bahdanau_tf
-from bahdanau_tf import files
+from bahdanau_tf import files, signatures
 
 WARMUP_FILENAME = "tf_serving_warmup_requests"
 ASSETS_EXTRA = "assets.extra"
@@ -276,7 +276,9 @@ def export_saved_model(translator, export_dir: str, version: Optional[int] = Non
     half-written or broken version.
 
     Args:
-        translator: a `bahdanau_tf.translator.Translator`; its ``beam_size`` is the beam of
+        translator: a `bahdanau_tf.translator.Translator`, saved in the
+            `bahdanau_tf.signatures.Signatures` module built here (or a module that gives its
+            signatures itself, ``by_name()``); its ``beam_size`` is the beam of
             ``serving_default`` and ``align``. Build it in float32 (`SERVING_DTYPE`) for a CPU
             server: ``Translator.from_directory(path, dtype=SERVING_DTYPE)``.
         export_dir: str, the model base path (what ``--model_base_path`` points at).
@@ -334,7 +336,9 @@ def _export_claimed(translator, export_dir, version, overwrite, write_warmup, se
                                      f".tmp-{version}-{os.getpid()}-{time.time_ns()}")
         try:
             with _generated_code_in(temporary_dir + "-generated"):
-                tf.saved_model.save(translator, temporary_dir, signatures=translator.signatures())
+                # what is saved: the signatures module, which holds the translator
+                module = translator if hasattr(translator, "by_name") else signatures.Signatures(translator)
+                tf.saved_model.save(module, temporary_dir, signatures=module.by_name())
                 check_serving_ops(temporary_dir, allowed_extra=allowed_extra_ops)
                 _write_written_by(temporary_dir)
                 if write_warmup:

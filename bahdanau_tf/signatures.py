@@ -1,10 +1,10 @@
 """The SavedModel's signatures and the graph around the search: strings in, strings out.
 
-`Signatures` is the base class of `bahdanau_tf.translator.Translator` that holds its exported
-``tf.function`` s with fixed input signatures (``translator.signatures()`` returns them by
-name; `bahdanau_tf.serving` writes and checks the SavedModel, DESIGN §5). Everything between
-the input strings and the output strings runs inside one TensorFlow graph, batched, with no
-Python loop over sentences and no trip to the host:
+`Signatures` is the ``tf.Module`` that holds a `bahdanau_tf.translator.Translator` and its
+exported ``tf.function`` s with fixed input signatures (``module.by_name()`` returns them by
+name; `bahdanau_tf.serving.export_saved_model` builds one and writes and checks the SavedModel,
+DESIGN §5). Everything between the input strings and the output strings runs inside one
+TensorFlow graph, batched, with no Python loop over sentences and no trip to the host:
 
     tokenize -> cut to max_source_length -> + [END] -> pad -> sort by length -> chunks
              -> encode -> beam search -> back in order -> detokenize
@@ -32,6 +32,39 @@ needs:
   replaces in ``serving_default``, ``translate_nbest`` and ``align``'s ``translations`` too
   (``align``'s ``target_tokens`` stay the model's own tokens, ``[UNK]`` included).
 
+**Chunks and slots**: inside the graph a batch is sorted by source length (longest first)
+and handed to the search ``chunk_size`` (64, `Batching`) sentences at a time, then put back in
+order. The search keeps ``slots`` sentences in flight (on a CPU 32 at beam
+5, 64 greedy: `bahdanau_tf.devices.decoding_slots`): the step a sentence is done its n-best
+is read out and its slot takes the next sentence of the chunk (continuous batching,
+`bahdanau_tf.decoding.beam_search`'s ``slots``), so no row keeps stepping for a finished
+sentence while a slower one ends. Longest first, the last sentences in flight are the
+shortest; once nothing is left to load and the live sentences fit in half the slots, the
+search goes on over half (a second loop, where the batch is static: under XLA), and when
+every sentence had a slot from the start (greedy: 64 in 64 slots) over halves down to an
+eighth (4 loops). On 512 test verses at batch 64 the search computed 1.09x (beam 5 and
+greedy) the hypothesis-steps that decoding them one at a time needs, against 1.30x and 1.34x
+with the former chunks of 16 searched to their slowest sentence (benchmarks/decode_step.py). `Translator.translate` also sorts by length in Python before
+cutting batches. One plan (`bahdanau_tf.signatures.plan_chunk` and `chunk_input`) decides each chunk's rows,
+filler rows, width and buffer for both the signatures' graph loop and the XLA path (there
+in its NumPy spelling, and each bucket's compiled search looked up in a dict: a batch-1
+call runs no eager TF op besides the tokenizer's and the search's graphs).
+
+**XLA**: `Translator.translate` (and so bahdanau-translate and bahdanau-evaluate) compiles the search
+(encoder + beam search over int tensors) with XLA by default (``Batching.jit_compile``, see
+`bahdanau_tf.devices.decoding_jit`); tokenization stays outside it (string ops). XLA
+compiles one program per input shape, so each chunk is padded to a *row bucket* (powers of
+two up to ``chunk_size``; filler rows are empty sources that end at once) and a
+*length bucket* (``length_buckets``, capped at ``max_source_length + 1``), and beam search
+gets a static output buffer, the largest limit of that width, separate from the
+per-sentence length limits (runtime data). A stream of requests therefore compiles at most
+``len(row_buckets) * len(length_buckets)`` programs per (beam size, n-best,
+alignments) combination (`Translator.compilation_bound`; 7 x 8 = 56 with the defaults, ~5-10 for a
+test set sorted by length); `Translator.compilations` counts them. Padding is masked, so the outputs
+are those of the non-XLA path up to float rounding. The exported signatures stay without
+XLA unless ``Batching.serving_jit_compile`` (``bahdanau-export --jit``): TF Serving's model server
+runs XLA:CPU only with ``--xla_cpu_compilation_enabled``.
+
 **The chunked search** has one plan, `plan_chunk` and `chunk_input` (with `length_order` and
 `length_limits`): the signatures' graph loop (`search_in_chunks`, a ``tf.while_loop``) calls
 them on tensors, and `Translator.translate`'s XLA path (a Python loop, so each chunk's bucketed
@@ -39,13 +72,14 @@ shape is a Python value) on NumPy arrays, which each of them computes with NumPy
 eager TF ops a chunk cost more than a batch-1 search itself. Each rule is written once, its two
 spellings side by side, and tests/test_signatures.py checks that they decide filler rows,
 sorting, padding and buckets alike.
-The decisions themselves (length limits, chunks, buckets, empty and bad input) are documented
-in `bahdanau_tf.translator`.
+The other decisions (length limits, empty and bad input, scores) are documented in
+`bahdanau_tf.translator`.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import types
 from typing import NamedTuple, Optional
 
 import numpy as np
@@ -69,7 +103,7 @@ class Chunking:
     """How a batch is cut for the search.
 
     Attributes:
-        size: int, sentences per chunk (``decode_chunk_size``).
+        size: int, sentences per chunk (``Batching.chunk_size``).
         row_buckets: increasing ints ending with ``size``, the padded row counts under XLA.
         length_buckets: increasing ints, the padded source widths (tokens + ``[END]``) under
             XLA; the last one is the widest source there can be.
@@ -81,6 +115,17 @@ class Chunking:
     length_buckets: tuple
     max_length_ratio: float
     max_length_offset: int
+
+    @classmethod
+    def of(cls, batching, limits) -> "Chunking":
+        """The chunking of a translator's `bahdanau_tf.decoding.Batching` and `LengthLimits`:
+        rows bucketed by powers of two up to the chunk size, the length buckets capped by the
+        widest source (``max_source_length + 1``)."""
+        size, cap = batching.chunk_size, limits.max_source_length + 1
+        row_buckets = tuple(sorted({min(2 ** k, size) for k in range(size.bit_length() + 1)}))
+        length_buckets = tuple(b for b in batching.length_buckets if b < cap) + (cap,)
+        return cls(size, row_buckets, length_buckets, limits.max_length_ratio,
+                   limits.max_length_offset)
 
 
 class ChunkPlan(NamedTuple):
@@ -181,7 +226,7 @@ def search_in_chunks(search, source_ids, lengths, limits, forbid_unknown, chunki
     The batch is sorted by source length (longest first), cut into chunks (`plan_chunk`), and
     each chunk is searched on its own, with its own padding; inside a chunk the search keeps a
     few slots in flight and refills them as sentences finish (the Translator's
-    ``decode_slots``). Rows are independent, so the results are those of one big search.
+    ``Batching.slots``). Rows are independent, so the results are those of one big search.
 
     Args:
         search: ``search(ids, limits, forbid_unknown, buffer_length, *row_inputs)`` -> ids
@@ -268,32 +313,41 @@ def checked_rows(sentences, *per_row):
 
 
 class Signatures(tf.Module):
-    """The exported signatures and the string graphs around the search (Translator's base).
+    """The exported signatures of a `bahdanau_tf.translator.Translator`, and the string graphs
+    around its search.
 
-    A subclass provides the tokenizers (``source_tokenizer``, ``target_tokenizer``), the
-    config (``search``, the default `bahdanau_tf.decoding.BeamSearch`, ``max_source_length``, ``max_length_ratio``,
-    ``max_length_offset``, ``serving_jit_compile``, ``has_attention``, ``chunking``,
-    ``replace_unk``, ``unk_dictionary``, ``candidates``), a cache
-    of traced functions (``_cache.functions``, a dict SavedModel does not see) and the search
-    over int tensors: ``_search`` and ``_static_search``.
+    The module holds the translator (what SavedModel saves with it: the models' variables, the
+    tokenizers' tables, the [UNK] dictionary and the candidate lexicon) and reads its settings:
+    the tokenizers, ``search`` (the default `bahdanau_tf.decoding.BeamSearch`), ``limits``
+    (`bahdanau_tf.decoding.LengthLimits`), ``batching.serving_jit_compile``, ``chunking``,
+    ``has_attention``, ``replace_unk``, ``unk_dictionary`` and ``candidates``; the search over
+    int tensors is the translator's (``search_function``, ``search_ids``, ``candidate_size``).
+    `bahdanau_tf.serving.export_saved_model` saves one; ``translator.signatures`` is the
+    translator's own, whose `graph_pieces` `Translator.translate` runs around its search.
+
+    Args:
+        translator: a `bahdanau_tf.translator.Translator`.
+        name: optional module name.
+
+    Example:
+
+        module = Signatures(translator)
+        module.serving_default(tf.constant(["In the beginning."]))["translations"]
+        tf.saved_model.save(module, path, signatures=module.by_name())
     """
 
-    def _search(self, source_ids, limits, forbid_unknown, search, buffer_length=None,
-                jit_compile=False):
-        raise NotImplementedError
-
-    def _static_search(self, search, jit_compile):
-        raise NotImplementedError
-
-    def _candidate_size(self, source_ids):
-        raise NotImplementedError
+    def __init__(self, translator, name=None):
+        super().__init__(name=name)
+        self.translator = translator
+        # the traced functions, in a plain object that SavedModel does not see (nor save)
+        self._cache = types.SimpleNamespace(functions={})
 
     # === Graph pieces (traced inside the tf.functions) ===
 
-    def _source_ids(self, sentences):
+    def source_ids(self, sentences):
         """tf.string [batch] -> (source ids [batch, len] int32 with [END], token counts [batch])."""
-        ids = tf.cast(self.source_tokenizer.tokenize(sentences), tf.int32)
-        ids = ids[:, : self.max_source_length]
+        ids = tf.cast(self.translator.source_tokenizer.tokenize(sentences), tf.int32)
+        ids = ids[:, : self.translator.limits.max_source_length]
         lengths = tf.cast(ids.row_lengths(), tf.int32)
         end = tf.RaggedTensor.from_tensor(tf.fill([ids.nrows(), 1], tf.constant(END_ID, tf.int32)))
         ids = tf.concat([ids, end], axis=1).to_tensor(default_value=PAD_ID)
@@ -302,45 +356,52 @@ class Signatures(tf.Module):
         return ids, lengths
 
     def _length_limits(self, lengths):
-        return length_limits(lengths, self.max_length_ratio, self.max_length_offset)
+        limits = self.translator.limits
+        return length_limits(lengths, limits.max_length_ratio, limits.max_length_offset)
 
-    def _translate_graph(self, sentences, search, forbid_unknown=False, return_attention=False,
-                         replace_unk=False):
-        """The whole pipeline for one batch (the signatures' graph); returns a dict of tensors.
+    def search_chunks(self, search, source_ids, lengths, limits, forbid_unknown, xla=False):
+        """The search of a batch in the graph, chunk by chunk (`search_in_chunks`), in the input
+        order: ``(ids, lengths, scores[, attention])``.
 
         ``search`` is a `bahdanau_tf.decoding.BeamSearch` whose ``beam_size`` and ``nbest`` are
-        Python ints (static shapes, XLA possible) or int32 scalars (a dynamic beam: no XLA);
-        its ``beam_size`` may also be int32 ``[batch]``, one beam per row. XLA when
-        ``serving_jit_compile``. ``replace_unk``: the translations' [UNK] replaced by attention
-        (the search then returns attention too).
+        Python ints (one traced search, compiled over bucketed shapes when ``xla``) or int32
+        scalars (a dynamic beam: no XLA); its ``beam_size`` may also be int32 ``[batch]``, one
+        beam per row.
         """
-        searched_attention = return_attention or replace_unk
-        search = dataclasses.replace(search, return_attention=searched_attention)
-        sentences = tf.reshape(tf.convert_to_tensor(sentences, tf.string), [-1])
-        source_ids, lengths = self._source_ids(sentences)
-        limits = self._length_limits(lengths)
-        forbid_unknown = tf.convert_to_tensor(forbid_unknown, tf.bool)
-        static = isinstance(search.beam_size, int) and isinstance(search.nbest, int)
-        jit_compile = self.serving_jit_compile and static
+        translator = self.translator
         row_inputs = ()
-        if static:
-            run = self._static_search(search, jit_compile)
-            if jit_compile and self.candidates is not None:  # XLA: the list's padded size
+        if isinstance(search.beam_size, int) and isinstance(search.nbest, int):
+            run = translator.search_function(search, xla)
+            if xla and translator.candidates is not None:  # XLA: the list's padded size
                 compiled = run
 
                 def run(chunk_ids, chunk_limits, forbid, buffer_length=None):
                     return compiled(chunk_ids, chunk_limits, forbid, buffer_length,
-                                    self._candidate_size(chunk_ids))
+                                    translator.candidate_size(chunk_ids))
         else:
+            xla = False
             if isinstance(search.beam_size, tf.Tensor) and search.beam_size.shape.rank == 1:
                 row_inputs = (search.beam_size,)
 
             def run(chunk_ids, chunk_limits, forbid, buffer_length=None, *chunk_rows):
                 chunk_search = dataclasses.replace(search, beam_size=chunk_rows[0]) if chunk_rows else search
-                return tuple(x for x in self._search(chunk_ids, chunk_limits, forbid, chunk_search)
+                return tuple(x for x in translator.search_ids(chunk_ids, chunk_limits, forbid, chunk_search)
                              if x is not None)
-        results = search_in_chunks(run, source_ids, lengths, limits, forbid_unknown,
-                                   self.chunking, searched_attention, jit_compile, row_inputs)
+        return search_in_chunks(run, source_ids, lengths, limits, forbid_unknown, translator.chunking,
+                                search.return_attention, xla, row_inputs)
+
+    def _translate_graph(self, sentences, search, return_attention=False, replace_unk=False):
+        """The whole pipeline for one batch (the signatures' graph); returns a dict of tensors.
+
+        ``search``: see `search_chunks`; XLA when ``batching.serving_jit_compile`` and its beam
+        is static. ``replace_unk``: the translations' [UNK] replaced by attention (the search
+        then returns attention too).
+        """
+        search = dataclasses.replace(search, return_attention=return_attention or replace_unk)
+        sentences = tf.reshape(tf.convert_to_tensor(sentences, tf.string), [-1])
+        source_ids, lengths = self.source_ids(sentences)
+        results = self.search_chunks(search, source_ids, lengths, self._length_limits(lengths),
+                                     tf.constant(False), self.translator.batching.serving_jit_compile)
         outputs = self._outputs(sentences, lengths, *results[:3],
                                 attention=results[3] if replace_unk else None)
         if return_attention:
@@ -357,17 +418,17 @@ class Signatures(tf.Module):
         unknown = None
         if attention is not None:
             unknown = unknown_words.replacement_tokens(
-                attention, self._source_token_matrix(sentences), lengths, self.unk_dictionary)
+                attention, self.source_token_matrix(sentences), lengths, self.translator.unk_dictionary)
             unknown = tf.reshape(unknown, tf.shape(flat_ids))
-        texts = tf.reshape(self.target_tokenizer.detokenize(flat_ids, unknown),
+        texts = tf.reshape(self.translator.target_tokenizer.detokenize(flat_ids, unknown),
                            [batch, nbest_dim])
         return {"translations": tf.where(empty[:, None], "", texts),
                 "scores": tf.where(empty[:, None], 0.0, scores), "ids": ids,
                 "lengths": tf.where(empty[:, None], 0, out_lengths), "source_lengths": lengths}
 
-    def _source_token_matrix(self, sentences):
+    def source_token_matrix(self, sentences):
         """The source tokens as written, cut like the ids, ``[END]`` last, padded with ""."""
-        source_tokens = self.source_tokenizer.tokens(sentences)[:, : self.max_source_length]
+        source_tokens = self.translator.source_tokenizer.tokens(sentences)[:, : self.translator.limits.max_source_length]
         end = tf.RaggedTensor.from_tensor(tf.fill([source_tokens.nrows(), 1], END_TOKEN))
         return tf.concat([source_tokens, end], axis=1).to_tensor(default_value="")
 
@@ -375,34 +436,23 @@ class Signatures(tf.Module):
         """The tokens and attention of the best translations (``align``'s extra outputs)."""
         best_ids = outputs["ids"][:, 0]  # [batch, time]
         target_lengths = outputs["lengths"][:, 0]
-        target_tokens = self.target_tokenizer.id_to_token(best_ids)
+        target_tokens = self.translator.target_tokenizer.id_to_token(best_ids)
         valid = tf.range(tf.shape(best_ids)[1])[None, :] < target_lengths[:, None]
         return dict(
-            source_tokens=self._source_token_matrix(sentences),
+            source_tokens=self.source_token_matrix(sentences),
             source_lengths=lengths + 1,
             target_tokens=tf.where(valid, target_tokens, ""),
             target_lengths=target_lengths,
             attention=tf.where(valid[:, :, None], attention[:, 0], 0.0),  # [batch, time, source_len]
         )
 
-    def _batch_function(self, search, forbid_unknown, return_alignments, replace_unk=False):
-        """Without XLA: the signatures' whole pipeline as one graph per batch."""
-        key = ("batch", search, forbid_unknown, return_alignments, replace_unk)
-        if key not in self._cache.functions:
-            def translate_batch(sentences):
-                return self._translate_graph(sentences, search, forbid_unknown,
-                                             return_alignments, replace_unk)
-            self._cache.functions[key] = tf.function(translate_batch, input_signature=[SENTENCES],
-                                                     autograph=False)
-        return self._cache.functions[key]
-
-    def _graph_pieces(self, return_alignments, replace_unk=False):
+    def graph_pieces(self, return_alignments, replace_unk=False):
         """With XLA: the string graphs around the search (tokenize before, detokenize after);
         ``finish`` takes the search's attention when alignments or replacement need it."""
         key = ("pieces", return_alignments, replace_unk)
         if key not in self._cache.functions:
             def prepare(sentences):
-                source_ids, lengths = self._source_ids(sentences)
+                source_ids, lengths = self.source_ids(sentences)
                 return source_ids, lengths, self._length_limits(lengths)
 
             def finish_with_attention(sentences, lengths, ids, out_lengths, scores, attention):
@@ -435,7 +485,7 @@ class Signatures(tf.Module):
     def serving_default(self, sentences):
         """Translates a batch with the default beam: ``translations`` [batch], ``scores``."""
         sentences = checked_rows(sentences)
-        out = self._translate_graph(sentences, self.search, replace_unk=self.replace_unk)
+        out = self._translate_graph(sentences, self.translator.search, replace_unk=self.translator.replace_unk)
         return {"translations": out["translations"][:, 0], "scores": out["scores"][:, 0]}
 
     @tf.function(input_signature=[SENTENCES, BEAM_SIZE, NBEST], autograph=False)
@@ -454,8 +504,8 @@ class Signatures(tf.Module):
         beam_size = tf.clip_by_value(beam_size, 1, MAX_BEAM_SIZE)
         nbest = tf.clip_by_value(nbest, 1, beam_size)
         width = tf.reduce_max(tf.concat([nbest, [1]], 0))
-        search = dataclasses.replace(self.search, beam_size=beam_size, nbest=width)
-        out = self._translate_graph(sentences, search, replace_unk=self.replace_unk)
+        search = dataclasses.replace(self.translator.search, beam_size=beam_size, nbest=width)
+        out = self._translate_graph(sentences, search, replace_unk=self.translator.replace_unk)
         kept = tf.range(width)[None, :] < nbest[:, None]
         return {"translations": tf.where(kept, out["translations"], ""),
                 "scores": tf.where(kept, out["scores"], float("-inf")),
@@ -468,7 +518,7 @@ class Signatures(tf.Module):
         A tf.function (default beam) for models with attention; an AttributeError for the
         others, so that SavedModel, which saves every function attribute, leaves it out.
         """
-        if not self.has_attention:
+        if not self.translator.has_attention:
             raise AttributeError("align needs models with attention (RNNsearch).")
         if "align" not in self._cache.functions:
             self._cache.functions["align"] = tf.function(self._align, input_signature=[SENTENCES],
@@ -477,8 +527,8 @@ class Signatures(tf.Module):
 
     def _align(self, sentences):
         sentences = checked_rows(sentences)
-        out = self._translate_graph(sentences, self.search, return_attention=True,
-                                    replace_unk=self.replace_unk)
+        out = self._translate_graph(sentences, self.translator.search, return_attention=True,
+                                    replace_unk=self.translator.replace_unk)
         keys = ("source_tokens", "source_lengths", "target_tokens", "target_lengths",
                 "attention")
         return {"translations": out["translations"][:, 0], "scores": out["scores"][:, 0],
@@ -492,19 +542,19 @@ class Signatures(tf.Module):
         that step, or its entry in ``unk_dictionary`` (`bahdanau_tf.unknown_words`). Like
         `align`, a tf.function for models with attention only (an AttributeError otherwise).
         """
-        if not self.has_attention:
+        if not self.translator.has_attention:
             raise AttributeError("translate_replace_unk needs models with attention (RNNsearch).")
         if "translate_replace_unk" not in self._cache.functions:
             def translate_replace_unk(sentences):
                 sentences = checked_rows(sentences)
-                out = self._translate_graph(sentences, self.search, replace_unk=True)
+                out = self._translate_graph(sentences, self.translator.search, replace_unk=True)
                 return {"translations": out["translations"][:, 0],
                         "scores": out["scores"][:, 0]}
             self._cache.functions["translate_replace_unk"] = tf.function(
                 translate_replace_unk, input_signature=[SENTENCES], autograph=False)
         return self._cache.functions["translate_replace_unk"]
 
-    def signatures(self) -> dict:
+    def by_name(self) -> dict:
         """The signatures to pass to ``tf.saved_model.save(..., signatures=...)``, by name.
 
         Each is a tf.function with an input signature, not a concrete function: the save traces
@@ -515,7 +565,7 @@ class Signatures(tf.Module):
         """
         signatures = {"serving_default": self.serving_default,
                       "translate_nbest": self.translate_nbest}
-        if self.has_attention:
+        if self.translator.has_attention:
             signatures["align"] = self.align
             signatures["translate_replace_unk"] = self.translate_replace_unk
         return signatures

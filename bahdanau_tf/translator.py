@@ -9,14 +9,15 @@ the host:
              -> detokenize
 
 The SavedModel's signatures (``serving_default``, ``translate_nbest``, ``align``;
-``translator.signatures()`` returns them by name) and the string graphs around the search are
-inherited from `bahdanau_tf.signatures.Signatures`, which documents them beside their contract;
-this module adds the models, the search over int tensors, the constructors and `translate`.
+``translator.signatures``, a `bahdanau_tf.signatures.Signatures` module that holds the
+translator, documents them beside their contract, and builds the string graphs around the
+search); this module holds the models, the settings (`bahdanau_tf.decoding`'s `BeamSearch`,
+`LengthLimits` and `Batching`), the search over int tensors, the constructors and `translate`.
 
 Decisions (all documented here once):
 
-- **Source length bound**: inputs are cut to ``max_source_length`` tokens (default 100)
-  before ``[END]`` is appended; the rest of a longer sentence is *not translated*.
+- **Source length bound**: inputs are cut to ``max_source_length`` tokens (default 100,
+  `bahdanau_tf.decoding.LengthLimits`) before ``[END]`` is appended; the rest of a longer sentence is *not translated*.
 - **Output length bound**: a translation has at most ``ceil(max_length_ratio * n) +
   max_length_offset`` tokens, ``[END]`` included, n the (cut) source length in tokens:
   ``2 n + 10`` by default. A hypothesis that hits it is finished without ``[END]``.
@@ -35,23 +36,6 @@ Decisions (all documented here once):
   loader restores.
 - **Batch independence**: rows are decoded independently (padding is masked, each row has
   its own length limit), so a sentence gets the same translation alone and inside any batch.
-- **Chunks and slots**: inside the graph a batch is sorted by source length (longest first)
-  and handed to the search ``decode_chunk_size`` (64) sentences at a time, then put back in
-  order. The search keeps ``decode_slots`` sentences in flight (on a CPU 32 at beam
-  5, 64 greedy: `bahdanau_tf.devices.decoding_slots`): the step a sentence is done its n-best
-  is read out and its slot takes the next sentence of the chunk (continuous batching,
-  `bahdanau_tf.decoding.beam_search`'s ``slots``), so no row keeps stepping for a finished
-  sentence while a slower one ends. Longest first, the last sentences in flight are the
-  shortest; once nothing is left to load and the live sentences fit in half the slots, the
-  search goes on over half (a second loop, where the batch is static: under XLA), and when
-  every sentence had a slot from the start (greedy: 64 in 64 slots) over halves down to an
-  eighth (4 loops). On 512 test verses at batch 64 the search computed 1.09x (beam 5 and
-  greedy) the hypothesis-steps that decoding them one at a time needs, against 1.30x and 1.34x
-  with the former chunks of 16 searched to their slowest sentence (benchmarks/decode_step.py). `Translator.translate` also sorts by length in Python before cutting batches. One
-  plan (`bahdanau_tf.signatures.plan_chunk` and `chunk_input`) decides each chunk's rows,
-  filler rows, width and buffer for both the signatures' graph loop and the XLA path (there
-  in its NumPy spelling, and each bucket's compiled search looked up in a dict: a batch-1
-  call runs no eager TF op besides the tokenizer's and the search's graphs).
 - **Scores** are log p(y | x) summed over the tokens (``[END]`` included), divided by the
   GNMT length penalty ``((5 + length) / 6) ** alpha`` when ``length_penalty = alpha > 0``.
   The default alpha is 0.5 (`DEFAULT_LENGTH_PENALTY`), chosen on the dev split: ranking by
@@ -82,20 +66,7 @@ Decisions (all documented here once):
   column forbids it: ``forbid_unknown=True``).
 - **Ensembles** (Sutskever et al. 2014): several models over the same vocabularies; their
   probabilities are averaged at every step (`bahdanau_tf.decoding.ensemble_step_fn`).
-- **XLA**: `translate` (and so bahdanau-translate and bahdanau-evaluate) compiles the search
-  (encoder + beam search over int tensors) with XLA by default (``jit_compile``, see
-  `bahdanau_tf.devices.decoding_jit`); tokenization stays outside it (string ops). XLA
-  compiles one program per input shape, so each chunk is padded to a *row bucket* (powers of
-  two up to ``decode_chunk_size``; filler rows are empty sources that end at once) and a
-  *length bucket* (``length_buckets``, capped at ``max_source_length + 1``), and beam search
-  gets a static output buffer, the largest limit of that width, separate from the
-  per-sentence length limits (runtime data). A stream of requests therefore compiles at most
-  ``len(row_buckets) * len(length_buckets)`` programs per (beam size, n-best,
-  alignments) combination (`compilation_bound`; 7 x 8 = 56 with the defaults, ~5-10 for a
-  test set sorted by length); `compilations` counts them. Padding is masked, so the outputs
-  are those of the non-XLA path up to float rounding. The exported signatures stay without
-  XLA unless ``serving_jit_compile`` (``bahdanau-export --jit``): TF Serving's model server
-  runs XLA:CPU only with ``--xla_cpu_compilation_enabled``.
+- **Chunks, slots and XLA**: see `bahdanau_tf.signatures`, which plans the chunked search.
 """
 
 from __future__ import annotations
@@ -104,19 +75,44 @@ import dataclasses
 import types
 from typing import Optional, Sequence
 
+import keras
 import numpy as np
 import tensorflow as tf
 
-from bahdanau_tf import decoding, devices, lexicon, model_directory, serving, signatures, unknown_words
+from bahdanau_tf import (decoding, devices, lexicon, model_directory, pretrained, serving, signatures,
+                         unknown_words)
+from bahdanau_tf.decoding.batching import check_int
 from bahdanau_tf.special_tokens import END_TOKEN, PAD_ID, START_ID, UNK_ID
 
 DEFAULT_BEAM_SIZE = 5
 DEFAULT_LENGTH_PENALTY = 0.5  # GNMT alpha, see the module docstring
-DEFAULT_MAX_SOURCE_LENGTH = 100
-# padded source widths ([END] included) of the XLA search: few shapes, little padding
-DEFAULT_LENGTH_BUCKETS = (8, 16, 24, 32, 48, 64, 96, 128, 192, 256)
+# the default search: serving_default's, and translate's unless told otherwise
+DEFAULT_SEARCH = decoding.BeamSearch(beam_size=DEFAULT_BEAM_SIZE, length_penalty=DEFAULT_LENGTH_PENALTY)
 MAX_BEAM_SIZE = signatures.MAX_BEAM_SIZE  # translate_nbest clamps its beam_size input to this
+# a batch's search without XLA: source ids, their lengths and limits, forbid_unknown
+_SEARCH_INPUTS = [tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([None], tf.int32),
+                  tf.TensorSpec([None], tf.int32), tf.TensorSpec([], tf.bool)]
 
+
+def _default_search(search) -> decoding.BeamSearch:
+    """The translator's default search, checked: a Python beam in [1, MAX_BEAM_SIZE] and a
+    length penalty; the n-best, the forbidden tokens and the attention are `translate`'s."""
+    if not isinstance(search, decoding.BeamSearch):
+        raise ValueError(f"search must be a bahdanau_tf.decoding.BeamSearch, got {search!r}.")
+    check_int("beam_size", search.beam_size, 1, MAX_BEAM_SIZE)
+    if not isinstance(search.length_penalty, (int, float, np.number)) or isinstance(search.length_penalty, bool):
+        raise ValueError(f"length_penalty must be a float >= 0, got {search.length_penalty!r}.")
+    defaults = decoding.BeamSearch()
+    asked = [name for name in ("nbest", "forbid_ids", "return_attention", "start_id", "end_id")
+             if getattr(search, name) != getattr(defaults, name)]
+    if asked:
+        raise ValueError(f"A Translator's search sets beam_size and length_penalty only; "
+                         f"{', '.join(asked)} are translate's arguments, got {search!r}.")
+    return decoding.BeamSearch(beam_size=int(search.beam_size),
+                               length_penalty=float(search.length_penalty))
+
+
+# === Outputs ===
 
 @dataclasses.dataclass
 class Alignment:
@@ -154,7 +150,7 @@ def _decode_strings(values) -> list:
     return [v.decode("utf-8", errors="replace") for v in np.asarray(values).reshape(-1)]
 
 
-class Translator(signatures.Signatures):
+class Translator(tf.Module):
     """Tokenizers + one model or an ensemble + beam search: strings in, strings out.
 
     Args:
@@ -163,23 +159,12 @@ class Translator(signatures.Signatures):
             vocabularies (an ensemble).
         source_tokenizer: a `bahdanau_tf.text` tokenizer of the source language.
         target_tokenizer: the target language's tokenizer.
-        beam_size: int, the default beam (5); 1 is greedy search.
-        length_penalty: float alpha >= 0 of the GNMT length penalty (0.5); 0 ranks by
-            log p(y | x).
-        max_source_length: int, inputs are cut to this many tokens (100).
-        max_length_ratio: float, output limit = ceil(ratio * source tokens) + offset (2.0).
-        max_length_offset: int (10).
-        jit_compile: bool, compile `translate`'s search with XLA, over bucketed shapes (see the
-            module docstring); None (default): `bahdanau_tf.devices.decoding_jit` (yes).
-        decode_chunk_size: int, sentences handed to one search (64); a batch is sorted by
-            length and searched chunk after chunk (see the module docstring).
-        decode_slots: int, sentences the search keeps in flight, each finished one's slot
-            refilled with the next of its chunk; None: `bahdanau_tf.devices.decoding_slots`
-            for the beam (on a CPU 64 for greedy search, 32 for beam 5).
-        serving_jit_compile: bool, compile the search of the exported signatures with XLA
-            (False: TF Serving runs XLA:CPU only with ``--xla_cpu_compilation_enabled``).
-        length_buckets: increasing ints, the padded source widths (tokens + ``[END]``) the XLA
-            search is compiled for; wider sources use ``max_source_length + 1``.
+        search: a `bahdanau_tf.decoding.BeamSearch` of the default ``beam_size`` (5; 1 is
+            greedy search) and ``length_penalty`` (the GNMT alpha >= 0, 0.5; 0 ranks by
+            log p(y | x)): `translate`'s default and the exported signatures'.
+        limits: a `bahdanau_tf.decoding.LengthLimits`, the source cut and the output limit.
+        batching: a `bahdanau_tf.decoding.Batching`, how the search runs (XLA, chunks, slots,
+            buckets).
         replace_unk: bool, replace each generated [UNK] by attention (see the module
             docstring): `translate`'s default and what the exported ``serving_default``,
             ``translate_nbest`` and ``align`` do (``translate_replace_unk`` always does).
@@ -193,36 +178,19 @@ class Translator(signatures.Signatures):
 
     Example:
 
-        translator = Translator.from_directory("runs/rnnsearch-small")
+        translator = Translator.from_directory("runs/rnnsearch-small",
+                                               search=BeamSearch(beam_size=5, length_penalty=0.5))
         output = translator.translate(["In the beginning God created the heavens."])
         output.translations[0], output.scores[0]
         translator.export("/models/bahdanau")  # TF Serving SavedModel, see bahdanau_tf.serving
     """
 
-    def __init__(self, models, source_tokenizer, target_tokenizer,
-                 beam_size=DEFAULT_BEAM_SIZE, length_penalty=DEFAULT_LENGTH_PENALTY,
-                 max_source_length=DEFAULT_MAX_SOURCE_LENGTH, max_length_ratio=2.0,
-                 max_length_offset=10, jit_compile=None, decode_chunk_size=64, decode_slots=None,
-                 serving_jit_compile=False, length_buckets=DEFAULT_LENGTH_BUCKETS,
-                 replace_unk=False, unk_dictionary=None, candidates=None, name=None):
+    def __init__(self, models, source_tokenizer, target_tokenizer, search=DEFAULT_SEARCH,
+                 limits=decoding.LengthLimits(), batching=decoding.Batching(), replace_unk=False,
+                 unk_dictionary=None, candidates=None, name=None):
         super().__init__(name=name)
         models = _checked_models(models)
-        _check_int("beam_size", beam_size, 1, MAX_BEAM_SIZE)
-        _check_int("max_source_length", max_source_length, 1)
-        _check_int("max_length_offset", max_length_offset, 0)
-        _check_int("decode_chunk_size", decode_chunk_size, 1)
-        if decode_slots is not None:
-            _check_int("decode_slots", decode_slots, 1)
-        length_buckets = tuple(length_buckets)
-        for bucket in length_buckets:
-            _check_int("length_buckets", bucket, 2)
-        if list(length_buckets) != sorted(set(length_buckets)):
-            raise ValueError(f"length_buckets must be increasing, got {length_buckets!r}.")
-        if not isinstance(length_penalty, (int, float)) or not length_penalty >= 0:
-            raise ValueError(f"length_penalty must be a float >= 0, got {length_penalty!r}.")
-        if not isinstance(max_length_ratio, (int, float)) or max_length_ratio < 0:
-            raise ValueError(f"max_length_ratio must be a float >= 0, got {max_length_ratio!r}.")
-        # === Modules ===
+        # === Models ===
         # The Keras models are held out of the SavedModel's object graph; their underlying
         # tf.Variables are tracked instead (see `_model_variables`).
         self._keras = types.SimpleNamespace(models=models)  # a plain object: not tracked
@@ -238,27 +206,20 @@ class Translator(signatures.Signatures):
                                  for model in models]
         self.source_tokenizer = source_tokenizer
         self.target_tokenizer = target_tokenizer
-        # === Config ===
-        # the default search: serving_default's, and translate's unless told otherwise
-        self.search = decoding.BeamSearch(beam_size=int(beam_size), length_penalty=float(length_penalty))
-        self.max_source_length = int(max_source_length)
-        self.max_length_ratio = float(max_length_ratio)
-        self.max_length_offset = int(max_length_offset)
-        self.jit_compile = devices.decoding_jit() if jit_compile is None else bool(jit_compile)
-        self.serving_jit_compile = bool(serving_jit_compile)
-        self.decode_chunk_size = int(decode_chunk_size)
-        self.decode_slots = None if decode_slots is None else int(decode_slots)
-        # the padded source widths of the XLA path ([END] included), capped by the longest input
-        cap = self.max_source_length + 1
-        self.length_buckets = tuple(b for b in length_buckets if b < cap) + (cap,)
-        self.row_buckets = tuple(sorted({min(2 ** k, self.decode_chunk_size)
-                                         for k in range(self.decode_chunk_size.bit_length() + 1)}))
+        # === Settings ===
+        self.search = _default_search(search)
+        if not isinstance(limits, decoding.LengthLimits) or not isinstance(batching, decoding.Batching):
+            raise ValueError(f"limits must be a LengthLimits and batching a Batching, got "
+                             f"{limits!r} and {batching!r}.")
+        self.limits = limits
+        if batching.jit_compile is None:
+            batching = dataclasses.replace(batching, jit_compile=devices.decoding_jit())
+        self.batching = batching
         # the one plan of the chunked search, for the signatures' graph and the XLA path
-        self.chunking = signatures.Chunking(self.decode_chunk_size, self.row_buckets,
-                                            self.length_buckets, self.max_length_ratio,
-                                            self.max_length_offset)
-        # the traced functions, in a plain object that SavedModel does not see (nor save)
-        self._cache = types.SimpleNamespace(functions={})
+        self.chunking = signatures.Chunking.of(batching, limits)
+        # the traced functions and the signatures module, in a plain object that SavedModel
+        # does not see (nor save)
+        self._cache = types.SimpleNamespace(functions={}, signatures=None)
         # === [UNK] replacement ===
         if (replace_unk or unk_dictionary is not None) and not self.has_attention:
             raise ValueError("replace_unk and unk_dictionary need models with attention "
@@ -295,9 +256,23 @@ class Translator(signatures.Signatures):
         """True when every model returns attention (RNNsearch), so alignments exist."""
         return all(m.has_attention for m in self.models)
 
+    @property
+    def signatures(self) -> signatures.Signatures:
+        """The `bahdanau_tf.signatures.Signatures` module of this translator (made once): the
+        exported signatures (``translator.signatures.serving_default(...)``) and the string
+        graphs `translate` runs around its search."""
+        if self._cache.signatures is None:
+            self._cache.signatures = signatures.Signatures(self)
+        return self._cache.signatures
+
+    # === Constructors ===
+
     @classmethod
     def from_directory(cls, model_dirs, which="best", dtype="auto", **kwargs) -> "Translator":
         """Loads one training output directory, or several for an ensemble.
+
+        A shipped model's name (`bahdanau_tf.pretrained`) is a directory too; `from_preset`
+        loads one by name only.
 
         Args:
             model_dirs: str, or a list of str (an ensemble; the vocabularies must be equal).
@@ -306,7 +281,7 @@ class Translator(signatures.Signatures):
             dtype: the dtype policy to build the models in; ``"auto"``:
                 `bahdanau_tf.devices.decoding_precision` (float32 on a CPU, whatever the model
                 was trained in); None: the trained policy.
-            **kwargs: `Translator` arguments (beam_size, jit_compile, ...).
+            **kwargs: `Translator` arguments (search, limits, batching, replace_unk, ...).
 
         Raises:
             FileNotFoundError: not a model directory, or no checkpoint.
@@ -327,6 +302,30 @@ class Translator(signatures.Signatures):
                    **kwargs)
 
     @classmethod
+    def from_preset(cls, name, dtype="auto", **kwargs) -> "Translator":
+        """The Translator of a model that ships with the package (`bahdanau_tf.pretrained`).
+
+        Args:
+            name: str, a shipped model's name, e.g. ``"bible-en-es-small"``
+                (`bahdanau_tf.pretrained.names`).
+            dtype: as in `from_directory` (its weights are stored in float16, loaded in float32
+                on a CPU).
+            **kwargs: `Translator` arguments (search, limits, batching, replace_unk, ...).
+
+        Raises:
+            ValueError: not a shipped model's name.
+
+        Example:
+
+            translator = Translator.from_preset("bible-en-es-small")
+            translator.translate("In the beginning God created the heavens and the earth.")
+        """
+        if name not in pretrained.MODELS:
+            raise ValueError(f"{name!r} is not a shipped model; there are: "
+                             f"{', '.join(pretrained.names())}.")
+        return cls.from_directory(pretrained.path(name), dtype=dtype, **kwargs)
+
+    @classmethod
     def from_model(cls, models, **kwargs) -> "Translator":
         """A Translator of a model (or an ensemble) that carries its tokenizers.
 
@@ -334,7 +333,7 @@ class Translator(signatures.Signatures):
             models: a model with attached tokenizers (``model.attach_tokenizers``, or loaded
                 from a ``.keras`` file or preset directory), or a list of them over the same
                 vocabularies.
-            **kwargs: `Translator` arguments (beam_size, jit_compile, ...).
+            **kwargs: `Translator` arguments (search, limits, batching, replace_unk, ...).
 
         Raises:
             ValueError: a model without tokenizers, or members with other vocabularies.
@@ -367,14 +366,24 @@ class Translator(signatures.Signatures):
         return model_directory.save_model_directory(directory, self.models[0],
                                                     self.source_tokenizer, self.target_tokenizer)
 
-    def _candidate_ids(self, source_ids, size=None):
+    def export(self, export_dir, version=None, **kwargs) -> str:
+        """Writes a TF Serving SavedModel ``export_dir/version``; returns that path.
+
+        See `bahdanau_tf.serving.export_saved_model` for the arguments and the layout, and
+        `bahdanau_tf.signatures` for the signatures.
+        """
+        return serving.export_saved_model(self, export_dir, version=version, **kwargs)
+
+    # === The search over int tensors (what the signatures' graph and translate run) ===
+
+    def candidate_ids(self, source_ids, size=None):
         """The chunk's candidate list (`bahdanau_tf.lexicon.candidate_ids`), or None."""
         if self.candidates is None:
             return None
         return lexicon.candidate_ids(self._candidate_table, source_ids, self.candidates.frequent,
                                      self.target_tokenizer.vocabulary_size, size)
 
-    def _candidate_size(self, source_ids):
+    def candidate_size(self, source_ids):
         """The padded size of the chunk's candidate list under XLA (a Python int from NumPy
         ids, else an int32 tensor), or None without candidate lists."""
         if self.candidates is None:
@@ -386,16 +395,17 @@ class Translator(signatures.Signatures):
             count = int(count)
         return lexicon.candidate_bucket(count, vocabulary)
 
-    def _search(self, source_ids, limits, forbid_unknown, search, buffer_length=None,
-                jit_compile=False, candidate_size=None):
-        """Encoder + beam search over int tensors: the part XLA can compile (``jit_compile``:
-        it is compiled, see `bahdanau_tf.decoding.Execution`'s ``xla``). With candidate
-        lists, ``candidate_size`` is the list's padded size (under XLA a constant) or None.
+    def search_ids(self, source_ids, limits, forbid_unknown, search, buffer_length=None,
+                   xla=False, candidate_size=None):
+        """Encoder + beam search over int tensors: the part XLA can compile (``xla``: it is
+        compiled, see `bahdanau_tf.decoding.Execution`). With candidate lists,
+        ``candidate_size`` is the list's padded size (under XLA a constant) or None.
 
         ``search`` is a `bahdanau_tf.decoding.BeamSearch` whose ``beam_size`` is an int, an
         int32 scalar, or int32 ``[batch]`` per-row beams (the search then runs the largest and
         empties each row's slots beyond its own beam, see `bahdanau_tf.decoding.beam_search`'s
         ``beam_sizes``); ``forbid_unknown`` (bool scalar) adds [UNK] to its forbidden tokens.
+        Returns the `bahdanau_tf.decoding.BeamSearchOutput`.
         """
         batch = source_ids.shape[0] or tf.shape(source_ids)[0]  # static under XLA (buckets)
         beam_sizes = None
@@ -403,25 +413,12 @@ class Translator(signatures.Signatures):
             beam_sizes = search.beam_size
             widest = tf.maximum(tf.reduce_max(tf.concat([beam_sizes, [1]], 0)), search.nbest)
             search = dataclasses.replace(search, beam_size=widest)
-        memories = [model.encode(source_ids, training=False) for model in self.models]
-        states = [model.initial_state(memory) for model, memory in zip(self.models, memories)]
-        # what the search carries (`bahdanau_tf.models`: decoding_memory, decoding_state)
-        memories = [model.decoding_memory(memory) for model, memory in zip(self.models, memories)]
-        # the carried state under XLA only: without XLA (the exported signatures' default)
-        # served batches were 3-5% slower with it (benchmarks/serving_latency.py)
-        states = [model.decoding_state(state) if jit_compile else state
-                  for model, state in zip(self.models, states)]
-        candidates = self._candidate_ids(source_ids, candidate_size)
-        step_fns = [_model_step_fn(model, candidates) for model in self.models]
-        if len(self.models) == 1:
-            step_fn, state, memory = step_fns[0], states[0], memories[0]
-        else:
-            step_fn, state, memory = decoding.ensemble_step_fn(step_fns), tuple(states), tuple(memories)
+        step_fn, state, memory, candidates = self._step(source_ids, xla, candidate_size)
         # PAD is never generated anyway: forbidding it keeps the shape static either way.
         search = dataclasses.replace(
             search, forbid_ids=tf.reshape(tf.where(forbid_unknown, UNK_ID, PAD_ID), [1]))
         execution = decoding.Execution(
-            xla=jit_compile, slots=self._slots(search.beam_size), buffer_length=buffer_length,
+            xla=xla, slots=self._slots(search.beam_size), buffer_length=buffer_length,
             vocabulary_size=self.models[0].target_vocabulary_size)
         return decoding.beam_search(
             step_fn, state, batch, search, max_length=limits, memory=memory,
@@ -429,37 +426,56 @@ class Translator(signatures.Signatures):
             attention_length=tf.shape(source_ids)[1] if search.return_attention else None,
             execution=execution)
 
+    def _step(self, source_ids, xla, candidate_size):
+        """The encoded sources and the step function of the model (or the ensemble) for
+        `bahdanau_tf.decoding.beam_search`: ``(step_fn, state, memory, candidates)``."""
+        memories = [model.encode(source_ids, training=False) for model in self.models]
+        states = [model.initial_state(memory) for model, memory in zip(self.models, memories)]
+        # what the search carries (`bahdanau_tf.models`: decoding_memory, decoding_state)
+        memories = [model.decoding_memory(memory) for model, memory in zip(self.models, memories)]
+        # the carried state under XLA only: without XLA (the exported signatures' default)
+        # served batches were 3-5% slower with it (benchmarks/serving_latency.py)
+        states = [model.decoding_state(state) if xla else state
+                  for model, state in zip(self.models, states)]
+        candidates = self.candidate_ids(source_ids, candidate_size)
+        step_fns = [_model_step_fn(model, candidates) for model in self.models]
+        if len(self.models) == 1:
+            return step_fns[0], states[0], memories[0], candidates
+        return decoding.ensemble_step_fn(step_fns), tuple(states), tuple(memories), candidates
+
     def _slots(self, beam_size):
-        """The search's slots: ``decode_slots``, else `bahdanau_tf.devices.decoding_slots` for
-        the beam (a Python int; a beam that is not static gets the default for an unknown beam)."""
-        if self.decode_slots is not None:
-            return self.decode_slots
+        """The search's slots: ``batching.slots``, else `bahdanau_tf.devices.decoding_slots`
+        for the beam (a Python int; a beam that is not static gets the default for an unknown
+        beam)."""
+        if self.batching.slots is not None:
+            return self.batching.slots
         return devices.decoding_slots(beam_size=decoding.static_int(beam_size))
 
-    def _static_search(self, search, jit_compile):
+    def search_function(self, search, xla):
         """The search of a `bahdanau_tf.decoding.BeamSearch` of Python values, a tf.function
-        (XLA when asked), cached by the settings.
+        (XLA when asked), cached by the settings: ``(ids, limits, forbid_unknown,
+        buffer_length=None, candidate_size=None) -> (ids, lengths, scores[, attention])``.
 
         Its last arguments, ``buffer_length`` and ``candidate_size`` (candidate lists), are
         Python ints: under XLA each value (and each input shape) is one trace, one compilation
         (`compilations` counts them).
         """
-        key = ("search", search, jit_compile)
+        key = ("search", search, xla)
         if key not in self._cache.functions:
             def run(source_ids, limits, forbid_unknown, buffer_length=None, candidate_size=None):
-                return tuple(x for x in self._search(source_ids, limits, forbid_unknown, search,
-                                                     buffer_length, jit_compile, candidate_size)
+                return tuple(x for x in self.search_ids(source_ids, limits, forbid_unknown, search,
+                                                        buffer_length, xla, candidate_size)
                              if x is not None)
             self._cache.functions[key] = tf.function(
-                run, jit_compile=jit_compile, reduce_retracing=not jit_compile, autograph=False)
+                run, jit_compile=xla, reduce_retracing=not xla, autograph=False)
         return self._cache.functions[key]
 
     @property
     def compilations(self) -> int:
         """XLA programs compiled so far by `translate` (one per bucketed shape and variant).
 
-        At most ``len(row_buckets) * len(length_buckets)`` per (beam_size, nbest,
-        return_alignments) used, see `compilation_bound`; forbid_unknown is data.
+        At most ``len(chunking.row_buckets) * len(chunking.length_buckets)`` per (beam_size,
+        nbest, return_alignments) used, see `compilation_bound`; forbid_unknown is data.
         """
         return sum(function.experimental_get_tracing_count()
                    for key, function in self._cache.functions.items() if key[0] == "search" and key[-1])
@@ -467,7 +483,7 @@ class Translator(signatures.Signatures):
     def compilation_bound(self, variants=1) -> int:
         """The most XLA compilations `translate` can make for ``variants`` (beam_size, nbest,
         return_alignments) combinations: one per row bucket and length bucket."""
-        return variants * len(self.row_buckets) * len(self.length_buckets)
+        return variants * len(self.chunking.row_buckets) * len(self.chunking.length_buckets)
 
     def _bucket_search(self, search, shape, buffer_length, candidate_size):
         """The XLA search's concrete function of one bucketed chunk shape, cached by its key.
@@ -479,11 +495,26 @@ class Translator(signatures.Signatures):
         """
         key = ("bucket", search, tuple(shape), buffer_length, candidate_size)
         if key not in self._cache.functions:
-            function = self._static_search(search, True)
+            function = self.search_function(search, True)
             self._cache.functions[key] = function.get_concrete_function(
                 tf.TensorSpec(shape, tf.int32), tf.TensorSpec(shape[:1], tf.int32),
                 tf.TensorSpec([], tf.bool), buffer_length, candidate_size)
         return self._cache.functions[key]
+
+    def _search_batch(self, source_ids, lengths, limits, search, forbid_unknown):
+        """One batch's search, chunk by chunk (`bahdanau_tf.signatures`'s plan): with
+        ``batching.jit_compile`` a Python loop over the XLA search of each bucketed chunk
+        shape, else the signatures' graph loop. Tensors in, tensors out."""
+        if not self.batching.jit_compile:
+            key = ("graph search", search)
+            if key not in self._cache.functions:
+                self._cache.functions[key] = tf.function(
+                    lambda *inputs: self.signatures.search_chunks(search, *inputs),
+                    input_signature=_SEARCH_INPUTS, autograph=False)
+            return self._cache.functions[key](source_ids, lengths, limits, forbid_unknown)
+        searched = self._xla_search(source_ids.numpy(), lengths.numpy(), limits.numpy(), search,
+                                    forbid_unknown)
+        return tuple(tf.constant(x) for x in searched if x is not None)
 
     def _xla_search(self, source_ids, lengths, limits, search, forbid_unknown):
         """The XLA search of one batch, chunk by chunk, over bucketed shapes (NumPy in, out).
@@ -493,7 +524,6 @@ class Translator(signatures.Signatures):
         chunk's bucketed shape and output buffer are Python values: a new batch only compiles
         when it meets a new bucket, and `compilations` counts exactly what was compiled.
         """
-        forbid = tf.constant(bool(forbid_unknown))
         batch, nbest, return_alignments = len(lengths), search.nbest, search.return_attention
         order = signatures.length_order(lengths)  # NumPy in, NumPy out: no eager op per chunk
         sorted_inputs = [np.asarray(x[order], np.int32) for x in (lengths, source_ids, limits)]
@@ -503,13 +533,13 @@ class Translator(signatures.Signatures):
         out_lengths = np.zeros([batch, nbest], np.int32)
         scores = np.zeros([batch, nbest], np.float32)
         attention = np.zeros([batch, nbest, time, width], np.float32) if return_alignments else None
-        for start in range(0, batch, self.decode_chunk_size):
+        for start in range(0, batch, self.chunking.size):
             plan = signatures.plan_chunk(sorted_inputs[0], start, self.chunking, bucketed=True)
             chunk, chunk_limits = signatures.chunk_input(plan, *sorted_inputs[1:])
             rows = order[start:start + plan.rows]
             bucket = self._bucket_search(search, chunk.shape, plan.buffer_length,
-                                         self._candidate_size(chunk))
-            outputs = bucket(tf.constant(chunk), tf.constant(chunk_limits), forbid)
+                                         self.candidate_size(chunk))
+            outputs = bucket(tf.constant(chunk), tf.constant(chunk_limits), forbid_unknown)
             steps = min(time, outputs[0].shape[2])
             ids[rows, :, :steps] = outputs[0].numpy()[:len(rows), :, :steps]
             out_lengths[rows] = outputs[1].numpy()[:len(rows)]
@@ -519,23 +549,17 @@ class Translator(signatures.Signatures):
                 attention[rows, :, :steps, :columns] = outputs[3].numpy()[:len(rows), :, :steps, :columns]
         return ids, out_lengths, scores, attention
 
-    def export(self, export_dir, version=None, **kwargs) -> str:
-        """Writes a TF Serving SavedModel ``export_dir/version``; returns that path.
-
-        See `bahdanau_tf.serving.export_saved_model` for the arguments and the layout, and
-        `bahdanau_tf.signatures` for the signatures.
-        """
-        return serving.export_saved_model(self, export_dir, version=version, **kwargs)
-
     # === Python API ===
 
     def translate(self, sentences, beam_size=None, nbest=1, return_alignments=False,
-                  forbid_unknown=False, batch_size=64, replace_unk=None) -> TranslationOutput:
+                  forbid_unknown=False, batch_size=64, replace_unk=None,
+                  verbose=False) -> TranslationOutput:
         """Translates sentences, in batches of ``batch_size`` (sorted by length inside).
 
-        With ``jit_compile`` (the default) the search runs under XLA over bucketed shapes
-        (at most `compilation_bound` compilations per beam_size, nbest and return_alignments;
-        `compilations` counts them); without, as the exported signatures run it.
+        Each batch is tokenized, searched and detokenized; the search runs chunk by chunk,
+        under XLA over bucketed shapes with ``batching.jit_compile`` (the default: at most
+        `compilation_bound` compilations per beam_size, nbest and return_alignments;
+        `compilations` counts them), else in the exported signatures' graph loop.
 
         Args:
             sentences: list of str (or bytes; invalid UTF-8 is tolerated), or one str.
@@ -547,6 +571,10 @@ class Translator(signatures.Signatures):
             batch_size: int, sentences per graph call.
             replace_unk: bool, replace each [UNK] of the translations by attention (the
                 alignments keep the model's tokens); None: the translator's ``replace_unk``.
+            verbose: bool, show a Keras progress bar (`keras.utils.Progbar`) over the
+                sentences on stdout, as ``model.fit`` does in a notebook; or an object with
+                ``add(count)`` (a Progbar of one's own, the command lines' progress line), told
+                the sentences of each batch as it is done.
 
         Returns:
             `TranslationOutput`, in the input order.
@@ -559,26 +587,20 @@ class Translator(signatures.Signatures):
             sentences = [sentences]
         sentences = list(sentences)
         beam_size = self.beam_size if beam_size is None else beam_size
-        _check_int("beam_size", beam_size, 1, MAX_BEAM_SIZE)
-        _check_int("nbest", nbest, 1, beam_size)
-        _check_int("batch_size", batch_size, 1)
+        check_int("beam_size", beam_size, 1, MAX_BEAM_SIZE)
+        check_int("nbest", nbest, 1, beam_size)
+        check_int("batch_size", batch_size, 1)
         replace_unk = self.replace_unk if replace_unk is None else bool(replace_unk)
         if (return_alignments or replace_unk) and not self.has_attention:
             raise ValueError("return_alignments=True and replace_unk=True need models with "
                              "attention (RNNsearch).")
-        search = dataclasses.replace(self.search, beam_size=int(beam_size), nbest=int(nbest))
-        forbid_unknown, return_alignments = bool(forbid_unknown), bool(return_alignments)
-        if self.jit_compile:
-            prepare, finish = self._graph_pieces(return_alignments, replace_unk)
-            search = dataclasses.replace(search, return_attention=return_alignments or replace_unk)
-
-            def function(batch):
-                source_ids, lengths, limits = (t.numpy() for t in prepare(batch))
-                searched = self._xla_search(source_ids, lengths, limits, search, forbid_unknown)
-                # concrete functions take tensors, not NumPy arrays
-                return finish(batch, *(tf.constant(x) for x in (lengths, *searched) if x is not None))
-        else:
-            function = self._batch_function(search, forbid_unknown, return_alignments, replace_unk)
+        return_alignments = bool(return_alignments)
+        search = dataclasses.replace(self.search, beam_size=int(beam_size), nbest=int(nbest),
+                                     return_attention=return_alignments or replace_unk)
+        prepare, finish = self.signatures.graph_pieces(return_alignments, replace_unk)
+        forbid = tf.constant(bool(forbid_unknown))
+        progress = verbose if hasattr(verbose, "add") else (
+            keras.utils.Progbar(len(sentences), unit_name="sentence") if verbose else None)
         # longest first: similar lengths share a batch (less padding), and the first graph
         # call sees the largest shapes
         order = sorted(range(len(sentences)), key=lambda i: -len(sentences[i]))
@@ -587,7 +609,9 @@ class Translator(signatures.Signatures):
         alignments = [None] * len(sentences) if return_alignments else None
         for start in range(0, len(sentences), batch_size):
             chunk = order[start:start + batch_size]
-            out = function(tf.constant([sentences[i] for i in chunk], tf.string))
+            batch = tf.constant([sentences[i] for i in chunk], tf.string)
+            source_ids, lengths, limits = prepare(batch)
+            out = finish(batch, lengths, *self._search_batch(source_ids, lengths, limits, search, forbid))
             texts = np.asarray(out["translations"].numpy())
             chunk_scores = out["scores"].numpy()
             for k, index in enumerate(chunk):
@@ -595,17 +619,10 @@ class Translator(signatures.Signatures):
                 translations[index] = row if nbest > 1 else row[0]
                 scores[index] = chunk_scores[k]
             if return_alignments:
-                source_tokens = out["source_tokens"].numpy()
-                target_tokens = out["target_tokens"].numpy()
-                source_lengths = out["source_lengths"].numpy()
-                target_lengths = out["target_lengths"].numpy()
-                attention = out["attention"].numpy()
-                for k, index in enumerate(chunk):
-                    s, t = source_lengths[k], target_lengths[k]
-                    alignments[index] = Alignment(
-                        source_tokens=_decode_strings(source_tokens[k, :s]),
-                        target_tokens=_decode_strings(target_tokens[k, :t]),
-                        attention=attention[k, :t, :s])
+                for index, alignment in zip(chunk, _alignments(out)):
+                    alignments[index] = alignment
+            if progress is not None:
+                progress.add(len(chunk))
         return TranslationOutput(translations=translations,
                                  scores=scores if nbest > 1 else scores[:, 0],
                                  alignments=alignments)
@@ -633,7 +650,7 @@ class Translator(signatures.Signatures):
         sources, targets = list(sources), list(targets)
         if len(sources) != len(targets):
             raise ValueError(f"{len(sources)} sources but {len(targets)} targets.")
-        _check_int("batch_size", batch_size, 1)
+        check_int("batch_size", batch_size, 1)
         key = ("reference_attention",)
         if key not in self._cache.functions:
             self._cache.functions[key] = tf.function(
@@ -644,33 +661,39 @@ class Translator(signatures.Signatures):
         for start in range(0, len(sources), batch_size):
             out = function(tf.constant(sources[start:start + batch_size], tf.string),
                            tf.constant(targets[start:start + batch_size], tf.string))
-            out = {k: v.numpy() for k, v in out.items()}
-            for k in range(len(out["source_lengths"])):
-                s, t = out["source_lengths"][k], out["target_lengths"][k]
-                results.append(Alignment(
-                    source_tokens=_decode_strings(out["source_tokens"][k, :s]),
-                    target_tokens=_decode_strings(out["target_tokens"][k, :t]),
-                    attention=out["attention"][k, :t, :s]))
+            results += _alignments(out)
         return results
 
     def _reference_attention_graph(self, sources, targets):
-        source_ids, lengths = self._source_ids(sources)
+        source_ids, lengths = self.signatures.source_ids(sources)
         target_ids = tf.cast(self.target_tokenizer.tokenize(targets), tf.int32)
         start = tf.RaggedTensor.from_tensor(tf.fill([target_ids.nrows(), 1], START_ID))
         target_input = tf.concat([start, target_ids], axis=1).to_tensor(default_value=PAD_ID)
         attention = tf.add_n([tf.cast(m.attention_weights((source_ids, target_input)), tf.float32)
                               for m in self.models]) / len(self.models)
-        source_tokens = self.source_tokenizer.tokens(sources)[:, : self.max_source_length]
-        end = tf.RaggedTensor.from_tensor(tf.fill([source_tokens.nrows(), 1], END_TOKEN))
         target_tokens = self.target_tokenizer.tokens(targets)
         target_end = tf.RaggedTensor.from_tensor(tf.fill([target_tokens.nrows(), 1], END_TOKEN))
         return {
-            "source_tokens": tf.concat([source_tokens, end], axis=1).to_tensor(default_value=""),
+            "source_tokens": self.signatures.source_token_matrix(sources),
             "source_lengths": lengths + 1,
             "target_tokens": tf.concat([target_tokens, target_end], 1).to_tensor(default_value=""),
             "target_lengths": tf.cast(target_ids.row_lengths(), tf.int32) + 1,
             "attention": attention,
         }
+
+
+def _alignments(out) -> list:
+    """The `Alignment` of each row of a batch's ``source_tokens``, ``target_tokens``, their
+    lengths and ``attention`` (tensors)."""
+    out = {k: out[k].numpy() for k in ("source_tokens", "target_tokens", "source_lengths",
+                                        "target_lengths", "attention")}
+    alignments = []
+    for k in range(len(out["source_lengths"])):
+        s, t = out["source_lengths"][k], out["target_lengths"][k]
+        alignments.append(Alignment(source_tokens=_decode_strings(out["source_tokens"][k, :s]),
+                                    target_tokens=_decode_strings(out["target_tokens"][k, :t]),
+                                    attention=out["attention"][k, :t, :s]))
+    return alignments
 
 
 def _checked_models(models) -> list:
@@ -719,12 +742,5 @@ def _model_step_fn(model, candidates=None):
     return lambda ids, step, state, memory: model.decode_step(ids, state, memory, projection=projection)
 
 
-def _check_int(name, value, low, high=None):
-    if (not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < low
-            or (high is not None and value > high)):
-        bound = f"in [{low}, {high}]" if high is not None else f">= {low}"
-        raise ValueError(f"{name} must be an int {bound}, got {value!r}.")
-
-
-__all__ = ["Translator", "TranslationOutput", "Alignment", "DEFAULT_BEAM_SIZE", "DEFAULT_LENGTH_PENALTY",
-           "DEFAULT_MAX_SOURCE_LENGTH", "MAX_BEAM_SIZE"]
+__all__ = ["Translator", "TranslationOutput", "Alignment", "DEFAULT_SEARCH", "DEFAULT_BEAM_SIZE",
+           "DEFAULT_LENGTH_PENALTY", "MAX_BEAM_SIZE"]

@@ -19,6 +19,7 @@ side by side, with each model's test BLEU:
         [--sentences=N] [--no_eflomal] [--output=benchmarks/results/alignment_<cpu>.json]
 """
 
+import dataclasses
 import datetime
 import os
 import sys
@@ -46,9 +47,9 @@ POOLINGS = ("pieces", "max", "sum", "first")
 
 def _gold(split, limit):
     """(corpus of the verses with gold, sure, possible) of a split."""
-    from bahdanau_tf import data, evaluation
+    from bahdanau_tf import corpora, evaluation
 
-    corpus = data.load_corpus("bible-en-es", split=split)
+    corpus = corpora.load_corpus("bible-en-es", split=split)
     indices, sure, possible = evaluation.gold_links(corpus.alignments, corpus.sure_alignments)
     indices = indices[:limit] if limit else indices
     return corpus.select(indices), sure[: len(indices)], possible[: len(indices)]
@@ -78,10 +79,11 @@ def _choose_rules(dev_attention, dev_sure, dev_possible):
 def _model_rows(name, model_dir, dev, test):
     """The rows of one model: its rules on the test gold, decoded attention, BLEU."""
     from bahdanau_tf import evaluation
-    from bahdanau_tf.translator import DEFAULT_BEAM_SIZE, Translator
+    from bahdanau_tf.translator import DEFAULT_SEARCH, Translator
 
     (dev_corpus, dev_sure, dev_possible), (test_corpus, sure, possible) = dev, test
-    translator = Translator.from_directory(model_dir, beam_size=FLAGS.beam_size or DEFAULT_BEAM_SIZE)
+    search = dataclasses.replace(DEFAULT_SEARCH, beam_size=FLAGS.beam_size or DEFAULT_SEARCH.beam_size)
+    translator = Translator.from_directory(model_dir, search=search)
     started = time.time()
     dev_attention = translator.reference_attention(dev_corpus.sources, dev_corpus.targets)
     tried = _choose_rules(dev_attention, dev_sure, dev_possible)
@@ -111,12 +113,12 @@ def _model_rows(name, model_dir, dev, test):
 
 def _eflomal_rows(test_corpus, sure, possible, indices):
     """eflomal on the text of every pair of the corpus; the test verses' links scored."""
-    from bahdanau_tf import data, word_alignment
+    from bahdanau_tf import corpora, word_alignment
 
-    corpora = {split: data.load_corpus("bible-en-es", split=split) for split in ("train", "dev", "test")}
-    sources = [s for c in corpora.values() for s in c.sources]
-    targets = [t for c in corpora.values() for t in c.targets]
-    offset = len(corpora["train"]) + len(corpora["dev"])
+    splits = {split: corpora.load_corpus("bible-en-es", split=split) for split in ("train", "dev", "test")}
+    sources = [s for c in splits.values() for s in c.sources]
+    targets = [t for c in splits.values() for t in c.targets]
+    offset = len(splits["train"]) + len(splits["dev"])
     started = time.time()
     forward, reverse = word_alignment.eflomal_align(sources, targets)
     forward = [forward[offset + i] for i in indices]
@@ -155,9 +157,9 @@ def main(argv):
               "dev_verses_with_gold": len(dev[1]), "models": models}
     if FLAGS.eflomal:
         try:
-            from bahdanau_tf import data
+            from bahdanau_tf import corpora
 
-            full = data.load_corpus("bible-en-es", split="test")
+            full = corpora.load_corpus("bible-en-es", split="test")
             indices = evaluation.gold_links(full.alignments, full.sure_alignments)[0][: len(sure)]
             eflomal_rows, seconds, pairs = _eflomal_rows(test_corpus, sure, possible, indices)
             rows.extend(eflomal_rows)

@@ -19,6 +19,7 @@ and the log-normaliser + ``top_k`` over V; the same over the mean candidate list
         [--frequent=2000] [--per_word=10] [--rounds=3]
 """
 
+import dataclasses
 import os
 import sys
 import time
@@ -97,7 +98,7 @@ def main(argv):
     import tensorflow as tf
 
     from bahdanau_tf import corpora, devices, lexicon, model_directory
-    from bahdanau_tf.translator import Translator
+    from bahdanau_tf.translator import DEFAULT_SEARCH, Translator
 
     pairs = corpora.load_corpus(split="test").pairs()
     if FLAGS.sentences:
@@ -107,9 +108,10 @@ def main(argv):
     if built is None:
         raise SystemExit(f"{FLAGS.model_dir} has no lexicon.tsv (bahdanau-train writes it)")
     candidates = lexicon.CandidateLists(built, frequent=FLAGS.frequent, per_word=FLAGS.per_word)
-    full = Translator.from_directory(FLAGS.model_dir, beam_size=FLAGS.beam_size)
-    listed = Translator(full.models, full.source_tokenizer, full.target_tokenizer,
-                        beam_size=FLAGS.beam_size, candidates=candidates)
+    search = dataclasses.replace(DEFAULT_SEARCH, beam_size=FLAGS.beam_size)
+    full = Translator.from_directory(FLAGS.model_dir, search=search)
+    listed = Translator(full.models, full.source_tokenizer, full.target_tokenizer, search=search,
+                        candidates=candidates)
     variants = {"full_softmax": full, "candidate_lists": listed}
     outputs, best, warmup = {}, {name: float("inf") for name in variants}, {}
     for name, translator in variants.items():
@@ -125,14 +127,13 @@ def main(argv):
     order = sorted(range(len(sources)), key=lambda i: -len(sources[i]))
     sizes = []
     for start in range(0, len(order), FLAGS.batch_size):
-        ids, _ = listed._source_ids(np.asarray([sources[i] for i in order[start:start + FLAGS.batch_size]], object))
-        sizes.append(int(listed._candidate_size(ids.numpy())))
+        ids, _ = listed.signatures.source_ids(np.asarray([sources[i] for i in order[start:start + FLAGS.batch_size]], object))
+        sizes.append(int(listed.candidate_size(ids.numpy())))
     vocabulary = full.target_tokenizer.vocabulary_size
     counting = _machines.CountingModel(full.models[0])
     hypothesis_steps = {}
     for name, extra in (("full_softmax", {}), ("candidate_lists", {"candidates": candidates})):
-        counter = Translator(counting, full.source_tokenizer, full.target_tokenizer,
-                             beam_size=FLAGS.beam_size, **extra)
+        counter = Translator(counting, full.source_tokenizer, full.target_tokenizer, search=search, **extra)
         counting.counter.assign(0)
         counter.translate(sources, batch_size=FLAGS.batch_size)
         hypothesis_steps[name] = int(counting.counter.numpy()) / len(sources)

@@ -21,7 +21,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import tensorflow as tf  # noqa: E402
 from absl import app, flags  # noqa: E402
 
-from bahdanau_tf import data, text  # noqa: E402
+from bahdanau_tf import corpora, data, text  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_integer("batch_size", 64, "Pairs per batch (the small preset's).")
@@ -35,7 +35,7 @@ flags.DEFINE_string("output", os.path.join(os.path.dirname(__file__), "results",
 
 def main(argv):
     del argv
-    train = data.load_corpus("bible-en-es", split="train")
+    train = corpora.load_corpus("bible-en-es", split="train")
     start = time.time()
     source, target = text.build_tokenizers(train, FLAGS.tokenizer, FLAGS.vocabulary_size)
     print(f"{FLAGS.tokenizer} vocabularies {source.vocabulary_size} / {target.vocabulary_size} "

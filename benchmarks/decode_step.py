@@ -242,7 +242,7 @@ def _step_rows():
 
 
 def _hypothesis_steps():
-    from bahdanau_tf.data import load_corpus
+    from bahdanau_tf.corpora import load_corpus
     from bahdanau_tf.model_directory import load_model_directory
     from bahdanau_tf.translator import Translator
 

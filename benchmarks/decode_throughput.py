@@ -4,7 +4,7 @@ What is timed is `Translator.translate` on English verses of the Bible test spli
 encoder, beam search, detokenization; Python included, as bahdanau-translate and
 bahdanau-evaluate run it), for greedy search (beam 1) and beam 5:
 
-* ``old_default``: ``Translator(jit_compile=False)``, one ``tf.function`` per batch without
+* ``old_default``: ``Translator(batching=Batching(jit_compile=False))``, one ``tf.function`` per batch without
   XLA (what the exported signatures run), the model in the policy it was trained in;
 * ``new_default``: ``Translator()``, XLA over bucketed shapes (`bahdanau_tf.translator`), the
   model loaded as `Translator.from_directory` loads it (float32 on a CPU).
@@ -64,7 +64,7 @@ flags.DEFINE_string("output", os.path.join(os.path.dirname(__file__), "results",
                     "JSON output path.")
 
 # old: tf.function without XLA, the model in the policy it was trained in; new: the defaults
-VARIANTS = {"old_default": dict(jit_compile=False, dtype=None), "new_default": dict(dtype="auto")}
+VARIANTS = {"old_default": dict(jit_compile=False, dtype=None), "new_default": dict(jit_compile=None, dtype="auto")}
 
 
 def _trained_policy():
@@ -80,7 +80,7 @@ def _parts(dtype):
     """(model, source tokenizer, target tokenizer, label) with the models in ``dtype``."""
     import tensorflow as tf
 
-    from bahdanau_tf.data import load_corpus
+    from bahdanau_tf.corpora import load_corpus
     from bahdanau_tf.model_directory import load_model_directory
     from bahdanau_tf.models import model_from_preset
     from bahdanau_tf.text import WordTokenizer
@@ -119,10 +119,22 @@ def _latencies(translator, sentences, beam_size):
     return times
 
 
+def _translator(translator_class, model, source, target, jit_compile):
+    """A Translator with or without XLA, whichever constructor the measured checkout has (an
+    --old_checkout may take ``jit_compile`` itself instead of a `bahdanau_tf.decoding.Batching`)."""
+    import inspect
+
+    if "batching" in inspect.signature(translator_class.__init__).parameters:
+        from bahdanau_tf.decoding import Batching
+
+        return translator_class(model, source, target, batching=Batching(jit_compile=jit_compile))
+    return translator_class(model, source, target, jit_compile=jit_compile)
+
+
 def _measure():
     import numpy as np
 
-    from bahdanau_tf.data import load_corpus
+    from bahdanau_tf.corpora import load_corpus
     from bahdanau_tf.translator import Translator
 
     test = load_corpus("bible-en-es", split="test").sources
@@ -130,11 +142,11 @@ def _measure():
     for name in FLAGS.variants:
         options = dict(VARIANTS[name])
         model, source, target, label = _parts(options.pop("dtype"))
-        translators[name] = Translator(model, source, target, **options)
+        translators[name] = _translator(Translator, model, source, target, **options)
     counting = None
     if FLAGS.count_steps:  # the search's work does not depend on the variant: counted with the last one's options
         counting = _machines.CountingModel(model)
-        counting_translator = Translator(counting, source, target, **options)
+        counting_translator = _translator(Translator, counting, source, target, **options)
     rows = []
     for batch_size in (int(b) for b in FLAGS.batch_sizes):
         for beam_size in (int(b) for b in FLAGS.beam_sizes):

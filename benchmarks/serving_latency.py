@@ -27,6 +27,7 @@ stops near the source length. The mean output length is printed so runs can be c
         [--batch_sizes=1,32] [--calls=20] [--rss_calls=500] [--output=...]
 """
 
+import dataclasses
 import json
 import os
 import platform
@@ -174,12 +175,12 @@ def _translator():
     from bahdanau_tf.models import model_from_preset
     from bahdanau_tf.serving import SERVING_DTYPE
     from bahdanau_tf.text import WordTokenizer
-    from bahdanau_tf.translator import Translator
-    from bahdanau_tf.data import load_corpus
+    from bahdanau_tf.translator import DEFAULT_SEARCH, Translator
+    from bahdanau_tf.corpora import load_corpus
 
+    search = dataclasses.replace(DEFAULT_SEARCH, beam_size=FLAGS.beam_size)
     if FLAGS.model_dir and os.path.isdir(FLAGS.model_dir) and latest_checkpoint(FLAGS.model_dir):
-        translator = Translator.from_directory(FLAGS.model_dir, dtype=SERVING_DTYPE,
-                                               beam_size=FLAGS.beam_size)
+        translator = Translator.from_directory(FLAGS.model_dir, dtype=SERVING_DTYPE, search=search)
         with open(os.path.join(FLAGS.model_dir, "model.json")) as f:
             settings = json.load(f).get("settings", {})
         label = f"{FLAGS.model_dir} ({settings.get('preset', '?')}, trained)"
@@ -190,7 +191,7 @@ def _translator():
     tf.keras.utils.set_random_seed(0)
     model = model_from_preset(FLAGS.preset, source_vocabulary_size=source.vocabulary_size,
                               target_vocabulary_size=target.vocabulary_size).build_variables()
-    translator = Translator(model, source, target, beam_size=FLAGS.beam_size)
+    translator = Translator(model, source, target, search=search)
     return translator, f"{FLAGS.preset} (untrained, {FLAGS.vocabulary_size}-word vocabularies)"
 
 
@@ -202,7 +203,7 @@ def _directory_bytes(path):
 def main(argv):
     del argv
     from bahdanau_tf import devices
-    from bahdanau_tf.data import load_corpus
+    from bahdanau_tf.corpora import load_corpus
     from bahdanau_tf.serving import export_saved_model
 
     translator, label = _translator()

@@ -170,9 +170,9 @@ def _child(variant):
 
     import tensorflow as tf
 
-    from bahdanau_tf import data, devices, text, training
+    from bahdanau_tf import corpora, devices, text, training
 
-    train = data.load_corpus("bible-en-es", split="train")
+    train = corpora.load_corpus("bible-en-es", split="train")
     tokenizers = (text.WordTokenizer.build(train.sources, max_vocabulary_size=FLAGS.vocabulary_size),
                   text.WordTokenizer.build(train.targets, max_vocabulary_size=FLAGS.vocabulary_size))
     directory = tempfile.mkdtemp(prefix="train_step_profile_")

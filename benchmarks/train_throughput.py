@@ -153,9 +153,9 @@ def measure_variants(preset, input_kind, variants):
     (round 1 of every variant, then round 2, ...) so that a shared machine's load falls on all."""
     import shutil
 
-    from bahdanau_tf import data
+    from bahdanau_tf import corpora
 
-    train = data.load_corpus("bible-en-es", split="train")
+    train = corpora.load_corpus("bible-en-es", split="train")
     tokenizers = _tokenizers(train, VOCABULARY.get(preset, 5000))
     directories = [tempfile.mkdtemp(prefix="train_throughput_") for _ in range(2 * len(variants))]
     cleanup = list(directories)

@@ -224,11 +224,11 @@ for sentence, translation in zip(
 About 31,000 verse pairs, split by chapter into train / dev / test. Dev and test verses carry gold
 word alignments derived from Strong's numbers (used in the paper-reproduction notebook)."""),
         new_code_cell('''\
-from bahdanau_tf import data
+from bahdanau_tf import corpora
 
-train = data.load_corpus("bible-en-es", split="train", direction="en-es")
-dev = data.load_corpus("bible-en-es", split="dev", direction="en-es")
-test = data.load_corpus("bible-en-es", split="test", direction="en-es")
+train = corpora.load_corpus("bible-en-es", split="train", direction="en-es")
+dev = corpora.load_corpus("bible-en-es", split="dev", direction="en-es")
+test = corpora.load_corpus("bible-en-es", split="test", direction="en-es")
 if MAX_TRAIN_PAIRS:
     train = train.select(slice(0, MAX_TRAIN_PAIRS))
 print(f"train {len(train):,}  dev {len(dev):,}  test {len(test):,} pairs")
@@ -289,11 +289,13 @@ print(training.format_report(report))
 `Translator` puts the tokenizers, the model and beam search (TensorFlow ops) in one graph: strings
 in, strings out."""),
         tagged(new_code_cell('''\
+from bahdanau_tf.decoding import Batching, BeamSearch
 from bahdanau_tf.translator import Translator
 
 # BEAM_SIZE is 1 (greedy) in smoke mode: after a few updates a beam prefers the empty translation;
 # XLA (the default) compiles the search once per batch shape, which pays off over many batches only
-translator = Translator.from_directory(MODEL_DIR, beam_size=BEAM_SIZE, jit_compile=False if SMOKE else None)
+translator = Translator.from_directory(MODEL_DIR, search=BeamSearch(beam_size=BEAM_SIZE, length_penalty=0.5),
+                                       batching=Batching(jit_compile=False if SMOKE else None))
 sentences = ["In the beginning God created the heavens and the earth.",
              "Jesus wept.",
              "Love is patient and is kind."]
@@ -346,7 +348,8 @@ from bahdanau_tf import serving
 
 EXPORT_DIR = os.path.join(OUTPUT_DIR, "export")
 # float32 whatever the training precision (what a CPU model server runs best), as bahdanau-export does
-exported = Translator.from_directory(MODEL_DIR, dtype=serving.SERVING_DTYPE, beam_size=BEAM_SIZE)
+exported = Translator.from_directory(MODEL_DIR, dtype=serving.SERVING_DTYPE,
+                                     search=BeamSearch(beam_size=BEAM_SIZE, length_penalty=0.5))
 # warmup=False: TF Serving's warm-up records need tensorflow-serving-api (notebook 03 installs it)
 export_path = exported.export(EXPORT_DIR, warmup=False)  # EXPORT_DIR/1, then /2, ... on every export
 print("exported", export_path, sorted(os.listdir(export_path)))
@@ -411,11 +414,11 @@ whose numbers mean nothing."""),
 import json
 import time
 
-from bahdanau_tf import data, model_directory, text
+from bahdanau_tf import corpora, model_directory, text
 
-train = data.load_corpus("bible-en-es", split="train", direction="en-es")
-dev = data.load_corpus("bible-en-es", split="dev", direction="en-es")
-test = data.load_corpus("bible-en-es", split="test", direction="en-es")
+train = corpora.load_corpus("bible-en-es", split="train", direction="en-es")
+dev = corpora.load_corpus("bible-en-es", split="dev", direction="en-es")
+test = corpora.load_corpus("bible-en-es", split="test", direction="en-es")
 if MAX_TRAIN_PAIRS:
     train = train.select(slice(0, MAX_TRAIN_PAIRS))
 if TEST_SENTENCES:
@@ -490,6 +493,7 @@ attends to most) and scored against the gold Strong's alignments, whose links ar
 only *possible* (P): AER = 1 − (|A∩S| + |A∩P|) / (|A| + |S|) (Och & Ney 2003), lower is better."""),
         tagged(new_code_cell('''\
 from bahdanau_tf import evaluation
+from bahdanau_tf.decoding import Batching, BeamSearch
 from bahdanau_tf.translator import Translator
 
 gold, sure, possible = evaluation.gold_links(test.alignments, test.sure_alignments)
@@ -499,8 +503,9 @@ print(f"{len(gold)} of {len(test)} test verses have gold alignments: "
 translators, results, outputs = {}, {}, {}
 for name in MODELS:
     start = time.time()
-    translator = Translator.from_directory(os.path.join(OUTPUT_DIR, name), beam_size=BEAM_SIZE,
-                                           jit_compile=False if SMOKE else None)  # XLA pays off over many batches
+    translator = Translator.from_directory(
+        os.path.join(OUTPUT_DIR, name), search=BeamSearch(beam_size=BEAM_SIZE, length_penalty=0.5),
+        batching=Batching(jit_compile=False if SMOKE else None))  # XLA pays off over many batches
     outputs[name] = evaluation.evaluate_translator(translator, test, name=name)
     translators[name], results[name] = translator, outputs[name].report
     print(f"{name}: {results[name].bleu}  ({time.time() - start:.0f} s)")
@@ -622,6 +627,7 @@ import json
 import tensorflow as tf
 
 from bahdanau_tf import model_directory, serving
+from bahdanau_tf.decoding import BeamSearch
 from bahdanau_tf.translator import Translator
 
 if not os.path.exists(os.path.join(MODEL_DIR, model_directory.MODEL_CONFIG)):
@@ -638,7 +644,8 @@ version only once every op is one the stock server has and every signature answe
 requests through the session bundle."""),
         tagged(new_code_cell('''\
 # float32 whatever the training precision (the quickstart uses mixed precision on a GPU), as bahdanau-export
-translator = Translator.from_directory(MODEL_DIR, dtype=serving.SERVING_DTYPE, beam_size=BEAM_SIZE)
+translator = Translator.from_directory(MODEL_DIR, dtype=serving.SERVING_DTYPE,
+                                       search=BeamSearch(beam_size=BEAM_SIZE, length_penalty=0.5))
 export_path = translator.export(EXPORT_DIR)
 for root, directories, files in sorted(os.walk(export_path)):
     depth = root[len(export_path):].count(os.sep)

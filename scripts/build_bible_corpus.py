@@ -39,7 +39,7 @@ What the script does, verse by verse:
    whose English and Spanish Strong's numbers barely overlap (Jaccard < 0.3: the WEB puts
    its tags under Hebrew verse numbers in psalms with superscriptions and in a few
    chapters) get no gold;
-7. splits by chapter (:data:`bahdanau_tf.data.BIBLE_SPLIT_RULE`): with the 1,189 chapters
+7. splits by chapter (:data:`bahdanau_tf.corpora.BIBLE_SPLIT_RULE`): with the 1,189 chapters
    numbered 0..1188 in canonical order (Genesis 1 = 0, Revelation 22 = 1188), chapter c is
    ``test`` when ``c % 16 == 8``, ``dev`` when ``c % 32 == 4``, ``train`` otherwise
    (the English verse number decides).
@@ -64,7 +64,7 @@ import unicodedata
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from bahdanau_tf.data import bible_split  # noqa: E402
+from bahdanau_tf.corpora import bible_split  # noqa: E402
 from bahdanau_tf.text import split_words  # noqa: E402
 
 ENGLISH_MODULE = "engWEB2015eb"

@@ -400,6 +400,16 @@ def check_model(preset, tmp_path, atol=1e-5):
     return model
 
 
+def beam(size):
+    """The Translator's default search (`bahdanau_tf.translator.DEFAULT_SEARCH`: its length
+    penalty) with a beam of ``size``."""
+    import dataclasses
+
+    from bahdanau_tf.translator import DEFAULT_SEARCH
+
+    return dataclasses.replace(DEFAULT_SEARCH, beam_size=size)
+
+
 def check_translator(translator, sentences, tmp_path):
     """A translator's contract: the XLA search equals the graph search, the exported signature
     equals `translate`, and ``save`` -> ``from_directory`` restores the same translations.
@@ -409,24 +419,25 @@ def check_translator(translator, sentences, tmp_path):
     """
     import tensorflow as tf
 
+    from bahdanau_tf.decoding import Batching
     from bahdanau_tf.translator import Translator
 
     output = translator.translate(sentences)
     model = translator.models[0]
     source, target = translator.source_tokenizer, translator.target_tokenizer
-    options = dict(beam_size=translator.beam_size, length_penalty=translator.length_penalty)
     for jit_compile in (False, True):
-        other = Translator(model, source, target, jit_compile=jit_compile, **options)
+        other = Translator(model, source, target, search=translator.search,
+                           batching=Batching(jit_compile=jit_compile))
         got = other.translate(sentences)
         assert got.translations == output.translations, f"jit_compile={jit_compile}"
         np.testing.assert_allclose(got.scores, output.scores, atol=1e-4)
-    served = translator.serving_default(tf.constant(sentences))
+    served = translator.signatures.serving_default(tf.constant(sentences))
     assert [t.decode() for t in served["translations"].numpy()] == output.translations
     np.testing.assert_allclose(served["scores"].numpy(), output.scores, atol=1e-4)
 
     directory = str(tmp_path / "translator")
     Translator(model, source, target).save(directory)
-    loaded = Translator.from_directory(directory, **options)
+    loaded = Translator.from_directory(directory, search=translator.search)
     assert loaded.translate(sentences).translations == output.translations
     assert type(loaded.models[0]) is type(model)
     return output

@@ -15,7 +15,8 @@ import pytest  # noqa: E402
 
 from bahdanau_tf import model_directory, serving  # noqa: E402
 from bahdanau_tf.translator import Translator  # noqa: E402
-from helpers import training_run  # noqa: E402
+from bahdanau_tf.decoding import Batching  # noqa: E402
+from helpers import beam, training_run  # noqa: E402
 
 pytestmark = pytest.mark.subprocess
 
@@ -36,10 +37,8 @@ def test_average_then_translate_and_export_load_the_averaged_checkpoint(tmp_path
     assert "averaged ckpt-20, ckpt-30" in result.stderr.decode()
     assert model_directory.read_model_config(directory)["averaged"]["steps"] == [20, 30]
     lines = ["the cat sat on the mat", "a dog ran to the house"]
-    averaged = Translator.from_directory(directory, which="averaged", beam_size=2,
-                                         jit_compile=False).translate(lines)
-    latest = Translator.from_directory(directory, which="latest", beam_size=2,
-                                       jit_compile=False).translate(lines)
+    averaged = Translator.from_directory(directory, which="averaged", search=beam(2), batching=Batching(jit_compile=False)).translate(lines)
+    latest = Translator.from_directory(directory, which="latest", search=beam(2), batching=Batching(jit_compile=False)).translate(lines)
     assert not np.allclose(averaged.scores, latest.scores)  # another model than ckpt-30
     result = run_cli("translate", [f"--model_dir={directory}", "--checkpoint=averaged",
                                    "--beam_size=2", "--scores", "--nojit_compile"], "\n".join(lines) + "\n")
@@ -48,8 +47,7 @@ def test_average_then_translate_and_export_load_the_averaged_checkpoint(tmp_path
     assert [t for t, _ in out] == averaged.translations
     np.testing.assert_allclose([float(s) for _, s in out], averaged.scores, atol=1e-3)
     # export's loading: float32 graph from the averaged weights (what bahdanau-export builds)
-    exported = Translator.from_directory(directory, which="averaged", dtype="float32", beam_size=2,
-                                          jit_compile=False)
+    exported = Translator.from_directory(directory, which="averaged", dtype="float32", search=beam(2), batching=Batching(jit_compile=False))
     assert exported.translate(lines).translations == averaged.translations
     # and the export itself, through the model server's path (session bundle, tensor names)
     result = run_cli("export", [f"--model_dir={directory}", "--checkpoint=averaged", "--beam_size=2",

@@ -16,7 +16,7 @@ import pytest
 import tensorflow as tf
 
 from bahdanau_tf import evaluation
-from bahdanau_tf.data import load_corpus
+from bahdanau_tf.corpora import load_corpus
 
 from bahdanau_tf.models import RNNEncDec, RNNSearch
 from bahdanau_tf.special_tokens import END_ID, START_ID, UNK_TOKEN

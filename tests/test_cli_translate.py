@@ -12,7 +12,8 @@ import numpy as np
 
 from bahdanau_tf import lexicon, model_directory
 from bahdanau_tf.translator import Translator
-from helpers import random_model, run_commands, save_model_dir  # noqa: E402
+from bahdanau_tf.decoding import Batching
+from helpers import beam, random_model, run_commands, save_model_dir  # noqa: E402
 from helpers import toy_tokenizers as tokenizers  # noqa: E402
 
 # every test here starts a Python process (or uses a module fixture that does)
@@ -83,13 +84,13 @@ def test_one_line_out_per_line_in_with_empty_lines(model_dir, runs):
     assert out[-1] == "" and len(out) - 1 == 7
     assert out[1] == out[2] == out[4] == out[6] == ""
     assert out[0] and out[3] and out[5]
-    expected = Translator.from_directory(model_dir, beam_size=3).translate(
+    expected = Translator.from_directory(model_dir, search=beam(3)).translate(
         ["the cat sat on the mat", "a dog ran"]).translations
     assert [out[0], out[3]] == expected
 
 
 def test_input_streams_in_chunks_and_a_later_bad_line_leaves_the_output_file_as_it_was(model_dir, runs):
-    expected = Translator.from_directory(model_dir, beam_size=3).translate(LINES).translations
+    expected = Translator.from_directory(model_dir, search=beam(3)).translate(LINES).translations
     result, files = runs["chunks"]
     assert result["code"] == 0, result["stderr"][-2000:]
     assert result["stdout"].split("\n")[:-1] == expected  # 4 chunks, 1 line each out
@@ -122,12 +123,11 @@ def test_replace_unk_flags_give_the_translators_replacements(runs):
     result, files = runs["replace unk"]
     assert result["code"] == 0, result["stderr"][-2000:]
     rows = [row.split("\t")[::2] for row in result["stdout"].split("\n")[:-1]]
-    translator = Translator.from_directory(files["unk_model"], beam_size=3, jit_compile=False)
+    translator = Translator.from_directory(files["unk_model"], search=beam(3), batching=Batching(jit_compile=False))
     plain = translator.translate(UNK_LINES, nbest=2).translations
     assert any("[UNK]" in t for row in plain for t in row)  # the test can fail
     # the command's XLA path gives what the graph path gives with the same dictionary
-    translator = Translator.from_directory(files["unk_model"], beam_size=3, jit_compile=False,
-                                           unk_dictionary=files["dictionary"])
+    translator = Translator.from_directory(files["unk_model"], unk_dictionary=files["dictionary"], search=beam(3), batching=Batching(jit_compile=False))
     assert rows == translator.translate(UNK_LINES, nbest=2, replace_unk=True).translations
     assert not any("[UNK]" in t for row in rows for t in row)
 
@@ -145,8 +145,8 @@ def test_candidate_lists_translate_as_the_python_translator_with_the_saved_lexic
     assert result["code"] == 0, result["stderr"][-2000:]
     candidates = lexicon.CandidateLists(model_directory.read_lexicon(files["lexicon_model"]),
                                         frequent=6, per_word=1)
-    expected = Translator.from_directory(files["lexicon_model"], beam_size=3, candidates=candidates)
-    plain = Translator.from_directory(files["lexicon_model"], beam_size=3)
+    expected = Translator.from_directory(files["lexicon_model"], candidates=candidates, search=beam(3))
+    plain = Translator.from_directory(files["lexicon_model"], search=beam(3))
     assert result["stdout"].split("\n")[:-1] == expected.translate(LINES).translations
     assert expected.translate(LINES).translations != plain.translate(LINES).translations
 
@@ -167,7 +167,7 @@ def test_a_pipe_that_pauses_is_answered_line_by_line(model_dir, tmp_path):
     import select
     import time
 
-    expected = Translator.from_directory(model_dir, beam_size=2).translate(LINES[:3]).translations
+    expected = Translator.from_directory(model_dir, search=beam(2)).translate(LINES[:3]).translations
     process = _translate_process(model_dir, stderr=open(tmp_path / "stderr", "wb"))
     try:
         for line, translation in zip(LINES[:3], expected):

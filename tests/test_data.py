@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bahdanau_tf import data, special_tokens
+from bahdanau_tf import corpora, data, special_tokens
 from bahdanau_tf.data import (
     ParallelCorpus,
     bible_split,
@@ -199,26 +199,26 @@ def test_read_lines_one_rule_for_line_ends_and_bytes(tmp_path):
     path = tmp_path / "mac.txt"
     # CR-only line ends (old Mac files) are line ends, not one long line; U+2028 is text
     path.write_bytes(b"one\rtwo\r\nthree\nfour \xe2\x80\xa8 still four\r")
-    assert data.read_lines(str(path)) == ["one", "two", "three", "four \u2028 still four"]
+    assert corpora.read_lines(str(path)) == ["one", "two", "three", "four \u2028 still four"]
     pairs = tmp_path / "pairs.tsv"
     pairs.write_bytes(b"a\tb\rc\td\r")
     assert load_tsv(str(pairs)).pairs() == [("a", "b"), ("c", "d")]
     path.write_bytes(b"\xef\xbb\xbfok\nbad \xff byte\n")
     with pytest.raises(ValueError, match=r"mac.txt' line 2 is not valid UTF-8"):
-        data.read_lines(str(path))
+        corpora.read_lines(str(path))
     with pytest.raises(IsADirectoryError):
-        data.read_lines(str(tmp_path))
+        corpora.read_lines(str(tmp_path))
 
 
 def test_select_corpus_picks_files_over_the_embedded_corpus(tmp_path):
     path = tmp_path / "pairs.tsv"
     path.write_text("Hello.\tHola.\n", encoding="utf-8")
-    assert data.select_corpus(tsv=str(path)).pairs() == [("Hello.", "Hola.")]
-    assert data.select_corpus(split="dev", direction="es-en").name == "bible-en-es/dev"
+    assert corpora.select_corpus(tsv=str(path)).pairs() == [("Hello.", "Hola.")]
+    assert corpora.select_corpus(split="dev", direction="es-en").name == "bible-en-es/dev"
     with pytest.raises(ValueError, match="go together"):
-        data.select_corpus(source_file=str(path))
+        corpora.select_corpus(source_file=str(path))
     with pytest.raises(ValueError, match="not both"):
-        data.select_corpus(tsv=str(path), source_file=str(path), target_file=str(path))
+        corpora.select_corpus(tsv=str(path), source_file=str(path), target_file=str(path))
 
 
 def test_load_tfds_is_lazy():
@@ -545,7 +545,7 @@ def assert_same_batches(first, second):
 def test_a_file_stream_gives_the_batches_of_the_loaded_file(tmp_path, dev, tokenizers):
     """`CorpusFiles` feeds the same stages: the batches of the loaded corpus, shuffled or not."""
     en, es = tokenizers
-    stream = data.CorpusFiles.tsv(write_tsv(tmp_path / "dev.tsv", dev))
+    stream = corpora.CorpusFiles.tsv(write_tsv(tmp_path / "dev.tsv", dev))
     options = dict(batch_size=32, max_length=30, pad_to_multiple=8, fill_to_batch_size=True)
     assert_same_batches(make_dataset(stream, en, es, shuffle=False, **options),
                         make_dataset(dev, en, es, shuffle=False, **options))
@@ -588,7 +588,7 @@ def test_the_shuffle_buffer_is_bounded_and_epochs_reshuffle_under_the_seed(dev, 
 
 def test_count_pairs_estimates_a_long_stream_from_its_first_pairs(tmp_path, dev, tokenizers):
     en, es = tokenizers
-    stream = data.CorpusFiles.tsv(write_tsv(tmp_path / "dev.tsv", dev))
+    stream = corpora.CorpusFiles.tsv(write_tsv(tmp_path / "dev.tsv", dev))
     exact = data.count_pairs(dev, en, es, max_length=30)
     assert data.count_pairs(stream, en, es, max_length=30) == exact  # short: counted, not estimated
     assert exact["estimated"] is False and exact["kept"] < exact["total"] == len(dev)
@@ -606,7 +606,7 @@ import tensorflow as tf
 from bahdanau_tf import data
 from bahdanau_tf.text import WordTokenizer
 strategy = tf.distribute.MultiWorkerMirroredStrategy()
-stream = data.CorpusFiles.tsv(sys.argv[1])
+stream = corpora.CorpusFiles.tsv(sys.argv[1])
 words = WordTokenizer.build([sentence for pair in stream.pairs() for sentence in pair])
 dataset = data.make_dataset(stream, words, words, batch_size=8, bucketing=None, seed=5, max_length=None)
 sources = []

@@ -176,7 +176,7 @@ def test_gold_links_keep_sure_and_possible_apart_by_hand():
 
 def test_diagonal_baseline_on_the_test_split_scores_sure_and_possible_apart():
     """The issue's numbers: 0.7995 with S and P apart, 0.8588 with every link sure."""
-    from bahdanau_tf.data import load_corpus
+    from bahdanau_tf.corpora import load_corpus
 
     test = load_corpus("bible-en-es", split="test")
     indices, sure, possible = evaluation.gold_links(test.alignments, test.sure_alignments)

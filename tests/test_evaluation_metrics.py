@@ -277,7 +277,7 @@ def test_unknown_word_test_asks_the_tokenizer():
 def real_text():
     """700 test verses (Spanish references) and imperfect 'translations' of them: every third
     word dropped, and every fifth verse replaced by its neighbour's reference."""
-    from bahdanau_tf.data import load_corpus
+    from bahdanau_tf.corpora import load_corpus
 
     test = load_corpus("bible-en-es", split="test").select(slice(0, 700))
     hypotheses = []

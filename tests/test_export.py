@@ -44,7 +44,7 @@ from bahdanau_tf.models import model_from_preset
 from bahdanau_tf.special_tokens import SPECIAL_TOKENS
 from bahdanau_tf.text import SubwordTokenizer
 from bahdanau_tf.translator import MAX_BEAM_SIZE, Translator
-from helpers import env_without_tensorflow_logging, replaced_reference
+from helpers import beam, env_without_tensorflow_logging, replaced_reference
 
 # every test here starts a Python process (or uses a module fixture that does)
 pytestmark = pytest.mark.subprocess
@@ -146,7 +146,7 @@ WITHOUT_SERVING_API = [sys.executable, "-c", "import sys; sys.modules['tensorflo
 def seq2seq_translator(model_dirs):
     # exported through the Python API (the other three go through the CLI)
     return Translator.from_directory(model_dirs["seq2seq"], dtype=serving.SERVING_DTYPE,
-                                     beam_size=BEAM)
+                                     search=beam(BEAM))
 
 
 @pytest.fixture(scope="module")
@@ -195,13 +195,13 @@ def translators(model_dirs, seq2seq_translator):
     """In-process Translators built like each export."""
     return {
         "rnnsearch": Translator.from_directory(model_dirs["rnnsearch_mixed"], dtype="float32",
-                                               beam_size=BEAM,
+                                               search=beam(BEAM),
                                                unk_dictionary=model_dirs["unk_dictionary"]),
         "ensemble": Translator.from_directory(
             [model_dirs["rnnsearch_float32"], model_dirs["rnnsearch_mixed"]], dtype=None,  # --keep_precision
-            beam_size=BEAM, replace_unk=True),
+            search=beam(BEAM), replace_unk=True),
         "rnnencdec": Translator.from_directory(
-            model_dirs["rnnencdec"], beam_size=BEAM, candidates=lexicon.CandidateLists(
+            model_dirs["rnnencdec"], search=beam(BEAM), candidates=lexicon.CandidateLists(
                 model_directory.read_lexicon(model_dirs["rnnencdec"]), frequent=CANDIDATE_FREQUENT,
                 per_word=2)),
         "seq2seq": seq2seq_translator,
@@ -218,11 +218,11 @@ def bundle(exports):
 def _in_process(translator, sentences, beams, nbests):
     """Every signature's outputs from the Translator itself, as NumPy."""
     batch = tf.constant(sentences, tf.string)
-    outputs = {"serving_default": translator.serving_default(batch),
-               "translate_nbest": translator.translate_nbest(batch, beams, nbests)}
+    outputs = {"serving_default": translator.signatures.serving_default(batch),
+               "translate_nbest": translator.signatures.translate_nbest(batch, beams, nbests)}
     if translator.has_attention:
-        outputs["align"] = translator.align(batch)
-        outputs["translate_replace_unk"] = translator.translate_replace_unk(batch)
+        outputs["align"] = translator.signatures.align(batch)
+        outputs["translate_replace_unk"] = translator.signatures.translate_replace_unk(batch)
     return {name: {k: v.numpy() for k, v in out.items()} for name, out in outputs.items()}
 
 
@@ -399,7 +399,7 @@ def test_saved_model_cli_runs_serving_default(exports, translators):
                    "--signature_def", "serving_default",
                    "--input_exprs", f"sentences={SENTENCES[:2]!r}"])
     assert result.returncode == 0, result.stderr.decode()[-3000:]
-    expected = translators["rnnsearch"].serving_default(tf.constant(SENTENCES[:2]))
+    expected = translators["rnnsearch"].signatures.serving_default(tf.constant(SENTENCES[:2]))
     text = result.stdout.decode()
     assert "Result for output key translations:" in text, text
     for translation in expected["translations"].numpy():
@@ -514,14 +514,14 @@ class _FastWordpiece(tf.Module):
     def tokenize(self, words):
         return {"ids": self.tokenizer.tokenize(words).to_tensor()}
 
-    def signatures(self):  # what export_saved_model asks of a Translator
+    def by_name(self):  # as bahdanau_tf.signatures.Signatures gives them
         return {"serving_default": self.tokenize.get_concrete_function()}
 
 
 def test_op_check_fails_on_a_planted_newer_tf_text_op(tmp_path):
     path = str(tmp_path / "planted")
     module = _FastWordpiece()
-    tf.saved_model.save(module, path, signatures=module.signatures())
+    tf.saved_model.save(module, path, signatures=module.by_name())
     with pytest.raises(serving.ServingOpsError, match="FastWordpieceTokenizeWithOffsets"):
         serving.check_serving_ops(path)
     refused = {op for op in serving.list_op_types(path) if not hasattr(tf.raw_ops, op)}
@@ -558,7 +558,7 @@ def _no_rows(key):
 def _alone_equals(sentence):
     """Checks: the one row's answer is what the Translator gives for ``sentence``."""
     def check(out, translator):
-        expected = translator.serving_default(tf.constant([sentence]))
+        expected = translator.signatures.serving_default(tf.constant([sentence]))
         assert out["translations"][0] == expected["translations"].numpy()[0]
         np.testing.assert_allclose(out["scores"][0], expected["scores"].numpy()[0], atol=1e-5)
     return check
@@ -571,14 +571,14 @@ def _empty_translation(out, translator):
 
 def _thousand_rows(out, translator):
     assert out["translations"].shape == (1000,)
-    expected = translator.serving_default(tf.constant(SENTENCES))["translations"].numpy()
+    expected = translator.signatures.serving_default(tf.constant(SENTENCES))["translations"].numpy()
     assert list(out["translations"]) == list(expected) * 250  # each row as if alone
 
 
 def _long_row(out, translator):
-    assert out["source_lengths"][0] == translator.max_source_length + 1  # the documented cut
-    cut = " ".join(LONG_ROW.split()[: translator.max_source_length])
-    expected = translator.serving_default(tf.constant([cut]))
+    assert out["source_lengths"][0] == translator.limits.max_source_length + 1  # the documented cut
+    cut = " ".join(LONG_ROW.split()[: translator.limits.max_source_length])
+    expected = translator.signatures.serving_default(tf.constant([cut]))
     assert out["translations"][0] == expected["translations"].numpy()[0]
 
 
@@ -672,7 +672,7 @@ def test_python_api_refuses_an_existing_version_and_load_exported_works(exports,
         translators["seq2seq"].export(base, version=1)
     model = serving.load_exported(base)  # the object graph: a convenience, not the server's path
     out = model.signatures["serving_default"](sentences=tf.constant(SENTENCES))
-    expected = translators["seq2seq"].serving_default(tf.constant(SENTENCES))
+    expected = translators["seq2seq"].signatures.serving_default(tf.constant(SENTENCES))
     assert (out["translations"].numpy() == expected["translations"].numpy()).all()
     assert sorted(os.listdir(base)) == ["1"]
 
@@ -692,7 +692,7 @@ def test_the_object_graph_path_refuses_sentences_that_are_not_a_vector(exports):
 
 
 CLAIM_SCRIPT = textwrap.dedent(r"""
-    # One exporter: a small module whose signatures() waits, so two exporters overlap.
+    # One exporter: a small module whose by_name() (its signatures) waits, so two exporters overlap.
     import sys, time
     import tensorflow as tf
     from bahdanau_tf import serving
@@ -706,7 +706,7 @@ CLAIM_SCRIPT = textwrap.dedent(r"""
         def serve(self, sentences):
             return {"tag": tf.fill(tf.shape(sentences), self.tag)}
 
-        def signatures(self):
+        def by_name(self):
             time.sleep(4)
             return {"serving_default": self.serve.get_concrete_function()}
 

@@ -10,6 +10,8 @@ from bahdanau_tf import data, losses, serving, text, training, word_alignment
 from bahdanau_tf.evaluation.alignment import alignment_scores, attention_to_alignment
 from bahdanau_tf.special_tokens import SPECIAL_TOKENS
 from bahdanau_tf.translator import Translator
+from bahdanau_tf.decoding import Batching
+from helpers import beam
 
 # 40 symbols: enough that the NLL alone takes well over 120 updates to line the attention up
 SOURCE_WORDS = [f"s{i}" for i in range(40)]
@@ -140,8 +142,7 @@ def test_a_diagonal_alignment_file_makes_the_attention_diagonal_in_fewer_updates
 
 @pytest.mark.slow
 def test_a_guided_model_exports_and_serves_through_the_session_bundle(copy_runs, tmp_path):
-    translator = Translator.from_directory(str(copy_runs["root"] / "guided"), which="latest",
-                                           beam_size=2, jit_compile=False)
+    translator = Translator.from_directory(str(copy_runs["root"] / "guided"), which="latest", search=beam(2), batching=Batching(jit_compile=False))
     sentences = [source for source, _ in copy_runs["test"][:5]]
     expected = translator.translate(sentences, return_alignments=True)
     path = translator.export(str(tmp_path / "export"))
@@ -230,7 +231,7 @@ def test_translate_alignments_are_the_search_attentions_links(copy_runs, tmp_pat
             timeout=600)
         assert result.returncode == 0, result.stderr
         outputs[nbest] = result.stdout.splitlines()
-    translator = Translator.from_directory(model_dir, which="latest", beam_size=2, jit_compile=False)
+    translator = Translator.from_directory(model_dir, which="latest", search=beam(2), batching=Batching(jit_compile=False))
     searched = translator.translate(sources, return_alignments=True)
     expected = attention_links(searched.alignments)  # the search's own attention
     assert len(outputs[1]) == len(sources)

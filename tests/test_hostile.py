@@ -297,14 +297,14 @@ def test_a_full_disk_is_one_line_exit_5_and_leaves_nothing_partial(paths, full_d
     old = disk["translate"] / "out.txt"
 
     def resumable_run(directory):  # a training run to resume (its lock file has its page)
-        from bahdanau_tf import data, training
+        from bahdanau_tf import corpora, training
 
         source, target = toy_tokenizers()
         config = training.TrainingConfig.for_preset(
             "tiny", max_steps=1, max_minutes=None, summaries=False, jit_compile=False)
         trainer = training.Trainer(str(directory / "run"), source, target, preset="tiny",
                                    config=config, log=lambda line: None)
-        trainer.fit(data.load_corpus("bible-en-es", split="train").select(slice(0, 64)))
+        trainer.fit(corpora.load_corpus("bible-en-es", split="train").select(slice(0, 64)))
         (directory / "run" / ".lock").write_text("0\n")
 
     disk["train"] = full_disks("train", resumable_run)

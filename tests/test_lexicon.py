@@ -8,7 +8,7 @@ import numpy as np
 import tensorflow as tf
 import pytest
 
-from bahdanau_tf import data, lexicon, model_directory, text
+from bahdanau_tf import corpora, lexicon, model_directory, text
 from helpers import random_model, save_model_dir, toy_tokenizers
 
 PAIRS = [
@@ -81,7 +81,7 @@ def test_the_lexicon_round_trips_through_the_model_directory(tmp_path):
 
 
 def test_on_the_bible_god_translates_to_dios_king_to_rey():
-    corpus = data.load_corpus("bible-en-es", split="train").select(slice(0, 4000))
+    corpus = corpora.load_corpus("bible-en-es", split="train").select(slice(0, 4000))
     source = text.WordTokenizer.build(corpus.sources, max_vocabulary_size=2000)
     target = text.WordTokenizer.build(corpus.targets, max_vocabulary_size=2000)
     built = lexicon.Lexicon.build(zip(corpus.sources, corpus.targets), source, target, top_k=5)

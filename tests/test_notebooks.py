@@ -297,7 +297,7 @@ def test_02_reproduce_paper(tmp_path, wheel_kernel, monkeypatch):
     assert all(0.0 <= float(value) <= 1.0 for value in aer.values())
     # the AER keeps the sure and possible gold links apart (Och & Ney): the diagonal baseline of
     # the smoke mode's 12 test verses, from the corpus's own fields
-    from bahdanau_tf.data import load_corpus
+    from bahdanau_tf.corpora import load_corpus
 
     test = load_corpus("bible-en-es", split="test").select(slice(0, 12))
     gold = [i for i, links in enumerate(test.alignments) if links]

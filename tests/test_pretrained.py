@@ -54,9 +54,14 @@ def test_loaded_by_name_in_float32_with_the_small_presets_variables(model):
             np.testing.assert_array_equal(variable.numpy(), stored[key].astype(np.float32))
 
 
-def test_translates_the_test_verse(model):
+def test_translates_the_test_verse(model, tmp_path):
     assert model.translate(list(EXPECTED)) == list(EXPECTED.values())
-    assert Translator.from_directory(NAME).translate(list(EXPECTED)).translations == list(EXPECTED.values())
+    by_directory = Translator.from_directory(NAME).translate(list(EXPECTED))
+    by_preset = Translator.from_preset(NAME).translate(list(EXPECTED))
+    assert by_preset.translations == by_directory.translations == list(EXPECTED.values())
+    np.testing.assert_array_equal(by_preset.scores, by_directory.scores)
+    with pytest.raises(ValueError, match="not a shipped model.*bible-en-es-small"):
+        Translator.from_preset(str(tmp_path))  # a directory is from_directory's
 
 
 def test_the_command_line_prints_the_translation_and_nothing_else(tmp_path):

@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 from bahdanau_tf import special_tokens
-from bahdanau_tf.data import load_corpus
+from bahdanau_tf.corpora import load_corpus
 from bahdanau_tf.text import (
     SubwordTokenizer,
     WordTokenizer,

@@ -16,14 +16,15 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bahdanau_tf import data, losses, model_directory, text, training
-from helpers import checkpoint_model_values
+from bahdanau_tf import corpora, data, losses, model_directory, text, training
+from bahdanau_tf.decoding import Batching
+from helpers import beam, checkpoint_model_values
 
 
 @pytest.fixture(scope="module")
 def corpora():
-    train = data.load_corpus("bible-en-es", split="train").select(slice(0, 3000))
-    dev = data.load_corpus("bible-en-es", split="dev").select(slice(0, 120))
+    train = corpora.load_corpus("bible-en-es", split="train").select(slice(0, 3000))
+    dev = corpora.load_corpus("bible-en-es", split="dev").select(slice(0, 120))
     return train, dev
 
 
@@ -245,8 +246,7 @@ def test_tensorboard_gets_the_final_dev_point_bleu_attention_images_and_translat
     assert [step for step, _ in series("dev/bleu")] == [5, 12]
     sample = dev.select(slice(0, 16))
     # without XLA, as the run's step (jit_compile=False) and so its dev translations
-    greedy = Translator(trainer.model, *tokenizers, beam_size=1,
-                        jit_compile=False).translate(sample.sources).translations
+    greedy = Translator(trainer.model, *tokenizers, search=beam(1), batching=Batching(jit_compile=False)).translate(sample.sources).translations
     expected = evaluation.corpus_bleu(greedy, sample.targets).score
     np.testing.assert_allclose(float(series("dev/bleu")[-1][1]), expected, rtol=1e-6)
     assert {plugin for name, _, plugin, _ in events if name in ("dev/nll", "dev/bleu")} == {"scalars"}
@@ -493,9 +493,9 @@ import tensorflow as tf
 '''
 
 _SETUP = r'''
-from bahdanau_tf import data, text, training
-train = data.load_corpus("bible-en-es", split="train").select(slice(0, 1500))
-dev = data.load_corpus("bible-en-es", split="dev").select(slice(0, 64))
+from bahdanau_tf import corpora, text, training
+train = corpora.load_corpus("bible-en-es", split="train").select(slice(0, 1500))
+dev = corpora.load_corpus("bible-en-es", split="dev").select(slice(0, 64))
 source = text.WordTokenizer.build(train.sources, max_vocabulary_size=200)
 target = text.WordTokenizer.build(train.targets, max_vocabulary_size=200)
 

@@ -19,8 +19,9 @@ from bahdanau_tf.models import RNNEncDec, RNNSearch
 from bahdanau_tf.special_tokens import END_ID, PAD_ID, SPECIAL_TOKENS, START_ID, UNK_ID
 from bahdanau_tf.text import WordTokenizer
 from bahdanau_tf.translator import MAX_BEAM_SIZE, Translator
+from bahdanau_tf.decoding import Batching, LengthLimits
 
-from helpers import TOY_SOURCE_WORDS as SOURCE_WORDS, check_translator, random_model, save_model_dir  # noqa: E402
+from helpers import TOY_SOURCE_WORDS as SOURCE_WORDS, beam, check_translator, random_model, save_model_dir  # noqa: E402
 from helpers import toy_tokenizers as tokenizers  # noqa: E402
 
 
@@ -36,7 +37,7 @@ SENTENCES = [
 @pytest.fixture(scope="module")
 def translator():
     source, target = tokenizers()
-    return Translator(random_model(), source, target, beam_size=4)
+    return Translator(random_model(), source, target, search=beam(4))
 
 
 def python_greedy(model, source_tokenizer, sentence, max_length):
@@ -76,24 +77,24 @@ def test_beam_one_equals_a_python_greedy_loop(translator):
 
 
 def test_a_sentence_translates_the_same_alone_and_in_a_batch(translator):
-    batch = translator.serving_default(tf.constant(SENTENCES))
-    nbest = translator.translate_nbest(tf.constant(SENTENCES), [4] * len(SENTENCES),
+    batch = translator.signatures.serving_default(tf.constant(SENTENCES))
+    nbest = translator.signatures.translate_nbest(tf.constant(SENTENCES), [4] * len(SENTENCES),
                                          [3] * len(SENTENCES))
     for i, sentence in enumerate(SENTENCES):
-        alone = translator.serving_default(tf.constant([sentence]))
+        alone = translator.signatures.serving_default(tf.constant([sentence]))
         assert alone["translations"].numpy()[0] == batch["translations"].numpy()[i]
         np.testing.assert_allclose(alone["scores"].numpy()[0], batch["scores"].numpy()[i],
                                    rtol=1e-5, atol=1e-5)
-        alone_nbest = translator.translate_nbest(tf.constant([sentence]), [4], [3])
+        alone_nbest = translator.signatures.translate_nbest(tf.constant([sentence]), [4], [3])
         assert (alone_nbest["translations"].numpy()[0] == nbest["translations"].numpy()[i]).all()
     # one chunk for the whole batch (no sorting inside the graph) gives the same results
     whole = Translator(translator.models[0], translator.source_tokenizer,
-                       translator.target_tokenizer, beam_size=4, decode_chunk_size=64)
-    unchunked = whole.serving_default(tf.constant(SENTENCES))
+                       translator.target_tokenizer, search=beam(4), batching=Batching(chunk_size=64))
+    unchunked = whole.signatures.serving_default(tf.constant(SENTENCES))
     assert (unchunked["translations"].numpy() == batch["translations"].numpy()).all()
     np.testing.assert_allclose(unchunked["scores"].numpy(), batch["scores"].numpy(), atol=1e-5)
-    align = translator.align(tf.constant(SENTENCES))
-    whole_align = whole.align(tf.constant(SENTENCES))
+    align = translator.signatures.align(tf.constant(SENTENCES))
+    whole_align = whole.signatures.align(tf.constant(SENTENCES))
     for key in ("target_lengths", "source_lengths", "target_tokens", "source_tokens"):
         assert (align[key].numpy() == whole_align[key].numpy()).all(), key
     np.testing.assert_allclose(align["attention"].numpy(), whole_align["attention"].numpy(),
@@ -103,14 +104,26 @@ def test_a_sentence_translates_the_same_alone_and_in_a_batch(translator):
     assert python.translations == [t.decode() for t in batch["translations"].numpy()]
 
 
+def test_verbose_shows_a_progress_bar_up_to_the_sentence_count(translator, capsys):
+    quiet = translator.translate(SENTENCES, batch_size=2)
+    assert capsys.readouterr().out == ""  # off by default
+    shown = translator.translate(SENTENCES, batch_size=2, verbose=True)
+    bar = capsys.readouterr().out
+    assert f"{len(SENTENCES)}/{len(SENTENCES)}" in bar and "sentence" in bar, bar
+    assert shown.translations == quiet.translations
+    np.testing.assert_array_equal(shown.scores, quiet.scores)
+
+
 def test_a_stream_of_requests_compiles_within_the_bound_and_equals_the_graph_path():
     # buckets shrunk so that a short stream meets several: rows {1, 2}, widths {6, 9}
     source, target = tokenizers()
     model = random_model(seed=2)
-    options = dict(beam_size=3, decode_chunk_size=2, max_source_length=8, length_buckets=(6,))
-    xla = Translator(model, source, target, **options)
-    graph = Translator(model, source, target, jit_compile=False, **options)
-    assert xla.jit_compile and xla.row_buckets == (1, 2) and xla.length_buckets == (6, 9)
+    options = dict(search=beam(3), limits=LengthLimits(max_source_length=8))
+    xla = Translator(model, source, target, batching=Batching(chunk_size=2, length_buckets=(6,)), **options)
+    graph = Translator(model, source, target, batching=Batching(jit_compile=False, chunk_size=2,
+                                                                length_buckets=(6,)), **options)
+    assert xla.batching.jit_compile and xla.chunking.row_buckets == (1, 2)
+    assert xla.chunking.length_buckets == (6, 9)
     words = SOURCE_WORDS + ["zebra"]
     rng = np.random.default_rng(0)
     stream = [[" ".join(rng.choice(words, size=rng.integers(0, 12))) for _ in range(size)]
@@ -134,15 +147,16 @@ def test_the_xla_signature_graph_equals_the_plain_one():
     # bahdanau-export --jit: the signatures' graph compiles its search over bucketed shapes
     source, target = tokenizers()
     model = random_model(seed=5)
-    plain = Translator(model, source, target, beam_size=3)
-    compiled = Translator(model, source, target, beam_size=3, serving_jit_compile=True)
+    plain = Translator(model, source, target, search=beam(3))
+    compiled = Translator(model, source, target, search=beam(3),
+                          batching=Batching(serving_jit_compile=True))
     batch = tf.constant(SENTENCES + ["", "zebra"])
     for name in ("serving_default", "align"):
-        expected, out = getattr(plain, name)(batch), getattr(compiled, name)(batch)
+        expected, out = getattr(plain.signatures, name)(batch), getattr(compiled.signatures, name)(batch)
         assert (out["translations"].numpy() == expected["translations"].numpy()).all(), name
         np.testing.assert_allclose(out["scores"].numpy(), expected["scores"].numpy(), atol=1e-4)
     def must_compile(translator):
-        graph = translator.serving_default.get_concrete_function().graph.as_graph_def()
+        graph = translator.signatures.serving_default.get_concrete_function().graph.as_graph_def()
         return any("_XlaMustCompile" in node.attr and node.attr["_XlaMustCompile"].b
                    for function in graph.library.function for node in function.node_def)
 
@@ -151,7 +165,7 @@ def test_the_xla_signature_graph_equals_the_plain_one():
 
 def test_no_unk_decoding_never_emits_unk():
     source, target = tokenizers()
-    translator = Translator(random_model(seed=3, unk_bias=4.0), source, target, beam_size=3)
+    translator = Translator(random_model(seed=3, unk_bias=4.0), source, target, search=beam(3))
     sentences = SENTENCES + ["zebra unknown words here", ""]
     plain = translator.translate(sentences, nbest=3)
     assert any("[UNK]" in t for row in plain.translations for t in row)  # the test can fail
@@ -168,13 +182,13 @@ def test_an_ensemble_of_one_model_equals_the_model(translator):
     model = translator.models[0]
     source, target = translator.source_tokenizer, translator.target_tokenizer
     single = translator.translate(SENTENCES, nbest=3)
-    twice = Translator([model, model], source, target, beam_size=4).translate(SENTENCES, nbest=3)
+    twice = Translator([model, model], source, target, search=beam(4)).translate(SENTENCES, nbest=3)
     assert twice.translations == single.translations
     np.testing.assert_allclose(twice.scores, single.scores, rtol=1e-4, atol=1e-4)
     # and a real ensemble is neither of its members
     other = random_model(seed=7)
-    pair = Translator([model, other], source, target, beam_size=4).translate(SENTENCES).scores
-    alone_other = Translator(other, source, target, beam_size=4).translate(SENTENCES).scores
+    pair = Translator([model, other], source, target, search=beam(4)).translate(SENTENCES).scores
+    alone_other = Translator(other, source, target, search=beam(4)).translate(SENTENCES).scores
     assert not np.allclose(pair, translator.translate(SENTENCES).scores)
     assert not np.allclose(pair, alone_other)
 
@@ -183,7 +197,7 @@ def test_a_batch_mixing_bad_inputs_gets_an_answer_for_every_row(translator):
     long_words = (SENTENCES[1].split() * 40)[:400]  # 400 tokens, cut to 100
     bad = ["", "   \t ", b"\xff\xfe\xc3 the cat", "zebra quux the", " ".join(long_words),
            SENTENCES[0], "\u200b"]
-    out = translator.serving_default(tf.constant(bad))
+    out = translator.signatures.serving_default(tf.constant(bad))
     texts = [t.decode() for t in out["translations"].numpy()]
     scores = out["scores"].numpy()
     assert len(texts) == len(bad)
@@ -192,26 +206,26 @@ def test_a_batch_mixing_bad_inputs_gets_an_answer_for_every_row(translator):
     assert np.isfinite(scores).all()
     assert all(texts[i] for i in (2, 3, 4, 5))
     # the long input is the translation of its first max_source_length tokens
-    cut = " ".join(long_words[: translator.max_source_length])
-    assert translator.serving_default(tf.constant([cut]))["translations"].numpy()[0] == \
+    cut = " ".join(long_words[: translator.limits.max_source_length])
+    assert translator.signatures.serving_default(tf.constant([cut]))["translations"].numpy()[0] == \
         out["translations"].numpy()[4]
     assert texts[5] == translator.translate([SENTENCES[0]]).translations[0]
     # out-of-range beam and nbest are clamped inside the graph instead of raising
-    nbest = translator.translate_nbest(tf.constant(bad), [0] * len(bad), [99] * len(bad))
+    nbest = translator.signatures.translate_nbest(tf.constant(bad), [0] * len(bad), [99] * len(bad))
     assert nbest["translations"].shape == (len(bad), 1)
-    big = translator.translate_nbest(tf.constant(bad[:2]), [1000] * 2, [2] * 2)
+    big = translator.signatures.translate_nbest(tf.constant(bad[:2]), [1000] * 2, [2] * 2)
     assert big["translations"].shape == (2, 2)
-    align = translator.align(tf.constant(bad))
+    align = translator.signatures.align(tf.constant(bad))
     assert align["source_lengths"].numpy()[0] == 1  # just [END]
     assert align["target_lengths"].numpy()[0] == 0
-    assert align["source_lengths"].numpy()[4] == translator.max_source_length + 1
-    empty = translator.serving_default(tf.constant([], tf.string))
+    assert align["source_lengths"].numpy()[4] == translator.limits.max_source_length + 1
+    empty = translator.signatures.serving_default(tf.constant([], tf.string))
     assert empty["translations"].shape == (0,)
 
 
 def test_alignments_have_the_tokens_and_attention_rows_that_sum_to_one(translator):
     result = translator.translate(SENTENCES, return_alignments=True)
-    align = translator.align(tf.constant(SENTENCES))
+    align = translator.signatures.align(tf.constant(SENTENCES))
     for i, alignment in enumerate(result.alignments):
         assert alignment.source_tokens == SENTENCES[i].split() + ["[END]"]
         assert alignment.attention.shape == (len(alignment.target_tokens),
@@ -246,7 +260,7 @@ def test_models_without_attention_translate_but_have_no_align_signature():
     source, target = tokenizers()
     translator = Translator(random_model(RNNEncDec, seed=2), source, target)
     assert not translator.has_attention
-    assert set(translator.signatures()) == {"serving_default", "translate_nbest"}
+    assert set(translator.signatures.by_name()) == {"serving_default", "translate_nbest"}
     result = translator.translate(SENTENCES + [""])
     assert len(result.translations) == len(SENTENCES) + 1
     with pytest.raises(ValueError, match="attention"):
@@ -258,7 +272,7 @@ def test_the_translator_keeps_its_contract(model_class, tmp_path):
     """helpers.check_translator: XLA == graph search == the exported signature, and
     save -> from_directory gives the same translations."""
     source, target = tokenizers()
-    output = check_translator(Translator(random_model(model_class), source, target, beam_size=3),
+    output = check_translator(Translator(random_model(model_class), source, target, search=beam(3)),
                               SENTENCES, tmp_path)
     assert len(set(output.translations)) > 1  # the random model does not say one thing
 
@@ -268,7 +282,7 @@ def test_from_directory_restores_the_same_translator(translator, tmp_path):
     model_directory.write_model_config(str(tmp_path), model, translator.source_tokenizer,
                                        translator.target_tokenizer)
     tf.train.Checkpoint(model=model).save(str(tmp_path / "checkpoints" / "ckpt"))
-    loaded = Translator.from_directory(str(tmp_path), beam_size=4)
+    loaded = Translator.from_directory(str(tmp_path), search=beam(4))
     assert loaded.translate(SENTENCES).translations == translator.translate(SENTENCES).translations
     with pytest.raises(FileNotFoundError, match="model.json"):
         Translator.from_directory(str(tmp_path / "missing"))
@@ -316,7 +330,7 @@ def test_candidate_lists_decode_as_the_full_softmax_restricted_to_the_list(jit_c
     bias = restricted.readout.output_bias
     outside = np.setdiff1d(np.arange(target.vocabulary_size), listed)
     bias.assign(np.where(np.isin(np.arange(target.vocabulary_size), outside), -np.inf, bias.numpy()))
-    settings = dict(beam_size=3, jit_compile=jit_compile)
+    settings = dict(search=beam(3), batching=Batching(jit_compile=jit_compile))
     got = Translator(model, source, target, candidates=candidates, **settings).translate(SENTENCES, nbest=2)
     expected = Translator(restricted, source, target, **settings).translate(SENTENCES, nbest=2)
     plain = Translator(model, source, target, **settings).translate(SENTENCES, nbest=2)
@@ -327,9 +341,9 @@ def test_candidate_lists_decode_as_the_full_softmax_restricted_to_the_list(jit_c
         for word in " ".join(hypotheses).split():
             assert target.vocabulary.index(word) in listed
     if jit_compile:  # the signatures under XLA (bahdanau-export --jit) pad the list in-graph
-        jit_translator = Translator(model, source, target, candidates=candidates, beam_size=3,
-                                    serving_jit_compile=True)  # held: its tf.function keeps a weak reference
-        jit_signature = jit_translator.serving_default(tf.constant(SENTENCES))
+        jit_translator = Translator(model, source, target, candidates=candidates, search=beam(3),
+                                    batching=Batching(serving_jit_compile=True))  # held: its tf.function keeps a weak reference
+        jit_signature = jit_translator.signatures.serving_default(tf.constant(SENTENCES))
         assert [t.decode() for t in jit_signature["translations"].numpy()] == [
             hypotheses[0] for hypotheses in got.translations]
     # a list of the whole vocabulary is the full search

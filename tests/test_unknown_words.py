@@ -16,8 +16,9 @@ import tensorflow as tf
 from bahdanau_tf.models import RNNEncDec
 from bahdanau_tf.translator import Translator
 from bahdanau_tf.unknown_words import UnknownWordDictionary, read_dictionary
+from bahdanau_tf.decoding import Batching
 
-from helpers import random_model, replaced_reference, toy_tokenizers  # noqa: E402
+from helpers import beam, random_model, replaced_reference, toy_tokenizers  # noqa: E402
 
 # unknown source words ("zebra", "quokka") must come back as written
 SENTENCES = ["the cat sat on zebra mat", "a quokka ran to the house", "", "dog",
@@ -33,7 +34,7 @@ def test_each_unk_becomes_its_argmax_attention_source_word_or_its_dictionary_ent
     dictionary = read_dictionary(str(path))
     assert dictionary == {"zebra": "cebra", "the": "EL", "cat": "GATO"}
     # translate's default path: the search under XLA, the strings around it in graphs
-    translator = Translator(random_model(seed=3, unk_bias=4.0), source, target, beam_size=3,
+    translator = Translator(random_model(seed=3, unk_bias=4.0), source, target, search=beam(3),
                             unk_dictionary=str(path))
     replaced = translator.translate(SENTENCES, return_alignments=True, replace_unk=True)
     # the alignments keep the model's own tokens: [UNK], many of them
@@ -51,16 +52,16 @@ def test_each_unk_becomes_its_argmax_attention_source_word_or_its_dictionary_ent
 def test_replace_unk_in_the_serving_signatures(tmp_path):
     source, target = toy_tokenizers()
     model = random_model(seed=3, unk_bias=4.0)
-    plain = Translator(model, source, target, beam_size=3, jit_compile=False)
-    replacing = Translator(model, source, target, beam_size=3, jit_compile=False,
+    plain = Translator(model, source, target, search=beam(3), batching=Batching(jit_compile=False))
+    replacing = Translator(model, source, target, search=beam(3), batching=Batching(jit_compile=False),
                            replace_unk=True)
     batch = tf.constant(SENTENCES)
-    expected = plain.translate_replace_unk(batch)["translations"].numpy()
+    expected = plain.signatures.translate_replace_unk(batch)["translations"].numpy()
     assert not any(b"[UNK]" in t for t in expected)
-    assert any(b"[UNK]" in t for t in plain.serving_default(batch)["translations"].numpy())
+    assert any(b"[UNK]" in t for t in plain.signatures.serving_default(batch)["translations"].numpy())
     # an export with --replace_unk: serving_default is translate_replace_unk; n-best lists too
-    assert (replacing.serving_default(batch)["translations"].numpy() == expected).all()
-    rows = replacing.translate_nbest(batch, [3] * len(SENTENCES), [3] * len(SENTENCES))
+    assert (replacing.signatures.serving_default(batch)["translations"].numpy() == expected).all()
+    rows = replacing.signatures.translate_nbest(batch, [3] * len(SENTENCES), [3] * len(SENTENCES))
     assert not any(b"[UNK]" in t for row in rows["translations"].numpy() for t in row)
     # and translate's default is the translator's replace_unk
     assert replacing.translate(SENTENCES).translations == [t.decode() for t in expected]

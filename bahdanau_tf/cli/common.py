@@ -125,7 +125,7 @@ def define_model_dir_flag(help_text):
 
 def define_search_flags():
     """Beam search settings shared by translate, evaluate and export."""
-    from bahdanau_tf import translator
+    from bahdanau_tf import decoding, translator
 
     _define_once(flags.DEFINE_integer, "beam_size", translator.DEFAULT_BEAM_SIZE,
                  "Beam size; 1 is greedy search.", lower_bound=1,
@@ -133,8 +133,19 @@ def define_search_flags():
     define_finite_float("length_penalty", translator.DEFAULT_LENGTH_PENALTY,
                         "GNMT length penalty alpha (>= 0); 0 ranks by log p(y|x) alone, which "
                         "prefers short outputs.", lower_bound=0.0)
-    _define_once(flags.DEFINE_integer, "max_source_length", translator.DEFAULT_MAX_SOURCE_LENGTH,
+    _define_once(flags.DEFINE_integer, "max_source_length", decoding.LengthLimits.max_source_length,
                  "Longer inputs are cut to this many tokens.", lower_bound=1)
+
+
+def search_options(**batching):
+    """The Translator arguments of the search flags (`define_search_flags`): ``search`` and
+    ``limits``, and ``batching`` of the given `bahdanau_tf.decoding.Batching` fields."""
+    from bahdanau_tf import decoding
+
+    return {"search": decoding.BeamSearch(beam_size=FLAGS.beam_size,
+                                          length_penalty=FLAGS.length_penalty),
+            "limits": decoding.LengthLimits(max_source_length=FLAGS.max_source_length),
+            "batching": decoding.Batching(**batching)}
 
 
 def define_unk_flags():

@@ -178,8 +178,7 @@ def _evaluate(outputs):
     for group, name in zip(groups, names):
         translator = Translator.from_directory(
             group if len(group) > 1 else group[0], which=FLAGS.checkpoint,
-            beam_size=FLAGS.beam_size, length_penalty=FLAGS.length_penalty,
-            max_source_length=FLAGS.max_source_length, jit_compile=FLAGS.jit_compile, **unk,
+            **common.search_options(jit_compile=FLAGS.jit_compile), **unk,
             **common.candidate_options(group))
         shown = progress.Progress(common.program_name(), _size(corpus), enabled=FLAGS.progress)
         translator = progress.ProgressTranslator(translator, shown)

@@ -87,9 +87,7 @@ def main(argv):
     translator = Translator.from_directory(
         FLAGS.model_dir, which=FLAGS.checkpoint,
         dtype=None if FLAGS.keep_precision else serving.SERVING_DTYPE,
-        beam_size=FLAGS.beam_size, length_penalty=FLAGS.length_penalty,
-        max_source_length=FLAGS.max_source_length, serving_jit_compile=FLAGS.jit, **unk,
-        **candidates)
+        **common.search_options(serving_jit_compile=FLAGS.jit), **unk, **candidates)
     path = serving.export_saved_model(translator, FLAGS.export_dir, version=FLAGS.version,
                                       warmup=warmup, model_name=FLAGS.model_name,
                                       overwrite=FLAGS.overwrite)

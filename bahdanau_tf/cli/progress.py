@@ -7,9 +7,8 @@ with ``--progress`` into a file or a pipe, a line is printed every 10 seconds an
 Without ``--progress`` it shows only when stderr is a terminal: pipelines and tests see only
 the results.
 
-The translator is wrapped (`ProgressTranslator`): each ``translate`` call is cut into its
-batches, longest sentences first as the Translator itself orders them, so the batches, and
-the speed, are those of one call.
+The translator is wrapped (`ProgressTranslator`): each ``translate`` call tells the line of
+each of its batches as it is done (``Translator.translate``'s ``verbose``).
 """
 
 import sys
@@ -52,8 +51,9 @@ class Progress:
         self._shown = None  # when the last line was shown
         self._width = 0
 
-    def update(self, count):
-        """``count`` more sentences are done."""
+    def add(self, count):
+        """``count`` more sentences are done (`keras.utils.Progbar`'s name, which
+        `bahdanau_tf.translator.Translator.translate` calls)."""
         self.done += count
         if not self.enabled:
             return
@@ -100,7 +100,8 @@ def _is_terminal(stream):
 
 
 class ProgressTranslator:
-    """A Translator whose ``translate`` counts its sentences into a `Progress`, batch by batch.
+    """A Translator whose ``translate`` counts its sentences into a `Progress`, batch by batch
+    (``Translator.translate``'s ``verbose``, which tells it each batch as it is done).
 
     Every other attribute is the translator's own.
     """
@@ -111,39 +112,5 @@ class ProgressTranslator:
     def __getattr__(self, name):
         return getattr(self._translator, name)
 
-    def translate(self, sentences, *args, batch_size=64, **kwargs):
-        if not isinstance(sentences, (str, bytes)):
-            sentences = list(sentences)
-        if isinstance(sentences, (str, bytes)) or not self._progress.enabled or not sentences:
-            output = self._translator.translate(sentences, *args, batch_size=batch_size, **kwargs)
-            self._progress.update(1 if isinstance(sentences, (str, bytes)) else len(sentences))
-            return output
-        # the Translator's own order: the same batches as one call
-        order = sorted(range(len(sentences)), key=lambda i: -len(sentences[i]))
-        parts = []
-        for start in range(0, len(sentences), batch_size):
-            batch = [sentences[i] for i in order[start:start + batch_size]]
-            parts.append(self._translator.translate(batch, *args, batch_size=batch_size, **kwargs))
-            self._progress.update(len(batch))
-        return _unsorted(parts, order)
-
-
-def _unsorted(parts, order):
-    """One output in the input's order from the outputs of the sorted batches."""
-    import numpy as np
-
-    first = parts[0]
-    translations = [None] * len(order)
-    scores = [None] * len(order)
-    alignments = [None] * len(order) if first.alignments is not None else None
-    position = 0
-    for part in parts:
-        for k in range(len(part.translations)):
-            index = order[position]
-            translations[index] = part.translations[k]
-            scores[index] = part.scores[k]
-            if alignments is not None:
-                alignments[index] = part.alignments[k]
-            position += 1
-    return type(first)(translations=translations, scores=np.asarray(scores),
-                       alignments=alignments)
+    def translate(self, sentences, *args, **kwargs):
+        return self._translator.translate(sentences, *args, verbose=self._progress, **kwargs)

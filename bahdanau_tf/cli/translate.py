@@ -24,7 +24,7 @@ lines read are translated as soon as no more input is waiting (input that is all
 or a fast pipe, is still translated --read_lines at a time, as fast). On a terminal a short
 prompt goes to stderr. Progress (sentences, sentences/s, the time left when --input_file is a
 file) goes to stderr when it is a terminal, or with --progress.
-Lines are read with the package's one line reader (`bahdanau_tf.data.line_chunks`): ``\n``,
+Lines are read with the package's one line reader (`bahdanau_tf.corpora.line_chunks`): ``\n``,
 ``\r\n`` and ``\r`` end lines, and a line that is not UTF-8 is an error naming the line (exit
 code 2), raised when its chunk is read: in the first chunk, before the model is loaded and
 before anything is written; later, after the chunks before it were written to stdout.
@@ -118,7 +118,7 @@ def main(argv):
         raise common.UserError(f"--nbest={FLAGS.nbest} exceeds --beam_size={FLAGS.beam_size}.")
     if FLAGS.output_file:
         common.check_writable_file(FLAGS.output_file, "output_file")
-    from bahdanau_tf.data import line_chunks
+    from bahdanau_tf.corpora import line_chunks
     from bahdanau_tf.translator import Translator
 
     unk = common.unk_options()
@@ -127,9 +127,8 @@ def main(argv):
 
     def load():
         return Translator.from_directory(
-            FLAGS.model_dir, which=FLAGS.checkpoint, beam_size=FLAGS.beam_size,
-            length_penalty=FLAGS.length_penalty, max_source_length=FLAGS.max_source_length,
-            jit_compile=FLAGS.jit_compile, **unk, **candidates)
+            FLAGS.model_dir, which=FLAGS.checkpoint,
+            **common.search_options(jit_compile=FLAGS.jit_compile), **unk, **candidates)
 
     if _interactive_input():  # a person types: the model first, then the prompt
         translator = load()

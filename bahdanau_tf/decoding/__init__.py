@@ -29,7 +29,9 @@ inside a search. The package, read in this order:
   (the step, the read-out of finished sentences, the refill of slots, the compaction);
 - `bahdanau_tf.decoding.selection`: one step's choice (the ranking, the masks, ``top_k``);
 - `bahdanau_tf.decoding.step_functions`: the model contract `StepModel`, `tile_beams` and
-  `ensemble_step_fn`.
+  `ensemble_step_fn`;
+- `bahdanau_tf.decoding.batching`: a translator's settings beyond the search's own:
+  `LengthLimits` (the source cut, the output limit) and `Batching` (chunks, slots, XLA).
 
 Everything is one ``tf.while_loop`` over static-shape buffers, so the same code runs eagerly,
 inside ``tf.function`` with a dynamic batch (e.g. a serving signature), and under
@@ -38,13 +40,14 @@ hypothesis carries its tokens (and attention rows) so far, and a sentence's n-be
 the step it is done.
 """
 
+from bahdanau_tf.decoding.batching import Batching, LengthLimits
 from bahdanau_tf.decoding.search import (BeamSearch, BeamSearchOutput, Execution, beam_search,
                                          greedy_search)
 from bahdanau_tf.decoding.selection import (Ranking, VocabularyMask, length_penalty_factor,
                                             never_mask, static_int, top_k, vocabulary_mask)
 from bahdanau_tf.decoding.step_functions import StepFn, StepModel, ensemble_step_fn, tile_beams
 
-__all__ = ["BeamSearch", "BeamSearchOutput", "Execution", "Ranking", "StepFn", "StepModel",
+__all__ = ["Batching", "BeamSearch", "BeamSearchOutput", "Execution", "LengthLimits", "Ranking", "StepFn", "StepModel",
            "VocabularyMask", "beam_search", "ensemble_step_fn", "greedy_search",
            "length_penalty_factor", "never_mask", "static_int", "tile_beams", "top_k",
            "vocabulary_mask"]

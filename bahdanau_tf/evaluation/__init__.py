@@ -20,7 +20,7 @@ Every public name is importable from ``bahdanau_tf.evaluation``.
 Example:
 
     from bahdanau_tf import evaluation
-    from bahdanau_tf.data import load_corpus
+    from bahdanau_tf.corpora import load_corpus
     from bahdanau_tf.translator import Translator
 
     result = evaluation.evaluate_translator(Translator.from_directory("runs/rnnsearch"),

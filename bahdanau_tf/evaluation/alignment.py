@@ -368,7 +368,7 @@ def gold_links(
 
     The embedded Bible's gold comes from Strong's numbers (``scripts/build_bible_corpus.py``):
     a link is *sure* when its number tags one phrase on each side, *possible* when the number
-    recurs in the verse. `bahdanau_tf.data.ParallelCorpus` holds all links in
+    recurs in the verse. `bahdanau_tf.corpora.ParallelCorpus` holds all links in
     ``alignments`` (P) and the sure ones in ``sure_alignments`` (S ⊆ P). Merging them (S = P)
     counts every possible link as a miss when it is not predicted, and overstates the AER.
 

@@ -112,7 +112,7 @@ def evaluate_translator(
     Args:
         translator: a `bahdanau_tf.translator.Translator` (its beam size and length penalty
             are the ones used, and recorded in the report's settings).
-        corpus: a `bahdanau_tf.data.ParallelCorpus` (``sources``, ``targets`` and, for AER,
+        corpus: a `bahdanau_tf.corpora.ParallelCorpus` (``sources``, ``targets`` and, for AER,
             ``alignments``, all gold links P, and ``sure_alignments``, the sure ones S; without
             ``sure_alignments`` every link counts as sure), or a
             `bahdanau_tf.corpora.CorpusFiles` stream of the user's files.
@@ -139,7 +139,7 @@ def evaluate_translator(
 
     Example:
 
-        translator = Translator.from_directory("runs/rnnsearch", beam_size=5)
+        translator = Translator.from_directory("runs/rnnsearch")
         test = load_corpus("bible-en-es", split="test")
         result = evaluate_translator(translator, test, name="rnnsearch")
         print(result.report.bleu, result.report.alignment.aer)
@@ -165,7 +165,7 @@ def evaluate_translator(
     all_settings = {
         "beam_size": translator.beam_size,
         "length_penalty": translator.length_penalty,
-        "max_source_length": translator.max_source_length,
+        "max_source_length": translator.limits.max_source_length,
         "no_unk": run.resolved_mode(),
         **(settings or {}),
     }

@@ -19,7 +19,7 @@ from typing import Any, Callable
 import keras
 import tensorflow as tf
 
-from bahdanau_tf import data
+from bahdanau_tf import data, decoding
 from bahdanau_tf import devices
 from bahdanau_tf import files
 from bahdanau_tf import lexicon as lexicon_lib
@@ -44,7 +44,7 @@ from bahdanau_tf.training.run_directory import (
     TrainingInterrupted,
 )
 from bahdanau_tf.training.summaries import Summaries, dev_translation_summaries
-from bahdanau_tf.translator import Translator
+from bahdanau_tf.translator import DEFAULT_SEARCH, Translator
 
 
 #: the batch shapes the step remembers to tell an XLA compilation (`Trainer._count_compilation`)
@@ -92,12 +92,12 @@ class Trainer:
 
     Example:
 
-        corpus = data.load_corpus("bible-en-es", split="train")
+        corpus = corpora.load_corpus("bible-en-es", split="train")
         source = text.SubwordTokenizer.build(corpus.sources, vocabulary_size=5000)
         target = text.SubwordTokenizer.build(corpus.targets, vocabulary_size=5000)
         trainer = Trainer("/tmp/run", source, target, preset="small",
                           config=TrainingConfig.for_preset("small", max_minutes=10))
-        report = trainer.fit(corpus, data.load_corpus("bible-en-es", split="dev"))
+        report = trainer.fit(corpus, corpora.load_corpus("bible-en-es", split="dev"))
     """
 
     def __init__(
@@ -478,7 +478,7 @@ class Trainer:
         """Trains until a budget is spent or early stopping; returns the report (table 2).
 
         Args:
-            train_corpus: `bahdanau_tf.data.ParallelCorpus` (or sequence of (source, target) pairs),
+            train_corpus: `bahdanau_tf.corpora.ParallelCorpus` (or sequence of (source, target) pairs),
                 or a `bahdanau_tf.corpora.CorpusFiles` stream (read as training goes; its size
                 is estimated, `data.count_pairs`, and the progress line marks the epoch ``~``).
             dev_corpus: optional, its first ``config.dev_sentences`` pairs give the dev NLL.
@@ -762,7 +762,8 @@ class Trainer:
         if self._dev_translator is None:
             # XLA or not as the training step: a run without XLA compiles nothing for its dev BLEU
             self._dev_translator = Translator(self.model, self.source_tokenizer, self.target_tokenizer,
-                                              beam_size=1, jit_compile=bool(self.config.jit_compile))
+                                              search=dataclasses.replace(DEFAULT_SEARCH, beam_size=1),
+                                              batching=decoding.Batching(jit_compile=bool(self.config.jit_compile)))
         # the first dev_bleu_sentences of the dev pairs the dev NLL is taken on
         count = min(self.config.dev_bleu_sentences, self.config.dev_sentences)
         sample = run.dev_corpus.select(slice(0, count))
