@@ -32,38 +32,37 @@ needs:
   replaces in ``serving_default``, ``translate_nbest`` and ``align``'s ``translations`` too
   (``align``'s ``target_tokens`` stay the model's own tokens, ``[UNK]`` included).
 
-**Chunks and slots**: inside the graph a batch is sorted by source length (longest first)
-and handed to the search ``chunk_size`` (64, `Batching`) sentences at a time, then put back in
-order. The search keeps ``slots`` sentences in flight (on a CPU 32 at beam
-5, 64 greedy: `bahdanau_tf.devices.decoding_slots`): the step a sentence is done its n-best
-is read out and its slot takes the next sentence of the chunk (continuous batching,
-`bahdanau_tf.decoding.beam_search`'s ``slots``), so no row keeps stepping for a finished
-sentence while a slower one ends. Longest first, the last sentences in flight are the
-shortest; once nothing is left to load and the live sentences fit in half the slots, the
-search goes on over half (a second loop, where the batch is static: under XLA), and when
-every sentence had a slot from the start (greedy: 64 in 64 slots) over halves down to an
-eighth (4 loops). On 512 test verses at batch 64 the search computed 1.09x (beam 5 and
-greedy) the hypothesis-steps that decoding them one at a time needs, against 1.30x and 1.34x
-with the former chunks of 16 searched to their slowest sentence (benchmarks/decode_step.py). `Translator.translate` also sorts by length in Python before
-cutting batches. One plan (`bahdanau_tf.signatures.plan_chunk` and `chunk_input`) decides each chunk's rows,
-filler rows, width and buffer for both the signatures' graph loop and the XLA path (there
-in its NumPy spelling, and each bucket's compiled search looked up in a dict: a batch-1
-call runs no eager TF op besides the tokenizer's and the search's graphs).
+**Chunks and slots**: inside the graph a batch is sorted by source length (longest first) and
+handed to the search ``chunk_size`` (64, `Batching`) sentences at a time, then put back in order.
+The search keeps ``slots`` sentences in flight (on a CPU 32 at beam 5, 64 greedy:
+`bahdanau_tf.devices.decoding_slots`): the step a sentence is done its n-best is read out and its
+slot takes the next sentence of the chunk (continuous batching,
+`bahdanau_tf.decoding.beam_search`'s ``slots``), so no row keeps stepping for a finished sentence
+while a slower one ends. Longest first, the last sentences in flight are the shortest; once nothing
+is left to load and the live sentences fit in half the slots, the search goes on over half (a
+second loop, where the batch is static: under XLA), and when every sentence had a slot from the
+start (greedy: 64 in 64 slots) over halves down to an eighth (4 loops). On 512 test verses at batch
+64 the search computed 1.09x (beam 5 and greedy) the hypothesis-steps that decoding them one at a
+time needs, against 1.30x and 1.34x with the former chunks of 16 searched to their slowest sentence
+(benchmarks/decode_step.py). `Translator.translate` also sorts by length in Python before cutting
+batches. One plan (`bahdanau_tf.signatures.plan_chunk` and `chunk_input`) decides each chunk's
+rows, filler rows, width and buffer for both the signatures' graph loop and the XLA path (there in
+its NumPy spelling, and each bucket's compiled search looked up in a dict: a batch-1 call runs no
+eager TF op besides the tokenizer's and the search's graphs).
 
-**XLA**: `Translator.translate` (and so bahdanau-translate and bahdanau-evaluate) compiles the search
-(encoder + beam search over int tensors) with XLA by default (``Batching.jit_compile``, see
-`bahdanau_tf.devices.decoding_jit`); tokenization stays outside it (string ops). XLA
-compiles one program per input shape, so each chunk is padded to a *row bucket* (powers of
-two up to ``chunk_size``; filler rows are empty sources that end at once) and a
-*length bucket* (``length_buckets``, capped at ``max_source_length + 1``), and beam search
-gets a static output buffer, the largest limit of that width, separate from the
-per-sentence length limits (runtime data). A stream of requests therefore compiles at most
-``len(row_buckets) * len(length_buckets)`` programs per (beam size, n-best,
-alignments) combination (`Translator.compilation_bound`; 7 x 8 = 56 with the defaults, ~5-10 for a
-test set sorted by length); `Translator.compilations` counts them. Padding is masked, so the outputs
-are those of the non-XLA path up to float rounding. The exported signatures stay without
-XLA unless ``Batching.serving_jit_compile`` (``bahdanau-export --jit``): TF Serving's model server
-runs XLA:CPU only with ``--xla_cpu_compilation_enabled``.
+**XLA**: `Translator.translate` (and so bahdanau-translate and bahdanau-evaluate) compiles the
+search (encoder + beam search over int tensors) with XLA by default (``Batching.jit_compile``, see
+`bahdanau_tf.devices.decoding_jit`); tokenization stays outside it (string ops). XLA compiles one
+program per input shape, so each chunk is padded to a *row bucket* (powers of two up to
+``chunk_size``; filler rows are empty sources that end at once) and a *length bucket*
+(``length_buckets``, capped at ``max_source_length + 1``), and beam search gets a static output
+buffer, the largest limit of that width, separate from the per-sentence length limits (runtime
+data). A stream of requests therefore compiles at most ``len(row_buckets) * len(length_buckets)``
+programs per (beam size, n-best, alignments) combination (`Translator.compilation_bound`; 7 x 8 =
+56 with the defaults, ~5-10 for a test set sorted by length); `Translator.compilations` counts
+them. Padding is masked, so the outputs are those of the non-XLA path up to float rounding. The
+exported signatures stay without XLA unless ``Batching.serving_jit_compile`` (``bahdanau-export
+--jit``): TF Serving's model server runs XLA:CPU only with ``--xla_cpu_compilation_enabled``.
 
 **The chunked search** has one plan, `plan_chunk` and `chunk_input` (with `length_order` and
 `length_limits`): the signatures' graph loop (`search_in_chunks`, a ``tf.while_loop``) calls

@@ -8,16 +8,18 @@ the host:
     tokenize -> cut to max_source_length -> + [END] -> pad -> encode -> beam search
              -> detokenize
 
-The SavedModel's signatures (``serving_default``, ``translate_nbest``, ``align``;
-``translator.signatures``, a `bahdanau_tf.signatures.Signatures` module that holds the
-translator, documents them beside their contract, and builds the string graphs around the
-search); this module holds the models, the settings (`bahdanau_tf.decoding`'s `BeamSearch`,
-`LengthLimits` and `Batching`), the search over int tensors, the constructors and `translate`.
+The SavedModel's signatures (``serving_default``, ``translate_nbest``, ``align``) live in
+`bahdanau_tf.signatures.Signatures`, a module that holds the translator
+(``translator.signatures``; `bahdanau_tf.serving` exports one): it documents them beside their
+contract and builds the string graphs around the search. This module holds the models, the
+settings (`bahdanau_tf.decoding`'s `BeamSearch`, `LengthLimits` and `Batching`), the search
+over int tensors, the constructors and `translate`.
 
 Decisions (all documented here once):
 
 - **Source length bound**: inputs are cut to ``max_source_length`` tokens (default 100,
-  `bahdanau_tf.decoding.LengthLimits`) before ``[END]`` is appended; the rest of a longer sentence is *not translated*.
+  `bahdanau_tf.decoding.LengthLimits`) before ``[END]`` is appended; the rest of a longer
+  sentence is *not translated*.
 - **Output length bound**: a translation has at most ``ceil(max_length_ratio * n) +
   max_length_offset`` tokens, ``[END]`` included, n the (cut) source length in tokens:
   ``2 n + 10`` by default. A hypothesis that hits it is finished without ``[END]``.

@@ -9,15 +9,15 @@ import pytest
 import tensorflow as tf
 
 from bahdanau_tf import corpora, data, special_tokens
-from bahdanau_tf.data import (
+from bahdanau_tf.corpora import (
     ParallelCorpus,
     bible_split,
     load_corpus,
     load_parallel_files,
     load_tfds,
     load_tsv,
-    make_dataset,
 )
+from bahdanau_tf.data import make_dataset
 from bahdanau_tf.text import WordTokenizer, split_words
 
 END, START, PAD = special_tokens.END_ID, special_tokens.START_ID, special_tokens.PAD_ID
@@ -603,7 +603,7 @@ def test_count_pairs_estimates_a_long_stream_from_its_first_pairs(tmp_path, dev,
 _SHARD_WORKER = r"""
 import json, sys
 import tensorflow as tf
-from bahdanau_tf import data
+from bahdanau_tf import corpora, data
 from bahdanau_tf.text import WordTokenizer
 strategy = tf.distribute.MultiWorkerMirroredStrategy()
 stream = corpora.CorpusFiles.tsv(sys.argv[1])

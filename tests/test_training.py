@@ -16,15 +16,16 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bahdanau_tf import corpora, data, losses, model_directory, text, training
+from bahdanau_tf import data, losses, model_directory, text, training
+from bahdanau_tf.corpora import load_corpus
 from bahdanau_tf.decoding import Batching
 from helpers import beam, checkpoint_model_values
 
 
 @pytest.fixture(scope="module")
 def corpora():
-    train = corpora.load_corpus("bible-en-es", split="train").select(slice(0, 3000))
-    dev = corpora.load_corpus("bible-en-es", split="dev").select(slice(0, 120))
+    train = load_corpus("bible-en-es", split="train").select(slice(0, 3000))
+    dev = load_corpus("bible-en-es", split="dev").select(slice(0, 120))
     return train, dev
 
 

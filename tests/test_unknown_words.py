@@ -75,7 +75,7 @@ def test_refusals_are_clear(tmp_path):
     with pytest.raises(ValueError, match="need models with attention"):
         Translator(encdec, source, target).translate(["the cat"], replace_unk=True)
     with pytest.raises(AttributeError, match="needs models with attention"):  # not exported
-        Translator(encdec, source, target).translate_replace_unk  # noqa: B018
+        Translator(encdec, source, target).signatures.translate_replace_unk  # noqa: B018
     for content, message in ((b"the\n", "line 1 is not source<TAB>target"),
                              (b"a\tb\n\tx\n", "line 2 is not source<TAB>target"),
                              (b"\n\n", "has no entry"), (b"a\t\xff\n", "is not UTF-8")):
