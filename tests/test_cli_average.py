@@ -14,8 +14,8 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 from bahdanau_tf import model_directory, serving  # noqa: E402
-from bahdanau_tf.translator import Translator  # noqa: E402
 from bahdanau_tf.decoding import Batching  # noqa: E402
+from bahdanau_tf.translator import Translator  # noqa: E402
 from helpers import beam, training_run  # noqa: E402
 
 pytestmark = pytest.mark.subprocess

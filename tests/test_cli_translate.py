@@ -11,8 +11,8 @@ import pytest
 import numpy as np
 
 from bahdanau_tf import lexicon, model_directory
-from bahdanau_tf.translator import Translator
 from bahdanau_tf.decoding import Batching
+from bahdanau_tf.translator import Translator
 from helpers import beam, random_model, run_commands, save_model_dir  # noqa: E402
 from helpers import toy_tokenizers as tokenizers  # noqa: E402
 

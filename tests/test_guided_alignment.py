@@ -7,10 +7,10 @@ import pytest
 import tensorflow as tf
 
 from bahdanau_tf import data, losses, serving, text, training, word_alignment
+from bahdanau_tf.decoding import Batching
 from bahdanau_tf.evaluation.alignment import alignment_scores, attention_to_alignment
 from bahdanau_tf.special_tokens import SPECIAL_TOKENS
 from bahdanau_tf.translator import Translator
-from bahdanau_tf.decoding import Batching
 from helpers import beam
 
 # 40 symbols: enough that the NLL alone takes well over 120 updates to line the attention up

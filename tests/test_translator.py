@@ -7,6 +7,7 @@ non-uniform attention, which is what the comparisons below need.
 """
 
 import os
+import re
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -15,11 +16,11 @@ import pytest
 import tensorflow as tf
 
 from bahdanau_tf import model_directory
+from bahdanau_tf.decoding import Batching, BeamSearch, LengthLimits
 from bahdanau_tf.models import RNNEncDec, RNNSearch
 from bahdanau_tf.special_tokens import END_ID, PAD_ID, SPECIAL_TOKENS, START_ID, UNK_ID
 from bahdanau_tf.text import WordTokenizer
 from bahdanau_tf.translator import MAX_BEAM_SIZE, Translator
-from bahdanau_tf.decoding import Batching, LengthLimits
 
 from helpers import TOY_SOURCE_WORDS as SOURCE_WORDS, beam, check_translator, random_model, save_model_dir  # noqa: E402
 from helpers import toy_tokenizers as tokenizers  # noqa: E402
@@ -102,6 +103,26 @@ def test_a_sentence_translates_the_same_alone_and_in_a_batch(translator):
     # translate() sorts by length and cuts batches; the order comes back
     python = translator.translate(SENTENCES, batch_size=2)
     assert python.translations == [t.decode() for t in batch["translations"].numpy()]
+
+
+def test_the_settings_are_checked_where_they_are_built(translator):
+    refusals = ((lambda: LengthLimits(max_source_length=0), "max_source_length must be an int >= 1, got 0"),
+                (lambda: LengthLimits(max_length_ratio=-1.0), "max_length_ratio must be a float >= 0, got -1.0"),
+                (lambda: Batching(chunk_size=0), "chunk_size must be an int >= 1, got 0"),
+                (lambda: Batching(slots=0), "slots must be an int >= 1, got 0"),
+                (lambda: Batching(length_buckets=(16, 8)), "length_buckets must be increasing"),
+                (lambda: Batching(jit_compile="yes"), "jit_compile must be a bool, got 'yes'"))
+    for build, message in refusals:
+        with pytest.raises(ValueError, match=re.escape(message)):
+            build()
+    assert LengthLimits(max_source_length=np.int64(8)) == LengthLimits(max_source_length=8)  # one key
+    model, source, target = translator.models[0], translator.source_tokenizer, translator.target_tokenizer
+    with pytest.raises(ValueError, match="nbest are translate's arguments"):
+        Translator(model, source, target, search=BeamSearch(beam_size=3, nbest=2))
+    with pytest.raises(ValueError, match=re.escape(f"beam_size must be an int in [1, {MAX_BEAM_SIZE}]")):
+        Translator(model, source, target, search=BeamSearch(beam_size=MAX_BEAM_SIZE + 1))
+    with pytest.raises(ValueError, match="batching a Batching"):
+        Translator(model, source, target, batching=LengthLimits())
 
 
 def test_verbose_shows_a_progress_bar_up_to_the_sentence_count(translator, capsys):

@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from bahdanau_tf.decoding import Batching
 from bahdanau_tf.models import RNNEncDec
 from bahdanau_tf.translator import Translator
 from bahdanau_tf.unknown_words import UnknownWordDictionary, read_dictionary
-from bahdanau_tf.decoding import Batching
 
 from helpers import beam, random_model, replaced_reference, toy_tokenizers  # noqa: E402
 
