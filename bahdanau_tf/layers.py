@@ -7,8 +7,9 @@ Bahdanau, Cho & Bengio (2015), section 3 and appendix A:
 - `AttentionGRUCell`: the RNNsearch decoder cell, attention + conditional GRU, one step.
 - `MaxoutReadout`: the deep output with one maxout layer and the vocabulary projection.
 - `BidirectionalEncoder`: embedding + bidirectional GRU giving the annotations h_j.
-- `BlockOrthogonal` (from `bahdanau_tf.initializers`): the paper's initialisation of recurrent
-  matrices (appendix B.1).
+
+The recurrent matrices start as the paper's (appendix B.1): `bahdanau_tf.initializers`'
+`BlockOrthogonal`.
 
 Every layer casts its float32 variables to the dtype of its inputs, so the same code runs in
 float32 and under the ``mixed_bfloat16`` / ``mixed_float16`` policies and also when a method other
@@ -22,14 +23,7 @@ import contextvars
 import keras
 import tensorflow as tf
 
-from bahdanau_tf.initializers import (  # noqa: F401  (the layers' initializers, also offered here)
-    BlockOrthogonal,
-    initializer_for,
-    initializers_for,
-    keras_initializers,
-    own_draw,
-    paper_initializers,
-)
+from bahdanau_tf.initializers import BlockOrthogonal, own_draw
 from bahdanau_tf.special_tokens import PAD_ID
 
 # A finite "minus infinity": exp() of it underflows to exactly 0 in float32, so padding gets exactly
@@ -747,7 +741,6 @@ __all__ = [
     "AttentionGRUCell",
     "MaxoutReadout",
     "BidirectionalEncoder",
-    "BlockOrthogonal",
     "masked_softmax",
     "weights_read_once",
 ]

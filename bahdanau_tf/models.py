@@ -24,7 +24,7 @@ Teacher forcing runs the same decoder cell as `decode_step`, over all steps in o
 ``tf.while_loop``; input projections and attention keys are computed before the loop and the
 readout after it (DESIGN §2), so only the attention and the GRU recurrence run per step.
 
-Presets live in one registry, `bahdanau_tf.presets.PRESETS` (also ``models.PRESETS``): each
+Presets live in one registry, `bahdanau_tf.presets.PRESETS`: each
 row names its model class, its constructor arguments and its training defaults.
 
 The shared base, `bahdanau_tf.translation_model.TranslationModel`, holds the presets, the config,
@@ -38,8 +38,9 @@ from typing import Any
 import keras
 import tensorflow as tf
 
+from bahdanau_tf import initializers
 from bahdanau_tf import layers as layers_lib
-from bahdanau_tf.presets import PRESETS, Preset, get_preset, preset_names  # noqa: F401
+from bahdanau_tf.presets import get_preset
 from bahdanau_tf.special_tokens import PAD_ID
 from bahdanau_tf.translation_model import TranslationModel, is_model_path, load_trained
 
@@ -102,7 +103,7 @@ class RNNSearch(TranslationModel):
         **kwargs,
     ) -> None:
         super().__init__(**kwargs)
-        init = functools.partial(layers_lib.initializer_for, initialization)  # a new instance per layer
+        init = functools.partial(initializers.initializer_for, initialization)  # a new instance per layer
         # === Config ===
         self._store_config(
             _SIZES + ("attention_dim", "maxout_dim"),
@@ -336,7 +337,7 @@ class RNNEncDec(TranslationModel):
         **kwargs,
     ) -> None:
         super().__init__(**kwargs)
-        init = functools.partial(layers_lib.initializer_for, initialization)  # a new instance per layer
+        init = functools.partial(initializers.initializer_for, initialization)  # a new instance per layer
         # === Config ===
         self._store_config(
             _SIZES + ("maxout_dim",),
@@ -358,7 +359,7 @@ class RNNEncDec(TranslationModel):
         self.encoder_gru = keras.layers.GRU(
             hidden_dim,
             reset_after=False,
-            recurrent_initializer=layers_lib.BlockOrthogonal(),
+            recurrent_initializer=initializers.BlockOrthogonal(),
             name="encoder_gru",
             **dense(),
         )
@@ -599,6 +600,5 @@ def model_from_config(class_name: str, config: dict) -> TranslationModel:
     return MODEL_CLASSES[class_name].from_config(config)
 
 
-__all__ = ["TranslationModel", "RNNSearch", "RNNEncDec", "Seq2Seq", "Preset", "PRESETS", "get_preset",
-           "model_from_preset", "model_from_config", "preset_names"]
+__all__ = ["RNNSearch", "RNNEncDec", "Seq2Seq", "model_from_preset", "model_from_config"]
 

@@ -68,7 +68,6 @@ __all__ = [
     "build_tokenizers",
     "TOKENIZER_KINDS",
     "DEFAULT_VOCABULARY_SIZE",
-    "learn_wordpiece",
     "count_words",
     "split_words",
     "VOCABULARY_FILENAME",

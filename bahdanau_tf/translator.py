@@ -28,8 +28,8 @@ Decisions (all documented here once):
   ``align`` gives it one source token (``[END]``), no target token.
 - **Bad bytes**: invalid UTF-8 becomes U+FFFD, i.e. ``[UNK]``; unknown words are ``[UNK]``.
   No row's content makes the graph raise: ``translate_nbest`` clamps each row's ``beam_size``
-  to ``[1, MAX_BEAM_SIZE]`` and ``nbest`` to ``[1, beam_size]`` (an error would fail every
-  request TF Serving batched with it). A request of the wrong *shape* is refused with
+  to ``[1, MAX_BEAM_SIZE]`` (`bahdanau_tf.signatures`) and ``nbest`` to ``[1, beam_size]`` (an
+  error would fail every request TF Serving batched with it). A request of the wrong *shape* is refused with
   InvalidArgument: inputs that are not vectors (the server does not check shapes against
   the signature, and a ``[2, 2]`` request would be read as 4 sentences), or per-row inputs of
   another length than ``sentences``.
@@ -90,7 +90,6 @@ DEFAULT_BEAM_SIZE = 5
 DEFAULT_LENGTH_PENALTY = 0.5  # GNMT alpha, see the module docstring
 # the default search: serving_default's, and translate's unless told otherwise
 DEFAULT_SEARCH = decoding.BeamSearch(beam_size=DEFAULT_BEAM_SIZE, length_penalty=DEFAULT_LENGTH_PENALTY)
-MAX_BEAM_SIZE = signatures.MAX_BEAM_SIZE  # translate_nbest clamps its beam_size input to this
 # a batch's search without XLA: source ids, their lengths and limits, forbid_unknown
 _SEARCH_INPUTS = [tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([None], tf.int32),
                   tf.TensorSpec([None], tf.int32), tf.TensorSpec([], tf.bool)]
@@ -101,7 +100,7 @@ def _default_search(search) -> decoding.BeamSearch:
     length penalty; the n-best, the forbidden tokens and the attention are `translate`'s."""
     if not isinstance(search, decoding.BeamSearch):
         raise ValueError(f"search must be a bahdanau_tf.decoding.BeamSearch, got {search!r}.")
-    check_int("beam_size", search.beam_size, 1, MAX_BEAM_SIZE)
+    check_int("beam_size", search.beam_size, 1, signatures.MAX_BEAM_SIZE)
     if not isinstance(search.length_penalty, (int, float, np.number)) or isinstance(search.length_penalty, bool):
         raise ValueError(f"length_penalty must be a float >= 0, got {search.length_penalty!r}.")
     defaults = decoding.BeamSearch()
@@ -565,7 +564,7 @@ class Translator(tf.Module):
 
         Args:
             sentences: list of str (or bytes; invalid UTF-8 is tolerated), or one str.
-            beam_size: int in [1, MAX_BEAM_SIZE]; None uses the translator's default.
+            beam_size: int in [1, `bahdanau_tf.signatures.MAX_BEAM_SIZE`]; None: the default.
             nbest: int in [1, beam_size]; > 1 gives lists of ``nbest`` translations.
             return_alignments: bool, also return the attention of the best translations
                 (models with attention only).
@@ -589,7 +588,7 @@ class Translator(tf.Module):
             sentences = [sentences]
         sentences = list(sentences)
         beam_size = self.beam_size if beam_size is None else beam_size
-        check_int("beam_size", beam_size, 1, MAX_BEAM_SIZE)
+        check_int("beam_size", beam_size, 1, signatures.MAX_BEAM_SIZE)
         check_int("nbest", nbest, 1, beam_size)
         check_int("batch_size", batch_size, 1)
         replace_unk = self.replace_unk if replace_unk is None else bool(replace_unk)
@@ -745,4 +744,4 @@ def _model_step_fn(model, candidates=None):
 
 
 __all__ = ["Translator", "TranslationOutput", "Alignment", "DEFAULT_SEARCH", "DEFAULT_BEAM_SIZE",
-           "DEFAULT_LENGTH_PENALTY", "MAX_BEAM_SIZE"]
+           "DEFAULT_LENGTH_PENALTY"]

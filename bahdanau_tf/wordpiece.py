@@ -1,8 +1,8 @@
 """Learning a WordPiece vocabulary of an exact size from word counts (pure Python).
 
 `bahdanau_tf.text.SubwordTokenizer.build` counts the words of its sentences
-(`bahdanau_tf.text.count_words`) and hands the counts to `learn_wordpiece`; the tokenizer
-re-exports it (``bahdanau_tf.text.learn_wordpiece``).
+(`bahdanau_tf.text.count_words`) and hands the counts to `learn_wordpiece`, imported from here
+only.
 """
 
 from __future__ import annotations

@@ -334,7 +334,8 @@ def check_layer(layer, call, build=None, atol=1e-5):
 
 def contract_model(preset, seed=0, **overrides):
     """A preset's model at `SMALL_SIZES` (the preset's other options kept), weights N(0, 0.3^2)."""
-    from bahdanau_tf.models import get_preset, model_from_preset
+    from bahdanau_tf.models import model_from_preset
+    from bahdanau_tf.presets import get_preset
 
     sizes = dict(SMALL_SIZES)
     sizes.update({name: value for name, value in _SMALL_OPTIONAL_SIZES.items()

@@ -308,7 +308,7 @@ def test_every_model_class_trains_one_step_at_the_papers_sizes(tmp_path):
     of 2 pairs of at most 20 tokens), so one update of each is cheap. No dev translation and no
     summaries: their cost is per run, not per preset, and other tests cover them.
     """
-    from bahdanau_tf import models
+    from bahdanau_tf.presets import PRESETS, get_preset
 
     script = tmp_path / "every_preset.py"
     script.write_text(
@@ -327,8 +327,8 @@ def test_every_model_class_trains_one_step_at_the_papers_sizes(tmp_path):
         "    flags.FLAGS.unparse_flags()\n"
         "print(json.dumps(codes))\n")
     presets = ["rnnencdec-50", "rnnsearch-50", "seq2seq"]
-    assert sorted({models.get_preset(p).model_class.__name__ for p in presets}) == sorted(
-        {row.model_class.__name__ for row in map(models.get_preset, models.PRESETS)})
+    assert sorted({get_preset(p).model_class.__name__ for p in presets}) == sorted(
+        {row.model_class.__name__ for row in map(get_preset, PRESETS)})
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     result = subprocess.run([sys.executable, str(script), str(tmp_path), *presets], capture_output=True,
                             text=True, timeout=900, env=env)
@@ -339,7 +339,7 @@ def test_every_model_class_trains_one_step_at_the_papers_sizes(tmp_path):
         report = report_of(tmp_path / preset)
         assert report["updates"] == 1 and report["preset"] == preset and report["train_nll"] > 0
         saved = model_directory.read_model_config(str(tmp_path / preset))
-        assert saved["class_name"] == models.get_preset(preset).model_class.__name__
+        assert saved["class_name"] == get_preset(preset).model_class.__name__
 
 
 @pytest.mark.slow

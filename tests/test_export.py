@@ -43,7 +43,8 @@ from bahdanau_tf import lexicon, model_directory, serving
 from bahdanau_tf.models import model_from_preset
 from bahdanau_tf.special_tokens import SPECIAL_TOKENS
 from bahdanau_tf.text import SubwordTokenizer
-from bahdanau_tf.translator import MAX_BEAM_SIZE, Translator
+from bahdanau_tf.signatures import MAX_BEAM_SIZE
+from bahdanau_tf.translator import Translator
 from helpers import beam, env_without_tensorflow_logging, replaced_reference
 
 # every test here starts a Python process (or uses a module fixture that does)

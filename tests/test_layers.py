@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bahdanau_tf import layers
+from bahdanau_tf import initializers, layers
 
 
 def _randomize(layer, seed=0, scale=0.3):
@@ -140,14 +140,14 @@ def test_bidirectional_encoder_matches_numpy_and_ignores_padding():
 
 
 def test_block_orthogonal_gives_orthogonal_blocks():
-    matrix = layers.BlockOrthogonal(seed=1)((2, 6, 18)).numpy()
+    matrix = initializers.BlockOrthogonal(seed=1)((2, 6, 18)).numpy()
     for direction in range(2):
         for block in range(3):
             q = matrix[direction, :, 6 * block : 6 * (block + 1)]
             np.testing.assert_allclose(q @ q.T, np.eye(6), atol=1e-5)
     assert not np.allclose(matrix[0, :, :6], matrix[0, :, 6:12])
     with pytest.raises(ValueError, match="k \\* n"):
-        layers.BlockOrthogonal()((4, 7))
+        initializers.BlockOrthogonal()((4, 7))
 
 
 _RNG = np.random.default_rng(7)

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bahdanau_tf import losses, models
-from bahdanau_tf.models import RNNEncDec, RNNSearch, Seq2Seq, model_from_preset, preset_names
+from bahdanau_tf import losses, presets
+from bahdanau_tf.models import RNNEncDec, RNNSearch, Seq2Seq, model_from_preset
 
 SOURCES = [[5, 6, 7, 8, 9, 2], [10, 11, 2], [12, 2]]
 TARGET_INPUTS = [[1, 13, 14, 15], [1, 16, 17, 0], [1, 18, 0, 0]]
@@ -95,8 +95,8 @@ def _one_preset_per_architecture():
     """A preset of each architecture of the registry (its class and structural options, e.g.
     the attention score or the number of layers), the ``-tiny`` one where there is one."""
     chosen = {}
-    for name in sorted(models.PRESETS, key=lambda n: (not n.endswith("-tiny"), n)):
-        row = models.get_preset(name)
+    for name in sorted(presets.PRESETS, key=lambda n: (not n.endswith("-tiny"), n)):
+        row = presets.get_preset(name)
         key = (row.model_class.__name__,
                tuple(sorted((k, v) for k, v in row.model.items() if k not in _CONTRACT_BLIND)))
         chosen.setdefault(key, name)
@@ -132,17 +132,17 @@ def test_seq2seq_reads_the_source_reversed():
 
 
 def test_presets_and_bad_arguments():
-    paper = models.get_preset("rnnsearch-50").model
+    paper = presets.get_preset("rnnsearch-50").model
     assert (paper["embedding_dim"], paper["hidden_dim"], paper["attention_dim"], paper["maxout_dim"]) == (620, 1000, 1000, 500)
     assert type(model_from_preset("rnnencdec-30", source_vocabulary_size=9, target_vocabulary_size=9)) is RNNEncDec
     assert type(model_from_preset("seq2seq-small")) is Seq2Seq
-    assert models.get_preset("seq2seq").model["num_layers"] == 4
-    assert "rnnsearch-30" in preset_names()
+    assert presets.get_preset("seq2seq").model["num_layers"] == 4
+    assert "rnnsearch-30" in presets.preset_names()
     # the registry is the one list: every row builds its own class, aliases resolve
-    for name in models.PRESETS:
+    for name in presets.PRESETS:
         assert type(model_from_preset(name, source_vocabulary_size=9, target_vocabulary_size=9)) \
-            is models.get_preset(name).model_class
-    assert models.get_preset("small") is models.get_preset("rnnsearch-small")
+            is presets.get_preset(name).model_class
+    assert presets.get_preset("small") is presets.get_preset("rnnsearch-small")
     assert RNNSearch.has_attention and not RNNEncDec.has_attention and not Seq2Seq.has_attention
     luong = model_from_preset("rnnsearch-general-small", source_vocabulary_size=9, target_vocabulary_size=9)
     assert luong.decoder_cell.attention.score == "general"

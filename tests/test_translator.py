@@ -20,7 +20,8 @@ from bahdanau_tf.decoding import Batching, BeamSearch, LengthLimits
 from bahdanau_tf.models import RNNEncDec, RNNSearch
 from bahdanau_tf.special_tokens import END_ID, PAD_ID, SPECIAL_TOKENS, START_ID, UNK_ID
 from bahdanau_tf.text import WordTokenizer
-from bahdanau_tf.translator import MAX_BEAM_SIZE, Translator
+from bahdanau_tf.signatures import MAX_BEAM_SIZE
+from bahdanau_tf.translator import Translator
 
 from helpers import TOY_SOURCE_WORDS as SOURCE_WORDS, beam, check_translator, random_model, save_model_dir  # noqa: E402
 from helpers import toy_tokenizers as tokenizers  # noqa: E402

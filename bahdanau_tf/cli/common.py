@@ -125,11 +125,11 @@ def define_model_dir_flag(help_text):
 
 def define_search_flags():
     """Beam search settings shared by translate, evaluate and export."""
-    from bahdanau_tf import decoding, translator
+    from bahdanau_tf import decoding, signatures, translator
 
     _define_once(flags.DEFINE_integer, "beam_size", translator.DEFAULT_BEAM_SIZE,
                  "Beam size; 1 is greedy search.", lower_bound=1,
-                 upper_bound=translator.MAX_BEAM_SIZE)
+                 upper_bound=signatures.MAX_BEAM_SIZE)
     define_finite_float("length_penalty", translator.DEFAULT_LENGTH_PENALTY,
                         "GNMT length penalty alpha (>= 0); 0 ranks by log p(y|x) alone, which "
                         "prefers short outputs.", lower_bound=0.0)

@@ -17,7 +17,7 @@ Examples:
 
 Every training flag is a field of `bahdanau_tf.training.TrainingConfig` (the flags are made from
 its fields); a flag left unset keeps the preset's training default from
-`bahdanau_tf.models.PRESETS` (e.g. Adadelta, batch 80, clipnorm 1 for the paper presets; Adam
+`bahdanau_tf.presets.PRESETS` (e.g. Adadelta, batch 80, clipnorm 1 for the paper presets; Adam
 5e-3, batch 64 for ``small``).
 
 Why these defaults (for a 12-minute run on a 2-core CPU):
@@ -213,9 +213,9 @@ def _alignment_guide(train, source_tokenizer, target_tokenizer, log):
 def main(argv):
     del argv
     start_time = time.time()
-    from bahdanau_tf import models, training
+    from bahdanau_tf import training
 
-    models.get_preset(FLAGS.preset)  # an unknown preset is a usage error, before any work
+    presets.get_preset(FLAGS.preset)  # an unknown preset is a usage error, before any work
     config = _training_config()
     common.check_writable_dir(FLAGS.output_dir, "output_dir")
     log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731

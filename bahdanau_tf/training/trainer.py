@@ -82,7 +82,7 @@ class Trainer:
     Args:
         output_dir: str, the model directory (created if needed).
         source_tokenizer, target_tokenizer: tokenizers of `bahdanau_tf.text`.
-        preset: str, a name of `bahdanau_tf.models.preset_names()`.
+        preset: str, a name of `bahdanau_tf.presets.preset_names()`.
         config: `TrainingConfig`; defaults to ``TrainingConfig.for_preset(preset)``.
         model_overrides: dict of constructor arguments overriding the preset's.
         strategy: a `tf.distribute.Strategy` or a name of `STRATEGIES` (default: the default one).
