@@ -12,7 +12,8 @@ not from a timing run:
   bfloat16 and of float32 without XLA (bf16 + XLA was not run there; XLA:CPU emulates
   bf16). On CPUs with AVX-512 bf16
   instructions but no AMX, and on AVX2/FMA-only x86 (where a bf16 matmul falls back to Eigen),
-  float32 + XLA was the fastest variant too. benchmarks/README.md ("Training") has the
+  float32 + XLA was the fastest of all four variants (float32 and mixed bfloat16, each with and
+  without XLA) too. benchmarks/README.md ("Training") has the
   runs, their dates and CPUs (benchmarks/train_throughput.py, which times every variant side
   by side in interleaved rounds; benchmarks/twelve_minute_runs.py).
 

@@ -41,6 +41,7 @@ Word vocabularies of the given size stand in for subword ones (the compute depen
 only).
 """
 
+import datetime
 import json
 import os
 import sys
@@ -267,7 +268,9 @@ def main(argv):
     print(_table(rows))
     os.makedirs(os.path.dirname(FLAGS.output), exist_ok=True)
     with open(FLAGS.output, "w") as f:
-        json.dump({"machines": machines, "rounds": FLAGS.rounds, "rows": rows}, f, indent=2)
+        json.dump({"benchmark": "train_throughput", "date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+                   "command": " ".join(sys.argv), "machines": machines, "rounds": FLAGS.rounds,
+                   "rows": rows}, f, indent=2)
         f.write("\n")
     print(f"wrote {FLAGS.output}")
 
