@@ -15,6 +15,7 @@ AMD EPYC of CI runners and cloud VMs) on a newer one, in the same run:
 Each measurement runs in a fresh process (the variables must be set before TensorFlow starts).
 """
 
+import datetime
 import json
 import os
 import subprocess
@@ -77,7 +78,10 @@ class CountingModel:
 
 
 def write_json(path, record):
-    """Writes a benchmark's record (with the load average as it ends) and says where."""
+    """Writes a benchmark's record (with its date, command line and the load average as it
+    ends) and says where."""
+    record.setdefault("date", datetime.datetime.now(datetime.timezone.utc).isoformat())
+    record.setdefault("command", " ".join(sys.argv))
     record["load_average_after"] = os.getloadavg()
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     with open(path, "w") as handle:
