@@ -112,11 +112,16 @@ def _tokenizers(corpus, size):
             text.WordTokenizer.build(corpus.targets, max_vocabulary_size=size))
 
 
-def _fixed_batch(batch_size, length, vocabulary_size):
+def _fixed_batch(batch_size, length, source_vocabulary_size, target_vocabulary_size):
+    """One batch of ``length`` real tokens on both sides, ids drawn from each side's vocabulary
+    (the English side of the Bible has fewer words than the 30k of rnnsearch-50)."""
     import tensorflow as tf
 
-    ids = tf.random.stateless_uniform([batch_size, length], [1, 2], 4, vocabulary_size, "int32")
-    return (ids, ids), ids
+    def ids(seed, size):
+        return tf.random.stateless_uniform([batch_size, length], [1, seed], 4, size, "int32")
+
+    source, target = ids(2, source_vocabulary_size), ids(3, target_vocabulary_size)
+    return (source, target), target
 
 
 def _prepare(preset, input_kind, variant, train, tokenizers, directories):
@@ -128,7 +133,8 @@ def _prepare(preset, input_kind, variant, train, tokenizers, directories):
     config = training.TrainingConfig.for_preset(preset, summaries=False, **VARIANTS[variant])
     large = preset not in ("small", "tiny")
     if input_kind == "fixed":
-        batches = [_fixed_batch(config.batch_size, 30, tokenizers[1].vocabulary_size)]
+        batches = [_fixed_batch(config.batch_size, 30, tokenizers[0].vocabulary_size,
+                                  tokenizers[1].vocabulary_size)]
         dataset = tf.data.Dataset.from_tensors(batches[0]).repeat()
         steps = FLAGS.large_steps if large else FLAGS.steps
     else:  # the variant's own padding
