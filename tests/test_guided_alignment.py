@@ -57,6 +57,26 @@ def test_targets_spread_a_word_link_over_the_pieces_of_both_words(tmp_path):
     assert not targets.numpy()[1].any()  # a pair without links costs nothing
 
 
+def test_an_unaligned_target_word_attends_to_the_source_end_when_asked(tmp_path):
+    source, target = copy_tokenizers()
+    pairs = [("s1 s2 s3", "t1 t2 t3 t4")]
+    links = [{(0, 0), (2, 1), (1, 1)}]  # t3 and t4 have no link
+    batches = {}
+    for unaligned in ("free", "end"):
+        guide = training.AlignmentGuide.build(pairs, links, source, target, unaligned=unaligned)
+        dataset = data.make_dataset(pairs, source, target, batch_size=1, bucketing=None,
+                                    shuffle=False, max_length=None).apply(guide.stage())
+        batches[unaligned] = next(iter(dataset))[0][2].numpy()[0]
+    expected = np.zeros([5, 4], np.float32)  # rows: t1 t2 t3 t4 [END]; columns: s1 s2 s3 [END]
+    expected[0, 0] = 1.0
+    expected[1, [1, 2]] = 0.5
+    np.testing.assert_allclose(batches["free"], expected)
+    expected[[2, 3], 3] = 1.0  # the source [END]: unaligned; the target [END] row stays empty
+    np.testing.assert_allclose(batches["end"], expected)
+    with pytest.raises(ValueError, match="unaligned"):
+        training.AlignmentGuide.build(pairs, links, source, target, unaligned="null")
+
+
 def test_a_row_of_another_text_and_a_filled_row_get_no_target():
     source, target = copy_tokenizers()
     pairs = copy_corpus(4, seed=0)

@@ -80,6 +80,9 @@ flags.DEFINE_string("guided_alignment", None, "Guided alignment training: a file
                     "links (i-j, source word - target word, 0-based), one line per training pair, "
                     "as `bahdanau-data align` (eflomal) or fast_align write them; the attention is "
                     "trained towards them (--guided_alignment_weight, --guided_alignment_decay).")
+flags.DEFINE_enum("guided_alignment_unaligned", "free", ["free", "end"], "With --guided_alignment: "
+                  "a target word without links costs nothing (free), or is trained to attend to "
+                  "the source [END], which the extraction rules read as unaligned (end).")
 
 
 # === Training: one flag per TrainingConfig field ===
@@ -202,7 +205,8 @@ def _alignment_guide(train, source_tokenizer, target_tokenizer, log):
     start = time.time()
     try:
         links = word_alignment.read_pharaoh(FLAGS.guided_alignment)
-        guide = training.AlignmentGuide.build(train.pairs(), links, source_tokenizer, target_tokenizer)
+        guide = training.AlignmentGuide.build(train.pairs(), links, source_tokenizer, target_tokenizer,
+                                              unaligned=FLAGS.guided_alignment_unaligned)
     except (OSError, ValueError, UnicodeDecodeError) as error:
         raise common.UserError(f"--guided_alignment: {error}") from None
     log(f"Guided alignment: {guide.links:,} token links of {guide.pairs:,} pairs from "
@@ -234,6 +238,7 @@ def main(argv):
     guide = _alignment_guide(train, source_tokenizer, target_tokenizer, log)
     if guide is not None:
         settings["guided_alignment"] = os.path.abspath(FLAGS.guided_alignment)
+        settings["guided_alignment_unaligned"] = FLAGS.guided_alignment_unaligned
     trainer = training.Trainer(
         FLAGS.output_dir, source_tokenizer, target_tokenizer, preset=FLAGS.preset, config=config,
         strategy=strategy, settings=settings, log=log, guide=guide,

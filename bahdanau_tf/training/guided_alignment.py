@@ -8,7 +8,11 @@ statistical aligner's links aligning as well as the aligner. Here:
 - :class:`AlignmentGuide` holds the links of a corpus's pairs (Pharaoh word links, e.g. from
   ``bahdanau-data align``), mapped onto the model's tokens: target token t of word w gets the
   distribution q_t, uniform over the source tokens of the words linked to w (all their
-  pieces); a target word without a link, ``[END]`` and padding get none and cost nothing.
+  pieces); ``[END]`` and padding get none and cost nothing. A target word without a link
+  gets none either (``unaligned="free"``), or all its weight on the source ``[END]``
+  (``unaligned="end"``), the position the extraction rules read as "no word" (Och & Ney's
+  NULL): the attention then learns to leave such words unaligned, where a statistical aligner
+  leaves about a fifth of the words;
   `AlignmentGuide.stage` is a ``dataset.apply`` stage that adds q to the batches of
   `bahdanau_tf.data.make_dataset`: ``((source, target_in, q), target_out)``. A batch row is
   matched to its pair by its token ids (a hash table of the pairs' ids), so the batching,
@@ -53,8 +57,13 @@ def _batch_keys(source: tf.Tensor, target_in: tf.Tensor) -> tf.Tensor:
     return tf.strings.join([joined(source), joined(target_in)], separator="|")
 
 
-def _token_links(word_links, source_tokens, target_tokens):
-    """(target token, source token, weight) triples of one pair: q rows summing to 1."""
+#: what a target word without links is trained towards (`AlignmentGuide.build`)
+UNALIGNED = ("free", "end")
+
+
+def _token_links(word_links, source_tokens, target_tokens, unaligned="free"):
+    """(target token, source token, weight) triples of one pair: q rows summing to 1. The
+    source ``[END]`` is at ``len(source_tokens)``: the batches' source rows end with it."""
     source_words, target_words = token_word_ids(source_tokens), token_word_ids(target_tokens)
     pieces: dict[int, list[int]] = {}
     for position, word in enumerate(source_words):
@@ -66,6 +75,8 @@ def _token_links(word_links, source_tokens, target_tokens):
     triples = []
     for position, word in enumerate(target_words):
         sources = sorted(linked.get(word, ())) if word is not None else []
+        if word is not None and not sources and unaligned == "end":
+            sources = [len(source_tokens)]
         triples.extend((position, s, 1.0 / len(sources)) for s in sources)
     return triples
 
@@ -104,7 +115,8 @@ class AlignmentGuide:
         self.links = int(flat.shape[0])
 
     @classmethod
-    def build(cls, pairs, word_links, source_tokenizer, target_tokenizer) -> "AlignmentGuide":
+    def build(cls, pairs, word_links, source_tokenizer, target_tokenizer,
+              unaligned: str = "free") -> "AlignmentGuide":
         """A guide from (source, target) str pairs and their word links, one set per pair.
 
         Args:
@@ -113,10 +125,14 @@ class AlignmentGuide:
                 :func:`bahdanau_tf.text.split_words` words (e.g. `bahdanau_tf.word_alignment.
                 read_pharaoh`); may be longer than ``pairs`` (its first entries are used).
             source_tokenizer, target_tokenizer: the model's tokenizers.
+            unaligned: ``"free"`` (a target word without links costs nothing) or ``"end"``
+                (it is trained to attend to the source ``[END]``: unaligned).
 
         Raises:
-            ValueError: fewer link lines than pairs.
+            ValueError: fewer link lines than pairs, or an unknown ``unaligned``.
         """
+        if unaligned not in UNALIGNED:
+            raise ValueError(f"`unaligned` must be one of {UNALIGNED}, got {unaligned!r}.")
         pairs, word_links = list(pairs), list(word_links)
         if len(word_links) < len(pairs):
             raise ValueError(f"{len(word_links):,} lines of alignments for {len(pairs):,} training "
@@ -133,8 +149,8 @@ class AlignmentGuide:
             for k, pair_links in enumerate(word_links[start:start + len(chunk)]):
                 same = (len(source_ids[k]) == len(source_tokens[k])
                         and len(target_ids[k]) == len(target_tokens[k]))
-                links.append(_token_links(pair_links, source_tokens[k], target_tokens[k])
-                             if same else [])
+                links.append(_token_links(pair_links, source_tokens[k], target_tokens[k],
+                                          unaligned) if same else [])
         return cls(keys, links)
 
     def targets(self, source: tf.Tensor, target_in: tf.Tensor) -> tf.Tensor:
