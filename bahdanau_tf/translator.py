@@ -69,6 +69,11 @@ Decisions (all documented here once):
 - **Ensembles** (Sutskever et al. 2014): several models over the same vocabularies; their
   probabilities are averaged at every step (`bahdanau_tf.decoding.ensemble_step_fn`).
 - **Chunks, slots and XLA**: see `bahdanau_tf.signatures`, which plans the chunked search.
+- **Other Keras backends** (JAX, PyTorch): `translate` runs the ``keras.ops`` search
+  (`bahdanau_tf.decoding.portable`, under ``jax.jit`` on JAX) over the same chunks and
+  buckets; it follows the same selection rules (`bahdanau_tf.decoding.rules`), so it finds the
+  same translations up to float order. Tokenizing and detokenizing stay TensorFlow; candidate
+  lists and the export need the TensorFlow backend.
 """
 
 from __future__ import annotations
@@ -83,6 +88,7 @@ import tensorflow as tf
 
 from bahdanau_tf import (decoding, devices, lexicon, model_directory, pretrained, serving, signatures,
                          unknown_words)
+from bahdanau_tf.decoding import portable
 from bahdanau_tf.decoding.batching import check_int
 from bahdanau_tf.special_tokens import END_TOKEN, PAD_ID, START_ID, UNK_ID
 
@@ -232,6 +238,8 @@ class Translator(tf.Module):
         self.unk_dictionary = unk_dictionary
         # === Candidate lists ===
         self.candidates = candidates
+        if candidates is not None and keras.backend.backend() != "tensorflow":
+            raise ValueError("Candidate lists need the TensorFlow backend (KERAS_BACKEND=tensorflow).")
         if candidates is not None:
             # a variable, so that the SavedModel's saver restores it with the weights
             self._candidate_table = _candidate_variable(candidates, source_tokenizer,
@@ -486,6 +494,16 @@ class Translator(tf.Module):
         return_alignments) combinations: one per row bucket and length bucket."""
         return variants * len(self.chunking.row_buckets) * len(self.chunking.length_buckets)
 
+    def _portable_search(self, search, buffer_length):
+        """The ``keras.ops`` search (`bahdanau_tf.decoding.portable`) of a `BeamSearch` and a
+        buffer, compiled for the Keras backend, cached by them."""
+        settings = portable.PortableSearch(search.beam_size, search.nbest, float(search.length_penalty),
+                                           search.return_attention, buffer_length)
+        key = ("portable", settings)
+        if key not in self._cache.functions:
+            self._cache.functions[key] = portable.model_search(self.models, settings)
+        return self._cache.functions[key]
+
     def _bucket_search(self, search, shape, buffer_length, candidate_size):
         """The XLA search's concrete function of one bucketed chunk shape, cached by its key.
 
@@ -506,6 +524,10 @@ class Translator(tf.Module):
         """One batch's search, chunk by chunk (`bahdanau_tf.signatures`'s plan): with
         ``batching.jit_compile`` a Python loop over the XLA search of each bucketed chunk
         shape, else the signatures' graph loop. Tensors in, tensors out."""
+        if keras.backend.backend() != "tensorflow":  # the keras.ops search, compiled per backend
+            searched = self._xla_search(source_ids.numpy(), lengths.numpy(), limits.numpy(), search,
+                                        bool(forbid_unknown), portable=True)
+            return tuple(tf.constant(x) for x in searched if x is not None)
         if not self.batching.jit_compile:
             key = ("graph search", search)
             if key not in self._cache.functions:
@@ -517,13 +539,15 @@ class Translator(tf.Module):
                                     forbid_unknown)
         return tuple(tf.constant(x) for x in searched if x is not None)
 
-    def _xla_search(self, source_ids, lengths, limits, search, forbid_unknown):
+    def _xla_search(self, source_ids, lengths, limits, search, forbid_unknown, portable=False):
         """The XLA search of one batch, chunk by chunk, over bucketed shapes (NumPy in, out).
 
         The chunks are those of the signatures' graph loop (`bahdanau_tf.signatures`'s
         `plan_chunk` and `chunk_input`, run eagerly here), but the loop runs in Python, so each
         chunk's bucketed shape and output buffer are Python values: a new batch only compiles
         when it meets a new bucket, and `compilations` counts exactly what was compiled.
+        ``portable``: each chunk runs the ``keras.ops`` search of the Keras backend
+        (`bahdanau_tf.decoding.portable`, e.g. ``jax.jit``-compiled) over the same buckets.
         """
         batch, nbest, return_alignments = len(lengths), search.nbest, search.return_attention
         order = signatures.length_order(lengths)  # NumPy in, NumPy out: no eager op per chunk
@@ -538,16 +562,21 @@ class Translator(tf.Module):
             plan = signatures.plan_chunk(sorted_inputs[0], start, self.chunking, bucketed=True)
             chunk, chunk_limits = signatures.chunk_input(plan, *sorted_inputs[1:])
             rows = order[start:start + plan.rows]
-            bucket = self._bucket_search(search, chunk.shape, plan.buffer_length,
-                                         self.candidate_size(chunk))
-            outputs = bucket(tf.constant(chunk), tf.constant(chunk_limits), forbid_unknown)
+            if portable:
+                outputs = self._portable_search(search, plan.buffer_length)(chunk, chunk_limits,
+                                                                            np.bool_(forbid_unknown))
+            else:
+                bucket = self._bucket_search(search, chunk.shape, plan.buffer_length,
+                                             self.candidate_size(chunk))
+                outputs = bucket(tf.constant(chunk), tf.constant(chunk_limits), forbid_unknown)
+            outputs = [np.asarray(x) for x in outputs if x is not None]
             steps = min(time, outputs[0].shape[2])
-            ids[rows, :, :steps] = outputs[0].numpy()[:len(rows), :, :steps]
-            out_lengths[rows] = outputs[1].numpy()[:len(rows)]
-            scores[rows] = outputs[2].numpy()[:len(rows)]
+            ids[rows, :, :steps] = outputs[0][:len(rows), :, :steps]
+            out_lengths[rows] = outputs[1][:len(rows)]
+            scores[rows] = outputs[2][:len(rows)]
             if return_alignments:
                 columns = min(width, chunk.shape[1])
-                attention[rows, :, :steps, :columns] = outputs[3].numpy()[:len(rows), :, :steps, :columns]
+                attention[rows, :, :steps, :columns] = outputs[3][:len(rows), :, :steps, :columns]
         return ids, out_lengths, scores, attention
 
     # === Python API ===

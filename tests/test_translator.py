@@ -200,6 +200,38 @@ def test_no_unk_decoding_never_emits_unk():
     assert again.translations == plain.translations
 
 
+@pytest.mark.parametrize("ensemble", [False, True])
+def test_the_keras_ops_search_finds_what_the_tf_search_finds(translator, ensemble):
+    """`bahdanau_tf.decoding.portable`, what `translate` runs on JAX and PyTorch, over the
+    translator's model(s) on the TensorFlow backend: the same ids, lengths, scores and attention
+    as the TensorFlow search, greedy and beam, [UNK] allowed and forbidden."""
+    from bahdanau_tf.decoding import portable
+
+    models = [random_model(seed=3, unk_bias=4.0)] + ([random_model(seed=7)] if ensemble else [])
+    source, target = translator.source_tokenizer, translator.target_tokenizer
+    unknown_found = []
+    tf_translator = Translator(models, source, target, batching=Batching(jit_compile=False))
+    prepare, _ = translator.signatures.graph_pieces(False)
+    source_ids, _, limits = prepare(tf.constant(SENTENCES + ["zebra unknown words here", ""]))
+    for beam_size, nbest, attention in [(1, 1, False), (4, 3, True)]:
+        search = BeamSearch(beam_size=beam_size, nbest=nbest, length_penalty=0.5,
+                            return_attention=attention)
+        settings = portable.PortableSearch(beam_size, nbest, 0.5, attention, int(max(limits)))
+        run = portable.model_search(models, settings)
+        for forbid in [False, True]:
+            expected = tf_translator.search_function(search, False)(source_ids, limits, tf.constant(forbid))
+            found = run(source_ids, limits, tf.constant(forbid))
+            np.testing.assert_array_equal(found[0], expected[0])
+            np.testing.assert_array_equal(found[1], expected[1])
+            np.testing.assert_allclose(found[2], expected[2], rtol=1e-5)
+            if attention:
+                np.testing.assert_allclose(found[3], expected[3], atol=1e-6)
+            unknown = bool(np.any(np.asarray(found[0]) == UNK_ID))
+            assert not (forbid and unknown)
+            unknown_found.append(unknown)
+    assert any(unknown_found)  # the switch matters
+
+
 def test_an_ensemble_of_one_model_equals_the_model(translator):
     model = translator.models[0]
     source, target = translator.source_tokenizer, translator.target_tokenizer

@@ -19,8 +19,9 @@ from typing import Any, NamedTuple, Optional
 import numpy as np
 import tensorflow as tf
 
-from bahdanau_tf.decoding.selection import (Ranking, Vocabulary, search_vocabulary,
-                                            select, sentences_done, static_int)
+from bahdanau_tf.decoding.rules import (Ranking, best_hypotheses, never_generated,
+                                        sentences_done)
+from bahdanau_tf.decoding.selection import Vocabulary, search_vocabulary, select, static_int
 from bahdanau_tf.decoding.step_functions import StepFn, tile_beams
 from bahdanau_tf.special_tokens import END_ID, PAD_ID, START_ID
 
@@ -308,8 +309,8 @@ def read_out(inputs: SearchInputs, state: SearchState, done) -> SearchState:
     at the steps some sentence is done (each scatter copies its buffer).
     """
     def write(outputs):
-        best_ranks, best = tf.math.top_k(inputs.ranking.rank(state.scores, state.lengths),
-                                         k=inputs.nbest)  # [slots, nbest]
+        best_ranks, best = best_hypotheses(state.scores, state.lengths, inputs.ranking,
+                                           inputs.nbest)  # [slots, nbest]
         best_lengths = tf.where(tf.math.is_inf(best_ranks), 0, tf.gather(state.lengths, best, batch_dims=1))
         best_rows = best + tf.range(_slot_count(state))[:, None] * inputs.beam
         valid = tf.range(inputs.time)[None, None, :] < best_lengths[:, :, None]
@@ -529,9 +530,7 @@ def _search_inputs(step_fn, initial_state, batch, search, max_length, memory, be
         limits = tf.fill([batch], limits)
     time = _buffer_steps(limits, max_length, execution.buffer_length)
     limits = tf.minimum(limits, time)
-    # PAD and START are never outputs; END must stay allowed.
-    never = tf.concat([tf.constant([PAD_ID], tf.int32), tf.reshape(start_id, [1]),
-                       tf.reshape(tf.cast(search.forbid_ids, tf.int32), [-1])], axis=0)
+    never = never_generated(start_id, search.forbid_ids)  # PAD, START, forbid_ids; END allowed
     # one extra entry past the batch: what an empty slot reads
     sentinel = lambda t: tf.concat([t, tf.ones([1], t.dtype)], 0)
     own_beams = None

@@ -1,9 +1,11 @@
-"""One step's choice: the ranking, the never-generated tokens, each row's and each sentence's best.
+"""One step's choice in TensorFlow: each row's and each sentence's best, fast.
 
 What `bahdanau_tf.decoding.search` calls once per step, after the network: the logits of every
-hypothesis become each sentence's ``beam`` best extensions (`select`), ranked by `Ranking`, and
-`sentences_done` says which sentences' n-best lists can no longer change. Nothing here knows
-about slots or loops.
+hypothesis become each sentence's ``beam`` best extensions (`select`). The rules themselves (the
+ranking, the never-generated tokens, the frozen finished hypotheses, the survivors, the done
+sentences) are `bahdanau_tf.decoding.rules`, which the search of the other backends calls too;
+this module adds what is TensorFlow's only: the blocked ``top_k`` over a wide vocabulary, the
+mask folded into its pass under XLA, candidate lists. Nothing here knows about slots or loops.
 """
 
 from typing import NamedTuple, Optional
@@ -11,50 +13,11 @@ from typing import NamedTuple, Optional
 import numpy as np
 import tensorflow as tf
 
-from bahdanau_tf.special_tokens import PAD_ID
+from bahdanau_tf.decoding.rules import (frozen_candidates, kept_log_probabilities, never_mask,
+                                        step_outcome, survivors)
 
 _NEG_INF = float("-inf")
 _TOP_K_BLOCK = 32  # the vocabulary is cut into blocks this wide for `top_k`
-
-
-def length_penalty_factor(lengths, alpha):
-    """GNMT length penalty ``((5 + length) / 6) ** alpha`` (Wu et al. 2016, eq. 14).
-
-    Args:
-        lengths: int or float tensor of hypothesis lengths.
-        alpha: float, 0 disables the penalty (the factor is exactly 1).
-
-    Returns:
-        float32 tensor, the same shape as ``lengths``.
-    """
-    return tf.pow((5.0 + tf.cast(lengths, tf.float32)) / 6.0, tf.cast(alpha, tf.float32))
-
-
-class Ranking(NamedTuple):
-    """How hypotheses are ranked, together with the bound that lets the search stop early.
-
-    ``rank = log p / ((5 + length) / 6) ** alpha`` (the GNMT length penalty); ``alpha = 0``
-    ranks by log p, the paper's objective. A larger alpha favours longer outputs: beam search
-    by log p prefers short ones, since every token adds a negative log-probability.
-
-    The bound: a live hypothesis's log p can only fall as it grows (log-probabilities are
-    <= 0) and the penalty only grows with its length, which cannot pass its sentence's limit,
-    so no continuation ranks above ``live log p / penalty(limit)``. The two belong together:
-    another ranking needs another bound, or early stopping would change results.
-
-    Attributes:
-        alpha: float32 scalar >= 0.
-    """
-
-    alpha: tf.Tensor
-
-    def rank(self, scores, lengths):
-        """The ranks of hypotheses with log-probabilities ``scores`` and ``lengths`` tokens."""
-        return scores / length_penalty_factor(lengths, self.alpha)
-
-    def best_continuation(self, live_scores, limits):
-        """The best rank any continuation of a live hypothesis with ``live_scores`` can reach."""
-        return live_scores / length_penalty_factor(limits, self.alpha)
 
 
 def static_int(value):
@@ -66,21 +29,6 @@ def static_int(value):
     if static is None or np.ndim(static) != 0:
         return None
     return int(static)
-
-
-def never_mask(vocabulary_size, never, end_id, token_ids=None):
-    """[vocabulary] float32: ``-inf`` at the tokens ``never`` generated, 0 elsewhere.
-
-    Built once per search and added to every step's logits; ``end_id`` stays allowed (e.g.
-    ``start_id == end_id``). ``token_ids``: the id at each position of the logits (a candidate
-    list, see `bahdanau_tf.decoding.beam_search`'s ``candidates``); default ``range(vocabulary_size)``.
-    """
-    if token_ids is None:
-        token_ids = tf.range(vocabulary_size, dtype=tf.int32)
-    forbidden = tf.reduce_any(token_ids[:, None] == never[None, :], axis=1)
-    forbidden &= tf.not_equal(token_ids, end_id)
-    return tf.where(forbidden, _NEG_INF, 0.0)
-
 
 
 def top_k(values, k):
@@ -249,14 +197,7 @@ def _row_candidates(logits, mask, finished, per_row, end_id):
         else:
             values, tokens = top_k(masked, per_row)  # sorted, ties to the lower id
         top = tf.reduce_max(logits, axis=-1, keepdims=True)
-    log_sum = tf.math.log(tf.reduce_sum(tf.exp(logits - top), axis=-1, keepdims=True))
-    log_probs = (values - top) - log_sum  # [rows, per_row]
-    slots = tf.range(tf.shape(values)[-1])
-    others = slots - 1 + tf.cast(slots - 1 >= end_id, tf.int32)  # the lowest ids but end_id
-    frozen_tokens = tf.where(slots == 0, end_id, others)
-    frozen = tf.reshape(finished, [-1, 1])
-    log_probs = tf.where(frozen, tf.where(slots == 0, 0.0, _NEG_INF)[None, :], log_probs)
-    return log_probs, tf.where(frozen, frozen_tokens[None, :], tokens)
+    return frozen_candidates(kept_log_probabilities(values, logits, top), tokens, finished, end_id)
 
 
 def select(logits, vocabulary: Vocabulary, scores, finished, lengths, step, limits, ranking, beam,
@@ -289,44 +230,19 @@ def select(logits, vocabulary: Vocabulary, scores, finished, lengths, step, limi
         per_row = tf.minimum(beam, tf.shape(logits)[-1])
     log_probs, row_tokens = _row_candidates(logits, mask, finished, per_row, vocabulary.end_position)
     row_totals = tf.reshape(scores, [-1, 1]) + log_probs  # [rows, per_row], sorted
-    flat_finished, flat_lengths = tf.reshape(finished, [-1]), tf.reshape(lengths, [-1])
     step = tf.reshape(step, [-1, 1])  # [1, 1], or [batch, 1]: each sentence's own step
     candidate_lengths = tf.reshape(tf.where(finished, lengths, step + 1), [-1])
-    ranks = ranking.rank(row_totals, candidate_lengths[:, None])
-    if isinstance(beam, int) and beam == 1:  # greedy: one candidate per sentence
-        top = tf.zeros([batch, 1], tf.int32)
-    else:
-        # top_k is stable: ties go to the lower beam, then (within a row, sorted) the lower id
-        _, top = tf.math.top_k(tf.reshape(ranks, [batch, beam * per_row]), k=beam)  # [batch, beam]
-    parent = top // per_row + tf.range(batch)[:, None] * beam
-    picked = tf.reshape(parent * per_row + top % per_row, [-1])
+    parent, picked = survivors(ranking.rank(row_totals, candidate_lengths[:, None]), batch, beam, per_row)
     token = tf.reshape(tf.gather(tf.reshape(row_tokens, [-1]), picked), [batch, beam])
     if vocabulary.candidates is not None:  # positions in the candidate list -> vocabulary ids
         token = tf.gather(vocabulary.candidates, token)
-    new_scores = tf.reshape(tf.gather(tf.reshape(row_totals, [-1]), picked), [batch, beam])
-    if own_beams is not None:
-        new_scores = tf.where(tf.range(beam)[None, :] < own_beams[:, None], new_scores, _NEG_INF)
-    was_finished = tf.gather(flat_finished, parent)
-    # -inf: a candidate of a forbidden token or of an empty beam (fewer candidates than beams,
-    # e.g. at step 0); frozen like a finished one and reported as an empty slot.
-    dead = tf.math.is_inf(new_scores)
-    return Selection(
-        parent_rows=tf.reshape(parent, [-1]),
-        token=token,
-        scores=new_scores,
-        finished=was_finished | dead | tf.equal(token, end_id) | (step + 1 >= limits[:, None]),
-        lengths=tf.where(was_finished, tf.gather(flat_lengths, parent), step + 1),
-        written=tf.where(was_finished | dead, PAD_ID, token),
-    )
+    parent_rows = tf.reshape(parent, [-1])
+    outcome = step_outcome(tf.reshape(tf.gather(tf.reshape(row_totals, [-1]), picked), [batch, beam]),
+                           token, tf.gather(tf.reshape(finished, [-1]), parent),
+                           tf.gather(tf.reshape(lengths, [-1]), parent), step, limits, end_id, own_beams)
+    return Selection(parent_rows=parent_rows, token=token, scores=outcome.scores,
+                     finished=outcome.finished, lengths=outcome.lengths, written=outcome.written)
 
 
-def sentences_done(scores, finished, lengths, limits, ranking, nbest, own_beams=None):
-    """[batch] bool: no live hypothesis can still enter the sentence's n-best (all finished, or
-    the ``nbest``-th finished one ranks strictly above `Ranking.best_continuation`)."""
-    best_finished = tf.math.top_k(tf.where(finished, ranking.rank(scores, lengths), _NEG_INF), k=nbest).values
-    if own_beams is None:
-        nth_finished = best_finished[:, -1]
-    else:  # a sentence with a smaller beam has fewer hypotheses
-        nth_finished = tf.gather(best_finished, tf.minimum(nbest, own_beams) - 1, batch_dims=1)
-    best_live = tf.reduce_max(tf.where(finished, _NEG_INF, scores), axis=1)
-    return tf.reduce_all(finished, axis=1) | (nth_finished > ranking.best_continuation(best_live, limits))
+__all__ = ["Selection", "Vocabulary", "VocabularyMask", "search_vocabulary", "select", "static_int",
+           "top_k", "vocabulary_mask"]

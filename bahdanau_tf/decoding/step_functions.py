@@ -9,6 +9,7 @@ from typing import Any, Callable, Protocol, runtime_checkable
 
 import numpy as np
 import tensorflow as tf
+from keras import ops
 
 StepFn = Callable[..., tuple]
 
@@ -65,7 +66,9 @@ def tile_beams(nest, beam_size):
         lambda t: tf.repeat(tf.convert_to_tensor(t), beam_size, axis=0), nest)
 
 def ensemble_step_fn(step_fns) -> StepFn:
-    """Combines the step functions of several models into one (Sutskever et al. 2014).
+    """Combines the step functions of several models into one (Sutskever et al. 2014), in
+    ``keras.ops``: both searches (`bahdanau_tf.decoding.beam_search` and the other backends'
+    `bahdanau_tf.decoding.portable`) drive it.
 
     The ensemble's distribution is the mean of the members' probabilities, returned as its log
     (``log(mean_k softmax(logits_k))``), so `beam_search` can drive it like a single model. Its
@@ -102,14 +105,14 @@ def ensemble_step_fn(step_fns) -> StepFn:
         for index, (member_step, member_state) in enumerate(zip(step_fns, states)):
             memory = () if memories is None else (memories[index],)
             logits, member_state, attention = member_step(ids, step_index, member_state, *memory)
-            log_probs.append(tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1))
+            log_probs.append(ops.log_softmax(ops.cast(logits, "float32"), axis=-1))
             new_states.append(member_state)
             attentions.append(attention)
         # log of the mean probability, computed in log space for stability
-        mean_log_probs = tf.reduce_logsumexp(tf.stack(log_probs), axis=0) - np.log(count)
+        mean_log_probs = ops.logsumexp(ops.stack(log_probs), axis=0) - np.log(count)
         attention = None
         if all(a is not None for a in attentions):
-            attention = tf.add_n([tf.cast(a, tf.float32) for a in attentions]) / count
+            attention = sum(ops.cast(a, "float32") for a in attentions) / count
         return mean_log_probs, tuple(new_states), attention
 
     return step
