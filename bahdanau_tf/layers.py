@@ -1,4 +1,4 @@
-"""The paper's building blocks as Keras 3 layers (TensorFlow backend).
+"""The paper's building blocks as Keras 3 layers, in ``keras.ops`` (every Keras backend).
 
 Bahdanau, Cho & Bengio (2015), section 3 and appendix A:
 
@@ -14,17 +14,17 @@ The recurrent matrices start as the paper's (appendix B.1): `bahdanau_tf.initial
 Every layer casts its float32 variables to the dtype of its inputs, so the same code runs in
 float32 and under the ``mixed_bfloat16`` / ``mixed_float16`` policies and also when a method other
 than ``call`` (e.g. ``project_inputs``) is used from inside a decoding loop. Attention softmaxes
-are computed in float32.
+are computed in float32. The same weights give the same numbers on TensorFlow, JAX and PyTorch;
+`bahdanau_tf.tensor_ops` holds the two operations that take a TensorFlow-specific form there.
 """
 
-import contextlib
-import contextvars
-
 import keras
-import tensorflow as tf
+from keras import ops
 
 from bahdanau_tf.initializers import BlockOrthogonal, own_draw
 from bahdanau_tf.special_tokens import PAD_ID
+from bahdanau_tf.tensor_ops import (Tensor, cast_weight, dot_vector, project, reverse_within_lengths,
+                                    scan_states, stack_time, time_major, weights_read_once)
 
 # A finite "minus infinity": exp() of it underflows to exactly 0 in float32, so padding gets exactly
 # zero attention weight, and a row with no real position gives a uniform row instead of NaN.
@@ -33,67 +33,12 @@ _MASK_VALUE = -1e9
 _SCORES = ("additive", "general")
 
 
-# Weights read once before a recurrent loop, by variable id (see `weights_read_once`).
-_READ_ONCE = contextvars.ContextVar("bahdanau_weights_read_once", default={})
-
-
-def _cast(variable, like):
-    """The variable as a tensor of the same dtype as ``like`` (no-op when they already agree)."""
-    read = _READ_ONCE.get().get(id(variable))
-    return tf.cast(variable if read is None else read, like.dtype)
-
-
-@contextlib.contextmanager
-def weights_read_once(layer):
-    """Within the block, ``layer``'s weights are tensors read here, once, not variables.
-
-    A variable read inside a ``tf.while_loop``/``tf.scan`` body is, for TensorFlow's gradient, a
-    new value at every iteration: the backward pass keeps one copy per step (for the decoder, a
-    (steps, 512, 768) stack of C alone), written in the forward loop and read back in the
-    backward one. A tensor read before the loop is loop-invariant and kept once. Teacher forcing
-    builds its loop inside this block (a faster train step; benchmarks/train_throughput.py).
-    """
-    token = _READ_ONCE.set({**_READ_ONCE.get(), **{id(w): tf.convert_to_tensor(w) for w in layer.weights}})
-    try:
-        yield
-    finally:
-        _READ_ONCE.reset(token)
-
-
 def _add_weight(layer, name, shape, initializer):
-    """``layer.add_weight`` with values drawn for this weight alone (`_own_draw`)."""
+    """``layer.add_weight`` with values drawn for this weight alone (`own_draw`)."""
     return layer.add_weight(name=name, shape=shape, initializer=own_draw(initializer, layer, name))
 
 
-def _project(tensor, kernel):
-    """``tensor @ kernel`` over the last axis, for any leading dimensions, as one 2-D matmul.
-
-    ``tf.matmul`` of a rank-3 tensor by a matrix is a broadcasting batched matmul, whose
-    gradient for the matrix is one product per leading row, then their sum: for the
-    vocabulary projection a (batch, l, |V|) tensor, summed. Over the flattened rows the
-    gradient is one plain matmul (benchmarks/train_step_profile.py shows the difference).
-    """
-    tensor = tf.convert_to_tensor(tensor)
-    if tensor.shape.rank == 2:
-        return tf.matmul(tensor, kernel)
-    leading = [size if size is not None else tf.shape(tensor)[axis] for axis, size in enumerate(tensor.shape[:-1])]
-    flat = tf.matmul(tf.reshape(tensor, [-1, tf.shape(tensor)[-1]]), kernel)
-    return tf.reshape(flat, leading + [kernel.shape[-1] if kernel.shape[-1] is not None else tf.shape(kernel)[-1]])
-
-
-def _dot_vector(tensor, vector):
-    """``tensor @ vector`` over the last axis: (..., units) x (units,) -> (...).
-
-    One 2-D matmul, not ``tf.linalg.matvec``: a batched matmul that
-    broadcasts the vector over a rank-4 tensor crashes TensorFlow 2.21's oneDNN kernels on
-    AMX CPUs (Sapphire Rapids: a segmentation fault or heap corruption at the first decoder
-    step of a grouped beam search).
-    """
-    flat = tf.matmul(tf.reshape(tensor, [-1, tf.shape(tensor)[-1]]), tf.reshape(vector, [-1, 1]))
-    return tf.reshape(flat, tf.shape(tensor)[:-1])
-
-
-@tf.custom_gradient
+@ops.custom_gradient
 def _additive_scores(projected_query, keys, score_vector):
     """e_ij = v_a^T tanh(W_a s_{i-1} + U_a h_j) from the projected query and the keys: (batch, source_len).
 
@@ -104,21 +49,22 @@ def _additive_scores(projected_query, keys, score_vector):
     """
 
     def hidden():
-        return tf.tanh(keys + projected_query[:, None, :])  # (batch, source_len, units)
+        return ops.tanh(keys + projected_query[:, None, :])  # (batch, source_len, units)
 
-    def gradient(upstream):
+    def gradient(*args, upstream=None):  # PyTorch's backend passes ``upstream`` by name
+        upstream = args[0] if upstream is None else upstream
         tanh = hidden()
         d_hidden = upstream[:, :, None] * score_vector * (1.0 - tanh * tanh)
-        return tf.reduce_sum(d_hidden, axis=1), d_hidden, tf.einsum("bs,bsu->u", upstream, tanh)
+        return ops.sum(d_hidden, axis=1), d_hidden, ops.einsum("bs,bsu->u", upstream, tanh)
 
-    return _dot_vector(hidden(), score_vector), gradient
+    return dot_vector(hidden(), score_vector), gradient
 
 
-def masked_softmax(scores: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
+def masked_softmax(scores: Tensor, mask: Tensor) -> Tensor:
     """Softmax over the last axis of float scores where ``mask`` is True; exactly 0 elsewhere."""
-    scores = tf.cast(scores, "float32")
-    scores = tf.where(mask, scores, _MASK_VALUE)
-    return tf.nn.softmax(scores, axis=-1)
+    scores = ops.cast(scores, "float32")
+    scores = ops.where(mask, scores, _MASK_VALUE)
+    return ops.softmax(scores, axis=-1)
 
 
 @keras.saving.register_keras_serializable(package="bahdanau_tf")
@@ -154,7 +100,7 @@ class BahdanauAttention(keras.layers.Layer):
     Example:
 
     >>> attention = BahdanauAttention(8)
-    >>> context, weights = attention(tf.zeros([2, 4]), tf.ones([2, 5, 6]))
+    >>> context, weights = attention(np.zeros([2, 4], "float32"), np.ones([2, 5, 6], "float32"))
     >>> tuple(context.shape), tuple(weights.shape)
     ((2, 6), (2, 5))
     """
@@ -195,26 +141,26 @@ class BahdanauAttention(keras.layers.Layer):
                                             self.kernel_initializer)
         self.built = True
 
-    def compute_keys(self, memory: tf.Tensor) -> tf.Tensor:
+    def compute_keys(self, memory: Tensor) -> Tensor:
         """U_a h_j (+ bias) for every source position: (batch, source_len, units).
 
         For the general score the keys are the annotations themselves.
         """
         if self.score != "additive":
             return memory
-        return _project(memory, _cast(self.key_kernel, memory)) + _cast(self.key_bias, memory)
+        return project(memory, cast_weight(self.key_kernel, memory)) + cast_weight(self.key_bias, memory)
 
-    def project_query(self, query: tf.Tensor) -> tf.Tensor:
+    def project_query(self, query: Tensor) -> Tensor:
         """W_a s_{i-1}: the only part of the alignment model that depends on the decoder step."""
-        return tf.matmul(query, _cast(self.query_kernel, query))
+        return ops.matmul(query, cast_weight(self.query_kernel, query))
 
-    def score_keys(self, projected_query: tf.Tensor, keys: tf.Tensor) -> tf.Tensor:
+    def score_keys(self, projected_query: Tensor, keys: Tensor) -> Tensor:
         """e_ij for one decoder step: (batch, source_len)."""
         if self.score == "additive":
-            return _additive_scores(projected_query, keys, _cast(self.score_vector, keys))
-        return tf.linalg.matvec(keys, projected_query)  # (batch, source_len)
+            return _additive_scores(projected_query, keys, cast_weight(self.score_vector, keys))
+        return ops.squeeze(ops.matmul(keys, projected_query[:, :, None]), -1)  # (batch, source_len)
 
-    def attend(self, projected_query: tf.Tensor, memory: tf.Tensor, keys: tf.Tensor, mask: tf.Tensor,
+    def attend(self, projected_query: Tensor, memory: Tensor, keys: Tensor, mask: Tensor,
                grouped: bool = False) -> tuple:
         """Context and weights from an already projected query (the decoder cell's fast path):
         `align`, then `read` of the annotations.
@@ -228,23 +174,23 @@ class BahdanauAttention(keras.layers.Layer):
         weights = self.align(projected_query, keys, mask, grouped=grouped)
         return self.read(weights, memory, grouped=grouped), weights
 
-    def align(self, projected_query: tf.Tensor, keys: tf.Tensor, mask: tf.Tensor,
-              grouped: bool = False) -> tf.Tensor:
+    def align(self, projected_query: Tensor, keys: Tensor, mask: Tensor,
+              grouped: bool = False) -> Tensor:
         """alpha_i from an already projected query: float32 (queries, source_len); ``grouped``
         as in `attend`."""
         if not grouped:
             return masked_softmax(self.score_keys(projected_query, keys), mask)
-        query = tf.reshape(projected_query, [tf.shape(keys)[0], -1, projected_query.shape[-1]])  # (groups, k, units)
+        query = ops.reshape(projected_query, (ops.shape(keys)[0], -1, projected_query.shape[-1]))  # (groups, k, units)
         if self.score == "additive":
-            hidden = tf.tanh(keys[:, None, :, :] + query[:, :, None, :])  # (groups, k, source_len, units)
-            scores = _dot_vector(hidden, _cast(self.score_vector, keys))
+            hidden = ops.tanh(keys[:, None, :, :] + query[:, :, None, :])  # (groups, k, source_len, units)
+            scores = dot_vector(hidden, cast_weight(self.score_vector, keys))
         else:
-            scores = tf.matmul(query, keys, transpose_b=True)
+            scores = ops.einsum("gku,gsu->gks", query, keys)
         weights = masked_softmax(scores, mask[:, None, :])  # (groups, k, source_len)
-        return tf.reshape(weights, [-1, tf.shape(weights)[-1]])
+        return ops.reshape(weights, (-1, ops.shape(weights)[-1]))
 
     @staticmethod
-    def read(weights: tf.Tensor, values: tf.Tensor, grouped: bool = False) -> tf.Tensor:
+    def read(weights: Tensor, values: Tensor, grouped: bool = False) -> Tensor:
         """sum_j alpha_ij v_j: (queries, value_dim) in the dtype of ``values``.
 
         ``values`` (memory rows, source_len, value_dim) are the annotations (the context c_i)
@@ -252,18 +198,18 @@ class BahdanauAttention(keras.layers.Layer):
         multiplies c_i by fixed matrices can read their products with the annotations instead
         (`bahdanau_tf.models.RNNSearch.decoding_memory`). ``grouped`` as in `attend`.
         """
-        weights = tf.cast(weights, values.dtype)
+        weights = ops.cast(weights, values.dtype)
         if not grouped:
-            return tf.linalg.matvec(values, weights, transpose_a=True)
-        weights = tf.reshape(weights, [tf.shape(values)[0], -1, tf.shape(weights)[-1]])  # (groups, k, source_len)
-        return tf.reshape(tf.matmul(weights, values), [-1, values.shape[-1]])  # (groups * k, value_dim)
+            return ops.squeeze(ops.matmul(weights[:, None, :], values), 1)
+        weights = ops.reshape(weights, (ops.shape(values)[0], -1, ops.shape(weights)[-1]))  # (groups, k, source_len)
+        return ops.reshape(ops.matmul(weights, values), (-1, values.shape[-1]))  # (groups * k, value_dim)
 
-    def call(self, query: tf.Tensor, memory: tf.Tensor, keys: tf.Tensor | None = None,
-             memory_mask: tf.Tensor | None = None) -> tuple:
+    def call(self, query: Tensor, memory: Tensor, keys: Tensor | None = None,
+             memory_mask: Tensor | None = None) -> tuple:
         if keys is None:
             keys = self.compute_keys(memory)
         if memory_mask is None:
-            memory_mask = tf.ones(tf.shape(memory)[:2], dtype="bool")
+            memory_mask = ops.ones(ops.shape(memory)[:2], dtype="bool")
         return self.attend(self.project_query(query), memory, keys, memory_mask)
 
     def compute_output_spec(self, query: keras.KerasTensor, memory: keras.KerasTensor,
@@ -285,8 +231,8 @@ class BahdanauAttention(keras.layers.Layer):
         return {**super().get_config(), **config}
 
 
-def gru_step(projected_inputs: tf.Tensor, h_tm1: tf.Tensor, gate_kernel: tf.Tensor,
-             recurrent_kernel: tf.Tensor) -> tf.Tensor:
+def gru_step(projected_inputs: Tensor, h_tm1: Tensor, gate_kernel: Tensor,
+             recurrent_kernel: Tensor) -> Tensor:
     """One step of the paper's GRU (appendix A.1), any leading batch dimensions.
 
     Args:
@@ -298,12 +244,12 @@ def gru_step(projected_inputs: tf.Tensor, h_tm1: tf.Tensor, gate_kernel: tf.Tens
     """
     # split, not sliced: the gradient of a split is one concatenation, of three slices three
     # padded copies summed (benchmarks/train_step_profile.py)
-    inputs_z, inputs_r, inputs_candidate = tf.split(projected_inputs, 3, axis=-1)
-    recurrent_z, recurrent_r = tf.split(tf.matmul(h_tm1, gate_kernel), 2, axis=-1)
-    z = tf.sigmoid(inputs_z + recurrent_z)
-    r = tf.sigmoid(inputs_r + recurrent_r)
+    inputs_z, inputs_r, inputs_candidate = ops.split(projected_inputs, 3, axis=-1)
+    recurrent_z, recurrent_r = ops.split(ops.matmul(h_tm1, gate_kernel), 2, axis=-1)
+    z = ops.sigmoid(inputs_z + recurrent_z)
+    r = ops.sigmoid(inputs_r + recurrent_r)
     # reset gate applied before the recurrent matmul, as in the paper (Keras: reset_after=False)
-    candidate = tf.tanh(inputs_candidate + tf.matmul(r * h_tm1, recurrent_kernel))
+    candidate = ops.tanh(inputs_candidate + ops.matmul(r * h_tm1, recurrent_kernel))
     # previous and candidate state mixed by the update gate
     return (1.0 - z) * h_tm1 + z * candidate
 
@@ -341,8 +287,8 @@ class ConditionalGRUCell(keras.layers.Layer):
 
     >>> cell = ConditionalGRUCell(4)
     >>> cell.build(input_dim=3, context_dim=5)
-    >>> x, c = cell.project_inputs(tf.ones([2, 3])), cell.project_context(tf.ones([2, 5]))
-    >>> tuple(cell(x, tf.zeros([2, 4]), c).shape)
+    >>> x, c = cell.project_inputs(ops.ones([2, 3])), cell.project_context(ops.ones([2, 5]))
+    >>> tuple(cell(x, ops.zeros([2, 4]), c).shape)
     (2, 4)
     """
 
@@ -374,20 +320,20 @@ class ConditionalGRUCell(keras.layers.Layer):
         self.bias = _add_weight(self, "bias", (3 * units,), self.bias_initializer)
         self.built = True
 
-    def project_inputs(self, inputs: tf.Tensor) -> tf.Tensor:
+    def project_inputs(self, inputs: Tensor) -> Tensor:
         """[W_z; W_r; W] E y + bias, for any leading dimensions: (..., 3 * units)."""
-        return _project(inputs, _cast(self.kernel, inputs)) + _cast(self.bias, inputs)
+        return project(inputs, cast_weight(self.kernel, inputs)) + cast_weight(self.bias, inputs)
 
-    def project_context(self, context: tf.Tensor) -> tf.Tensor:
+    def project_context(self, context: Tensor) -> Tensor:
         """[C_z; C_r; C] c, for any leading dimensions: (..., 3 * units)."""
-        return _project(context, _cast(self.context_kernel, context))
+        return project(context, cast_weight(self.context_kernel, context))
 
-    def call(self, projected_inputs: tf.Tensor, h_tm1: tf.Tensor, projected_context: tf.Tensor) -> tf.Tensor:
+    def call(self, projected_inputs: Tensor, h_tm1: Tensor, projected_context: Tensor) -> Tensor:
         return gru_step(
             projected_inputs + projected_context,
             h_tm1,
-            _cast(self.gate_kernel, h_tm1),
-            _cast(self.recurrent_kernel, h_tm1),
+            cast_weight(self.gate_kernel, h_tm1),
+            cast_weight(self.recurrent_kernel, h_tm1),
         )
 
     def get_config(self) -> dict:
@@ -432,8 +378,8 @@ class AttentionGRUCell(keras.layers.Layer):
 
     >>> cell = AttentionGRUCell(4, attention_units=3)
     >>> cell.build(input_dim=2, memory_dim=6)
-    >>> memory = cell.prepare_memory(tf.ones([1, 5, 6]), tf.constant([[True] * 3 + [False] * 2]))
-    >>> s, c, alpha = cell(cell.project_inputs(tf.ones([1, 2])), tf.zeros([1, 4]), memory)
+    >>> memory = cell.prepare_memory(ops.ones([1, 5, 6]), np.array([[True] * 3 + [False] * 2]))
+    >>> s, c, alpha = cell(cell.project_inputs(ops.ones([1, 2])), ops.zeros([1, 4]), memory)
     >>> [round(float(a), 3) for a in alpha[0]]
     [0.333, 0.333, 0.333, 0.0, 0.0]
     """
@@ -478,14 +424,14 @@ class AttentionGRUCell(keras.layers.Layer):
         self.gru.build(input_dim=input_dim, context_dim=memory_dim)
         self.built = True
 
-    def project_inputs(self, inputs: tf.Tensor) -> tf.Tensor:
+    def project_inputs(self, inputs: Tensor) -> Tensor:
         return self.gru.project_inputs(inputs)
 
-    def prepare_memory(self, annotations: tf.Tensor, mask: tf.Tensor) -> dict:
+    def prepare_memory(self, annotations: Tensor, mask: Tensor) -> dict:
         """The step-independent part of attention, computed once per sentence."""
         return {"annotations": annotations, "keys": self.attention.compute_keys(annotations), "mask": mask}
 
-    def call(self, projected_inputs: tf.Tensor, h_tm1: tf.Tensor, memory: dict, grouped: bool = False) -> tuple:
+    def call(self, projected_inputs: Tensor, h_tm1: Tensor, memory: dict, grouped: bool = False) -> tuple:
         context, weights = self.attention.attend(
             self.attention.project_query(h_tm1), memory["annotations"], memory["keys"], memory["mask"],
             grouped=grouped,
@@ -535,7 +481,7 @@ class MaxoutReadout(keras.layers.Layer):
 
     >>> readout = MaxoutReadout(maxout_dim=3, vocabulary_size=7)
     >>> readout.build(state_dim=4, embedding_dim=2, context_dim=8)
-    >>> tuple(readout(tf.ones([5, 4]), tf.ones([5, 2]), tf.ones([5, 8])).shape)
+    >>> tuple(readout(ops.ones([5, 4]), ops.ones([5, 2]), ops.ones([5, 8])).shape)
     (5, 7)
     """
 
@@ -568,38 +514,38 @@ class MaxoutReadout(keras.layers.Layer):
         self.output_bias = _add_weight(self, "output_bias", (self.vocabulary_size,), self.bias_initializer)
         self.built = True
 
-    def call(self, states: tf.Tensor, embeddings: tf.Tensor, contexts: tf.Tensor,
-             projection: tuple | None = None) -> tf.Tensor:
+    def call(self, states: Tensor, embeddings: Tensor, contexts: Tensor,
+             projection: tuple | None = None) -> Tensor:
         return self.project(self.features(states, embeddings, contexts), projection)
 
-    def features(self, states: tf.Tensor, embeddings: tf.Tensor, contexts: tf.Tensor | None = None,
-                 projected_contexts: tf.Tensor | None = None) -> tf.Tensor:
+    def features(self, states: Tensor, embeddings: Tensor, contexts: Tensor | None = None,
+                 projected_contexts: Tensor | None = None) -> Tensor:
         """t_i, the maxout units (..., l) in the compute dtype: what W_o projects (a sampled
         softmax, `bahdanau_tf.losses.sampled_token_nll`, projects them on a few rows only).
         ``projected_contexts``, C_o c_i (`project_context`), replaces ``contexts``."""
         if projected_contexts is None:
             projected_contexts = self.project_context(contexts)
         pre_maxout = (
-            _project(states, _cast(self.state_kernel, states))
-            + _project(embeddings, _cast(self.embedding_kernel, states))
+            project(states, cast_weight(self.state_kernel, states))
+            + project(embeddings, cast_weight(self.embedding_kernel, states))
             + projected_contexts
-            + _cast(self.bias, states)
+            + cast_weight(self.bias, states)
         )
         # max over the pairs (t~[2k-1], t~[2k])
-        shape = tf.concat([tf.shape(pre_maxout)[:-1], [self.maxout_dim, 2]], axis=0)
-        return tf.reduce_max(tf.reshape(pre_maxout, shape), axis=-1)
+        shape = tuple(ops.shape(pre_maxout)[:-1]) + (self.maxout_dim, 2)
+        return ops.max(ops.reshape(pre_maxout, shape), axis=-1)
 
-    def project_context(self, contexts: tf.Tensor) -> tf.Tensor:
+    def project_context(self, contexts: Tensor) -> Tensor:
         """C_o c_i, for any leading dimensions: (..., 2l)."""
-        return _project(contexts, _cast(self.context_kernel, contexts))
+        return project(contexts, cast_weight(self.context_kernel, contexts))
 
-    def project(self, maxout: tf.Tensor, projection: tuple | None = None) -> tf.Tensor:
+    def project(self, maxout: Tensor, projection: tuple | None = None) -> Tensor:
         """logits_i = W_o t_i + b_o over the whole vocabulary, float32 (..., vocabulary_size);
         with ``projection`` = ``(kernel, bias)``, columns of W_o and b_o (a candidate list,
         gathered once per search), over those columns only."""
         kernel, bias = (self.output_kernel, self.output_bias) if projection is None else projection
-        logits = _project(maxout, _cast(kernel, maxout)) + _cast(bias, maxout)
-        return tf.cast(logits, "float32")
+        logits = project(maxout, cast_weight(kernel, maxout)) + cast_weight(bias, maxout)
+        return ops.cast(logits, "float32")
 
     def get_config(self) -> dict:
         config = {
@@ -624,8 +570,8 @@ class BidirectionalEncoder(keras.layers.Layer):
     projections of both directions for all positions are one matmul before the loop (DESIGN §2),
     and one loop steps both directions at once (a batched matmul over the direction axis), which
     halves the sequential steps. The backward direction reads each sentence reversed within its
-    own length (``tf.reverse_sequence``), so no padding ever enters a recurrence. The weights are
-    stacked over the direction axis: index 0 forward, 1 backward.
+    own length (`bahdanau_tf.tensor_ops.reverse_within_lengths`), so no padding ever enters a
+    recurrence. The weights are stacked over the direction axis: index 0 forward, 1 backward.
 
     Args:
         vocabulary_size: int, K_x.
@@ -643,8 +589,8 @@ class BidirectionalEncoder(keras.layers.Layer):
     Example:
 
     >>> encoder = BidirectionalEncoder(vocabulary_size=10, embedding_dim=4, units=3)
-    >>> annotations, mask = encoder(tf.constant([[4, 5, 2, 0]]))
-    >>> tuple(annotations.shape), mask.numpy().tolist()
+    >>> annotations, mask = encoder(np.array([[4, 5, 2, 0]]))
+    >>> tuple(annotations.shape), ops.convert_to_numpy(mask).tolist()
     ((1, 4, 6), [[True, True, True, False]])
     """
 
@@ -685,29 +631,28 @@ class BidirectionalEncoder(keras.layers.Layer):
         self.bias = _add_weight(self, "bias", (2, 1, 3 * n), self.bias_initializer)
         self.built = True
 
-    def call(self, source_ids: tf.Tensor, training: bool = False) -> tuple:
-        mask = tf.not_equal(source_ids, PAD_ID)
-        lengths = tf.reduce_sum(tf.cast(mask, "int32"), axis=1)
+    def call(self, source_ids: Tensor, training: bool = False) -> tuple:
+        mask = ops.not_equal(source_ids, PAD_ID)
+        lengths = ops.sum(ops.cast(mask, "int32"), axis=1)
         embedded = self.embedding(source_ids)  # (batch, source_len, m)
-        backward_embedded = tf.reverse_sequence(embedded, lengths, seq_axis=1, batch_axis=0)
+        backward_embedded = reverse_within_lengths(embedded, lengths)
         # both directions' input projections for all positions, before the loop
-        inputs = tf.stack([time_major(embedded), time_major(backward_embedded)], axis=1)
+        inputs = ops.stack([time_major(embedded), time_major(backward_embedded)], axis=1)
         # one matmul per direction over all (position, sentence) rows: no broadcast over positions
-        projected = tf.einsum("tdbm,dmk->tdbk", inputs, _cast(self.kernel, embedded)) + _cast(self.bias, embedded)
-        # projected: (source_len, 2, batch, 3n)
-        gate_kernel = _cast(self.gate_kernel, embedded)
-        recurrent_kernel = _cast(self.recurrent_kernel, embedded)
-        batch = tf.shape(source_ids)[0]
-        states = tf.scan(
+        projected = (ops.einsum("tdbm,dmk->tdbk", inputs, cast_weight(self.kernel, embedded))
+                     + cast_weight(self.bias, embedded))  # (source_len, 2, batch, 3n)
+        gate_kernel = cast_weight(self.gate_kernel, embedded)
+        recurrent_kernel = cast_weight(self.recurrent_kernel, embedded)
+        states = scan_states(
             lambda h, x: gru_step(x, h, gate_kernel, recurrent_kernel),
             projected,
-            initializer=tf.zeros([2, batch, self.units], embedded.dtype),
+            ops.zeros((2, ops.shape(source_ids)[0], self.units), embedded.dtype),
         )  # (source_len, 2, batch, n)
         forward = stack_time(states[:, 0])
-        backward = tf.reverse_sequence(stack_time(states[:, 1]), lengths, seq_axis=1, batch_axis=0)
-        annotations = tf.concat([forward, backward], axis=-1)
+        backward = reverse_within_lengths(stack_time(states[:, 1]), lengths)
+        annotations = ops.concatenate([forward, backward], axis=-1)
         # positions past each sentence's end hold states of no word: zero them
-        return annotations * tf.cast(mask, annotations.dtype)[:, :, None], mask
+        return annotations * ops.cast(mask, annotations.dtype)[:, :, None], mask
 
     def get_config(self) -> dict:
         config = {
@@ -722,25 +667,15 @@ class BidirectionalEncoder(keras.layers.Layer):
         return {**super().get_config(), **config}
 
 
-def stack_time(tensor_array_or_list: tf.TensorArray | list) -> tf.Tensor:
-    """(time, batch, ...) -> (batch, time, ...)."""
-    stacked = tensor_array_or_list.stack() if isinstance(tensor_array_or_list, tf.TensorArray) else tensor_array_or_list
-    rank = stacked.shape.rank
-    return tf.transpose(stacked, [1, 0] + list(range(2, rank)))
-
-
-def time_major(tensor: tf.Tensor) -> tf.Tensor:
-    """(batch, time, ...) -> (time, batch, ...)."""
-    rank = tensor.shape.rank
-    return tf.transpose(tensor, [1, 0] + list(range(2, rank)))
-
-
 __all__ = [
     "BahdanauAttention",
     "ConditionalGRUCell",
     "AttentionGRUCell",
     "MaxoutReadout",
     "BidirectionalEncoder",
+    "gru_step",
     "masked_softmax",
+    "stack_time",
+    "time_major",
     "weights_read_once",
 ]

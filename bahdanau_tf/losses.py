@@ -3,24 +3,33 @@
 The paper maximises the mean log-likelihood of the reference translations; per batch we minimise
 the mean negative log-likelihood per real target token (padding, id 0, excluded). Both are
 computed in float32 whatever the model's compute dtype.
+
+`token_nll`, `masked_nll`, `MaskedSparseCategoricalCrossentropy` and `MaskedAccuracy` are
+``keras.ops``: ``model.compile(loss=..., metrics=...)`` + ``model.fit`` train on every Keras
+backend. The sampled softmax (`sampled_token_nll` and its candidates) and the guided alignment
+terms serve the package's own trainer (`bahdanau_tf.training`), which is TensorFlow's, and are
+TensorFlow.
 """
 
 import keras
 import tensorflow as tf
+from keras import ops
 
 from bahdanau_tf.special_tokens import PAD_ID
 
 
-def token_nll(target_ids: tf.Tensor, logits: tf.Tensor) -> tf.Tensor:
+def token_nll(target_ids, logits):
     """Per-token negative log-likelihood, 0 at padding: float32 (batch, target_len)."""
-    target_ids = tf.cast(target_ids, "int32")
-    logits = tf.cast(logits, "float32")
-    # on rank-2 inputs the op needs no runtime shape assertion (which XLA drops with a warning)
-    nll = tf.nn.sparse_softmax_cross_entropy_with_logits(
-        labels=tf.reshape(tf.maximum(target_ids, 0), [-1]), logits=tf.reshape(logits, [-1, tf.shape(logits)[-1]])
+    target_ids = ops.cast(target_ids, "int32")
+    logits = ops.cast(logits, "float32")
+    # on rank-2 inputs TensorFlow's op needs no runtime shape assertion (which XLA drops with a
+    # warning)
+    nll = ops.sparse_categorical_crossentropy(
+        ops.reshape(ops.maximum(target_ids, 0), (-1,)), ops.reshape(logits, (-1, ops.shape(logits)[-1])),
+        from_logits=True,
     )
-    nll = tf.reshape(nll, tf.shape(target_ids))
-    return nll * tf.cast(tf.not_equal(target_ids, PAD_ID), "float32")
+    nll = ops.reshape(nll, ops.shape(target_ids))
+    return nll * ops.cast(ops.not_equal(target_ids, PAD_ID), "float32")
 
 
 def sample_candidates(target_ids: tf.Tensor, num_sampled: int, vocabulary_size: int) -> tuple:
@@ -130,10 +139,10 @@ def guided_alignment_weight(weight: float, decay: float, step) -> tf.Tensor:
                                                    tf.cast(step, "float32") / 1000.0)
 
 
-def masked_nll(target_ids: tf.Tensor, logits: tf.Tensor) -> tf.Tensor:
+def masked_nll(target_ids, logits):
     """Mean negative log-likelihood per real target token (a float32 scalar)."""
-    tokens = tf.reduce_sum(tf.cast(tf.not_equal(target_ids, PAD_ID), "float32"))
-    return tf.reduce_sum(token_nll(target_ids, logits)) / tf.maximum(tokens, 1.0)
+    tokens = ops.sum(ops.cast(ops.not_equal(target_ids, PAD_ID), "float32"))
+    return ops.sum(token_nll(target_ids, logits)) / ops.maximum(tokens, 1.0)
 
 
 @keras.saving.register_keras_serializable(package="bahdanau_tf")
@@ -145,7 +154,7 @@ class MaskedSparseCategoricalCrossentropy(keras.losses.Loss):
     Example:
 
     >>> loss = MaskedSparseCategoricalCrossentropy()
-    >>> float(loss(tf.constant([[5, 0]]), tf.zeros([1, 2, 8])))  # log(8), padding ignored
+    >>> float(loss(np.array([[5, 0]]), np.zeros([1, 2, 8])))  # log(8), padding ignored
     2.0794...
     """
 
@@ -153,10 +162,10 @@ class MaskedSparseCategoricalCrossentropy(keras.losses.Loss):
         kwargs.pop("reduction", None)
         super().__init__(name=name, reduction="sum", **kwargs)
 
-    def call(self, y_true: tf.Tensor, y_pred: tf.Tensor) -> tf.Tensor:
+    def call(self, y_true, y_pred):
         # per-token NLL scaled by 1 / (real tokens in the batch): the "sum" reduction gives the mean
-        mask = tf.cast(tf.not_equal(tf.cast(y_true, "int32"), PAD_ID), "float32")
-        return token_nll(y_true, y_pred) / tf.maximum(tf.reduce_sum(mask), 1.0)
+        mask = ops.cast(ops.not_equal(ops.cast(y_true, "int32"), PAD_ID), "float32")
+        return token_nll(y_true, y_pred) / ops.maximum(ops.sum(mask), 1.0)
 
 
 @keras.saving.register_keras_serializable(package="bahdanau_tf")
@@ -166,12 +175,12 @@ class MaskedAccuracy(keras.metrics.Mean):
     def __init__(self, name: str = "masked_accuracy", **kwargs) -> None:
         super().__init__(name=name, **kwargs)
 
-    def update_state(self, y_true: tf.Tensor, y_pred: tf.Tensor, sample_weight: tf.Tensor | None = None) -> None:
-        y_true = tf.cast(y_true, "int32")
-        correct = tf.cast(tf.equal(tf.argmax(y_pred, axis=-1, output_type="int32"), y_true), "float32")
-        weight = tf.cast(tf.not_equal(y_true, PAD_ID), "float32")
+    def update_state(self, y_true, y_pred, sample_weight=None) -> None:
+        y_true = ops.cast(y_true, "int32")
+        correct = ops.cast(ops.equal(ops.cast(ops.argmax(y_pred, axis=-1), "int32"), y_true), "float32")
+        weight = ops.cast(ops.not_equal(y_true, PAD_ID), "float32")
         if sample_weight is not None:
-            weight *= tf.cast(tf.reshape(sample_weight, [-1, 1]), "float32")
+            weight = weight * ops.cast(ops.reshape(sample_weight, (-1, 1)), "float32")
         return super().update_state(correct, sample_weight=weight)
 
     def get_config(self) -> dict:

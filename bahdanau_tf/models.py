@@ -20,9 +20,14 @@ All three share one interface (DESIGN §6), so training, beam search and export 
   ``state`` (beam search's beams of a sentence: `encode`'s output as it is, not repeated per
   beam), or one row per row.
 
-Teacher forcing runs the same decoder cell as `decode_step`, over all steps in one
-``tf.while_loop``; input projections and attention keys are computed before the loop and the
-readout after it (DESIGN §2), so only the attention and the GRU recurrence run per step.
+Teacher forcing runs the same decoder cell as `decode_step`, over all steps in one scan
+(`bahdanau_tf.tensor_ops.scan_states`); input projections and attention keys are computed before
+the loop and the readout after it (DESIGN §2), so only the attention and the GRU recurrence run
+per step.
+
+The models are written in ``keras.ops``: the same weights give the same logits and steps on
+TensorFlow, JAX and PyTorch, and a ``.keras`` file saved on one backend loads on another. The
+package's trainer, search in an exported graph and SavedModel export are TensorFlow's.
 
 Presets live in one registry, `bahdanau_tf.presets.PRESETS`: each
 row names its model class, its constructor arguments and its training defaults.
@@ -36,12 +41,14 @@ import functools
 from typing import Any
 
 import keras
-import tensorflow as tf
+from keras import ops
 
 from bahdanau_tf import initializers
 from bahdanau_tf import layers as layers_lib
+from bahdanau_tf import tensor_ops
 from bahdanau_tf.presets import get_preset
 from bahdanau_tf.special_tokens import PAD_ID
+from bahdanau_tf.tensor_ops import Tensor
 from bahdanau_tf.translation_model import TranslationModel, is_model_path, load_trained
 
 _CONTEXT_PROJECTIONS = "context_projections"  # `RNNSearch.decoding_memory`'s [C h_j | C_o h_j]
@@ -50,8 +57,10 @@ _SIZES = ("source_vocabulary_size", "target_vocabulary_size", "embedding_dim", "
 
 def _repeat_groups(tensor, previous_ids):
     """A memory tensor with one row per group of consecutive decoder rows, one row per decoder row."""
-    groups, rows = tf.shape(tensor)[0], tf.shape(previous_ids)[0]
-    return tf.repeat(tensor, rows // tf.maximum(groups, 1), axis=0)
+    groups, rows = ops.shape(tensor)[0], ops.shape(previous_ids)[0]
+    if isinstance(groups, int) and isinstance(rows, int):  # static shapes (always on JAX)
+        return ops.repeat(tensor, rows // max(groups, 1), axis=0)
+    return ops.repeat(tensor, rows // ops.maximum(groups, 1), axis=0)
 
 
 @keras.saving.register_keras_serializable(package="bahdanau_tf")
@@ -81,8 +90,8 @@ class RNNSearch(TranslationModel):
     Example:
 
     >>> model = RNNSearch.from_preset("tiny", source_vocabulary_size=50, target_vocabulary_size=60)
-    >>> source = tf.constant([[5, 6, 7, 2]])
-    >>> target_in = tf.constant([[1, 8, 9]])
+    >>> source = np.array([[5, 6, 7, 2]])
+    >>> target_in = np.array([[1, 8, 9]])
     >>> tuple(model((source, target_in)).shape)
     (1, 3, 60)
     """
@@ -180,7 +189,7 @@ class RNNSearch(TranslationModel):
         self.readout.build(state_dim=self.hidden_dim, embedding_dim=self.embedding_dim, context_dim=annotation_dim)
         self.built = True
 
-    def encode(self, source_ids: tf.Tensor, training: bool = False) -> dict:
+    def encode(self, source_ids: Tensor, training: bool = False) -> dict:
         """Annotations, attention keys U_a h_j and the source mask: the decoder's memory.
 
         Args:
@@ -193,12 +202,12 @@ class RNNSearch(TranslationModel):
         annotations, mask = self.encoder(source_ids, training=training)
         return self.decoder_cell.prepare_memory(annotations, mask)
 
-    def initial_state(self, memory: dict) -> tf.Tensor:
+    def initial_state(self, memory: dict) -> Tensor:
         """s_0 = tanh(W_s h<-_1), from the backward encoder state at the first source word."""
         backward_first = memory["annotations"][:, 0, self.hidden_dim :]
         return self.initial_state_dense(backward_first)
 
-    def decode_step(self, previous_ids: tf.Tensor, state: Any, memory: dict,
+    def decode_step(self, previous_ids: Tensor, state: Any, memory: dict,
                     projection: tuple | None = None) -> tuple:
         """One decoder step.
 
@@ -230,7 +239,7 @@ class RNNSearch(TranslationModel):
         logits = self.readout.project(features, projection)
         return logits, self.decoding_state(state) if carried else state, attention
 
-    def decoding_state(self, state: tf.Tensor) -> tuple:
+    def decoding_state(self, state: Tensor) -> tuple:
         """s as a search carries it: ``(s, W_a s)``, the next step's attention query computed
         as soon as s is.
 
@@ -261,8 +270,8 @@ class RNNSearch(TranslationModel):
             dict with ``keys``, ``mask`` and ``context_projections``.
         """
         annotations = memory["annotations"]
-        products = tf.concat([self.decoder_cell.gru.project_context(annotations),
-                              self.readout.project_context(annotations)], axis=-1)
+        products = ops.concatenate([self.decoder_cell.gru.project_context(annotations),
+                                    self.readout.project_context(annotations)], axis=-1)
         return {"keys": memory["keys"], "mask": memory["mask"], _CONTEXT_PROJECTIONS: products}
 
     def _teacher_forcing(self, inputs, training=False, features=False, attention=False):
@@ -276,32 +285,33 @@ class RNNSearch(TranslationModel):
         initial_state = self.initial_state(memory)
         embedded = self.target_embedding(target_input_ids)  # (batch, target_len, m)
         projected = self.decoder_cell.project_inputs(embedded)  # (batch, target_len, 3n), before the loop
-        initializer = (initial_state, tf.zeros([tf.shape(source_ids)[0], 2 * self.hidden_dim], initial_state.dtype))
+        batch = ops.shape(source_ids)[0]
+        initializer = (initial_state, ops.zeros((batch, 2 * self.hidden_dim), initial_state.dtype))
         if attention:
-            initializer += (tf.zeros(tf.shape(source_ids), "float32"),)
+            initializer += (ops.zeros(ops.shape(source_ids), "float32"),)
 
         def step(carry, projected_t):
             return self.decoder_cell(projected_t, carry[0], memory)[: len(initializer)]
 
-        with layers_lib.weights_read_once(self.decoder_cell):  # not once per step (see there)
-            outputs = tf.scan(step, layers_lib.time_major(projected), initializer=initializer)
-        states, contexts = layers_lib.stack_time(outputs[0]), layers_lib.stack_time(outputs[1])
-        weights = layers_lib.stack_time(outputs[2]) if attention else None
+        with tensor_ops.weights_read_once(self.decoder_cell):  # not once per step (see there)
+            outputs = tensor_ops.scan_states(step, tensor_ops.time_major(projected), initializer)
+        states, contexts = tensor_ops.stack_time(outputs[0]), tensor_ops.stack_time(outputs[1])
+        weights = tensor_ops.stack_time(outputs[2]) if attention else None
         # readout and vocabulary projection for all steps in one batched matmul, after the loop
         if features:
             return self.readout.features(states, embedded, contexts), weights
         return self.readout(states, embedded, contexts), weights
 
-    def call(self, inputs: tuple, training: bool = False) -> tf.Tensor:
+    def call(self, inputs: tuple, training: bool = False) -> Tensor:
         return self._teacher_forcing(inputs, training=training)[0]
 
-    def output_features(self, inputs: tuple, training: bool = False) -> tf.Tensor:
+    def output_features(self, inputs: tuple, training: bool = False) -> Tensor:
         return self._teacher_forcing(inputs, training=training, features=True)[0]
 
     def output_projection(self) -> tuple:
         return self.readout.output_kernel, self.readout.output_bias
 
-    def attention_weights(self, inputs: tuple) -> tf.Tensor:
+    def attention_weights(self, inputs: tuple) -> Tensor:
         """alpha_ij of the reference translation (teacher forcing): (batch, target_len, source_len)."""
         return self._teacher_forcing(inputs, attention=True)[1]
 
@@ -383,22 +393,22 @@ class RNNEncDec(TranslationModel):
         self.readout.build(state_dim=n, embedding_dim=self.embedding_dim, context_dim=n)
         self.built = True
 
-    def encode(self, source_ids: tf.Tensor, training: bool = False) -> dict:
+    def encode(self, source_ids: Tensor, training: bool = False) -> dict:
         """The fixed context c = tanh(V h_Tx) and its projection into the decoder's gates.
 
         Returns:
             dict with ``context`` (batch, n) and ``projected_context`` (batch, 3n).
         """
-        mask = tf.not_equal(source_ids, PAD_ID)
+        mask = ops.not_equal(source_ids, PAD_ID)
         last_state = self.encoder_gru(self.source_embedding(source_ids), mask=mask, training=training)
         context = self.context_dense(last_state)
         return {"context": context, "projected_context": self.decoder_cell.project_context(context)}
 
-    def initial_state(self, memory: dict) -> tf.Tensor:
+    def initial_state(self, memory: dict) -> Tensor:
         """s_0 = tanh(V' c)."""
         return self.initial_state_dense(memory["context"])
 
-    def decode_step(self, previous_ids: tf.Tensor, state: Any, memory: dict,
+    def decode_step(self, previous_ids: Tensor, state: Any, memory: dict,
                     projection: tuple | None = None) -> tuple:
         """One decoder step; returns ``(logits, state, None)`` (there is no attention).
         ``projection``: as for `RNNSearch.decode_step`."""
@@ -408,27 +418,27 @@ class RNNEncDec(TranslationModel):
         state = self.decoder_cell(self.decoder_cell.project_inputs(embedded), state, projected_context)
         return self.readout(state, embedded, context, projection=projection), state, None
 
-    def call(self, inputs: tuple, training: bool = False) -> tf.Tensor:
+    def call(self, inputs: tuple, training: bool = False) -> Tensor:
         return self.readout.project(self.output_features(inputs, training=training))
 
     def output_projection(self) -> tuple:
         return self.readout.output_kernel, self.readout.output_bias
 
-    def output_features(self, inputs: tuple, training: bool = False) -> tf.Tensor:
+    def output_features(self, inputs: tuple, training: bool = False) -> Tensor:
         source_ids, target_input_ids = inputs
         memory = self.encode(source_ids, training=training)
         embedded = self.target_embedding(target_input_ids)
         projected = self.decoder_cell.project_inputs(embedded)
         # c is the same at every step: its projection is computed once, outside the loop
         projected_context = memory["projected_context"]
-        with layers_lib.weights_read_once(self.decoder_cell):
-            states = tf.scan(
+        with tensor_ops.weights_read_once(self.decoder_cell):
+            states = tensor_ops.scan_states(
                 lambda state, projected_t: self.decoder_cell(projected_t, state, projected_context),
-                layers_lib.time_major(projected),
-                initializer=self.initial_state(memory),
+                tensor_ops.time_major(projected),
+                self.initial_state(memory),
             )
-        states = layers_lib.stack_time(states)
-        contexts = tf.broadcast_to(memory["context"][:, None, :], tf.shape(states))
+        states = tensor_ops.stack_time(states)
+        contexts = ops.broadcast_to(memory["context"][:, None, :], ops.shape(states))
         return self.readout.features(states, embedded, contexts)
 
 
@@ -520,16 +530,16 @@ class Seq2Seq(TranslationModel):
         self.output_dense.build((None, self.hidden_dim))
         self.built = True
 
-    def encode(self, source_ids: tf.Tensor, training: bool = False) -> dict:
+    def encode(self, source_ids: Tensor, training: bool = False) -> dict:
         """The final (h, c) of every encoder layer, after reading the source backwards.
 
         Returns:
             dict with ``states``: a tuple of ``(h, c)`` pairs, each (batch, hidden_dim).
         """
-        mask = tf.not_equal(source_ids, PAD_ID)
+        mask = ops.not_equal(source_ids, PAD_ID)
         if self.reverse_source:
-            lengths = tf.reduce_sum(tf.cast(mask, "int32"), axis=1)
-            source_ids = tf.reverse_sequence(source_ids, lengths, seq_axis=1, batch_axis=0)
+            lengths = ops.sum(ops.cast(mask, "int32"), axis=1)
+            source_ids = tensor_ops.reverse_within_lengths(source_ids, lengths)
         x = self.source_embedding(source_ids)
         states = []
         for layer in self.encoder_layers:
@@ -540,7 +550,7 @@ class Seq2Seq(TranslationModel):
     def initial_state(self, memory: dict) -> tuple:
         return memory["states"]
 
-    def decode_step(self, previous_ids: tf.Tensor, state: Any, memory: dict,
+    def decode_step(self, previous_ids: Tensor, state: Any, memory: dict,
                     projection: tuple | None = None) -> tuple:
         """One decoder step; returns ``(logits, state, None)``. ``projection``: as for
         `RNNSearch.decode_step`."""
@@ -550,15 +560,15 @@ class Seq2Seq(TranslationModel):
             x, (h, c) = layer.cell(x, [h, c])
             new_state.append((h, c))
         if projection is None:
-            return tf.cast(self.output_dense(x), "float32"), tuple(new_state), None
+            return ops.cast(self.output_dense(x), "float32"), tuple(new_state), None
         kernel, bias = projection
-        logits = tf.matmul(x, tf.cast(kernel, x.dtype)) + tf.cast(bias, x.dtype)
-        return tf.cast(logits, "float32"), tuple(new_state), None
+        logits = ops.matmul(x, ops.cast(kernel, x.dtype)) + ops.cast(bias, x.dtype)
+        return ops.cast(logits, "float32"), tuple(new_state), None
 
-    def call(self, inputs: tuple, training: bool = False) -> tf.Tensor:
-        return tf.cast(self.output_dense(self.output_features(inputs, training=training)), "float32")
+    def call(self, inputs: tuple, training: bool = False) -> Tensor:
+        return ops.cast(self.output_dense(self.output_features(inputs, training=training)), "float32")
 
-    def output_features(self, inputs: tuple, training: bool = False) -> tf.Tensor:
+    def output_features(self, inputs: tuple, training: bool = False) -> Tensor:
         source_ids, target_input_ids = inputs
         state = self.encode(source_ids, training=training)["states"]
         x = self.target_embedding(target_input_ids)

@@ -28,6 +28,7 @@ from typing import Any, Optional, Sequence
 
 import keras
 import tensorflow as tf
+from keras import ops
 
 from bahdanau_tf import model_directory, pretrained
 from bahdanau_tf.presets import ALIASES, PRESETS
@@ -78,11 +79,11 @@ class TranslationModel(keras.Model):
         raise NotImplementedError
 
     def build_variables(self) -> "TranslationModel":
-        """Creates every variable by calling the model once on a one-token batch; returns self.
+        """Creates every variable by calling the model once on a two-token batch; returns self.
 
         What a checkpoint restore or a `Translator` (which tracks the variables) needs first.
         """
-        dummy = tf.ones([1, 1], "int32")
+        dummy = ops.ones((1, 2), "int32")
         self((dummy, dummy))
         return self
 
