@@ -26,7 +26,8 @@ through `load_model_directory`, which checks the directory against ``model.json`
 with ``model.json`` is a complete model directory. A Keras user writes the same files through
 ``model.save_to_preset`` (`save_model_directory`), and `load_model_directory` also reads a ``.keras`` file whose model
 carries its tokenizers (``model.attach_tokenizers`` before ``model.save``): wherever a model
-directory is accepted, such a file is too.
+directory is accepted, such a file is too. The checkpoint is written and read on any Keras
+backend (`bahdanau_tf.keras_checkpoints`): a directory saved on JAX loads on TensorFlow.
 
 ``model.json`` records the layout's version (``"format"``, `FORMAT_VERSION`) and the package,
 TensorFlow and Keras versions that wrote it (``"written_by"``). A directory of a higher format
@@ -34,7 +35,6 @@ than this package reads is refused with a message that names both versions; one 
 ``"format"`` is format 1.
 """
 
-import collections
 import contextlib
 import dataclasses
 import glob
@@ -46,10 +46,11 @@ from typing import Any
 
 import keras
 import tensorflow as tf
-from tensorflow.core.protobuf import trackable_object_graph_pb2
 
 import bahdanau_tf
 from bahdanau_tf import files
+from bahdanau_tf import keras_checkpoints
+from bahdanau_tf.keras_checkpoints import checkpoint_model_variables
 from bahdanau_tf import lexicon as lexicon_lib
 from bahdanau_tf import pretrained
 from bahdanau_tf import text
@@ -283,7 +284,7 @@ def save_model_directory(directory: str, model: keras.Model, source_tokenizer: A
             (tf.io.gfile.rmtree if tf.io.gfile.isdir(path) else tf.io.gfile.remove)(path)
     write_model_config(directory, model, source_tokenizer, target_tokenizer,
                        {**(settings or {}), "saved_by": SAVED_BY})
-    tf.train.Checkpoint(model=model).save(os.path.join(directory, CHECKPOINTS, "ckpt"))
+    keras_checkpoints.save_model_checkpoint(model, os.path.join(directory, CHECKPOINTS, "ckpt"))
     return directory
 
 
@@ -543,7 +544,7 @@ def _restore_or_cause(model, checkpoint):
     """Restores ``model`` from ``checkpoint``; None, or the first line of why it failed."""
     with _quiet_tensorflow_log():  # the failed restore's objects go when the error does
         try:
-            tf.train.Checkpoint(model=model).restore(checkpoint).expect_partial().assert_existing_objects_matched()
+            keras_checkpoints.restore_model_checkpoint(model, checkpoint)
         except (AssertionError, ValueError, tf.errors.OpError) as error:
             return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
     return None
@@ -588,32 +589,6 @@ def kept_checkpoints(paths: list) -> list:
     last is always kept: a missing ``.index`` there is damage, which its readers report.
     """
     return [path for path in paths[:-1] if tf.io.gfile.exists(path + ".index")] + paths[-1:]
-
-
-def checkpoint_model_variables(prefix: str) -> dict:
-    """``{path below the model: checkpoint key}`` of the model's variables in a checkpoint.
-
-    Found by walking the checkpoint's object graph from its ``model`` child (breadth first: a
-    variable's shortest path), so neither the optimizer's slots nor the step are included, and
-    a model variable whose key the checkpoint files under ``optimizer/`` (a trainer's
-    checkpoint saves each variable once, under the first path that reaches it) is.
-    """
-    reader = tf.train.load_checkpoint(prefix)
-    graph = trackable_object_graph_pb2.TrackableObjectGraph()
-    graph.ParseFromString(reader.get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"))
-    queue = collections.deque((child.node_id, "model") for child in graph.nodes[0].children
-                              if child.local_name == "model")
-    found, seen = {}, set()
-    while queue:
-        node_id, path = queue.popleft()
-        if node_id in seen:
-            continue
-        seen.add(node_id)
-        for attribute in graph.nodes[node_id].attributes:
-            if attribute.name == "VARIABLE_VALUE":
-                found[path] = attribute.checkpoint_key
-        queue.extend((child.node_id, f"{path}/{child.local_name}") for child in graph.nodes[node_id].children)
-    return found
 
 
 def _model_variable_shapes(prefix):

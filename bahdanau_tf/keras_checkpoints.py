@@ -1,0 +1,104 @@
+"""A model's TensorFlow checkpoint, written and read on any Keras backend.
+
+A model directory keeps its weights in a ``tf.train.Checkpoint(model=model)`` checkpoint
+(`bahdanau_tf.model_directory`). On TensorFlow the model is the checkpoint's object graph itself.
+On another backend (JAX, PyTorch) a model is no TensorFlow object: its variables are found by
+the attribute paths TensorFlow's object graph gives them (``model/encoder/kernel``,
+``model/initial_state_dense/_kernel``: each layer's attributes, breadth first, the shortest
+path of each variable), and the checkpoint is written from, or read into, those paths. Either
+way the files are the same: a directory saved on JAX loads on TensorFlow, and the reverse.
+"""
+
+import collections
+
+import keras
+import numpy as np
+import tensorflow as tf
+from tensorflow.core.protobuf import trackable_object_graph_pb2
+
+
+def checkpoint_model_variables(prefix: str) -> dict:
+    """``{path below the model: checkpoint key}`` of the model's variables in a checkpoint.
+
+    Found by walking the checkpoint's object graph from its ``model`` child (breadth first: a
+    variable's shortest path), so neither the optimizer's slots nor the step are included, and
+    a model variable whose key the checkpoint files under ``optimizer/`` (a trainer's
+    checkpoint saves each variable once, under the first path that reaches it) is.
+    """
+    reader = tf.train.load_checkpoint(prefix)
+    graph = trackable_object_graph_pb2.TrackableObjectGraph()
+    graph.ParseFromString(reader.get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"))
+    queue = collections.deque((child.node_id, "model") for child in graph.nodes[0].children
+                              if child.local_name == "model")
+    found, seen = {}, set()
+    while queue:
+        node_id, path = queue.popleft()
+        if node_id in seen:
+            continue
+        seen.add(node_id)
+        for attribute in graph.nodes[node_id].attributes:
+            if attribute.name == "VARIABLE_VALUE":
+                found[path] = attribute.checkpoint_key
+        queue.extend((child.node_id, f"{path}/{child.local_name}") for child in graph.nodes[node_id].children)
+    return found
+
+
+def model_variable_paths(model: keras.Model) -> dict:
+    """``{path: variable}``: each variable of ``model`` at its shortest attribute path from
+    ``"model"`` through layers, as TensorFlow's object graph of the model names it."""
+    found, seen = {}, set()
+    queue = collections.deque([(model, "model")])
+    while queue:
+        node, path = queue.popleft()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        for name, value in vars(node).items():
+            if isinstance(value, keras.Variable) and id(value) not in found:
+                found[id(value)] = (f"{path}/{name}", value)
+            elif isinstance(value, keras.layers.Layer):
+                queue.append((value, f"{path}/{name}"))
+    return dict(found.values())
+
+
+def save_model_checkpoint(model: keras.Model, prefix: str) -> str:
+    """Writes ``tf.train.Checkpoint(model=model).save(prefix)``'s files on any backend; returns
+    the checkpoint's path."""
+    if keras.backend.backend() == "tensorflow":
+        return tf.train.Checkpoint(model=model).save(prefix)
+    root = tf.Module()
+    for path, variable in model_variable_paths(model).items():
+        node = root
+        for name in path.split("/")[:-1]:
+            if not hasattr(node, name):
+                setattr(node, name, tf.Module())
+            node = getattr(node, name)
+        value = keras.ops.convert_to_numpy(variable)
+        setattr(node, path.rsplit("/", 1)[1], tf.Variable(value, trainable=variable.trainable))
+    return tf.train.Checkpoint(model=root.model).save(prefix)
+
+
+def restore_model_checkpoint(model: keras.Model, prefix: str) -> None:
+    """Assigns a checkpoint's values to a built ``model``'s variables, on any backend.
+
+    Raises:
+        AssertionError, ValueError, tf.errors.OpError: the checkpoint does not hold this model
+            (a variable missing or of another shape).
+    """
+    if keras.backend.backend() == "tensorflow":
+        tf.train.Checkpoint(model=model).restore(prefix).expect_partial().assert_existing_objects_matched()
+        return
+    keys = checkpoint_model_variables(prefix)
+    reader = tf.train.load_checkpoint(prefix)
+    for path, variable in model_variable_paths(model).items():
+        if path not in keys:
+            raise AssertionError(f"The checkpoint holds no value for {path}.")
+        value = np.asarray(reader.get_tensor(keys[path]))
+        if tuple(value.shape) != tuple(variable.shape):
+            raise ValueError(f"{path} is {tuple(value.shape)} in the checkpoint, "
+                             f"{tuple(variable.shape)} in the model.")
+        variable.assign(value.astype(variable.dtype))
+
+
+__all__ = ["checkpoint_model_variables", "model_variable_paths", "save_model_checkpoint",
+           "restore_model_checkpoint"]
