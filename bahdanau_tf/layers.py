@@ -158,7 +158,7 @@ class BahdanauAttention(keras.layers.Layer):
         """e_ij for one decoder step: (batch, source_len)."""
         if self.score == "additive":
             return _additive_scores(projected_query, keys, cast_weight(self.score_vector, keys))
-        return ops.squeeze(ops.matmul(keys, projected_query[:, :, None]), -1)  # (batch, source_len)
+        return ops.squeeze(ops.matmul(keys, ops.expand_dims(projected_query, -1)), -1)  # (batch, source_len)
 
     def attend(self, projected_query: Tensor, memory: Tensor, keys: Tensor, mask: Tensor,
                grouped: bool = False) -> tuple:
@@ -200,7 +200,7 @@ class BahdanauAttention(keras.layers.Layer):
         """
         weights = ops.cast(weights, values.dtype)
         if not grouped:
-            return ops.squeeze(ops.matmul(weights[:, None, :], values), 1)
+            return ops.squeeze(ops.matmul(ops.expand_dims(weights, 1), values), 1)  # (queries, value_dim)
         weights = ops.reshape(weights, (ops.shape(values)[0], -1, ops.shape(weights)[-1]))  # (groups, k, source_len)
         return ops.reshape(ops.matmul(weights, values), (-1, values.shape[-1]))  # (groups * k, value_dim)
 
