@@ -42,6 +42,10 @@ Why these defaults (for a 12-minute run on a 2-core CPU):
   ``--precision`` and ``--jit`` override the choice.
 - dev NLL on the first 500 dev pairs every 200 steps, checkpoints every 200 steps.
 
+The trainer is TensorFlow's (a ``tf.function`` step, XLA, ``tf.distribute``): with another Keras
+backend (``KERAS_BACKEND=jax``) it refuses to start (exit code 2). On any backend a model trains
+with Keras's own ``model.compile(...)`` + ``model.fit(make_dataset(...))`` (docs/training.md).
+
 The run's flags are written to ``OUTPUT_DIR/flags.txt`` (an absl flag file):
 ``bahdanau-train --flagfile=RUN/flags.txt --output_dir=OTHER`` trains the same configuration.
 
@@ -214,9 +218,21 @@ def _alignment_guide(train, source_tokenizer, target_tokenizer, log):
     return guide
 
 
+def _check_backend():
+    """The trainer is TensorFlow's: another Keras backend is a usage error, before any work."""
+    import keras  # noqa: PLC0415 — after the command line has set TensorFlow's log level
+
+    backend = keras.backend.backend()
+    if backend != "tensorflow":
+        raise common.UserError(
+            f"bahdanau-train runs on TensorFlow, but Keras's backend is {backend!r} (KERAS_BACKEND): "
+            "unset KERAS_BACKEND, or train with model.compile + model.fit (docs/training.md).")
+
+
 def main(argv):
     del argv
     start_time = time.time()
+    _check_backend()
     from bahdanau_tf import training
 
     presets.get_preset(FLAGS.preset)  # an unknown preset is a usage error, before any work

@@ -1,0 +1,239 @@
+"""The layers and models on Keras's JAX backend against TensorFlow's: the same weights give the
+same numbers (logits, decoder steps, attention, gradients), ``fit`` learns, and a ``.keras``
+file and a model directory cross between the backends both ways.
+
+A process has one Keras backend, so one JAX process does all the JAX work (`JAX_SCRIPT`): it
+loads the ``.keras`` files and the model directory this (TensorFlow) process saved, computes
+what this process computed, fits a model with ``compile`` + ``fit(make_dataset(...))``, saves
+it both ways, and asks ``bahdanau-train`` to start. This process compares, loads what JAX
+saved, and exports it to a SavedModel that the model server's loading path (the session
+bundle) runs.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+
+from bahdanau_tf import RNNEncDec, RNNSearch, Seq2Seq, Translator, serving
+from helpers import beam, env_without_tensorflow_logging, random_model, toy_tokenizers
+
+pytest.importorskip("jax")  # the test extra installs it
+pytestmark = pytest.mark.subprocess
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# a batch with padding on both sides (the encoder's backward pass starts at each sentence's end)
+SOURCE = np.array([[5, 6, 7, 8, 2], [9, 4, 2, 0, 0], [10, 2, 0, 0, 0]], "int32")
+TARGET_IN = np.array([[1, 7, 8, 9], [1, 5, 0, 0], [1, 11, 12, 0]], "int32")
+STEP_IDS = np.array([[1, 1, 1], [7, 5, 11]], "int32")  # two decoder steps' previous tokens
+# the gradients compared: of sum(logits * PROBE) (logits: (3, 4, 16) for the toy vocabularies)
+PROBE = np.random.default_rng(0).normal(size=(3, 4, 16)).astype("float32")
+SENTENCES = ["the cat sat on the mat", "a dog ran to the house", "the dog"]
+PAIRS = [("the cat sat on a mat", "el gato se sentó en una alfombra"),
+         ("the dog ran to a house", "el perro corrió a una casa"),
+         ("a cat and a dog", "un gato y un perro"),
+         ("the house", "la casa")] * 16
+MODELS = {"rnnsearch": RNNSearch, "rnnencdec": RNNEncDec, "seq2seq": Seq2Seq}
+
+# Everything the JAX process computes; argv: the work directory (inputs.npz, *.keras in it).
+JAX_SCRIPT = r'''
+import contextlib, io, json, os, sys
+import numpy as np
+import keras
+from keras import ops
+
+assert keras.backend.backend() == "jax", keras.backend.backend()
+from bahdanau_tf import MaskedAccuracy, MaskedSparseCategoricalCrossentropy, make_dataset
+
+work = sys.argv[1]
+inputs = dict(np.load(os.path.join(work, "inputs.npz")))
+settings = json.load(open(os.path.join(work, "settings.json")))
+outputs = {}
+
+
+def steps(model, name, carried):
+    """Two decoder steps, from encode's memory as it is or as a search carries it."""
+    memory = model.encode(inputs["source"])
+    state = model.initial_state(memory)
+    if carried:
+        memory, state = model.decoding_memory(memory), model.decoding_state(state)
+    for index, ids in enumerate(inputs["step_ids"]):
+        logits, state, attention = model.decode_step(ids, state, memory)
+        outputs[f"{name}/step{index}/carried{int(carried)}"] = ops.convert_to_numpy(logits)
+        if attention is not None:
+            outputs[f"{name}/attention{index}/carried{int(carried)}"] = ops.convert_to_numpy(attention)
+
+
+def gradients(model):
+    """d sum(logits * probe) / d weights, through jax.grad of the model's stateless call."""
+    import jax
+
+    fixed = [v.value for v in model.non_trainable_variables]
+
+    def loss(trainable):
+        logits, _ = model.stateless_call(trainable, fixed, (inputs["source"], inputs["target_in"]))
+        return (logits * inputs["probe"]).sum()
+
+    for index, value in enumerate(jax.jit(jax.grad(loss))([v.value for v in model.trainable_variables])):
+        outputs[f"gradient/{index:02d}"] = np.asarray(value)
+
+
+for name in settings["models"]:
+    model = keras.saving.load_model(os.path.join(work, f"tf_{name}.keras"))
+    outputs[f"{name}/logits"] = ops.convert_to_numpy(model((inputs["source"], inputs["target_in"])))
+    steps(model, name, carried=False)
+    if name == "rnnsearch":
+        steps(model, name, carried=True)
+        outputs["rnnsearch/alpha"] = ops.convert_to_numpy(
+            model.attention_weights((inputs["source"], inputs["target_in"])))
+        gradients(model)
+# a model directory (a TensorFlow checkpoint) saved on TensorFlow
+model = type(model).from_preset(os.path.join(work, "tf_seq2seq_directory"))
+outputs["seq2seq_directory/logits"] = ops.convert_to_numpy(model((inputs["source"], inputs["target_in"])))
+
+# fit: the README's Keras block, at toy size, one batch shape (one compilation)
+model = keras.saving.load_model(os.path.join(work, "tf_rnnsearch.keras"))
+source_tokenizer, target_tokenizer = model.source_tokenizer, model.target_tokenizer
+dataset = make_dataset(settings["pairs"], source_tokenizer, target_tokenizer, batch_size=16,
+                       bucketing=None, pad_to_multiple=12, drop_remainder=True)
+model.compile(optimizer=keras.optimizers.Adam(0.02), loss=MaskedSparseCategoricalCrossentropy(),
+              metrics=[MaskedAccuracy()])
+history = model.fit(dataset, epochs=4, verbose=0)
+model.save(os.path.join(work, "jax_rnnsearch.keras"))
+model.save_to_preset(os.path.join(work, "jax_rnnsearch_directory"))
+outputs["fitted/logits"] = ops.convert_to_numpy(model((inputs["source"], inputs["target_in"])))
+
+# the package's trainer is TensorFlow's: one line, exit code 2, nothing written
+from bahdanau_tf.cli import train
+stderr = io.StringIO()
+with contextlib.redirect_stderr(stderr):
+    try:
+        train.run(["bahdanau-train", "--preset=tiny", f"--output_dir={work}/run"])
+        code = 0
+    except SystemExit as exit:
+        code = exit.code
+np.savez(os.path.join(work, "jax_outputs.npz"), **outputs)
+json.dump({"loss": history.history["loss"], "accuracy": history.history["masked_accuracy"],
+           "train_code": code, "train_stderr": stderr.getvalue(),
+           "run_written": os.path.exists(f"{work}/run")}, open(os.path.join(work, "jax.json"), "w"))
+'''
+
+
+def _gradients(model):
+    """What `JAX_SCRIPT`'s ``gradients`` computes, with TensorFlow's tape."""
+    import tensorflow as tf
+
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(model((SOURCE, TARGET_IN)) * PROBE)
+    values = tape.gradient(loss, model.trainable_variables)
+    return {f"gradient/{i:02d}": tf.convert_to_tensor(value).numpy() for i, value in enumerate(values)}
+
+
+def _steps(model, name, carried, source, step_ids):
+    """What `JAX_SCRIPT`'s ``steps`` computes, here on TensorFlow."""
+    outputs = {}
+    memory = model.encode(source)
+    state = model.initial_state(memory)
+    if carried:
+        memory, state = model.decoding_memory(memory), model.decoding_state(state)
+    for index, ids in enumerate(step_ids):
+        logits, state, attention = model.decode_step(ids, state, memory)
+        outputs[f"{name}/step{index}/carried{int(carried)}"] = np.asarray(logits)
+        if attention is not None:
+            outputs[f"{name}/attention{index}/carried{int(carried)}"] = np.asarray(attention)
+    return outputs
+
+
+@pytest.fixture(scope="module")
+def backends(tmp_path_factory):
+    """Saves the TensorFlow models, runs `JAX_SCRIPT`, and returns both sides' outputs."""
+    work = tmp_path_factory.mktemp("backends")
+    source_tokenizer, target_tokenizer = toy_tokenizers()
+    expected = {}
+    for name, model_class in MODELS.items():
+        # weights ~ N(0, 0.5^2): peaked distributions and attention, so a wrong step shows
+        model = random_model(model_class, seed=3, scale=0.5, preset=f"{model_class.preset_prefix}-tiny")
+        model.attach_tokenizers(source_tokenizer, target_tokenizer)
+        model.save(str(work / f"tf_{name}.keras"))
+        expected[f"{name}/logits"] = np.asarray(model((SOURCE, TARGET_IN)))
+        if name == "seq2seq":
+            model.save_to_preset(str(work / "tf_seq2seq_directory"))
+            expected["seq2seq_directory/logits"] = expected["seq2seq/logits"]
+        expected.update(_steps(model, name, False, SOURCE, STEP_IDS))
+        if name == "rnnsearch":
+            expected.update(_steps(model, name, True, SOURCE, STEP_IDS))
+            expected["rnnsearch/alpha"] = np.asarray(model.attention_weights((SOURCE, TARGET_IN)))
+            expected.update(_gradients(model))
+    np.savez(work / "inputs.npz", source=SOURCE, target_in=TARGET_IN, step_ids=STEP_IDS, probe=PROBE)
+    (work / "settings.json").write_text(json.dumps({"models": list(MODELS), "pairs": PAIRS}))
+    env = env_without_tensorflow_logging(KERAS_BACKEND="jax", PYTHONPATH=REPO)
+    result = subprocess.run([sys.executable, "-c", JAX_SCRIPT, str(work)], capture_output=True,
+                            text=True, timeout=600, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return {"work": work, "tensorflow": expected, "jax": dict(np.load(work / "jax_outputs.npz")),
+            "report": json.loads((work / "jax.json").read_text())}
+
+
+def test_teacher_forced_logits_and_attention_equal_across_backends(backends):
+    for name in list(MODELS) + ["rnnsearch/alpha", "seq2seq_directory"]:
+        key = name if "/" in name else f"{name}/logits"
+        tensorflow, jax = backends["tensorflow"][key], backends["jax"][key]
+        assert tensorflow.shape == jax.shape and np.abs(tensorflow).max() > 0.5, key  # not all ~0
+        np.testing.assert_allclose(jax, tensorflow, rtol=0, atol=1e-5, err_msg=key)
+
+
+def test_decode_steps_equal_across_backends(backends):
+    keys = sorted(key for key in backends["tensorflow"] if "/step" in key or "/attention" in key)
+    # two steps of every model, and of RNNsearch from the carried memory too; its attention
+    assert len(keys) == 2 * 3 + 2 + 2 * 2
+    for key in keys:
+        np.testing.assert_allclose(backends["jax"][key], backends["tensorflow"][key], rtol=0,
+                                   atol=1e-5, err_msg=key)
+
+
+def test_gradients_equal_across_backends(backends):
+    # the additive scores' own gradient (keras.ops.custom_gradient) included
+    keys = sorted(key for key in backends["tensorflow"] if key.startswith("gradient/"))
+    assert len(keys) == 23
+    for key in keys:
+        tensorflow, jax = backends["tensorflow"][key], backends["jax"][key]
+        np.testing.assert_allclose(jax, tensorflow, rtol=1e-5, atol=1e-5 * np.abs(tensorflow).max(),
+                                   err_msg=key)
+
+
+def test_fit_on_jax_learns(backends):
+    report = backends["report"]
+    loss, accuracy = report["loss"], report["accuracy"]
+    assert len(loss) == 4 and all(np.isfinite(loss))
+    # 4 epochs of 4 batches of the 4 repeated toy pairs, Adam 0.02: the loss falls by half
+    assert loss[-1] < 0.5 * loss[0] and accuracy[-1] > accuracy[0], report
+
+
+def test_bahdanau_train_refuses_another_backend_in_one_line(backends):
+    report = backends["report"]
+    assert report["train_code"] == 2 and not report["run_written"]
+    lines = report["train_stderr"].strip().splitlines()
+    assert len(lines) == 1 and "runs on TensorFlow" in lines[0] and "'jax'" in lines[0], lines
+
+
+def test_a_keras_file_saved_on_jax_loads_and_serves_on_tensorflow(backends, tmp_path):
+    model = keras.saving.load_model(str(backends["work"] / "jax_rnnsearch.keras"))
+    np.testing.assert_allclose(np.asarray(model((SOURCE, TARGET_IN))), backends["jax"]["fitted/logits"],
+                               rtol=0, atol=1e-5)
+    assert model.source_tokenizer is not None  # the vocabularies travel in the file
+    translator = Translator.from_model(model, search=beam(3))
+    export_dir = translator.export(str(tmp_path / "served"), warmup=False)
+    expected = translator.translate(SENTENCES).translations
+    with serving.SessionBundle(export_dir) as bundle:  # the model server's loading path
+        served = bundle.run("serving_default", sentences=[s.encode() for s in SENTENCES])
+    assert [t.decode() for t in served["translations"]] == expected
+
+
+def test_a_model_directory_saved_on_jax_loads_on_tensorflow(backends):
+    model = RNNSearch.from_preset(str(backends["work"] / "jax_rnnsearch_directory"))
+    np.testing.assert_allclose(np.asarray(model((SOURCE, TARGET_IN))), backends["jax"]["fitted/logits"],
+                               rtol=0, atol=1e-5)
