@@ -78,6 +78,7 @@ from typing import Iterable, Optional, Sequence
 
 import json
 
+import keras
 import numpy as np
 import tensorflow as tf
 
@@ -298,12 +299,20 @@ def export_saved_model(translator, export_dir: str, version: Optional[int] = Non
         VersionClaimedError: another export is writing that version.
         ImportError: ``warmup=True`` without tensorflow-serving-api.
         ServingOpsError: the graph uses an op the stock server may not have.
+        ValueError: Keras's backend is not TensorFlow (the SavedModel is TensorFlow's graph:
+            save the model, ``.keras`` or ``save_to_preset``, and export it in a TensorFlow
+            process).
 
     Example:
 
         translator = Translator.from_directory("runs/rnnsearch-small", dtype=SERVING_DTYPE)
         path = export_saved_model(translator, "/models/bahdanau")  # "/models/bahdanau/1"
     """
+    backend = keras.backend.backend()
+    if backend != "tensorflow":
+        raise ValueError(f"A SavedModel is exported by a TensorFlow process; Keras's backend here is "
+                         f"{backend!r}: save the model (model.save('model.keras')) and export it "
+                         "with the TensorFlow backend (bahdanau-export --model_dir=model.keras).")
     if warmup:
         _serving_apis()  # the missing dependency is said before minutes of tracing
     write_warmup = warmup_available() if warmup is None else bool(warmup)

@@ -678,6 +678,14 @@ def test_python_api_refuses_an_existing_version_and_load_exported_works(exports,
     assert sorted(os.listdir(base)) == ["1"]
 
 
+def test_another_keras_backend_is_told_to_export_from_tensorflow(monkeypatch, tmp_path):
+    # a SavedModel is TensorFlow's graph: on JAX the translator refuses before any work
+    monkeypatch.setattr(serving.keras.backend, "backend", lambda: "jax")
+    with pytest.raises(ValueError, match="exported by a TensorFlow process.*'jax'"):
+        serving.export_saved_model(None, str(tmp_path / "served"))
+    assert os.listdir(tmp_path) == []
+
+
 def test_the_object_graph_path_refuses_sentences_that_are_not_a_vector(exports):
     # tf.saved_model.load's runtime folds the Rank check from the declared [None]: EnsureShape
     # checks the fed tensor itself, so a [2, 2] request is not read as 4 sentences
