@@ -4,10 +4,10 @@ file and a model directory cross between the backends both ways.
 
 A process has one Keras backend, so one JAX process does all the JAX work (`JAX_SCRIPT`): it
 loads the ``.keras`` files and the model directory this (TensorFlow) process saved, computes
-what this process computed, fits a model with ``compile`` + ``fit(make_dataset(...))``, saves
-it both ways, and asks ``bahdanau-train`` to start. This process compares, loads what JAX
-saved, and exports it to a SavedModel that the model server's loading path (the session
-bundle) runs.
+what this process computed, translates (the ``keras.ops`` search), fits a model with
+``compile`` + ``fit(make_dataset(...))``, saves it both ways, and asks ``bahdanau-train`` to
+start. This process compares, loads what JAX saved, and exports it to a SavedModel that the
+model server's loading path (the session bundle) runs.
 """
 
 import json
@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 from bahdanau_tf import RNNEncDec, RNNSearch, Seq2Seq, Translator, serving
+from bahdanau_tf.decoding import Batching
 from helpers import beam, env_without_tensorflow_logging, random_model, toy_tokenizers
 
 pytest.importorskip("jax")  # the test extra installs it
@@ -33,6 +34,9 @@ STEP_IDS = np.array([[1, 1, 1], [7, 5, 11]], "int32")  # two decoder steps' prev
 # the gradients compared: of sum(logits * PROBE) (logits: (3, 4, 16) for the toy vocabularies)
 PROBE = np.random.default_rng(0).normal(size=(3, 4, 16)).astype("float32")
 SENTENCES = ["the cat sat on the mat", "a dog ran to the house", "the dog"]
+# translated on both backends: greedy and beam 3 with 2-best lists ([UNK] forbidden), alignments
+TRANSLATED = SENTENCES + ["", "a cat and a dog ran to the house on the mat and sat", "zebra dog"]
+SEARCHES = [(1, 1), (3, 2)]
 PAIRS = [("the cat sat on a mat", "el gato se sentó en una alfombra"),
          ("the dog ran to a house", "el perro corrió a una casa"),
          ("a cat and a dog", "un gato y un perro"),
@@ -95,6 +99,17 @@ for name in settings["models"]:
 model = type(model).from_preset(os.path.join(work, "tf_seq2seq_directory"))
 outputs["seq2seq_directory/logits"] = ops.convert_to_numpy(model((inputs["source"], inputs["target_in"])))
 
+# translating: Translator.translate runs the keras.ops search (bahdanau_tf.decoding.portable)
+from bahdanau_tf import Translator
+translator = Translator.from_model(keras.saving.load_model(os.path.join(work, "tf_rnnsearch.keras")))
+translated = {}
+for beam_size, nbest in settings["searches"]:
+    out = translator.translate(settings["sentences"], beam_size=beam_size, nbest=nbest,
+                               return_alignments=True, forbid_unknown=beam_size > 1)
+    translated[f"{beam_size}/{nbest}"] = {"translations": out.translations,
+                                          "scores": np.asarray(out.scores).tolist(),
+                                          "attention": [a.attention.tolist() for a in out.alignments]}
+
 # fit: the README's Keras block, at toy size, one batch shape (one compilation)
 model = keras.saving.load_model(os.path.join(work, "tf_rnnsearch.keras"))
 source_tokenizer, target_tokenizer = model.source_tokenizer, model.target_tokenizer
@@ -119,7 +134,8 @@ with contextlib.redirect_stderr(stderr):
 np.savez(os.path.join(work, "jax_outputs.npz"), **outputs)
 json.dump({"loss": history.history["loss"], "accuracy": history.history["masked_accuracy"],
            "train_code": code, "train_stderr": stderr.getvalue(),
-           "run_written": os.path.exists(f"{work}/run")}, open(os.path.join(work, "jax.json"), "w"))
+           "run_written": os.path.exists(f"{work}/run"), "translated": translated},
+          open(os.path.join(work, "jax.json"), "w"))
 '''
 
 
@@ -169,7 +185,8 @@ def backends(tmp_path_factory):
             expected["rnnsearch/alpha"] = np.asarray(model.attention_weights((SOURCE, TARGET_IN)))
             expected.update(_gradients(model))
     np.savez(work / "inputs.npz", source=SOURCE, target_in=TARGET_IN, step_ids=STEP_IDS, probe=PROBE)
-    (work / "settings.json").write_text(json.dumps({"models": list(MODELS), "pairs": PAIRS}))
+    (work / "settings.json").write_text(json.dumps({"models": list(MODELS), "pairs": PAIRS,
+                                                    "sentences": TRANSLATED, "searches": SEARCHES}))
     env = env_without_tensorflow_logging(KERAS_BACKEND="jax", PYTHONPATH=REPO)
     result = subprocess.run([sys.executable, "-c", JAX_SCRIPT, str(work)], capture_output=True,
                             text=True, timeout=600, env=env)
@@ -211,6 +228,27 @@ def test_fit_on_jax_learns(backends):
     assert len(loss) == 4 and all(np.isfinite(loss))
     # 4 epochs of 4 batches of the 4 repeated toy pairs, Adam 0.02: the loss falls by half
     assert loss[-1] < 0.5 * loss[0] and accuracy[-1] > accuracy[0], report
+
+
+def test_translations_equal_across_backends(backends):
+    """`Translator.translate` on JAX (the keras.ops search under jax.jit) finds what it finds on
+    TensorFlow (the TensorFlow search): the same translations, scores and alignments."""
+    # the graph search: no XLA compilation to wait for, the same results (tests/test_translator.py)
+    translator = Translator.from_model(keras.saving.load_model(str(backends["work"] / "tf_rnnsearch.keras")),
+                                       batching=Batching(jit_compile=False))
+    translated = backends["report"]["translated"]
+    assert sorted(translated) == sorted(f"{beam}/{nbest}" for beam, nbest in SEARCHES)
+    for beam_size, nbest in SEARCHES:
+        jax = translated[f"{beam_size}/{nbest}"]
+        out = translator.translate(TRANSLATED, beam_size=beam_size, nbest=nbest,
+                                   return_alignments=True, forbid_unknown=beam_size > 1)
+        assert jax["translations"] == out.translations
+        np.testing.assert_allclose(jax["scores"], out.scores, rtol=1e-5, atol=1e-5)
+        for attention, alignment in zip(jax["attention"], out.alignments):
+            width = alignment.attention.shape[1]  # JSON keeps no width for an empty translation
+            np.testing.assert_allclose(np.reshape(attention, [-1, width]), alignment.attention, rtol=0, atol=1e-5)
+    greedy = translated["1/1"]["translations"]
+    assert len(set(greedy)) > 3 and max(len(t.split()) for t in greedy) > 2  # not degenerate
 
 
 def test_bahdanau_train_refuses_another_backend_in_one_line(backends):
