@@ -50,7 +50,6 @@ import tensorflow as tf
 import bahdanau_tf
 from bahdanau_tf import files
 from bahdanau_tf import keras_checkpoints
-from bahdanau_tf.keras_checkpoints import checkpoint_model_variables
 from bahdanau_tf import lexicon as lexicon_lib
 from bahdanau_tf import pretrained
 from bahdanau_tf import text
@@ -592,9 +591,9 @@ def kept_checkpoints(paths: list) -> list:
 
 
 def _model_variable_shapes(prefix):
-    """``{path: shape}`` of the model's variables in a checkpoint (`checkpoint_model_variables`)."""
+    """``{path: shape}`` of the model's variables in a checkpoint (`keras_checkpoints.checkpoint_model_variables`)."""
     shapes = tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
-    return {path: tuple(shapes[key]) for path, key in checkpoint_model_variables(prefix).items()}
+    return {path: tuple(shapes[key]) for path, key in keras_checkpoints.checkpoint_model_variables(prefix).items()}
 
 
 def _restore_model_weights(model, prefix):
