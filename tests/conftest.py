@@ -1,4 +1,9 @@
-"""How the suite shares the machine between xdist workers (`.ci/run`: ``-n 2 --dist loadfile``).
+"""The test tiers, and how the suite shares the machine between xdist workers (``-n 2``).
+
+Tiers: ``--tier=fast`` runs the tests that carry none of the costly markers of `COSTLY`
+(pytest.ini says what each means), ``--tier=extended`` runs those that carry one, no ``--tier``
+runs both. The rule is here and nowhere else: a new test is in the fast tier unless it is marked
+costly, and the two tiers together are the whole suite (README.md's two test commands, `.ci/run`).
 
 Threads: each worker, and every process it starts (commands, notebooks' kernels, serving
 processes inherit the environment), gets its share of the cores for TensorFlow's thread pools
@@ -18,6 +23,10 @@ go stale, and a new slow test moves its file forward by itself.
 import collections
 import os
 
+# a test with one of these markers is in the extended tier; every other test is in the fast tier
+COSTLY = ("slow", "subprocess")
+TIERS = ("fast", "extended")
+
 _WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
 if _WORKERS > 1:  # this is an xdist worker: set before any test module imports TensorFlow
     _THREADS = str(max(1, (os.cpu_count() or 1) // _WORKERS))
@@ -36,6 +45,17 @@ def _estimate(item) -> float:
     return OTHER_SECONDS
 
 
+def tier(item) -> str:
+    """"extended" when the test carries a costly marker, else "fast"."""
+    return "extended" if any(item.get_closest_marker(marker) for marker in COSTLY) else "fast"
+
+
+def pytest_addoption(parser):
+    parser.addoption("--tier", choices=TIERS, default=None,
+                     help="run one tier: fast (no test marked %s) or extended (the others); "
+                          "default: both" % " or ".join(COSTLY))
+
+
 def pytest_configure(config):
     # xdist's own reordering (most tests first) would undo the order set below
     if hasattr(config.option, "loadscopereorder"):
@@ -43,6 +63,12 @@ def pytest_configure(config):
 
 
 def pytest_collection_modifyitems(session, config, items):
+    chosen = config.getoption("--tier")
+    if chosen:
+        deselected = [item for item in items if tier(item) != chosen]
+        if deselected:
+            config.hook.pytest_deselected(items=deselected)
+            items[:] = [item for item in items if tier(item) == chosen]
     weight = collections.Counter()
     for item in items:
         weight[item.path] += _estimate(item)

@@ -5,11 +5,21 @@ one step at a time, with no batching tricks: they are independent of the layers'
 """
 
 import os
+import pathlib
 import re
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np
+
+
+def learning_seed(default):
+    """The seed of a test marked ``learning``: ``default``, or ``$BAHDANAU_LEARNING_SEED`` when set.
+
+    Such a test trains, then asserts what was learned, and must pass for any seed: docs/design.md
+    ("The test tiers") runs them for several seeds in a loop.
+    """
+    return int(os.environ.get("BAHDANAU_LEARNING_SEED", default))
 
 
 def sigmoid(x):
@@ -549,3 +559,40 @@ def checkpoint_model_values(prefix):
             next_frontier += [(c.node_id, f"{path}/{c.local_name}") for c in graph.nodes[node_id].children]
         frontier = next_frontier
     return values
+
+
+def wheel_of_this_checkout(tmp_path_factory):
+    """The wheel of this checkout (``pip wheel --no-deps``), built once per test run and shared
+    by the tests that need one (the notebooks install it, tests/test_repository.py reads its
+    metadata), also across xdist workers: the first to ask builds it under a lock in the run's
+    temp dir, the others wait and reuse it. Built from a copy of the sources, so the checkout
+    gets no build/ or egg-info.
+    """
+    import fcntl
+    import shutil
+    import subprocess
+    import sys
+
+    root = pathlib.Path(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # the run's directory, above each worker's own
+    work = shared / "wheel_of_this_checkout"
+    work.mkdir(exist_ok=True)
+    with open(work / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        wheels = sorted((work / "dist").glob("bahdanau_tf-*.whl"))
+        if not wheels:
+            source = work / "source"
+            shutil.rmtree(source, ignore_errors=True)
+            ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+            for name in ("bahdanau_tf", "export"):
+                shutil.copytree(root / name, source / name, ignore=ignore)
+            for name in ("pyproject.toml", "setup.py", "README.md", "LICENSE"):
+                shutil.copy(root / name, source / name)
+            env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+            subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+                            "-w", str(work / "dist"), str(source)], check=True, env=env, capture_output=True)
+            wheels = sorted((work / "dist").glob("bahdanau_tf-*.whl"))
+    (wheel,) = wheels
+    return wheel

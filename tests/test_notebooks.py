@@ -73,22 +73,13 @@ def see_running_interpreters_packages(venv):
 
 @pytest.fixture(scope="module")
 def wheel_kernel(tmp_path_factory):
-    """A wheel of this checkout and a Jupyter kernel in a fresh venv that does not have it yet.
+    """A wheel of this checkout (`helpers.wheel_of_this_checkout`) and a Jupyter kernel in a fresh
+    venv that does not have it yet.
 
     Returns (wheel path, venv directory, JUPYTER_PATH holding the kernel ``bahdanau-wheel``).
-    The wheel is built from a copy of the sources, so the checkout gets no build/ or egg-info.
     """
+    wheel = helpers.wheel_of_this_checkout(tmp_path_factory)
     root = tmp_path_factory.mktemp("wheel")
-    source = root / "source"
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    for name in ("bahdanau_tf", "export"):
-        shutil.copytree(os.path.join(ROOT, name), source / name, ignore=ignore)
-    for name in ("pyproject.toml", "setup.py", "README.md", "LICENSE"):
-        shutil.copy(os.path.join(ROOT, name), source / name)
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                    "-w", str(root / "dist"), str(source)], check=True, env=env, capture_output=True)
-    (wheel,) = (root / "dist").glob("bahdanau_tf-*.whl")
     venv = root / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     see_running_interpreters_packages(venv)

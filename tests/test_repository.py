@@ -7,14 +7,13 @@ import importlib.metadata
 import importlib.util
 import os
 import re
-import shutil
 import subprocess
-import sys
 import zipfile
 
 import pytest
 
 import bahdanau_tf
+import helpers
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # a Markdown link or image target: ](target) or ](target "title")
@@ -78,20 +77,10 @@ def test_the_long_description_has_no_relative_links():
 
 @pytest.mark.slow
 @pytest.mark.subprocess
-def test_the_wheels_metadata_carries_the_long_description(tmp_path):
-    """The wheel a package index receives: the version, and the description without relative
-    links. Built from a copy of the sources, so the checkout gets no build/ or egg-info."""
-    source = tmp_path / "source"
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    for name in ("bahdanau_tf", "export"):
-        shutil.copytree(os.path.join(ROOT, name), source / name, ignore=ignore)
-    for name in ("pyproject.toml", "setup.py", "README.md", "LICENSE"):
-        shutil.copy(os.path.join(ROOT, name), source / name)
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                    "-w", str(tmp_path / "dist"), str(source)], check=True, env=env,
-                   capture_output=True)
-    (wheel,) = (tmp_path / "dist").glob("bahdanau_tf-*.whl")
+def test_the_wheels_metadata_carries_the_long_description(tmp_path_factory):
+    """The wheel a package index receives (the one the notebooks install): the version, and the
+    description without relative links."""
+    wheel = helpers.wheel_of_this_checkout(tmp_path_factory)
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
         metadata = email.message_from_string(
@@ -148,12 +137,45 @@ def test_the_readme_is_a_front_door():
     # the two commands, as CI (.ci/run) and the Keras block's test use them
     assert ("pip install -e . && bahdanau-train --output_dir=bahdanau_run && bahdanau-evaluate "
             "--model_dir=bahdanau_run --output_dir=bahdanau_run/evaluation") in text
-    test_command = 'pip install -e ".[test]" && python -m pytest -n 2 --dist loadfile tests'
-    assert test_command in text and test_command in read(os.path.join(".ci", "run"))
+    # the install line and the two tiers' commands (tests/conftest.py), in this order in both
+    ci = read(os.path.join(".ci", "run"))
+    commands = ['pip install -e ".[test]"'] + [f"python -m pytest -n 2 --dist loadfile --tier={tier} tests"
+                                                for tier in ("fast", "extended")]
+    for document in (text, ci):
+        positions = [document.find(command) for command in commands]
+        assert -1 not in positions and positions == sorted(positions), (commands, positions)
     # a page per topic, each linked from the README
     for page in ("training", "translating", "serving", "evaluation", "data", "paper", "design"):
         assert f"](docs/{page}.md)" in text, page
     assert "](benchmarks/README.md)" in text
+
+
+def test_the_two_tiers_are_the_whole_suite_split_by_the_costly_markers(pytester):
+    """tests/conftest.py's rule, on a suite of its own: ``--tier=fast`` runs the tests with no
+    costly marker (a new, unmarked test among them), ``--tier=extended`` the others, and no
+    ``--tier`` runs both."""
+    pytester.makeconftest(read(os.path.join("tests", "conftest.py")))
+    pytester.makeini(read("pytest.ini").replace("-p pytester", ""))
+    pytester.makepyfile(test_suite="""
+        import pytest
+        def test_new(): pass
+        @pytest.mark.slow
+        def test_slow(): pass
+        @pytest.mark.subprocess
+        class TestProcesses:
+            def test_a_command(self): pass
+        @pytest.mark.learning
+        def test_learns(): pass
+        @pytest.mark.parametrize("size", [1, pytest.param(1000, marks=pytest.mark.slow)])
+        def test_sizes(size): pass
+    """)
+    ran = {}
+    for tier in ("fast", "extended", None):
+        result = pytester.runpytest(*(["--tier", tier] if tier else []), "-q", "-rA", "-p", "no:xdist")
+        ran[tier] = set(re.findall(r"^PASSED test_suite.py::(\S+)", result.stdout.str(), re.M))
+    assert ran["fast"] == {"test_new", "test_learns", "test_sizes[1]"}, ran
+    assert ran["extended"] == {"test_slow", "TestProcesses::test_a_command", "test_sizes[1000]"}, ran
+    assert ran[None] == ran["fast"] | ran["extended"]
 
 
 def test_every_relative_link_resolves():
