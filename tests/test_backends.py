@@ -21,7 +21,7 @@ import pytest
 
 from bahdanau_tf import RNNEncDec, RNNSearch, Seq2Seq, Translator, serving
 from bahdanau_tf.decoding import Batching
-from helpers import beam, env_without_tensorflow_logging, random_model, toy_tokenizers
+from helpers import beam, env_without_tensorflow_logging, learning_seed, random_model, toy_tokenizers
 
 pytest.importorskip("jax")  # the test extra installs it
 pytestmark = pytest.mark.subprocess
@@ -113,6 +113,7 @@ for beam_size, nbest in settings["searches"]:
 # fit: the README's Keras block, at toy size, one batch shape (one compilation)
 model = keras.saving.load_model(os.path.join(work, "tf_rnnsearch.keras"))
 source_tokenizer, target_tokenizer = model.source_tokenizer, model.target_tokenizer
+keras.utils.set_random_seed(settings["seed"])  # the order of the batches
 dataset = make_dataset(settings["pairs"], source_tokenizer, target_tokenizer, batch_size=16,
                        bucketing=None, pad_to_multiple=12, drop_remainder=True)
 model.compile(optimizer=keras.optimizers.Adam(0.02), loss=MaskedSparseCategoricalCrossentropy(),
@@ -186,7 +187,8 @@ def backends(tmp_path_factory):
             expected.update(_gradients(model))
     np.savez(work / "inputs.npz", source=SOURCE, target_in=TARGET_IN, step_ids=STEP_IDS, probe=PROBE)
     (work / "settings.json").write_text(json.dumps({"models": list(MODELS), "pairs": PAIRS,
-                                                    "sentences": TRANSLATED, "searches": SEARCHES}))
+                                                    "sentences": TRANSLATED, "searches": SEARCHES,
+                                                    "seed": learning_seed(0)}))
     env = env_without_tensorflow_logging(KERAS_BACKEND="jax", PYTHONPATH=REPO)
     result = subprocess.run([sys.executable, "-c", JAX_SCRIPT, str(work)], capture_output=True,
                             text=True, timeout=600, env=env)
@@ -222,6 +224,7 @@ def test_gradients_equal_across_backends(backends):
                                    err_msg=key)
 
 
+@pytest.mark.learning
 def test_fit_on_jax_learns(backends):
     report = backends["report"]
     loss, accuracy = report["loss"], report["accuracy"]

@@ -202,31 +202,44 @@ def _pad(array, width=41):
     return np.pad(array, ((0, 0), (0, width - array.shape[1])))
 
 
-def _train_reversal(model, steps, seed=0):
-    rng = np.random.default_rng(seed)
-    step = _train_step(model, 1e-2)
-    for _ in range(steps):
-        (source, target_in), target_out = helpers.reversal_batch(rng, 32, 10, 40, 12)
-        step(_pad(source), _pad(target_in), _pad(target_out))
+def _reversal_accuracy(model):
+    """Teacher-forced token accuracy on 256 held-out reversals: (all, sources of >= 30 symbols)."""
     (source, target_in), target_out = helpers.reversal_batch(np.random.default_rng(99), 256, 10, 40, 12)
     correct = (np.argmax(model((source, target_in)), -1) == target_out) & (target_out != 0)
-    long = ((source != 0).sum(1) - 1 >= 30)[:, None]
-    return correct.sum() / (target_out != 0).sum(), correct[long[:, 0]].sum() / (target_out != 0)[long[:, 0]].sum()
+    real, long = target_out != 0, (source != 0).sum(1) - 1 >= 30
+    return correct.sum() / real.sum(), correct[long].sum() / real[long].sum()
+
+
+def _train_reversal(model, seed, budget, until=None, every=50):
+    """Trains on fresh reversal batches for ``budget`` steps, or until ``until(accuracy, long)``
+    holds at a check (every ``every`` steps); returns (steps, accuracy, long accuracy)."""
+    rng = np.random.default_rng(seed)
+    step = _train_step(model, 1e-2)
+    for steps in range(1, budget + 1):
+        (source, target_in), target_out = helpers.reversal_batch(rng, 32, 10, 40, 12)
+        step(_pad(source), _pad(target_in), _pad(target_out))
+        if until and steps % every == 0 and until(*_reversal_accuracy(model)):
+            break
+    return (steps, *_reversal_accuracy(model))
 
 
 @pytest.mark.slow
+@pytest.mark.learning
 def test_attention_learns_reversal_and_the_fixed_context_baseline_does_not():
     """The paper's claim in miniature: alignment matters most on long sentences."""
-    # seed 1: with independent initial weights, 4 of 5 seeds reach >= 0.98 in 450 steps (seed 0
-    # is a slow starter at 0.68)
-    keras.utils.set_random_seed(1)
+    # Adam at 1e-2 learns the task in a few hundred steps for most seeds, but now and then the
+    # accuracy collapses for a while and recovers: train to the criterion, within a generous budget
+    seed = helpers.learning_seed(1)
+    keras.utils.set_random_seed(seed)
     sizes = dict(source_vocabulary_size=16, target_vocabulary_size=16, embedding_dim=32, hidden_dim=64,
                  maxout_dim=32, initialization="keras")
-    search_accuracy, search_long = _train_reversal(RNNSearch(attention_dim=64, **sizes), steps=450)
-    encdec_accuracy, encdec_long = _train_reversal(RNNEncDec(**sizes), steps=450)
-    assert search_accuracy >= 0.9, search_accuracy
-    assert search_long >= 0.85, search_long
-    assert encdec_long < search_long - 0.3, (encdec_long, search_long)
+    steps, search_accuracy, search_long = _train_reversal(
+        RNNSearch(attention_dim=64, **sizes), seed, budget=2500,
+        until=lambda accuracy, long: accuracy >= 0.9 and long >= 0.85)
+    assert search_accuracy >= 0.9 and search_long >= 0.85, (steps, search_accuracy, search_long)
+    # the fixed context, given as many updates (at least 450), stays far behind on long sources
+    _, _, encdec_long = _train_reversal(RNNEncDec(**sizes), seed, budget=max(steps, 450))
+    assert encdec_long < search_long - 0.3, (steps, encdec_long, search_long)
 
 
 def test_jit_and_mixed_precision_match_float32():
@@ -248,19 +261,29 @@ def test_jit_and_mixed_precision_match_float32():
     assert losses.masked_nll(target_in, logits).dtype == tf.float32
 
 
+@pytest.mark.learning
 def test_fit_and_evaluate_with_the_package_loss_and_metric():
-    keras.utils.set_random_seed(1)
+    seed = helpers.learning_seed(1)
+    keras.utils.set_random_seed(seed)
     model = RNNSearch.from_preset("tiny", source_vocabulary_size=16, target_vocabulary_size=16)
-    rng = np.random.default_rng(0)
+    rng = np.random.default_rng(seed)
     (source, target_in), target_out = helpers.reversal_batch(rng, 64, 3, 6, 4)
     dataset = tf.data.Dataset.from_tensor_slices(((source, target_in), target_out)).batch(16)
     model.compile(optimizer=keras.optimizers.Adam(1e-2), loss=losses.MaskedSparseCategoricalCrossentropy(),
                   metrics=[losses.MaskedAccuracy()])
     before = model.evaluate(dataset, verbose=0, return_dict=True)
-    model.fit(dataset, epochs=15, verbose=0)
-    after = model.evaluate(dataset, verbose=0, return_dict=True)
-    assert after["loss"] < 0.6 * before["loss"]
-    assert after["masked_accuracy"] > before["masked_accuracy"] + 0.2
+
+    def learned(after):
+        return (after["loss"] < 0.6 * before["loss"]
+                and after["masked_accuracy"] > before["masked_accuracy"] + 0.2)
+
+    # to the criterion, 5 epochs at a time, within 60 epochs
+    for _ in range(12):
+        model.fit(dataset, epochs=5, verbose=0)
+        after = model.evaluate(dataset, verbose=0, return_dict=True)
+        if learned(after):
+            break
+    assert learned(after), (before, after)
     # the loss is the mean NLL over real tokens only
     np.testing.assert_allclose(after["loss"], losses.masked_nll(target_out, model((source, target_in))), rtol=1e-3)
 
@@ -301,6 +324,7 @@ def _toy_pairs(count, seed=0):
 
 @pytest.mark.slow
 @pytest.mark.subprocess
+@pytest.mark.learning
 def test_fit_model_translates_saves_reloads_and_serves_from_every_entry_point(tmp_path):
     import json
 
@@ -308,7 +332,7 @@ def test_fit_model_translates_saves_reloads_and_serves_from_every_entry_point(tm
     from bahdanau_tf.translator import Translator
 
     source_tokenizer, target_tokenizer = helpers.toy_tokenizers()
-    keras.utils.set_random_seed(3)
+    keras.utils.set_random_seed(helpers.learning_seed(3))
     model = RNNSearch.from_preset("tiny", source_vocabulary_size=source_tokenizer.vocabulary_size,
                                   target_vocabulary_size=target_tokenizer.vocabulary_size)
     model.compile(optimizer=keras.optimizers.Adam(2e-2), loss=losses.MaskedSparseCategoricalCrossentropy())

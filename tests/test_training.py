@@ -19,7 +19,7 @@ import tensorflow as tf
 from bahdanau_tf import data, losses, model_directory, text, training
 from bahdanau_tf.corpora import load_corpus
 from bahdanau_tf.decoding import Batching
-from helpers import beam, checkpoint_model_values
+from helpers import beam, checkpoint_model_values, learning_seed
 
 
 @pytest.fixture(scope="module")
@@ -109,9 +109,10 @@ def test_filled_rows_do_not_change_the_loss(tokenizers, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.learning
 def test_a_few_hundred_steps_lower_the_dev_nll(corpora, tokenizers, tmp_path):
     train, dev = corpora
-    trainer = make_trainer(tmp_path, tokenizers, max_steps=200, eval_every=100, log_every=50)
+    trainer = make_trainer(tmp_path, tokenizers, seed=learning_seed(1234), max_steps=200, eval_every=100, log_every=50)
     trainer.restore()
     before = trainer.evaluate(trainer.dev_dataset(dev))
     report = trainer.fit(train, dev)
@@ -129,13 +130,15 @@ def test_a_few_hundred_steps_lower_the_dev_nll(corpora, tokenizers, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.learning
 def test_a_run_ends_by_averaging_its_last_checkpoints_into_best_when_their_dev_nll_is_lower(
         corpora, tokenizers, tmp_path):
     train, dev = corpora
     lines = []
-    tf.keras.utils.set_random_seed(1234)
+    seed = learning_seed(1234)
+    tf.keras.utils.set_random_seed(seed)
     # a high learning rate: at the end the weights jitter around a plateau, which averaging smooths
-    config = tiny_config(max_steps=200, learning_rate=0.05, eval_every=10, checkpoint_every=10)
+    config = tiny_config(seed=seed, max_steps=200, learning_rate=0.05, eval_every=10, checkpoint_every=10)
     assert (config.average_last, config.keep_checkpoints) == (5, 5)  # the CPU presets' defaults
     trainer = training.Trainer(str(tmp_path), *tokenizers, preset="tiny", config=config, log=lines.append)
     report = trainer.fit(train, dev)
@@ -368,11 +371,13 @@ def test_a_short_run_gives_each_train_scalar_a_curve_without_compiling_updates(
 
 
 @pytest.mark.slow
+@pytest.mark.learning
 @pytest.mark.parametrize("proposal", training.SAMPLED_PROPOSALS)
 def test_sampled_softmax_under_xla_and_bfloat16_trains_the_full_softmax(corpora, tokenizers, tmp_path, proposal):
     train, dev = corpora
     # one batch shape (lengths padded to 16): one XLA compilation of the step
-    trainer = make_trainer(tmp_path, tokenizers, sampled_softmax=40, sampled_proposal=proposal,
+    trainer = make_trainer(tmp_path, tokenizers, seed=learning_seed(1234), sampled_softmax=40,
+                           sampled_proposal=proposal,
                            max_steps=20, eval_every=20,
                            jit_compile=True, precision="mixed_bfloat16", max_length=16,
                            pad_to_multiple=16, dev_sentences=32)
@@ -401,16 +406,19 @@ _PRECISION_RUN = dict(optimizer="sgd", learning_rate=1.0, clipnorm=None, max_ste
 
 @pytest.fixture(scope="module")
 def float32_report(corpora, tokenizers, tmp_path_factory):
-    return make_trainer(tmp_path_factory.mktemp("float32"), tokenizers, **_PRECISION_RUN).fit(*corpora)
+    return make_trainer(tmp_path_factory.mktemp("float32"), tokenizers, seed=learning_seed(1234),
+                        **_PRECISION_RUN).fit(*corpora)
 
 
+@pytest.mark.learning
 @pytest.mark.parametrize("precision,jit", [("float32", True), ("mixed_bfloat16", False), ("mixed_float16", False)])
 def test_precision_and_jit_losses_are_close_to_float32(corpora, tokenizers, tmp_path, float32_report, precision,
                                                         jit):
     """Plain SGD without clipping: a wrong loss scale or cast would change the losses a lot."""
     train, dev = corpora
     reference_report = float32_report
-    other = make_trainer(tmp_path, tokenizers, precision=precision, jit_compile=jit, **_PRECISION_RUN)
+    other = make_trainer(tmp_path, tokenizers, seed=learning_seed(1234), precision=precision, jit_compile=jit,
+                         **_PRECISION_RUN)
     assert other.model.compute_dtype == {"float32": "float32", "mixed_bfloat16": "bfloat16",
                                          "mixed_float16": "float16"}[precision]
     report = other.fit(train, dev)
