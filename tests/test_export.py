@@ -865,12 +865,14 @@ def test_grpc_client_requests_follow_the_exported_signature(exports, bundle):
 # === The C++ loader: tensorflow::LoadSavedModel + Session::Run, as the model server ===
 
 CPP_SOURCE = REPO / "tests" / "cpp" / "serve_signatures.cc"
-CPP_CACHE = REPO / "tests" / "cpp" / ".build"  # this test's own cache (gitignored)
+# outside the checkout, so that a fresh clone (CI's) finds the binary a previous run built
+CPP_CACHE = pathlib.Path(os.environ.get("XDG_CACHE_HOME") or pathlib.Path.home() / ".cache") / "bahdanau_tf" / "cpp"
 
 
 def _build_cpp_loader():
-    """tests/cpp/serve_signatures.cc built against the installed TensorFlow wheel, cached by the
-    TensorFlow version and the hash of the source and flags; (binary, seconds spent building)."""
+    """tests/cpp/serve_signatures.cc built against the installed TensorFlow wheel, cached in
+    `CPP_CACHE` by the TensorFlow version and a hash of its inputs (the source, the compiler, the
+    flags, which name the wheel's headers and libraries); (binary, seconds spent building)."""
     import hashlib
     import shutil
     import time
@@ -888,7 +890,7 @@ def _build_cpp_loader():
     flags = (["-O1", "-Wno-deprecated-declarations"] + tf.sysconfig.get_compile_flags()
              + [str(CPP_SOURCE), f"-L{lib}", "-Wl,--no-as-needed", "-l:libtensorflow_cc.so.2",
                 "-l:libtensorflow_framework.so.2", f"-Wl,-rpath,{lib}"])
-    key = hashlib.sha256(CPP_SOURCE.read_bytes() + " ".join(flags).encode()).hexdigest()[:12]
+    key = hashlib.sha256(CPP_SOURCE.read_bytes() + " ".join([compiler, *flags]).encode()).hexdigest()[:12]
     binary = CPP_CACHE / f"serve_signatures-tf{tf.__version__}-{key}"
     if binary.exists():
         return binary, 0.0
@@ -1024,7 +1026,8 @@ def _generated_files(*roots):
 
 def test_an_export_leaves_nothing_in_the_temp_dir(model_dirs, tmp_path):
     """Finished, failed or SIGKILLed, with bytecode written: autograph's code (the signature
-    wrapper it converts at save time), its __pycache__, nothing stays in the temp dir."""
+    wrapper it converts at save time), its __pycache__, nothing stays in the temp dir. A killed
+    export leaves its claim of the version, stale, which the next export of that base takes over."""
     temp = tmp_path / "temp"
     temp.mkdir()
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
@@ -1049,8 +1052,10 @@ def test_an_export_leaves_nothing_in_the_temp_dir(model_dirs, tmp_path):
     killed.wait()
     assert time.time() < deadline, "autograph wrote no module during the export"
     assert os.listdir(temp) == []
-    # the next export of that base removes what the killed one left
+    assert ".claim-1" in os.listdir(tmp_path / "killed")  # the killed export's claim, stale now
+    # the next export of that base takes the version over and removes what the killed one left
     again = subprocess.run(EXPORT_CLI + [model, f"--export_dir={tmp_path / 'killed'}"], env=env,
                            capture_output=True, text=True, timeout=600)
-    assert again.returncode == 0, again.stderr
+    assert again.returncode == 0 and "Traceback" not in again.stderr, again.stderr
+    assert again.stdout.strip().splitlines()[-1] == str(tmp_path / "killed" / "1")
     assert os.listdir(tmp_path / "killed") == ["1"] and os.listdir(temp) == []

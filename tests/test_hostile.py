@@ -11,11 +11,7 @@ import errno
 import json
 import os
 import re
-import shutil
-import signal
 import subprocess
-import sys
-import time
 
 import pytest
 
@@ -340,33 +336,3 @@ def test_a_full_disk_is_one_line_exit_5_and_leaves_nothing_partial(paths, full_d
 
     loaded = model_directory.load_model_directory(str(disk["train"] / "run"), which="latest")
     assert loaded.checkpoint.endswith("ckpt-1")  # (the failed save was of update 2)
-
-
-# === A killed export ===
-
-@pytest.mark.slow
-def test_an_export_killed_while_writing_leaves_a_claim_that_the_next_export_takes_over(paths,
-                                                                                       tmp_path):
-    base, temp = tmp_path / "models", tmp_path / "temp"
-    temp.mkdir()
-    # TMPDIR: a SIGKILL can land after TensorFlow's AutoGraph wrote the SavedModel signature
-    # wrapper's source into the temp dir (it deletes it at exit, which a SIGKILL skips)
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", TMPDIR=str(temp))
-    command = [sys.executable, "-m", "bahdanau_tf.cli.export", f"--model_dir={paths['model']}",
-               f"--export_dir={base}", "--nowarmup", "--version=3"]
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                               env=env)
-    try:
-        deadline = time.time() + 300
-        while time.time() < deadline and not any(
-                name.startswith(".tmp-3-") for name in (os.listdir(base) if base.exists() else [])):
-            assert process.poll() is None
-            time.sleep(0.1)
-    finally:
-        process.send_signal(signal.SIGKILL)
-        process.wait()
-    assert ".claim-3" in os.listdir(base)  # the killed export's claim, stale now
-    result = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
-    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr[-3000:]
-    assert result.stdout.strip() == str(base / "3")
-    assert sorted(os.listdir(base)) == ["3"]  # the stale claim and temporary directory are gone

@@ -64,6 +64,7 @@ def test_translates_the_test_verse(model, tmp_path):
         Translator.from_preset(str(tmp_path))  # a directory is from_directory's
 
 
+@pytest.mark.subprocess
 def test_the_command_line_prints_the_translation_and_nothing_else(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
     result = subprocess.run([sys.executable, "-m", "bahdanau_tf.cli.translate", f"--model_dir={NAME}"],

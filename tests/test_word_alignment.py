@@ -5,13 +5,11 @@ lines that read and write its files: ``bahdanau-data align`` and ``bahdanau-trai
 import importlib.util
 import itertools
 import os
-import subprocess
-import sys
 
 import pytest
 
 from bahdanau_tf import word_alignment
-from helpers import env_without_tensorflow_logging
+from helpers import env_without_tensorflow_logging, run_commands
 
 HAS_EFLOMAL = importlib.util.find_spec("eflomal") is not None
 
@@ -71,27 +69,23 @@ def test_symmetrizations_against_the_definitions():
         word_alignment.symmetrize(set(), set(), "grow")
 
 
-def _run(args, tmp_path, env=None):
-    return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True,
-                          cwd=str(tmp_path), env=env or env_without_tensorflow_logging(), timeout=600)
-
-
+@pytest.mark.subprocess
 def test_data_align_without_eflomal_is_one_line_and_exit_code_2(tmp_path):
     blocker = tmp_path / "blocker"
     blocker.mkdir()
     (blocker / "eflomal.py").write_text("raise ImportError('no eflomal here')\n")
     env = env_without_tensorflow_logging()
     env["PYTHONPATH"] = os.pathsep.join([str(blocker), env.get("PYTHONPATH", "")])
-    result = _run(["bahdanau_tf.cli.data", "align", f"--alignment_file={tmp_path / 'x.links'}"],
-                  tmp_path, env)
-    assert result.returncode == 2, result.stderr
-    lines = [line for line in result.stderr.splitlines() if line.startswith("bahdanau-data")]
+    result, other = run_commands([("data", ["align", f"--alignment_file={tmp_path / 'x.links'}"], ""),
+                                  ("data", ["realign"], "")], cwd=str(tmp_path), env=env)
+    assert result["code"] == 2, result["stderr"]
+    lines = [line for line in result["stderr"].splitlines() if line.startswith("bahdanau-data")]
     assert lines == ["bahdanau-data: error: " + word_alignment.EFLOMAL_MISSING]
     assert not (tmp_path / "x.links").exists()
-    other = _run(["bahdanau_tf.cli.data", "realign"], tmp_path)
-    assert other.returncode == 2 and "commands: align" in other.stderr
+    assert other["code"] == 2 and "commands: align" in other["stderr"]
 
 
+@pytest.mark.subprocess
 @pytest.mark.skipif(not HAS_EFLOMAL, reason="the optional extra bahdanau_tf[align] is not installed")
 def test_data_align_writes_a_line_of_links_per_pair(tmp_path):
     words = ["house", "small", "big", "the", "car", "is", "a"]
@@ -101,9 +95,10 @@ def test_data_align_writes_a_line_of_links_per_pair(tmp_path):
         sentence = list(rng.choice(words, rng.integers(2, 7)))
         pairs.append((" ".join(sentence), " ".join(w.upper() + "x" for w in sentence)))
     (tmp_path / "train.tsv").write_text("".join(f"{s}\t{t}\n" for s, t in pairs))
-    result = _run(["bahdanau_tf.cli.data", "align", "--tsv=train.tsv", "--alignment_file=train.links",
-                   "--symmetrization=intersection"], tmp_path)
-    assert result.returncode == 0, result.stderr
+    (result,) = run_commands([("data", ["align", "--tsv=train.tsv", "--alignment_file=train.links",
+                                        "--symmetrization=intersection"], "")], cwd=str(tmp_path),
+                             env=env_without_tensorflow_logging())
+    assert result["code"] == 0, result["stderr"]
     links = word_alignment.read_pharaoh(str(tmp_path / "train.links"))
     assert len(links) == len(pairs)
     # word i translates word i: eflomal finds (nearly) the diagonal
@@ -114,17 +109,20 @@ def test_data_align_writes_a_line_of_links_per_pair(tmp_path):
     assert not [name for name in os.listdir(tmp_path) if name.startswith(".")]  # no temporary left
 
 
+@pytest.mark.subprocess
 def test_train_refuses_a_bad_or_short_alignment_file(tmp_path):
     (tmp_path / "bad.links").write_text("0-0 1-1\nzero-one\n")
     (tmp_path / "short.links").write_text("0-0\n")
-    common = ["bahdanau_tf.cli.train", "--preset=tiny", "--max_steps=1", "--max_train_pairs=2",
-              "--tokenizer=word", "--vocabulary_size=100"]
-    for name, message in (("bad.links", "line 2: not a Pharaoh link"),
-                          ("short.links", "1 lines of alignments for 2 training pairs"),
-                          ("missing.links", "No such file")):
-        result = _run([*common, f"--guided_alignment={name}", f"--output_dir={tmp_path / name}.run"],
-                      tmp_path)
-        assert result.returncode == 2, result.stderr
-        errors = [line for line in result.stderr.splitlines() if "error" in line]
-        assert len(errors) == 1 and message in errors[0], result.stderr
+    common = ["--preset=tiny", "--max_steps=1", "--max_train_pairs=2", "--tokenizer=word",
+              "--vocabulary_size=100"]
+    cases = (("bad.links", "line 2: not a Pharaoh link"),
+             ("short.links", "1 lines of alignments for 2 training pairs"),
+             ("missing.links", "No such file"))
+    results = run_commands([("train", [*common, f"--guided_alignment={name}",
+                                       f"--output_dir={tmp_path / name}.run"], "") for name, _ in cases],
+                           cwd=str(tmp_path), env=env_without_tensorflow_logging())
+    for (name, message), result in zip(cases, results, strict=True):
+        assert result["code"] == 2, result["stderr"]
+        errors = [line for line in result["stderr"].splitlines() if "error" in line]
+        assert len(errors) == 1 and message in errors[0], result["stderr"]
         assert not (tmp_path / f"{name}.run").exists()
