@@ -49,6 +49,7 @@ class Progress:
         self.program, self.total, self.done = program, total, 0
         self._start = time.monotonic()
         self._shown = None  # when the last line was shown
+        self._shown_done = None  # and the count it showed
         self._width = 0
 
     def add(self, count):
@@ -80,13 +81,15 @@ class Progress:
         else:
             self.stream.write(text + "\n")
         self.stream.flush()
-        self._shown = now
+        self._shown, self._shown_done = now, self.done
 
     def close(self):
-        """The last line (when anything was shown or done), ended."""
+        """The last line (when anything was shown or done, and unless the line shown last
+        already counts everything), ended."""
         if not self.enabled or (self._shown is None and not self.done):
             return
-        self._show(time.monotonic())
+        if self._shown_done != self.done:
+            self._show(time.monotonic())
         if self.terminal:
             self.stream.write("\n")
             self.stream.flush()

@@ -78,15 +78,17 @@ def format_line(translations, scores, nbest, with_scores):
 
 
 def _line_count(path):
-    """The number of lines of an uncompressed file (the progress total); None for stdin or .gz."""
+    """The number of lines of an uncompressed file (the progress total), by the line reader's
+    rule (a line feed, CR LF and a lone carriage return each end a line); None for stdin or .gz."""
     if not path or path == "-" or path.endswith(".gz") or not os.path.isfile(path):
         return None
     count, last = 0, b"\n"
     with open(path, "rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
-            count += block.count(b"\n")
+            count += block.count(b"\n") + block.count(b"\r") - block.count(b"\r\n")
+            count -= last == b"\r" and block.startswith(b"\n")  # a \r\n cut between blocks
             last = block[-1:]
-    return count + (last != b"\n")
+    return count + (last not in (b"\n", b"\r"))
 
 
 def _interactive_input():
@@ -121,6 +123,8 @@ def main(argv):
     from bahdanau_tf.corpora import line_chunks
     from bahdanau_tf.translator import Translator
 
+    if FLAGS.alignments:
+        common.require_attention(FLAGS.model_dir, "--alignments needs")
     unk = common.unk_options()
     candidates = common.candidate_options(FLAGS.model_dir)
     chunks = line_chunks(FLAGS.input_file, FLAGS.read_lines, interactive=True)

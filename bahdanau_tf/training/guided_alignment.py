@@ -34,6 +34,7 @@ import tensorflow as tf
 from bahdanau_tf import losses
 from bahdanau_tf.evaluation.alignment import token_word_ids
 from bahdanau_tf.special_tokens import END_ID, PAD_ID, START_ID
+from bahdanau_tf.text import split_words
 
 #: sentences tokenized at a time while building a guide
 _BUILD_BATCH = 1024
@@ -59,6 +60,18 @@ def _batch_keys(source: tf.Tensor, target_in: tf.Tensor) -> tf.Tensor:
 
 #: what a target word without links is trained towards (`AlignmentGuide.build`)
 UNALIGNED = ("free", "end")
+
+
+def _check_links(number, word_links, source, target):
+    """Refuses link line ``number`` (1-based) when it names a word its pair does not have: a
+    file of other pairs, shifted by a line, or 1-based would otherwise lose those links."""
+    sizes = len(split_words(source)), len(split_words(target))
+    for link in sorted(word_links):
+        if link[0] >= sizes[0] or link[1] >= sizes[1]:
+            raise ValueError(
+                f"line {number} links {link[0]}-{link[1]}, but training pair {number} has "
+                f"{sizes[0]} source and {sizes[1]} target words (0-based indices): the file does "
+                "not match the training pairs (one line per pair, in their order).")
 
 
 def _token_links(word_links, source_tokens, target_tokens, unaligned="free"):
@@ -129,7 +142,8 @@ class AlignmentGuide:
                 (it is trained to attend to the source ``[END]``: unaligned).
 
         Raises:
-            ValueError: fewer link lines than pairs, or an unknown ``unaligned``.
+            ValueError: fewer link lines than pairs, a link to a word its pair does not have
+                (the line named), no link at all, or an unknown ``unaligned``.
         """
         if unaligned not in UNALIGNED:
             raise ValueError(f"`unaligned` must be one of {UNALIGNED}, got {unaligned!r}.")
@@ -147,10 +161,14 @@ class AlignmentGuide:
             (source_ids, source_tokens), (target_ids, target_tokens) = sides
             keys.extend(_key_strings(source_ids, target_ids))
             for k, pair_links in enumerate(word_links[start:start + len(chunk)]):
+                _check_links(start + k + 1, pair_links, sources[k], targets[k])
                 same = (len(source_ids[k]) == len(source_tokens[k])
                         and len(target_ids[k]) == len(target_tokens[k]))
                 links.append(_token_links(pair_links, source_tokens[k], target_tokens[k],
                                           unaligned) if same else [])
+        if pairs and not any(links):
+            raise ValueError(f"no word links for the {len(pairs):,} training pairs: every line "
+                             "is empty.")
         return cls(keys, links)
 
     def targets(self, source: tf.Tensor, target_in: tf.Tensor) -> tf.Tensor:
