@@ -209,26 +209,39 @@ def write_flags_file(directory):
         handle.write("".join(line + "\n" for line in lines))
 
 
-def _alignment_guide(train, source_tokenizer, target_tokenizer, log):
-    """The `AlignmentGuide` of --guided_alignment, or None; a bad file is a usage error."""
+def _alignment_links(train):
+    """The word links of --guided_alignment (None without it), read and checked against the
+    training pairs before any vocabulary is learned: a file that does not match is a usage
+    error naming the line."""
     if not FLAGS.guided_alignment:
         return None
     from bahdanau_tf import training, word_alignment
 
-    start = time.time()
     try:
         links = word_alignment.read_pharaoh(FLAGS.guided_alignment)
-        guide = training.AlignmentGuide.build(train.pairs(), links, source_tokenizer, target_tokenizer,
-                                              unaligned=FLAGS.guided_alignment_unaligned or "free")
+        training.check_word_links(train.pairs(), links)
     except (OSError, ValueError) as error:
-        raise common.UserError(f"--guided_alignment: {error}") from None
-    if len(links) > guide.pairs:  # the first pairs' lines of a file of the whole corpus are fine
+        raise common.UserError(f"--guided_alignment={FLAGS.guided_alignment!r}: {error}") from None
+    pairs = sum(1 for _ in train.pairs())
+    if len(links) > pairs:  # the first pairs' lines of a file of the whole corpus are fine
         corpus_pairs = sum(1 for _ in common.corpus_from_flags("train", stream=True).pairs())
         if len(links) != corpus_pairs:
             raise common.UserError(
-                f"--guided_alignment: {FLAGS.guided_alignment!r} has {len(links):,} lines, the "
+                f"--guided_alignment={FLAGS.guided_alignment!r} has {len(links):,} lines, the "
                 f"training corpus {corpus_pairs:,} pairs: one line per pair, in their order "
                 "(a line too many shifts every pair's links).")
+    return links
+
+
+def _alignment_guide(train, links, source_tokenizer, target_tokenizer, log):
+    """The `AlignmentGuide` of the checked ``links`` (`_alignment_links`), or None."""
+    if links is None:
+        return None
+    from bahdanau_tf import training
+
+    start = time.time()
+    guide = training.AlignmentGuide.build(train.pairs(), links, source_tokenizer, target_tokenizer,
+                                          unaligned=FLAGS.guided_alignment_unaligned or "free")
     log(f"Guided alignment: {guide.links:,} token links of {guide.pairs:,} pairs from "
         f"{FLAGS.guided_alignment} in {time.time() - start:.0f} s.")
     return guide
@@ -283,6 +296,7 @@ def main(argv):
     if FLAGS.max_train_pairs:
         train = train.select(slice(0, FLAGS.max_train_pairs))
     dev = _dev_corpus(train)
+    links = _alignment_links(train)  # a links file that does not match: refused before any work
     source_tokenizer, target_tokenizer = _tokenizers(train, log)
     settings = {
         "corpus": train.name,
@@ -290,7 +304,7 @@ def main(argv):
         "tokenizer": source_tokenizer.kind,
         "command": " ".join(sys.argv),
     }
-    guide = _alignment_guide(train, source_tokenizer, target_tokenizer, log)
+    guide = _alignment_guide(train, links, source_tokenizer, target_tokenizer, log)
     if guide is not None:
         settings["guided_alignment"] = os.path.abspath(FLAGS.guided_alignment)
         settings["guided_alignment_unaligned"] = FLAGS.guided_alignment_unaligned or "free"

@@ -39,7 +39,6 @@ Example:
 """
 
 import itertools
-import os
 import sys
 
 from absl import flags  # noqa: E402
@@ -75,20 +74,6 @@ def format_line(translations, scores, nbest, with_scores):
     if nbest == 1:
         return clean(translations) + (f"\t{float(scores):.4f}" if with_scores else "")
     return "\t".join(f"{clean(t)}\t{float(s):.4f}" for t, s in zip(translations, scores))
-
-
-def _line_count(path):
-    """The number of lines of an uncompressed file (the progress total), by the line reader's
-    rule (a line feed, CR LF and a lone carriage return each end a line); None for stdin or .gz."""
-    if not path or path == "-" or path.endswith(".gz") or not os.path.isfile(path):
-        return None
-    count, last = 0, b"\n"
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            count += block.count(b"\n") + block.count(b"\r") - block.count(b"\r\n")
-            count -= last == b"\r" and block.startswith(b"\n")  # a \r\n cut between blocks
-            last = block[-1:]
-    return count + (last not in (b"\n", b"\r"))
 
 
 def _interactive_input():
@@ -144,7 +129,7 @@ def main(argv):
         translator = load()
     if FLAGS.alignments and not translator.has_attention:
         raise common.UserError("--alignments needs models with attention (RNNsearch).")
-    progress_line = progress.Progress(common.program_name(), _line_count(FLAGS.input_file),
+    progress_line = progress.Progress(common.program_name(), progress.line_count(FLAGS.input_file),
                                       enabled=FLAGS.progress)
     counted = progress.ProgressTranslator(translator, progress_line)
 

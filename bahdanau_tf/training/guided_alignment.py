@@ -62,16 +62,34 @@ def _batch_keys(source: tf.Tensor, target_in: tf.Tensor) -> tf.Tensor:
 UNALIGNED = ("free", "end")
 
 
-def _check_links(number, word_links, source, target):
-    """Refuses link line ``number`` (1-based) when it names a word its pair does not have: a
-    file of other pairs, shifted by a line, or 1-based would otherwise lose those links."""
-    sizes = len(split_words(source)), len(split_words(target))
-    for link in sorted(word_links):
-        if link[0] >= sizes[0] or link[1] >= sizes[1]:
-            raise ValueError(
-                f"line {number} links {link[0]}-{link[1]}, but training pair {number} has "
-                f"{sizes[0]} source and {sizes[1]} target words (0-based indices): the file does "
-                "not match the training pairs (one line per pair, in their order).")
+def check_word_links(pairs, word_links) -> None:
+    """Refuses word links that do not match their pairs, before anything is built from them:
+    a file of other pairs, shifted by a line or 1-based would otherwise lose the links that
+    name words a pair does not have, without a word (and train unguided if it lost them all).
+
+    Args:
+        pairs: iterable of (source, target) str pairs.
+        word_links: per pair, ``(source_word, target_word)`` links of
+            :func:`bahdanau_tf.text.split_words` words, 0-based; may be longer than ``pairs``.
+
+    Raises:
+        ValueError: fewer link lines than pairs; a link to a word its pair does not have (the
+            line, the link and the pair's word counts named); no link at all.
+    """
+    pairs = list(pairs)
+    if len(word_links) < len(pairs):
+        raise ValueError(f"{len(word_links):,} lines of alignments for {len(pairs):,} training "
+                         "pairs: one line per pair is needed.")
+    for number, ((source, target), links) in enumerate(zip(pairs, word_links), start=1):
+        sizes = len(split_words(source)), len(split_words(target))
+        for link in sorted(links):
+            if link[0] >= sizes[0] or link[1] >= sizes[1]:
+                raise ValueError(
+                    f"line {number} links {link[0]}-{link[1]}, but training pair {number} has "
+                    f"{sizes[0]} source and {sizes[1]} target words (0-based indices): the file "
+                    "does not match the training pairs (one line per pair, in their order).")
+    if pairs and not any(word_links[:len(pairs)]):
+        raise ValueError(f"no word links for the {len(pairs):,} training pairs: every line is empty.")
 
 
 def _token_links(word_links, source_tokens, target_tokens, unaligned="free"):
@@ -142,15 +160,13 @@ class AlignmentGuide:
                 (it is trained to attend to the source ``[END]``: unaligned).
 
         Raises:
-            ValueError: fewer link lines than pairs, a link to a word its pair does not have
-                (the line named), no link at all, or an unknown ``unaligned``.
+            ValueError: links that do not match the pairs (`check_word_links`), or an unknown
+                ``unaligned``.
         """
         if unaligned not in UNALIGNED:
             raise ValueError(f"`unaligned` must be one of {UNALIGNED}, got {unaligned!r}.")
         pairs, word_links = list(pairs), list(word_links)
-        if len(word_links) < len(pairs):
-            raise ValueError(f"{len(word_links):,} lines of alignments for {len(pairs):,} training "
-                             "pairs: one line per pair is needed.")
+        check_word_links(pairs, word_links)
         keys, links = [], []
         for start in range(0, len(pairs), _BUILD_BATCH):
             chunk = pairs[start:start + _BUILD_BATCH]
@@ -161,14 +177,10 @@ class AlignmentGuide:
             (source_ids, source_tokens), (target_ids, target_tokens) = sides
             keys.extend(_key_strings(source_ids, target_ids))
             for k, pair_links in enumerate(word_links[start:start + len(chunk)]):
-                _check_links(start + k + 1, pair_links, sources[k], targets[k])
                 same = (len(source_ids[k]) == len(source_tokens[k])
                         and len(target_ids[k]) == len(target_tokens[k]))
                 links.append(_token_links(pair_links, source_tokens[k], target_tokens[k],
                                           unaligned) if same else [])
-        if pairs and not any(links):
-            raise ValueError(f"no word links for the {len(pairs):,} training pairs: every line "
-                             "is empty.")
         return cls(keys, links)
 
     def targets(self, source: tf.Tensor, target_in: tf.Tensor) -> tf.Tensor:
@@ -239,4 +251,4 @@ class GuidedAlignmentModel(keras.Model):
         return logits
 
 
-__all__ = ["AlignmentGuide", "GuidedAlignmentModel", "guided_loss_sums"]
+__all__ = ["AlignmentGuide", "GuidedAlignmentModel", "check_word_links", "guided_loss_sums"]
