@@ -47,7 +47,8 @@ backend (``KERAS_BACKEND=jax``) it refuses to start (exit code 2). On any backen
 with Keras's own ``model.compile(...)`` + ``model.fit(make_dataset(...))`` (docs/training.md).
 
 The run's flags are written to ``OUTPUT_DIR/flags.txt`` (an absl flag file):
-``bahdanau-train --flagfile=RUN/flags.txt --output_dir=OTHER`` trains the same configuration.
+``bahdanau-train --flagfile=RUN/flags.txt --output_dir=OTHER`` trains the same configuration,
+from any directory (its paths are absolute).
 
 Exit codes: 0 done, 2 usage error or bad input, 3 non-finite loss, 4 output directory in use,
 5 an I/O failure (a full disk: no partial checkpoint is left), 130 / 143 stopped by SIGINT /
