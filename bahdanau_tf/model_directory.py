@@ -188,6 +188,8 @@ def read_model_config(directory: str | os.PathLike) -> dict:
     directory = pretrained.resolve(directory)
     if is_keras_file(directory):
         return _keras_file_config(os.fspath(directory))
+    if not tf.io.gfile.exists(os.fspath(directory)):
+        raise FileNotFoundError(f"No such model directory: {os.fspath(directory)!r}.")
     path = os.path.join(directory, MODEL_CONFIG)
     if not tf.io.gfile.exists(path):
         raise FileNotFoundError(
@@ -514,6 +516,10 @@ def load_model_directory(directory: str | os.PathLike, which: str = "best",
     except ValueError as error:
         raise ValueError(f"{os.fspath(directory)!r} {error}") from None
     warnings = []  # said only once the model is loaded: a refusal is one line
+    if pretrained.is_compact(directory) and which == "averaged":  # not silently its one set
+        raise FileNotFoundError(f"{os.fspath(directory)!r} is a shipped model: its weights "
+                                f"({pretrained.WEIGHTS}) are one set, with no {AVERAGED}/ "
+                                "checkpoint; use another --checkpoint.")
     if pretrained.is_compact(directory):  # a shipped model: float16 weights, no checkpoint
         checkpoint = os.path.join(directory, pretrained.WEIGHTS)
         pretrained.load_weights(model, checkpoint)
@@ -667,7 +673,8 @@ def average_checkpoints(directory: str | os.PathLike, last: int, output: str | N
 
     Raises:
         ValueError: ``last`` exceeds the checkpoints kept, a checkpoint is damaged or holds
-            another model than ``model.json`` (or than the other checkpoints).
+            another model than ``model.json`` (or than the other checkpoints), or a shipped
+            model (no checkpoints).
         FileExistsError: ``output`` is not empty, or a trainer is writing into ``directory``.
         FileNotFoundError: not a model directory.
 
@@ -676,8 +683,11 @@ def average_checkpoints(directory: str | os.PathLike, last: int, output: str | N
         path = average_checkpoints("runs/small", last=5)
         translator = Translator.from_directory("runs/small", which="averaged")
     """
-    directory = os.fspath(directory)
+    directory = os.fspath(pretrained.resolve(directory))
     saved = check_model_directory(directory)
+    if pretrained.is_compact(directory):
+        raise ValueError(f"{directory!r} is a shipped model: one set of weights "
+                         f"({pretrained.WEIGHTS}), no training checkpoints to average.")
     if output is not None and tf.io.gfile.isdir(output) and tf.io.gfile.listdir(output):
         raise FileExistsError(f"{os.fspath(output)!r} is not empty: write the averaged model into a "
                               "new or empty directory.")

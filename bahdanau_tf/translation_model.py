@@ -101,14 +101,16 @@ class TranslationModel(keras.Model):
                 name without the class prefix (``"small"``): an untrained model; or the path
                 of a model directory (``save_to_preset``, ``bahdanau-train --output_dir``) or
                 of a ``.keras`` file: the trained model with its tokenizers attached
-                (`bahdanau_tf.model_directory.load_model_directory`, handed this class). A
-                registry name wins over a directory of the same name (write ``./small``).
+                (`bahdanau_tf.model_directory.load_model_directory`, handed this class); or a
+                shipped model's name (``"bible-en-es-small"``). A name wins over a directory
+                of the same name (write ``./small``): `is_model_path`'s rule.
             **overrides: constructor arguments, e.g. ``source_vocabulary_size=8000``; for a
                 path only ``dtype`` (e.g. ``"float32"`` for a model trained in mixed precision).
 
         Raises:
             ValueError: an unknown name, a path holding another class, or overrides of a
                 trained architecture.
+            FileNotFoundError: a path that does not exist ("No such model directory").
         """
         if f"{cls.preset_prefix}-{name}" not in PRESETS and is_model_path(name):
             return load_trained(name, overrides, model_class=cls)
@@ -255,11 +257,21 @@ class TranslationModel(keras.Model):
 
 
 def is_model_path(name) -> bool:
-    """True for a path to load (a directory, a ``.keras`` file), False for a registry name."""
+    """True for a trained model to load, False for an architecture preset's name: the one rule
+    of every ``from_preset`` (docs/translating.md, "Model names and paths").
+
+    A name is looked up first: an architecture preset's (or its alias) is False, a shipped
+    model's (`bahdanau_tf.pretrained`) True, whatever the current directory holds. Anything
+    else is a path (True) when it exists, is written as one (a ``/``, a leading ``.`` or
+    ``~``) or names a ``.keras`` file; a bare word that is none of these is False (an unknown
+    preset, named as such).
+    """
     name = os.fspath(name)
     if name in PRESETS or name in ALIASES:
         return False
-    return os.path.exists(name) or name.endswith(".keras") or name in pretrained.MODELS
+    written_as_path = (os.sep in name or (os.altsep and os.altsep in name)
+                       or name.startswith((".", "~")) or name.endswith(".keras"))
+    return name in pretrained.MODELS or written_as_path or os.path.exists(name)
 
 
 def load_trained(path, overrides, model_class=None):

@@ -91,6 +91,7 @@ from bahdanau_tf import (decoding, devices, lexicon, model_directory, pretrained
 from bahdanau_tf.decoding import portable
 from bahdanau_tf.decoding.batching import check_int
 from bahdanau_tf.special_tokens import END_TOKEN, PAD_ID, START_ID, UNK_ID
+from bahdanau_tf.translation_model import is_model_path
 
 DEFAULT_BEAM_SIZE = 5
 DEFAULT_LENGTH_PENALTY = 0.5  # GNMT alpha, see the module docstring
@@ -312,27 +313,32 @@ class Translator(tf.Module):
 
     @classmethod
     def from_preset(cls, name, dtype="auto", **kwargs) -> "Translator":
-        """The Translator of a model that ships with the package (`bahdanau_tf.pretrained`).
+        """The Translator of a model that ships with the package (`bahdanau_tf.pretrained`),
+        or of a trained model's path, by the rule of every ``from_preset``
+        (`bahdanau_tf.translation_model.is_model_path`).
 
         Args:
             name: str, a shipped model's name, e.g. ``"bible-en-es-small"``
-                (`bahdanau_tf.pretrained.names`).
+                (`bahdanau_tf.pretrained.names`), which wins over a directory of that name
+                (write ``./bible-en-es-small``); or a model directory or ``.keras`` file.
             dtype: as in `from_directory` (its weights are stored in float16, loaded in float32
                 on a CPU).
             **kwargs: `Translator` arguments (search, limits, batching, replace_unk, ...).
 
         Raises:
-            ValueError: not a shipped model's name.
+            ValueError: neither a shipped model's name nor a path (an architecture preset has
+                no trained weights to translate with).
+            FileNotFoundError: a path that does not exist.
 
         Example:
 
             translator = Translator.from_preset("bible-en-es-small")
             translator.translate("In the beginning God created the heavens and the earth.")
         """
-        if name not in pretrained.MODELS:
-            raise ValueError(f"{name!r} is not a shipped model; there are: "
-                             f"{', '.join(pretrained.names())}.")
-        return cls.from_directory(pretrained.path(name), dtype=dtype, **kwargs)
+        if not is_model_path(name):
+            raise ValueError(f"{name!r} is neither a shipped model ({', '.join(pretrained.names())}) "
+                             "nor a model directory or .keras file.")
+        return cls.from_directory(pretrained.resolve(name), dtype=dtype, **kwargs)
 
     @classmethod
     def from_model(cls, models, **kwargs) -> "Translator":
@@ -683,9 +689,11 @@ class Translator(tf.Module):
         check_int("batch_size", batch_size, 1)
         key = ("reference_attention",)
         if key not in self._cache.functions:
-            self._cache.functions[key] = tf.function(
-                self._reference_attention_graph, input_signature=[signatures.SENTENCES] * 2,
-                autograph=False)
+            # on another Keras backend the model's ops cannot run in a TensorFlow graph: eager
+            portable_backend = keras.backend.backend() != "tensorflow"
+            self._cache.functions[key] = self._reference_attention_graph if portable_backend else (
+                tf.function(self._reference_attention_graph,
+                            input_signature=[signatures.SENTENCES] * 2, autograph=False))
         function = self._cache.functions[key]
         results = []
         for start in range(0, len(sources), batch_size):
@@ -699,8 +707,13 @@ class Translator(tf.Module):
         target_ids = tf.cast(self.target_tokenizer.tokenize(targets), tf.int32)
         start = tf.RaggedTensor.from_tensor(tf.fill([target_ids.nrows(), 1], START_ID))
         target_input = tf.concat([start, target_ids], axis=1).to_tensor(default_value=PAD_ID)
-        attention = tf.add_n([tf.cast(m.attention_weights((source_ids, target_input)), tf.float32)
-                              for m in self.models]) / len(self.models)
+        if keras.backend.backend() == "tensorflow":
+            attention = tf.add_n([tf.cast(m.attention_weights((source_ids, target_input)), tf.float32)
+                                  for m in self.models]) / len(self.models)
+        else:  # eager (`reference_attention`): the backend's arrays in and out
+            inputs = (source_ids.numpy(), target_input.numpy())
+            attention = tf.constant(np.mean([keras.ops.convert_to_numpy(m.attention_weights(inputs))
+                                             .astype(np.float32) for m in self.models], axis=0))
         target_tokens = self.target_tokenizer.tokens(targets)
         target_end = tf.RaggedTensor.from_tensor(tf.fill([target_tokens.nrows(), 1], END_TOKEN))
         return {

@@ -18,6 +18,7 @@ import os
 import tempfile
 from collections.abc import Iterable, Sequence
 
+from bahdanau_tf.corpora import read_lines
 from bahdanau_tf.text import split_words
 
 Link = tuple[int, int]
@@ -61,14 +62,20 @@ def format_pharaoh(links: Iterable[Link]) -> str:
 
 
 def read_pharaoh(path: str) -> list[set[Link]]:
-    """The links of every line of a Pharaoh file (``ValueError`` names a bad line)."""
+    """The links of every line of a Pharaoh file, read by the package's line rule
+    (`bahdanau_tf.corpora.read_lines`: ``\n``, ``\r\n`` or ``\r`` line ends, a byte-order
+    mark dropped, a line that is not UTF-8 named).
+
+    Raises:
+        FileNotFoundError: no such file.
+        ValueError: a line that is not UTF-8 or not Pharaoh links, named.
+    """
     result = []
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            try:
-                result.append(parse_pharaoh(line))
-            except ValueError as error:
-                raise ValueError(f"{path}, line {number}: {error}") from None
+    for number, line in enumerate(read_lines(path), start=1):
+        try:
+            result.append(parse_pharaoh(line))
+        except ValueError as error:
+            raise ValueError(f"{path!r} line {number}: {error}") from None
     return result
 
 

@@ -11,7 +11,13 @@ pipe, with ``interactive`` off and on, in interleaved rounds; and a writer that 
 each of 5 lines. It prints the chunk sizes and the seconds per variant and writes
 ``benchmarks/results/translate_input.json`` with the date and the CPU.
 
+``--long_lines``: instead, the CPU seconds of reading one line of 8 and 32 MB (no line end
+before the last byte) through the same reader, against plain iteration over the file, in
+interleaved rounds (``benchmarks/results/translate_input_long_line.json``): the reader's time
+must grow linearly with the line's length.
+
     flock /work/locks/cpu.lock python benchmarks/translate_input.py
+    flock /work/locks/cpu.lock python benchmarks/translate_input.py --long_lines
 """
 
 import argparse
@@ -38,6 +44,19 @@ for chunk in line_chunks(path, 10000, interactive=interactive):
     time.sleep(ms * len(chunk) / 1000)
 print(json.dumps({"seconds": time.perf_counter() - start, "chunks": sizes}))
 """
+# one long line's CPU seconds: the command's reader, or plain iteration over the file
+LONG_LINE_CHILD = """
+import json, sys, time
+from bahdanau_tf.corpora import line_chunks
+path, reader = sys.argv[1], sys.argv[2]
+start = time.process_time()
+if reader == "line_chunks":
+    lengths = [len(line) for chunk in line_chunks(path, 10000, interactive=True) for line in chunk]
+else:
+    with open(path, "rb") as handle:
+        lengths = [len(line) for line in handle]
+print(json.dumps({"cpu_seconds": time.process_time() - start, "lengths": lengths}))
+"""
 PAUSING_WRITER = "import sys, time\nfor i in range(5):\n    print(f'line {i}', flush=True)\n    time.sleep(0.5)\n"
 
 
@@ -58,6 +77,36 @@ def _read(source, mode, interactive, ms):
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
+def _long_lines(rounds, output):
+    """``--long_lines``: CPU seconds of one 8 MB and one 32 MB line, reader against iteration."""
+    from bahdanau_tf import devices
+    from _machines import write_json
+
+    rows = []
+    with tempfile.TemporaryDirectory() as scratch:
+        for megabytes in (8, 32):
+            path = os.path.join(scratch, f"{megabytes}.txt")
+            with open(path, "wb") as handle:
+                handle.write(b"word " * (megabytes * 2**20 // 5))
+            seconds = {"line_chunks": [], "file iteration": []}
+            for _ in range(rounds):  # interleaved
+                for reader in seconds:
+                    result = subprocess.run([sys.executable, "-c", LONG_LINE_CHILD, path, reader],
+                                            env=dict(os.environ, PYTHONPATH=ROOT), check=True,
+                                            capture_output=True, text=True)
+                    run = json.loads(result.stdout.strip().splitlines()[-1])
+                    assert len(run["lengths"]) == 1, run["lengths"]
+                    seconds[reader].append(run["cpu_seconds"])
+            rows += [{"megabytes": megabytes, "reader": reader, "cpu_seconds": values}
+                     for reader, values in seconds.items()]
+    print(f"{'MB':>3} {'reader':<15} {'median CPU s':>12}")
+    for row in rows:
+        print(f"{row['megabytes']:>3} {row['reader']:<15} {statistics.median(row['cpu_seconds']):12.3f}")
+    write_json(output, {"benchmark": "translate_input --long_lines", "date": datetime.datetime.now(
+        datetime.timezone.utc).isoformat(), "machine": devices.benchmark_record(), "rounds": rounds,
+        "command": " ".join(sys.argv), "rows": rows})
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lines", type=int, default=10000)
@@ -65,7 +114,12 @@ def main():
     parser.add_argument("--ms_per_line", type=float, default=1.0)
     parser.add_argument("--output", default=os.path.join(ROOT, "benchmarks", "results",
                                                          "translate_input.json"))
+    parser.add_argument("--long_lines", action="store_true",
+                        help="time one 8 MB and one 32 MB line instead (CPU seconds)")
     args = parser.parse_args()
+    if args.long_lines:
+        return _long_lines(args.rounds, os.path.join(ROOT, "benchmarks", "results",
+                                                     "translate_input_long_line.json"))
     from bahdanau_tf import corpora, devices
     from _machines import write_json
 

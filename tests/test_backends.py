@@ -109,6 +109,10 @@ for beam_size, nbest in settings["searches"]:
     translated[f"{beam_size}/{nbest}"] = {"translations": out.translations,
                                           "scores": np.asarray(out.scores).tolist(),
                                           "attention": [a.attention.tolist() for a in out.alignments]}
+# the teacher-forced attention of given translations (--alignments, bahdanau-evaluate's AER)
+references = translator.reference_attention([s for s, _ in settings["pairs"][:4]],
+                                            [t for _, t in settings["pairs"][:4]], batch_size=3)
+translated["reference_attention"] = [a.attention.tolist() for a in references]
 
 # fit: the README's Keras block, at toy size, one batch shape (one compilation)
 model = keras.saving.load_model(os.path.join(work, "tf_rnnsearch.keras"))
@@ -252,6 +256,17 @@ def test_translations_equal_across_backends(backends):
             np.testing.assert_allclose(np.reshape(attention, [-1, width]), alignment.attention, rtol=0, atol=1e-5)
     greedy = translated["1/1"]["translations"]
     assert len(set(greedy)) > 3 and max(len(t.split()) for t in greedy) > 2  # not degenerate
+
+
+def test_reference_attention_equal_across_backends(backends):
+    """`Translator.reference_attention` (``bahdanau-translate --alignments``, the AER of
+    ``bahdanau-evaluate``) runs on JAX and gives TensorFlow's attention."""
+    translator = Translator.from_model(keras.saving.load_model(str(backends["work"] / "tf_rnnsearch.keras")))
+    expected = translator.reference_attention([s for s, _ in PAIRS[:4]], [t for _, t in PAIRS[:4]])
+    jax = backends["report"]["translated"]["reference_attention"]
+    assert len(jax) == len(expected) == 4
+    for attention, alignment in zip(jax, expected):
+        np.testing.assert_allclose(attention, alignment.attention, rtol=0, atol=1e-5)
 
 
 def test_bahdanau_train_refuses_another_backend_in_one_line(backends):

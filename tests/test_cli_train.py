@@ -364,6 +364,25 @@ def test_trains_with_the_vocabularies_bahdanau_data_built(tmp_path):
     assert loaded.model.source_vocabulary_size == loaded.model.target_vocabulary_size == 250
 
 
+def test_the_flags_file_holds_absolute_paths_to_be_replayed_from_anywhere(tmp_path):
+    """flags.txt names the run's files as absolute paths, so that ``--flagfile=RUN/flags.txt``
+    reads the same files from another directory; an unset flag is not written."""
+    script = ("import sys\nfrom absl import flags\nfrom bahdanau_tf.cli import train\n"
+              "flags.FLAGS(sys.argv)\ntrain.write_flags_file(flags.FLAGS.output_dir)\n")
+    (tmp_path / "run").mkdir()
+    arguments = ["--tsv=data/train.tsv", "--output_dir=run", "--guided_alignment=../train.links",
+                 "--vocabulary_dir=vocabulary", "--preset=tiny", "--seed=7"]
+    result = subprocess.run([sys.executable, "-c", script, *arguments], cwd=tmp_path, capture_output=True,
+                            text=True, timeout=300, env=env_without_tensorflow_logging())
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = (tmp_path / "run" / "flags.txt").read_text().splitlines()
+    for line in (f"--tsv={tmp_path / 'data' / 'train.tsv'}", f"--output_dir={tmp_path / 'run'}",
+                 f"--guided_alignment={tmp_path.parent / 'train.links'}",
+                 f"--vocabulary_dir={tmp_path / 'vocabulary'}", "--preset=tiny", "--seed=7"):
+        assert line in lines, (line, lines)
+    assert not [line for line in lines if line.startswith("--guided_alignment_unaligned")]
+
+
 def test_the_flags_file_repeats_the_run_and_no_lock_is_left(tmp_path):
     """RUN/flags.txt is an absl flag file: --flagfile=RUN/flags.txt --output_dir=OTHER trains the
     same configuration, to the same weights (same seed, same data order, no XLA)."""

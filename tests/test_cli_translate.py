@@ -205,3 +205,40 @@ def test_progress_goes_to_stderr_with_the_flag_and_nowhere_without(model_dir, tm
     assert lines and lines[-1].startswith(f"bahdanau-translate: {len(LINES) * 30:,} / "
                                           f"{len(LINES) * 30:,} sentences  "), shown.stderr
     assert " sentences/s  ETA 0:00  (" in lines[-1], shown.stderr
+
+
+# === The progress line (bahdanau_tf.cli.progress: no flags defined at import) ===
+
+
+@pytest.mark.parametrize("content", [b"a\rb\rc\r", b"a\r\nb\nc", b"", b"a\r", b"\n\n", b"\r\r\n\r",
+                                     b"x" * (2**20 - 1) + b"\r\nlast\r", b"x" * (2**20 - 1) + b"\r\r"])
+def test_the_progress_total_counts_the_lines_the_reader_reads(tmp_path, content):
+    """The total of ``3 / 3 sentences``: a carriage return ends a line there as in the reader,
+    also a CR LF cut between the counter's 1 MiB blocks."""
+    from bahdanau_tf import corpora
+    from bahdanau_tf.cli import progress
+
+    path = tmp_path / "input.txt"
+    path.write_bytes(content)
+    assert progress.line_count(str(path)) == len(corpora.read_lines(str(path)))
+
+
+def test_the_last_progress_line_is_printed_once():
+    import io
+
+    from bahdanau_tf.cli import progress
+
+    stream = io.StringIO()
+    line = progress.Progress("bahdanau-translate", total=3, enabled=True, stream=stream)
+    line.add(3)  # the first batch shows its line at once; it is also the last
+    line.close()
+    shown = stream.getvalue().splitlines()
+    assert len(shown) == 1 and shown[0].startswith("bahdanau-translate: 3 / 3 sentences"), shown
+    stream = io.StringIO()
+    line = progress.Progress("bahdanau-translate", total=3, enabled=True, stream=stream)
+    line.add(1)
+    line.add(2)  # within 10 s of the first line: not shown until the end
+    line.close()
+    shown = stream.getvalue().splitlines()
+    assert [text.split(" sentences")[0] for text in shown] == ["bahdanau-translate: 1 / 3",
+                                                               "bahdanau-translate: 3 / 3"]

@@ -8,6 +8,7 @@ import tensorflow as tf
 
 from bahdanau_tf import corpora, data
 from bahdanau_tf.corpora import CorpusError, CorpusFiles, load_parallel_files, load_tsv
+from bahdanau_tf.corpora.waiting_lines import WaitingLines
 
 # every line rule at once: CRLF, a lone CR, a BOM, a blank line, U+2028 inside a sentence
 HOSTILE_TSV = (b"\xef\xbb\xbfHello.\tHola.\r\nGood morning\tBuenos d\xc3\xadas\rYes\tS\xc3\xad\n"
@@ -133,6 +134,43 @@ def test_read_lines_streams_standard_input_by_the_same_rule(monkeypatch):
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"ok\n\xff\n")))
     with pytest.raises(CorpusError, match="^standard input line 2 is not valid UTF-8"):
         corpora.read_lines(None)
+
+
+@pytest.mark.parametrize("block", [1, 2, 3, 5, 64, 1 << 16])
+def test_waiting_lines_end_lines_by_the_package_rule_whatever_the_blocks(block):
+    """``\n``, ``\r\n`` (also cut between two reads) and a lone ``\r`` each end one line; a
+    line longer than many blocks comes whole; the last line needs no end."""
+    import io
+
+    data = b"a\r\nb\rc\n" + b"x" * 1000 + b"\r\n\r\r\nlast"
+    lines = list(WaitingLines(io.BufferedReader(io.BytesIO(data)), block=block))
+    assert [line.rstrip(b"\r\n") for line in lines] == [b"a", b"b", b"c", b"x" * 1000, b"", b"",
+                                                          b"last"]
+
+
+def test_a_line_ended_by_a_carriage_return_is_answered_while_the_pipe_stays_open(monkeypatch):
+    """bahdanau-translate's reader (``line_chunks(interactive=True)`` on standard input): a
+    writer that pauses after ``one\r`` gets the line before it writes more or closes."""
+    import io
+    import os
+    import sys
+    import threading
+
+    read_end, write_end = os.pipe()
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(os.fdopen(read_end, "rb")))
+    chunks = corpora.line_chunks(None, size=100, interactive=True)
+    first = []
+    reader = threading.Thread(target=lambda: first.append(next(chunks)), daemon=True)
+    try:
+        os.write(write_end, b"one\r")
+        reader.start()
+        reader.join(30)  # a deadline, not a timing: the line comes at once or never
+        assert first == [["one"]], "no chunk while the pipe stays open"
+        os.write(write_end, b"\ntwo\r\nthree")  # the \n of "one"'s \r\n: no empty line
+    finally:
+        os.close(write_end)
+        reader.join(30)
+    assert [line for chunk in chunks for line in chunk] == ["two", "three"]
 
 
 # === TFDS as a stream ===

@@ -91,6 +91,30 @@ def test_a_row_of_another_text_and_a_filled_row_get_no_target():
     assert targets.numpy()[0].sum() == first and not targets.numpy()[1:].any()
 
 
+def test_links_that_do_not_match_their_pairs_are_refused_naming_the_line():
+    """A file shifted by a line, 1-based, or of other pairs would lose every link naming a word
+    its pair lacks (and train unguided when it lost them all): refused, by line, before the
+    guide is built; the links that fit are all kept."""
+    source, target = copy_tokenizers()
+    pairs = [("s1 s2 s3", "t1 t2 t3"), ("s4", "t4"), ("s5 s6", "t5 t6")]
+    right = [diagonal(p) for p in pairs]
+    guide = training.AlignmentGuide.build(pairs, right, source, target)
+    assert guide.links == sum(len(links) for links in right)  # every link kept
+    refused = {
+        "line 2 links 1-1, but training pair 2 has 1 source and 1 target words": [set()] + right,
+        "line 1 links 3-3, but training pair 1 has 3 source": [{(i + 1, i + 1) for i, _ in links}
+                                                               for links in right],
+        "line 3 links 0-9, but training pair 3 has 2 source and 2 target words":
+            right[:2] + [{(0, 0), (0, 9)}],
+        "no word links for the 3 training pairs": [set()] * 3,
+    }
+    for message, links in refused.items():
+        with pytest.raises(ValueError, match=message):
+            training.check_word_links(pairs, links)
+        with pytest.raises(ValueError, match=message):
+            training.AlignmentGuide.build(pairs, links, source, target)
+
+
 def test_guided_loss_against_numpy():
     rng = np.random.default_rng(3)
     logits = rng.normal(size=(2, 3, 5))

@@ -11,16 +11,26 @@ import errno
 import json
 import os
 import re
+import shutil
 import subprocess
+import sys
 
+import numpy as np
 import pytest
 
-from bahdanau_tf import lexicon, model_directory
+from bahdanau_tf import lexicon, model_directory, pretrained
 from bahdanau_tf.models import RNNEncDec
 from helpers import random_model, run_commands, save_model_dir, toy_tokenizers, training_run
 
 # every test here starts a Python process (or uses a module fixture that does)
 pytestmark = pytest.mark.subprocess
+
+# the training flags of the guided alignment rows (the corpus: {pairs_tsv})
+GUIDED = ["--tsv={pairs_tsv}", "--preset=tiny", "--tokenizer=word", "--vocabulary_size=100",
+          "--max_steps=1", "--max_minutes=0"]
+# {pairs_tsv}'s pairs: word i translates word i
+GUIDED_PAIRS = [("a dog and a cat ran to the house", "un perro y un gato corrieron a la casa"),
+                ("the cat", "el gato"), ("the dog ran", "el perro corrió"), ("a house", "una casa")]
 
 # (name, command, arguments, stdin, exit code, a phrase the one-line error must hold)
 # {model}, {damaged}, {tmp}, {three_columns}, {bad_utf8}, ... are filled in per run ({encdec}: a
@@ -138,6 +148,46 @@ CASES = [
     ("export: more candidates per word than the lexicon has", "export",
      ["--model_dir={lexicon}", "--candidate_lists", "--candidate_per_word=3",
       "--export_dir={tmp}/export3"], "", 2, "exceeds the 2 translations per token"),
+    # a flag file is UTF-8 text: the file and the line
+    ("train: a flag file that is not UTF-8", "train", ["--flagfile={latin1_flags}"], "", 2,
+     "latin1_flags.txt' line 2 is not valid UTF-8"),
+    # guided alignment: a links file that does not match its pairs is refused before any work
+    # ({pairs_tsv}: 4 pairs of 9, 2, 3 and 2 words a side)
+    *[(f"train: guided alignment, {name} links", "train",
+       [*GUIDED, f"--guided_alignment={{tmp}}/{name}.links", f"--output_dir={{tmp}}/g_{name}"], "",
+       2, phrase) for name, phrase in (
+          ("shifted", "line 2 links 2-2, but training pair 2 has 2 source and 2 target words"),
+          ("one_based", "line 1 links 9-9, but training pair 1 has 9 source and 9 target words"),
+          ("out_of_range", "line 1 links 50-50, but training pair 1 has 9 source"),
+          ("empty", "no word links for the 4 training pairs"),
+          ("one_too_many", "has 5 lines, the training corpus 4 pairs"))],
+    # a flag that does nothing where it is given is refused, not ignored
+    ("train: guided alignment weight without links", "train",
+     ["--guided_alignment_weight=0.5", "--output_dir={tmp}/g_weight"], "", 2,
+     "--guided_alignment_weight does nothing without --guided_alignment=FILE"),
+    ("train: guided alignment unaligned without links", "train",
+     ["--guided_alignment_unaligned=end", "--output_dir={tmp}/g_unaligned"], "", 2,
+     "--guided_alignment_unaligned does nothing without --guided_alignment=FILE"),
+    ("train: a guided run resumed without its links", "train",
+     ["--output_dir={guided_run}", "--preset=tiny", "--max_steps=1", "--max_minutes=0"], "", 2,
+     "was trained with --guided_alignment="),
+    ("data: --alignment_file without align", "data", ["--alignment_file={tmp}/train.links"], "", 2,
+     "--alignment_file does nothing without `align`"),
+    ("data: --symmetrization without align", "data", ["--symmetrization=union"], "", 2,
+     "--symmetrization does nothing without `align`"),
+    ("data: --json with align", "data", ["align", "--json"], "", 2, "--json does nothing with `align`"),
+    ("translate: --checkpoint=averaged on the shipped model", "translate",
+     ["--model_dir=bible-en-es-small", "--checkpoint=averaged"], "a\n", 2,
+     "is a shipped model: its weights (weights.npz) are one set, with no averaged/ checkpoint"),
+    ("average: the shipped model", "average", ["--model_dir=bible-en-es-small", "--last=1"], "", 2,
+     "is a shipped model: one set of weights (weights.npz), no training checkpoints to average"),
+    # refused by model.json, before the loading's fallback warning (no best/ checkpoint)
+    ("translate: --alignments without attention", "translate", ["--model_dir={encdec}",
+                                                                "--alignments"], "a\n", 2,
+     "--alignments needs models with attention (RNNsearch)"),
+    # a copy of the shipped model whose weights.npz is damaged
+    *[(f"translate: {name} weights.npz", "translate", [f"--model_dir={{{name}_weights}}"], "a\n", 2,
+       "weights.npz' is damaged") for name in ("empty", "truncated", "random")],
 ]
 
 
@@ -207,12 +257,41 @@ def paths(tmp_path_factory):
     three_columns.write_bytes(b"the cat\tel gato\rthe dog\tel perro\tstray\r")  # CR-only line ends
     bad_utf8 = tmp / "bad.txt"
     bad_utf8.write_bytes(b"the cat\n\xff bad\n")
+    (tmp / "latin1_flags.txt").write_bytes(b"--preset=tiny\n--output_dir=caf\xe9\n")
+    _guided_alignment_files(tmp)
+    guided_run = training_run(tmp / "guided_run", steps=(1,))
+    saved = json.loads((tmp / "guided_run" / "model.json").read_text())
+    saved["settings"]["guided_alignment"] = str(tmp / "right.links")
+    (tmp / "guided_run" / "model.json").write_text(json.dumps(saved))
+    for name, damage in (("empty", lambda data: b""), ("truncated", lambda data: data[:len(data) // 2]),
+                         ("random", lambda data: np.random.default_rng(0).bytes(len(data)))):
+        shutil.copytree(pretrained.path("bible-en-es-small"), tmp / f"{name}_weights")
+        weights = tmp / f"{name}_weights" / pretrained.WEIGHTS
+        weights.write_bytes(damage(weights.read_bytes()))
     return {"tmp": str(tmp), "model": model, "damaged": damaged, "encdec": encdec,
             **{name: str(tmp / name) for name in ("zeroed", "truncated", "flipped", "cut_config",
                                                   "empty_config", "newer_format", "preset", "run",
                                                   "run_damaged", "lexicon", "bad_lexicon",
                                                   "reshaped", "no_checkpoint_files")},
-            "three_columns": str(three_columns), "bad_utf8": str(bad_utf8)}
+            "three_columns": str(three_columns), "bad_utf8": str(bad_utf8),
+            "latin1_flags": str(tmp / "latin1_flags.txt"), "pairs_tsv": str(tmp / "pairs.tsv"),
+            "guided_run": guided_run,
+            **{f"{name}_weights": str(tmp / f"{name}_weights") for name in ("empty", "truncated",
+                                                                          "random")}}
+
+
+def _guided_alignment_files(tmp):
+    """``pairs.tsv`` (`GUIDED_PAIRS`), its diagonal links (``right.links``), and links files
+    that do not match it: a line too many first, 1-based, out of every range, all empty, a
+    line too many last."""
+    (tmp / "pairs.tsv").write_text("".join(f"{s}\t{t}\n" for s, t in GUIDED_PAIRS), encoding="utf-8")
+    right = ["".join(f" {i}-{i}" for i in range(len(s.split()))).strip() for s, _ in GUIDED_PAIRS]
+    files = {"right": right, "shifted": ["0-0"] + right, "one_too_many": right + ["0-0"],
+             "one_based": [" ".join(f"{i + 1}-{i + 1}" for i in range(len(s.split())))
+                           for s, _ in GUIDED_PAIRS],
+             "out_of_range": ["50-50"] * len(GUIDED_PAIRS), "empty": [""] * len(GUIDED_PAIRS)}
+    for name, lines in files.items():
+        (tmp / f"{name}.links").write_text("".join(line + "\n" for line in lines))
 
 
 def _run(rows, paths):
@@ -336,3 +415,23 @@ def test_a_full_disk_is_one_line_exit_5_and_leaves_nothing_partial(paths, full_d
 
     loaded = model_directory.load_model_directory(str(disk["train"] / "run"), which="latest")
     assert loaded.checkpoint.endswith("ckpt-1")  # (the failed save was of update 2)
+# === An environment Keras cannot load ===
+
+@pytest.mark.subprocess
+def test_a_keras_backend_that_cannot_load_is_one_line_before_any_import(tmp_path):
+    """``KERAS_BACKEND=nonsense`` (or a backend whose package is not installed) fails Keras's
+    import, from whichever module imports Keras first: one line and exit code 2 instead."""
+    import importlib.util
+
+    cases = {"nonsense": "KERAS_BACKEND='nonsense' is not a Keras backend; use one of "}
+    if importlib.util.find_spec("torch") is None:
+        cases["torch"] = "KERAS_BACKEND='torch', but torch is not installed"
+    for backend, phrase in cases.items():
+        for command in ("translate", "train"):
+            result = subprocess.run([sys.executable, "-m", f"bahdanau_tf.cli.{command}"],
+                                    env=dict(os.environ, KERAS_BACKEND=backend), cwd=tmp_path,
+                                    capture_output=True, text=True, timeout=300)
+            lines = result.stderr.splitlines()
+            assert result.returncode == 2 and len(lines) == 1, (backend, command, result.stderr[-2000:])
+            assert lines[0].startswith(f"bahdanau-{command}: error: {phrase}"), lines
+    assert os.listdir(tmp_path) == []

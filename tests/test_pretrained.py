@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 from bahdanau_tf import model_directory, pretrained
-from bahdanau_tf.models import RNNSearch
+from bahdanau_tf.models import RNNSearch, model_from_preset
 from bahdanau_tf.translator import Translator
+from helpers import random_model, save_model_dir, toy_tokenizers
 
 NAME = "bible-en-es-small"
 VERSE = "In the beginning God created the heavens and the earth."
@@ -60,8 +61,8 @@ def test_translates_the_test_verse(model, tmp_path):
     by_preset = Translator.from_preset(NAME).translate(list(EXPECTED))
     assert by_preset.translations == by_directory.translations == list(EXPECTED.values())
     np.testing.assert_array_equal(by_preset.scores, by_directory.scores)
-    with pytest.raises(ValueError, match="not a shipped model.*bible-en-es-small"):
-        Translator.from_preset(str(tmp_path))  # a directory is from_directory's
+    with pytest.raises(ValueError, match="neither a shipped model.*bible-en-es-small"):
+        Translator.from_preset("small")  # an architecture preset: no trained weights
 
 
 @pytest.mark.subprocess
@@ -75,8 +76,45 @@ def test_the_command_line_prints_the_translation_and_nothing_else(tmp_path):
     assert result.stderr == ""
 
 
-def test_a_path_wins_over_a_name(tmp_path, monkeypatch):
-    assert pretrained.resolve(NAME) == pretrained.path(NAME)
-    (tmp_path / NAME).mkdir()
+def test_a_name_wins_over_a_directory_of_that_name_in_every_from_preset(tmp_path, monkeypatch, model):
+    """docs/translating.md, "Model names and paths": the shipped model's name means the shipped
+    model in every from_preset (and --model_dir), whatever the current directory holds;
+    ``./NAME`` is the directory."""
+    save_model_dir(tmp_path / NAME, random_model(seed=1), *toy_tokenizers())
     monkeypatch.chdir(tmp_path)
-    assert pretrained.resolve(NAME) == NAME
+    assert pretrained.resolve(NAME) == pretrained.path(NAME)
+    assert pretrained.resolve(f"./{NAME}") == f"./{NAME}"
+    shipped, toy = model.target_vocabulary_size, 16
+    assert shipped != toy
+    loaders = {"RNNSearch.from_preset": RNNSearch.from_preset, "model_from_preset": model_from_preset,
+               "Translator.from_preset": lambda name: Translator.from_preset(name).models[0]}
+    for name, load in loaders.items():
+        assert load(NAME).target_vocabulary_size == shipped, name
+        assert load(f"./{NAME}").target_vocabulary_size == toy, name
+
+
+def test_a_path_that_does_not_exist_is_no_such_model_directory(tmp_path):
+    missing = str(tmp_path / "no" / "such" / "dir")
+    for load in (RNNSearch.from_preset, model_from_preset, Translator.from_preset):
+        with pytest.raises(FileNotFoundError, match="No such model directory: '.*no/such/dir'"):
+            load(missing)
+    with pytest.raises(ValueError, match="Unknown preset 'huge'"):  # a bare word: a name
+        RNNSearch.from_preset("huge")
+
+
+def test_a_damaged_weights_file_is_one_named_error(tmp_path, model):
+    """Empty, cut short, bytes flipped, not an archive: "damaged", never numpy's advice to
+    unpickle it or a zipfile traceback."""
+    whole = open(os.path.join(pretrained.path(NAME), pretrained.WEIGHTS), "rb").read()
+    flipped = bytearray(whole)
+    flipped[len(whole) // 2] ^= 0xFF
+    contents = {"empty": b"", "truncated": whole[:len(whole) // 2], "flipped": bytes(flipped),
+                "random": np.random.default_rng(0).bytes(4096), "serialized": b"\x80\x04K\x01."}
+    before = [v.numpy().copy() for v in model.weights]
+    for name, content in contents.items():
+        (tmp_path / f"{name}.npz").write_bytes(content)
+        with pytest.raises(ValueError, match=rf"{name}.npz' is damaged") as raised:
+            pretrained.load_weights(model, str(tmp_path / f"{name}.npz"))
+        assert "pickle" not in str(raised.value), name
+    for value, variable in zip(before, model.weights):  # nothing was half assigned
+        np.testing.assert_array_equal(value, variable.numpy())

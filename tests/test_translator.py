@@ -338,8 +338,10 @@ def test_from_directory_restores_the_same_translator(translator, tmp_path):
     tf.train.Checkpoint(model=model).save(str(tmp_path / "checkpoints" / "ckpt"))
     loaded = Translator.from_directory(str(tmp_path), search=beam(4))
     assert loaded.translate(SENTENCES).translations == translator.translate(SENTENCES).translations
-    with pytest.raises(FileNotFoundError, match="model.json"):
+    with pytest.raises(FileNotFoundError, match="No such model directory: '.*missing'"):
         Translator.from_directory(str(tmp_path / "missing"))
+    with pytest.raises(FileNotFoundError, match="model.json"):  # a directory, but not a model's
+        Translator.from_directory(str(tmp_path / "checkpoints"))
 
 
 def test_a_model_trained_in_bfloat16_translates_in_float32_on_a_cpu(tmp_path):

@@ -26,6 +26,17 @@ def test_pharaoh_round_trip_and_bad_fields(tmp_path):
         word_alignment.read_pharaoh(str(path))
 
 
+def test_a_links_file_is_read_by_the_package_line_rule(tmp_path):
+    """A byte-order mark, CR LF and lone CR line ends are read as every other input; bytes that
+    are not UTF-8 are one error naming the file and the line."""
+    path = tmp_path / "windows.links"
+    path.write_bytes(b"\xef\xbb\xbf0-0 1-1\r\n\r\n2-1\r0-0")
+    assert word_alignment.read_pharaoh(str(path)) == [{(0, 0), (1, 1)}, set(), {(2, 1)}, {(0, 0)}]
+    path.write_bytes(b"0-0\n1-1 \xe9\n")
+    with pytest.raises(ValueError, match="windows.links' line 2 is not valid UTF-8"):
+        word_alignment.read_pharaoh(str(path))
+
+
 def _grow_diag_final_and_reference(forward, reverse):
     """Koehn's pseudo-code (GROW-DIAG-FINAL-AND), written out once more: for comparison."""
     union, alignment = forward | reverse, set(forward & reverse)

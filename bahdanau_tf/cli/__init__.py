@@ -10,12 +10,42 @@ absl's C++ log is initialised (which no level silences), are captured and droppe
 if the import fails. Python warnings go through absl's handler only, once each. To see all of
 TensorFlow's lines, pass ``--verbosity=0`` (or any ``--verbosity``/``-v``) or set
 ``TF_CPP_MIN_LOG_LEVEL=0``; a ``TF_CPP_MIN_LOG_LEVEL`` set in the environment is kept.
+A ``KERAS_BACKEND`` that Keras cannot load (not a backend's name, or its package not installed)
+is one line and exit code 2, before anything is imported (`keras_backend_error`).
 """
 
+import importlib.util
 import os
 import sys
 
 from bahdanau_tf.quiet import quiet_tensorflow
+
+#: Keras's backends (``KERAS_BACKEND``) and the package each one imports
+KERAS_BACKENDS = {"tensorflow": "tensorflow", "jax": "jax", "torch": "torch", "numpy": "numpy",
+                  "openvino": "openvino"}
+
+
+def program_name() -> str:
+    """The command's name: ``bahdanau-train`` also when run as ``python -m bahdanau_tf.cli.train``."""
+    name = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "bahdanau"
+    if name == "-m" and "-m" in sys.orig_argv[:-1]:  # while ``python -m`` imports the package
+        name = sys.orig_argv[sys.orig_argv.index("-m") + 1].rsplit(".", 1)[-1] + ".py"
+    return f"bahdanau-{name[:-3]}" if name.endswith(".py") else name
+
+
+def keras_backend_error(environ=os.environ):
+    """Why ``KERAS_BACKEND`` cannot be loaded (not a Keras backend, or its package is not
+    installed), or None: Keras raises it at import, from whatever imports Keras first."""
+    name = environ.get("KERAS_BACKEND")
+    if name is None:
+        return None
+    if name not in KERAS_BACKENDS:
+        return (f"KERAS_BACKEND={name!r} is not a Keras backend; use one of "
+                f"{', '.join(KERAS_BACKENDS)}, or unset it (TensorFlow).")
+    if importlib.util.find_spec(KERAS_BACKENDS[name]) is None:
+        return (f"KERAS_BACKEND={name!r}, but {KERAS_BACKENDS[name]} is not installed: install "
+                "it, or unset KERAS_BACKEND (TensorFlow).")
+    return None
 
 
 def _verbosity_requested(argv) -> bool:
@@ -26,4 +56,7 @@ def _verbosity_requested(argv) -> bool:
     return any(arg in names or arg.startswith(tuple(n + "=" for n in names)) for arg in argv[1:])
 
 
+if keras_backend_error() is not None:  # a usage error (README, "Command lines"), before any import
+    print(f"{program_name()}: error: {keras_backend_error()}", file=sys.stderr)
+    sys.exit(2)
 quiet_tensorflow(verbose=_verbosity_requested(sys.argv))

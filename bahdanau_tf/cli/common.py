@@ -30,6 +30,7 @@ import sys
 from absl import app, flags, logging
 
 from bahdanau_tf import files
+from bahdanau_tf.cli import program_name  # noqa: F401  (the commands' name, common.program_name)
 
 FLAGS = flags.FLAGS
 
@@ -165,7 +166,7 @@ def unk_options(dictionary_alone=False):
     checked before any model is loaded. ``dictionary_alone``: a dictionary without
     ``--replace_unk`` is fine (export: the ``translate_replace_unk`` signature uses it)."""
     if FLAGS.replace_unk:
-        _require_attention(FLAGS.model_dir or [])
+        require_attention(FLAGS.model_dir or [], "--replace_unk and --unk_dictionary need")
     if FLAGS.unk_dictionary is None:
         return {"replace_unk": FLAGS.replace_unk}
     if not FLAGS.replace_unk and not dictionary_alone:
@@ -180,9 +181,10 @@ def unk_options(dictionary_alone=False):
     return {"replace_unk": FLAGS.replace_unk, "unk_dictionary": dictionary}
 
 
-def _require_attention(model_dirs):
-    """Refuses ``--replace_unk`` before loading a model without attention (RNNencdec, Seq2Seq)
-    by its model.json (a damaged one is named later, by the loader)."""
+def require_attention(model_dirs, needs):
+    """Refuses a flag that ``needs`` attention (``"--alignments needs"``) before loading a
+    model without it (RNNencdec, Seq2Seq), by its model.json (a damaged one is named later, by
+    the loader): one line, and nothing the loading would print before it."""
     from bahdanau_tf import model_directory, models  # noqa: F401  (models registers the classes)
 
     for directory in model_dirs:
@@ -192,8 +194,8 @@ def _require_attention(model_dirs):
         except (OSError, ValueError, KeyError, AttributeError):
             continue
         if not attention:
-            raise UserError(f"--replace_unk and --unk_dictionary need models with attention "
-                            f"(RNNsearch): {directory!r} holds a {class_name}.")
+            raise UserError(f"{needs} models with attention (RNNsearch): {directory!r} holds "
+                            f"a {class_name}.")
 
 
 def define_candidate_flags():
@@ -296,12 +298,6 @@ def _io_message(error):
     return f"{error.filename!r}: {cause}" if error.filename else cause
 
 
-def program_name():
-    """The command's name: ``bahdanau-train`` also when run as ``python -m bahdanau_tf.cli.train``."""
-    name = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "bahdanau"
-    return f"bahdanau-{name[:-3]}" if name.endswith(".py") else name
-
-
 def _print_help(doc, module_names):
     print((doc or "").strip() + "\n")
     for module_name in module_names:
@@ -311,9 +307,38 @@ def _print_help(doc, module_names):
     print("\nMore: --helpfull (every flag, absl's and TensorFlow's included).")
 
 
+def _flag_file_paths(arguments):
+    """The files of the ``--flagfile=FILE`` arguments among ``arguments`` (absl's spellings)."""
+    for argument in arguments:
+        name, equals, path = argument.strip().partition("=")
+        if equals and name in ("--flagfile", "-flagfile") and path:
+            yield path
+
+
+def _check_flag_files(arguments, seen=None):
+    """Refuses a flag file (nested ones too) that is not UTF-8, naming the file and the line:
+    absl reads it as text, and its UnicodeDecodeError is not a flag error."""
+    seen = set() if seen is None else seen
+    for path in _flag_file_paths(arguments):
+        if path in seen or not os.path.isfile(path):
+            continue  # absl names a missing file, and skips a circular one
+        seen.add(path)
+        with open(path, "rb") as handle:
+            lines = handle.read().splitlines()
+        for number, line in enumerate(lines, start=1):
+            try:
+                line.decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise flags.Error(f"--flagfile={path!r} line {number} is not valid UTF-8 "
+                                  f"({error.reason} at byte {error.start}); a flag file is "
+                                  "UTF-8 text.") from None
+        _check_flag_files([line.decode("utf-8") for line in lines], seen)
+
+
 def _parse_flags(argv):
     """absl's flag parsing, with one line and exit code 2 for a bad flag (absl exits 1)."""
     try:
+        _check_flag_files(argv[1:])
         return FLAGS(argv)
     except flags.Error as error:
         print(f"{program_name()}: error: {error}", file=sys.stderr)

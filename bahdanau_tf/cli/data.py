@@ -166,8 +166,20 @@ def align():
             handle.write(text_out)
 
 
+def _check_flags_of(command):
+    """Refuses the flags that do nothing for ``command`` (``"align"`` or None: statistics)."""
+    unused = (("vocabulary_dir", "json", "tokenizer", "vocabulary_size", "vocabulary_sentences")
+              if command == "align" else ("alignment_file", "symmetrization"))
+    given = [f"--{name}" for name in unused if FLAGS[name].present]
+    if given:
+        where = "with `align`" if command == "align" else "without `align` (bahdanau-data align ...)"
+        raise common.UserError(f"{', '.join(given)} does nothing {where}: leave it out.")
+
+
 def main(argv):
-    if argv[1:] == ["align"]:
+    command = argv[1] if len(argv) > 1 else None
+    _check_flags_of(command)
+    if command == "align":
         return align()
     if FLAGS.vocabulary_dir:  # refused before the pass over the corpus, not after it
         common.check_writable_dir(FLAGS.vocabulary_dir, "vocabulary_dir")

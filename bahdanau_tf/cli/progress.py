@@ -11,6 +11,7 @@ The translator is wrapped (`ProgressTranslator`): each ``translate`` call tells 
 each of its batches as it is done (``Translator.translate``'s ``verbose``).
 """
 
+import os
 import sys
 import time
 
@@ -24,6 +25,20 @@ def define_progress_flag():
         flags.DEFINE_bool("progress", None, "Show progress on stderr (sentences done / total, "
                           "sentences/s, ETA); default: only when stderr is a terminal. "
                           "--noprogress never shows it.")
+
+
+def line_count(path):
+    """The number of lines of an uncompressed file (the progress total), by the line reader's
+    rule (a line feed, CR LF and a lone carriage return each end a line); None for stdin or .gz."""
+    if not path or path == "-" or path.endswith(".gz") or not os.path.isfile(path):
+        return None
+    count, last = 0, b"\n"
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            count += block.count(b"\n") + block.count(b"\r") - block.count(b"\r\n")
+            count -= last == b"\r" and block.startswith(b"\n")  # a \r\n cut between blocks
+            last = block[-1:]
+    return count + (last not in (b"\n", b"\r"))
 
 
 def _clock(seconds):
@@ -49,6 +64,7 @@ class Progress:
         self.program, self.total, self.done = program, total, 0
         self._start = time.monotonic()
         self._shown = None  # when the last line was shown
+        self._shown_done = None  # and the count it showed
         self._width = 0
 
     def add(self, count):
@@ -80,13 +96,15 @@ class Progress:
         else:
             self.stream.write(text + "\n")
         self.stream.flush()
-        self._shown = now
+        self._shown, self._shown_done = now, self.done
 
     def close(self):
-        """The last line (when anything was shown or done), ended."""
+        """The last line (when anything was shown or done, and unless the line shown last
+        already counts everything), ended."""
         if not self.enabled or (self._shown is None and not self.done):
             return
-        self._show(time.monotonic())
+        if self._shown_done != self.done:
+            self._show(time.monotonic())
         if self.terminal:
             self.stream.write("\n")
             self.stream.flush()

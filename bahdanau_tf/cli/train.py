@@ -47,7 +47,8 @@ backend (``KERAS_BACKEND=jax``) it refuses to start (exit code 2). On any backen
 with Keras's own ``model.compile(...)`` + ``model.fit(make_dataset(...))`` (docs/training.md).
 
 The run's flags are written to ``OUTPUT_DIR/flags.txt`` (an absl flag file):
-``bahdanau-train --flagfile=RUN/flags.txt --output_dir=OTHER`` trains the same configuration.
+``bahdanau-train --flagfile=RUN/flags.txt --output_dir=OTHER`` trains the same configuration,
+from any directory (its paths are absolute).
 
 Exit codes: 0 done, 2 usage error or bad input, 3 non-finite loss, 4 output directory in use,
 5 an I/O failure (a full disk: no partial checkpoint is left), 130 / 143 stopped by SIGINT /
@@ -84,9 +85,13 @@ flags.DEFINE_string("guided_alignment", None, "Guided alignment training: a file
                     "links (i-j, source word - target word, 0-based), one line per training pair, "
                     "as `bahdanau-data align` (eflomal) or fast_align write them; the attention is "
                     "trained towards them (--guided_alignment_weight, --guided_alignment_decay).")
-flags.DEFINE_enum("guided_alignment_unaligned", "free", ["free", "end"], "With --guided_alignment: "
-                  "a target word without links costs nothing (free), or is trained to attend to "
-                  "the source [END], which the extraction rules read as unaligned (end).")
+flags.DEFINE_enum("guided_alignment_unaligned", None, ["free", "end"], "With --guided_alignment: "
+                  "a target word without links costs nothing (free, the default), or is trained "
+                  "to attend to the source [END], which the extraction rules read as unaligned "
+                  "(end).")
+#: the flags that only mean something with --guided_alignment
+GUIDED_ALIGNMENT_FLAGS = ("guided_alignment_weight", "guided_alignment_decay",
+                          "guided_alignment_unaligned")
 
 
 # === Training: one flag per TrainingConfig field ===
@@ -181,41 +186,88 @@ def _tokenizers(train, log):
 
 
 FLAGS_FILE = "flags.txt"
+#: the flags that name files or directories: flags.txt holds them absolute
+PATH_FLAGS = ("output_dir", "source_file", "target_file", "tsv", "dev_source_file",
+              "dev_target_file", "dev_tsv", "vocabulary_dir", "guided_alignment")
 
 
 def write_flags_file(directory):
     """Writes this command's flags and their values to ``directory/flags.txt``, an absl flag
     file: ``bahdanau-train --flagfile=RUN/flags.txt --output_dir=OTHER`` trains the same
-    configuration (a flag given after ``--flagfile`` wins)."""
+    configuration (a flag given after ``--flagfile`` wins), from any directory: the paths of
+    `PATH_FLAGS` are written absolute."""
     import tensorflow as tf
 
     own = [flag for module, defined in FLAGS.flags_by_module_dict().items()
            if module.startswith("bahdanau_tf.") or module in ("__main__", sys.argv[0])
            for flag in defined]
-    lines = sorted({flag.serialize() for flag in own if flag.value is not None and flag.name != "jit"}
-                   - {""})
+    lines = sorted({f"--{flag.name}={os.path.abspath(flag.value)}" if flag.name in PATH_FLAGS
+                    else flag.serialize()
+                    for flag in own if flag.value is not None and flag.name != "jit"} - {""})
     with tf.io.gfile.GFile(os.path.join(directory, FLAGS_FILE), "w") as handle:
         handle.write("# bahdanau-train's flags of this run; repeat it with\n"
                      f"# bahdanau-train --flagfile={FLAGS_FILE} --output_dir=OTHER\n")
         handle.write("".join(line + "\n" for line in lines))
 
 
-def _alignment_guide(train, source_tokenizer, target_tokenizer, log):
-    """The `AlignmentGuide` of --guided_alignment, or None; a bad file is a usage error."""
+def _alignment_links(train):
+    """The word links of --guided_alignment (None without it), read and checked against the
+    training pairs before any vocabulary is learned: a file that does not match is a usage
+    error naming the line."""
     if not FLAGS.guided_alignment:
         return None
     from bahdanau_tf import training, word_alignment
 
-    start = time.time()
     try:
         links = word_alignment.read_pharaoh(FLAGS.guided_alignment)
-        guide = training.AlignmentGuide.build(train.pairs(), links, source_tokenizer, target_tokenizer,
-                                              unaligned=FLAGS.guided_alignment_unaligned)
-    except (OSError, ValueError, UnicodeDecodeError) as error:
-        raise common.UserError(f"--guided_alignment: {error}") from None
+        training.check_word_links(train.pairs(), links)
+    except (OSError, ValueError) as error:
+        raise common.UserError(f"--guided_alignment={FLAGS.guided_alignment!r}: {error}") from None
+    pairs = sum(1 for _ in train.pairs())
+    if len(links) > pairs:  # the first pairs' lines of a file of the whole corpus are fine
+        corpus_pairs = sum(1 for _ in common.corpus_from_flags("train", stream=True).pairs())
+        if len(links) != corpus_pairs:
+            raise common.UserError(
+                f"--guided_alignment={FLAGS.guided_alignment!r} has {len(links):,} lines, the "
+                f"training corpus {corpus_pairs:,} pairs: one line per pair, in their order "
+                "(a line too many shifts every pair's links).")
+    return links
+
+
+def _alignment_guide(train, links, source_tokenizer, target_tokenizer, log):
+    """The `AlignmentGuide` of the checked ``links`` (`_alignment_links`), or None."""
+    if links is None:
+        return None
+    from bahdanau_tf import training
+
+    start = time.time()
+    guide = training.AlignmentGuide.build(train.pairs(), links, source_tokenizer, target_tokenizer,
+                                          unaligned=FLAGS.guided_alignment_unaligned or "free")
     log(f"Guided alignment: {guide.links:,} token links of {guide.pairs:,} pairs from "
         f"{FLAGS.guided_alignment} in {time.time() - start:.0f} s.")
     return guide
+
+
+def _check_guided_alignment_flags():
+    """Refuses what would silently train unguided: a guided alignment setting without
+    ``--guided_alignment``, or a guided run resumed without it (model.json names its file)."""
+    if FLAGS.guided_alignment:
+        return
+    given = [f"--{name}" for name in GUIDED_ALIGNMENT_FLAGS if FLAGS[name].value is not None]
+    if given:
+        raise common.UserError(f"{', '.join(given)} does nothing without --guided_alignment=FILE "
+                               "(the word links to train the attention towards).")
+    from bahdanau_tf import model_directory
+
+    try:
+        settings = model_directory.read_model_config(FLAGS.output_dir).get("settings", {})
+    except (OSError, ValueError):
+        return  # a new run; a damaged directory is named when the trainer takes it
+    if settings.get("guided_alignment"):
+        raise common.UserError(
+            f"{FLAGS.output_dir!r} was trained with --guided_alignment="
+            f"{settings['guided_alignment']}: pass it again to resume (without it the run would "
+            "go on unguided), or train into a new --output_dir.")
 
 
 def _check_backend():
@@ -236,6 +288,7 @@ def main(argv):
     from bahdanau_tf import training
 
     presets.get_preset(FLAGS.preset)  # an unknown preset is a usage error, before any work
+    _check_guided_alignment_flags()
     config = _training_config()
     common.check_writable_dir(FLAGS.output_dir, "output_dir")
     log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
@@ -244,6 +297,7 @@ def main(argv):
     if FLAGS.max_train_pairs:
         train = train.select(slice(0, FLAGS.max_train_pairs))
     dev = _dev_corpus(train)
+    links = _alignment_links(train)  # a links file that does not match: refused before any work
     source_tokenizer, target_tokenizer = _tokenizers(train, log)
     settings = {
         "corpus": train.name,
@@ -251,10 +305,10 @@ def main(argv):
         "tokenizer": source_tokenizer.kind,
         "command": " ".join(sys.argv),
     }
-    guide = _alignment_guide(train, source_tokenizer, target_tokenizer, log)
+    guide = _alignment_guide(train, links, source_tokenizer, target_tokenizer, log)
     if guide is not None:
         settings["guided_alignment"] = os.path.abspath(FLAGS.guided_alignment)
-        settings["guided_alignment_unaligned"] = FLAGS.guided_alignment_unaligned
+        settings["guided_alignment_unaligned"] = FLAGS.guided_alignment_unaligned or "free"
     trainer = training.Trainer(
         FLAGS.output_dir, source_tokenizer, target_tokenizer, preset=FLAGS.preset, config=config,
         strategy=strategy, settings=settings, log=log, guide=guide,

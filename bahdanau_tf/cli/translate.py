@@ -39,7 +39,6 @@ Example:
 """
 
 import itertools
-import os
 import sys
 
 from absl import flags  # noqa: E402
@@ -77,18 +76,6 @@ def format_line(translations, scores, nbest, with_scores):
     return "\t".join(f"{clean(t)}\t{float(s):.4f}" for t, s in zip(translations, scores))
 
 
-def _line_count(path):
-    """The number of lines of an uncompressed file (the progress total); None for stdin or .gz."""
-    if not path or path == "-" or path.endswith(".gz") or not os.path.isfile(path):
-        return None
-    count, last = 0, b"\n"
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            count += block.count(b"\n")
-            last = block[-1:]
-    return count + (last != b"\n")
-
-
 def _interactive_input():
     """Whether the input is a terminal (the prompt, and the model loaded before reading)."""
     if FLAGS.input_file and FLAGS.input_file != "-":
@@ -121,6 +108,8 @@ def main(argv):
     from bahdanau_tf.corpora import line_chunks
     from bahdanau_tf.translator import Translator
 
+    if FLAGS.alignments:
+        common.require_attention(FLAGS.model_dir, "--alignments needs")
     unk = common.unk_options()
     candidates = common.candidate_options(FLAGS.model_dir)
     chunks = line_chunks(FLAGS.input_file, FLAGS.read_lines, interactive=True)
@@ -140,7 +129,7 @@ def main(argv):
         translator = load()
     if FLAGS.alignments and not translator.has_attention:
         raise common.UserError("--alignments needs models with attention (RNNsearch).")
-    progress_line = progress.Progress(common.program_name(), _line_count(FLAGS.input_file),
+    progress_line = progress.Progress(common.program_name(), progress.line_count(FLAGS.input_file),
                                       enabled=FLAGS.progress)
     counted = progress.ProgressTranslator(translator, progress_line)
 

@@ -11,13 +11,17 @@ directory is accepted, its name is too::
     model = RNNSearch.from_preset("bible-en-es-small")   # its tokenizers attached
     model.translate(["Jesus wept."])
 
-A path that exists wins over a name (``./bible-en-es-small``). ``scripts/build_pretrained_model.py``
+A name wins over a directory of the same name: write ``./bible-en-es-small`` for that one
+(docs/translating.md, "Model names and paths": the one rule of every ``from_preset`` and
+``--model_dir``). ``scripts/build_pretrained_model.py``
 rebuilds a model from the embedded corpus; its ``model.json`` records how (``settings.pretrained``:
 the command, the seed, the number of updates, the package version) and benchmarks/README.md its
 test BLEU.
 """
 
 import os
+import zipfile
+import zlib
 
 import numpy as np
 
@@ -41,11 +45,10 @@ def path(name: str) -> str:
 
 
 def resolve(name_or_path):
-    """The directory of a shipped model's name; anything else (a path) as it is."""
-    text = os.fspath(name_or_path) if isinstance(name_or_path, (str, os.PathLike)) else None
-    if text in MODELS and not os.path.exists(text):
-        return path(text)
-    return name_or_path
+    """The directory of a shipped model's name (also where the current directory holds one of
+    that name: write ``./NAME`` for it); anything else (a path) as it is."""
+    text = name_or_path if isinstance(name_or_path, str) else None
+    return path(text) if text in MODELS else name_or_path
 
 
 def is_compact(directory) -> bool:
@@ -65,19 +68,26 @@ def load_weights(model, file: str) -> None:
     each variable's dtype.
 
     Raises:
-        ValueError: the file's variables (count, paths, shapes) are not the model's.
+        ValueError: the file is damaged (empty, cut short, not an .npz of arrays, a failed
+            checksum), or its variables (count, paths, shapes) are not the model's.
     """
-    with np.load(file) as stored:
-        keys = sorted(stored.files)
-        if len(keys) != len(model.weights):
-            raise ValueError(f"{file!r} holds {len(keys)} arrays, the model has "
-                             f"{len(model.weights)} variables: it is another model's.")
-        for key, variable in zip(keys, model.weights):
-            value = stored[key]
-            if key.split(":", 1)[1] != variable.path or tuple(value.shape) != tuple(variable.shape):
-                raise ValueError(f"{file!r} holds {key} {tuple(value.shape)} where the model has "
-                                 f"{variable.path} {tuple(variable.shape)}.")
-            variable.assign(value.astype(variable.dtype))
+    try:
+        with np.load(file, allow_pickle=False) as stored:
+            values = {key: stored[key] for key in sorted(stored.files)}
+    except (EOFError, ValueError, TypeError, AttributeError, zipfile.BadZipFile, zlib.error):
+        # empty or cut short (EOFError, BadZipFile), bytes flipped (zlib, a failed CRC), not an
+        # archive (ValueError: numpy's advice to unpickle it), one .npy array (no context manager)
+        size = os.path.getsize(file)
+        raise ValueError(f"{file!r} is damaged ({size:,} bytes, not the whole .npz archive of "
+                         "arrays that write_weights writes): copy the model again.") from None
+    if len(values) != len(model.weights):
+        raise ValueError(f"{file!r} holds {len(values)} arrays, the model has "
+                         f"{len(model.weights)} variables: it is another model's.")
+    for (key, value), variable in zip(values.items(), model.weights):
+        if key.split(":", 1)[-1] != variable.path or tuple(value.shape) != tuple(variable.shape):
+            raise ValueError(f"{file!r} holds {key} {tuple(value.shape)} where the model has "
+                             f"{variable.path} {tuple(variable.shape)}.")
+        variable.assign(value.astype(variable.dtype))
 
 
 __all__ = ["MODELS", "names", "path", "resolve", "is_compact", "write_weights", "load_weights"]

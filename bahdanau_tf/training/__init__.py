@@ -47,7 +47,8 @@ from bahdanau_tf.training.config import (
     make_optimizer,
     make_strategy,
 )
-from bahdanau_tf.training.guided_alignment import AlignmentGuide, GuidedAlignmentModel
+from bahdanau_tf.training.guided_alignment import (AlignmentGuide, GuidedAlignmentModel,
+                                                   check_word_links)
 from bahdanau_tf.training.report import RunState, format_report, training_report
 from bahdanau_tf.training.run_directory import (
     DirectoryInUseError,
@@ -61,6 +62,7 @@ from bahdanau_tf.training.trainer import NonFiniteLossError, Trainer
 
 __all__ = [
     "AlignmentGuide",
+    "check_word_links",
     "GuidedAlignmentModel",
     "Trainer",
     "TrainingConfig",

@@ -34,6 +34,7 @@ import tensorflow as tf
 from bahdanau_tf import losses
 from bahdanau_tf.evaluation.alignment import token_word_ids
 from bahdanau_tf.special_tokens import END_ID, PAD_ID, START_ID
+from bahdanau_tf.text import split_words
 
 #: sentences tokenized at a time while building a guide
 _BUILD_BATCH = 1024
@@ -59,6 +60,36 @@ def _batch_keys(source: tf.Tensor, target_in: tf.Tensor) -> tf.Tensor:
 
 #: what a target word without links is trained towards (`AlignmentGuide.build`)
 UNALIGNED = ("free", "end")
+
+
+def check_word_links(pairs, word_links) -> None:
+    """Refuses word links that do not match their pairs, before anything is built from them:
+    a file of other pairs, shifted by a line or 1-based would otherwise lose the links that
+    name words a pair does not have, without a word (and train unguided if it lost them all).
+
+    Args:
+        pairs: iterable of (source, target) str pairs.
+        word_links: per pair, ``(source_word, target_word)`` links of
+            :func:`bahdanau_tf.text.split_words` words, 0-based; may be longer than ``pairs``.
+
+    Raises:
+        ValueError: fewer link lines than pairs; a link to a word its pair does not have (the
+            line, the link and the pair's word counts named); no link at all.
+    """
+    pairs = list(pairs)
+    if len(word_links) < len(pairs):
+        raise ValueError(f"{len(word_links):,} lines of alignments for {len(pairs):,} training "
+                         "pairs: one line per pair is needed.")
+    for number, ((source, target), links) in enumerate(zip(pairs, word_links), start=1):
+        sizes = len(split_words(source)), len(split_words(target))
+        for link in sorted(links):
+            if link[0] >= sizes[0] or link[1] >= sizes[1]:
+                raise ValueError(
+                    f"line {number} links {link[0]}-{link[1]}, but training pair {number} has "
+                    f"{sizes[0]} source and {sizes[1]} target words (0-based indices): the file "
+                    "does not match the training pairs (one line per pair, in their order).")
+    if pairs and not any(word_links[:len(pairs)]):
+        raise ValueError(f"no word links for the {len(pairs):,} training pairs: every line is empty.")
 
 
 def _token_links(word_links, source_tokens, target_tokens, unaligned="free"):
@@ -129,14 +160,13 @@ class AlignmentGuide:
                 (it is trained to attend to the source ``[END]``: unaligned).
 
         Raises:
-            ValueError: fewer link lines than pairs, or an unknown ``unaligned``.
+            ValueError: links that do not match the pairs (`check_word_links`), or an unknown
+                ``unaligned``.
         """
         if unaligned not in UNALIGNED:
             raise ValueError(f"`unaligned` must be one of {UNALIGNED}, got {unaligned!r}.")
         pairs, word_links = list(pairs), list(word_links)
-        if len(word_links) < len(pairs):
-            raise ValueError(f"{len(word_links):,} lines of alignments for {len(pairs):,} training "
-                             "pairs: one line per pair is needed.")
+        check_word_links(pairs, word_links)
         keys, links = [], []
         for start in range(0, len(pairs), _BUILD_BATCH):
             chunk = pairs[start:start + _BUILD_BATCH]
@@ -221,4 +251,4 @@ class GuidedAlignmentModel(keras.Model):
         return logits
 
 
-__all__ = ["AlignmentGuide", "GuidedAlignmentModel", "guided_loss_sums"]
+__all__ = ["AlignmentGuide", "GuidedAlignmentModel", "check_word_links", "guided_loss_sums"]
