@@ -22,6 +22,7 @@ import keras
 from keras import ops
 
 from bahdanau_tf.initializers import BlockOrthogonal, own_draw
+from bahdanau_tf.regularization import check_rates, sequence_dropout
 from bahdanau_tf.special_tokens import PAD_ID
 from bahdanau_tf.tensor_ops import (Tensor, cast_weight, dot_vector, project, reverse_within_lengths,
                                     scan_states, stack_time, time_major, weights_read_once)
@@ -232,7 +233,7 @@ class BahdanauAttention(keras.layers.Layer):
 
 
 def gru_step(projected_inputs: Tensor, h_tm1: Tensor, gate_kernel: Tensor,
-             recurrent_kernel: Tensor) -> Tensor:
+             recurrent_kernel: Tensor, recurrent_mask: Tensor | None = None) -> Tensor:
     """One step of the paper's GRU (appendix A.1), any leading batch dimensions.
 
     Args:
@@ -241,15 +242,19 @@ def gru_step(projected_inputs: Tensor, h_tm1: Tensor, gate_kernel: Tensor,
         h_tm1: (..., n).
         gate_kernel: (n, 2n) [U_z | U_r], or batched (..., n, 2n).
         recurrent_kernel: (n, n) U, or batched (..., n, n).
+        recurrent_mask: optional (..., n), a dropout mask on h_tm1 where the recurrent matmuls
+            read it (not in the update gate's interpolation), the same at every step of a
+            sequence (`bahdanau_tf.regularization`).
     """
     # split, not sliced: the gradient of a split is one concatenation, of three slices three
     # padded copies summed (benchmarks/train_step_profile.py)
     inputs_z, inputs_r, inputs_candidate = ops.split(projected_inputs, 3, axis=-1)
-    recurrent_z, recurrent_r = ops.split(ops.matmul(h_tm1, gate_kernel), 2, axis=-1)
+    read = h_tm1 if recurrent_mask is None else h_tm1 * recurrent_mask
+    recurrent_z, recurrent_r = ops.split(ops.matmul(read, gate_kernel), 2, axis=-1)
     z = ops.sigmoid(inputs_z + recurrent_z)
     r = ops.sigmoid(inputs_r + recurrent_r)
     # reset gate applied before the recurrent matmul, as in the paper (Keras: reset_after=False)
-    candidate = ops.tanh(inputs_candidate + ops.matmul(r * h_tm1, recurrent_kernel))
+    candidate = ops.tanh(inputs_candidate + ops.matmul(r * read, recurrent_kernel))
     # previous and candidate state mixed by the update gate
     return (1.0 - z) * h_tm1 + z * candidate
 
@@ -279,6 +284,7 @@ class ConditionalGRUCell(keras.layers.Layer):
         projected_inputs: (batch, 3 * units), `project_inputs(E y_{i-1})`.
         h_tm1: (batch, units), s_{i-1}.
         projected_context: (batch, 3 * units), `project_context(c_i)`.
+        recurrent_mask: optional (batch, units), recurrent dropout (`gru_step`).
 
     Returns:
         s_i: (batch, units).
@@ -328,12 +334,14 @@ class ConditionalGRUCell(keras.layers.Layer):
         """[C_z; C_r; C] c, for any leading dimensions: (..., 3 * units)."""
         return project(context, cast_weight(self.context_kernel, context))
 
-    def call(self, projected_inputs: Tensor, h_tm1: Tensor, projected_context: Tensor) -> Tensor:
+    def call(self, projected_inputs: Tensor, h_tm1: Tensor, projected_context: Tensor,
+             recurrent_mask: Tensor | None = None) -> Tensor:
         return gru_step(
             projected_inputs + projected_context,
             h_tm1,
             cast_weight(self.gate_kernel, h_tm1),
             cast_weight(self.recurrent_kernel, h_tm1),
+            recurrent_mask,
         )
 
     def get_config(self) -> dict:
@@ -370,6 +378,9 @@ class AttentionGRUCell(keras.layers.Layer):
             (batch, source_len, n'), ``mask`` bool (batch, source_len).
         grouped: bool, the memory holds one row per group of consecutive rows of ``h_tm1``
             (beam search's beams of one sentence), see `BahdanauAttention.attend`.
+        recurrent_mask: optional (batch, units), recurrent dropout: s_{i-1} times this mask is
+            what the attention query and the GRU's recurrent matmuls read (`gru_step`); the
+            model draws it once per sequence (`bahdanau_tf.regularization.Dropouts`).
 
     Returns:
         ``(s_i, c_i, alpha_i)``: (batch, units), (batch, 2n), float32 (batch, source_len).
@@ -431,12 +442,14 @@ class AttentionGRUCell(keras.layers.Layer):
         """The step-independent part of attention, computed once per sentence."""
         return {"annotations": annotations, "keys": self.attention.compute_keys(annotations), "mask": mask}
 
-    def call(self, projected_inputs: Tensor, h_tm1: Tensor, memory: dict, grouped: bool = False) -> tuple:
+    def call(self, projected_inputs: Tensor, h_tm1: Tensor, memory: dict, grouped: bool = False,
+             recurrent_mask: Tensor | None = None) -> tuple:
+        query = h_tm1 if recurrent_mask is None else h_tm1 * recurrent_mask
         context, weights = self.attention.attend(
-            self.attention.project_query(h_tm1), memory["annotations"], memory["keys"], memory["mask"],
+            self.attention.project_query(query), memory["annotations"], memory["keys"], memory["mask"],
             grouped=grouped,
         )
-        h = self.gru(projected_inputs, h_tm1, self.gru.project_context(context))
+        h = self.gru(projected_inputs, h_tm1, self.gru.project_context(context), recurrent_mask)
         return h, context, weights
 
     def get_config(self) -> dict:
@@ -578,6 +591,9 @@ class BidirectionalEncoder(keras.layers.Layer):
         embedding_dim: int, m.
         units: int, n, the size of each direction (annotations have 2n).
         kernel_initializer, recurrent_initializer, bias_initializer, embeddings_initializer.
+        embedding_dropout: float in [0, 1), dropout of the embedded source in training, one
+            mask per sentence (`bahdanau_tf.regularization`); 0 (default) makes no seed
+            generator.
 
     Call arguments:
         source_ids: int (batch, source_len), padded with 0.
@@ -603,9 +619,13 @@ class BidirectionalEncoder(keras.layers.Layer):
         recurrent_initializer: str | keras.initializers.Initializer | None = None,
         bias_initializer: str | keras.initializers.Initializer | None = "zeros",
         embeddings_initializer: str | keras.initializers.Initializer | None = "uniform",
+        embedding_dropout: float = 0.0,
         **kwargs,
     ) -> None:
         super().__init__(**kwargs)
+        self.embedding_dropout = check_rates(embedding_dropout=embedding_dropout)["embedding_dropout"]
+        if self.embedding_dropout:
+            self.seed_generator = keras.random.SeedGenerator(name="dropout_seed")
         self.vocabulary_size = int(vocabulary_size)
         self.embedding_dim = int(embedding_dim)
         self.units = int(units)
@@ -635,6 +655,8 @@ class BidirectionalEncoder(keras.layers.Layer):
         mask = ops.not_equal(source_ids, PAD_ID)
         lengths = ops.sum(ops.cast(mask, "int32"), axis=1)
         embedded = self.embedding(source_ids)  # (batch, source_len, m)
+        if training and self.embedding_dropout:
+            embedded = sequence_dropout(embedded, self.embedding_dropout, self.seed_generator)
         backward_embedded = reverse_within_lengths(embedded, lengths)
         # both directions' input projections for all positions, before the loop
         inputs = ops.stack([time_major(embedded), time_major(backward_embedded)], axis=1)
@@ -663,6 +685,7 @@ class BidirectionalEncoder(keras.layers.Layer):
             "recurrent_initializer": keras.initializers.serialize(self.recurrent_initializer),
             "bias_initializer": keras.initializers.serialize(self.bias_initializer),
             "embeddings_initializer": keras.initializers.serialize(self.embeddings_initializer),
+            "embedding_dropout": self.embedding_dropout,
         }
         return {**super().get_config(), **config}
 

@@ -32,6 +32,26 @@ def token_nll(target_ids, logits):
     return nll * ops.cast(ops.not_equal(target_ids, PAD_ID), "float32")
 
 
+def smoothed_token_nll(target_ids, logits, label_smoothing: float) -> tuple:
+    """Per-token NLL and label-smoothed cross-entropy, 0 at padding: two float32 (batch, target_len).
+
+    Label smoothing (Szegedy et al. 2016; Nematus and OpenNMT-tf use 0.1): the target
+    distribution is ``(1 - eps) * one_hot(y) + eps / |V|``, so the loss is
+    ``(1 - eps) * NLL + eps * mean_k(-log p_k)``, Keras's ``label_smoothing`` of its
+    categorical cross-entropy. The plain NLL is returned beside it: the trainer minimises the
+    smoothed loss and reports the NLL (train and dev NLL stay comparable across settings).
+    Both share one log-sum-exp.
+    """
+    target_ids = ops.cast(target_ids, "int32")
+    logits = ops.cast(logits, "float32")
+    log_normalizer = ops.logsumexp(logits, axis=-1)
+    target_logits = ops.squeeze(ops.take_along_axis(logits, ops.maximum(target_ids, 0)[..., None], axis=-1), -1)
+    mask = ops.cast(ops.not_equal(target_ids, PAD_ID), "float32")
+    nll = (log_normalizer - target_logits) * mask
+    uniform = (log_normalizer - ops.mean(logits, axis=-1)) * mask  # mean over the vocabulary of -log p
+    return nll, (1.0 - label_smoothing) * nll + label_smoothing * uniform
+
+
 def sample_candidates(target_ids: tf.Tensor, num_sampled: int, vocabulary_size: int) -> tuple:
     """K distinct negative classes for a batch, drawn from the log-uniform (Zipfian) distribution
     ``Q(c) = log((c + 2) / (c + 1)) / log(V + 1)``, and their expected counts: the
@@ -151,6 +171,9 @@ class MaskedSparseCategoricalCrossentropy(keras.losses.Loss):
 
     ``sample_weight`` (batch,) weights sentences: each token counts with its sentence's weight.
 
+    Args:
+        label_smoothing: float in [0, 1), `smoothed_token_nll`'s epsilon (0: the plain NLL).
+
     Example:
 
     >>> loss = MaskedSparseCategoricalCrossentropy()
@@ -158,14 +181,25 @@ class MaskedSparseCategoricalCrossentropy(keras.losses.Loss):
     2.0794...
     """
 
-    def __init__(self, name: str = "masked_sparse_categorical_crossentropy", **kwargs) -> None:
+    def __init__(self, name: str = "masked_sparse_categorical_crossentropy", label_smoothing: float = 0.0,
+                 **kwargs) -> None:
         kwargs.pop("reduction", None)
         super().__init__(name=name, reduction="sum", **kwargs)
+        if isinstance(label_smoothing, bool) or not 0.0 <= label_smoothing < 1.0:
+            raise ValueError(f"`label_smoothing` must be in [0, 1), got {label_smoothing!r}.")
+        self.label_smoothing = float(label_smoothing)
 
     def call(self, y_true, y_pred):
-        # per-token NLL scaled by 1 / (real tokens in the batch): the "sum" reduction gives the mean
+        # per-token loss scaled by 1 / (real tokens in the batch): the "sum" reduction gives the mean
         mask = ops.cast(ops.not_equal(ops.cast(y_true, "int32"), PAD_ID), "float32")
-        return token_nll(y_true, y_pred) / ops.maximum(ops.sum(mask), 1.0)
+        if self.label_smoothing:
+            per_token = smoothed_token_nll(y_true, y_pred, self.label_smoothing)[1]
+        else:
+            per_token = token_nll(y_true, y_pred)
+        return per_token / ops.maximum(ops.sum(mask), 1.0)
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "label_smoothing": self.label_smoothing}
 
 
 @keras.saving.register_keras_serializable(package="bahdanau_tf")
@@ -189,5 +223,5 @@ class MaskedAccuracy(keras.metrics.Mean):
 
 __all__ = ["MaskedSparseCategoricalCrossentropy", "MaskedAccuracy", "batch_candidates",
            "guided_alignment_nll", "guided_alignment_weight", "masked_nll",
-           "sample_candidates",
+           "sample_candidates", "smoothed_token_nll",
            "sampled_token_nll", "token_nll"]

@@ -52,6 +52,7 @@ from bahdanau_tf import files
 from bahdanau_tf import keras_checkpoints
 from bahdanau_tf import lexicon as lexicon_lib
 from bahdanau_tf import pretrained
+from bahdanau_tf import regularization
 from bahdanau_tf import text
 
 MODEL_CONFIG = "model.json"
@@ -238,7 +239,9 @@ def check_same_model(directory: str, model: keras.Model) -> None:
     # initialization changed resumes)
     ignored = {"name", "trainable", "dtype", "initialization"}
     for key in sorted((set(saved["config"]) | set(wanted["config"])) - ignored):
-        old, new = saved["config"].get(key), wanted["config"].get(key)
+        # a directory written before dropout existed trained without it
+        missing = 0.0 if key in regularization.DROPOUT_ARGUMENTS else None
+        old, new = saved["config"].get(key, missing), wanted["config"].get(key, missing)
         if old != new:
             differences.append(f"{key}: saved {old!r}, requested {new!r}")
     if differences:

@@ -86,6 +86,9 @@ class RNNSearch(TranslationModel):
             embeddings). The paper presets use ``"paper"``; ``small`` uses ``"keras"``: with Adam
             and a 12-minute budget the paper's tiny weights learn several times slower (dev NLL
             3.39 against 4.01 after 4.5 minutes of the default run, Adam 5e-3).
+        embedding_dropout, annotation_dropout, recurrent_dropout, readout_dropout,
+            word_dropout: floats in [0, 1), regularisation in training only, 0 (none) by
+            default: `bahdanau_tf.regularization` says where each applies.
 
     Example:
 
@@ -109,6 +112,11 @@ class RNNSearch(TranslationModel):
         maxout_dim: int = 500,
         score: str = "additive",
         initialization: str = "paper",
+        embedding_dropout: float = 0.0,
+        annotation_dropout: float = 0.0,
+        recurrent_dropout: float = 0.0,
+        readout_dropout: float = 0.0,
+        word_dropout: float = 0.0,
         **kwargs,
     ) -> None:
         super().__init__(**kwargs)
@@ -125,6 +133,9 @@ class RNNSearch(TranslationModel):
             score=score,
             initialization=initialization,
         )
+        self._store_dropouts(embedding_dropout=embedding_dropout, annotation_dropout=annotation_dropout,
+                             recurrent_dropout=recurrent_dropout, readout_dropout=readout_dropout,
+                             word_dropout=word_dropout)
         # === Layers ===
         self._make_layers(init)
 
@@ -142,6 +153,7 @@ class RNNSearch(TranslationModel):
             kernel_initializer=init("kernel"),
             bias_initializer=init("bias"),
             embeddings_initializer=init("embedding"),
+            embedding_dropout=self.embedding_dropout,
             dtype=self.dtype_policy,
             name="encoder",
         )
@@ -199,7 +211,8 @@ class RNNSearch(TranslationModel):
             dict with ``annotations`` (batch, source_len, 2n), ``keys`` (batch, source_len, n'),
             ``mask`` bool (batch, source_len).
         """
-        annotations, mask = self.encoder(source_ids, training=training)
+        annotations, mask = self.encoder(self.dropouts.words(source_ids, training), training=training)
+        annotations = self.dropouts.annotations(annotations, training)
         return self.decoder_cell.prepare_memory(annotations, mask)
 
     def initial_state(self, memory: dict) -> Tensor:
@@ -283,24 +296,25 @@ class RNNSearch(TranslationModel):
         source_ids, target_input_ids = inputs
         memory = self.encode(source_ids, training=training)
         initial_state = self.initial_state(memory)
-        embedded = self.target_embedding(target_input_ids)  # (batch, target_len, m)
+        embedded = self.dropouts.embeddings(self.target_embedding(target_input_ids), training)  # (batch, target_len, m)
         projected = self.decoder_cell.project_inputs(embedded)  # (batch, target_len, 3n), before the loop
+        recurrent_mask = self.dropouts.recurrent_mask(initial_state, training)  # one per sequence
         batch = ops.shape(source_ids)[0]
         initializer = (initial_state, ops.zeros((batch, 2 * self.hidden_dim), initial_state.dtype))
         if attention:
             initializer += (ops.zeros(ops.shape(source_ids), "float32"),)
 
         def step(carry, projected_t):
-            return self.decoder_cell(projected_t, carry[0], memory)[: len(initializer)]
+            return self.decoder_cell(projected_t, carry[0], memory,
+                                     recurrent_mask=recurrent_mask)[: len(initializer)]
 
         with tensor_ops.weights_read_once(self.decoder_cell):  # not once per step (see there)
             outputs = tensor_ops.scan_states(step, tensor_ops.time_major(projected), initializer)
         states, contexts = tensor_ops.stack_time(outputs[0]), tensor_ops.stack_time(outputs[1])
         weights = tensor_ops.stack_time(outputs[2]) if attention else None
         # readout and vocabulary projection for all steps in one batched matmul, after the loop
-        if features:
-            return self.readout.features(states, embedded, contexts), weights
-        return self.readout(states, embedded, contexts), weights
+        maxout = self.dropouts.readout(self.readout.features(states, embedded, contexts), training)
+        return (maxout if features else self.readout.project(maxout)), weights
 
     def call(self, inputs: tuple, training: bool = False) -> Tensor:
         return self._teacher_forcing(inputs, training=training)[0]
@@ -332,6 +346,9 @@ class RNNEncDec(TranslationModel):
     Args:
         source_vocabulary_size, target_vocabulary_size, embedding_dim, hidden_dim, maxout_dim,
         initialization: as in `RNNSearch` (no attention sizes).
+        embedding_dropout, annotation_dropout, recurrent_dropout, readout_dropout,
+            word_dropout: floats in [0, 1), regularisation in training only, 0 (none) by
+            default: `bahdanau_tf.regularization` says where each applies.
     """
 
     preset_prefix = "rnnencdec"
@@ -344,6 +361,11 @@ class RNNEncDec(TranslationModel):
         hidden_dim: int = 1000,
         maxout_dim: int = 500,
         initialization: str = "paper",
+        embedding_dropout: float = 0.0,
+        annotation_dropout: float = 0.0,
+        recurrent_dropout: float = 0.0,
+        readout_dropout: float = 0.0,
+        word_dropout: float = 0.0,
         **kwargs,
     ) -> None:
         super().__init__(**kwargs)
@@ -358,6 +380,9 @@ class RNNEncDec(TranslationModel):
             maxout_dim=maxout_dim,
             initialization=initialization,
         )
+        self._store_dropouts(embedding_dropout=embedding_dropout, annotation_dropout=annotation_dropout,
+                             recurrent_dropout=recurrent_dropout, readout_dropout=readout_dropout,
+                             word_dropout=word_dropout)
         # === Layers ===
         def dense():  # a layer's initializers: new instances, so no two layers share a draw
             return dict(kernel_initializer=init("kernel"), bias_initializer=init("bias"), dtype=self.dtype_policy)
@@ -399,9 +424,11 @@ class RNNEncDec(TranslationModel):
         Returns:
             dict with ``context`` (batch, n) and ``projected_context`` (batch, 3n).
         """
+        source_ids = self.dropouts.words(source_ids, training)
         mask = ops.not_equal(source_ids, PAD_ID)
-        last_state = self.encoder_gru(self.source_embedding(source_ids), mask=mask, training=training)
-        context = self.context_dense(last_state)
+        embedded = self.dropouts.embeddings(self.source_embedding(source_ids), training)
+        last_state = self.encoder_gru(embedded, mask=mask, training=training)
+        context = self.context_dense(self.dropouts.annotations(last_state, training))
         return {"context": context, "projected_context": self.decoder_cell.project_context(context)}
 
     def initial_state(self, memory: dict) -> Tensor:
@@ -427,19 +454,22 @@ class RNNEncDec(TranslationModel):
     def output_features(self, inputs: tuple, training: bool = False) -> Tensor:
         source_ids, target_input_ids = inputs
         memory = self.encode(source_ids, training=training)
-        embedded = self.target_embedding(target_input_ids)
+        embedded = self.dropouts.embeddings(self.target_embedding(target_input_ids), training)
         projected = self.decoder_cell.project_inputs(embedded)
         # c is the same at every step: its projection is computed once, outside the loop
         projected_context = memory["projected_context"]
+        initial_state = self.initial_state(memory)
+        recurrent_mask = self.dropouts.recurrent_mask(initial_state, training)  # one per sequence
         with tensor_ops.weights_read_once(self.decoder_cell):
             states = tensor_ops.scan_states(
-                lambda state, projected_t: self.decoder_cell(projected_t, state, projected_context),
+                lambda state, projected_t: self.decoder_cell(projected_t, state, projected_context,
+                                                             recurrent_mask),
                 tensor_ops.time_major(projected),
-                self.initial_state(memory),
+                initial_state,
             )
         states = tensor_ops.stack_time(states)
         contexts = ops.broadcast_to(memory["context"][:, None, :], ops.shape(states))
-        return self.readout.features(states, embedded, contexts)
+        return self.dropouts.readout(self.readout.features(states, embedded, contexts), training)
 
 
 @keras.saving.register_keras_serializable(package="bahdanau_tf")
@@ -457,6 +487,13 @@ class Seq2Seq(TranslationModel):
         num_layers: int (4).
         reverse_source: bool, read the source backwards (True, the paper's trick).
         init_scale: float, weights ~ U(-init_scale, init_scale) (0.08).
+        embedding_dropout, annotation_dropout, recurrent_dropout, readout_dropout,
+            word_dropout: floats in [0, 1), regularisation in training only, 0 (none) by
+            default: `bahdanau_tf.regularization` says where each applies.
+            Here ``recurrent_dropout`` is the decoder LSTMs' own (Keras's, one mask per
+            sequence; with it Keras computes each gate by its own matmul, so the logits equal
+            those without it up to float rounding) and ``annotation_dropout`` drops the outputs
+            of every LSTM layer that feeds another.
     """
 
     preset_prefix = "seq2seq"
@@ -470,6 +507,11 @@ class Seq2Seq(TranslationModel):
         num_layers: int = 4,
         reverse_source: bool = True,
         init_scale: float = 0.08,
+        embedding_dropout: float = 0.0,
+        annotation_dropout: float = 0.0,
+        recurrent_dropout: float = 0.0,
+        readout_dropout: float = 0.0,
+        word_dropout: float = 0.0,
         **kwargs,
     ) -> None:
         super().__init__(**kwargs)
@@ -484,6 +526,9 @@ class Seq2Seq(TranslationModel):
             reverse_source=bool(reverse_source),
             init_scale=float(init_scale),
         )
+        self._store_dropouts(embedding_dropout=embedding_dropout, annotation_dropout=annotation_dropout,
+                             recurrent_dropout=recurrent_dropout, readout_dropout=readout_dropout,
+                             word_dropout=word_dropout)
         # === Layers ===
         def uniform():  # a new instance for every weight: each gets its own draw
             return keras.initializers.RandomUniform(-self.init_scale, self.init_scale)
@@ -507,7 +552,8 @@ class Seq2Seq(TranslationModel):
         ]
         self.decoder_layers = [
             keras.layers.LSTM(
-                hidden_dim, return_sequences=True, return_state=True, name=f"decoder_lstm_{i}", **weights()
+                hidden_dim, return_sequences=True, return_state=True, name=f"decoder_lstm_{i}",
+                recurrent_dropout=self.recurrent_dropout, **weights()
             )
             for i in range(num_layers)
         ]
@@ -536,13 +582,16 @@ class Seq2Seq(TranslationModel):
         Returns:
             dict with ``states``: a tuple of ``(h, c)`` pairs, each (batch, hidden_dim).
         """
+        source_ids = self.dropouts.words(source_ids, training)
         mask = ops.not_equal(source_ids, PAD_ID)
         if self.reverse_source:
             lengths = ops.sum(ops.cast(mask, "int32"), axis=1)
             source_ids = tensor_ops.reverse_within_lengths(source_ids, lengths)
-        x = self.source_embedding(source_ids)
+        x = self.dropouts.embeddings(self.source_embedding(source_ids), training)
         states = []
-        for layer in self.encoder_layers:
+        for index, layer in enumerate(self.encoder_layers):
+            if index:  # the output of the layer below
+                x = self.dropouts.annotations(x, training)
             x, h, c = layer(x, mask=mask, training=training)
             states.append((h, c))
         return {"states": tuple(states)}
@@ -571,10 +620,12 @@ class Seq2Seq(TranslationModel):
     def output_features(self, inputs: tuple, training: bool = False) -> Tensor:
         source_ids, target_input_ids = inputs
         state = self.encode(source_ids, training=training)["states"]
-        x = self.target_embedding(target_input_ids)
-        for layer, (h, c) in zip(self.decoder_layers, state):
+        x = self.dropouts.embeddings(self.target_embedding(target_input_ids), training)
+        for index, (layer, (h, c)) in enumerate(zip(self.decoder_layers, state)):
+            if index:  # the output of the layer below
+                x = self.dropouts.annotations(x, training)
             x, _, _ = layer(x, initial_state=[h, c], training=training)
-        return x
+        return self.dropouts.readout(x, training)
 
     def output_projection(self) -> tuple:
         return self.output_dense.kernel, self.output_dense.bias

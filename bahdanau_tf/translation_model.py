@@ -31,6 +31,7 @@ import tensorflow as tf
 from keras import ops
 
 from bahdanau_tf import model_directory, pretrained
+from bahdanau_tf import regularization
 from bahdanau_tf.presets import ALIASES, PRESETS
 
 
@@ -63,6 +64,18 @@ class TranslationModel(keras.Model):
         for name, value in values.items():
             setattr(self, name, value)
         self._config_names = list(values)
+
+    def _store_dropouts(self, **rates):
+        """Validates and keeps the dropout rates (`bahdanau_tf.regularization`) as attributes
+        returned by `get_config`; ``self.dropouts`` draws the training pass's masks, from a
+        seed generator the model owns only when a rate is above 0."""
+        rates = regularization.check_rates(**rates)
+        for name, value in rates.items():
+            setattr(self, name, value)
+        self._config_names += list(rates)
+        if any(rates.values()):
+            self.seed_generator = keras.random.SeedGenerator(name="dropout_seed")
+        self.dropouts = regularization.Dropouts(getattr(self, "seed_generator", None), **rates)
 
     def output_features(self, inputs: tuple, training: bool = False) -> tf.Tensor:
         """What the vocabulary projection reads, teacher-forced: ``model(inputs)`` equals

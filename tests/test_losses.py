@@ -124,3 +124,45 @@ def test_batch_candidates_of_the_whole_vocabulary_give_the_full_softmax_also_und
     few = sampled_nll(2).numpy()
     mask = targets != 0
     assert np.all(np.isfinite(few)) and np.all(few[mask] > 0) and np.all(few[mask] <= full[mask] + 1e-5)
+
+
+def _numpy_smoothed(targets, logits, epsilon):
+    """Cross-entropy against (1 - eps) one-hot + eps / |V|, per token, written from its definition."""
+    out = np.zeros(targets.shape)
+    vocabulary = logits.shape[-1]
+    for index in np.ndindex(targets.shape):
+        if targets[index] == 0:
+            continue
+        row = logits[index].astype(np.float64)
+        log_p = row - (np.log(np.exp(row - row.max()).sum()) + row.max())
+        q = np.full(vocabulary, epsilon / vocabulary)
+        q[targets[index]] += 1.0 - epsilon
+        out[index] = -(q * log_p).sum()
+    return out
+
+
+@pytest.mark.parametrize("epsilon", [0.0, 0.1, 0.3])
+def test_label_smoothing_is_the_cross_entropy_against_the_smoothed_target(epsilon):
+    rng = np.random.default_rng(5)
+    logits = rng.normal(0, 3, size=(3, 5, 11)).astype(np.float32)
+    targets = rng.integers(1, 11, size=(3, 5)).astype(np.int32)
+    targets[1, 3:] = 0  # padding costs nothing
+    nll, smoothed = losses.smoothed_token_nll(targets, logits, epsilon)
+    np.testing.assert_allclose(smoothed, _numpy_smoothed(targets, logits, epsilon), rtol=1e-5, atol=1e-5)
+    # the reported NLL is the plain one, whatever epsilon
+    np.testing.assert_allclose(nll, _numpy_smoothed(targets, logits, 0.0), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(nll, losses.token_nll(targets, logits), rtol=1e-6, atol=1e-6)
+    # Keras's own label smoothing of its categorical cross-entropy agrees on the real tokens
+    keras_loss = tf.keras.losses.categorical_crossentropy(
+        tf.one_hot(targets, 11), logits, from_logits=True, label_smoothing=epsilon).numpy()
+    np.testing.assert_allclose(smoothed, keras_loss * (targets != 0), rtol=1e-5, atol=1e-5)
+    # the Keras loss object: the mean over real tokens, and its config round trip
+    loss = losses.MaskedSparseCategoricalCrossentropy(label_smoothing=epsilon)
+    expected = _numpy_smoothed(targets, logits, epsilon).sum() / (targets != 0).sum()
+    np.testing.assert_allclose(float(loss(targets, logits)), expected, rtol=1e-5)
+    assert losses.MaskedSparseCategoricalCrossentropy.from_config(loss.get_config()).label_smoothing == epsilon
+
+
+def test_label_smoothing_outside_zero_one_is_refused():
+    with pytest.raises(ValueError, match="label_smoothing"):
+        losses.MaskedSparseCategoricalCrossentropy(label_smoothing=1.0)

@@ -629,3 +629,102 @@ def test_multi_worker_strategy_two_processes_end_with_identical_weights(tmp_path
     assert model_directory.read_model_config(str(tmp_path / "out"))["averaged"]["steps"] == [2, 4]
     assert model_directory.latest_checkpoint(str(tmp_path / "out"), "averaged").endswith("averaged/ckpt-4")
     assert tf.train.latest_checkpoint(str(tmp_path / "out" / "checkpoints")).endswith("ckpt-4")
+
+
+def _scripted_dev(trainer, curve):
+    """Replaces the dev NLL by ``curve[step]``: the dev schedule meets a chosen plateau."""
+    trainer.evaluate = lambda dataset: curve[int(trainer.step.numpy())]
+
+
+def test_plateau_decays_the_learning_rate_and_early_stopping_ends_the_run_on_a_scripted_curve(
+        corpora, tokenizers, tmp_path):
+    train, dev = corpora
+    lines = []
+    config = tiny_config(max_steps=40, eval_every=2, schedule="plateau", plateau_patience=2,
+                         plateau_factor=0.5, early_stopping=3, average_last=0, lexicon_top_k=0)
+    trainer = training.Trainer(str(tmp_path), *tokenizers, preset="tiny", config=config, log=lines.append)
+    #            better better  worse  worse (decay)  better  worse  worse (decay)  worse (stop)
+    _scripted_dev(trainer, {2: 5.0, 4: 4.0, 6: 4.1, 8: 4.2, 10: 3.9, 12: 4.0, 14: 4.0, 16: 4.0})
+    report = trainer.fit(train, dev)
+    decays = [line for line in lines if "learning rate decayed" in line]
+    assert [int(line.split()[1]) for line in decays] == [8, 14]
+    assert "decayed to 0.0025" in decays[0] and "decayed to 0.00125" in decays[1]
+    assert report["updates"] == 16 and report["stopped_because"].startswith("early stopping (3 dev")
+    assert (report["best_dev_nll"], report["best_step"]) == (3.9, 10)
+    assert trainer._current_learning_rate() == pytest.approx(5e-3 / 4)
+    # a plateau schedule needs a dev set; the factor and label smoothing are checked
+    with pytest.raises(ValueError, match="needs a dev set"):
+        make_trainer(tmp_path / "no_dev", tokenizers, schedule="plateau", max_steps=2).fit(train)
+    assert not (tmp_path / "no_dev").exists()
+    for bad in (dict(plateau_factor=1.0), dict(label_smoothing=1.0), dict(early_stopping=-1),
+                dict(label_smoothing=0.1, sampled_softmax=50), dict(average_at="first")):
+        with pytest.raises(ValueError, match=next(iter(bad)) if len(bad) == 1 else "label_smoothing"):
+            tiny_config(**bad)
+
+
+def test_dev_schedule_counts_without_a_trainer():
+    config = tiny_config(schedule="plateau", plateau_patience=1, early_stopping=2, learning_rate=1.0)
+    schedule = training.DevSchedule(config)
+    assert [schedule.record(improved) for improved in (False, True, False)] == [0.5, None, 0.25]
+    assert schedule.stop_reason() is None
+    assert schedule.record(False) == 0.125 and "2 dev evaluations" in schedule.stop_reason()
+    constant = training.DevSchedule(tiny_config(early_stopping=0))
+    assert [constant.record(False) for _ in range(5)] == [None] * 5 and constant.stop_reason() is None
+
+
+def test_a_run_with_dropout_smoothing_and_plateau_resumes_bit_exactly(corpora, tokenizers, tmp_path):
+    train, dev = corpora
+    rates = dict(embedding_dropout=0.2, annotation_dropout=0.2, recurrent_dropout=0.2,
+                 readout_dropout=0.2, word_dropout=0.1)
+    curve = {2: 5.0, 4: 5.1, 6: 4.0, 8: 4.2, 10: 4.3}  # decays at 4, 8 and 10
+
+    def trainer_for(directory, max_steps):
+        tf.keras.utils.set_random_seed(7)
+        config = tiny_config(seed=7, max_steps=max_steps, eval_every=2, checkpoint_every=2,
+                             schedule="plateau", plateau_patience=1, early_stopping=5,
+                             label_smoothing=0.1, average_last=3, average_at="best", lexicon_top_k=0)
+        trainer = training.Trainer(str(directory), *tokenizers, preset="tiny", config=config,
+                                   model_overrides=rates, log=lambda line: None)
+        _scripted_dev(trainer, curve)
+        return trainer
+
+    straight = trainer_for(tmp_path / "straight", 10)
+    report = straight.fit(train, dev)
+    trainer_for(tmp_path / "cut", 6).fit(train, dev)  # stopped at 6 (after its decay at 4) ...
+    resumed = trainer_for(tmp_path / "cut", 10)  # ... and resumed
+    assert resumed.restore().endswith("ckpt-6")
+    assert resumed._current_learning_rate() == pytest.approx(5e-3 / 2)
+    resumed.fit(train, dev)
+    for a, b in zip(weights(straight), weights(resumed)):
+        np.testing.assert_array_equal(a, b)
+    assert resumed._current_learning_rate() == straight._current_learning_rate() == pytest.approx(5e-3 / 8)
+    for name in ("without_improvement", "since_decay", "decays"):
+        assert int(getattr(resumed.dev_schedule, name).numpy()) == int(getattr(straight.dev_schedule, name).numpy())
+    saved = model_directory.read_model_config(str(tmp_path / "straight"))
+    assert {name: saved["config"][name] for name in rates} == rates
+    assert saved["settings"]["training"]["label_smoothing"] == 0.1
+    # the average takes the 3 checkpoints around the best dev step (6), not the last 3
+    assert report["averaged"]["steps"] == [4, 6, 8]
+    assert sorted(os.listdir(tmp_path / "straight" / "around_best")) == sorted(
+        f"ckpt-{step}.{suffix}" for step in (4, 6, 8, 10) for suffix in ("data-00000-of-00001", "index"))
+
+
+def test_around_best_keeps_the_checkpoints_nearest_the_best_step_and_averages_them(tmp_path):
+    model = tf.keras.Sequential([tf.keras.layers.Dense(2)])
+    model.build((None, 3))
+    around = training.AroundBest(str(tmp_path / "around_best"), size=3)
+    written = {}
+    for step in range(100, 900, 100):
+        model.set_weights([np.full(w.shape, step, "float32") for w in model.get_weights()])
+        written[step] = model.get_weights()
+        around.write(model, step, best_step=min(step, 300))  # best at 300, worse after
+    kept = sorted(int(name.split("-")[1].split(".")[0]) for name in os.listdir(tmp_path / "around_best")
+                  if name.endswith(".index"))
+    assert kept == [200, 300, 400, 600, 700, 800]  # nearest the best, and the last ones
+    chosen = around.chosen(best_step=300, last_step=800)
+    assert [os.path.basename(path) for path in chosen] == ["ckpt-200", "ckpt-300", "ckpt-400"]
+    assert [os.path.basename(path) for path in around.chosen(best_step=300, last_step=350)] == [
+        "ckpt-200", "ckpt-300"]
+    model_directory.average_into(model, chosen)
+    for value in model.get_weights():
+        np.testing.assert_array_equal(value, np.full(value.shape, 300.0))

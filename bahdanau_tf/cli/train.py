@@ -99,9 +99,11 @@ def _define_training_flags():
     from bahdanau_tf import data, training
 
     choices = {"optimizer": training.OPTIMIZERS, "schedule": training.SCHEDULES,
+               "average_at": training.AVERAGE_AT,
                "precision": training.PRECISIONS, "sampled_proposal": training.SAMPLED_PROPOSALS,
                "bucketing": [m or "none" for m in data.BUCKETING_MODES]}
-    at_least_zero = {"max_steps", "seed", "dev_bleu_every", "lexicon_top_k", "average_last"}
+    at_least_zero = {"max_steps", "seed", "dev_bleu_every", "lexicon_top_k", "average_last",
+                     "early_stopping"}
     cli_defaults = {"max_minutes": 12.0}  # the README's 12-minute run; 0 means no budget
     helps = training.TrainingConfig.field_help()  # dataclasses.field(metadata={"help": ...})
     names = []
@@ -123,6 +125,7 @@ def _define_training_flags():
             flags.DEFINE_string(name, None, text)
         names.append(name)
     flags.DEFINE_alias("jit", "jit_compile")
+    flags.DEFINE_alias("patience", "early_stopping")  # its old name
     return names
 
 
@@ -144,6 +147,40 @@ def _training_config():
             value = None
         changes[name] = value
     return training.TrainingConfig.for_preset(FLAGS.preset, **changes)
+
+
+# === Regularisation: the model's dropout (bahdanau_tf.regularization), over the preset's ===
+common.define_finite_float("dropout", None, "Sets embedding_dropout, annotation_dropout, "
+                           "recurrent_dropout and readout_dropout at once (each flag of its own wins).",
+                           lower_bound=0.0, upper_bound=0.95)
+_DROPOUT_HELP = {
+    "embedding_dropout": "Dropout of the source and target embeddings, one mask per sentence.",
+    "annotation_dropout": "Dropout of what the encoder hands the decoder (RNNsearch: the "
+                          "annotations h_j), one mask per sentence.",
+    "recurrent_dropout": "Variational dropout of the decoder state where each step reads it, one "
+                         "mask per sequence (Gal & Ghahramani 2016).",
+    "readout_dropout": "Dropout of what the vocabulary projection reads (the maxout units t_i).",
+    "word_dropout": "Each source token replaced by [UNK] with this probability (per token).",
+}
+for _name, _text in _DROPOUT_HELP.items():
+    common.define_finite_float(_name, None, _text + " Training only; default: the preset's (0), or "
+                               "the resumed directory's.", lower_bound=0.0, upper_bound=0.95)
+
+
+def _model_overrides():
+    """The dropout rates the flags set; unset ones keep a resumed directory's, else the preset's."""
+    from bahdanau_tf import model_directory, regularization
+
+    overrides = {}
+    if FLAGS.dropout is not None:
+        overrides = dict.fromkeys(regularization.DROPOUT_ARGUMENTS[:4], FLAGS.dropout)
+    overrides.update({name: FLAGS[name].value for name in regularization.DROPOUT_ARGUMENTS
+                      if FLAGS[name].value is not None})
+    if os.path.exists(os.path.join(FLAGS.output_dir, model_directory.MODEL_CONFIG)):
+        saved = model_directory.read_model_config(FLAGS.output_dir)["config"]
+        overrides = {**{name: saved[name] for name in regularization.DROPOUT_ARGUMENTS if name in saved},
+                     **overrides}
+    return overrides
 
 
 def _dev_corpus(train):
@@ -203,7 +240,8 @@ def write_flags_file(directory):
            for flag in defined]
     lines = sorted({f"--{flag.name}={os.path.abspath(flag.value)}" if flag.name in PATH_FLAGS
                     else flag.serialize()
-                    for flag in own if flag.value is not None and flag.name != "jit"} - {""})
+                    for flag in own if flag.value is not None and flag.name not in ("jit", "patience")}
+                   - {""})
     with tf.io.gfile.GFile(os.path.join(directory, FLAGS_FILE), "w") as handle:
         handle.write("# bahdanau-train's flags of this run; repeat it with\n"
                      f"# bahdanau-train --flagfile={FLAGS_FILE} --output_dir=OTHER\n")
@@ -298,6 +336,9 @@ def main(argv):
         train = train.select(slice(0, FLAGS.max_train_pairs))
     dev = _dev_corpus(train)
     links = _alignment_links(train)  # a links file that does not match: refused before any work
+    if config.schedule == "plateau" and dev is None:
+        raise common.UserError("--schedule=plateau decays on the dev NLL: it needs a dev set "
+                               "(--dev_tsv, or --dev_source_file and --dev_target_file).")
     source_tokenizer, target_tokenizer = _tokenizers(train, log)
     settings = {
         "corpus": train.name,
@@ -311,7 +352,7 @@ def main(argv):
         settings["guided_alignment_unaligned"] = FLAGS.guided_alignment_unaligned or "free"
     trainer = training.Trainer(
         FLAGS.output_dir, source_tokenizer, target_tokenizer, preset=FLAGS.preset, config=config,
-        strategy=strategy, settings=settings, log=log, guide=guide,
+        model_overrides=_model_overrides(), strategy=strategy, settings=settings, log=log, guide=guide,
     )
     try:
         resumed = trainer.restore()  # takes the directory; resumes, or refuses another model (ValueError)

@@ -1,7 +1,8 @@
 """Training (DESIGN §2): the paper's procedure in one `tf.function` step, under `tf.distribute`.
 
 The package, by job: `config` (`TrainingConfig`, optimizer, schedules, strategy), `trainer`
-(the `Trainer` loop), `run_directory` (lock, signals, ``model.json`` / ``report.json``, a failed
+(the `Trainer` loop), `dev_schedule` (decay on a dev plateau, early stopping, the checkpoints
+around the best dev point), `run_directory` (lock, signals, ``model.json`` / ``report.json``, a failed
 start cleaned up), `summaries` (TensorBoard) and `report` (table 2). Every public name is
 importable from ``bahdanau_tf.training``.
 
@@ -35,6 +36,7 @@ epoch 5, clipnorm 5, batch 128; the reduced CPU presets use Adam.
 """
 
 from bahdanau_tf.training.config import (
+    AVERAGE_AT,
     OPTIMIZERS,
     PRECISIONS,
     SAMPLED_PROPOSALS,
@@ -47,6 +49,7 @@ from bahdanau_tf.training.config import (
     make_optimizer,
     make_strategy,
 )
+from bahdanau_tf.training.dev_schedule import AroundBest, DevSchedule
 from bahdanau_tf.training.guided_alignment import (AlignmentGuide, GuidedAlignmentModel,
                                                    check_word_links)
 from bahdanau_tf.training.report import RunState, format_report, training_report
@@ -63,6 +66,8 @@ from bahdanau_tf.training.trainer import NonFiniteLossError, Trainer
 __all__ = [
     "AlignmentGuide",
     "check_word_links",
+    "AroundBest",
+    "DevSchedule",
     "GuidedAlignmentModel",
     "Trainer",
     "TrainingConfig",
@@ -74,6 +79,7 @@ __all__ = [
     "make_optimizer",
     "make_strategy",
     "format_report",
+    "AVERAGE_AT",
     "OPTIMIZERS",
     "PRECISIONS",
     "SAMPLED_PROPOSALS",

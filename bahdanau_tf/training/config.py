@@ -16,7 +16,8 @@ def _field(default, help_text: str):
 
 
 OPTIMIZERS = ("adadelta", "adam", "sgd")
-SCHEDULES = ("constant", "halving", "warmup_rsqrt")
+SCHEDULES = ("constant", "halving", "warmup_rsqrt", "plateau")
+AVERAGE_AT = ("last", "best")
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
 STRATEGIES = ("default", "mirrored", "multi_worker")
 SAMPLED_PROPOSALS = ("batch", "log_uniform")
@@ -41,7 +42,14 @@ class TrainingConfig:
     schedule: str = _field("constant",
         '``"constant"``, ``"halving"`` (Sutskever et al.: halve the learning rate every half '
         'epoch after epoch 5) or ``"warmup_rsqrt"`` (`WarmupRsqrtSchedule`: linear warm-up '
-        'over ``warmup_steps``, then decay as 1 / sqrt(step)).')
+        'over ``warmup_steps``, then decay as 1 / sqrt(step)) or ``"plateau"`` (multiply the '
+        'learning rate by ``plateau_factor`` after ``plateau_patience`` dev evaluations without '
+        'a better dev NLL; needs a dev set; `bahdanau_tf.training.dev_schedule`).')
+    plateau_factor: float = _field(0.5,
+        'With ``--schedule=plateau``: what each decay multiplies the learning rate by, in (0, 1).')
+    plateau_patience: int = _field(2,
+        'With ``--schedule=plateau``: dev evaluations without a better dev NLL (counted from '
+        'the last better one or the last decay) before the learning rate decays.')
     warmup_steps: int = _field(200,
         'The warm-up of ``"warmup_rsqrt"``.')
     batch_size: int = _field(64,
@@ -59,8 +67,14 @@ class TrainingConfig:
         'The update budget (counted over resumed runs).')
     max_minutes: float | None = _field(None,
         'The wall-time budget of this run, from ``start_time``.')
-    patience: int | None = _field(None,
-        'Stop after this many dev evaluations without a better dev NLL.')
+    early_stopping: int = _field(0,
+        'Stop after this many dev evaluations in a row without a better dev NLL (0: never; '
+        "``--patience`` is this flag's old name). The count is checkpointed: a resumed run stops "
+        'where the uninterrupted one would.')
+    label_smoothing: float = _field(0.0,
+        'Train on the label-smoothed cross-entropy (`bahdanau_tf.losses.smoothed_token_nll`: '
+        'the target is (1 - eps) one-hot + eps uniform over the vocabulary), in [0, 1); the '
+        'train and dev NLL shown and reported stay the plain NLL. Not with ``sampled_softmax``.')
     eval_every: int = _field(500,
         'Steps between dev NLL evaluations.')
     dev_sentences: int = _field(500,
@@ -77,6 +91,11 @@ class TrainingConfig:
         "best checkpoint's (``model.json`` records it). 0 (default, the paper's procedure): no "
         'averaging; the CPU presets (``small``, ``tiny``, ...) average the last 5 checkpoints, '
         '100 updates apart.')
+    average_at: str = _field("last",
+        'Which checkpoints ``average_last`` averages: ``"last"`` (the last ones of the run) or '
+        '``"best"`` (the ``average_last`` checkpoints nearest the best dev NLL\'s step, before '
+        'and after it: the run keeps model-only copies of them in ``OUT/around_best/``, so '
+        'they outlive ``keep_checkpoints``).')
     log_every: int | None = _field(None,
         'Steps between progress lines and train summaries (the only host reads). None '
         '(default): scaled to the run, about 50 points over it (`bahdanau_tf.training.report.'
@@ -147,10 +166,13 @@ class TrainingConfig:
             raise ValueError(f"`optimizer` must be one of {OPTIMIZERS}, got {self.optimizer!r}.")
         if self.schedule not in SCHEDULES:
             raise ValueError(f"`schedule` must be one of {SCHEDULES}, got {self.schedule!r}.")
+        if self.average_at not in AVERAGE_AT:
+            raise ValueError(f"`average_at` must be one of {AVERAGE_AT}, got {self.average_at!r}.")
+        self._check_dev_schedule()
         if self.precision not in PRECISIONS:
             raise ValueError(f"`precision` must be one of {PRECISIONS}, got {self.precision!r}.")
         positive = ["batch_size", "max_length", "shuffle_buffer_size", "eval_every",
-                    "checkpoint_every", "dev_sentences", "keep_checkpoints", "warmup_steps"] + [
+                    "checkpoint_every", "dev_sentences", "keep_checkpoints", "warmup_steps", "plateau_patience"] + [
             name for name in ("pad_to_multiple", "log_every") if getattr(self, name) is not None]
         for name in positive:
             value = getattr(self, name)
@@ -160,7 +182,7 @@ class TrainingConfig:
             raise ValueError(f"`learning_rate` must be positive, got {self.learning_rate!r}.")
         if self.clipnorm is not None and not self.clipnorm > 0:
             raise ValueError(f"`clipnorm` must be positive or None, got {self.clipnorm!r}.")
-        for name in ("lexicon_top_k", "average_last"):
+        for name in ("lexicon_top_k", "average_last", "early_stopping"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError(f"`{name}` must be an int >= 0, got {value!r}.")
@@ -182,6 +204,16 @@ class TrainingConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
                 raise ValueError(f"`{name}` must be an int >= {low}, got {value!r}.")
+
+    def _check_dev_schedule(self):
+        """The plateau factor and label smoothing in range."""
+        if not 0.0 < self.plateau_factor < 1.0:
+            raise ValueError(f"`plateau_factor` must be in (0, 1), got {self.plateau_factor!r}.")
+        if isinstance(self.label_smoothing, bool) or not 0.0 <= self.label_smoothing < 1.0:
+            raise ValueError(f"`label_smoothing` must be in [0, 1), got {self.label_smoothing!r}.")
+        if self.label_smoothing and self.sampled_softmax:
+            raise ValueError("`label_smoothing` needs the full softmax: it cannot be combined with "
+                             "`sampled_softmax`.")
 
     def speed_summary(self):
         """``"float32 + XLA (device choice: CPU without bfloat16 units)"``, for the header line."""

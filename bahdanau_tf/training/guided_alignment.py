@@ -207,12 +207,14 @@ class AlignmentGuide:
 
 
 def guided_loss_sums(model, config, step, source, target_in, target_out, alignment_targets):
-    """(NLL sum, the weighted attention cross-entropy sum) of one teacher-forced training pass,
-    the weight ``config.guided_alignment_weight`` decayed to ``step``: the trainer's hook."""
+    """(NLL sum, its label-smoothed sum (``config.label_smoothing``), the weighted attention
+    cross-entropy sum) of one teacher-forced training pass, the weight
+    ``config.guided_alignment_weight`` decayed to ``step``: the trainer's hook."""
     logits, attention = model.logits_and_attention((source, target_in), training=True)
     weight = losses.guided_alignment_weight(config.guided_alignment_weight,
                                             config.guided_alignment_decay, step)
-    return (tf.reduce_sum(losses.token_nll(target_out, logits)),
+    nll, smoothed = losses.smoothed_token_nll(target_out, logits, config.label_smoothing)
+    return (tf.reduce_sum(nll), tf.reduce_sum(smoothed),
             weight * tf.reduce_sum(losses.guided_alignment_nll(attention, alignment_targets)))
 
 

@@ -29,7 +29,6 @@ class RunState:
     train_nll: float | None = None
     dev_nll: float | None = None
     dev_step: int | None = None
-    evaluations_without_improvement: int = 0
     evaluations: int = 0
     deadline: float | None = None
     dev_bleu: float | None = None

@@ -14,8 +14,10 @@ The layout itself is `bahdanau_tf.model_directory`'s.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
+import time
 import shutil
 import signal
 import threading
@@ -24,7 +26,11 @@ from typing import Callable
 import tensorflow as tf
 
 from bahdanau_tf import files
+from bahdanau_tf import lexicon as lexicon_lib
 from bahdanau_tf import model_directory
+
+#: the training pairs the end-of-run lexicon counts at most (the whole embedded corpus)
+LEXICON_PAIRS = 100_000
 
 
 class DirectoryInUseError(RuntimeError):
@@ -234,3 +240,19 @@ class RunDirectory:
         if self.is_chief:
             with tf.io.gfile.GFile(os.path.join(self.path, model_directory.REPORT), "w") as f:
                 f.write(json.dumps(report, indent=2, sort_keys=True) + "\n")
+
+    def write_lexicon(self, corpus, source_tokenizer, target_tokenizer, top_k: int, log) -> None:
+        """``OUT/lexicon.tsv`` from the training corpus (chief only, once per directory): the
+        top-k target tokens of each source token (`bahdanau_tf.lexicon`). At most its first
+        `LEXICON_PAIRS` pairs: the sparse counts grow with the distinct co-occurring pairs, and
+        a 12M-pair corpus must not cost a pass and gigabytes at the end of a run."""
+        path = os.path.join(self.path, model_directory.LEXICON)
+        if not self.is_chief or os.path.exists(path):
+            return
+        started = time.time()
+        pairs = itertools.islice(corpus.pairs() if hasattr(corpus, "pairs") else corpus, LEXICON_PAIRS)
+        built = lexicon_lib.Lexicon.build(pairs, source_tokenizer, target_tokenizer, top_k=top_k)
+        model_directory.write_lexicon(self.path, built)
+        log(f"Wrote {path} (the top {top_k} translations of each source token, for "
+            f"candidate-list decoding; from the first {LEXICON_PAIRS:,} training pairs at "
+            f"most) in {time.time() - started:.0f} s.")

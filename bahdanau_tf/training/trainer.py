@@ -7,7 +7,6 @@ the report are the sibling modules'.
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import math
 import os
 import shutil
@@ -22,13 +21,13 @@ import tensorflow as tf
 from bahdanau_tf import data, decoding
 from bahdanau_tf import devices
 from bahdanau_tf import files
-from bahdanau_tf import lexicon as lexicon_lib
 from bahdanau_tf import losses
 from bahdanau_tf import model_directory as model_directory_lib
 from bahdanau_tf import models as models_lib
 from bahdanau_tf.special_tokens import PAD_ID
 from bahdanau_tf.training.guided_alignment import guided_loss_sums
 from bahdanau_tf.training.config import TrainingConfig, is_chief, make_optimizer, make_strategy
+from bahdanau_tf.training.dev_schedule import AROUND_BEST, AroundBest, DevSchedule
 from bahdanau_tf.training.report import (
     DEFAULT_LOG_EVERY,
     RunState,
@@ -49,10 +48,6 @@ from bahdanau_tf.translator import DEFAULT_SEARCH, Translator
 
 #: the batch shapes the step remembers to tell an XLA compilation (`Trainer._count_compilation`)
 _SHAPE_CAPACITY = 1024
-
-
-#: the training pairs the end-of-run lexicon counts at most (the whole embedded corpus)
-LEXICON_PAIRS = 100_000
 
 
 class NonFiniteLossError(RuntimeError):
@@ -160,15 +155,17 @@ class Trainer:
             self.optimizer = make_optimizer(config, steps_per_epoch=self._steps_per_epoch)
             self.optimizer.build(self.model.trainable_variables)
             self._make_state_variables()
-        self.checkpoint = tf.train.Checkpoint(
-            model=self.model,
-            optimizer=self.optimizer,
-            step=self.step,
-            sentences_seen=self.sentences_seen,
-            elapsed_seconds=self.elapsed_seconds,
-            best_dev_nll=self.best_dev_nll,
-            best_step=self.best_step,
-        )
+            self.dev_schedule = DevSchedule(config)
+        # dropout's seed states (no tf.train dependency of the model's): so a resumed run draws
+        # the masks the uninterrupted one would
+        seeds = [variable.value for variable in self.model.variables if variable.path.endswith("seed_generator_state")]
+        self._checkpoint_parts = dict(
+            model=self.model, optimizer=self.optimizer, step=self.step, sentences_seen=self.sentences_seen,
+            elapsed_seconds=self.elapsed_seconds, best_dev_nll=self.best_dev_nll, best_step=self.best_step,
+            dev_schedule=self.dev_schedule, dropout_seeds=seeds)
+        self.checkpoint = tf.train.Checkpoint(**self._checkpoint_parts)
+        self._around_best = (AroundBest(os.path.join(self._write_dir, AROUND_BEST), config.average_last)
+                             if config.average_at == "best" and config.average_last >= 2 else None)
         self.manager = tf.train.CheckpointManager(
             self.checkpoint,
             os.path.join(self._write_dir, model_directory_lib.CHECKPOINTS),
@@ -255,7 +252,12 @@ class Trainer:
                 raise ValueError(
                     f"{self.output_dir!r} holds a saved model without training state ({latest} has "
                     f"no optimizer or step): it cannot be resumed; pass another --output_dir")
-            self.checkpoint.restore(latest).assert_existing_objects_matched()
+            # a checkpoint written before the dev schedule and the dropout seeds were: without them
+            parts = {key: value for key, value in self._checkpoint_parts.items()
+                     if key in names or key not in ("dev_schedule", "dropout_seeds")}
+            tf.train.Checkpoint(**parts).restore(latest).assert_existing_objects_matched()
+            if self.config.schedule == "plateau":
+                self.optimizer.learning_rate = self.dev_schedule.learning_rate
             self._adopt_averaged_best()
             self._log(
                 f"Resuming from {latest}: step {int(self.step.numpy())}, "
@@ -308,21 +310,23 @@ class Trainer:
 
     def _loss_and_gradients(self, source, target_in, target_out, global_tokens, sampled_values=None,
                             alignment_targets=None):
+        """(NLL sum, gradients of the objective: the NLL, label-smoothed if asked, + guided term)."""
         variables = self.model.trainable_variables
         with tf.GradientTape() as tape:
             guided = 0.0
             if alignment_targets is not None:  # guided alignment (`AlignmentGuide.stage`)
-                nll_sum, guided = guided_loss_sums(self.model, self.config, self.step, source, target_in,
-                                                   target_out, alignment_targets)
+                nll_sum, objective, guided = guided_loss_sums(self.model, self.config, self.step, source,
+                                                              target_in, target_out, alignment_targets)
             elif sampled_values is None:
                 logits = self.model((source, target_in), training=True)
-                nll_sum = tf.reduce_sum(losses.token_nll(target_out, logits))
+                nll, smoothed = losses.smoothed_token_nll(target_out, logits, self.config.label_smoothing)
+                nll_sum, objective = tf.reduce_sum(nll), tf.reduce_sum(smoothed)
             else:  # the sampled softmax: the same W_o and bias, K + 1 of their columns
                 features = self.model.output_features((source, target_in), training=True)
                 kernel, bias = self.model.output_projection()
-                nll_sum = tf.reduce_sum(losses.sampled_token_nll(
+                nll_sum = objective = tf.reduce_sum(losses.sampled_token_nll(
                     target_out, features, kernel, bias, sampled_values))
-            loss = (nll_sum + guided) / global_tokens  # this replica's share of the global mean
+            loss = (objective + guided) / global_tokens  # this replica's share of the global mean
             if isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer):
                 loss = self.optimizer.scale_loss(loss)
         return nll_sum, tape.gradient(loss, variables)
@@ -526,6 +530,8 @@ class Trainer:
         dropped = (f"; dropped {about}{counts['too_long']:,} longer than {config.max_length} tokens and "
                    f"{about}{counts['empty']:,} with an empty side" if counts["kept"] < counts["total"] else "")
         run.deadline = deadline  # the progress line shows the budget
+        if config.schedule == "plateau" and dev_corpus is None:
+            raise ValueError("--schedule=plateau decays on the dev NLL: it needs a dev set.")
         if run.train_pairs == 0:
             raise ValueError(
                 "The training corpus is empty." if not counts["total"] else
@@ -577,9 +583,7 @@ class Trainer:
             return f"max_steps={config.max_steps}"
         if deadline is not None and self._out_of_time(deadline, run.step, run.resumed_step):
             return f"max_minutes={config.max_minutes:g}"
-        if config.patience is not None and run.evaluations_without_improvement >= config.patience:
-            return f"early stopping (patience {config.patience})"
-        return None
+        return self.dev_schedule.stop_reason()
 
     def _take_window(self, run, read_started):
         """Reads and resets the counters of the updates since the last read: the train NLL
@@ -621,7 +625,8 @@ class Trainer:
         return f"{'~' if run.train_pairs_estimated else ''}{epoch:.2f}"
 
     def _evaluate_dev(self, run, dev_dataset):
-        """The one dev evaluation path: dev NLL, its summary, the best checkpoint, patience."""
+        """The one dev evaluation path: dev NLL, its summary, the best checkpoint, the dev
+        schedule (plateau decay, early stopping)."""
         self._check_finite(run)
         run.dev_nll = self.evaluate(dev_dataset)
         run.dev_step = run.step
@@ -638,9 +643,11 @@ class Trainer:
             self.best_step.assign(run.step)
             self._save_checkpoint(self.best_manager)
             self._write_model_config()
-            run.evaluations_without_improvement = 0
-        else:
-            run.evaluations_without_improvement += 1
+        decayed = self.dev_schedule.record(improved)
+        if decayed is not None:
+            self.optimizer.learning_rate = decayed
+            self._log(f"step {run.step:>7,}  learning rate decayed to {decayed:.3g} (a dev NLL "
+                      f"plateau of {self.config.plateau_patience} evaluation(s))")
 
     def _check_finite(self, run):
         """Raises NonFiniteLossError (after writing the report) once a step was non-finite."""
@@ -665,12 +672,14 @@ class Trainer:
         self.elapsed_seconds.assign(run.elapsed_before + time.time() - run.start)
         self._save_checkpoint(self.manager)
         self._write_model_config()
+        if self._around_best is not None:
+            self._around_best.write(self.model, run.step, int(self.best_step.numpy()))
 
-    def _save_checkpoint(self, manager):
-        """``manager.save``; one that fails half-way (a full disk, a second Ctrl-C) leaves no
-        ``ckpt-N_temp/`` behind (the previous checkpoints stay whole)."""
+    def _save_checkpoint(self, manager, number=None):
+        """``manager.save`` (at the step, or ``number``); one that fails half-way (a full disk, a
+        second Ctrl-C) leaves no ``ckpt-N_temp/`` behind (the previous checkpoints stay whole)."""
         try:
-            manager.save(checkpoint_number=self.step)
+            manager.save(checkpoint_number=self.step if number is None else number)
         except BaseException:
             files.remove_partial_checkpoints(manager.directory)
             raise
@@ -707,6 +716,8 @@ class Trainer:
         same checkpoints (a finished run rerun). Every worker evaluates; the chief writes."""
         last = self.config.average_last
         chosen = model_directory_lib.kept_checkpoints(self.manager.checkpoints)[-last:] if last else []
+        if self._around_best is not None:  # average_at="best": around the best dev step
+            chosen = self._around_best.chosen(int(self.best_step.numpy()), run.step)
         if len(chosen) < 2 or dev_dataset is None or self._signals.received is not None:
             return
         names = [os.path.basename(path) for path in chosen]
@@ -722,8 +733,8 @@ class Trainer:
         tag.update(dev_nll=round(dev_nll, 4), best=better)
         if better:
             self.best_dev_nll.assign(dev_nll)
-            self.best_step.assign(self.step)
-            self._save_checkpoint(self.best_manager)  # best/ckpt-<last step>: the average
+            self.best_step.assign(tag["steps"][-1])
+            self._save_checkpoint(self.best_manager, tag["steps"][-1])  # best/ckpt-<last averaged step>
             self._write_model_config()
         if self.is_chief:
             model_directory_lib.write_averaged(self.output_dir, self.model, tag)
@@ -731,29 +742,17 @@ class Trainer:
             variable.assign(value)
         run.averaged = tag
         self._summaries.write(run.step, {"dev/averaged_nll": dev_nll})
-        self._log(f"Averaged the last {len(chosen)} checkpoints ({names[0]} .. {names[-1]}) into "
+        self._log(f"Averaged {'the last ' if self._around_best is None else ''}{len(chosen)} checkpoints ({names[0]} .. {names[-1]}) into "
                   f"{model_directory_lib.AVERAGED}/ in {time.time() - started:.0f} s: dev NLL "
                   f"{dev_nll:.3f}, " + ("lower than the best checkpoint's: best/ is the average."
                                          if better else "not lower than the best checkpoint's: best/ is kept."))
 
     def _write_lexicon(self, run):
-        """``OUT/lexicon.tsv`` from the training corpus (`TrainingConfig.lexicon_top_k`), once
-        per directory, by the chief, not after a signal (the run must stop promptly). At most
-        its first `LEXICON_PAIRS` pairs: the sparse counts grow with the distinct co-occurring
-        pairs, and a 12M-pair corpus must not cost a pass and gigabytes at the end of a run."""
-        top_k = self.config.lexicon_top_k
-        path = os.path.join(self.output_dir, model_directory_lib.LEXICON)
-        if not top_k or not self.is_chief or self._signals.received is not None or os.path.exists(path):
-            return
-        started = time.time()
-        corpus = run.train_corpus
-        pairs = itertools.islice(corpus.pairs() if hasattr(corpus, "pairs") else corpus, LEXICON_PAIRS)
-        built = lexicon_lib.Lexicon.build(pairs, self.source_tokenizer,
-                                          self.target_tokenizer, top_k=top_k)
-        model_directory_lib.write_lexicon(self.output_dir, built)
-        self._log(f"Wrote {path} (the top {top_k} translations of each source token, for "
-                  f"candidate-list decoding; from the first {LEXICON_PAIRS:,} training pairs at "
-                  f"most) in {time.time() - started:.0f} s.")
+        """``OUT/lexicon.tsv`` (`TrainingConfig.lexicon_top_k`), by the chief, not after a
+        signal (the run must stop promptly): `RunDirectory.write_lexicon`."""
+        if self.config.lexicon_top_k and self._signals.received is None:
+            self.directory.write_lexicon(run.train_corpus, self.source_tokenizer, self.target_tokenizer,
+                                         self.config.lexicon_top_k, self._log)
 
     def _dev_translation_summaries(self, run):
         """Dev BLEU (greedy, on the dev sample), sample translations and attention images."""
