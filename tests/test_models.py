@@ -256,8 +256,9 @@ def test_attention_learns_reversal_and_the_fixed_context_baseline_does_not():
     assert encdec_long < search_long - 0.3, (encdec_long, search_long)
 
 
-def test_jit_and_mixed_precision_match_float32():
-    model = _tiny("tiny")
+@pytest.mark.parametrize("preset", ["tiny", "rnnsearch-cgru-tiny"])
+def test_jit_and_mixed_precision_match_float32(preset):
+    model = _tiny(preset)
     source, target_in = _batch()
     expected = model((source, target_in)).numpy()
     jitted = tf.function(lambda s, t: model((s, t)), jit_compile=True)(source, target_in)
