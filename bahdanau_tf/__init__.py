@@ -28,6 +28,7 @@ except importlib.metadata.PackageNotFoundError:  # a source tree on sys.path, no
 _EXPORTS = {
     **dict.fromkeys(["AttentionGRUCell", "BahdanauAttention", "BidirectionalEncoder",
                      "ConditionalGRUCell", "MaxoutReadout"], "layers"),
+    "CGRUAttentionCell": "cgru",
     **dict.fromkeys(["MaskedAccuracy", "MaskedSparseCategoricalCrossentropy"], "losses"),
     **dict.fromkeys(["RNNEncDec", "RNNSearch", "Seq2Seq", "model_from_preset"], "models"),
     **dict.fromkeys(["Trainer", "TrainingConfig"], "training"),
@@ -42,11 +43,11 @@ _EXPORTS = {
     "make_dataset": "data",
     "quiet_tensorflow": "quiet",
 }
-_SUBMODULES = ("corpora", "data", "decoding", "devices", "evaluation", "layers", "losses",
+_SUBMODULES = ("cgru", "corpora", "data", "decoding", "devices", "evaluation", "layers", "losses",
                "model_directory", "models", "presets", "serving", "signatures", "special_tokens",
                "text", "training", "translation_model", "translator", "wordpiece")
 # the modules whose classes are registered with keras.saving
-_KERAS_OBJECT_MODULES = ("layers", "losses", "models")
+_KERAS_OBJECT_MODULES = ("layers", "cgru", "losses", "models")
 
 __all__ = sorted(_EXPORTS) + list(_SUBMODULES)
 

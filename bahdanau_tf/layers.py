@@ -438,6 +438,10 @@ class AttentionGRUCell(keras.layers.Layer):
     def project_inputs(self, inputs: Tensor) -> Tensor:
         return self.gru.project_inputs(inputs)
 
+    def project_context(self, context: Tensor) -> Tensor:
+        """The GRU's [C_z; C_r; C] c, for c_i or the annotations h_j: (..., 3 * units)."""
+        return self.gru.project_context(context)
+
     def prepare_memory(self, annotations: Tensor, mask: Tensor) -> dict:
         """The step-independent part of attention, computed once per sentence."""
         return {"annotations": annotations, "keys": self.attention.compute_keys(annotations), "mask": mask}

@@ -43,7 +43,7 @@ from typing import Any
 import keras
 from keras import ops
 
-from bahdanau_tf import initializers
+from bahdanau_tf import cgru, initializers
 from bahdanau_tf import layers as layers_lib
 from bahdanau_tf import tensor_ops
 from bahdanau_tf.presets import get_preset
@@ -53,6 +53,8 @@ from bahdanau_tf.translation_model import TranslationModel, is_model_path, load_
 
 _CONTEXT_PROJECTIONS = "context_projections"  # `RNNSearch.decoding_memory`'s [C h_j | C_o h_j]
 _SIZES = ("source_vocabulary_size", "target_vocabulary_size", "embedding_dim", "hidden_dim")
+# RNNSearch's decoder cells: the paper's, and Nematus's conditional GRU (`bahdanau_tf.cgru`)
+_DECODER_CELLS = {"paper": layers_lib.AttentionGRUCell, "cgru": cgru.CGRUAttentionCell}
 
 
 def _repeat_groups(tensor, previous_ids):
@@ -89,6 +91,11 @@ class RNNSearch(TranslationModel):
         embedding_dropout, annotation_dropout, recurrent_dropout, readout_dropout,
             word_dropout: floats in [0, 1), regularisation in training only, 0 (none) by
             default: `bahdanau_tf.regularization` says where each applies.
+        decoder: the decoder cell, ``"paper"`` (`layers.AttentionGRUCell`: the attention
+            queried with s_{i-1}, then one GRU whose gates read E y_{i-1} and c_i) or
+            ``"cgru"`` (`cgru.CGRUAttentionCell`, Nematus's conditional GRU, Sennrich et al.
+            2017: a GRU reads E y_{i-1}, its state queries the attention, a second GRU reads
+            c_i; preset ``rnnsearch-cgru-small``). The readout reads s_i, E y_{i-1}, c_i either way.
 
     Example:
 
@@ -117,9 +124,12 @@ class RNNSearch(TranslationModel):
         recurrent_dropout: float = 0.0,
         readout_dropout: float = 0.0,
         word_dropout: float = 0.0,
+        decoder: str = "paper",
         **kwargs,
     ) -> None:
         super().__init__(**kwargs)
+        if decoder not in _DECODER_CELLS:
+            raise ValueError(f"`decoder` must be one of {tuple(_DECODER_CELLS)}, got {decoder!r}.")
         init = functools.partial(initializers.initializer_for, initialization)  # a new instance per layer
         # === Config ===
         self._store_config(
@@ -132,6 +142,7 @@ class RNNSearch(TranslationModel):
             maxout_dim=maxout_dim,
             score=score,
             initialization=initialization,
+            decoder=decoder,
         )
         self._store_dropouts(embedding_dropout=embedding_dropout, annotation_dropout=annotation_dropout,
                              recurrent_dropout=recurrent_dropout, readout_dropout=readout_dropout,
@@ -172,7 +183,7 @@ class RNNSearch(TranslationModel):
             dtype=self.dtype_policy,
             name="target_embedding",
         )
-        self.decoder_cell = layers_lib.AttentionGRUCell(
+        self.decoder_cell = _DECODER_CELLS[self.decoder](
             hidden_dim,
             attention_dim,
             score=score,
@@ -240,6 +251,8 @@ class RNNSearch(TranslationModel):
         """
         if _CONTEXT_PROJECTIONS not in memory:  # `encode`'s: its products, at every call
             memory = self.decoding_memory(memory)
+        if self.decoder == "cgru":
+            return self._cgru_decode_step(previous_ids, state, memory, projection)
         cell = self.decoder_cell
         carried = isinstance(state, (tuple, list))
         state, query = state if carried else (state, cell.attention.project_query(state))
@@ -252,9 +265,19 @@ class RNNSearch(TranslationModel):
         logits = self.readout.project(features, projection)
         return logits, self.decoding_state(state) if carried else state, attention
 
-    def decoding_state(self, state: Tensor) -> tuple:
+    def _cgru_decode_step(self, previous_ids, state, memory, projection):
+        """`decode_step` with the conditional GRU, on `decoding_memory`'s memory."""
+        cell = self.decoder_cell
+        embedded = self.target_embedding(previous_ids)
+        state, attention, readout_part = cell.step_on_products(
+            cell.project_inputs(embedded), state, memory["keys"], memory["mask"], memory[_CONTEXT_PROJECTIONS])
+        features = self.readout.features(state, embedded, projected_contexts=readout_part)
+        return self.readout.project(features, projection), state, attention
+
+    def decoding_state(self, state: Tensor) -> Any:
         """s as a search carries it: ``(s, W_a s)``, the next step's attention query computed
-        as soon as s is.
+        as soon as s is; with the conditional GRU (``decoder="cgru"``), s as it is: its query,
+        W_a s'_i, reads y_{i-1}, which the step before does not know.
 
         A step's time is its chain of dependent work, and the query's matmul used to open it
         (the attention waits for it). Computed at the end of the step before, beside the
@@ -264,6 +287,8 @@ class RNNSearch(TranslationModel):
         and returns either form; the Translator carries this one in its XLA searches only
         (without XLA the extra loop variable cost more than it saved).
         """
+        if self.decoder == "cgru":
+            return state
         return (state, self.decoder_cell.attention.project_query(state))
 
     def decoding_memory(self, memory: dict) -> dict:
@@ -277,13 +302,14 @@ class RNNSearch(TranslationModel):
         (2n (3n + 2l) weights, 2 MB in float32 at the `small` sizes, read at every step; at
         beam 5, 30 % of a step's multiply-adds), for a per-sentence matmul whose cost is that
         of about one step per source word. The annotations themselves are dropped: no step
-        reads them. The same numbers as stepping `encode`'s memory, up to float order.
+        reads them. The same numbers as stepping `encode`'s memory, up to float order. With
+        the conditional GRU (``decoder="cgru"``), C is its second GRU's input kernel W'.
 
         Returns:
             dict with ``keys``, ``mask`` and ``context_projections``.
         """
         annotations = memory["annotations"]
-        products = ops.concatenate([self.decoder_cell.gru.project_context(annotations),
+        products = ops.concatenate([self.decoder_cell.project_context(annotations),
                                     self.readout.project_context(annotations)], axis=-1)
         return {"keys": memory["keys"], "mask": memory["mask"], _CONTEXT_PROJECTIONS: products}
 

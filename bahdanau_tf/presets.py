@@ -91,8 +91,16 @@ _register("rnnsearch-general-small", "RNNSearch",
           dict(_SMALL, attention_dim=256, maxout_dim=128, initialization="keras",
                score="general"),
           _REDUCED_TRAINING, "rnnsearch-small with Luong's 'general' score s^T W_a h_j")
+_register("rnnsearch-cgru-small", "RNNSearch",
+          dict(_SMALL, attention_dim=256, maxout_dim=128, initialization="keras",
+               decoder="cgru"),
+          _REDUCED_TRAINING, "rnnsearch-small with Nematus's conditional GRU decoder (GRU, "
+          "attention, GRU)")
 _register("rnnsearch-tiny", "RNNSearch", dict(_TINY, attention_dim=20, maxout_dim=12),
           _TINY_TRAINING, "RNNsearch for tests; alias 'tiny'")
+_register("rnnsearch-cgru-tiny", "RNNSearch",
+          dict(_TINY, attention_dim=20, maxout_dim=12, decoder="cgru"), _TINY_TRAINING,
+          "rnnsearch-tiny with the conditional GRU decoder, for tests")
 _register("rnnencdec-small", "RNNEncDec", dict(_SMALL, maxout_dim=128, initialization="keras"),
           _REDUCED_TRAINING, "RNNencdec at CPU size")
 _register("rnnencdec-tiny", "RNNEncDec", dict(_TINY, maxout_dim=12), _TINY_TRAINING,

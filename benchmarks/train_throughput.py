@@ -90,7 +90,8 @@ def train_step_flops(model, batch_size, source_length, target_length):
 
     Forward: the encoder's input projections and recurrences (both directions), the attention
     keys, s_0, the decoder's input projection, per target step W_a s, the scores v_a^T tanh(.),
-    the context, the GRU's U_z, U_r, U and C c, then the maxout readout and the vocabulary
+    the context, the GRU's U_z, U_r, U and C c (the conditional GRU, ``decoder="cgru"``: its
+    second GRU's recurrent matrices too), then the maxout readout and the vocabulary
     projection. Backward costs about twice the forward (two matmuls per matmul).
     """
     m, n = model.embedding_dim, model.hidden_dim
@@ -100,6 +101,8 @@ def train_step_flops(model, batch_size, source_length, target_length):
     keys, initial = b * s * 2 * n * a, b * n * n
     decoder_inputs = b * t * m * 3 * n
     per_step = b * n * a + b * s * a + b * s * 2 * n + b * n * 3 * n + b * 2 * n * 3 * n
+    if getattr(model, "decoder", "paper") == "cgru":
+        per_step += b * n * 3 * n  # GRU_2's U'_z, U'_r, U' on s'_i
     readout = b * t * (n + m + 2 * n) * 2 * l + b * t * l * v
     forward = 2 * (encoder + keys + initial + decoder_inputs + t * per_step + readout)
     return 3 * forward

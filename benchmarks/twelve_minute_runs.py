@@ -17,7 +17,8 @@ length — and writes ``OUT/summary.json``. Takes about (12 + 2 x penalties) min
 Configurations: ``default`` (no flag), ``warmup`` (``--schedule=warmup_rsqrt
 --warmup_steps=200``), ``f32xla`` (``--precision=float32 --jit``: the default on CPUs without
 AMX), ``bf16`` (``--precision=mixed_bfloat16 --nojit``: the previous release's default on CPUs
-with bf16 instructions, and today's with AMX), or any ``name=--flag=value+--flag=value``.
+with bf16 instructions, and today's with AMX), ``cgru`` (``--preset=rnnsearch-cgru-small``: Nematus's conditional GRU decoder at
+``small``'s sizes and recipe), or any ``name=--flag=value+--flag=value``.
 """
 
 import json
@@ -46,6 +47,7 @@ CONFIGS = {
     "warmup": ["--schedule=warmup_rsqrt", "--warmup_steps=200"],
     "f32xla": ["--precision=float32", "--jit"],  # the default on CPUs without AMX
     "bf16": ["--precision=mixed_bfloat16", "--nojit"],  # the default with AMX
+    "cgru": ["--preset=rnnsearch-cgru-small"],  # the conditional GRU decoder beside `small`
 }
 
 

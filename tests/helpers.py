@@ -96,22 +96,46 @@ def maxout_reference(readout, s, ey, c):
     return t @ readout.output_kernel.numpy() + readout.output_bias.numpy()
 
 
+def _attention_weights(attention):
+    return (attention.query_kernel.numpy(), attention.key_kernel.numpy(), attention.key_bias.numpy(),
+            attention.score_vector.numpy())
+
+
+def paper_step_reference(cell, ey, s, annotations):
+    """The paper's decoder step (`AttentionGRUCell`): attention queried with s_{i-1}, then one
+    GRU whose gates read E y_{i-1} and c_i. Returns (s_i, c_i, alpha_i)."""
+    c, alpha = attention_reference(s, annotations, *_attention_weights(cell.attention))  # uses s_{i-1}
+    gru = cell.gru
+    W, C, b = split3(gru.kernel.numpy()), split3(gru.context_kernel.numpy()), split3(gru.bias.numpy())
+    U = split_recurrent(gru.gate_kernel.numpy(), gru.recurrent_kernel.numpy())
+    return gru_step(ey, s, W, U, b, C, c), c, alpha
+
+
+def cgru_step_reference(cell, ey, s, annotations):
+    """Nematus's conditional GRU step (Sennrich et al. 2017, section 2; `CGRUAttentionCell`):
+    s'_i = GRU_1(E y_{i-1}, s_{i-1}); the attention queried with s'_i; s_i = GRU_2(c_i, s'_i).
+    Returns (s_i, c_i, alpha_i)."""
+    gru = cell.gru  # GRU_1's weights, and GRU_2's input kernel (its context_kernel)
+    W, b = split3(gru.kernel.numpy()), split3(gru.bias.numpy())
+    U = split_recurrent(gru.gate_kernel.numpy(), gru.recurrent_kernel.numpy())
+    intermediate = gru_step(ey, s, W, U, b)  # no context
+    c, alpha = attention_reference(intermediate, annotations, *_attention_weights(cell.attention))
+    W2, b2 = split3(gru.context_kernel.numpy()), split3(cell.context_bias.numpy())
+    U2 = split_recurrent(cell.context_gate_kernel.numpy(), cell.context_recurrent_kernel.numpy())
+    return gru_step(c, intermediate, W2, U2, b2), c, alpha  # no word
+
+
 def rnnsearch_reference(model, source_ids, target_input_ids):
-    """Logits (target_len, V) and attention (target_len, source_len) of one unpadded sentence pair."""
+    """Logits (target_len, V) and attention (target_len, source_len) of one unpadded sentence
+    pair, with the model's decoder cell (``decoder="paper"`` or ``"cgru"``)."""
     n = model.hidden_dim
     annotations = encoder_reference(model.encoder, source_ids)
     s = np.tanh(annotations[0, n:] @ model.initial_state_dense.kernel.numpy() + model.initial_state_dense.bias.numpy())
-    attention = model.decoder_cell.attention
-    Wa, Ua, ba, va = (attention.query_kernel.numpy(), attention.key_kernel.numpy(),
-                      attention.key_bias.numpy(), attention.score_vector.numpy())
-    gru = model.decoder_cell.gru
-    W, C, b = split3(gru.kernel.numpy()), split3(gru.context_kernel.numpy()), split3(gru.bias.numpy())
-    U = split_recurrent(gru.gate_kernel.numpy(), gru.recurrent_kernel.numpy())
+    step = cgru_step_reference if model.decoder == "cgru" else paper_step_reference
     E = model.target_embedding.embeddings.numpy()
     logits, alphas = [], []
     for y_prev in target_input_ids:
-        c, alpha = attention_reference(s, annotations, Wa, Ua, ba, va)  # uses s_{i-1}
-        s = gru_step(E[y_prev], s, W, U, b, C, c)
+        s, c, alpha = step(model.decoder_cell, E[y_prev], s, annotations)
         logits.append(maxout_reference(model.readout, s, E[y_prev], c))  # uses s_i (eq. 4)
         alphas.append(alpha)
     return np.stack(logits), np.stack(alphas)

@@ -19,7 +19,8 @@ import keras
 import numpy as np
 import pytest
 
-from bahdanau_tf import RNNEncDec, RNNSearch, Seq2Seq, Translator, serving
+from bahdanau_tf import RNNSearch, Translator, serving
+from bahdanau_tf.presets import get_preset
 from bahdanau_tf.decoding import Batching
 from helpers import beam, env_without_tensorflow_logging, learning_seed, random_model, toy_tokenizers
 
@@ -41,7 +42,9 @@ PAIRS = [("the cat sat on a mat", "el gato se sentó en una alfombra"),
          ("the dog ran to a house", "el perro corrió a una casa"),
          ("a cat and a dog", "un gato y un perro"),
          ("the house", "la casa")] * 16
-MODELS = {"rnnsearch": RNNSearch, "rnnencdec": RNNEncDec, "seq2seq": Seq2Seq}
+# name -> preset; "rnnsearch_cgru": RNNSearch with Nematus's conditional GRU decoder
+MODELS = {"rnnsearch": "rnnsearch-tiny", "rnnsearch_cgru": "rnnsearch-cgru-tiny",
+          "rnnencdec": "rnnencdec-tiny", "seq2seq": "seq2seq-tiny"}
 
 # Everything the JAX process computes; argv: the work directory (inputs.npz, *.keras in it).
 JAX_SCRIPT = r'''
@@ -90,8 +93,9 @@ for name in settings["models"]:
     model = keras.saving.load_model(os.path.join(work, f"tf_{name}.keras"))
     outputs[f"{name}/logits"] = ops.convert_to_numpy(model((inputs["source"], inputs["target_in"])))
     steps(model, name, carried=False)
-    if name == "rnnsearch":
+    if name.startswith("rnnsearch"):
         steps(model, name, carried=True)
+    if name == "rnnsearch":
         outputs["rnnsearch/alpha"] = ops.convert_to_numpy(
             model.attention_weights((inputs["source"], inputs["target_in"])))
         gradients(model)
@@ -175,9 +179,9 @@ def backends(tmp_path_factory):
     work = tmp_path_factory.mktemp("backends")
     source_tokenizer, target_tokenizer = toy_tokenizers()
     expected = {}
-    for name, model_class in MODELS.items():
+    for name, preset in MODELS.items():
         # weights ~ N(0, 0.5^2): peaked distributions and attention, so a wrong step shows
-        model = random_model(model_class, seed=3, scale=0.5, preset=f"{model_class.preset_prefix}-tiny")
+        model = random_model(get_preset(preset).model_class, seed=3, scale=0.5, preset=preset)
         model.attach_tokenizers(source_tokenizer, target_tokenizer)
         model.save(str(work / f"tf_{name}.keras"))
         expected[f"{name}/logits"] = np.asarray(model((SOURCE, TARGET_IN)))
@@ -185,8 +189,9 @@ def backends(tmp_path_factory):
             model.save_to_preset(str(work / "tf_seq2seq_directory"))
             expected["seq2seq_directory/logits"] = expected["seq2seq/logits"]
         expected.update(_steps(model, name, False, SOURCE, STEP_IDS))
-        if name == "rnnsearch":
+        if name.startswith("rnnsearch"):
             expected.update(_steps(model, name, True, SOURCE, STEP_IDS))
+        if name == "rnnsearch":
             expected["rnnsearch/alpha"] = np.asarray(model.attention_weights((SOURCE, TARGET_IN)))
             expected.update(_gradients(model))
     np.savez(work / "inputs.npz", source=SOURCE, target_in=TARGET_IN, step_ids=STEP_IDS, probe=PROBE)
@@ -211,8 +216,9 @@ def test_teacher_forced_logits_and_attention_equal_across_backends(backends):
 
 def test_decode_steps_equal_across_backends(backends):
     keys = sorted(key for key in backends["tensorflow"] if "/step" in key or "/attention" in key)
-    # two steps of every model, and of RNNsearch from the carried memory too; its attention
-    assert len(keys) == 2 * 3 + 2 + 2 * 2
+    # two steps of every model, and of both RNNsearch decoders from the carried memory too;
+    # their attention
+    assert len(keys) == 2 * 4 + 2 * 2 + 2 * 2 * 2
     for key in keys:
         np.testing.assert_allclose(backends["jax"][key], backends["tensorflow"][key], rtol=0,
                                    atol=1e-5, err_msg=key)

@@ -304,8 +304,9 @@ def _decode_fresh(output):
     return np.asarray(output["values"], dtype=output["dtype"])
 
 
-def test_every_signature_runs_through_the_session_bundle_in_a_fresh_process(
-        exports, translators, tmp_path):
+def _start_fresh(exports, tmp_path):
+    """`FRESH_SCRIPT` over ``exports`` ({name: version directory}) with `BATCH`, started:
+    ``(process, output path)``."""
     script = tmp_path / "fresh.py"
     script.write_text(FRESH_SCRIPT)
     request = tmp_path / "request.json"
@@ -318,6 +319,12 @@ def test_every_signature_runs_through_the_session_bundle_in_a_fresh_process(
     process = subprocess.Popen([sys.executable, "-I", str(script), str(request), str(output)],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=str(tmp_path),
                                env={**env, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    return process, output
+
+
+def test_every_signature_runs_through_the_session_bundle_in_a_fresh_process(
+        exports, translators, tmp_path):
+    process, output = _start_fresh(exports, tmp_path)
     # meanwhile, in this process: the Translators' own outputs; for the bfloat16 ensemble, the
     # session bundle's. With native bf16 kernels (oneDNN on AMX CPUs) the TF2 function runtime
     # and the session runtime fuse the bf16 graph differently (grappler's remapper), and the
@@ -347,6 +354,41 @@ def test_every_signature_runs_through_the_session_bundle_in_a_fresh_process(
     assert sorted(fresh["rnnsearch"]) == ["align", "serving_default", "translate_nbest",
                                           "translate_replace_unk"]
     assert sorted(fresh["rnnencdec"]) == ["serving_default", "translate_nbest"]  # no attention
+
+
+@pytest.mark.slow
+def test_the_conditional_gru_alone_and_in_an_ensemble_is_served_through_the_session_bundle(
+        model_dirs, tmp_path):
+    """RNNSearch(decoder="cgru"), Nematus's conditional GRU, exported by the command line alone
+    and in an ensemble with the paper's cell: every signature, run in a fresh process by the
+    model server's loading path, equals the Translator's own outputs."""
+    source, target = _subword(SOURCE_WORDS, tmp_path / "source.txt"), _subword(TARGET_WORDS, tmp_path / "target.txt")
+    cgru_dir = _model_dir(tmp_path / "cgru", "rnnsearch-cgru-tiny", source, target, 11)
+    members = {"cgru": [cgru_dir], "cgru_ensemble": [cgru_dir, model_dirs["rnnsearch_float32"]]}
+    processes = {name: _start(EXPORT_CLI + [f"--model_dir={d}" for d in dirs] + [
+        f"--export_dir={tmp_path / name}", f"--beam_size={BEAM}"]) for name, dirs in members.items()}
+    expected = {name: _in_process(Translator.from_directory(dirs, search=beam(BEAM)), BATCH, BEAMS, NBESTS)
+                for name, dirs in members.items()}
+    exports = {}
+    for name, process in processes.items():
+        code, stdout, stderr = _finish(process)
+        assert code == 0, stderr[-3000:]
+        exports[name] = stdout.strip()
+    process, output = _start_fresh(exports, tmp_path)
+    _, stderr = process.communicate(timeout=600)
+    assert process.returncode == 0, stderr.decode()[-3000:]
+    fresh = json.loads(output.read_text())
+    assert fresh.pop("package_imported") is False
+    for name in members:
+        assert sorted(fresh[name]) == ["align", "serving_default", "translate_nbest", "translate_replace_unk"]
+        for signature, outputs in expected[name].items():
+            _assert_same_outputs(outputs, {k: _decode_fresh(v) for k, v in fresh[name][signature].items()},
+                                 f"{name}/{signature}")
+        translations = expected[name]["serving_default"]["translations"]
+        assert len(set(translations[: len(SENTENCES)])) == len(SENTENCES), name
+    # the ensemble is not its conditional GRU member alone
+    assert not np.allclose(expected["cgru"]["serving_default"]["scores"],
+                           expected["cgru_ensemble"]["serving_default"]["scores"])
 
 
 def _graph_dtypes(path):

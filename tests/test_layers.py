@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bahdanau_tf import initializers, layers
+from bahdanau_tf import cgru, initializers, layers
 
 
 def _randomize(layer, seed=0, scale=0.3):
@@ -106,6 +106,40 @@ def test_conditional_gru_cell_matches_paper_equations():
         np.testing.assert_allclose(got[row], helpers.gru_step(x[row], h[row], W, U, b, C, c[row]), atol=1e-5)
 
 
+def test_cgru_cell_step_matches_nematus_equations_and_reads_products_alike():
+    """One step of the conditional GRU (Sennrich et al. 2017) against NumPy, on padded memory;
+    `step_on_products` (the search's form) gives the same state, attention and products."""
+    rng = np.random.default_rng(4)
+    cell = cgru.CGRUAttentionCell(5, attention_units=7)
+    cell.build(input_dim=3, memory_dim=6)
+    _randomize(cell)
+    ey, h = (rng.normal(size=(3, d)).astype("float32") for d in (3, 5))
+    annotations = rng.normal(size=(3, 4, 6)).astype("float32")
+    lengths = [4, 2, 1]
+    mask = np.arange(4)[None, :] < np.array(lengths)[:, None]
+    memory = cell.prepare_memory(annotations, mask)
+    state, context, weights = (t.numpy() for t in cell(cell.project_inputs(ey), h, memory))
+    for row, length in enumerate(lengths):
+        expected = helpers.cgru_step_reference(cell, ey[row], h[row], annotations[row, :length])
+        np.testing.assert_allclose(state[row], expected[0], atol=1e-5)
+        np.testing.assert_allclose(context[row], expected[1], atol=1e-5)
+        np.testing.assert_allclose(weights[row, :length], expected[2], atol=1e-5)
+        assert np.all(weights[row, length:] == 0.0)
+    # the paper's cell queries with s_{i-1}, this one with s'_i: not the same attention
+    paper_query_weights = helpers.attention_reference(h[0], annotations[0], cell.attention.query_kernel.numpy(),
+                                                      cell.attention.key_kernel.numpy(),
+                                                      cell.attention.key_bias.numpy(),
+                                                      cell.attention.score_vector.numpy())[1]
+    assert not np.allclose(weights[0], paper_query_weights, atol=1e-3)
+    readout_map = rng.normal(size=(6, 2)).astype("float32")
+    products = np.concatenate([cell.project_context(annotations).numpy(), annotations @ readout_map], -1)
+    got_state, got_weights, rest = (t.numpy() for t in cell.step_on_products(
+        cell.project_inputs(ey), h, memory["keys"], mask, products))
+    np.testing.assert_allclose(got_state, state, atol=1e-5)
+    np.testing.assert_allclose(got_weights, weights, atol=1e-6)
+    np.testing.assert_allclose(rest, context @ readout_map, atol=1e-5)
+
+
 def test_maxout_readout_matches_numpy():
     rng = np.random.default_rng(3)
     readout = layers.MaxoutReadout(maxout_dim=4, vocabulary_size=9)
@@ -169,6 +203,10 @@ LAYER_CONTRACTS = {
         lambda: layers.AttentionGRUCell(4, 7, score="additive", name="cell"),
         lambda cell: cell(cell.project_inputs(_X), _H, cell.prepare_memory(_MEMORY, _MASK)),
         lambda cell: cell.build(input_dim=3, memory_dim=6)),
+    "CGRUAttentionCell": (
+        lambda: cgru.CGRUAttentionCell(4, 7, score="additive", name="cell"),
+        lambda cell: cell(cell.project_inputs(_X), _H, cell.prepare_memory(_MEMORY, _MASK)),
+        lambda cell: cell.build(input_dim=3, memory_dim=6)),
     "ConditionalGRUCell": (
         lambda: layers.ConditionalGRUCell(4, name="gru"),
         lambda cell: cell(cell.project_inputs(_X), _H, cell.project_context(_C)),
@@ -190,9 +228,9 @@ def test_every_layer_keeps_the_layer_contract(name):
 
 
 def test_every_public_layer_has_a_contract():
-    public = {name for name, value in vars(layers).items()
+    public = {name for module in (layers, cgru) for name, value in vars(module).items()
               if isinstance(value, type) and issubclass(value, keras.layers.Layer)
-              and value.__module__ == layers.__name__ and not name.startswith("_")}
+              and value.__module__ == module.__name__ and not name.startswith("_")}
     assert public <= {name.split("-")[0] for name in LAYER_CONTRACTS}, public
 
 
@@ -218,7 +256,7 @@ def _shared_values(a, b):
 _SHRUNK = dict(source_vocabulary_size=40, target_vocabulary_size=50, embedding_dim=8, hidden_dim=8)
 
 
-@pytest.mark.parametrize("preset", ["rnnsearch-50", "small", "rnnencdec-30", "rnnencdec-small", "seq2seq",
+@pytest.mark.parametrize("preset", ["rnnsearch-50", "small", "rnnsearch-cgru-small", "rnnencdec-30", "rnnencdec-small", "seq2seq",
                                     "seq2seq-small"])
 def test_no_two_weights_of_a_model_start_with_the_same_values(preset):
     from bahdanau_tf import models
@@ -289,13 +327,14 @@ def test_teacher_forcing_keeps_no_per_step_copy_of_the_weights():
 
     assert _weight_copies_per_step(loop_gradient(False)) > 0  # what the context avoids
     assert _weight_copies_per_step(loop_gradient(True)) == 0
-    model = models.model_from_preset("tiny", source_vocabulary_size=20, target_vocabulary_size=20)
-    model.build()
-    source, target = tf.constant([[5, 6, 2]]), tf.constant([[1, 7, 8]])
+    for preset in ("tiny", "rnnsearch-cgru-tiny"):
+        model = models.model_from_preset(preset, source_vocabulary_size=20, target_vocabulary_size=20)
+        model.build()
+        source, target = tf.constant([[5, 6, 2]]), tf.constant([[1, 7, 8]])
 
-    def model_gradient():
-        with tf.GradientTape() as tape:
-            loss = tf.reduce_sum(model((source, target), training=True))
-        return tape.gradient(loss, model.trainable_variables)
+        def model_gradient():
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_sum(model((source, target), training=True))
+            return tape.gradient(loss, model.trainable_variables)
 
-    assert _weight_copies_per_step(model_gradient) == 0
+        assert _weight_copies_per_step(model_gradient) == 0, preset

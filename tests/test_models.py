@@ -28,11 +28,13 @@ def _tiny(preset, **overrides):
     return model
 
 
-ALL_TINY = ["tiny", "rnnencdec-tiny", "seq2seq-tiny"]
+ALL_TINY = ["tiny", "rnnsearch-cgru-tiny", "rnnencdec-tiny", "seq2seq-tiny"]
 
 
-def test_rnnsearch_matches_numpy_reference():
-    model = _tiny("tiny")
+@pytest.mark.parametrize("preset", ["tiny", "rnnsearch-cgru-tiny"])
+def test_rnnsearch_matches_numpy_reference(preset):
+    """The paper's decoder cell, and Nematus's conditional GRU (``decoder="cgru"``)."""
+    model = _tiny(preset)
     source, target_in = _batch()
     logits = model((source, target_in)).numpy()
     attention = model.attention_weights((source, target_in)).numpy()
@@ -77,8 +79,9 @@ def test_padding_changes_no_logit_at_real_positions(preset):
     np.testing.assert_allclose(narrow[real], wide[real], atol=1e-5)
 
 
-def test_attention_on_padding_is_exactly_zero():
-    model = _tiny("tiny")
+@pytest.mark.parametrize("preset", ["tiny", "rnnsearch-cgru-tiny"])
+def test_attention_on_padding_is_exactly_zero(preset):
+    model = _tiny(preset)
     source, target_in = _batch(width=9)
     attention = model.attention_weights((source, target_in)).numpy()
     padding = np.broadcast_to((source == 0)[:, None, :], attention.shape)
@@ -154,6 +157,13 @@ def test_presets_and_bad_arguments():
         RNNSearch(10, 10, hidden_dim=-3)
     with pytest.raises(ValueError, match="initialization"):
         RNNSearch(10, 10, initialization="xavier")
+    with pytest.raises(ValueError, match="decoder.*'lstm'"):
+        RNNSearch(10, 10, decoder="lstm")
+    cgru = model_from_preset("rnnsearch-cgru-small", source_vocabulary_size=9, target_vocabulary_size=9)
+    small = presets.get_preset("small").model
+    assert presets.get_preset("rnnsearch-cgru-small").model == {**small, "decoder": "cgru"}
+    assert type(cgru.decoder_cell).__name__ == "CGRUAttentionCell"
+    assert model_from_preset("small").decoder == "paper"
 
 
 def test_paper_initialisation():
@@ -182,6 +192,23 @@ def test_paper_initialisation():
     for weight in model.weights:
         if "bias" in weight.path:
             assert np.all(weight.numpy() == 0), weight.path
+
+
+def test_paper_initialisation_of_the_conditional_gru():
+    model = RNNSearch(300, 300, embedding_dim=160, hidden_dim=150, attention_dim=140, maxout_dim=100,
+                      decoder="cgru")
+    model(_batch())
+    cell, n = model.decoder_cell, model.hidden_dim
+    for matrix in (cell.gru.gate_kernel, cell.gru.recurrent_kernel, cell.context_gate_kernel,
+                   cell.context_recurrent_kernel):
+        for block in range(matrix.shape[-1] // n):
+            q = matrix.numpy()[:, block * n : (block + 1) * n]
+            np.testing.assert_allclose(q @ q.T, np.eye(n), atol=1e-4)
+    for weight in (cell.attention.query_kernel, cell.attention.key_kernel):
+        assert abs(np.std(weight.numpy()) - 0.001) < 0.0001
+    for weight in (cell.gru.kernel, cell.gru.context_kernel):
+        assert abs(np.std(weight.numpy()) - 0.01) < 0.001
+    assert np.all(cell.gru.bias.numpy() == 0) and np.all(cell.context_bias.numpy() == 0)
 
 
 def _train_step(model, learning_rate):
@@ -242,8 +269,9 @@ def test_attention_learns_reversal_and_the_fixed_context_baseline_does_not():
     assert encdec_long < search_long - 0.3, (steps, encdec_long, search_long)
 
 
-def test_jit_and_mixed_precision_match_float32():
-    model = _tiny("tiny")
+@pytest.mark.parametrize("preset", ["tiny", "rnnsearch-cgru-tiny"])
+def test_jit_and_mixed_precision_match_float32(preset):
+    model = _tiny(preset)
     source, target_in = _batch()
     expected = model((source, target_in)).numpy()
     jitted = tf.function(lambda s, t: model((s, t)), jit_compile=True)(source, target_in)

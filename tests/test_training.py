@@ -38,20 +38,21 @@ def tokenizers(corpora):
     )
 
 
-def tiny_config(**changes):
+def tiny_config(preset="tiny", **changes):
     # no dev BLEU (a greedy translation of the dev sample) unless a test is about it: it costs
     # more than a tiny run's updates
     defaults = dict(
         max_length=20, jit_compile=False, precision="float32", log_every=10, eval_every=10_000, checkpoint_every=10_000,
         dev_sentences=120, dev_bleu_every=0, summaries=False,
     )
-    return training.TrainingConfig.for_preset("tiny", **{**defaults, **changes})
+    return training.TrainingConfig.for_preset(preset, **{**defaults, **changes})
 
 
-def make_trainer(directory, tokenizers, seed=1234, **changes):
+def make_trainer(directory, tokenizers, seed=1234, preset="tiny", **changes):
     tf.keras.utils.set_random_seed(seed)
     return training.Trainer(
-        str(directory), *tokenizers, preset="tiny", config=tiny_config(seed=seed, **changes), log=lambda line: None
+        str(directory), *tokenizers, preset=preset, config=tiny_config(preset, seed=seed, **changes),
+        log=lambda line: None
     )
 
 
@@ -110,9 +111,11 @@ def test_filled_rows_do_not_change_the_loss(tokenizers, tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.learning
-def test_a_few_hundred_steps_lower_the_dev_nll(corpora, tokenizers, tmp_path):
+@pytest.mark.parametrize("preset", ["tiny", "rnnsearch-cgru-tiny"])
+def test_a_few_hundred_steps_lower_the_dev_nll(corpora, tokenizers, tmp_path, preset):
     train, dev = corpora
-    trainer = make_trainer(tmp_path, tokenizers, seed=learning_seed(1234), max_steps=200, eval_every=100, log_every=50)
+    trainer = make_trainer(tmp_path, tokenizers, preset=preset, seed=learning_seed(1234), max_steps=200,
+                           eval_every=100, log_every=50)
     trainer.restore()
     before = trainer.evaluate(trainer.dev_dataset(dev))
     report = trainer.fit(train, dev)
@@ -127,6 +130,7 @@ def test_a_few_hundred_steps_lower_the_dev_nll(corpora, tokenizers, tmp_path):
     # translation reads the best checkpoint through model_directory
     loaded = model_directory.load_model_directory(str(tmp_path))
     assert loaded.checkpoint.endswith(f"ckpt-{report['best_step']}")
+    assert loaded.model.decoder == trainer.model.decoder
 
 
 @pytest.mark.slow

@@ -42,6 +42,13 @@ def translator():
     return Translator(random_model(), source, target, search=beam(4))
 
 
+@pytest.fixture(scope="module")
+def cgru_translator():
+    """RNNSearch with Nematus's conditional GRU decoder (``decoder="cgru"``)."""
+    source, target = tokenizers()
+    return Translator(random_model(preset="rnnsearch-cgru-tiny", seed=4), source, target, search=beam(4))
+
+
 def python_greedy(model, source_tokenizer, sentence, max_length):
     """A plain Python greedy loop over model.decode_step (PAD and START never generated)."""
     ids = source_tokenizer.tokenize([sentence]).to_list()[0] + [END_ID]
@@ -60,7 +67,9 @@ def python_greedy(model, source_tokenizer, sentence, max_length):
     return output, score
 
 
-def test_beam_one_equals_a_python_greedy_loop(translator):
+@pytest.mark.parametrize("name", ["translator", "cgru_translator"])
+def test_beam_one_equals_a_python_greedy_loop(name, request):
+    translator = request.getfixturevalue(name)
     model = translator.models[0]
     result = translator.translate(SENTENCES, beam_size=1)
     for sentence, text, score in zip(SENTENCES, result.translations, result.scores):
@@ -200,14 +209,18 @@ def test_no_unk_decoding_never_emits_unk():
     assert again.translations == plain.translations
 
 
-@pytest.mark.parametrize("ensemble", [False, True])
-def test_the_keras_ops_search_finds_what_the_tf_search_finds(translator, ensemble):
+@pytest.mark.parametrize("members", [["tiny"], ["tiny", "tiny"], ["rnnsearch-cgru-tiny"],
+                                     ["rnnsearch-cgru-tiny", "tiny"]],
+                         ids=["one", "ensemble", "cgru", "cgru-and-paper-ensemble"])
+def test_the_keras_ops_search_finds_what_the_tf_search_finds(translator, members):
     """`bahdanau_tf.decoding.portable`, what `translate` runs on JAX and PyTorch, over the
     translator's model(s) on the TensorFlow backend: the same ids, lengths, scores and attention
-    as the TensorFlow search, greedy and beam, [UNK] allowed and forbidden."""
+    as the TensorFlow search, greedy and beam, [UNK] allowed and forbidden; the paper's decoder
+    cell and the conditional GRU, alone and in an ensemble."""
     from bahdanau_tf.decoding import portable
 
-    models = [random_model(seed=3, unk_bias=4.0)] + ([random_model(seed=7)] if ensemble else [])
+    models = [random_model(seed=3, unk_bias=4.0, preset=members[0])] + [
+        random_model(seed=7, preset=preset) for preset in members[1:]]
     source, target = translator.source_tokenizer, translator.target_tokenizer
     unknown_found = []
     tf_translator = Translator(models, source, target, batching=Batching(jit_compile=False))
@@ -297,6 +310,26 @@ def test_alignments_have_the_tokens_and_attention_rows_that_sum_to_one(translato
     assert max(a.attention.max() for a in result.alignments) > 0.5
 
 
+def test_conditional_gru_alignments_are_its_teacher_forced_attention_on_its_translation(cgru_translator):
+    """The search's attention rows of the conditional GRU (queried with s'_i, after reading
+    y_{i-1}) are the model's teacher-forced attention on the translation it found, from the
+    search's XLA path and from the align signature (the graph path)."""
+    translator = cgru_translator
+    model = translator.models[0]
+    result = translator.translate(SENTENCES, return_alignments=True)
+    align = translator.signatures.align(tf.constant(SENTENCES))
+    for i, (sentence, alignment) in enumerate(zip(SENTENCES, result.alignments)):
+        source_ids = translator.source_tokenizer.tokenize([sentence]).to_list()[0] + [END_ID]
+        words = [t for t in alignment.target_tokens if t != "[END]"]
+        target_ids = [START_ID] + translator.target_tokenizer.tokenize([" ".join(words)]).to_list()[0]
+        target_ids = target_ids[: len(alignment.target_tokens)]
+        expected = model.attention_weights((tf.constant([source_ids]), tf.constant([target_ids])))[0].numpy()
+        np.testing.assert_allclose(alignment.attention, expected, atol=1e-4)
+        t, s = align["target_lengths"].numpy()[i], align["source_lengths"].numpy()[i]
+        np.testing.assert_allclose(align["attention"].numpy()[i, :t, :s], expected, atol=1e-4)
+    assert max(a.attention.max() for a in result.alignments) > 0.5
+
+
 def test_reference_attention_is_the_models_teacher_forced_attention(translator):
     model = translator.models[0]
     sources, targets = SENTENCES[:3], ["el gato se sentó", "una casa", "zzz perro"]
@@ -321,13 +354,15 @@ def test_models_without_attention_translate_but_have_no_align_signature():
         translator.translate(SENTENCES, return_alignments=True)
 
 
-@pytest.mark.parametrize("model_class", [RNNSearch, RNNEncDec], ids=lambda c: c.__name__)
-def test_the_translator_keeps_its_contract(model_class, tmp_path):
+@pytest.mark.parametrize("model_class, preset", [(RNNSearch, "tiny"), (RNNSearch, "rnnsearch-cgru-tiny"),
+                                                 (RNNEncDec, "tiny")],
+                         ids=["RNNSearch", "RNNSearch-cgru", "RNNEncDec"])
+def test_the_translator_keeps_its_contract(model_class, preset, tmp_path):
     """helpers.check_translator: XLA == graph search == the exported signature, and
     save -> from_directory gives the same translations."""
     source, target = tokenizers()
-    output = check_translator(Translator(random_model(model_class), source, target, search=beam(3)),
-                              SENTENCES, tmp_path)
+    output = check_translator(Translator(random_model(model_class, preset=preset), source, target,
+                                         search=beam(3)), SENTENCES, tmp_path)
     assert len(set(output.translations)) > 1  # the random model does not say one thing
 
 
