@@ -80,24 +80,30 @@ class CGRUAttentionCell(AttentionGRUCell):
         self.context_recurrent_kernel = weight("context_recurrent_kernel", (n, n), gru.recurrent_initializer)
         self.context_bias = weight("context_bias", (3 * n,), gru.bias_initializer)
 
-    def first_transition(self, projected_inputs: Tensor, h_tm1: Tensor) -> Tensor:
+    def first_transition(self, projected_inputs: Tensor, h_tm1: Tensor,
+                         recurrent_mask: Tensor | None = None) -> Tensor:
         """s'_i = GRU_1(E y_{i-1}, s_{i-1}), from `project_inputs`: (batch, units)."""
         return gru_step(projected_inputs, h_tm1, cast_weight(self.gru.gate_kernel, h_tm1),
-                        cast_weight(self.gru.recurrent_kernel, h_tm1))
+                        cast_weight(self.gru.recurrent_kernel, h_tm1), recurrent_mask)
 
-    def second_transition(self, projected_context: Tensor, intermediate: Tensor) -> Tensor:
+    def second_transition(self, projected_context: Tensor, intermediate: Tensor,
+                          recurrent_mask: Tensor | None = None) -> Tensor:
         """s_i = GRU_2(c_i, s'_i), from `project_context(c_i)`: (batch, units)."""
         return gru_step(projected_context + cast_weight(self.context_bias, intermediate), intermediate,
                         cast_weight(self.context_gate_kernel, intermediate),
-                        cast_weight(self.context_recurrent_kernel, intermediate))
+                        cast_weight(self.context_recurrent_kernel, intermediate), recurrent_mask)
 
-    def call(self, projected_inputs: Tensor, h_tm1: Tensor, memory: dict, grouped: bool = False) -> tuple:
-        intermediate = self.first_transition(projected_inputs, h_tm1)
+    def call(self, projected_inputs: Tensor, h_tm1: Tensor, memory: dict, grouped: bool = False,
+             recurrent_mask: Tensor | None = None) -> tuple:
+        """As `AttentionGRUCell.call`; ``recurrent_mask`` (recurrent dropout, one per sequence)
+        is applied where both GRUs' recurrent matmuls read their state."""
+        intermediate = self.first_transition(projected_inputs, h_tm1, recurrent_mask)
         context, weights = self.attention.attend(
             self.attention.project_query(intermediate), memory["annotations"], memory["keys"], memory["mask"],
             grouped=grouped,
         )
-        return self.second_transition(self.project_context(context), intermediate), context, weights
+        state = self.second_transition(self.project_context(context), intermediate, recurrent_mask)
+        return state, context, weights
 
     def step_on_products(self, projected_inputs: Tensor, h_tm1: Tensor, keys: Tensor, mask: Tensor,
                          products: Tensor) -> tuple:
