@@ -69,11 +69,11 @@ Decisions (all documented here once):
 - **Ensembles** (Sutskever et al. 2014): several models over the same vocabularies; their
   probabilities are averaged at every step (`bahdanau_tf.decoding.ensemble_step_fn`).
 - **Chunks, slots and XLA**: see `bahdanau_tf.signatures`, which plans the chunked search.
-- **Other Keras backends** (JAX, PyTorch): `translate` runs the ``keras.ops`` search
-  (`bahdanau_tf.decoding.portable`, under ``jax.jit`` on JAX) over the same chunks and
-  buckets; it follows the same selection rules (`bahdanau_tf.decoding.rules`), so it finds the
-  same translations up to float order. Tokenizing and detokenizing stay TensorFlow; candidate
-  lists and the export need the TensorFlow backend.
+- **Other Keras backends** (JAX, PyTorch): `translate` runs the same search (it is written in
+  ``keras.ops``, `bahdanau_tf.decoding.search`) over the same chunks and buckets, compiled the
+  way the backend compiles a whole loop (`bahdanau_tf.decoding.portable`: ``jax.jit`` on JAX),
+  so it finds the same translations up to float order. Tokenizing and detokenizing stay
+  TensorFlow; candidate lists and the export need the TensorFlow backend.
 """
 
 from __future__ import annotations
@@ -85,6 +85,7 @@ from typing import Optional, Sequence
 import keras
 import numpy as np
 import tensorflow as tf
+from keras import ops
 
 from bahdanau_tf import (decoding, devices, lexicon, model_directory, pretrained, serving, signatures,
                          unknown_words)
@@ -422,7 +423,7 @@ class Translator(tf.Module):
         ``beam_sizes``); ``forbid_unknown`` (bool scalar) adds [UNK] to its forbidden tokens.
         Returns the `bahdanau_tf.decoding.BeamSearchOutput`.
         """
-        batch = source_ids.shape[0] or tf.shape(source_ids)[0]  # static under XLA (buckets)
+        batch = ops.shape(source_ids)[0]  # static under XLA (buckets)
         beam_sizes = None
         if isinstance(search.beam_size, tf.Tensor) and search.beam_size.shape.rank == 1:
             beam_sizes = search.beam_size
@@ -431,14 +432,14 @@ class Translator(tf.Module):
         step_fn, state, memory, candidates = self._step(source_ids, xla, candidate_size)
         # PAD is never generated anyway: forbidding it keeps the shape static either way.
         search = dataclasses.replace(
-            search, forbid_ids=tf.reshape(tf.where(forbid_unknown, UNK_ID, PAD_ID), [1]))
+            search, forbid_ids=ops.reshape(ops.where(forbid_unknown, UNK_ID, PAD_ID), [1]))
         execution = decoding.Execution(
-            xla=xla, slots=self._slots(search.beam_size), buffer_length=buffer_length,
+            jit_compile=xla, slots=self._slots(search.beam_size), buffer_length=buffer_length,
             vocabulary_size=self.models[0].target_vocabulary_size)
         return decoding.beam_search(
             step_fn, state, batch, search, max_length=limits, memory=memory,
             beam_sizes=beam_sizes, candidates=candidates,
-            attention_length=tf.shape(source_ids)[1] if search.return_attention else None,
+            attention_length=ops.shape(source_ids)[1] if search.return_attention else None,
             execution=execution)
 
     def _step(self, source_ids, xla, candidate_size):
@@ -500,41 +501,35 @@ class Translator(tf.Module):
         return_alignments) combinations: one per row bucket and length bucket."""
         return variants * len(self.chunking.row_buckets) * len(self.chunking.length_buckets)
 
-    def _portable_search(self, search, buffer_length):
-        """The ``keras.ops`` search (`bahdanau_tf.decoding.portable`) of a `BeamSearch` and a
-        buffer, compiled for the Keras backend, cached by them."""
-        settings = portable.PortableSearch(search.beam_size, search.nbest, float(search.length_penalty),
-                                           search.return_attention, buffer_length)
-        key = ("portable", settings)
-        if key not in self._cache.functions:
-            self._cache.functions[key] = portable.model_search(self.models, settings)
-        return self._cache.functions[key]
-
     def _bucket_search(self, search, shape, buffer_length, candidate_size):
-        """The XLA search's concrete function of one bucketed chunk shape, cached by its key.
+        """The compiled search of one bucketed chunk shape, cached by its key.
 
-        One concrete function per bucket, traced once from its own fixed signature: calling
-        the tf.function with each bucket's shapes in turn would count as retracing (and
-        TensorFlow warns about that). Looked up in a dict, not by ``get_concrete_function``,
-        whose argument binding costs about as much as a batch-1 search step.
+        On TensorFlow the XLA search's concrete function, traced once from its own fixed
+        signature: calling the tf.function with each bucket's shapes in turn would count as
+        retracing (and TensorFlow warns about that). Looked up in a dict, not by
+        ``get_concrete_function``, whose argument binding costs about as much as a batch-1
+        search step. On the other backends `search_ids` compiled by
+        `bahdanau_tf.decoding.portable.compiled` (``jax.jit`` compiles once per shape).
         """
         key = ("bucket", search, tuple(shape), buffer_length, candidate_size)
+        if key not in self._cache.functions and keras.backend.backend() != "tensorflow":
+            variables = [variable for model in self.models for variable in model.variables]
+            self._cache.functions[key] = portable.compiled(
+                lambda ids, limits, forbid: tuple(
+                    x for x in self.search_ids(ids, limits, forbid, search, buffer_length, True)
+                    if x is not None), variables)
         if key not in self._cache.functions:
-            function = self.search_function(search, True)
-            self._cache.functions[key] = function.get_concrete_function(
+            concrete = self.search_function(search, True).get_concrete_function(
                 tf.TensorSpec(shape, tf.int32), tf.TensorSpec(shape[:1], tf.int32),
                 tf.TensorSpec([], tf.bool), buffer_length, candidate_size)
+            self._cache.functions[key] = lambda *arrays: concrete(*map(tf.constant, arrays))
         return self._cache.functions[key]
 
     def _search_batch(self, source_ids, lengths, limits, search, forbid_unknown):
         """One batch's search, chunk by chunk (`bahdanau_tf.signatures`'s plan): with
         ``batching.jit_compile`` a Python loop over the XLA search of each bucketed chunk
         shape, else the signatures' graph loop. Tensors in, tensors out."""
-        if keras.backend.backend() != "tensorflow":  # the keras.ops search, compiled per backend
-            searched = self._xla_search(source_ids.numpy(), lengths.numpy(), limits.numpy(), search,
-                                        bool(forbid_unknown), portable=True)
-            return tuple(tf.constant(x) for x in searched if x is not None)
-        if not self.batching.jit_compile:
+        if not self.batching.jit_compile and keras.backend.backend() == "tensorflow":
             key = ("graph search", search)
             if key not in self._cache.functions:
                 self._cache.functions[key] = tf.function(
@@ -545,15 +540,14 @@ class Translator(tf.Module):
                                     forbid_unknown)
         return tuple(tf.constant(x) for x in searched if x is not None)
 
-    def _xla_search(self, source_ids, lengths, limits, search, forbid_unknown, portable=False):
-        """The XLA search of one batch, chunk by chunk, over bucketed shapes (NumPy in, out).
+    def _xla_search(self, source_ids, lengths, limits, search, forbid_unknown):
+        """The compiled search of one batch, chunk by chunk, over bucketed shapes (NumPy in, out).
 
         The chunks are those of the signatures' graph loop (`bahdanau_tf.signatures`'s
         `plan_chunk` and `chunk_input`, run eagerly here), but the loop runs in Python, so each
         chunk's bucketed shape and output buffer are Python values: a new batch only compiles
-        when it meets a new bucket, and `compilations` counts exactly what was compiled.
-        ``portable``: each chunk runs the ``keras.ops`` search of the Keras backend
-        (`bahdanau_tf.decoding.portable`, e.g. ``jax.jit``-compiled) over the same buckets.
+        when it meets a new bucket, and `compilations` counts exactly what was compiled
+        (`_bucket_search`: XLA on TensorFlow, the backend's own compilation elsewhere).
         """
         batch, nbest, return_alignments = len(lengths), search.nbest, search.return_attention
         order = signatures.length_order(lengths)  # NumPy in, NumPy out: no eager op per chunk
@@ -568,13 +562,9 @@ class Translator(tf.Module):
             plan = signatures.plan_chunk(sorted_inputs[0], start, self.chunking, bucketed=True)
             chunk, chunk_limits = signatures.chunk_input(plan, *sorted_inputs[1:])
             rows = order[start:start + plan.rows]
-            if portable:
-                outputs = self._portable_search(search, plan.buffer_length)(chunk, chunk_limits,
-                                                                            np.bool_(forbid_unknown))
-            else:
-                bucket = self._bucket_search(search, chunk.shape, plan.buffer_length,
-                                             self.candidate_size(chunk))
-                outputs = bucket(tf.constant(chunk), tf.constant(chunk_limits), forbid_unknown)
+            bucket = self._bucket_search(search, chunk.shape, plan.buffer_length,
+                                         self.candidate_size(chunk))
+            outputs = bucket(chunk, chunk_limits, np.bool_(forbid_unknown))
             outputs = [np.asarray(x) for x in outputs if x is not None]
             steps = min(time, outputs[0].shape[2])
             ids[rows, :, :steps] = outputs[0][:len(rows), :, :steps]

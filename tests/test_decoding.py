@@ -9,10 +9,8 @@ Three kinds of step functions:
 - a "history" model whose attention row spells out the hypothesis's prefix, so a wrong
   reordering of the attention rows is visible.
 
-The ``keras.ops`` search of the other backends (`bahdanau_tf.decoding.portable`) is checked
-here on the TensorFlow backend: against the TensorFlow search on the same step functions
-(scripted ties, early exits, forbidden tokens, per-sentence limits, attention) and against
-brute-force enumeration.
+The search is written in ``keras.ops``; here it runs on the TensorFlow backend (eagerly, in a
+``tf.function`` and under XLA); tests/test_backends.py runs it on JAX.
 """
 
 import itertools
@@ -26,9 +24,8 @@ import pytest
 import tensorflow as tf
 
 from bahdanau_tf import decoding
-from bahdanau_tf.decoding import (BeamSearch, BeamSearchOutput, Execution, PortableSearch, Ranking,
-                                  beam_search, ensemble_step_fn, greedy_search,
-                                  portable_beam_search, tile_beams, top_k)
+from bahdanau_tf.decoding import (BeamSearch, BeamSearchOutput, Execution, Ranking, beam_search,
+                                  ensemble_step_fn, greedy_search, tile_beams, top_k)
 from bahdanau_tf.decoding import search as search_lib
 from bahdanau_tf.decoding import selection
 from bahdanau_tf.special_tokens import END_ID, PAD_ID, START_ID, UNK_ID
@@ -387,7 +384,7 @@ def search_parts(step_fn, batch=1, search=BeamSearch(beam_size=2, nbest=2), max_
     """The `SearchInputs` of a search and its state before the first step."""
     state = tf.constant([[10.0 + sentence] for sentence in range(batch)])
     inputs = search_lib._search_inputs(step_fn, state, batch, search, max_length, memory, None,
-                                       None, None, Execution(xla=xla))
+                                       None, None, Execution(jit_compile=xla))
     return inputs, search_lib.initial_search_state(inputs, slots or batch)
 
 
@@ -561,29 +558,6 @@ def select(nest, sentence):
     return tf.nest.map_structure(lambda t: t[sentence:sentence + 1], nest)
 
 
-def portable_search(step_fn, initial_state, batch_size, search=BeamSearch(), max_length=100,
-                    memory=None, attention_length=None, vocabulary_size=None):
-    """`beam_search`'s arguments run by the keras.ops search (`portable_beam_search`): its
-    output as a `BeamSearchOutput`, its buffer as long as the longest limit."""
-    limits = np.broadcast_to(np.asarray(max_length, np.int32), [batch_size])
-    settings = PortableSearch(search.beam_size, search.nbest, search.length_penalty,
-                              search.return_attention, int(max(limits.max(), 1)))
-    if memory is None:  # a step function that closes over its tiled memory
-        step = lambda ids, step, state, memory: step_fn(ids, step, state)
-    else:  # each row's own step, as `beam_search` gives it with a memory
-        step = lambda ids, step, state, memory: step_fn(ids, tf.fill(tf.shape(ids), step), state, memory)
-    if vocabulary_size is None:  # from a first call of the step function
-        rows = tile_beams(initial_state, search.beam_size)
-        ids = tf.fill([batch_size * search.beam_size], START_ID)
-        vocabulary_size = step(ids, 0, rows, memory)[0].shape[-1]
-    return BeamSearchOutput(*portable_beam_search(
-        step, initial_state, memory, settings, tf.constant(limits), vocabulary_size,
-        forbid_ids=search.forbid_ids, attention_length=attention_length))
-
-
-SEARCHES = {"tensorflow": beam_search, "portable": portable_search}
-
-
 def check_wide_beam_is_exhaustive(make_step_fn, memory, initial_state, batch, alpha, words,
                                   max_length=4, search_fn=beam_search):
     """A beam as wide as the number of outputs finds what brute-force enumeration finds.
@@ -623,13 +597,11 @@ def check_wide_beam_is_exhaustive(make_step_fn, memory, initial_state, batch, al
         assert np.all(np.diff(scores) <= 0)
 
 
-@pytest.mark.parametrize("search_fn", ["tensorflow", "portable"])
 @pytest.mark.parametrize("alpha", [0.0, 1.0])
-def test_wide_beam_matches_brute_force_on_tiny_model(alpha, search_fn):
+def test_wide_beam_matches_brute_force_on_tiny_model(alpha):
     model = TinyModel(seed=1)
     memory, state = model.encode(3)
-    check_wide_beam_is_exhaustive(model.step_fn, memory, state, 3, alpha, (END_ID, UNK_ID, 4),
-                                  search_fn=SEARCHES[search_fn])
+    check_wide_beam_is_exhaustive(model.step_fn, memory, state, 3, alpha, (END_ID, UNK_ID, 4))
 
 
 def python_greedy(step_fn, state, batch, max_length, forbid=(PAD_ID, START_ID)):
@@ -766,7 +738,7 @@ def test_every_sentence_slotted_from_the_start_goes_on_over_halves_under_xla(att
                                       return_attention=attention),
                            max_length=limits,
                            attention_length=model.source_len if attention else None, memory=memory,
-                           execution=Execution(buffer_length=12, slots=batch, xla=True))
+                           execution=Execution(buffer_length=12, slots=batch, jit_compile=True))
 
     eager = decode(memory, state, limits, model.slot_step_fn(counter))
     assert counter[0] == 64 * beam and counter[-1] == 8 * beam  # the fourth loop ran
@@ -797,7 +769,7 @@ def test_refilled_slots_agree_under_tf_function_and_xla(vocab):
                                       return_attention=True, forbid_ids=(UNK_ID,)),
                            max_length=limits, attention_length=tf.shape(memory)[1], memory=memory,
                            execution=Execution(buffer_length=8, slots=4,
-                                               xla=xla, vocabulary_size=vocab))
+                                               jit_compile=xla, vocabulary_size=vocab))
 
     for beam in (3, 1):
         eager = decode(memory, state, limits, beam)  # read-out and refill under tf.cond
@@ -1061,52 +1033,3 @@ def test_wide_beam_matches_brute_force_on_rnnsearch():
         picked = np.take_along_axis(log_probs, targets[..., None], axis=2)[..., 0]
         expected = np.where(np.arange(4) < lengths[sentence][:, None], picked, 0).sum(1)
         np.testing.assert_allclose(out.scores.numpy()[sentence], expected, rtol=1e-5)
-
-
-# === The keras.ops search against the TensorFlow search ===
-
-SCRIPTED_CASES = [  # (script, default, settings): ties, early exits, forbidden tokens, penalties
-    (SCRIPT_1, DEFAULT_1, dict(beam_size=3, nbest=3)),
-    (SCRIPT_2, DEFAULT_2, dict(beam_size=1)),
-    (SCRIPT_3, DEFAULT_3, dict(beam_size=2, nbest=2, length_penalty=1.0)),
-    (SCRIPT_4, DEFAULT_4, dict(beam_size=2, forbid_ids=(UNK_ID,))),
-    (SCRIPT_5, DEFAULT_5, dict(beam_size=2, nbest=2)),
-    ({(0, START_ID): {A: 0.5, B: 0.5}, (1, A): {A: 1.0}, (1, B): {END_ID: 1.0}}, {END_ID: 1.0},
-     dict(beam_size=2, nbest=2)),
-    ({(0, START_ID): {END_ID: 0.55, A: 0.45}, (1, A): {END_ID: 1.0}}, {END_ID: 1.0},
-     dict(beam_size=2, length_penalty=2.0)),
-]
-
-
-def assert_same_search(expected, found, attention=False):
-    np.testing.assert_array_equal(np.asarray(found.ids), expected.ids.numpy())
-    np.testing.assert_array_equal(np.asarray(found.lengths), expected.lengths.numpy())
-    np.testing.assert_allclose(np.asarray(found.scores), expected.scores.numpy(), rtol=1e-6)
-    if attention:
-        np.testing.assert_allclose(np.asarray(found.attention), expected.attention.numpy(), atol=1e-6)
-
-
-def test_portable_search_equals_the_tf_search_on_scripted_steps():
-    for script, default, settings in SCRIPTED_CASES:
-        floor = 0.0 if default == {END_ID: 1.0} else 1e-6
-        step_fn, _ = scripted_step_fn(script, default, floor=floor)
-        for limits in ([6, 2], [10, 10]):
-            search = BeamSearch(**settings)
-            expected = beam_search(step_fn, dummy_state(2), 2, search, max_length=tf.constant(limits))
-            assert_same_search(expected, portable_search(step_fn, dummy_state(2), 2, search, limits,
-                                                         vocabulary_size=SCRIPT_VOCAB))
-
-
-@pytest.mark.parametrize("settings", [dict(beam_size=1), dict(beam_size=4, nbest=3, length_penalty=0.5),
-                                      dict(beam_size=5, nbest=2, forbid_ids=(UNK_ID, 7))])
-def test_portable_search_equals_the_tf_search_on_a_tiny_model(settings):
-    model = TinyModel(seed=5, vocab=12, scale=2.0)
-    memory, state = model.encode(6)
-    limits = [4, 11, 6, 2, 9, 1]
-    search = BeamSearch(return_attention=True, **settings)
-    expected = beam_search(model.slot_step_fn(), state, 6, search, tf.constant(limits), memory=memory,
-                           attention_length=model.source_len, execution=Execution(slots=6))
-    found = portable_search(model.slot_step_fn(), state, 6, search, limits, memory=memory,
-                            attention_length=model.source_len, vocabulary_size=12)
-    assert len(set(expected.lengths.numpy()[:, 0].tolist())) > 2  # not all at the limit
-    assert_same_search(expected, found, attention=True)

@@ -212,11 +212,12 @@ def test_no_unk_decoding_never_emits_unk():
 @pytest.mark.parametrize("members", [["tiny"], ["tiny", "tiny"], ["rnnsearch-cgru-tiny"],
                                      ["rnnsearch-cgru-tiny", "tiny"]],
                          ids=["one", "ensemble", "cgru", "cgru-and-paper-ensemble"])
-def test_the_keras_ops_search_finds_what_the_tf_search_finds(translator, members):
-    """`bahdanau_tf.decoding.portable`, what `translate` runs on JAX and PyTorch, over the
-    translator's model(s) on the TensorFlow backend: the same ids, lengths, scores and attention
-    as the TensorFlow search, greedy and beam, [UNK] allowed and forbidden; the paper's decoder
-    cell and the conditional GRU, alone and in an ensemble."""
+def test_the_compiled_search_finds_what_the_graph_search_finds(translator, members):
+    """`Translator.search_ids` compiled as the other backends compile it
+    (`bahdanau_tf.decoding.portable.compiled`: XLA here, ``jax.jit`` on JAX), over the
+    translator's model(s): the same ids, lengths, scores and attention as the graph search,
+    greedy and beam, [UNK] allowed and forbidden; the paper's decoder cell and the conditional
+    GRU, alone and in an ensemble."""
     from bahdanau_tf.decoding import portable
 
     models = [random_model(seed=3, unk_bias=4.0, preset=members[0])] + [
@@ -229,16 +230,19 @@ def test_the_keras_ops_search_finds_what_the_tf_search_finds(translator, members
     for beam_size, nbest, attention in [(1, 1, False), (4, 3, True)]:
         search = BeamSearch(beam_size=beam_size, nbest=nbest, length_penalty=0.5,
                             return_attention=attention)
-        settings = portable.PortableSearch(beam_size, nbest, 0.5, attention, int(max(limits)))
-        run = portable.model_search(models, settings)
+        buffer_length = int(max(limits))
+        run = portable.compiled(
+            lambda ids, limits, forbid: tuple(x for x in tf_translator.search_ids(
+                ids, limits, forbid, search, buffer_length, True) if x is not None),
+            [variable for model in models for variable in model.variables])
         for forbid in [False, True]:
             expected = tf_translator.search_function(search, False)(source_ids, limits, tf.constant(forbid))
             found = run(source_ids, limits, tf.constant(forbid))
             np.testing.assert_array_equal(found[0], expected[0])
             np.testing.assert_array_equal(found[1], expected[1])
             np.testing.assert_allclose(found[2], expected[2], rtol=1e-5)
-            if attention:
-                np.testing.assert_allclose(found[3], expected[3], atol=1e-6)
+            if attention:  # XLA's float order: atol as the other XLA comparisons
+                np.testing.assert_allclose(found[3], expected[3], atol=1e-5)
             unknown = bool(np.any(np.asarray(found[0]) == UNK_ID))
             assert not (forbid and unknown)
             unknown_found.append(unknown)

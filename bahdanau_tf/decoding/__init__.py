@@ -1,5 +1,6 @@
-"""Beam search, greedy search and ensembles over a step function: in core TF ops (what
-TensorFlow runs and exports), and in ``keras.ops`` for the other Keras backends.
+"""Beam search, greedy search and ensembles over a step function, written once in ``keras.ops``:
+on TensorFlow it is core TF ops (what TensorFlow runs and exports), and it runs on the other
+Keras backends (JAX, PyTorch) as it is.
 
 Decoding is a pure function of a *step function* (DESIGN.md §3, §6), the way OpenNMT-tf's
 ``utils/decoding.py`` is:
@@ -23,32 +24,30 @@ Reordering the beams never copies the memory. Greedy search is beam search with 
 ensemble (Sutskever et al. 2014) is just another step function, `ensemble_step_fn`.
 
 What a search looks for is one value, `BeamSearch` (beam, n-best, length penalty, forbidden
-tokens, attention); how it runs is another, `Execution` (XLA, slots, buffer); neither changes
-inside a search. The package, read in this order:
+tokens, attention); how it runs is another, `Execution` (compiled or not, slots, buffer); neither
+changes inside a search. The package, read in this order:
 
 - `bahdanau_tf.decoding.search`: the settings, the loop's named state and the loop's parts
   (the step, the read-out of finished sentences, the refill of slots, the compaction);
-- `bahdanau_tf.decoding.rules`: the selection rules, in ``keras.ops``, which both searches
-  call: the ranking and length penalty, the never-generated tokens, the survivors of a step,
-  the done sentences, the n-best order;
-- `bahdanau_tf.decoding.selection`: one step's choice in TensorFlow (the rules, with the
-  blocked ``top_k`` and the masks folded for XLA);
+- `bahdanau_tf.decoding.rules`: the selection rules: the ranking and length penalty, the
+  never-generated tokens, the survivors of a step, the done sentences, the n-best order;
+- `bahdanau_tf.decoding.selection`: one step's choice (the rules, with TensorFlow's blocked
+  ``top_k`` and, under XLA, its mask folded into that pass);
 - `bahdanau_tf.decoding.step_functions`: the model contract `StepModel`, `tile_beams` and
   `ensemble_step_fn`;
 - `bahdanau_tf.decoding.batching`: a translator's settings beyond the search's own:
   `LengthLimits` (the source cut, the output limit) and `Batching` (chunks, slots, XLA);
-- `bahdanau_tf.decoding.portable`: the same search in ``keras.ops`` for the other Keras
-  backends (JAX, PyTorch): one ``keras.ops.while_loop``, no slots, ``jax.jit`` on JAX.
+- `bahdanau_tf.decoding.portable`: what is backend-specific, compiling a search as a whole
+  (``jax.jit`` on JAX).
 
-Everything is one ``tf.while_loop`` over static-shape buffers, so the same code runs eagerly,
-inside ``tf.function`` with a dynamic batch (e.g. a serving signature), and under
-``jit_compile=True``; no tensorflow-addons op (``GatherTree``) and no tf-text op is used: each
+Everything is one ``keras.ops.while_loop`` over static-shape buffers, so the same code runs
+eagerly, inside ``tf.function`` with a dynamic batch (e.g. a serving signature), under XLA and
+under ``jax.jit``; no tensorflow-addons op (``GatherTree``) and no tf-text op is used: each
 hypothesis carries its tokens (and attention rows) so far, and a sentence's n-best is read out
 the step it is done.
 """
 
 from bahdanau_tf.decoding.batching import Batching, LengthLimits
-from bahdanau_tf.decoding.portable import PortableSearch, portable_beam_search
 from bahdanau_tf.decoding.search import (BeamSearch, BeamSearchOutput, Execution, beam_search,
                                          greedy_search)
 from bahdanau_tf.decoding.rules import Ranking, length_penalty_factor, never_mask
@@ -56,6 +55,6 @@ from bahdanau_tf.decoding.selection import VocabularyMask, static_int, top_k, vo
 from bahdanau_tf.decoding.step_functions import StepFn, StepModel, ensemble_step_fn, tile_beams
 
 __all__ = ["Batching", "BeamSearch", "BeamSearchOutput", "Execution", "LengthLimits",
-           "PortableSearch", "Ranking", "StepFn", "StepModel", "VocabularyMask", "beam_search",
+           "Ranking", "StepFn", "StepModel", "VocabularyMask", "beam_search",
            "ensemble_step_fn", "greedy_search", "length_penalty_factor", "never_mask",
-           "portable_beam_search", "static_int", "tile_beams", "top_k", "vocabulary_mask"]
+           "static_int", "tile_beams", "top_k", "vocabulary_mask"]

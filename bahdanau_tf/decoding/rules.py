@@ -1,12 +1,12 @@
 """The selection rules, once: how hypotheses rank, what is never generated, which candidates
 survive a step, when a sentence is done. Written in ``keras.ops``.
 
-Both searches call these functions: the TensorFlow search (`bahdanau_tf.decoding.search`, with
-`bahdanau_tf.decoding.selection`'s TensorFlow-only shortcuts around them) and the search of the
-other Keras backends (`bahdanau_tf.decoding.portable`). On the TensorFlow backend ``keras.ops``
-is TensorFlow: each call here builds the same ops a ``tf.`` spelling would (casts to the dtype
-a tensor already has build nothing), so sharing the rules costs the TensorFlow search nothing.
-The gathers are the caller's (``take``): ``tf.gather`` there, ``keras.ops.take`` here.
+The search (`bahdanau_tf.decoding.search`, with `bahdanau_tf.decoding.selection` around them)
+calls these functions on every Keras backend. On the TensorFlow backend ``keras.ops`` is
+TensorFlow: each call here builds the same ops a ``tf.`` spelling would (casts to the dtype a
+tensor already has build nothing), so writing the rules once costs the TensorFlow search
+nothing. The one exception is the gather: ``keras.ops.take`` also maps negative indices, an op
+per gather that a search's indices never need, so `take` is ``tf.gather`` on TensorFlow.
 
 The rules:
 
@@ -26,11 +26,27 @@ The rules:
 
 from typing import NamedTuple
 
+import keras
 from keras import ops
 
 from bahdanau_tf.special_tokens import PAD_ID
 
 NEG_INF = float("-inf")
+
+
+def on_tensorflow() -> bool:
+    """Whether Keras runs on TensorFlow (the backend whose graph tactics the search may use)."""
+    return keras.backend.backend() == "tensorflow"
+
+
+def take(x, indices, axis=0):
+    """``x``'s entries at ``indices`` (never negative) along ``axis``: ``tf.gather`` on
+    TensorFlow, ``keras.ops.take`` elsewhere."""
+    if on_tensorflow():
+        import tensorflow as tf
+
+        return tf.gather(x, indices, axis=axis)
+    return ops.take(x, indices, axis=axis)
 
 
 def length_penalty_factor(lengths, alpha):
@@ -189,6 +205,6 @@ def best_hypotheses(scores, lengths, ranking, nbest):
     return ops.top_k(ranking.rank(scores, lengths), k=nbest)
 
 
-__all__ = ["NEG_INF", "Outcome", "Ranking", "best_hypotheses", "frozen_candidates",
+__all__ = ["NEG_INF", "Outcome", "on_tensorflow", "take", "Ranking", "best_hypotheses", "frozen_candidates",
            "kept_log_probabilities", "length_penalty_factor", "never_generated", "never_mask",
            "sentences_done", "step_outcome", "survivors"]

@@ -1,5 +1,13 @@
 """The search loop: settings, the loop's named state, and its parts, one job each.
 
+Written once, in ``keras.ops``, for every Keras backend (keras-hub's samplers are too): on
+TensorFlow it builds the ``tf.while_loop`` that translate runs and the SavedModel exports, on
+JAX the ``jax.lax.while_loop`` that `bahdanau_tf.decoding.portable` compiles, on PyTorch a
+Python loop. What one backend does better is a choice the settings make inside this loop
+(`Execution`): the write policy (``jit_compile``: a scatter at every step, or under ``cond``
+at the steps that write), the folded mask and the blocked ``top_k`` (TensorFlow only,
+`bahdanau_tf.decoding.selection`), candidate lists.
+
 `beam_search` is the driver. Its loop body is four parts, each a function of the search's fixed
 inputs (`SearchInputs`) and the loop's state (`SearchState`, a NamedTuple that ``tf.while_loop``
 carries):
@@ -16,16 +24,26 @@ carries):
 import dataclasses
 from typing import Any, NamedTuple, Optional
 
+import keras
 import numpy as np
 import tensorflow as tf
+from keras import ops
 
-from bahdanau_tf.decoding.rules import (Ranking, best_hypotheses, never_generated,
-                                        sentences_done)
+from bahdanau_tf.decoding.rules import (Ranking, best_hypotheses, never_generated, on_tensorflow,
+                                        sentences_done, take)
 from bahdanau_tf.decoding.selection import Vocabulary, search_vocabulary, select, static_int
 from bahdanau_tf.decoding.step_functions import StepFn, tile_beams
 from bahdanau_tf.special_tokens import END_ID, PAD_ID, START_ID
 
 _NEG_INF = float("-inf")
+
+
+def _static_value(value):
+    """The NumPy value of ``value`` (a Python value, a NumPy array, a TensorFlow tensor) when
+    it is known when tracing, else None (also for another backend's tensor)."""
+    if isinstance(value, (int, float, tuple, list, np.ndarray, np.integer)):
+        return np.asarray(value)
+    return tf.get_static_value(value) if tf.is_tensor(value) else None
 _LOADS_PER_STEP = 4  # slots refilled at most per step (their memory is written at every step)
 
 
@@ -81,8 +99,7 @@ class BeamSearch:
                              f"beam_size={self.beam_size!r}")
         if isinstance(self.length_penalty, (int, float)) and not self.length_penalty >= 0:  # NaN too
             raise ValueError(f"length_penalty must be >= 0, got {self.length_penalty!r}")
-        forbid = (np.asarray(self.forbid_ids, dtype=np.int64) if isinstance(self.forbid_ids, tuple)
-                  else tf.get_static_value(self.forbid_ids))
+        forbid = _static_value(self.forbid_ids)
         end_id = static_int(self.end_id)
         if forbid is not None and end_id is not None and np.any(np.asarray(forbid) == end_id):
             raise ValueError(f"forbid_ids must not contain end_id={self.end_id!r}, got "
@@ -94,12 +111,14 @@ class Execution:
     """How a search runs: none of it changes what it finds, only what it costs.
 
     Attributes:
-        xla: bool, whether the search is compiled by XLA (``jit_compile=True``). A done
-            sentence's read-out and a refilled slot's memory are scatters into buffers carried
-            by the loop: under XLA a scatter at every step (into a sentinel row when there is
-            nothing to write) updates them in place, where a ``tf.cond`` would copy them into
-            its output; TensorFlow's runtime without XLA copies a buffer at every scatter, so
-            there they run under ``tf.cond``, at the steps that have something to write.
+        jit_compile: bool, whether the whole search is compiled (XLA: ``tf.function(
+            jit_compile=True)`` on TensorFlow, ``jax.jit`` on JAX). A done sentence's read-out
+            and a refilled slot's memory are scatters into buffers carried by the loop: compiled,
+            a scatter at every step (into a sentinel row when there is nothing to write)
+            updates them in place, where a ``cond`` would copy them into its output;
+            TensorFlow's runtime without XLA copies a buffer at every scatter, so there they
+            run under ``cond``, at the steps that have something to write. On TensorFlow it
+            also selects the folded mask (`bahdanau_tf.decoding.VocabularyMask`).
         slots: with ``memory``, the number of sentences in flight (see `beam_search`): an int
             (static under XLA) or an int32 scalar; None: the whole batch (no refill).
         buffer_length: int (or int32 scalar), the steps the output buffers hold, separate from
@@ -111,7 +130,7 @@ class Execution:
             the never-generated tokens is then built once per search, not at every step.
     """
 
-    xla: bool = False
+    jit_compile: bool = False
     slots: Any = None
     buffer_length: Any = None
     vocabulary_size: Optional[int] = None
@@ -169,7 +188,7 @@ class SearchInputs(NamedTuple):
     ranking: Ranking
     limits: tf.Tensor  # int32 [batch + 1]: each sentence's limit, 1 for the empty slot's sentinel
     own_beams: Optional[tf.Tensor]  # int32 [batch + 1], or None: every sentence has the full beam
-    xla: bool
+    jit_compile: bool
 
 
 class SearchState(NamedTuple):
@@ -199,47 +218,47 @@ _UNCHANGED_WITHOUT_LOADS = ("next_sentence", "slot_memory")
 
 def _slot_count(state):
     """The slots of ``state``: a Python int when static."""
-    return state.occupant.shape[0] if state.occupant.shape[0] is not None else tf.shape(state.occupant)[0]
+    return ops.shape(state.occupant)[0]
 
 
 def _rows_of(slot_values, beam):
     """[slots, ...] -> [slots * beam, ...], consecutive copies."""
-    return tf.repeat(slot_values, beam, axis=0)
+    return ops.repeat(slot_values, beam, axis=0)
 
 
 def _start_scores(slots, beam):
     """Beam 0 starts at log p = 0, the others at -inf: they get filled with beam 0's
     continuations at the first step instead of duplicating it."""
-    return tf.tile(tf.where(tf.range(beam) == 0, 0.0, _NEG_INF)[None, :], [slots, 1])
+    return ops.tile(ops.where(ops.arange(beam, dtype="int32") == 0, 0.0, _NEG_INF)[None, :], [slots, 1])
 
 
 def _sentences(inputs, nest, sentences):
     """The rows of ``sentences`` of a per-sentence nest (an empty slot reads the last one)."""
-    last = tf.maximum(inputs.batch - 1, 0)
-    return tf.nest.map_structure(lambda t: tf.gather(t, tf.minimum(sentences, last)), nest)
+    last = ops.maximum(inputs.batch - 1, 0)
+    return keras.tree.map_structure(lambda t: take(t, ops.minimum(sentences, last)), nest)
 
 
 def initial_search_state(inputs: SearchInputs, slots) -> SearchState:
     """The state before the first step: the first ``slots`` sentences loaded, in order."""
-    occupant = tf.range(slots)
+    occupant = ops.arange(slots, dtype="int32")
     rows, time, beam = slots * inputs.beam, inputs.time, inputs.beam
     with_attention = inputs.attention_length is not None
-    length = tf.cast(inputs.attention_length, tf.int32) if with_attention else 0
+    length = inputs.attention_length if with_attention else 0
     batch_rows = inputs.batch + 1  # one extra row: where the slots that are not done write
     return SearchState(
-        next_sentence=tf.convert_to_tensor(slots, tf.int32), occupant=occupant,
-        slot_steps=tf.zeros([slots], tf.int32), scores=_start_scores(slots, beam),
-        finished=tf.math.is_inf(_start_scores(slots, beam)), lengths=tf.zeros([slots, beam], tf.int32),
-        ids=tf.fill([rows], inputs.start_id),
+        next_sentence=ops.convert_to_tensor(slots, "int32"), occupant=occupant,
+        slot_steps=ops.zeros([slots], "int32"), scores=_start_scores(slots, beam),
+        finished=ops.isinf(_start_scores(slots, beam)), lengths=ops.zeros([slots, beam], "int32"),
+        ids=ops.full([rows], inputs.start_id, "int32"),
         state=tile_beams(_sentences(inputs, inputs.initial_state, occupant), beam),
         slot_memory=() if inputs.memory is None else _sentences(inputs, inputs.memory, occupant),
-        history=tf.fill([rows, time], tf.constant(PAD_ID, tf.int32)),
-        attention_history=tf.zeros([rows, time, length], tf.float32) if with_attention else (),
+        history=ops.full([rows, time], PAD_ID, "int32"),
+        attention_history=ops.zeros([rows, time, length], "float32") if with_attention else (),
         outputs=BeamSearchOutput(
-            ids=tf.fill([batch_rows, inputs.nbest, time], tf.constant(PAD_ID, tf.int32)),
-            lengths=tf.zeros([batch_rows, inputs.nbest], tf.int32),
-            scores=tf.fill([batch_rows, inputs.nbest], _NEG_INF),
-            attention=tf.zeros([batch_rows, inputs.nbest, time, length], tf.float32) if with_attention else ()))
+            ids=ops.full([batch_rows, inputs.nbest, time], PAD_ID, "int32"),
+            lengths=ops.zeros([batch_rows, inputs.nbest], "int32"),
+            scores=ops.full([batch_rows, inputs.nbest], _NEG_INF, "float32"),
+            attention=ops.zeros([batch_rows, inputs.nbest, time, length], "float32") if with_attention else ()))
 
 
 # === The parts of one step ===
@@ -255,91 +274,91 @@ def advance(inputs: SearchInputs, state: SearchState) -> SearchState:
     row_steps = _rows_of(state.slot_steps, beam)
     if inputs.memory is None:
         logits, network_state, attention = inputs.step_fn(
-            state.ids, tf.reduce_max(state.slot_steps), state.state)
+            state.ids, ops.max(state.slot_steps), state.state)
     else:
         logits, network_state, attention = inputs.step_fn(state.ids, row_steps, state.state,
                                                           state.slot_memory)
-    own_beams = None if inputs.own_beams is None else tf.gather(inputs.own_beams, state.occupant)
+    own_beams = None if inputs.own_beams is None else take(inputs.own_beams, state.occupant)
     chosen = select(logits, inputs.vocabulary, state.scores, state.finished, state.lengths,
-                    state.slot_steps, tf.gather(inputs.limits, state.occupant), inputs.ranking,
+                    state.slot_steps, take(inputs.limits, state.occupant), inputs.ranking,
                     beam, own_beams)
     # the states and histories follow their hypotheses, whatever their structure
-    network_state = tf.nest.map_structure(lambda t: tf.gather(t, chosen.parent_rows), network_state)
-    at_step = tf.range(inputs.time)[None, :] == row_steps[:, None]  # [rows, time]
-    history = tf.where(at_step, tf.reshape(chosen.written, [-1, 1]),
-                       tf.gather(state.history, chosen.parent_rows))
+    network_state = keras.tree.map_structure(lambda t: take(t, chosen.parent_rows), network_state)
+    at_step = ops.arange(inputs.time, dtype="int32")[None, :] == row_steps[:, None]  # [rows, time]
+    history = ops.where(at_step, ops.reshape(chosen.written, [-1, 1]),
+                        take(state.history, chosen.parent_rows))
     attention_history = state.attention_history
     if inputs.attention_length is not None:
         if attention is None:
             raise ValueError("return_attention=True but step_fn returned attention=None")
         # the row that produced each kept token (rows after the end are masked at the read-out)
-        row = tf.gather(tf.cast(attention, tf.float32), chosen.parent_rows)
-        attention_history = tf.where(at_step[:, :, None], row[:, None, :],
-                                     tf.gather(attention_history, chosen.parent_rows))
+        row = take(ops.cast(attention, "float32"), chosen.parent_rows)
+        attention_history = ops.where(at_step[:, :, None], row[:, None, :],
+                                      take(attention_history, chosen.parent_rows))
     return state._replace(
         slot_steps=state.slot_steps + 1, scores=chosen.scores, finished=chosen.finished,
-        lengths=chosen.lengths, ids=tf.reshape(chosen.token, [-1]), state=network_state,
+        lengths=chosen.lengths, ids=ops.reshape(chosen.token, [-1]), state=network_state,
         history=history, attention_history=attention_history)
 
 
-def finished_sentences(inputs: SearchInputs, state: SearchState) -> tf.Tensor:
+def finished_sentences(inputs: SearchInputs, state: SearchState):
     """bool [slots]: the slots whose sentence's n-best list is final (`sentences_done`)."""
-    own_beams = None if inputs.own_beams is None else tf.gather(inputs.own_beams, state.occupant)
+    own_beams = None if inputs.own_beams is None else take(inputs.own_beams, state.occupant)
     done = sentences_done(state.scores, state.finished, state.lengths,
-                          tf.gather(inputs.limits, state.occupant), inputs.ranking, inputs.nbest,
+                          take(inputs.limits, state.occupant), inputs.ranking, inputs.nbest,
                           own_beams)
     return (state.occupant < inputs.batch) & done
 
 
-def _write_when(xla, flags, write, carried):
-    """``write(carried)`` in the search loop's body: under XLA at every step (its scatters
-    update the loop's buffers in place, where a ``tf.cond`` would copy them into its output);
-    without XLA only at the steps where some of ``flags`` is set (TensorFlow's runtime copies a
+def _write_when(jit_compile, flags, write, carried):
+    """``write(carried)`` in the search loop's body: compiled, at every step (its scatters
+    update the loop's buffers in place, where a ``cond`` would copy them into its output);
+    else only at the steps where some of ``flags`` is set (TensorFlow's runtime copies a
     loop-carried buffer at every scatter), ``carried`` unchanged at the others."""
-    if xla:
+    if jit_compile:
         return write(carried)
-    return tf.cond(tf.reduce_any(flags), lambda: write(carried), lambda: carried)
+    return ops.cond(ops.any(flags), lambda: write(carried), lambda: carried)
 
 
 def read_out(inputs: SearchInputs, state: SearchState, done) -> SearchState:
     """Writes the n-best lists of the ``done`` slots [slots] into the outputs, best first.
 
-    Under XLA written at every step, into the sentinel row for the slots not done (a scatter
-    is in place, where a ``tf.cond`` would copy the buffers into its output); without XLA only
-    at the steps some sentence is done (each scatter copies its buffer).
+    Compiled, written at every step, into the sentinel row for the slots not done (a scatter
+    is in place, where a ``cond`` would copy the buffers into its output); else only at the
+    steps some sentence is done (each scatter copies its buffer).
     """
     def write(outputs):
         best_ranks, best = best_hypotheses(state.scores, state.lengths, inputs.ranking,
                                            inputs.nbest)  # [slots, nbest]
-        best_lengths = tf.where(tf.math.is_inf(best_ranks), 0, tf.gather(state.lengths, best, batch_dims=1))
-        best_rows = best + tf.range(_slot_count(state))[:, None] * inputs.beam
-        valid = tf.range(inputs.time)[None, None, :] < best_lengths[:, :, None]
-        target = tf.where(done, state.occupant, inputs.batch)[:, None]  # not done: the sentinel row
+        best_rows = best + ops.arange(_slot_count(state), dtype="int32")[:, None] * inputs.beam
+        best_lengths = ops.where(ops.isinf(best_ranks), 0, take(ops.reshape(state.lengths, [-1]), best_rows))
+        valid = ops.arange(inputs.time, dtype="int32")[None, None, :] < best_lengths[:, :, None]
+        target = ops.where(done, state.occupant, inputs.batch)[:, None]  # not done: the sentinel row
         attention = ()
         if inputs.attention_length is not None:
-            attention = tf.tensor_scatter_nd_update(
+            attention = ops.scatter_update(
                 outputs.attention, target,
-                tf.where(valid[..., None], tf.gather(state.attention_history, best_rows), 0.0))
+                ops.where(valid[..., None], take(state.attention_history, best_rows), 0.0))
         return BeamSearchOutput(
-            ids=tf.tensor_scatter_nd_update(outputs.ids, target,
-                                            tf.where(valid, tf.gather(state.history, best_rows), PAD_ID)),
-            lengths=tf.tensor_scatter_nd_update(outputs.lengths, target, best_lengths),
-            scores=tf.tensor_scatter_nd_update(outputs.scores, target, best_ranks),
+            ids=ops.scatter_update(outputs.ids, target,
+                                   ops.where(valid, take(state.history, best_rows), PAD_ID)),
+            lengths=ops.scatter_update(outputs.lengths, target, best_lengths),
+            scores=ops.scatter_update(outputs.scores, target, best_ranks),
             attention=attention)
 
-    return state._replace(outputs=_write_when(inputs.xla, done, write, state.outputs))
+    return state._replace(outputs=_write_when(inputs.jit_compile, done, write, state.outputs))
 
 
 def _first_slots(flags, width, k):
     """int32 [k]: the slots where ``flags`` [width] is True, in slot order, then the lowest
     others (a stable ``top_k``)."""
-    return tf.math.top_k(tf.cast(flags, tf.int32) * (width - tf.range(width)), k=k).indices
+    return ops.top_k(ops.cast(flags, "int32") * (width - ops.arange(width, dtype="int32")), k)[1]
 
 
 def _backfill(tensor, rows, values):
     """``tensor`` with ``values`` written at the rows where ``rows`` is True (any rank)."""
-    rows = tf.reshape(rows, [-1] + [1] * (tensor.shape.rank - 1))
-    return tf.where(rows, values, tensor)
+    rows = ops.reshape(rows, [-1] + [1] * (len(tensor.shape) - 1))
+    return ops.where(rows, values, tensor)
 
 
 # what loading a sentence into a slot rewrites (`refill`)
@@ -351,23 +370,23 @@ def _load(inputs, state, load, loads_per_step):
     where ``load`` [slots] is True: their memory, their initial state, fresh hypotheses.
 
     The memory of ``loads_per_step`` slots is written, the loaded ones first, then others
-    rewritten with their own memory (under XLA at every step, in place).
+    rewritten with their own memory (compiled, at every step, in place).
     """
     width, beam = _slot_count(state), inputs.beam
     written_slots = _first_slots(load, width, loads_per_step)
-    sentences = tf.minimum(tf.gather(state.occupant, written_slots), tf.maximum(inputs.batch - 1, 0))
-    slot_memory = tf.nest.map_structure(
-        lambda t, full: tf.tensor_scatter_nd_update(t, written_slots[:, None], tf.gather(full, sentences)),
+    sentences = ops.minimum(take(state.occupant, written_slots), ops.maximum(inputs.batch - 1, 0))
+    slot_memory = keras.tree.map_structure(
+        lambda t, full: ops.scatter_update(t, written_slots[:, None], take(full, sentences)),
         state.slot_memory, inputs.memory)
     load_rows = _rows_of(load, beam)
     fresh = tile_beams(_sentences(inputs, inputs.initial_state, state.occupant), beam)
-    scores = tf.where(load[:, None], _start_scores(width, beam), state.scores)
+    scores = ops.where(load[:, None], _start_scores(width, beam), state.scores)
     return dict(
         slot_memory=slot_memory,
-        state=tf.nest.map_structure(lambda old, new: _backfill(old, load_rows, new), state.state, fresh),
-        scores=scores, finished=tf.where(load[:, None], tf.math.is_inf(scores), state.finished),
-        lengths=tf.where(load[:, None], 0, state.lengths), slot_steps=tf.where(load, 0, state.slot_steps),
-        ids=tf.where(load_rows, inputs.start_id, state.ids))
+        state=keras.tree.map_structure(lambda old, new: _backfill(old, load_rows, new), state.state, fresh),
+        scores=scores, finished=ops.where(load[:, None], ops.isinf(scores), state.finished),
+        lengths=ops.where(load[:, None], 0, state.lengths), slot_steps=ops.where(load, 0, state.slot_steps),
+        ids=ops.where(load_rows, inputs.start_id, state.ids))
 
 
 def refill(inputs: SearchInputs, state: SearchState, done) -> SearchState:
@@ -375,19 +394,20 @@ def refill(inputs: SearchInputs, state: SearchState, done) -> SearchState:
     order, up to `_LOADS_PER_STEP` slots a step (continuous batching).
 
     A loaded slot's memory and initial state are written in (`_load`), its hypotheses start
-    afresh; without XLA only at the steps that load a sentence.
+    afresh; not compiled, only at the steps that load a sentence.
     """
     width = _slot_count(state)
     loads_per_step = (min(_LOADS_PER_STEP, width) if isinstance(width, int)
-                      else tf.minimum(_LOADS_PER_STEP, width))
+                      else ops.minimum(_LOADS_PER_STEP, width))
     free = done | (state.occupant >= inputs.batch)
-    order = tf.cumsum(tf.cast(free, tf.int32), exclusive=True)
+    free_count = ops.cast(free, "int32")
+    order = ops.cumsum(free_count) - free_count  # the free slots before each
     load = free & (order < loads_per_step) & (state.next_sentence + order < inputs.batch)
     state = state._replace(
-        occupant=tf.where(load, state.next_sentence + order, tf.where(done, inputs.batch, state.occupant)),
-        next_sentence=state.next_sentence + tf.reduce_sum(tf.cast(load, tf.int32)))
+        occupant=ops.where(load, state.next_sentence + order, ops.where(done, inputs.batch, state.occupant)),
+        next_sentence=state.next_sentence + ops.sum(ops.cast(load, "int32")))
     carried = {name: getattr(state, name) for name in _LOADED}
-    loaded = _write_when(inputs.xla, load,
+    loaded = _write_when(inputs.jit_compile, load,
                          lambda carried: _load(inputs, state._replace(**carried), load, loads_per_step),
                          carried)
     return state._replace(**loaded)
@@ -395,7 +415,7 @@ def refill(inputs: SearchInputs, state: SearchState, done) -> SearchState:
 
 def free_slots(inputs: SearchInputs, state: SearchState, done) -> SearchState:
     """Empties the ``done`` slots, when there is no sentence left to load."""
-    return state._replace(occupant=tf.where(done, inputs.batch, state.occupant))
+    return state._replace(occupant=ops.where(done, inputs.batch, state.occupant))
 
 
 def compact(state: SearchState, new_width, beam, batch) -> SearchState:
@@ -403,10 +423,10 @@ def compact(state: SearchState, new_width, beam, batch) -> SearchState:
     order), then empty ones; each slot with its beams' rows. The outputs (per sentence) and the
     queue position stay as they are."""
     slots = _first_slots(state.occupant < batch, _slot_count(state), new_width)  # the live ones first
-    rows = tf.reshape(slots[:, None] * beam + tf.range(beam)[None, :], [-1])
+    rows = ops.reshape(slots[:, None] * beam + ops.arange(beam, dtype="int32")[None, :], [-1])
 
     def by(indices, nest):
-        return tf.nest.map_structure(lambda t: tf.gather(t, indices), nest)
+        return keras.tree.map_structure(lambda t: take(t, indices), nest)
 
     return state._replace(**{name: by(slots, getattr(state, name)) for name in _PER_SLOT},
                           **{name: by(rows, getattr(state, name)) for name in _PER_ROW})
@@ -426,27 +446,27 @@ def _loop(inputs, state, refills, next_width):
     """The search loop over ``state``'s slots; with ``next_width`` it stops once no sentence is
     left to load and the live slots fit in ``next_width`` (`compact` then)."""
     def cond(state):
-        live = tf.reduce_sum(tf.cast(state.occupant < inputs.batch, tf.int32))
+        live = ops.sum(ops.cast(state.occupant < inputs.batch, "int32"))
         if next_width is None:
             return live > 0
         return (live > 0) & ((state.next_sentence < inputs.batch) | (live > next_width))
 
     def body(state):
         new = _search_step(inputs, state, refills)
-        # what the body computes has the loop variables' static shapes (some ops lose them)
-        for tensor, old in zip(tf.nest.flatten(new), tf.nest.flatten(state)):
-            tensor.set_shape(old.shape)
+        if on_tensorflow():  # the loop variables' static shapes (some TensorFlow ops lose them)
+            for tensor, old in zip(tf.nest.flatten(new), tf.nest.flatten(state)):
+                tensor.set_shape(old.shape)
         return new
 
     if refills:
-        return tf.while_loop(cond, lambda state: (body(state),), (state,))[0]
+        return ops.while_loop(cond, lambda state: (body(state),), (state,))[0]
     # Nothing to load: what the loop never changes is captured, not carried (see `_TAIL_STAGES`).
     fixed = {name: getattr(state, name) for name in _UNCHANGED_WITHOUT_LOADS}
 
     def changing(state):
         return {name: value for name, value in state._asdict().items() if name not in fixed}
 
-    final = tf.while_loop(lambda values: cond(SearchState(**fixed, **values)),
+    final = ops.while_loop(lambda values: cond(SearchState(**fixed, **values)),
                           lambda values: (changing(body(SearchState(**fixed, **values))),),
                           (changing(state),))[0]
     return SearchState(**fixed, **final)
@@ -489,7 +509,7 @@ def _known(value):
     """A Python int where ``value`` is known when tracing (static shapes survive the loop and
     XLA), else an int32 tensor."""
     static = static_int(value)
-    return static if static is not None else tf.cast(value, tf.int32)
+    return static if static is not None else ops.cast(value, "int32")
 
 
 def _buffer_steps(limits, max_length, buffer_length):
@@ -497,20 +517,18 @@ def _buffer_steps(limits, max_length, buffer_length):
     Python int when it is known when tracing, so that shapes stay static)."""
     if buffer_length is not None:
         static = static_int(buffer_length)
-        return static if static is not None else tf.maximum(tf.cast(buffer_length, tf.int32), 1)
-    static_max = tf.get_static_value(max_length) if not isinstance(
-        max_length, (int, np.integer)) else max_length
+        return static if static is not None else ops.maximum(ops.cast(buffer_length, "int32"), 1)
+    static_max = _static_value(max_length)
     if static_max is not None:
-        return max(int(np.max(static_max)), 1)
-    return tf.maximum(tf.reduce_max(limits), 1)  # an empty batch still needs one step
+        return max(int(np.max(static_max, initial=1)), 1)
+    return ops.maximum(ops.max(limits), 1)  # an empty batch still needs one step
 
 
 def _check_inputs(search, max_length, memory, attention_length, execution):
     """ValueError for the inputs whose values are known when tracing and wrong."""
     if search.return_attention and attention_length is None:
         raise ValueError("return_attention=True needs attention_length (the source length)")
-    static_max = tf.get_static_value(max_length) if not isinstance(
-        max_length, (int, np.integer)) else max_length
+    static_max = _static_value(max_length)
     if static_max is not None and np.any(np.asarray(static_max) < 1):
         raise ValueError(f"max_length must be >= 1, got {max_length!r}")
     if execution.slots is not None and memory is None:
@@ -522,27 +540,28 @@ def _search_inputs(step_fn, initial_state, batch, search, max_length, memory, be
                    candidates, attention_length, execution):
     """The `SearchInputs` of `beam_search`'s arguments (``batch``: see `_known`)."""
     beam, nbest = _known(search.beam_size), _known(search.nbest)
-    if not isinstance(beam, int) or not isinstance(nbest, int):
+    if not isinstance(beam, int) or not isinstance(nbest, int):  # a dynamic beam: TensorFlow only
         tf.debugging.assert_less_equal(nbest, beam, message="nbest must be <= beam_size")
-    start_id, end_id = tf.cast(search.start_id, tf.int32), tf.cast(search.end_id, tf.int32)
-    limits = tf.maximum(tf.cast(max_length, tf.int32), 1)  # int64 lengths welcome
-    if limits.shape.rank == 0:
-        limits = tf.fill([batch], limits)
+    start_id, end_id = ops.cast(search.start_id, "int32"), ops.cast(search.end_id, "int32")
+    limits = ops.maximum(ops.cast(max_length, "int32"), 1)  # int64 lengths welcome
+    if len(limits.shape) == 0:
+        limits = ops.full([batch], limits, "int32")
     time = _buffer_steps(limits, max_length, execution.buffer_length)
-    limits = tf.minimum(limits, time)
+    limits = ops.minimum(limits, time)
     never = never_generated(start_id, search.forbid_ids)  # PAD, START, forbid_ids; END allowed
     # one extra entry past the batch: what an empty slot reads
-    sentinel = lambda t: tf.concat([t, tf.ones([1], t.dtype)], 0)
+    sentinel = lambda t: ops.concatenate([t, ops.ones([1], "int32")], axis=0)
     own_beams = None
     if beam_sizes is not None:
-        own_beams = sentinel(tf.clip_by_value(tf.cast(beam_sizes, tf.int32), 1, beam))
+        own_beams = sentinel(ops.clip(ops.cast(beam_sizes, "int32"), 1, beam))
     return SearchInputs(
         step_fn=step_fn, initial_state=initial_state, memory=memory, batch=batch, beam=beam,
         nbest=nbest, time=time, attention_length=attention_length if search.return_attention else None,
         start_id=start_id,
-        vocabulary=search_vocabulary(execution.vocabulary_size, never, end_id, candidates, execution.xla),
-        ranking=Ranking(tf.convert_to_tensor(search.length_penalty, tf.float32)),
-        limits=sentinel(limits), own_beams=own_beams, xla=execution.xla)
+        vocabulary=search_vocabulary(execution.vocabulary_size, never, end_id, candidates,
+                                     execution.jit_compile),
+        ranking=Ranking(ops.cast(search.length_penalty, "float32")),
+        limits=sentinel(limits), own_beams=own_beams, jit_compile=execution.jit_compile)
 
 
 # === The driver ===
@@ -641,7 +660,7 @@ def beam_search(step_fn: StepFn, initial_state, batch_size=None, search: BeamSea
     """
     _check_inputs(search, max_length, memory, attention_length, execution)
     if batch_size is None:
-        batch_size = tf.shape(tf.nest.flatten(initial_state)[0])[0]
+        batch_size = ops.shape(keras.tree.flatten(initial_state)[0])[0]
     batch = _known(batch_size)
     inputs = _search_inputs(step_fn, initial_state, batch, search, max_length, memory,
                             beam_sizes, candidates, attention_length, execution)
@@ -649,7 +668,7 @@ def beam_search(step_fn: StepFn, initial_state, batch_size=None, search: BeamSea
     if isinstance(width, int) and isinstance(batch, int):
         width = min(width, batch)
     elif execution.slots is not None:
-        width = tf.minimum(width, batch)
+        width = ops.minimum(width, batch)
     # no refill when every sentence has a slot from the start (known when tracing)
     refills = memory is not None and not (isinstance(width, int) and isinstance(batch, int)
                                           and width >= batch)

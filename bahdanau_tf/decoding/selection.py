@@ -1,20 +1,22 @@
-"""One step's choice in TensorFlow: each row's and each sentence's best, fast.
+"""One step's choice: each row's and each sentence's best, fast.
 
 What `bahdanau_tf.decoding.search` calls once per step, after the network: the logits of every
 hypothesis become each sentence's ``beam`` best extensions (`select`). The rules themselves (the
 ranking, the never-generated tokens, the frozen finished hypotheses, the survivors, the done
-sentences) are `bahdanau_tf.decoding.rules`, which the search of the other backends calls too;
-this module adds what is TensorFlow's only: the blocked ``top_k`` over a wide vocabulary, the
-mask folded into its pass under XLA, candidate lists. Nothing here knows about slots or loops.
+sentences) are `bahdanau_tf.decoding.rules`; `select` is written in ``keras.ops``, so it runs on
+every Keras backend. What TensorFlow does better is a choice made here, on TensorFlow only: the
+blocked ``top_k`` over a wide vocabulary (`top_k`), and under XLA the mask folded into its pass
+(`VocabularyMask`). Nothing here knows about slots or loops.
 """
 
 from typing import NamedTuple, Optional
 
 import numpy as np
 import tensorflow as tf
+from keras import ops
 
 from bahdanau_tf.decoding.rules import (frozen_candidates, kept_log_probabilities, never_mask,
-                                        step_outcome, survivors)
+                                        on_tensorflow, step_outcome, survivors, take)
 
 _NEG_INF = float("-inf")
 _TOP_K_BLOCK = 32  # the vocabulary is cut into blocks this wide for `top_k`
@@ -22,9 +24,11 @@ _TOP_K_BLOCK = 32  # the vocabulary is cut into blocks this wide for `top_k`
 
 def static_int(value):
     """The Python int of ``value`` (an int, or a scalar tensor) when it is known when tracing,
-    else None (also for a tensor that is not a scalar)."""
+    else None (also for a tensor that is not a scalar, and for another backend's tensor)."""
     if isinstance(value, (int, np.integer)):
         return int(value)
+    if not tf.is_tensor(value):
+        return None
     static = tf.get_static_value(value)
     if static is None or np.ndim(static) != 0:
         return None
@@ -43,6 +47,8 @@ def top_k(values, k):
     the k best blocks (an entry of another block is beaten by the k blocks' maxima, ties going to
     the lower block, i.e. the lower ids), so nothing changes but the cost (0.33 ms).
 
+    On the other Keras backends: ``keras.ops.top_k``.
+
     Args:
         values: float [rows, vocabulary], the vocabulary static (else the plain ``top_k``).
         k: int (or int32 scalar), at most the vocabulary.
@@ -51,6 +57,8 @@ def top_k(values, k):
         ``(values [rows, k], ids int32 [rows, k])``, sorted, as ``tf.math.top_k``.
     """
     static_k = static_int(k)
+    if not on_tensorflow():
+        return ops.top_k(values, k)
     if not _blocked(values.shape[-1], static_k):
         return tf.math.top_k(values, k=k)
     grid = _block_grid(values)
@@ -149,19 +157,29 @@ def search_vocabulary(vocabulary_size, never, end_id, candidates=None, xla=False
         vocabulary_size: int or None, the width of the step function's logits.
         never: int32 ``[n]``, the never-generated tokens; end_id: int32 scalar.
         candidates: None, or int32 ``[C]`` ascending ids (a per-batch candidate list).
-        xla: bool: a `VocabularyMask` (one fused pass of block maxima) under XLA, where it is
-            faster; TensorFlow's runtime runs each of its small ops as a kernel of its own,
-            which costs more than the two passes it saves (benchmarks/decode_step.py).
+        xla: bool: on TensorFlow, a `VocabularyMask` (one fused pass of block maxima) under
+            XLA, where it is faster; TensorFlow's runtime runs each of its small ops as a
+            kernel of its own, which costs more than the two passes it saves
+            (benchmarks/decode_step.py). The other backends take the plain mask.
     """
     if candidates is not None:  # logits over a candidate list: the mask is by the listed ids
-        candidates = tf.cast(candidates, tf.int32)
-        end_position = tf.argmax(tf.cast(tf.equal(candidates, end_id), tf.int32), output_type=tf.int32)
+        candidates = ops.cast(candidates, "int32")
+        end_position = ops.cast(ops.argmax(ops.cast(candidates == end_id, "int32")), "int32")
         return Vocabulary(never_mask(None, never, end_id, token_ids=candidates), never, end_id,
                           candidates, end_position)
     mask = None
     if vocabulary_size is not None:
-        mask = (vocabulary_mask if xla else never_mask)(vocabulary_size, never, end_id)
+        folded = xla and on_tensorflow()
+        mask = (vocabulary_mask if folded else never_mask)(vocabulary_size, never, end_id)
     return Vocabulary(mask, never, end_id, None, end_id)
+
+
+def _argmax(values):
+    """int32 [rows]: each row's first maximum; ``tf.argmax`` on TensorFlow (``keras.ops.argmax``
+    adds ops there that tell -0.0 from 0.0, which a search's logits never need)."""
+    if on_tensorflow():
+        return tf.argmax(values, axis=-1, output_type=tf.int32)
+    return ops.cast(ops.argmax(values, axis=-1), "int32")
 
 
 class Selection(NamedTuple):
@@ -186,17 +204,17 @@ def _row_candidates(logits, mask, finished, per_row, end_id):
     has one candidate, itself extended by ``end_id`` at log-prob 0, so its score stays frozen;
     its other slots are ``-inf`` over the lowest other ids, as a ``top_k`` over such a row gives.
     """
-    logits = tf.cast(logits, tf.float32)
+    logits = ops.cast(logits, "float32")
     if isinstance(mask, VocabularyMask) and _blocked(logits.shape[-1], static_int(per_row)):
         values, tokens, top = _masked_top_k(logits, mask, static_int(per_row))
     else:
         masked = logits + (mask.mask if isinstance(mask, VocabularyMask) else mask)  # [rows, vocab]
         if isinstance(per_row, int) and per_row == 1:
-            values = tf.reduce_max(masked, axis=-1, keepdims=True)
-            tokens = tf.argmax(masked, axis=-1, output_type=tf.int32)[:, None]
+            values = ops.max(masked, axis=-1, keepdims=True)
+            tokens = _argmax(masked)[:, None]
         else:
             values, tokens = top_k(masked, per_row)  # sorted, ties to the lower id
-        top = tf.reduce_max(logits, axis=-1, keepdims=True)
+        top = ops.max(logits, axis=-1, keepdims=True)
     return frozen_candidates(kept_log_probabilities(values, logits, top), tokens, finished, end_id)
 
 
@@ -217,9 +235,9 @@ def select(logits, vocabulary: Vocabulary, scores, finished, lengths, step, limi
     """
     mask = vocabulary.mask
     if mask is None:
-        mask = never_mask(tf.shape(logits)[-1], vocabulary.never, vocabulary.end_id)
+        mask = never_mask(ops.shape(logits)[-1], vocabulary.never, vocabulary.end_id)
     end_id = vocabulary.end_id
-    batch = scores.shape[0] if scores.shape[0] is not None else tf.shape(scores)[0]  # static when known
+    batch = ops.shape(scores)[0]  # static when known
     # All candidates of one row have the same length, so the same penalty: a row's best `beam`
     # by log p are its best by rank, and only they need ranking against the sentence's other
     # rows (top_k over [rows, vocab] and a division over [rows, beam], not over the vocabulary).
@@ -227,19 +245,19 @@ def select(logits, vocabulary: Vocabulary, scores, finished, lengths, step, limi
     if isinstance(beam, int) and vocab is not None:
         per_row = min(beam, vocab)  # static: XLA needs it
     else:
-        per_row = tf.minimum(beam, tf.shape(logits)[-1])
+        per_row = ops.minimum(beam, ops.shape(logits)[-1])
     log_probs, row_tokens = _row_candidates(logits, mask, finished, per_row, vocabulary.end_position)
-    row_totals = tf.reshape(scores, [-1, 1]) + log_probs  # [rows, per_row], sorted
-    step = tf.reshape(step, [-1, 1])  # [1, 1], or [batch, 1]: each sentence's own step
-    candidate_lengths = tf.reshape(tf.where(finished, lengths, step + 1), [-1])
+    row_totals = ops.reshape(scores, [-1, 1]) + log_probs  # [rows, per_row], sorted
+    step = ops.reshape(step, [-1, 1])  # [1, 1], or [batch, 1]: each sentence's own step
+    candidate_lengths = ops.reshape(ops.where(finished, lengths, step + 1), [-1])
     parent, picked = survivors(ranking.rank(row_totals, candidate_lengths[:, None]), batch, beam, per_row)
-    token = tf.reshape(tf.gather(tf.reshape(row_tokens, [-1]), picked), [batch, beam])
+    token = ops.reshape(take(ops.reshape(row_tokens, [-1]), picked), [batch, beam])
     if vocabulary.candidates is not None:  # positions in the candidate list -> vocabulary ids
-        token = tf.gather(vocabulary.candidates, token)
-    parent_rows = tf.reshape(parent, [-1])
-    outcome = step_outcome(tf.reshape(tf.gather(tf.reshape(row_totals, [-1]), picked), [batch, beam]),
-                           token, tf.gather(tf.reshape(finished, [-1]), parent),
-                           tf.gather(tf.reshape(lengths, [-1]), parent), step, limits, end_id, own_beams)
+        token = take(vocabulary.candidates, token)
+    parent_rows = ops.reshape(parent, [-1])
+    outcome = step_outcome(ops.reshape(take(ops.reshape(row_totals, [-1]), picked), [batch, beam]),
+                           token, take(ops.reshape(finished, [-1]), parent),
+                           take(ops.reshape(lengths, [-1]), parent), step, limits, end_id, own_beams)
     return Selection(parent_rows=parent_rows, token=token, scores=outcome.scores,
                      finished=outcome.finished, lengths=outcome.lengths, written=outcome.written)
 

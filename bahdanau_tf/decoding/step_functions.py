@@ -7,8 +7,8 @@ A step function (the `bahdanau_tf.decoding` contract) is
 
 from typing import Any, Callable, Protocol, runtime_checkable
 
+import keras
 import numpy as np
-import tensorflow as tf
 from keras import ops
 
 StepFn = Callable[..., tuple]
@@ -53,7 +53,7 @@ def tile_beams(nest, beam_size):
     """Repeats every tensor of a nest ``beam_size`` times along its first axis.
 
     Row ``b`` of the input becomes rows ``b * beam_size .. (b + 1) * beam_size - 1`` (consecutive
-    copies, `tf.repeat`), the layout `beam_search` uses for its ``batch * beam`` rows.
+    copies, ``repeat``), the layout `beam_search` uses for its ``batch * beam`` rows.
 
     Args:
         nest: a tensor or any nest (tuple, list, dict) of tensors of shape ``[batch, ...]``.
@@ -62,13 +62,13 @@ def tile_beams(nest, beam_size):
     Returns:
         The same nest with tensors of shape ``[batch * beam_size, ...]``.
     """
-    return tf.nest.map_structure(
-        lambda t: tf.repeat(tf.convert_to_tensor(t), beam_size, axis=0), nest)
+    return keras.tree.map_structure(
+        lambda t: ops.repeat(ops.convert_to_tensor(t), beam_size, axis=0), nest)
+
 
 def ensemble_step_fn(step_fns) -> StepFn:
     """Combines the step functions of several models into one (Sutskever et al. 2014), in
-    ``keras.ops``: both searches (`bahdanau_tf.decoding.beam_search` and the other backends'
-    `bahdanau_tf.decoding.portable`) drive it.
+    ``keras.ops``, so `bahdanau_tf.decoding.beam_search` drives it on every Keras backend.
 
     The ensemble's distribution is the mean of the members' probabilities, returned as its log
     (``log(mean_k softmax(logits_k))``), so `beam_search` can drive it like a single model. Its
