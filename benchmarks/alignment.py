@@ -8,7 +8,7 @@ full gold the headline:
 
 - each model's teacher-forced attention on the references, turned into word links by the
   extraction rules of `bahdanau_tf.evaluation.ExtractionRule` (a word's pieces pooled by
-  max, sum or first piece, or each piece's argmax; rows shifted by one or not; mutual best
+  max, sum or first piece, or each piece's argmax; rows shifted by zero, one or two; mutual best
   links or not; a target word left unaligned when its best weight is below a threshold), each
   chosen on the dev verses' gold: the default rule, the best rule without shift or mutual
   links, and the best of all;
@@ -51,6 +51,7 @@ flags.DEFINE_integer("beam_size", None, "Beam size of the decoded translations (
                      "bahdanau-evaluate's).")
 flags.DEFINE_list("thresholds", [f"{t / 20:g}" for t in range(0, 16)],
                   "Thresholds tried on dev for every pooling.")
+flags.DEFINE_list("shifts", ["0", "1", "2"], "Attention row shifts tried on dev.")
 flags.DEFINE_string("cache_dir", None, "Keep each model's teacher-forced attention here "
                     "(a rerun reads it back).")
 flags.DEFINE_string("output", None, "JSON output (default: results/alignment_<cpu class>.json).")
@@ -90,7 +91,7 @@ def _rules():
     from bahdanau_tf import evaluation
 
     return [evaluation.ExtractionRule(pooling, float(threshold), shift, mutual)
-            for pooling in POOLINGS for shift in (0, 1) for mutual in (False, True)
+            for pooling in POOLINGS for shift in map(int, FLAGS.shifts) for mutual in (False, True)
             for threshold in FLAGS.thresholds]
 
 

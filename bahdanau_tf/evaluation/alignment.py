@@ -92,9 +92,10 @@ class ExtractionRule:
       its pieces' rows (``"first"``: its first piece's row). Each target word then links to the
       source word of the largest weight.
 
-    ``shift``: target token i reads attention row i + ``shift``. In the paper's cell row i is
-    queried with s_{i-1}, before y_{i-1} entered the decoder; row i + 1 is the first one whose
-    query has seen y_i (Chen et al. 2020's Shift-Att).
+    ``shift``: target token i reads attention row i + ``shift`` (Chen et al. 2020's Shift-Att);
+    a token left without a row stays unaligned. In the paper's cell row i is queried with
+    s_{i-1}, before y_{i-1} entered the decoder: row i + 1's query has read y_{i-1}, row i + 2's
+    is the first that has read y_i.
 
     ``mutual``: a link is kept only if it is also the largest weight of its source column
     (mutual best): a source word attended by several target words keeps only its best one.
