@@ -51,9 +51,11 @@ flags.DEFINE_integer("beam_size", None, "Beam size of the decoded translations (
                      "bahdanau-evaluate's).")
 flags.DEFINE_list("thresholds", [f"{t / 20:g}" for t in range(0, 16)],
                   "Thresholds tried on dev for every pooling.")
+flags.DEFINE_list("symmetrization_thresholds", ["0", "0.1", "0.2", "0.3", "0.4"],
+                  "Thresholds tried on dev for the link symmetrisations.")
 flags.DEFINE_list("shifts", ["0", "1", "2"], "Attention row shifts tried on dev.")
-flags.DEFINE_string("cache_dir", None, "Keep each model's teacher-forced attention here "
-                    "(a rerun reads it back).")
+flags.DEFINE_string("cache_dir", None, "Keep each model's teacher-forced attention and "
+                    "eflomal's links here (a rerun reads them back).")
 flags.DEFINE_string("output", None, "JSON output (default: results/alignment_<cpu class>.json).")
 
 POOLINGS = ("pieces", "max", "sum", "first")
@@ -195,24 +197,30 @@ def _one_direction_rows(name, dev_attention, test_attention, dev, test, transpos
     return rows, dev_aer, picks["best"]
 
 
-def _both_directions(forward, reverse, rules):
+def _both_directions(forward, reverse, link_rules, average_rules):
     """{method: {str(rule): links}} of both directions made one, every method and rule."""
-    f_links, r_links = _links_of_rules(forward, rules), _links_of_rules(reverse, rules, transpose=True)
+    f_links = _links_of_rules(forward, link_rules)
+    r_links = _links_of_rules(reverse, link_rules, transpose=True)
     found = {method: _symmetrised(f_links, r_links, method) for method in LINK_METHODS}
-    found["average"] = _averaged_links(forward, reverse, rules)
+    found["average"] = _averaged_links(forward, reverse, average_rules)
     return found
 
 
 def _both_direction_rows(name, forward, reverse, dev, test):
-    """Rows of the two directions made one, each method's rule chosen on dev."""
+    """Rows of the two directions made one, each method's rule chosen on dev (both directions
+    extracted by the same rule; --symmetrization_thresholds, no mutual links, for the link
+    methods: symmetrisation is slow)."""
     from bahdanau_tf import evaluation
 
-    dev_aers = {method: _dev_aer(links, *dev[1:])
-                for method, links in _both_directions(forward[0], reverse[0], _rules()).items()}
+    link_rules = [r for r in _rules() if not r.mutual
+                  and f"{r.threshold:g}" in FLAGS.symmetrization_thresholds]
+    dev_aers = {method: _dev_aer(links, *dev[1:]) for method, links in _both_directions(
+        forward[0], reverse[0], link_rules, _rules()).items()}
     rows = []
     for method, dev_aer in dev_aers.items():
         rule = _best(dev_aer)
-        links = _both_directions(forward[1], reverse[1], [evaluation.ExtractionRule.parse(rule)])
+        chosen = [evaluation.ExtractionRule.parse(rule)]
+        links = _both_directions(forward[1], reverse[1], chosen, chosen)
         rows.append(_scores_row(f"{name}: both directions, {method}, rule {rule}",
                                 links[method][rule], test, stage=f"both directions, {method}",
                                 rule=rule, dev_aer=dev_aer[rule]))
@@ -280,7 +288,17 @@ def _eflomal_rows(test, indices):
     targets = [t for c in splits.values() for t in c.targets]
     offset = len(splits["train"]) + len(splits["dev"])
     started = time.time()
-    forward, reverse = word_alignment.eflomal_align(sources, targets)
+    paths = FLAGS.cache_dir and [os.path.join(FLAGS.cache_dir, f"eflomal-{d}-{len(sources)}.txt")
+                                 for d in ("forward", "reverse")]
+    cached = bool(paths) and all(os.path.exists(path) for path in paths)
+    if cached:  # computed by an earlier run
+        forward, reverse = map(word_alignment.read_pharaoh, paths)
+    else:
+        forward, reverse = word_alignment.eflomal_align(sources, targets)
+        for path, links in zip(paths or (), (forward, reverse)):
+            os.makedirs(FLAGS.cache_dir, exist_ok=True)
+            with open(path, "w", encoding="utf-8") as handle:
+                handle.writelines(word_alignment.format_pharaoh(s) + "\n" for s in links)
     forward = [forward[offset + i] for i in indices]
     reverse = [reverse[offset + i] for i in indices]
     rows = [_scores_row("eflomal forward", forward, test, stage="eflomal"),
@@ -288,7 +306,8 @@ def _eflomal_rows(test, indices):
     for method in LINK_METHODS:
         links = [word_alignment.symmetrize(f, r, method) for f, r in zip(forward, reverse)]
         rows.append(_scores_row(f"eflomal {method}", links, test, stage="eflomal"))
-    return rows, round(time.time() - started, 1), len(sources)
+    return rows, {"seconds": round(time.time() - started, 1), "pairs_aligned": len(sources),
+                  "links_from_cache": cached}
 
 
 def _print_table(rows):
@@ -322,9 +341,8 @@ def main(argv):
         try:
             full = corpora.load_corpus("bible-en-es", split="test")
             indices = evaluation.gold_links(full.alignments, full.sure_alignments)[0][: len(test[1])]
-            eflomal_rows, seconds, pairs = _eflomal_rows(test, indices)
+            eflomal_rows, record["eflomal"] = _eflomal_rows(test, indices)
             rows.extend(eflomal_rows)
-            record["eflomal"] = {"seconds": seconds, "pairs_aligned": pairs}
         except ImportError as error:
             print(f"eflomal left out: {error}")
     rows.append(_scores_row("diagonal baseline", evaluation.diagonal_links(

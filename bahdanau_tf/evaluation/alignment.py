@@ -601,6 +601,8 @@ class AlignmentCounts:
 
 
 def _is_link(value: Any) -> bool:
+    if type(value) is tuple and len(value) == 2 and type(value[0]) is int and type(value[1]) is int:
+        return True  # the common case, checked first: a corpus has many links
     return (
         isinstance(value, (tuple, list))
         and len(value) == 2
@@ -685,11 +687,11 @@ def alignment_counts(
     if len(set(counts.values())) > 1:
         described = ", ".join(f"{count} {name}" for name, count in counts.items())
         raise ValueError(f"Sentence counts differ: {described}.")
-    total = AlignmentCounts(num_sentences=len(predicted_links))
+    sums = np.zeros(5, np.int64)  # |A|, |S|, |P|, |A∩S|, |A∩P|, summed in one pass
     for a, s, p in zip(predicted_links, sure_links, possible_links):
         p = p | s
-        total = total + AlignmentCounts(0, len(a), len(s), len(p), len(a & s), len(a & p))
-    return total
+        sums += (len(a), len(s), len(p), len(a & s), len(a & p))
+    return AlignmentCounts(len(predicted_links), *map(int, sums))
 
 
 def scores_from_counts(counts: AlignmentCounts) -> AlignmentScores:
