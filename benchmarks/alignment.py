@@ -2,12 +2,20 @@
 
 Not a timing. AER, precision and recall (Och & Ney 2003, sure and possible links apart;
 `bahdanau_tf.evaluation.alignment_scores` against `gold_links`) on the test verses with gold,
-side by side, with each model's test BLEU:
+side by side, with each model's test BLEU; every row also in two views of the same links
+(`bahdanau_tf.evaluation.VIEWS`: punctuation links dropped, and content words only), the
+full gold the headline:
 
 - each model's teacher-forced attention on the references, turned into word links by the
   extraction rules of `bahdanau_tf.evaluation.ExtractionRule` (a word's pieces pooled by
-  max, sum or first piece, or each piece's argmax; a target word left unaligned when its best
-  weight is below a threshold, chosen on the dev verses' gold), and the rule chosen on dev;
+  max, sum or first piece, or each piece's argmax; rows shifted by zero, one or two; mutual best
+  links or not; a target word left unaligned when its best weight is below a threshold), each
+  chosen on the dev verses' gold: the default rule, the best rule without shift or mutual
+  links, and the best of all;
+- with ``--reverse=NAME=MODEL_DIR`` (a model of the other direction, es->en, for the model
+  NAME): its attention alone, transposed, and both directions made one
+  (`bahdanau_tf.evaluation.bidirectional_links`: intersection, grow-diag-final-and, and the
+  mean of the two word-level attention matrices), each with the rule chosen on dev;
 - its attention while decoding its own translations (beam search as ``bahdanau-evaluate``),
   scored on the hypothesis words that occur once in hypothesis and reference
   (`bahdanau_tf.evaluation.decoded_links`), with the dev-chosen rule;
@@ -15,8 +23,8 @@ side by side, with each model's test BLEU:
   corpus's pairs (no gold), forward, reverse, intersection and grow-diag-final-and;
 - the diagonal baseline (`bahdanau_tf.evaluation.diagonal_links`).
 
-    python benchmarks/alignment.py --model=unguided=/work/runs/base --model=guided=/work/runs/g
-        [--sentences=N] [--no_eflomal] [--output=benchmarks/results/alignment_<cpu>.json]
+    python benchmarks/alignment.py --model=en-es=MODEL_DIR --reverse=en-es=ES_EN_MODEL_DIR
+        [--sentences=N] [--noeflomal] [--nobleu] [--output=benchmarks/results/alignment_<cpu>.json]
 """
 
 import dataclasses
@@ -34,15 +42,24 @@ import _machines  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_multi_string("model", [], "NAME=MODEL_DIR of a trained model (repeatable).")
+flags.DEFINE_multi_string("reverse", [], "NAME=MODEL_DIR: the other direction's model for the "
+                          "model NAME (target to source), for both directions (repeatable).")
 flags.DEFINE_integer("sentences", None, "Only the first N dev and test verses with gold.")
 flags.DEFINE_bool("eflomal", True, "Score eflomal too (when installed).")
+flags.DEFINE_bool("bleu", True, "Decode the test verses for BLEU and the decoding attention.")
 flags.DEFINE_integer("beam_size", None, "Beam size of the decoded translations (default: "
                      "bahdanau-evaluate's).")
 flags.DEFINE_list("thresholds", [f"{t / 20:g}" for t in range(0, 16)],
                   "Thresholds tried on dev for every pooling.")
+flags.DEFINE_list("symmetrization_thresholds", ["0", "0.1", "0.2", "0.3", "0.4"],
+                  "Thresholds tried on dev for the link symmetrisations.")
+flags.DEFINE_list("shifts", ["0", "1", "2"], "Attention row shifts tried on dev.")
+flags.DEFINE_string("cache_dir", None, "Keep each model's teacher-forced attention and "
+                    "eflomal's links here (a rerun reads them back).")
 flags.DEFINE_string("output", None, "JSON output (default: results/alignment_<cpu class>.json).")
 
 POOLINGS = ("pieces", "max", "sum", "first")
+LINK_METHODS = ("intersection", "grow-diag-final-and")
 
 
 def _gold(split, limit):
@@ -55,63 +72,214 @@ def _gold(split, limit):
     return corpus.select(indices), sure[: len(indices)], possible[: len(indices)]
 
 
-def _scores_row(name, predicted, sure, possible, **extra):
+def _scores_row(name, predicted, split, **extra):
+    """One row: AER, precision, recall on the full gold, and the AER of every other view."""
     from bahdanau_tf import evaluation
 
+    corpus, sure, possible = split
     scores = evaluation.alignment_scores(predicted, sure, possible)
+    views = {}
+    for view in evaluation.VIEWS[1:]:
+        cut = [evaluation.corpus_view(links, corpus.sources, corpus.targets, view)
+               for links in (predicted, sure, possible)]
+        views[view] = round(evaluation.alignment_scores(*cut).aer, 4)
     return {"aligner": name, "aer": round(scores.aer, 4), "precision": round(scores.precision or 0, 4),
-            "recall": round(scores.recall or 0, 4), "links": scores.num_predicted, **extra}
+            "recall": round(scores.recall or 0, 4), "links": scores.num_predicted, "views": views,
+            **extra}
 
 
-def _choose_rules(dev_attention, dev_sure, dev_possible):
-    """Every pooling's best threshold on dev, and the best rule of all: {str(rule): dev AER}."""
+def _rules():
+    """Every rule tried on dev."""
     from bahdanau_tf import evaluation
 
-    tried = {}
-    for pooling in POOLINGS:
-        for threshold in FLAGS.thresholds:
-            rule = evaluation.ExtractionRule(pooling, float(threshold))
-            links = evaluation.attention_links(dev_attention, rule)
-            tried[str(rule)] = evaluation.alignment_scores(links, dev_sure, dev_possible).aer
-    return tried
+    return [evaluation.ExtractionRule(pooling, float(threshold), shift, mutual)
+            for pooling in POOLINGS for shift in map(int, FLAGS.shifts) for mutual in (False, True)
+            for threshold in FLAGS.thresholds]
 
 
-def _model_rows(name, model_dir, dev, test):
-    """The rows of one model: its rules on the test gold, decoded attention, BLEU."""
+def _word_matrices(alignments, pooling, shift):
     from bahdanau_tf import evaluation
-    from bahdanau_tf.translator import DEFAULT_SEARCH, Translator
 
-    (dev_corpus, dev_sure, dev_possible), (test_corpus, sure, possible) = dev, test
-    search = dataclasses.replace(DEFAULT_SEARCH, beam_size=FLAGS.beam_size or DEFAULT_SEARCH.beam_size)
-    translator = Translator.from_directory(model_dir, search=search)
-    started = time.time()
-    dev_attention = translator.reference_attention(dev_corpus.sources, dev_corpus.targets)
-    tried = _choose_rules(dev_attention, dev_sure, dev_possible)
-    test_attention = translator.reference_attention(test_corpus.sources, test_corpus.targets)
+    return [evaluation.word_attention(a.attention, evaluation.token_word_ids(a.source_tokens),
+                                      evaluation.token_word_ids(a.target_tokens), pooling, shift)
+            for a in alignments]
+
+
+def _links_of_rules(alignments, rules, transpose=False):
+    """{str(rule): links of every alignment}, each sentence pooled once per (pooling, shift)
+    (the same as `evaluation.attention_links` rule by rule); ``transpose``: a reverse model's."""
+    from bahdanau_tf import evaluation
+
+    found = {}
+    for pooling, shift in dict.fromkeys((r.pooling, r.shift) for r in rules):
+        group = [r for r in rules if (r.pooling, r.shift) == (pooling, shift)]
+        if pooling == "pieces":
+            for rule in group:
+                found[str(rule)] = evaluation.attention_links(alignments, rule)
+            continue
+        matrices = _word_matrices(alignments, pooling, shift)
+        for rule in group:
+            found[str(rule)] = [{(s, t) for t, s in evaluation.best_links(
+                words, null, rule.threshold, rule.mutual)} for words, null in matrices]
+    if transpose:
+        found = {rule: [{(t, s) for s, t in links} for links in corpus]
+                 for rule, corpus in found.items()}
+    return found
+
+
+def _averaged_links(forward, reverse, rules):
+    """{str(rule): links} of the mean of both directions' word matrices (word poolings)."""
+    from bahdanau_tf import evaluation
+
+    found = {}
+    for pooling, shift in dict.fromkeys((r.pooling, r.shift) for r in rules if r.pooling != "pieces"):
+        means = [evaluation.average_word_attention(f[0], r[0]) for f, r in zip(
+            _word_matrices(forward, pooling, shift), _word_matrices(reverse, pooling, shift))]
+        for rule in rules:
+            if (rule.pooling, rule.shift) == (pooling, shift):
+                found[str(rule)] = [{(s, t) for t, s in evaluation.best_links(
+                    mean, None, rule.threshold, rule.mutual)} for mean in means]
+    return found
+
+
+def _dev_aer(links_by_rule, sure, possible):
+    from bahdanau_tf import evaluation
+
+    return {rule: round(evaluation.alignment_scores(links, sure, possible).aer, 4)
+            for rule, links in links_by_rule.items()}
+
+
+def _symmetrised(forward_links, reverse_links, method):
+    from bahdanau_tf import word_alignment
+
+    return {rule: [word_alignment.symmetrize(f, r, method)
+                   for f, r in zip(forward_links[rule], reverse_links[rule])]
+            for rule in forward_links}
+
+
+def _attention(translator, corpus, name, split, reverse=False):
+    """The teacher-forced attention of a translator on a split (read back from --cache_dir)."""
+    import pickle
+
+    path = FLAGS.cache_dir and os.path.join(FLAGS.cache_dir, f"{name}-{split}-{len(corpus)}.pickle")
+    if path and os.path.exists(path):
+        with open(path, "rb") as handle:
+            return pickle.load(handle)
+    sources, targets = (corpus.targets, corpus.sources) if reverse else (corpus.sources, corpus.targets)
+    attention = translator.reference_attention(sources, targets)
+    if path:
+        os.makedirs(FLAGS.cache_dir, exist_ok=True)
+        with open(path, "wb") as handle:
+            pickle.dump(attention, handle)
+    return attention
+
+
+def _best(dev_aer, keep=lambda rule: True):
+    return min((r for r in dev_aer if keep(r)), key=dev_aer.get)
+
+
+def _one_direction_rows(name, dev_attention, test_attention, dev, test, transpose=False):
+    """Rows of one model's attention: default rule, best plain rule, best rule; dev AERs."""
+    from bahdanau_tf import evaluation
+
+    rules = _rules()
+    dev_aer = _dev_aer(_links_of_rules(dev_attention, rules, transpose), *dev[1:])
+    picks = {"default": str(evaluation.DEFAULT_RULE),
+             "best without shift or mutual": _best(dev_aer, lambda r: "+" not in r),
+             "best with shift, without mutual": _best(dev_aer, lambda r: "+mutual" not in r
+                                                       and "+shift" in r),
+             "best": _best(dev_aer)}
+    test_links = _links_of_rules(test_attention, [evaluation.ExtractionRule.parse(r)
+                                                  for r in dict.fromkeys(picks.values())], transpose)
+    rows = [_scores_row(f"{name}: teacher-forced attention, rule {rule} ({pick})",
+                        test_links[rule], test, stage=pick, rule=rule, dev_aer=dev_aer[rule])
+            for pick, rule in picks.items()]
+    return rows, dev_aer, picks["best"]
+
+
+def _both_directions(forward, reverse, link_rules, average_rules):
+    """{method: {str(rule): links}} of both directions made one, every method and rule."""
+    f_links = _links_of_rules(forward, link_rules)
+    r_links = _links_of_rules(reverse, link_rules, transpose=True)
+    found = {method: _symmetrised(f_links, r_links, method) for method in LINK_METHODS}
+    found["average"] = _averaged_links(forward, reverse, average_rules)
+    return found
+
+
+def _both_direction_rows(name, forward, reverse, dev, test):
+    """Rows of the two directions made one, each method's rule chosen on dev (both directions
+    extracted by the same rule; --symmetrization_thresholds, no mutual links, for the link
+    methods: symmetrisation is slow)."""
+    from bahdanau_tf import evaluation
+
+    link_rules = [r for r in _rules() if not r.mutual
+                  and f"{r.threshold:g}" in FLAGS.symmetrization_thresholds]
+    dev_aers = {method: _dev_aer(links, *dev[1:]) for method, links in _both_directions(
+        forward[0], reverse[0], link_rules, _rules()).items()}
     rows = []
-    chosen = {}
-    for pooling in POOLINGS:
-        best = min((r for r in tried if r.split(">")[0] == pooling), key=tried.get)
-        chosen[pooling] = best
-        for rule in dict.fromkeys([pooling, best]):
-            rows.append(_scores_row(f"{name}: teacher-forced attention, rule {rule}",
-                                    evaluation.attention_links(test_attention, rule), sure, possible,
-                                    rule=rule, dev_aer=round(tried[rule], 4)))
-    best_rule = min(tried, key=tried.get)
+    for method, dev_aer in dev_aers.items():
+        rule = _best(dev_aer)
+        chosen = [evaluation.ExtractionRule.parse(rule)]
+        links = _both_directions(forward[1], reverse[1], chosen, chosen)
+        rows.append(_scores_row(f"{name}: both directions, {method}, rule {rule}",
+                                links[method][rule], test, stage=f"both directions, {method}",
+                                rule=rule, dev_aer=dev_aer[rule]))
+    return rows, dev_aers
+
+
+def _decoded_rows(name, translator, test, rule):
+    """Test BLEU, and the attention while decoding scored on the words shared with the
+    reference (no views: hypothesis words)."""
+    from bahdanau_tf import evaluation
+
+    test_corpus, sure, possible = test
     decoded = evaluation.evaluate_translator(translator, test_corpus, name=name, no_unk="off")
     predicted, hyp_sure, hyp_possible = evaluation.decoded_links(
-        decoded.alignments, test_corpus.targets, sure, possible, rule=best_rule)
-    rows.append(_scores_row(f"{name}: attention while decoding (beam {translator.beam_size}), "
-                            f"rule {best_rule}, shared words", predicted, hyp_sure, hyp_possible,
-                            rule=best_rule))
+        decoded.alignments, test_corpus.targets, sure, possible, rule=rule)
+    scores = evaluation.alignment_scores(predicted, hyp_sure, hyp_possible)
+    row = {"aligner": f"{name}: attention while decoding (beam {translator.beam_size}), rule "
+           f"{rule}, shared words", "aer": round(scores.aer, 4),
+           "precision": round(scores.precision or 0, 4), "recall": round(scores.recall or 0, 4),
+           "links": scores.num_predicted, "rule": rule, "stage": "while decoding"}
     bleu = decoded.report.bleu
+    return row, round(float(getattr(bleu, "score", bleu)), 2)
+
+
+def _translator(model_dir):
+    from bahdanau_tf.translator import DEFAULT_SEARCH, Translator
+
+    search = dataclasses.replace(DEFAULT_SEARCH, beam_size=FLAGS.beam_size or DEFAULT_SEARCH.beam_size)
+    return Translator.from_directory(model_dir, search=search)
+
+
+def _model_rows(name, model_dir, reverse_dir, dev, test):
+    """The rows of one model (and of both directions with its reverse model)."""
+    started = time.time()
+    translator = _translator(model_dir)
+    forward = [_attention(translator, split[0], name, label) for split, label in ((dev, "dev"), (test, "test"))]
+    rows, dev_aer, best_rule = _one_direction_rows(name, *forward, dev, test)
+    record = {"dev_aer": dev_aer, "best_rule": best_rule}
+    if reverse_dir:
+        reverse_translator = _translator(reverse_dir)
+        reverse = [_attention(reverse_translator, split[0], f"{name}-reverse", label, reverse=True)
+                   for split, label in ((dev, "dev"), (test, "test"))]
+        reverse_rows, record["reverse_dev_aer"], _ = _one_direction_rows(
+            f"{name}, reverse model (transposed)", *reverse, dev, test, transpose=True)
+        both_rows, record["both_directions_dev_aer"] = _both_direction_rows(name, forward, reverse, dev, test)
+        rows += reverse_rows[-1:] + both_rows
+        record["reverse_model_dir"] = reverse_dir
+    if FLAGS.bleu:
+        decoded_row, bleu = _decoded_rows(name, translator, test, best_rule)
+        rows.append(decoded_row)
+        for row in rows:
+            row["test_bleu"] = bleu
     for row in rows:
-        row.update(model=name, test_bleu=round(float(getattr(bleu, "score", bleu)), 2))
-    return rows, {"dev_aer": {r: round(a, 4) for r, a in tried.items()}, "chosen": chosen,
-                  "best_rule": best_rule, "seconds": round(time.time() - started, 1)}
+        row["model"] = name
+    record["seconds"] = round(time.time() - started, 1)
+    return rows, record
 
 
-def _eflomal_rows(test_corpus, sure, possible, indices):
+def _eflomal_rows(test, indices):
     """eflomal on the text of every pair of the corpus; the test verses' links scored."""
     from bahdanau_tf import corpora, word_alignment
 
@@ -120,54 +288,65 @@ def _eflomal_rows(test_corpus, sure, possible, indices):
     targets = [t for c in splits.values() for t in c.targets]
     offset = len(splits["train"]) + len(splits["dev"])
     started = time.time()
-    forward, reverse = word_alignment.eflomal_align(sources, targets)
+    paths = FLAGS.cache_dir and [os.path.join(FLAGS.cache_dir, f"eflomal-{d}-{len(sources)}.txt")
+                                 for d in ("forward", "reverse")]
+    cached = bool(paths) and all(os.path.exists(path) for path in paths)
+    if cached:  # computed by an earlier run
+        forward, reverse = map(word_alignment.read_pharaoh, paths)
+    else:
+        forward, reverse = word_alignment.eflomal_align(sources, targets)
+        for path, links in zip(paths or (), (forward, reverse)):
+            os.makedirs(FLAGS.cache_dir, exist_ok=True)
+            with open(path, "w", encoding="utf-8") as handle:
+                handle.writelines(word_alignment.format_pharaoh(s) + "\n" for s in links)
     forward = [forward[offset + i] for i in indices]
     reverse = [reverse[offset + i] for i in indices]
-    rows = [_scores_row("eflomal forward", forward, sure, possible),
-            _scores_row("eflomal reverse", reverse, sure, possible)]
-    for method in ("intersection", "grow-diag-final-and"):
+    rows = [_scores_row("eflomal forward", forward, test, stage="eflomal"),
+            _scores_row("eflomal reverse", reverse, test, stage="eflomal")]
+    for method in LINK_METHODS:
         links = [word_alignment.symmetrize(f, r, method) for f, r in zip(forward, reverse)]
-        rows.append(_scores_row(f"eflomal {method}", links, sure, possible))
-    return rows, round(time.time() - started, 1), len(sources)
+        rows.append(_scores_row(f"eflomal {method}", links, test, stage="eflomal"))
+    return rows, {"seconds": round(time.time() - started, 1), "pairs_aligned": len(sources),
+                  "links_from_cache": cached}
 
 
 def _print_table(rows):
-    print("| aligner | test BLEU | AER | precision | recall | links |")
-    print("|---|---|---|---|---|---|")
+    views = " | ".join(f"AER {view}" for view in ("no-punctuation", "content-words"))
+    print(f"| aligner | test BLEU | AER | precision | recall | links | {views} |")
+    print("|---|---|---|---|---|---|---|---|")
     for row in rows:
         bleu = row.get("test_bleu", "")
+        cut = " | ".join(f"{row['views'][v]:.3f}" if "views" in row else "" for v in
+                         ("no-punctuation", "content-words"))
         print(f"| {row['aligner']} | {bleu} | {row['aer']:.3f} | {row['precision']:.3f} | "
-              f"{row['recall']:.3f} | {row['links']:,} |")
+              f"{row['recall']:.3f} | {row['links']:,} | {cut} |")
 
 
 def main(argv):
     del argv
-    from bahdanau_tf import devices, evaluation
+    from bahdanau_tf import corpora, devices, evaluation
 
     dev, test = _gold("dev", FLAGS.sentences), _gold("test", FLAGS.sentences)
-    test_corpus, sure, possible = test
+    reverse = dict(spec.partition("=")[::2] for spec in FLAGS.reverse)
     rows, models = [], {}
     for spec in FLAGS.model:
         name, _, model_dir = spec.partition("=")
-        model_rows, models[name] = _model_rows(name, model_dir, dev, test)
+        model_rows, models[name] = _model_rows(name, model_dir, reverse.get(name), dev, test)
         models[name]["model_dir"] = model_dir
         rows.extend(model_rows)
     record = {"benchmark": "alignment", "date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
-              "machine": devices.benchmark_record(), "test_verses_with_gold": len(sure),
+              "machine": devices.benchmark_record(), "test_verses_with_gold": len(test[1]),
               "dev_verses_with_gold": len(dev[1]), "models": models}
     if FLAGS.eflomal:
         try:
-            from bahdanau_tf import corpora
-
             full = corpora.load_corpus("bible-en-es", split="test")
-            indices = evaluation.gold_links(full.alignments, full.sure_alignments)[0][: len(sure)]
-            eflomal_rows, seconds, pairs = _eflomal_rows(test_corpus, sure, possible, indices)
+            indices = evaluation.gold_links(full.alignments, full.sure_alignments)[0][: len(test[1])]
+            eflomal_rows, record["eflomal"] = _eflomal_rows(test, indices)
             rows.extend(eflomal_rows)
-            record["eflomal"] = {"seconds": seconds, "pairs_aligned": pairs}
         except ImportError as error:
             print(f"eflomal left out: {error}")
     rows.append(_scores_row("diagonal baseline", evaluation.diagonal_links(
-        test_corpus.sources, test_corpus.targets), sure, possible))
+        test[0].sources, test[0].targets), test, stage="baseline"))
     record["rows"] = rows
     _print_table(rows)
     machine = devices.detect()

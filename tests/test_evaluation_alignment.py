@@ -105,10 +105,13 @@ def test_attention_to_alignment_with_subword_pieces():
         evaluation.attention_to_alignment(attention, list(range(7)))
 
 
-def _rule_reference(attention, source_words, target_words, pooling, threshold):
+def _rule_reference(attention, source_words, target_words, pooling, threshold, shift=0,
+                    mutual=False):
     """Each extraction rule spelled out word by word (the `ExtractionRule` docstring)."""
+    attention = attention[shift:]
+    target_words = target_words[: len(attention)]
     n_source, n_target = max(w for w in source_words if w is not None) + 1, max(target_words) + 1
-    links = set()
+    table, nulls = [], []
     for t in range(n_target):
         rows = [attention[i] for i, w in enumerate(target_words) if w == t]
         row = rows[0] if pooling == "first" else np.mean(rows, axis=0)
@@ -117,9 +120,15 @@ def _rule_reference(attention, source_words, target_words, pooling, threshold):
             pieces = [row[j] for j, w in enumerate(source_words) if w == s]
             weights.append({"max": max(pieces), "sum": sum(pieces), "first": pieces[0]}[pooling])
         others = [row[j] for j, w in enumerate(source_words) if w is None]
-        null = max(others) if pooling == "max" else sum(others)
+        table.append(weights)
+        nulls.append(max(others) if pooling == "max" else sum(others))
+    links = set()
+    for t, weights in enumerate(table):
         best = int(np.argmax(weights))
-        if weights[best] >= max(null, threshold) and weights[best] > 0:
+        column = [table[u][best] for u in range(n_target)]
+        if mutual and int(np.argmax(column)) != t:
+            continue
+        if weights[best] >= max(nulls[t], threshold) and weights[best] > 0:
             links.add((best, t))
     return links
 
@@ -138,12 +147,105 @@ def test_extraction_rules_against_their_definition():
                     attention, source_words, target_words, rule) == _rule_reference(
                     attention, source_words, target_words, pooling, threshold), (rule, attention)
                 assert evaluation.ExtractionRule.parse(str(rule)) == rule
+    for shift in (0, 1):
+        for mutual in (False, True):
+            rule = evaluation.ExtractionRule("sum", 0.2, shift, mutual)
+            assert evaluation.attention_to_alignment(
+                attention, source_words, target_words, rule) == _rule_reference(
+                attention, source_words, target_words, "sum", 0.2, shift, mutual), rule
+            assert evaluation.ExtractionRule.parse(str(rule)) == rule
     diffuse = np.full((1, 4), 0.25)
     assert evaluation.attention_to_alignment(diffuse, [0, 1, 2, 3], [0], "sum>0.3") == set()
     assert evaluation.attention_to_alignment(diffuse, [0, 1, 2, 3], [0], "pieces>0.3") == set()
     assert evaluation.attention_to_alignment(diffuse, [0, 1, 2, 3], [0], "pieces") == {(0, 0)}
     with pytest.raises(ValueError, match="pooling"):
         evaluation.ExtractionRule("mean")
+
+
+def test_mutual_best_and_shift_by_hand():
+    # rows: target words, columns: source words 0, 1 and [END]; the last row is [END]'s
+    attention = np.array([[0.6, 0.3, 0.1],
+                          [0.7, 0.2, 0.1],
+                          [0.1, 0.8, 0.1],
+                          [0.1, 0.1, 0.8]])
+    words = ([0, 1, None], [0, 1, 2, None])
+    assert evaluation.attention_to_alignment(attention, *words, "sum") == {(0, 0), (0, 1), (1, 2)}
+    # source word 0 is best for target 1 (0.7), so target 0 stays unaligned
+    assert evaluation.attention_to_alignment(attention, *words, "sum+mutual") == {(0, 1), (1, 2)}
+    assert evaluation.attention_to_alignment(attention, *words, "pieces+mutual") == {(0, 1), (1, 2)}
+    # shifted, target word i reads row i + 1; target 2 reads the [END] row: its best is no word
+    assert evaluation.attention_to_alignment(attention, *words, "sum+shift1") == {(0, 0), (1, 1)}
+    assert evaluation.attention_to_alignment(attention, *words, "pieces+shift1") == {(0, 0), (1, 1)}
+    assert evaluation.attention_to_alignment(attention, *words, "sum+shift1>0.75") == {(1, 1)}
+    for bad in ("sum+left", "sum>x", "sum+shift"):
+        with pytest.raises(ValueError):
+            evaluation.ExtractionRule.parse(bad)
+    with pytest.raises(ValueError, match="shift"):
+        evaluation.ExtractionRule("sum", shift=-1)
+
+
+def test_best_links_leave_a_row_unaligned_below_threshold_or_null():
+    matrix = [[0.5, 0.2], [0.3, 0.3], [0.1, 0.9]]
+    assert evaluation.best_links(matrix) == [(0, 0), (1, 0), (2, 1)]
+    assert evaluation.best_links(matrix, threshold=0.4) == [(0, 0), (2, 1)]
+    assert evaluation.best_links(matrix, null=[0.6, 0.0, 0.0]) == [(1, 0), (2, 1)]
+    assert evaluation.best_links(matrix, mutual=True) == [(0, 0), (2, 1)]
+    assert evaluation.best_links(np.zeros((0, 3))) == []
+
+
+# === Both directions ===
+
+
+class _Attention:
+    """A stand-in for `bahdanau_tf.translator.Alignment` (whole words, ``[END]`` last)."""
+
+    def __init__(self, source_words, target_words, rows):
+        self.source_tokens = list(source_words) + ["[END]"]
+        self.target_tokens = list(target_words) + ["[END]"]
+        self.attention = np.asarray(rows, np.float32)
+
+
+def _two_directions():
+    english, spanish = ["the", "house", "white"], ["la", "casa", "blanca"]
+    forward = _Attention(english, spanish, [[0.8, 0.1, 0.0, 0.1],    # la -> the
+                                            [0.1, 0.3, 0.5, 0.1],    # casa -> white (wrong)
+                                            [0.0, 0.2, 0.7, 0.1],    # blanca -> white
+                                            [0.0, 0.0, 0.0, 1.0]])
+    reverse = _Attention(spanish, english, [[0.9, 0.0, 0.0, 0.1],    # the -> la
+                                            [0.0, 0.8, 0.1, 0.1],    # house -> casa
+                                            [0.0, 0.4, 0.5, 0.1],    # white -> blanca
+                                            [0.0, 0.0, 0.0, 1.0]])
+    return [forward], [reverse]
+
+
+def test_bidirectional_links_by_hand():
+    forward, reverse = _two_directions()
+    assert evaluation.attention_links(forward, "sum") == [{(0, 0), (2, 1), (2, 2)}]
+    links = {method: evaluation.bidirectional_links(forward, reverse, method, "sum")[0]
+             for method in evaluation.SYMMETRIZATIONS}
+    assert links["intersection"] == {(0, 0), (2, 2)}
+    assert links["union"] == {(0, 0), (1, 1), (2, 1), (2, 2)}
+    # grow-diag: (1, 1) neighbours (0, 0) and house is unaligned; (2, 1) then has both aligned
+    assert links["grow-diag-final-and"] == {(0, 0), (1, 1), (2, 2)}
+    # mean of casa's row: house (0.3 + 0.8) / 2 = 0.55 beats white (0.5 + 0.4) / 2 = 0.45
+    assert links["average"] == {(0, 0), (1, 1), (2, 2)}
+    assert evaluation.bidirectional_links(forward, reverse, "average", "sum>0.6") == [{(0, 0)}]
+    with pytest.raises(ValueError, match="pooling"):
+        evaluation.bidirectional_links(forward, reverse, "average", "pieces")
+    with pytest.raises(ValueError, match="method"):
+        evaluation.bidirectional_links(forward, reverse, "both", "sum")
+    with pytest.raises(ValueError, match="reverse"):
+        evaluation.bidirectional_links(forward, [], "intersection")
+
+
+def test_average_word_attention_against_numpy():
+    rng = np.random.default_rng(1)
+    forward, reverse = rng.random((4, 3)), rng.random((3, 4))
+    np.testing.assert_allclose(evaluation.average_word_attention(forward, reverse),
+                               (forward + reverse.T) / 2)
+    # a side cut shorter: the missing word keeps the other side's half weight
+    np.testing.assert_allclose(evaluation.average_word_attention(forward, reverse[:2]),
+                               (forward + np.pad(reverse[:2], ((0, 1), (0, 0))).T) / 2)
 
 
 # === Gold links: sure (S) and possible (P) apart ===

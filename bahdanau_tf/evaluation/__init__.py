@@ -5,8 +5,11 @@ call :func:`evaluate_translator` and write what it returns. Its modules, each on
 
 - :mod:`~bahdanau_tf.evaluation.metrics`: BLEU and chrF (sacrebleu, 13a, lowercased), No-UNK
   BLEU (table 1), BLEU by source length (figure 2), over strings;
-- :mod:`~bahdanau_tf.evaluation.alignment`: attention -> word links, gold links with the sure
-  (S) and possible (P) sets apart, and the alignment error rate (Och & Ney 2003);
+- :mod:`~bahdanau_tf.evaluation.alignment`: attention -> word links (one direction or both),
+  gold links with the sure (S) and possible (P) sets apart, and the alignment error rate (Och &
+  Ney 2003);
+- :mod:`~bahdanau_tf.evaluation.alignment_views`: the same links and gold scored without
+  punctuation, or on content words only;
 - :mod:`~bahdanau_tf.evaluation.plots`: figures 2 and 3 with matplotlib;
 - :mod:`~bahdanau_tf.evaluation.report`: :class:`EvaluationReport`, all of it as one JSON
   document, and :class:`EvaluationStatistics`, the sufficient statistics it is computed from,
@@ -30,6 +33,7 @@ Example:
 
 from bahdanau_tf.evaluation.alignment import (
     DEFAULT_RULE,
+    SYMMETRIZATIONS,
     AlignmentCounts,
     AlignmentScores,
     ExtractionRule,
@@ -39,6 +43,9 @@ from bahdanau_tf.evaluation.alignment import (
     alignment_scores,
     attention_links,
     attention_to_alignment,
+    average_word_attention,
+    best_links,
+    bidirectional_links,
     decoded_links,
     diagonal_links,
     gold_links,
@@ -46,6 +53,13 @@ from bahdanau_tf.evaluation.alignment import (
     token_word_ids,
     translation_links,
     word_attention,
+)
+from bahdanau_tf.evaluation.alignment_views import (
+    CLOSED_CLASS,
+    VIEWS,
+    corpus_view,
+    is_punctuation,
+    view_links,
 )
 from bahdanau_tf.evaluation.corpus import (
     CHUNK_SIZE,
@@ -80,9 +94,12 @@ from bahdanau_tf.evaluation.report import (
 
 __all__ = [
     "CHUNK_SIZE",
+    "CLOSED_CLASS",
     "DEFAULT_LENGTH_BUCKETS",
     "DEFAULT_RULE",
     "NO_UNK_MODES",
+    "SYMMETRIZATIONS",
+    "VIEWS",
     "AlignmentCounts",
     "AlignmentScores",
     "BleuResult",
@@ -101,15 +118,20 @@ __all__ = [
     "alignment_scores",
     "attention_links",
     "attention_to_alignment",
+    "average_word_attention",
+    "best_links",
+    "bidirectional_links",
     "bleu_by_length",
     "corpus_bleu",
     "corpus_chrf",
     "corpus_statistics",
+    "corpus_view",
     "decoded_links",
     "diagonal_links",
     "evaluate_translator",
     "evaluation_report",
     "gold_links",
+    "is_punctuation",
     "length_buckets",
     "no_unk_bleu",
     "no_unk_subset",
@@ -120,5 +142,6 @@ __all__ = [
     "token_word_ids",
     "translation_links",
     "unknown_word_test",
+    "view_links",
     "word_attention",
 ]

@@ -92,34 +92,65 @@ class ExtractionRule:
       its pieces' rows (``"first"``: its first piece's row). Each target word then links to the
       source word of the largest weight.
 
-    Either way a target word is left unaligned (Och & Ney's NULL) when the largest weight goes
-    to a position of no word (the source ``[END]``), or is below ``threshold``: diffuse
-    attention links nothing (statistical aligners leave about a fifth of the words unaligned).
-    `DEFAULT_RULE` is the one ``bahdanau-evaluate`` and ``bahdanau-translate --alignments`` use.
+    ``shift``: target token i reads attention row i + ``shift`` (Chen et al. 2020's Shift-Att);
+    a token left without a row stays unaligned. In the paper's cell row i is queried with
+    s_{i-1}, before y_{i-1} entered the decoder: row i + 1's query has read y_{i-1}, row i + 2's
+    is the first that has read y_i.
+
+    ``mutual``: a link is kept only if it is also the largest weight of its source column
+    (mutual best): a source word attended by several target words keeps only its best one.
+
+    A target word is left unaligned (Och & Ney's NULL) when the largest weight goes to a
+    position of no word (the source ``[END]``), or is below ``threshold``: diffuse attention
+    links nothing (statistical aligners leave about a fifth of the words unaligned).
+    `DEFAULT_RULE` is the one ``bahdanau-evaluate`` and ``bahdanau-translate --alignments`` use;
+    ``benchmarks/alignment.py`` chooses among the rules on the dev verses' gold.
 
     Example:
 
-        >>> ExtractionRule.parse("sum>0.3")
-        ExtractionRule(pooling='sum', threshold=0.3)
+        >>> ExtractionRule.parse("sum+shift1+mutual>0.3")
+        ExtractionRule(pooling='sum', threshold=0.3, shift=1, mutual=True)
+        >>> str(ExtractionRule("max", 0.25, shift=1))
+        'max+shift1>0.25'
     """
 
     pooling: str = "pieces"
     threshold: float = 0.0
+    shift: int = 0
+    mutual: bool = False
 
     def __post_init__(self):
         if self.pooling not in POOLINGS:
             raise ValueError(f"`pooling` must be one of {POOLINGS}, got {self.pooling!r}.")
         if not 0.0 <= self.threshold <= 1.0:
             raise ValueError(f"`threshold` must be in [0, 1], got {self.threshold!r}.")
+        if isinstance(self.shift, bool) or not isinstance(self.shift, int) or self.shift < 0:
+            raise ValueError(f"`shift` must be an int >= 0, got {self.shift!r}.")
 
     def __str__(self) -> str:
-        return self.pooling + (f">{self.threshold:g}" if self.threshold else "")
+        return (self.pooling + (f"+shift{self.shift}" if self.shift else "")
+                + ("+mutual" if self.mutual else "")
+                + (f">{self.threshold:g}" if self.threshold else ""))
 
     @classmethod
     def parse(cls, text: str) -> "ExtractionRule":
-        """A rule from its `str`: ``"sum"``, ``"max>0.4"``."""
-        pooling, _, threshold = str(text).partition(">")
-        return cls(pooling, float(threshold) if threshold else 0.0)
+        """A rule from its `str`: ``"sum"``, ``"max>0.4"``, ``"sum+shift1+mutual>0.2"``."""
+        name, _, threshold = str(text).partition(">")
+        pooling, *options = name.split("+")
+        shift, mutual = 0, False
+        for option in options:
+            if option == "mutual":
+                mutual = True
+            elif option.startswith("shift") and option[5:].isdigit():
+                shift = int(option[5:])
+            else:
+                raise ValueError(f"unknown extraction option {option!r} in {text!r} (shiftN, "
+                                 "mutual).")
+        try:
+            value = float(threshold) if threshold else 0.0
+        except ValueError:
+            raise ValueError(f"not a threshold: {threshold!r} in {text!r}.") from None
+        return cls(pooling, value, shift, mutual)
 
 
 #: the extraction rule of ``bahdanau-evaluate`` and ``bahdanau-translate --alignments``
@@ -140,26 +171,69 @@ def _pool(matrix, word_ids, count, how, axis):
     return np.moveaxis(pooled, 0, axis)
 
 
-def word_attention(attention, source_word_ids, target_word_ids, pooling: str = "sum"):
+def word_attention(attention, source_word_ids, target_word_ids, pooling: str = "sum",
+                   shift: int = 0):
     """The attention pooled to words (see `ExtractionRule`): ``(words, null)``.
+
+    Args:
+        attention: array-like ``[target_len, source_len]`` over model tokens.
+        source_word_ids, target_word_ids: the word of each token (None: no word).
+        pooling: ``"max"``, ``"sum"`` or ``"first"``.
+        shift: int, target token i reads row i + ``shift`` (see `ExtractionRule`).
 
     Returns:
         ``words`` float ``[target_words, source_words]`` and ``null`` float ``[target_words]``,
         the pooled weight of the source positions of no word (``[END]``).
     """
-    matrix = np.asarray(attention, np.float64)
+    matrix = np.asarray(attention, np.float64)[shift:]
     source_ids = [w if w is not None and w >= 0 else None for w in source_word_ids]
     target_ids = [w if w is not None and w >= 0 else None for w in target_word_ids]
     source_ids += [None] * (matrix.shape[1] - len(source_ids))
     n_source = max([w + 1 for w in source_ids if w is not None], default=0)
     n_target = max([w + 1 for w in target_ids if w is not None], default=0)
-    rows = _pool(matrix[: len(target_ids)], target_ids, n_target,
+    rows = _pool(matrix[: len(target_ids)], target_ids[: len(matrix)], n_target,
                  "first" if pooling == "first" else "mean", axis=0)
     words = _pool(rows, source_ids, n_source, pooling, axis=1)
     no_word = [k for k, w in enumerate(source_ids) if w is None]
     null = (rows[:, no_word].max(1) if pooling == "max" else rows[:, no_word].sum(1)
             ) if no_word else np.zeros(n_target)
     return words, null
+
+
+def best_links(matrix, null=None, threshold: float = 0.0, mutual: bool = False
+               ) -> list[tuple[int, int]]:
+    """``(row, column)`` of each row's largest weight, where that weight is a link.
+
+    A row links nothing when its largest weight is not above zero, is below ``threshold`` or
+    below its ``null`` weight; with ``mutual`` a link is kept only if its row is also the
+    largest of its column (the first on ties, as ``argmax``). Rows are target words (or
+    tokens), columns source words: the last step of every `ExtractionRule`.
+
+    Args:
+        matrix: float ``[rows, columns]``.
+        null: float ``[rows]`` or None (zeros), the weight that goes to no column.
+        threshold: float, the smallest weight that links.
+        mutual: bool, keep only mutual best links.
+
+    Example:
+
+        >>> best_links([[0.6, 0.4], [0.7, 0.3]])
+        [(0, 0), (1, 0)]
+        >>> best_links([[0.6, 0.4], [0.7, 0.3]], mutual=True)
+        [(1, 0)]
+    """
+    matrix = np.asarray(matrix, np.float64)
+    if matrix.size == 0:
+        return []
+    rows = np.arange(matrix.shape[0])
+    best = matrix.argmax(1)
+    weight = matrix[rows, best]
+    keep = (weight > 0) & (weight >= threshold)
+    if null is not None:
+        keep &= weight >= np.asarray(null, np.float64)
+    if mutual:
+        keep &= matrix.argmax(0)[best] == rows
+    return [(int(r), int(best[r])) for r in np.flatnonzero(keep)]
 
 
 def attention_to_alignment(
@@ -170,12 +244,14 @@ def attention_to_alignment(
 ) -> set[Link]:
     """Turns an attention matrix over model tokens into word alignment links.
 
-    Convention: every target token links to the source token it attends to most (its row's
-    argmax; the first one on ties). The two tokens are then mapped to word indices with the
-    given maps, so subword pieces count for the word they came from and several pieces give one
-    link. A position whose map entry is None or negative, or that lies beyond the end of the map
-    (the [END] token, padding), has no word: links from or to it are dropped — a target token
-    that attends most to the source [END] is left unaligned (Och & Ney's NULL alignment).
+    Convention (the ``"pieces"`` rule): every target token links to the source token it
+    attends to most (its row's argmax; the first one on ties). The two tokens are then mapped
+    to word indices with the given maps, so subword pieces count for the word they came from
+    and several pieces give one link. A position whose map entry is None or negative, or that
+    lies beyond the end of the map (the [END] token, padding), has no word: links from or to it
+    are dropped — a target token that attends most to the source [END] is left unaligned (Och &
+    Ney's NULL alignment). Other rules pool to words first, shift the rows, keep mutual best
+    links only (`ExtractionRule`).
 
     Args:
         attention: array-like ``[target_len, source_len]``, α_ij over model tokens (one
@@ -208,27 +284,24 @@ def attention_to_alignment(
     source_words = _check_word_ids("source_word_ids", source_word_ids, source_len)
     target_words = _check_word_ids("target_word_ids", target_word_ids, target_len)
     rule = ExtractionRule.parse(rule) if isinstance(rule, str) else rule or ExtractionRule()
-    links = set()
     if source_len == 0:
-        return links
+        return set()
     if rule.pooling != "pieces":
-        words, null = word_attention(matrix, source_words, target_words, rule.pooling)
-        if words.shape[1] == 0:
-            return links
-        best = words.argmax(1)
-        weight = words[np.arange(len(best)), best]
-        return {(int(b), t) for t, b in enumerate(best)
-                if weight[t] >= null[t] and weight[t] > 0 and weight[t] >= rule.threshold}
-    best_source = np.argmax(matrix, axis=1)  # (target_len,)
-    for t, target_word in enumerate(target_words):
-        if target_word is None or target_word < 0:
-            continue
-        s = int(best_source[t])
-        source_word = source_words[s] if s < len(source_words) else None
-        if source_word is None or source_word < 0 or matrix[t, s] < rule.threshold:
-            continue
-        links.add((int(source_word), int(target_word)))
-    return links
+        words, null = word_attention(matrix, source_words, target_words, rule.pooling, rule.shift)
+        return {(s, t) for t, s in best_links(words, null, rule.threshold, rule.mutual)}
+    # token level: rows of target tokens of no word never link nor win a column
+    shifted = np.asarray(matrix, np.float64)[rule.shift:]
+    target_words = target_words[: len(shifted)]
+    rows = [t for t, w in enumerate(target_words) if w is not None and w >= 0]
+    source_words = source_words + [None] * (source_len - len(source_words))
+    null = [k for k, w in enumerate(source_words) if w is None or w < 0]
+    tokens = shifted[rows]
+    no_word = tokens[:, null].max(1) if null else None
+    tokens[:, null] = 0.0  # a row whose best is the [END] column links nothing
+    if no_word is not None:
+        no_word = np.where(tokens.max(1, initial=0.0) >= no_word, 0.0, np.inf)
+    links = best_links(tokens, no_word, rule.threshold, rule.mutual)
+    return {(int(source_words[s]), int(target_words[rows[r]])) for r, s in links}
 
 
 def attention_links(alignments: Sequence, rule: ExtractionRule | str | None = None
@@ -252,6 +325,89 @@ def attention_links(alignments: Sequence, rule: ExtractionRule | str | None = No
             rule or DEFAULT_RULE)
         for a in alignments
     ]
+
+
+SYMMETRIZATIONS = ("intersection", "union", "grow-diag-final-and", "average")
+
+
+def _word_matrix(alignment, rule: ExtractionRule):
+    """A translation's attention pooled to words by ``rule`` (`word_attention`'s ``words``)."""
+    return word_attention(alignment.attention, token_word_ids(alignment.source_tokens),
+                          token_word_ids(alignment.target_tokens), rule.pooling, rule.shift)[0]
+
+
+def average_word_attention(forward, reverse):
+    """The mean of a source-to-target and a transposed target-to-source word matrix.
+
+    Args:
+        forward: float ``[target_words, source_words]``, the forward model's word attention.
+        reverse: float ``[source_words, target_words]``, the reverse model's (it reads the
+            target and attends over it, so its rows are the source words).
+
+    Returns:
+        float ``[target_words, source_words]``; a word one side lacks (a sentence cut at the
+        length bound) gets the other side's half weight only.
+
+    Example:
+
+        >>> average_word_attention([[1.0, 0.0]], [[0.5], [0.5]]).tolist()
+        [[0.75, 0.25]]
+    """
+    forward, reverse = np.asarray(forward, np.float64), np.asarray(reverse, np.float64).T
+    shape = tuple(max(a, b) for a, b in zip(forward.shape, reverse.shape))
+    total = np.zeros(shape)
+    total[: forward.shape[0], : forward.shape[1]] += forward
+    total[: reverse.shape[0], : reverse.shape[1]] += reverse
+    return total / 2.0
+
+
+def bidirectional_links(forward: Sequence, reverse: Sequence, method: str = "grow-diag-final-and",
+                        rule: ExtractionRule | str | None = None,
+                        reverse_rule: ExtractionRule | str | None = None) -> list[set[Link]]:
+    """Word links from both translation directions, made one (Koehn et al. 2003; Garg et al.).
+
+    ``forward`` is the attention of a source-to-target model reading the pairs, ``reverse``
+    that of a target-to-source model reading the same pairs the other way round (e.g. the two
+    models' `Translator.reference_attention`). ``"intersection"``, ``"union"`` and
+    ``"grow-diag-final-and"`` extract each direction's links (``rule``, ``reverse_rule``),
+    transpose the reverse ones and `bahdanau_tf.word_alignment.symmetrize` them;
+    ``"average"`` averages the two word-level attention matrices
+    (:func:`average_word_attention`, pooled by ``rule``) and extracts from the mean by ``rule``
+    (its threshold alone leaves a word unaligned: the mean has no ``[END]`` column).
+
+    Args:
+        forward, reverse: lists of `bahdanau_tf.translator.Alignment`, one per sentence pair.
+        method: one of `SYMMETRIZATIONS`.
+        rule: the forward `ExtractionRule` (None: `DEFAULT_RULE`); ``"average"`` needs a word
+            pooling (not ``"pieces"``).
+        reverse_rule: the reverse direction's rule (None: ``rule``).
+
+    Returns:
+        list of sets of ``(source_word, target_word)`` links.
+
+    Raises:
+        ValueError: lists of different lengths, an unknown method, ``"average"`` with
+            ``"pieces"``.
+    """
+    if len(forward) != len(reverse):
+        raise ValueError(f"{len(forward)} forward but {len(reverse)} reverse alignments.")
+    if method not in SYMMETRIZATIONS:
+        raise ValueError(f"`method` must be one of {SYMMETRIZATIONS}, got {method!r}.")
+    rule = ExtractionRule.parse(rule) if isinstance(rule, str) else rule or DEFAULT_RULE
+    reverse_rule = (ExtractionRule.parse(reverse_rule) if isinstance(reverse_rule, str)
+                    else reverse_rule or rule)
+    if method == "average":
+        if rule.pooling == "pieces":
+            raise ValueError("`method='average'` needs a word pooling (max, sum, first), "
+                             "got the 'pieces' rule.")
+        return [{(s, t) for t, s in best_links(
+                    average_word_attention(_word_matrix(f, rule), _word_matrix(r, rule)),
+                    None, rule.threshold, rule.mutual)}
+                for f, r in zip(forward, reverse)]
+    from bahdanau_tf.word_alignment import symmetrize
+
+    return [symmetrize(f, {(s, t) for t, s in r}, method)
+            for f, r in zip(attention_links(forward, rule), attention_links(reverse, reverse_rule))]
 
 
 def translation_links(translator, sources: Sequence[str], translations: Sequence[str],
@@ -445,6 +601,8 @@ class AlignmentCounts:
 
 
 def _is_link(value: Any) -> bool:
+    if type(value) is tuple and len(value) == 2 and type(value[0]) is int and type(value[1]) is int:
+        return True  # the common case, checked first: a corpus has many links
     return (
         isinstance(value, (tuple, list))
         and len(value) == 2
@@ -529,11 +687,11 @@ def alignment_counts(
     if len(set(counts.values())) > 1:
         described = ", ".join(f"{count} {name}" for name, count in counts.items())
         raise ValueError(f"Sentence counts differ: {described}.")
-    total = AlignmentCounts(num_sentences=len(predicted_links))
+    sums = np.zeros(5, np.int64)  # |A|, |S|, |P|, |A∩S|, |A∩P|, summed in one pass
     for a, s, p in zip(predicted_links, sure_links, possible_links):
         p = p | s
-        total = total + AlignmentCounts(0, len(a), len(s), len(p), len(a & s), len(a & p))
-    return total
+        sums += (len(a), len(s), len(p), len(a & s), len(a & p))
+    return AlignmentCounts(len(predicted_links), *map(int, sums))
 
 
 def scores_from_counts(counts: AlignmentCounts) -> AlignmentScores:
