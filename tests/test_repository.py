@@ -12,6 +12,7 @@ import subprocess
 import sys
 import zipfile
 
+import packaging.version
 import pytest
 
 import bahdanau_tf
@@ -46,10 +47,19 @@ def test_the_version_is_pyprojects_everywhere():
     assert "version" not in project.get("dynamic", [])
     # the package says the version of the distribution it was installed from
     assert bahdanau_tf.__version__ == importlib.metadata.version("bahdanau_tf")
-    # the changelog's latest release and the citation name the same version
-    releases = re.findall(r"^## \[(\d[^\]]*)\]", read("CHANGELOG.md"), re.M)
-    assert releases and releases[0] == version, releases
-    assert "## [Unreleased]" in read("CHANGELOG.md")
+    # main carries a development version above the changelog's latest release; every release
+    # section is dated (YYYY-MM-DD)
+    changelog = read("CHANGELOG.md")
+    releases = re.findall(r"^## \[(\d[^\]]*)\]", changelog, re.M)
+    dated = re.findall(r"^## \[(\d[^\]]*)\] - \d{4}-\d{2}-\d{2}$", changelog, re.M)
+    assert releases and dated == releases, (releases, dated)
+    development = packaging.version.Version(version)
+    assert development.is_devrelease and development > packaging.version.Version(releases[0])
+    assert "## [Unreleased]" in changelog
+    # an SPDX license expression, as setuptools >= 77 reads it (a table is deprecated)
+    assert project["license"] == "Apache-2.0"
+    assert any(r.startswith("setuptools>=") and int(r.split(">=")[1]) >= 77
+               for r in pyproject()["build-system"]["requires"])
     citation = read("CITATION.cff")
     assert re.search(rf"^version: {re.escape(version)}$", citation, re.M), "CITATION.cff's version"
     repository = project["urls"]["Repository"]
@@ -88,15 +98,18 @@ def test_the_wheels_metadata_carries_the_long_description(tmp_path):
     for name in ("pyproject.toml", "setup.py", "README.md", "LICENSE"):
         shutil.copy(os.path.join(ROOT, name), source / name)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                    "-w", str(tmp_path / "dist"), str(source)], check=True, env=env,
-                   capture_output=True)
+    # build isolation: the setuptools that pyproject.toml's build-system asks for, as pip installs
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-v",
+                            "-w", str(tmp_path / "dist"), str(source)], check=True, env=env,
+                           capture_output=True, text=True)
+    assert "SetuptoolsDeprecationWarning" not in built.stdout + built.stderr
     (wheel,) = (tmp_path / "dist").glob("bahdanau_tf-*.whl")
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
         metadata = email.message_from_string(
             archive.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode("utf-8"))
     assert metadata["Version"] == pyproject()["project"]["version"]
+    assert metadata["License-Expression"] == "Apache-2.0"
     assert metadata["Description-Content-Type"] == "text/markdown"
     description = metadata.get_payload()
     assert description.strip() == load_setup_py().long_description().strip()

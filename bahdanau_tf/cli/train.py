@@ -40,7 +40,8 @@ Why these defaults (for a 12-minute run on a 2-core CPU):
   instructions, and AMX bf16 tiles) float32 + XLA trained fastest (benchmarks/README.md,
   "Training": the tables, the CPUs and the commands).
   ``--precision`` and ``--jit`` override the choice.
-- dev NLL on the first 500 dev pairs every 200 steps, checkpoints every 200 steps.
+- dev NLL on the first 500 dev pairs every 200 updates, a checkpoint every 100 (the ``small``
+  preset's ``eval_every`` and ``checkpoint_every``).
 
 The trainer is TensorFlow's (a ``tf.function`` step, XLA, ``tf.distribute``): with another Keras
 backend (``KERAS_BACKEND=jax``) it refuses to start (exit code 2). On any backend a model trains
