@@ -59,7 +59,26 @@ def _run(results, row):
     }
 
 
-#: The run README's "Result" and its sample output quote (the main command, 12 minutes).
+def _main_command(results):
+    """The keys of a results file of the main command (as main_command_amd_epyc.json lays out
+    `bahdanau-train`'s report and `bahdanau-evaluate`'s scores)."""
+    return {
+        "updates": Key(results, "training.updates"),
+        "epochs": Key(results, "training.epochs"),
+        "wall_time": Key(results, "training.wall_time_seconds", wall_time),
+        "best_dev_nll": Key(results, "training.best_dev_nll"),
+        "bleu": Key(results, "evaluation.bleu"),
+        "aer": Key(results, "evaluation.aer"),
+        "date": Key(results, "date", day),
+        "cpu": Key(results, "machine.name"),
+        "cpu_flags": Key(results, "machine.cpu_flags", words),
+        "results_file": Key(results, ""),
+    }
+
+
+#: The run README's "Result" and its sample output quote (the main command, 12 minutes): the
+#: quiet run of a before/after pair. A new run of the main command written as
+#: main_command_amd_epyc.json is, e.g., ``HEADLINE = _main_command("main_command_amd_epyc.json")``.
 HEADLINE = _run("twelve_minute_before_after_amd_epyc.json", "rows.1")
 
 _SHIPPED_FILE = "pretrained_bible-en-es-small.json"
