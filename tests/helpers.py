@@ -549,3 +549,31 @@ def checkpoint_model_values(prefix):
             next_frontier += [(c.node_id, f"{path}/{c.local_name}") for c in graph.nodes[node_id].children]
         frontier = next_frontier
     return values
+
+
+def build_wheel(directory):
+    """A wheel of this checkout, as a package index would get it; returns ``(wheel, pip's output)``.
+
+    Built from a copy of the sources under ``directory`` (the checkout gets no build/ or
+    egg-info), with build isolation: pip installs the setuptools that pyproject.toml's
+    build-system asks for (the licence is an SPDX expression, which older setuptools refuse).
+    """
+    import pathlib
+    import shutil
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    directory = pathlib.Path(directory)
+    source = directory / "source"
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    for name in ("bahdanau_tf", "export"):
+        shutil.copytree(os.path.join(root, name), source / name, ignore=ignore)
+    for name in ("pyproject.toml", "setup.py", "README.md", "LICENSE"):
+        shutil.copy(os.path.join(root, name), source / name)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-v",
+                            "-w", str(directory / "dist"), str(source)], check=True, env=env,
+                           capture_output=True, text=True)
+    (wheel,) = (directory / "dist").glob("bahdanau_tf-*.whl")
+    return wheel, built.stdout + built.stderr

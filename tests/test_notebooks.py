@@ -79,16 +79,7 @@ def wheel_kernel(tmp_path_factory):
     The wheel is built from a copy of the sources, so the checkout gets no build/ or egg-info.
     """
     root = tmp_path_factory.mktemp("wheel")
-    source = root / "source"
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    for name in ("bahdanau_tf", "export"):
-        shutil.copytree(os.path.join(ROOT, name), source / name, ignore=ignore)
-    for name in ("pyproject.toml", "setup.py", "README.md", "LICENSE"):
-        shutil.copy(os.path.join(ROOT, name), source / name)
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                    "-w", str(root / "dist"), str(source)], check=True, env=env, capture_output=True)
-    (wheel,) = (root / "dist").glob("bahdanau_tf-*.whl")
+    wheel, _ = helpers.build_wheel(root)
     venv = root / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     see_running_interpreters_packages(venv)

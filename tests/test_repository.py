@@ -7,15 +7,14 @@ import importlib.metadata
 import importlib.util
 import os
 import re
-import shutil
 import subprocess
-import sys
 import zipfile
 
 import packaging.version
 import pytest
 
 import bahdanau_tf
+import helpers
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # a Markdown link or image target: ](target) or ](target "title")
@@ -89,21 +88,10 @@ def test_the_long_description_has_no_relative_links():
 @pytest.mark.slow
 @pytest.mark.subprocess
 def test_the_wheels_metadata_carries_the_long_description(tmp_path):
-    """The wheel a package index receives: the version, and the description without relative
-    links. Built from a copy of the sources, so the checkout gets no build/ or egg-info."""
-    source = tmp_path / "source"
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    for name in ("bahdanau_tf", "export"):
-        shutil.copytree(os.path.join(ROOT, name), source / name, ignore=ignore)
-    for name in ("pyproject.toml", "setup.py", "README.md", "LICENSE"):
-        shutil.copy(os.path.join(ROOT, name), source / name)
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    # build isolation: the setuptools that pyproject.toml's build-system asks for, as pip installs
-    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-v",
-                            "-w", str(tmp_path / "dist"), str(source)], check=True, env=env,
-                           capture_output=True, text=True)
-    assert "SetuptoolsDeprecationWarning" not in built.stdout + built.stderr
-    (wheel,) = (tmp_path / "dist").glob("bahdanau_tf-*.whl")
+    """The wheel a package index receives: the version, the licence expression, and the
+    description without relative links; its build shows no setuptools deprecation warning."""
+    wheel, output = helpers.build_wheel(tmp_path)
+    assert "SetuptoolsDeprecationWarning" not in output
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
         metadata = email.message_from_string(
@@ -114,9 +102,11 @@ def test_the_wheels_metadata_carries_the_long_description(tmp_path):
     description = metadata.get_payload()
     assert description.strip() == load_setup_py().long_description().strip()
     assert _relative_links(description) == []
-    # the package data a user needs from a wheel: the corpus, the serving kit, the licence
+    # the package data a user needs from a wheel (BUILD.md lists it): the corpus, the shipped
+    # model, the serving kit, the licence
     for name in ("bahdanau_tf/corpora/bible-en-es.tsv.gz", "bahdanau_tf/_serving_kit/models.config",
-                 "bahdanau_tf/py.typed"):
+                 "bahdanau_tf/pretrained/bible-en-es-small/weights.npz",
+                 "bahdanau_tf/pretrained/bible-en-es-small/model.json", "bahdanau_tf/py.typed"):
         assert name in names, name
     assert any(n.endswith(".dist-info/licenses/LICENSE") or n.endswith(".dist-info/LICENSE")
                for n in names)
