@@ -7,13 +7,12 @@ not from a timing run:
 - **GPU** (compute capability from ``tf.config.experimental.get_device_details``): XLA on;
   ``mixed_bfloat16`` from 8.0 (Ampere and newer: bf16 tensor cores), ``mixed_float16`` on 7.x
   (Volta, Turing: fp16 tensor cores, dynamic loss scaling), ``float32`` below.
-- **any CPU**: ``float32`` with XLA, AMX tiles or not. On a 2-core Sapphire Rapids with AMX
-  (oneDNN runs its bf16 matmuls on the tiles) float32 + XLA trained fastest, ahead of mixed
-  bfloat16 and of float32 without XLA (bf16 + XLA was not run there; XLA:CPU emulates
-  bf16). On CPUs with AVX-512 bf16
-  instructions but no AMX, and on AVX2/FMA-only x86 (where a bf16 matmul falls back to Eigen),
-  float32 + XLA was the fastest of all four variants (float32 and mixed bfloat16, each with and
-  without XLA) too. benchmarks/README.md ("Training") has the
+- **any CPU**: ``float32`` with XLA, AMX tiles or not. On CPUs with AVX-512 bf16 instructions
+  but no AMX, and on AVX2/FMA-only x86 (where a bf16 matmul falls back to Eigen), float32 +
+  XLA was the fastest of all four variants (float32 and mixed bfloat16, each with and without
+  XLA; XLA:CPU emulates bf16). CPUs with AMX tiles (oneDNN runs its bf16 matmuls on them) get
+  the same choice; a run there that found it fastest too wrote no results file, so re-run
+  the benchmark on such a CPU before trusting it. benchmarks/README.md ("Training") has the
   runs, their dates and CPUs (benchmarks/train_throughput.py, which times every variant side
   by side in interleaved rounds; benchmarks/twelve_minute_runs.py).
 

@@ -60,8 +60,8 @@ _SUTSKEVER_TRAINING = dict(optimizer="sgd", learning_rate=0.7, clipnorm=5.0, bat
 # (`bahdanau_tf.devices`), see the measurements in `bahdanau_tf.cli.train` and
 # benchmarks/train_throughput.py.
 # A 12-minute run ends with its weights noisy (Adam at 5e-3): the average of its last 5
-# checkpoints, 100 updates apart, is kept as best/ when its dev NLL is lower (it raised test BLEU in 12-minute runs:
-# benchmarks/README.md, "Checkpoint averaging").
+# checkpoints, 100 updates apart, is kept as best/ when its dev NLL is lower (it lowered a 12-minute
+# run's: benchmarks/README.md, "Checkpoint averaging").
 _REDUCED_TRAINING = dict(optimizer="adam", learning_rate=5e-3, clipnorm=1.0, batch_size=64,
                          bucketing="paper", schedule="constant", max_length=50, eval_every=200,
                          checkpoint_every=100, keep_checkpoints=5, average_last=5)

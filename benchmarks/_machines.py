@@ -78,8 +78,12 @@ class CountingModel:
 
 
 def write_json(path, record):
-    """Writes a benchmark's record (with its date, command line and the load average as it
-    ends) and says where."""
+    """Writes a benchmark's record (with its date, command line, the machine's CPU where the
+    record does not name it, and the load average as it ends) and says where."""
+    if "machine" not in record and "machines" not in record:
+        from bahdanau_tf import devices  # imports TensorFlow: only where a record is written
+
+        record["machine"] = devices.benchmark_record()
     record.setdefault("date", datetime.datetime.now(datetime.timezone.utc).isoformat())
     record.setdefault("command", " ".join(sys.argv))
     record["load_average_after"] = os.getloadavg()

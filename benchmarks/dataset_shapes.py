@@ -12,8 +12,8 @@ and times the extra tokenisation pass that counts them.
 Prints a table and writes ``benchmarks/results/dataset_shapes.json``.
 """
 
-import json
 import os
+import sys
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -22,6 +22,9 @@ import tensorflow as tf  # noqa: E402
 from absl import app, flags  # noqa: E402
 
 from bahdanau_tf import corpora, data, text  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _machines  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_integer("batch_size", 64, "Pairs per batch (the small preset's).")
@@ -68,11 +71,7 @@ def main(argv):
               "max_length": FLAGS.max_length, "tokenizer": FLAGS.tokenizer,
               "vocabulary_sizes": [source.vocabulary_size, target.vocabulary_size],
               "count_pairs_seconds": round(count_seconds, 2), "rows": rows}
-    os.makedirs(os.path.dirname(FLAGS.output), exist_ok=True)
-    with open(FLAGS.output, "w") as handle:
-        json.dump(result, handle, indent=2)
-        handle.write("\n")
-    print("wrote", FLAGS.output)
+    _machines.write_json(FLAGS.output, result)
 
 
 if __name__ == "__main__":

@@ -123,9 +123,9 @@ def resolve_cell(rows, extra=""):
 
 
 DEVICE = '''\
-# Precision and XLA follow the device (bahdanau_tf.devices, as bahdanau-train does): mixed
-# bfloat16 on Ampere and newer GPUs (A100, L4) and on CPUs with AMX, float16 with loss
-# scaling on older GPUs (T4), float32 + XLA on other CPUs. Softmaxes and the loss stay float32.
+# Precision and XLA follow the device (bahdanau_tf.devices, as bahdanau-train does): XLA with
+# mixed bfloat16 on Ampere and newer GPUs (A100, L4), with float16 and loss scaling on older GPUs
+# (T4); float32 + XLA on every CPU. Softmaxes and the loss stay float32.
 from bahdanau_tf import devices, training
 
 CHOICE = devices.training_choice()
@@ -197,7 +197,7 @@ its `serving_default` signature.
 
 Select a GPU runtime (*Runtime → Change runtime type*): training then runs on the GPU with mixed
 precision. On a CPU it runs too, with the precision and XLA setting `bahdanau-train` would choose
-there: on a 2-core Xeon, 12 minutes of `bahdanau-train` (float32 + XLA) gave test BLEU 23.8.
+there (what 12 minutes give on a 2-core CPU: the README's "Result").
 
 This notebook is stored without outputs. Setting `{SMOKE_VARIABLE}=1` (what CI does) shrinks every
 budget so it runs top to bottom in about a minute; its translations are then gibberish."""),
@@ -206,14 +206,17 @@ budget so it runs top to bottom in about a minute; its translations are then gib
 ## Translate now, with the model that ships with the package
 
 `bible-en-es-small`: the `small` RNNsearch trained on this corpus (English → Spanish, 2,000
-updates), loaded by name with its vocabularies. The rest of the notebook trains your own."""),
+updates), loaded by name with its vocabularies. Its domain is Bible text: anything else it
+answers in the Bible's words (its model card: docs/translating.md). The rest of the notebook
+trains your own."""),
         tagged(new_code_cell('''\
-from bahdanau_tf import RNNSearch
+from bahdanau_tf import Translator
 
-shipped = RNNSearch.from_preset("bible-en-es-small")
-for sentence, translation in zip(
-        ["In the beginning God created the heavens and the earth.", "Jesus wept."],
-        shipped.translate(["In the beginning God created the heavens and the earth.", "Jesus wept."])):
+shipped = Translator.from_preset("bible-en-es-small")
+# two test verses (Luke 12:31, 1 Kings 22:44), which it never trained on, and a sentence from outside its domain
+verses = ["But seek God's Kingdom, and all these things will be added to you.",
+          "Jehoshaphat made peace with the king of Israel.", "The weather is nice today."]
+for sentence, translation in zip(verses, shipped.translate(verses).translations):
     print(sentence, "->", translation)
 '''), "pretrained"),
         parameters_cell(QUICKSTART_PARAMETERS),
@@ -237,8 +240,9 @@ print(train.ids[0], "|", train.sources[0], "|", train.targets[0])
         new_markdown_cell("""\
 ## Vocabularies
 
-WordPiece subword vocabularies learned with tensorflow-text (the paper used 30,000-word shortlists;
-`bahdanau_tf.text.WordTokenizer` builds those). A model directory that already exists is resumed
+WordPiece subword vocabularies of exactly the asked size, learned by the package's own learner
+(`bahdanau_tf.wordpiece`) and applied by tensorflow-text's WordPiece op (the paper used
+30,000-word shortlists; `bahdanau_tf.text.WordTokenizer` builds those). A model directory that already exists is resumed
 with its own vocabularies, so re-running the training cell continues training."""),
         new_code_cell('''\
 import time
@@ -795,11 +799,13 @@ for key, value in sorted(response.items()):
 ```sh
 docker run --rm -p 8500:8500 -p 8501:8501 \\
   -v "$PWD/bahdanau_serving/models/bahdanau:/models/bahdanau" -e MODEL_NAME=bahdanau tensorflow/serving
-python export/client_rest.py --server=http://localhost:8501 "In the beginning God created the heavens and the earth."
-python export/client_grpc.py --server=localhost:8500 --signature=translate_nbest --beam_size=8 --nbest=3 "Jesus wept."
+python bahdanau_serving/kit/client_rest.py --server=http://localhost:8501 "In the beginning God created the heavens and the earth."
+python bahdanau_serving/kit/client_grpc.py --server=localhost:8500 --signature=translate_nbest --beam_size=8 --nbest=3 "Jesus wept."
 ```
 
-Colab cannot run Docker: run these where the exported directory is. `export/README.md` covers GPUs,
+The clients are the kit this notebook wrote out above (`python -m bahdanau_tf.serving_kit DIR`
+writes it anywhere the package is installed). Colab cannot run Docker: run these where the
+exported directory is. `export/README.md` covers GPUs,
 `models.config`, server-side batching and the handling of bad input."""),
     ], accelerator=False)
 

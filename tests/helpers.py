@@ -588,9 +588,12 @@ def checkpoint_model_values(prefix):
 def wheel_of_this_checkout(tmp_path_factory):
     """The wheel of this checkout (``pip wheel --no-deps``), built once per test run and shared
     by the tests that need one (the notebooks install it, tests/test_repository.py reads its
-    metadata), also across xdist workers: the first to ask builds it under a lock in the run's
-    temp dir, the others wait and reuse it. Built from a copy of the sources, so the checkout
-    gets no build/ or egg-info.
+    metadata and pip's output, kept beside it as ``pip-wheel.log``), also across xdist
+    workers: the first to ask builds it under a lock in the run's temp dir, the others wait
+    and reuse it. Built from a copy of the sources, so the checkout
+    gets no build/ or egg-info. Built with build isolation, as a package index's builder does:
+    pip installs the setuptools that pyproject.toml's build-system asks for (the licence is an
+    SPDX expression, which older setuptools refuse).
     """
     import fcntl
     import shutil
@@ -615,8 +618,10 @@ def wheel_of_this_checkout(tmp_path_factory):
             for name in ("pyproject.toml", "setup.py", "README.md", "LICENSE"):
                 shutil.copy(root / name, source / name)
             env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-            subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                            "-w", str(work / "dist"), str(source)], check=True, env=env, capture_output=True)
+            built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-v",
+                                    "-w", str(work / "dist"), str(source)], check=True, env=env,
+                                   capture_output=True, text=True)
+            (work / "dist" / "pip-wheel.log").write_text(built.stdout + built.stderr)
             wheels = sorted((work / "dist").glob("bahdanau_tf-*.whl"))
     (wheel,) = wheels
     return wheel

@@ -138,6 +138,8 @@ def test_help_prints_the_commands_own_flags(runs):
     assert result["code"] == 0
     assert "bahdanau-translate: translate text" in out and "--beam_size" in out
     assert "--nbest" in out and "--tpu" not in out  # not absl's or TensorFlow's flags
+    # every flag the command reads is listed, and --model_dir names the shipped models
+    assert "--[no]progress" in out and "bible-en-es-small" in out
 
 
 def test_candidate_lists_translate_as_the_python_translator_with_the_saved_lexicon(runs):

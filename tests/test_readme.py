@@ -21,7 +21,8 @@ from bahdanau_tf import serving
 from helpers import env_without_tensorflow_logging
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SENTENCE = "In the beginning God created the heavens and the earth."
+# the verse the block translates (a test verse), translated again by what it saved
+SENTENCE = "But seek God's Kingdom, and all these things will be added to you."
 # what the smoke run changes: (README text, replacement)
 SMOKE = [
     ('load_corpus("bible-en-es", split="train", direction="en-es")',
@@ -54,6 +55,7 @@ def test_the_readme_keras_block_runs_twice(tmp_path):
     config = open(os.path.join(ROOT, "export", "models.config"), encoding="utf-8").read()
     assert 'name: "bahdanau"' in config and 'base_path: "/models/bahdanau"' in config
     assert '.export("models/bahdanau")' in block
+    assert f"translate([{SENTENCE!r}])" in block, "the block translates another sentence: update SENTENCE"
 
     # the second run goes on as a fresh process would: Keras loads the .keras file (the
     # package's classes registered by `import bahdanau_tf`), and from_preset reads the

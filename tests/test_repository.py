@@ -10,6 +10,7 @@ import re
 import subprocess
 import zipfile
 
+import packaging.version
 import pytest
 
 import bahdanau_tf
@@ -45,10 +46,19 @@ def test_the_version_is_pyprojects_everywhere():
     assert "version" not in project.get("dynamic", [])
     # the package says the version of the distribution it was installed from
     assert bahdanau_tf.__version__ == importlib.metadata.version("bahdanau_tf")
-    # the changelog's latest release and the citation name the same version
-    releases = re.findall(r"^## \[(\d[^\]]*)\]", read("CHANGELOG.md"), re.M)
-    assert releases and releases[0] == version, releases
-    assert "## [Unreleased]" in read("CHANGELOG.md")
+    # main carries a development version above the changelog's latest release; every release
+    # section is dated (YYYY-MM-DD)
+    changelog = read("CHANGELOG.md")
+    releases = re.findall(r"^## \[(\d[^\]]*)\]", changelog, re.M)
+    dated = re.findall(r"^## \[(\d[^\]]*)\] - \d{4}-\d{2}-\d{2}$", changelog, re.M)
+    assert releases and dated == releases, (releases, dated)
+    development = packaging.version.Version(version)
+    assert development.is_devrelease and development > packaging.version.Version(releases[0])
+    assert "## [Unreleased]" in changelog
+    # an SPDX license expression, as setuptools >= 77 reads it (a table is deprecated)
+    assert project["license"] == "Apache-2.0"
+    assert any(r.startswith("setuptools>=") and int(r.split(">=")[1]) >= 77
+               for r in pyproject()["build-system"]["requires"])
     citation = read("CITATION.cff")
     assert re.search(rf"^version: {re.escape(version)}$", citation, re.M), "CITATION.cff's version"
     repository = project["urls"]["Repository"]
@@ -78,21 +88,26 @@ def test_the_long_description_has_no_relative_links():
 @pytest.mark.slow
 @pytest.mark.subprocess
 def test_the_wheels_metadata_carries_the_long_description(tmp_path_factory):
-    """The wheel a package index receives (the one the notebooks install): the version, and the
-    description without relative links."""
+    """The wheel a package index receives (the one the notebooks install): the version, the
+    licence expression, and the description without relative links; its build shows no
+    setuptools deprecation warning."""
     wheel = helpers.wheel_of_this_checkout(tmp_path_factory)
+    assert "SetuptoolsDeprecationWarning" not in (wheel.parent / "pip-wheel.log").read_text()
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
         metadata = email.message_from_string(
             archive.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode("utf-8"))
     assert metadata["Version"] == pyproject()["project"]["version"]
+    assert metadata["License-Expression"] == "Apache-2.0"
     assert metadata["Description-Content-Type"] == "text/markdown"
     description = metadata.get_payload()
     assert description.strip() == load_setup_py().long_description().strip()
     assert _relative_links(description) == []
-    # the package data a user needs from a wheel: the corpus, the serving kit, the licence
+    # the package data a user needs from a wheel (BUILD.md lists it): the corpus, the shipped
+    # model, the serving kit, the licence
     for name in ("bahdanau_tf/corpora/bible-en-es.tsv.gz", "bahdanau_tf/_serving_kit/models.config",
-                 "bahdanau_tf/py.typed"):
+                 "bahdanau_tf/pretrained/bible-en-es-small/weights.npz",
+                 "bahdanau_tf/pretrained/bible-en-es-small/model.json", "bahdanau_tf/py.typed"):
         assert name in names, name
     assert any(n.endswith(".dist-info/licenses/LICENSE") or n.endswith(".dist-info/LICENSE")
                for n in names)

@@ -29,7 +29,7 @@ import sys
 
 from absl import app, flags, logging
 
-from bahdanau_tf import files
+from bahdanau_tf import files, pretrained
 from bahdanau_tf.cli import program_name  # noqa: F401  (the commands' name, common.program_name)
 
 FLAGS = flags.FLAGS
@@ -109,10 +109,13 @@ def define_tokenizer_flags():
                  "--vocabulary_dir writes them) instead of learning new ones.")
 
 
-def define_model_dir_flags(help_text="Training output directory (or preset directory, or .keras "
-                                      "file); repeat for an ensemble."):
-    """Which trained model(s): ``--model_dir`` (repeatable) and ``--checkpoint``."""
-    define_model_dir_flag(help_text)
+def define_model_dir_flags(help_text="Training output directory (or save_to_preset directory, or "
+                                      ".keras file); repeat for an ensemble."):
+    """Which trained model(s): ``--model_dir`` (repeatable) and ``--checkpoint``; the help names
+    the shipped models, which the flag also takes."""
+    shipped = ", ".join(pretrained.names())
+    define_model_dir_flag(f"{help_text} An existing path is a path; else the name of a shipped "
+                         f"model ({shipped}).")
     _define_once(flags.DEFINE_enum, "checkpoint", "best", ["best", "latest", "averaged"],
                  "Which checkpoint to load: the best dev NLL (falls back to the latest, with a "
                  "warning, when there is none), the latest, or the average of the last "

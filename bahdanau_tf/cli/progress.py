@@ -21,10 +21,12 @@ FLAGS = flags.FLAGS
 
 
 def define_progress_flag():
+    """``--progress``, listed by ``--help`` among the flags of the command that defines it."""
     if "progress" not in FLAGS:
+        caller = sys._getframe(1).f_globals["__name__"]
         flags.DEFINE_bool("progress", None, "Show progress on stderr (sentences done / total, "
                           "sentences/s, ETA); default: only when stderr is a terminal. "
-                          "--noprogress never shows it.")
+                          "--noprogress never shows it.", module_name=caller)
 
 
 def line_count(path):

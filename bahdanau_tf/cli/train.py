@@ -36,11 +36,12 @@ Why these defaults (for a 12-minute run on a 2-core CPU):
   (benchmarks/README.md, "Checkpoint averaging").
 - precision and XLA are the device's (`bahdanau_tf.devices`; the header line says which and
   why, ``model.json`` records it): float32 + XLA (lengths padded to a multiple of 8) on every
-  CPU, XLA with bf16/fp16 on GPUs. On the 2-core CPUs measured (AVX2 only, AVX-512 with bf16
-  instructions, and AMX bf16 tiles) float32 + XLA trained fastest (benchmarks/README.md,
-  "Training": the tables, the CPUs and the commands).
+  CPU, XLA with bf16/fp16 on GPUs. On the 2-core CPUs measured (AVX2 only, and AVX-512 with
+  bf16 instructions) float32 + XLA trained fastest (benchmarks/README.md, "Training": the
+  tables, the CPUs and the commands); CPUs with AMX tiles get the same choice.
   ``--precision`` and ``--jit`` override the choice.
-- dev NLL on the first 500 dev pairs every 200 steps, checkpoints every 200 steps.
+- dev NLL on the first 500 dev pairs every 200 updates, a checkpoint every 100 (the ``small``
+  preset's ``eval_every`` and ``checkpoint_every``).
 
 The trainer is TensorFlow's (a ``tf.function`` step, XLA, ``tf.distribute``): with another Keras
 backend (``KERAS_BACKEND=jax``) it refuses to start (exit code 2). On any backend a model trains
