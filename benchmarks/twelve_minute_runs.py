@@ -14,6 +14,13 @@ length — and writes ``OUT/summary.json``. Takes about (12 + 2 x penalties) min
     python benchmarks/twelve_minute_runs.py --output_dir=/data/runs12 \\
         [--machines=native,avx2] [--configs=default,warmup,f32xla] [--length_penalties=0,1,1.5]
 
+``--summarize=NAME=DIR,...`` runs nothing: it reads model directories trained and evaluated
+before (``DIR/report.json``, ``DIR/model.json``, ``DIR/evaluation/report.json``) and writes their
+rows, with the machine, to ``--output``:
+
+    python benchmarks/twelve_minute_runs.py --summarize=paper=/runs/a,cgru=/runs/b \
+        --output=benchmarks/results/recipe_runs_amd_epyc.json
+
 Configurations: ``default`` (no flag), ``warmup`` (``--schedule=warmup_rsqrt
 --warmup_steps=200``), ``f32xla`` (``--precision=float32 --jit``: the default on CPUs without
 AMX), ``bf16`` (``--precision=mixed_bfloat16 --nojit``: the previous release's default on CPUs
@@ -41,6 +48,9 @@ flags.DEFINE_list("configs", ["default"], "Configurations: default, warmup, or n
 flags.DEFINE_list("length_penalties", ["0", "1", "1.5"], "bahdanau-evaluate --length_penalty values.")
 flags.DEFINE_float("max_minutes", 12.0, "bahdanau-train --max_minutes.")
 flags.DEFINE_list("extra_train_flags", [], "Flags added to every bahdanau-train run.")
+flags.DEFINE_list("summarize", [], "NAME=DIR model directories already trained and evaluated "
+                  "(DIR/evaluation): write their rows to --output, run nothing.")
+flags.DEFINE_string("output", None, "With --summarize: the results JSON to write.")
 
 CONFIGS = {
     "default": [],
@@ -105,8 +115,53 @@ def _find_key(report, key):
     return None
 
 
+def _directory_row(name, run_dir, evaluation_dir):
+    """One table row from a trained model directory and its evaluation."""
+    with open(os.path.join(run_dir, "report.json")) as handle:
+        training = json.load(handle)
+    with open(os.path.join(run_dir, "model.json")) as handle:
+        model = json.load(handle)
+    with open(os.path.join(evaluation_dir, "report.json")) as handle:
+        evaluation = json.load(handle)
+    bleu = _find_bleu(evaluation) or {}
+    alignment = _find_key(evaluation, "alignment") or {}
+    return dict(
+        config=name, preset=training.get("preset"), training=training.get("training"),
+        model=model.get("config"),
+        updates=training.get("updates"), epochs=training.get("epochs"),
+        wall_time_seconds=training.get("wall_time_seconds"), stopped=training.get("stopped_because"),
+        tokens_per_s=training.get("target_tokens_per_second"), dev_nll_at_end=training.get("dev_nll"),
+        best_dev_nll=training.get("best_dev_nll"), best_step=training.get("best_step"),
+        averaged=training.get("averaged"), bleu=bleu.get("score"),
+        brevity_penalty=bleu.get("brevity_penalty"), aer=alignment.get("aer"),
+        bleu_by_length=_find_key(evaluation, "bleu_by_length"),
+        length_penalty=_find_key(evaluation, "length_penalty"), cpu=training.get("device"),
+    )
+
+
+def summarize(pairs, output):
+    """Writes the rows of already evaluated model directories (NAME=DIR) to ``output``."""
+    from bahdanau_tf import devices  # noqa: PLC0415 — TensorFlow only in the summarizing process
+
+    rows = []
+    for pair in pairs:
+        name, _, run_dir = pair.partition("=")
+        rows.append(_directory_row(name, run_dir, os.path.join(run_dir, "evaluation")))
+        print(json.dumps({k: v for k, v in rows[-1].items() if k not in ("training", "model", "bleu_by_length")}))
+    record = dict(benchmark="twelve_minute_runs", machine=devices.benchmark_record(),
+                  date=time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()), rows=rows)
+    with open(output, "w") as handle:
+        json.dump(record, handle, indent=1)
+        handle.write("\n")
+
+
 def main(argv):
     del argv
+    if FLAGS.summarize:
+        if not FLAGS.output:
+            raise app.UsageError("--summarize needs --output.")
+        summarize(FLAGS.summarize, FLAGS.output)
+        return
     if not FLAGS.output_dir:
         raise app.UsageError("--output_dir is required.")
     os.makedirs(FLAGS.output_dir, exist_ok=True)
