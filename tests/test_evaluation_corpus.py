@@ -17,7 +17,7 @@ import pytest
 import helpers
 from bahdanau_tf import evaluation
 from bahdanau_tf.corpora import load_corpus
-
+from bahdanau_tf.decoding import Batching
 from bahdanau_tf.models import RNNEncDec, RNNSearch
 from bahdanau_tf.special_tokens import END_ID, START_ID, UNK_ID, UNK_TOKEN
 from bahdanau_tf.text import WordTokenizer, split_words
@@ -47,6 +47,11 @@ def tiny_model(model_class, source_tokenizer, target_tokenizer, seed, unk_bias=0
     return model
 
 
+def translator_of(model, tokenizers, beam_size):
+    """Its `Translator`, searching without XLA (XLA is not what these tests are about)."""
+    return Translator(model, *tokenizers, search=helpers.beam(beam_size), batching=Batching(jit_compile=False))
+
+
 @pytest.fixture(scope="module")
 def tokenizers(corpus):
     # shortlists of the first six verses: the No-UNK subset leaves out verses with other words
@@ -57,7 +62,7 @@ def tokenizers(corpus):
 def evaluated(corpus, tokenizers):
     """One greedy RNNsearch that emits [UNK] often, evaluated with No-UNK 'reuse' and 'decode'."""
     model = tiny_model(RNNSearch, *tokenizers, seed=5, unk_bias=1.5)
-    translator = Translator(model, *tokenizers, search=helpers.beam(1))
+    translator = translator_of(model, tokenizers, 1)
     reuse = evaluation.evaluate_translator(translator, corpus, name="tiny", attention_plots=2,
                                            attention_plot_max_words=10)  # auto: greedy -> reuse
     decode = evaluation.evaluate_translator(translator, corpus, no_unk="decode")
@@ -133,7 +138,7 @@ def test_no_unk_reuse_decodes_only_translations_with_unk_and_is_exact_for_greedy
 
 def test_no_unk_auto_rule_and_a_model_without_attention(corpus, tokenizers):
     model = tiny_model(RNNEncDec, *tokenizers, seed=4, unk_bias=1.5)
-    translator = Translator(model, *tokenizers, search=helpers.beam(2))
+    translator = translator_of(model, tokenizers, 2)
 
     # beam search and [UNK] in some translation: the whole subset is decoded again
     result = evaluation.evaluate_translator(translator, corpus, attention_plots=2)
@@ -170,7 +175,7 @@ def _without_timings(report):
 def test_chunks_give_the_scores_of_the_whole_corpus(corpus, tokenizers, evaluated):
     """Chunks of 3 of the 10 verses: the same report, translations handed out in order."""
     model, whole, _ = evaluated
-    translator = Translator(model, *tokenizers, search=helpers.beam(1))
+    translator = translator_of(model, tokenizers, 1)
     handed = []
     result = evaluation.evaluate_translator(
         translator, corpus, name="tiny", attention_plots=2, attention_plot_max_words=10,
@@ -193,7 +198,7 @@ def test_auto_with_beam_search_decodes_again_the_chunks_before_the_first_unk(cor
     """--no_unk=auto at beam 2: the first chunk has no [UNK], a later one has. The report is
     that of 'decode' over the whole corpus: the first chunk was read and decoded again."""
     model = tiny_model(RNNEncDec, *tokenizers, seed=4, unk_bias=1.5)
-    translator = Translator(model, *tokenizers, search=helpers.beam(2))
+    translator = translator_of(model, tokenizers, 2)
     first = evaluation.evaluate_translator(translator, corpus, no_unk="off").translations
     clean = [i for i, t in enumerate(first) if UNK_TOKEN not in t]
     with_unk = [i for i, t in enumerate(first) if UNK_TOKEN in t]
