@@ -570,19 +570,13 @@ class Seq2Seq(TranslationModel):
             target_vocabulary_size, embedding_dim, embeddings_initializer=uniform(), dtype=self.dtype_policy,
             name="target_embedding",
         )
-        self.encoder_layers = [
-            keras.layers.LSTM(
-                hidden_dim, return_sequences=True, return_state=True, name=f"encoder_lstm_{i}", **weights()
-            )
-            for i in range(num_layers)
-        ]
-        self.decoder_layers = [
-            keras.layers.LSTM(
-                hidden_dim, return_sequences=True, return_state=True, name=f"decoder_lstm_{i}",
-                recurrent_dropout=self.recurrent_dropout, **weights()
-            )
-            for i in range(num_layers)
-        ]
+        self.encoder_layers = [keras.layers.LSTM(hidden_dim, return_sequences=True, return_state=True,
+                                                 name=f"encoder_lstm_{i}", **weights())
+                               for i in range(num_layers)]
+        self.decoder_layers = [keras.layers.LSTM(hidden_dim, return_sequences=True, return_state=True,
+                                                 name=f"decoder_lstm_{i}",
+                                                 recurrent_dropout=self.recurrent_dropout, **weights())
+                               for i in range(num_layers)]
         self.output_dense = keras.layers.Dense(
             target_vocabulary_size, kernel_initializer=uniform(), dtype=self.dtype_policy, name="output"
         )

@@ -14,6 +14,8 @@ Examples:
     bahdanau-train --source_file=train.fr --target_file=train.en --dev_source_file=dev.fr \
         --dev_target_file=dev.en --output_dir=/tmp/fr_en
     bahdanau-train --preset=tiny --max_steps=3 --output_dir=/tmp/smoke
+    bahdanau-train --dropout=0.2 --word_dropout=0.1 --label_smoothing=0.1 \
+        --schedule=plateau --early_stopping=6 --average_at=best   # docs/training.md
 
 Every training flag is a field of `bahdanau_tf.training.TrainingConfig` (the flags are made from
 its fields); a flag left unset keeps the preset's training default from

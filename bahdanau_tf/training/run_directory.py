@@ -6,8 +6,8 @@
   report are written, then `TrainingInterrupted`);
 - `RunDirectory`: takes the directory (lock), checks an existing one against the model
   (`bahdanau_tf.model_directory`), writes ``model.json`` with the first checkpoint and
-  ``report.json`` at the end, and removes what a run that failed before its first checkpoint
-  created.
+  ``report.json`` and ``lexicon.tsv`` at the end, and removes what a run that failed before its
+  first checkpoint created.
 
 The layout itself is `bahdanau_tf.model_directory`'s.
 """
