@@ -67,8 +67,9 @@ def _repeat_groups(tensor, previous_ids):
 
 @keras.saving.register_keras_serializable(package="bahdanau_tf")
 class RNNSearch(TranslationModel):
-    """RNNsearch: bidirectional GRU encoder, additive attention, conditional GRU decoder with a
-    maxout deep output (Bahdanau, Cho & Bengio 2015, section 3 and appendix A).
+    """RNNsearch: bidirectional GRU encoder, additive attention, a GRU decoder whose gates read
+    the context, with a maxout deep output (Bahdanau, Cho & Bengio 2015, section 3 and
+    appendix A); or, with ``decoder="cgru"``, Nematus's conditional GRU decoder.
 
     Args:
         source_vocabulary_size: int, K_x (including the 4 special ids).

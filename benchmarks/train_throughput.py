@@ -108,6 +108,12 @@ def train_step_flops(model, batch_size, source_length, target_length):
     return 3 * forward
 
 
+def _large(preset):
+    """A paper-sized preset (few steps per pass, no corpus input), not a CPU-sized one
+    (``small``, ``tiny``, ``rnnsearch-cgru-small``, ...)."""
+    return not preset.endswith(("small", "tiny"))
+
+
 def _tokenizers(corpus, size):
     from bahdanau_tf import text
 
@@ -134,7 +140,7 @@ def _prepare(preset, input_kind, variant, train, tokenizers, directories):
     from bahdanau_tf import training
 
     config = training.TrainingConfig.for_preset(preset, summaries=False, **VARIANTS[variant])
-    large = preset not in ("small", "tiny")
+    large = _large(preset)
     if input_kind == "fixed":
         batches = [_fixed_batch(config.batch_size, 30, tokenizers[0].vocabulary_size,
                                   tokenizers[1].vocabulary_size)]
@@ -261,7 +267,7 @@ def main(argv):
             groups.setdefault(low_precision, []).append(variant)
         for preset in FLAGS.presets:
             for input_kind in FLAGS.inputs:
-                if input_kind == "corpus" and preset not in ("small", "tiny"):
+                if input_kind == "corpus" and _large(preset):
                     continue  # a few steps of rnnsearch-50 on a CPU say nothing about its shapes
                 for low_precision, variants in groups.items():
                     for result, label in _measure_checkouts(script, f"--child={preset}:{input_kind}:{'+'.join(variants)}",
