@@ -405,3 +405,37 @@ def test_the_flags_file_repeats_the_run_and_no_lock_is_left(tmp_path):
                for d in (first, second)]
     for a, b in zip(*weights):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.slow
+def test_regularisation_flags_are_recorded_repeat_the_run_and_stay_on_resume(tmp_path):
+    """--dropout, --word_dropout, --label_smoothing and the dev schedule's flags: in model.json
+    and flags.txt; --flagfile trains the same weights (the dropout masks come from the seed); a
+    resumed run keeps the directory's dropout rates, and refuses others in one line."""
+    first, second = tmp_path / "first", tmp_path / "second"
+    regularised = ["--dropout=0.2", "--recurrent_dropout=0.3", "--word_dropout=0.1", "--label_smoothing=0.1",
+                   "--schedule=plateau", "--plateau_patience=1", "--early_stopping=4", "--average_at=best",
+                   "--eval_every=2", "--checkpoint_every=2", "--seed=7"]
+    result = train(*SMALL_RUN, "--max_steps=4", *regularised, f"--output_dir={first}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    saved = model_directory.read_model_config(str(first))
+    assert {key: value for key, value in saved["config"].items() if key.endswith("_dropout")} == dict(
+        embedding_dropout=0.2, annotation_dropout=0.2, recurrent_dropout=0.3, readout_dropout=0.2,
+        word_dropout=0.1)
+    training = saved["settings"]["training"]
+    assert (training["label_smoothing"], training["schedule"], training["early_stopping"]) == (0.1, "plateau", 4)
+    assert "--patience" not in (first / "flags.txt").read_text()
+    result = train(f"--flagfile={first / 'flags.txt'}", f"--output_dir={second}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    weights = [model_directory.load_model_directory(str(d), which="latest").model.get_weights()
+               for d in (first, second)]
+    for a, b in zip(*weights):
+        np.testing.assert_array_equal(a, b)
+    # resumed without the dropout flags: the directory's rates
+    result = train(*SMALL_RUN, "--max_steps=6", "--schedule=plateau", f"--output_dir={first}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert model_directory.read_model_config(str(first))["config"] == saved["config"]
+    assert report_of(first)["updates"] == 6
+    result = train(*SMALL_RUN, "--max_steps=8", "--dropout=0.5", f"--output_dir={first}")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "embedding_dropout: saved 0.2, requested 0.5" in result.stderr.splitlines()[-1]
