@@ -234,9 +234,9 @@ def test_01_quickstart(tmp_path, wheel_kernel, monkeypatch):
 
     assert text_of(notebook, "mode").startswith("smoke mode")
     shipped = re.findall(r"^(.*) -> (.*)$", text_of(notebook, "pretrained"), re.M)
-    from bahdanau_tf.models import RNNSearch
+    from bahdanau_tf.translator import Translator
 
-    expected = RNNSearch.from_preset("bible-en-es-small").translate([source for source, _ in shipped])
+    expected = Translator.from_preset("bible-en-es-small").translate([s for s, _ in shipped]).translations
     assert len(shipped) == 2 and [t for _, t in shipped] == expected, text_of(notebook, "pretrained")
     training = text_of(notebook, "train")
     assert re.search(r"Updates\s+30\b", training), training  # the smoke step budget binds, not the time

@@ -9,7 +9,7 @@ directory is accepted, its name is too::
         bahdanau-translate --model_dir=bible-en-es-small
 
     model = RNNSearch.from_preset("bible-en-es-small")   # its tokenizers attached
-    model.translate(["Jesus wept."])
+    Translator.from_model(model).translate(["Jesus wept."]).translations
 
 A path that exists wins over a name (``./bible-en-es-small``). ``scripts/build_pretrained_model.py``
 rebuilds a model from the embedded corpus; its ``model.json`` records how (``settings.pretrained``:
