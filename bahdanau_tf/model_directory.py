@@ -500,7 +500,7 @@ def load_model_directory(directory: str | os.PathLike, which: str = "best",
             hands its own); None: the class ``model.json`` names, from Keras's registry.
 
     Returns:
-        `ModelDirectory`; its model has the tokenizers attached (``model.translate`` works).
+        `ModelDirectory`; its model has the tokenizers attached (``Translator.from_model`` takes it).
 
     Raises:
         FileNotFoundError: not a model directory, or no checkpoint in it.

@@ -32,45 +32,11 @@ needs:
   replaces in ``serving_default``, ``translate_nbest`` and ``align``'s ``translations`` too
   (``align``'s ``target_tokens`` stay the model's own tokens, ``[UNK]`` included).
 
-**Chunks and slots**: inside the graph a batch is sorted by source length (longest first) and
-handed to the search ``chunk_size`` (64, `Batching`) sentences at a time, then put back in order.
-The search keeps ``slots`` sentences in flight (on a CPU 32 at beam 5, 64 greedy:
-`bahdanau_tf.devices.decoding_slots`): the step a sentence is done its n-best is read out and its
-slot takes the next sentence of the chunk (continuous batching,
-`bahdanau_tf.decoding.beam_search`'s ``slots``), so no row keeps stepping for a finished sentence
-while a slower one ends. Longest first, the last sentences in flight are the shortest; once nothing
-is left to load and the live sentences fit in half the slots, the search goes on over half (a
-second loop, where the batch is static: under XLA), and when every sentence had a slot from the
-start (greedy: 64 in 64 slots) over halves down to an eighth (4 loops). On 512 test verses at batch
-64 the search computed 1.09x (beam 5 and greedy) the hypothesis-steps that decoding them one at a
-time needs, against 1.30x and 1.34x with the former chunks of 16 searched to their slowest sentence
-(benchmarks/decode_step.py). `Translator.translate` also sorts by length in Python before cutting
-batches. One plan (`bahdanau_tf.signatures.plan_chunk` and `chunk_input`) decides each chunk's
-rows, filler rows, width and buffer for both the signatures' graph loop and the XLA path (there in
-its NumPy spelling, and each bucket's compiled search looked up in a dict: a batch-1 call runs no
-eager TF op besides the tokenizer's and the search's graphs).
-
-**XLA**: `Translator.translate` (and so bahdanau-translate and bahdanau-evaluate) compiles the
-search (encoder + beam search over int tensors) with XLA by default (``Batching.jit_compile``, see
-`bahdanau_tf.devices.decoding_jit`); tokenization stays outside it (string ops). XLA compiles one
-program per input shape, so each chunk is padded to a *row bucket* (powers of two up to
-``chunk_size``; filler rows are empty sources that end at once) and a *length bucket*
-(``length_buckets``, capped at ``max_source_length + 1``), and beam search gets a static output
-buffer, the largest limit of that width, separate from the per-sentence length limits (runtime
-data). A stream of requests therefore compiles at most ``len(row_buckets) * len(length_buckets)``
-programs per (beam size, n-best, alignments) combination (`Translator.compilation_bound`; 7 x 8 =
-56 with the defaults, ~5-10 for a test set sorted by length); `Translator.compilations` counts
-them. Padding is masked, so the outputs are those of the non-XLA path up to float rounding. The
-exported signatures stay without XLA unless ``Batching.serving_jit_compile`` (``bahdanau-export
---jit``): TF Serving's model server runs XLA:CPU only with ``--xla_cpu_compilation_enabled``.
-
-**The chunked search** has one plan, `plan_chunk` and `chunk_input` (with `length_order` and
-`length_limits`): the signatures' graph loop (`search_in_chunks`, a ``tf.while_loop``) calls
-them on tensors, and `Translator.translate`'s XLA path (a Python loop, so each chunk's bucketed
-shape is a Python value) on NumPy arrays, which each of them computes with NumPy: some twenty
-eager TF ops a chunk cost more than a batch-1 search itself. Each rule is written once, its two
-spellings side by side, and tests/test_signatures.py checks that they decide filler rows,
-sorting, padding and buckets alike.
+**Chunks, slots and compiled shapes**: inside the graph a batch is sorted by source length and
+searched chunk by chunk (`bahdanau_tf.decoding.chunks`, the plan `Translator.translate` follows
+too; the translator's ``search_chunks`` runs it). The exported signatures stay without XLA unless
+``Batching.serving_jit_compile`` (``bahdanau-export --jit``): TF Serving's model server runs
+XLA:CPU only with ``--xla_cpu_compilation_enabled``.
 The other decisions (length limits, empty and bad input, scores) are documented in
 `bahdanau_tf.translator`.
 """
@@ -79,199 +45,18 @@ from __future__ import annotations
 
 import dataclasses
 import types
-from typing import NamedTuple, Optional
 
-import numpy as np
 import tensorflow as tf
 
 from bahdanau_tf import unknown_words
+from bahdanau_tf.decoding.batching import MAX_BEAM_SIZE
+from bahdanau_tf.decoding.chunks import length_limits
 from bahdanau_tf.special_tokens import END_ID, END_TOKEN, PAD_ID
-
-MAX_BEAM_SIZE = 64  # translate_nbest clamps its beam_size input to this
 
 SENTENCES = tf.TensorSpec([None], tf.string, name="sentences")
 # every input of every signature has the leading batch dimension (TF Serving's batching)
 BEAM_SIZE = tf.TensorSpec([None], tf.int32, name="beam_size")
 NBEST = tf.TensorSpec([None], tf.int32, name="nbest")
-
-
-# === The chunk plan (one for the graph loop and the XLA path) ===
-
-@dataclasses.dataclass(frozen=True)
-class Chunking:
-    """How a batch is cut for the search.
-
-    Attributes:
-        size: int, sentences per chunk (``Batching.chunk_size``).
-        row_buckets: increasing ints ending with ``size``, the padded row counts under XLA.
-        length_buckets: increasing ints, the padded source widths (tokens + ``[END]``) under
-            XLA; the last one is the widest source there can be.
-        max_length_ratio, max_length_offset: the output limit ``ceil(ratio * n) + offset``.
-    """
-
-    size: int
-    row_buckets: tuple
-    length_buckets: tuple
-    max_length_ratio: float
-    max_length_offset: int
-
-    @classmethod
-    def of(cls, batching, limits) -> "Chunking":
-        """The chunking of a translator's `bahdanau_tf.decoding.Batching` and `LengthLimits`:
-        rows bucketed by powers of two up to the chunk size, the length buckets capped by the
-        widest source (``max_source_length + 1``)."""
-        size, cap = batching.chunk_size, limits.max_source_length + 1
-        row_buckets = tuple(sorted({min(2 ** k, size) for k in range(size.bit_length() + 1)}))
-        length_buckets = tuple(b for b in batching.length_buckets if b < cap) + (cap,)
-        return cls(size, row_buckets, length_buckets, limits.max_length_ratio,
-                   limits.max_length_offset)
-
-
-class ChunkPlan(NamedTuple):
-    """One chunk of a length-sorted batch: int32 scalars (tensors), ``buffer_length`` None
-    unless bucketed."""
-
-    start: tf.Tensor  # first sorted row
-    rows: tf.Tensor  # real rows (sentences) of the chunk
-    padded_rows: tf.Tensor  # rows searched: real rows, then filler rows
-    width: tf.Tensor  # the padded source width, [END] included
-    buffer_length: Optional[tf.Tensor]  # the static output buffer: the largest limit of width
-
-
-def _numpy(value):
-    return isinstance(value, (np.ndarray, np.integer, int))
-
-
-def length_limits(lengths, max_length_ratio, max_length_offset):
-    """Per-sentence output limits ``ceil(ratio * n) + offset``; 1 for an empty source (its
-    output is dropped). ``lengths``: int32, any shape (a tensor, or NumPy: NumPy out)."""
-    if _numpy(lengths):  # float32 products, as the TF spelling computes them
-        products = np.float32(max_length_ratio) * np.asarray(lengths, np.float32)
-        limits = np.ceil(products).astype(np.int32) + max_length_offset
-        return np.where(np.asarray(lengths) > 0, np.maximum(limits, 1), 1).astype(np.int32)
-    limits = tf.cast(tf.math.ceil(max_length_ratio * tf.cast(lengths, tf.float32)),
-                     tf.int32) + max_length_offset
-    return tf.where(lengths > 0, tf.maximum(limits, 1), 1)
-
-
-def length_order(lengths):
-    """The search's row order: longest source first, ties in input order (NumPy for NumPy)."""
-    if _numpy(lengths):
-        return np.argsort(-np.asarray(lengths, np.int64), kind="stable")
-    return tf.argsort(lengths, direction="DESCENDING", stable=True)
-
-
-def plan_chunk(sorted_lengths, start, chunking: Chunking, bucketed: bool) -> ChunkPlan:
-    """The plan of the chunk that starts at sorted row ``start``.
-
-    Its width is its longest source plus ``[END]``. ``bucketed`` (XLA): rows and width are
-    rounded up to ``chunking``'s buckets, so a stream of batches meets few shapes, and the
-    output buffer is the largest limit of that width. NumPy ``sorted_lengths``: a plan of
-    Python ints (`Translator.translate`'s XLA path), else of int32 scalar tensors.
-    """
-    if _numpy(sorted_lengths):
-        rows = min(len(sorted_lengths) - start, chunking.size)
-        width = int(max(np.max(sorted_lengths[start:start + rows] + 1, initial=1), 1))
-        if not bucketed:
-            return ChunkPlan(start, rows, rows, width, None)
-        padded_rows = chunking.row_buckets[int(np.searchsorted(chunking.row_buckets, max(rows, 1)))]
-        width = chunking.length_buckets[int(np.searchsorted(chunking.length_buckets, width))]
-        buffer_length = int(length_limits(np.int32(width - 1), chunking.max_length_ratio,
-                                          chunking.max_length_offset))
-        return ChunkPlan(start, rows, padded_rows, width, buffer_length)
-    batch = tf.shape(sorted_lengths)[0]
-    rows = tf.minimum(batch - start, chunking.size)
-    width = tf.reduce_max(tf.concat([sorted_lengths[start:start + rows] + 1, [1]], 0))
-    if not bucketed:
-        return ChunkPlan(start, rows, rows, width, None)
-    row_buckets = tf.constant(chunking.row_buckets)
-    length_buckets = tf.constant(chunking.length_buckets)
-    padded_rows = row_buckets[tf.searchsorted(row_buckets, [tf.maximum(rows, 1)])[0]]
-    width = length_buckets[tf.searchsorted(length_buckets, [width])[0]]
-    buffer_length = length_limits(width - 1, chunking.max_length_ratio, chunking.max_length_offset)
-    return ChunkPlan(start, rows, padded_rows, width, buffer_length)
-
-
-def chunk_input(plan: ChunkPlan, sorted_ids, sorted_limits, *sorted_rows):
-    """The searched inputs of a chunk: ids ``[padded_rows, width]``, limits, and more per-row
-    int32 inputs (per-row beams). Filler rows are an ``[END]``-only source with limit 1 (they
-    end at once), and 1 in the other per-row inputs. NumPy inputs give NumPy arrays."""
-    end = plan.start + plan.rows
-    fill = plan.padded_rows - plan.rows
-    if _numpy(sorted_ids):
-        ids = np.full([plan.padded_rows, plan.width], PAD_ID, np.int32)
-        real = sorted_ids[plan.start:end, :plan.width]
-        ids[:plan.rows, :real.shape[1]] = real
-        ids[:, 0] = np.where(ids[:, 0] == PAD_ID, END_ID, ids[:, 0])  # only filler rows start with PAD
-        per_row = []
-        for t in (sorted_limits,) + sorted_rows:
-            column = np.ones([plan.padded_rows], np.int32)
-            column[:plan.rows] = t[plan.start:end]
-            per_row.append(column)
-        return (ids,) + tuple(per_row)
-    ids = sorted_ids[plan.start:end, :plan.width]
-    ids = tf.pad(ids, [[0, fill], [0, plan.width - tf.shape(ids)[1]]], constant_values=PAD_ID)
-    first = tf.where(ids[:, :1] == PAD_ID, END_ID, ids[:, :1])  # only filler rows start with PAD
-    ids = tf.concat([first, ids[:, 1:]], axis=1)
-    per_row = tuple(tf.pad(t[plan.start:end], [[0, fill]], constant_values=1)
-                    for t in (sorted_limits,) + sorted_rows)
-    return (ids,) + per_row
-
-
-def search_in_chunks(search, source_ids, lengths, limits, forbid_unknown, chunking: Chunking,
-                     return_attention, bucketed=False, row_inputs=()):
-    """Runs ``search`` over the chunks of a batch in a ``tf.while_loop``, in the input order.
-
-    The batch is sorted by source length (longest first), cut into chunks (`plan_chunk`), and
-    each chunk is searched on its own, with its own padding; inside a chunk the search keeps a
-    few slots in flight and refills them as sentences finish (the Translator's
-    ``Batching.slots``). Rows are independent, so the results are those of one big search.
-
-    Args:
-        search: ``search(ids, limits, forbid_unknown, buffer_length, *row_inputs)`` -> ids
-            ``[rows, nbest, time]``, lengths and scores ``[rows, nbest]``, attention
-            ``[rows, nbest, time, width]`` when ``return_attention``.
-        source_ids: int32 ``[batch, width]``; lengths, limits: int32 ``[batch]``.
-        forbid_unknown: bool scalar, passed to ``search``.
-        chunking: `Chunking`; bucketed: bool, round shapes up to its buckets (XLA).
-        row_inputs: more ``[batch]`` int32 tensors (per-row beams), sorted and cut like rows.
-    """
-    batch = tf.shape(source_ids)[0]
-    order = length_order(lengths)
-    source_ids, lengths, limits = (tf.gather(t, order) for t in (source_ids, lengths, limits))
-    row_inputs = tuple(tf.gather(t, order) for t in row_inputs)
-    time = tf.maximum(tf.reduce_max(limits), 1)
-    # at least one (possibly empty) chunk, so an empty batch still has outputs to concat
-    chunks = tf.maximum((batch + chunking.size - 1) // chunking.size, 1)
-    width = tf.shape(source_ids)[1]
-    count = 4 if return_attention else 3
-    dtypes = (tf.int32, tf.int32, tf.float32, tf.float32)[:count]
-    arrays = tuple(tf.TensorArray(dtype, size=chunks, infer_shape=False) for dtype in dtypes)
-
-    def body(i, arrays):
-        plan = plan_chunk(lengths, i * chunking.size, chunking, bucketed)
-        ids, chunk_limits, *chunk_rows = chunk_input(plan, source_ids, limits, *row_inputs)
-        outputs = search(ids, chunk_limits, forbid_unknown, plan.buffer_length, *chunk_rows)
-        outputs = [tensor[:plan.rows] for tensor in outputs]
-        ids = outputs[0][:, :, :time]
-        padded = [tf.pad(ids, [[0, 0], [0, 0], [0, time - tf.shape(ids)[2]]]), *outputs[1:3]]
-        if return_attention:
-            attention = outputs[3][:, :, :time, :width]
-            padded.append(tf.pad(attention, [[0, 0], [0, 0], [0, time - tf.shape(attention)[2]],
-                                             [0, width - tf.shape(attention)[3]]]))
-        return i + 1, tuple(a.write(i, t) for a, t in zip(arrays, padded))
-
-    _, arrays = tf.while_loop(lambda i, arrays: i < chunks, body, (0, arrays))
-    inverse = tf.math.invert_permutation(order)
-    results = [tf.gather(array.concat(), inverse) for array in arrays]
-    nbest_dim = tf.shape(results[1])[-1]
-    results[0] = tf.reshape(results[0], [batch, nbest_dim, time])
-    # static ranks for the signatures: lengths and scores [batch, nbest]
-    results[1] = tf.reshape(results[1], [batch, nbest_dim])
-    results[2] = tf.reshape(results[2], [batch, nbest_dim])
-    if return_attention:
-        results[3] = tf.reshape(results[3], [batch, nbest_dim, time, width])
-    return tuple(results)
 
 
 def _named(tensor, name):
@@ -318,9 +103,9 @@ class Signatures(tf.Module):
     The module holds the translator (what SavedModel saves with it: the models' variables, the
     tokenizers' tables, the [UNK] dictionary and the candidate lexicon) and reads its settings:
     the tokenizers, ``search`` (the default `bahdanau_tf.decoding.BeamSearch`), ``limits``
-    (`bahdanau_tf.decoding.LengthLimits`), ``batching.serving_jit_compile``, ``chunking``,
-    ``has_attention``, ``replace_unk``, ``unk_dictionary`` and ``candidates``; the search over
-    int tensors is the translator's (``search_function``, ``search_ids``, ``candidate_size``).
+    (`bahdanau_tf.decoding.LengthLimits`), ``batching.serving_jit_compile``,
+    ``has_attention``, ``replace_unk``, ``unk_dictionary`` and ``candidates``; the search of a
+    batch over int tensors is the translator's (``search_chunks``).
     `bahdanau_tf.serving.export_saved_model` saves one; ``translator.signatures`` is the
     translator's own, whose `graph_pieces` `Translator.translate` runs around its search.
 
@@ -358,49 +143,19 @@ class Signatures(tf.Module):
         limits = self.translator.limits
         return length_limits(lengths, limits.max_length_ratio, limits.max_length_offset)
 
-    def search_chunks(self, search, source_ids, lengths, limits, forbid_unknown, xla=False):
-        """The search of a batch in the graph, chunk by chunk (`search_in_chunks`), in the input
-        order: ``(ids, lengths, scores[, attention])``.
-
-        ``search`` is a `bahdanau_tf.decoding.BeamSearch` whose ``beam_size`` and ``nbest`` are
-        Python ints (one traced search, compiled over bucketed shapes when ``xla``) or int32
-        scalars (a dynamic beam: no XLA); its ``beam_size`` may also be int32 ``[batch]``, one
-        beam per row.
-        """
-        translator = self.translator
-        row_inputs = ()
-        if isinstance(search.beam_size, int) and isinstance(search.nbest, int):
-            run = translator.search_function(search, xla)
-            if xla and translator.candidates is not None:  # XLA: the list's padded size
-                compiled = run
-
-                def run(chunk_ids, chunk_limits, forbid, buffer_length=None):
-                    return compiled(chunk_ids, chunk_limits, forbid, buffer_length,
-                                    translator.candidate_size(chunk_ids))
-        else:
-            xla = False
-            if isinstance(search.beam_size, tf.Tensor) and search.beam_size.shape.rank == 1:
-                row_inputs = (search.beam_size,)
-
-            def run(chunk_ids, chunk_limits, forbid, buffer_length=None, *chunk_rows):
-                chunk_search = dataclasses.replace(search, beam_size=chunk_rows[0]) if chunk_rows else search
-                return tuple(x for x in translator.search_ids(chunk_ids, chunk_limits, forbid, chunk_search)
-                             if x is not None)
-        return search_in_chunks(run, source_ids, lengths, limits, forbid_unknown, translator.chunking,
-                                search.return_attention, xla, row_inputs)
-
     def _translate_graph(self, sentences, search, return_attention=False, replace_unk=False):
         """The whole pipeline for one batch (the signatures' graph); returns a dict of tensors.
 
-        ``search``: see `search_chunks`; XLA when ``batching.serving_jit_compile`` and its beam
-        is static. ``replace_unk``: the translations' [UNK] replaced by attention (the search
+        ``search``: see `Translator.search_chunks`; XLA when ``batching.serving_jit_compile``
+        and its beam is static. ``replace_unk``: the translations' [UNK] replaced by attention (the search
         then returns attention too).
         """
         search = dataclasses.replace(search, return_attention=return_attention or replace_unk)
         sentences = tf.reshape(tf.convert_to_tensor(sentences, tf.string), [-1])
         source_ids, lengths = self.source_ids(sentences)
-        results = self.search_chunks(search, source_ids, lengths, self._length_limits(lengths),
-                                     tf.constant(False), self.translator.batching.serving_jit_compile)
+        results = self.translator.search_chunks(search, source_ids, lengths,
+                                                self._length_limits(lengths), tf.constant(False),
+                                                self.translator.batching.serving_jit_compile)
         outputs = self._outputs(sentences, lengths, *results[:3],
                                 attention=results[3] if replace_unk else None)
         if return_attention:
@@ -570,6 +325,4 @@ class Signatures(tf.Module):
         return signatures
 
 
-__all__ = ["Signatures", "Chunking", "ChunkPlan", "plan_chunk", "chunk_input", "search_in_chunks",
-           "length_limits", "length_order", "checked_rows", "MAX_BEAM_SIZE", "SENTENCES",
-           "BEAM_SIZE", "NBEST"]
+__all__ = ["Signatures", "checked_rows", "MAX_BEAM_SIZE", "SENTENCES", "BEAM_SIZE", "NBEST"]

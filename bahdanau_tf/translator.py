@@ -68,7 +68,8 @@ Decisions (all documented here once):
   column forbids it: ``forbid_unknown=True``).
 - **Ensembles** (Sutskever et al. 2014): several models over the same vocabularies; their
   probabilities are averaged at every step (`bahdanau_tf.decoding.ensemble_step_fn`).
-- **Chunks, slots and XLA**: see `bahdanau_tf.signatures`, which plans the chunked search.
+- **Chunks, slots and compiled shapes**: see `bahdanau_tf.decoding.chunks`, the plan of the
+  chunked search (`search_chunks` runs it in the graph, `translate` over compiled buckets).
 - **Other Keras backends** (JAX, PyTorch): `translate` runs the same search (it is written in
   ``keras.ops``, `bahdanau_tf.decoding.search`) over the same chunks and buckets, compiled the
   way the backend compiles a whole loop (`bahdanau_tf.decoding.portable`: ``jax.jit`` on JAX),
@@ -89,7 +90,7 @@ from keras import ops
 
 from bahdanau_tf import (decoding, devices, lexicon, model_directory, pretrained, serving, signatures,
                          unknown_words)
-from bahdanau_tf.decoding import portable
+from bahdanau_tf.decoding import chunks, portable
 from bahdanau_tf.decoding.batching import check_int
 from bahdanau_tf.special_tokens import END_TOKEN, PAD_ID, START_ID, UNK_ID
 from bahdanau_tf.translation_model import is_model_path
@@ -108,7 +109,7 @@ def _default_search(search) -> decoding.BeamSearch:
     length penalty; the n-best, the forbidden tokens and the attention are `translate`'s."""
     if not isinstance(search, decoding.BeamSearch):
         raise ValueError(f"search must be a bahdanau_tf.decoding.BeamSearch, got {search!r}.")
-    check_int("beam_size", search.beam_size, 1, signatures.MAX_BEAM_SIZE)
+    check_int("beam_size", search.beam_size, 1, decoding.MAX_BEAM_SIZE)
     if not isinstance(search.length_penalty, (int, float, np.number)) or isinstance(search.length_penalty, bool):
         raise ValueError(f"length_penalty must be a float >= 0, got {search.length_penalty!r}.")
     defaults = decoding.BeamSearch()
@@ -225,7 +226,7 @@ class Translator(tf.Module):
             batching = dataclasses.replace(batching, jit_compile=devices.decoding_jit())
         self.batching = batching
         # the one plan of the chunked search, for the signatures' graph and the XLA path
-        self.chunking = signatures.Chunking.of(batching, limits)
+        self.chunking = chunks.Chunking.of(batching, limits)
         # the traced functions and the signatures module, in a plain object that SavedModel
         # does not see (nor save)
         self._cache = types.SimpleNamespace(functions={}, signatures=None)
@@ -392,14 +393,14 @@ class Translator(tf.Module):
 
     # === The search over int tensors (what the signatures' graph and translate run) ===
 
-    def candidate_ids(self, source_ids, size=None):
+    def _candidate_ids(self, source_ids, size=None):
         """The chunk's candidate list (`bahdanau_tf.lexicon.candidate_ids`), or None."""
         if self.candidates is None:
             return None
         return lexicon.candidate_ids(self._candidate_table, source_ids, self.candidates.frequent,
                                      self.target_tokenizer.vocabulary_size, size)
 
-    def candidate_size(self, source_ids):
+    def _candidate_size(self, source_ids):
         """The padded size of the chunk's candidate list under XLA (a Python int from NumPy
         ids, else an int32 tensor), or None without candidate lists."""
         if self.candidates is None:
@@ -411,10 +412,10 @@ class Translator(tf.Module):
             count = int(count)
         return lexicon.candidate_bucket(count, vocabulary)
 
-    def search_ids(self, source_ids, limits, forbid_unknown, search, buffer_length=None,
-                   xla=False, candidate_size=None):
-        """Encoder + beam search over int tensors: the part XLA can compile (``xla``: it is
-        compiled, see `bahdanau_tf.decoding.Execution`). With candidate lists,
+    def _search_ids(self, source_ids, limits, forbid_unknown, search, buffer_length=None,
+                    jit_compile=False, candidate_size=None):
+        """Encoder + beam search over int tensors: the part XLA can compile (``jit_compile``:
+        it is compiled, see `bahdanau_tf.decoding.Execution`). With candidate lists,
         ``candidate_size`` is the list's padded size (under XLA a constant) or None.
 
         ``search`` is a `bahdanau_tf.decoding.BeamSearch` whose ``beam_size`` is an int, an
@@ -429,12 +430,12 @@ class Translator(tf.Module):
             beam_sizes = search.beam_size
             widest = tf.maximum(tf.reduce_max(tf.concat([beam_sizes, [1]], 0)), search.nbest)
             search = dataclasses.replace(search, beam_size=widest)
-        step_fn, state, memory, candidates = self._step(source_ids, xla, candidate_size)
+        step_fn, state, memory, candidates = self._step(source_ids, jit_compile, candidate_size)
         # PAD is never generated anyway: forbidding it keeps the shape static either way.
         search = dataclasses.replace(
             search, forbid_ids=ops.reshape(ops.where(forbid_unknown, UNK_ID, PAD_ID), [1]))
         execution = decoding.Execution(
-            jit_compile=xla, slots=self._slots(search.beam_size), buffer_length=buffer_length,
+            jit_compile=jit_compile, slots=self._slots(search.beam_size), buffer_length=buffer_length,
             vocabulary_size=self.models[0].target_vocabulary_size)
         return decoding.beam_search(
             step_fn, state, batch, search, max_length=limits, memory=memory,
@@ -442,7 +443,7 @@ class Translator(tf.Module):
             attention_length=ops.shape(source_ids)[1] if search.return_attention else None,
             execution=execution)
 
-    def _step(self, source_ids, xla, candidate_size):
+    def _step(self, source_ids, jit_compile, candidate_size):
         """The encoded sources and the step function of the model (or the ensemble) for
         `bahdanau_tf.decoding.beam_search`: ``(step_fn, state, memory, candidates)``."""
         memories = [model.encode(source_ids, training=False) for model in self.models]
@@ -451,9 +452,9 @@ class Translator(tf.Module):
         memories = [model.decoding_memory(memory) for model, memory in zip(self.models, memories)]
         # the carried state under XLA only: without XLA (the exported signatures' default)
         # served batches were 3-5% slower with it (benchmarks/serving_latency.py)
-        states = [model.decoding_state(state) if xla else state
+        states = [model.decoding_state(state) if jit_compile else state
                   for model, state in zip(self.models, states)]
-        candidates = self.candidate_ids(source_ids, candidate_size)
+        candidates = self._candidate_ids(source_ids, candidate_size)
         step_fns = [_model_step_fn(model, candidates) for model in self.models]
         if len(self.models) == 1:
             return step_fns[0], states[0], memories[0], candidates
@@ -467,7 +468,7 @@ class Translator(tf.Module):
             return self.batching.slots
         return devices.decoding_slots(beam_size=decoding.static_int(beam_size))
 
-    def search_function(self, search, xla):
+    def _search_function(self, search, jit_compile):
         """The search of a `bahdanau_tf.decoding.BeamSearch` of Python values, a tf.function
         (XLA when asked), cached by the settings: ``(ids, limits, forbid_unknown,
         buffer_length=None, candidate_size=None) -> (ids, lengths, scores[, attention])``.
@@ -476,14 +477,14 @@ class Translator(tf.Module):
         Python ints: under XLA each value (and each input shape) is one trace, one compilation
         (`compilations` counts them).
         """
-        key = ("search", search, xla)
+        key = ("search", search, jit_compile)
         if key not in self._cache.functions:
             def run(source_ids, limits, forbid_unknown, buffer_length=None, candidate_size=None):
-                return tuple(x for x in self.search_ids(source_ids, limits, forbid_unknown, search,
-                                                        buffer_length, xla, candidate_size)
+                return tuple(x for x in self._search_ids(source_ids, limits, forbid_unknown, search,
+                                                         buffer_length, jit_compile, candidate_size)
                              if x is not None)
             self._cache.functions[key] = tf.function(
-                run, jit_compile=xla, reduce_retracing=not xla, autograph=False)
+                run, jit_compile=jit_compile, reduce_retracing=not jit_compile, autograph=False)
         return self._cache.functions[key]
 
     @property
@@ -508,7 +509,7 @@ class Translator(tf.Module):
         signature: calling the tf.function with each bucket's shapes in turn would count as
         retracing (and TensorFlow warns about that). Looked up in a dict, not by
         ``get_concrete_function``, whose argument binding costs about as much as a batch-1
-        search step. On the other backends `search_ids` compiled by
+        search step. On the other backends `_search_ids` compiled by
         `bahdanau_tf.decoding.portable.compiled` (``jax.jit`` compiles once per shape).
         """
         key = ("bucket", search, tuple(shape), buffer_length, candidate_size)
@@ -516,41 +517,73 @@ class Translator(tf.Module):
             variables = [variable for model in self.models for variable in model.variables]
             self._cache.functions[key] = portable.compiled(
                 lambda ids, limits, forbid: tuple(
-                    x for x in self.search_ids(ids, limits, forbid, search, buffer_length, True)
+                    x for x in self._search_ids(ids, limits, forbid, search, buffer_length, True)
                     if x is not None), variables)
         if key not in self._cache.functions:
-            concrete = self.search_function(search, True).get_concrete_function(
+            concrete = self._search_function(search, True).get_concrete_function(
                 tf.TensorSpec(shape, tf.int32), tf.TensorSpec(shape[:1], tf.int32),
                 tf.TensorSpec([], tf.bool), buffer_length, candidate_size)
             self._cache.functions[key] = lambda *arrays: concrete(*map(tf.constant, arrays))
         return self._cache.functions[key]
 
+    def search_chunks(self, search, source_ids, lengths, limits, forbid_unknown, jit_compile=False):
+        """The search of a batch in the graph, chunk by chunk (`bahdanau_tf.decoding.chunks`'s
+        `search_in_chunks`), in the input order: ``(ids, lengths, scores[, attention])``; what
+        the exported signatures (`bahdanau_tf.signatures`) and `translate` without
+        ``batching.jit_compile`` run.
+
+        ``search`` is a `bahdanau_tf.decoding.BeamSearch` whose ``beam_size`` and ``nbest`` are
+        Python ints (one traced search, compiled over bucketed shapes when ``jit_compile``) or int32
+        scalars (a dynamic beam: no XLA); its ``beam_size`` may also be int32 ``[batch]``, one
+        beam per row.
+        """
+        row_inputs = ()
+        if isinstance(search.beam_size, int) and isinstance(search.nbest, int):
+            run = self._search_function(search, jit_compile)
+            if jit_compile and self.candidates is not None:  # XLA: the list's padded size
+                traced = run
+
+                def run(chunk_ids, chunk_limits, forbid, buffer_length=None):
+                    return traced(chunk_ids, chunk_limits, forbid, buffer_length,
+                                  self._candidate_size(chunk_ids))
+        else:
+            jit_compile = False
+            if isinstance(search.beam_size, tf.Tensor) and search.beam_size.shape.rank == 1:
+                row_inputs = (search.beam_size,)
+
+            def run(chunk_ids, chunk_limits, forbid, buffer_length=None, *chunk_rows):
+                chunk_search = dataclasses.replace(search, beam_size=chunk_rows[0]) if chunk_rows else search
+                return tuple(x for x in self._search_ids(chunk_ids, chunk_limits, forbid, chunk_search)
+                             if x is not None)
+        return chunks.search_in_chunks(run, source_ids, lengths, limits, forbid_unknown, self.chunking,
+                                       search.return_attention, jit_compile, row_inputs)
+
     def _search_batch(self, source_ids, lengths, limits, search, forbid_unknown):
-        """One batch's search, chunk by chunk (`bahdanau_tf.signatures`'s plan): with
+        """One batch's search, chunk by chunk (`bahdanau_tf.decoding.chunks`'s plan): with
         ``batching.jit_compile`` a Python loop over the XLA search of each bucketed chunk
         shape, else the signatures' graph loop. Tensors in, tensors out."""
         if not self.batching.jit_compile and keras.backend.backend() == "tensorflow":
             key = ("graph search", search)
             if key not in self._cache.functions:
                 self._cache.functions[key] = tf.function(
-                    lambda *inputs: self.signatures.search_chunks(search, *inputs),
+                    lambda *inputs: self.search_chunks(search, *inputs),
                     input_signature=_SEARCH_INPUTS, autograph=False)
             return self._cache.functions[key](source_ids, lengths, limits, forbid_unknown)
-        searched = self._xla_search(source_ids.numpy(), lengths.numpy(), limits.numpy(), search,
+        searched = self._compiled_search(source_ids.numpy(), lengths.numpy(), limits.numpy(), search,
                                     forbid_unknown)
         return tuple(tf.constant(x) for x in searched if x is not None)
 
-    def _xla_search(self, source_ids, lengths, limits, search, forbid_unknown):
+    def _compiled_search(self, source_ids, lengths, limits, search, forbid_unknown):
         """The compiled search of one batch, chunk by chunk, over bucketed shapes (NumPy in, out).
 
-        The chunks are those of the signatures' graph loop (`bahdanau_tf.signatures`'s
-        `plan_chunk` and `chunk_input`, run eagerly here), but the loop runs in Python, so each
+        The chunks are those of the graph loop (`search_chunks`; `bahdanau_tf.decoding.chunks`'s
+        `plan_chunk` and `chunk_input`, run on NumPy here), but the loop runs in Python, so each
         chunk's bucketed shape and output buffer are Python values: a new batch only compiles
         when it meets a new bucket, and `compilations` counts exactly what was compiled
         (`_bucket_search`: XLA on TensorFlow, the backend's own compilation elsewhere).
         """
         batch, nbest, return_alignments = len(lengths), search.nbest, search.return_attention
-        order = signatures.length_order(lengths)  # NumPy in, NumPy out: no eager op per chunk
+        order = chunks.length_order(lengths)  # NumPy in, NumPy out: no eager op per chunk
         sorted_inputs = [np.asarray(x[order], np.int32) for x in (lengths, source_ids, limits)]
         time = int(max(limits.max(initial=1), 1))
         width = source_ids.shape[1]
@@ -559,11 +592,11 @@ class Translator(tf.Module):
         scores = np.zeros([batch, nbest], np.float32)
         attention = np.zeros([batch, nbest, time, width], np.float32) if return_alignments else None
         for start in range(0, batch, self.chunking.size):
-            plan = signatures.plan_chunk(sorted_inputs[0], start, self.chunking, bucketed=True)
-            chunk, chunk_limits = signatures.chunk_input(plan, *sorted_inputs[1:])
+            plan = chunks.plan_chunk(sorted_inputs[0], start, self.chunking, bucketed=True)
+            chunk, chunk_limits = chunks.chunk_input(plan, *sorted_inputs[1:])
             rows = order[start:start + plan.rows]
             bucket = self._bucket_search(search, chunk.shape, plan.buffer_length,
-                                         self.candidate_size(chunk))
+                                         self._candidate_size(chunk))
             outputs = bucket(chunk, chunk_limits, np.bool_(forbid_unknown))
             outputs = [np.asarray(x) for x in outputs if x is not None]
             steps = min(time, outputs[0].shape[2])
@@ -589,7 +622,7 @@ class Translator(tf.Module):
 
         Args:
             sentences: list of str (or bytes; invalid UTF-8 is tolerated), or one str.
-            beam_size: int in [1, `bahdanau_tf.signatures.MAX_BEAM_SIZE`]; None: the default.
+            beam_size: int in [1, `bahdanau_tf.decoding.MAX_BEAM_SIZE`]; None: the default.
             nbest: int in [1, beam_size]; > 1 gives lists of ``nbest`` translations.
             return_alignments: bool, also return the attention of the best translations
                 (models with attention only).
@@ -613,7 +646,7 @@ class Translator(tf.Module):
             sentences = [sentences]
         sentences = list(sentences)
         beam_size = self.beam_size if beam_size is None else beam_size
-        check_int("beam_size", beam_size, 1, signatures.MAX_BEAM_SIZE)
+        check_int("beam_size", beam_size, 1, decoding.MAX_BEAM_SIZE)
         check_int("nbest", nbest, 1, beam_size)
         check_int("batch_size", batch_size, 1)
         replace_unk = self.replace_unk if replace_unk is None else bool(replace_unk)

@@ -2,10 +2,10 @@
 
 Each backend runs in a child process (``KERAS_BACKEND`` is read when Keras starts):
 `Translator.from_preset` (or ``--model_dir``) translates the English verses of the Bible test
-split, and the children's translations and scores are compared verse by verse. On TensorFlow
-``translate`` runs the TensorFlow search (XLA, refilled slots); elsewhere the ``keras.ops`` search
-(`bahdanau_tf.decoding.portable`), which follows the same selection rules, so a difference can
-only come from the float order of the two backends' kernels: the table gives, for the verses
+split, and the children's translations and scores are compared verse by verse. Every backend
+runs the one ``keras.ops`` search (`bahdanau_tf.decoding.search`: XLA on TensorFlow, ``jax.jit``
+on JAX, with the same refilled slots), so a difference can only come from the float order of the
+two backends' kernels: the table gives, for the verses
 that differ, the gap between the two backends' scores of their own best translations (a near-tie
 that rounding flips is a gap near 0). The time of each child (compilations included) is
 printed too, for orientation only.

@@ -40,6 +40,7 @@ rounds too (``search_old``): old and new side by side, on one step function.
 """
 
 import collections
+import dataclasses
 import glob
 import importlib.util
 import inspect
@@ -147,13 +148,17 @@ def _functions(model, sentences, beam, jit):
 
     def search_with(module):
         if hasattr(module, "BeamSearch"):  # the settings as values
+            # Execution(jit_compile=...), named xla before the search was one loop
+            fields = {field.name for field in dataclasses.fields(module.Execution)}
+            compiled = {"jit_compile" if "jit_compile" in fields else "xla": jit}
+
             def search(memory, state):
                 step_fn = lambda ids, step, state, memory: model.decode_step(ids, state, memory)
                 out = module.beam_search(
                     step_fn, state, sentences, module.BeamSearch(beam_size=beam, length_penalty=0.5),
                     max_length=steps, memory=memory,
-                    execution=module.Execution(xla=jit, slots=sentences, buffer_length=steps,
-                                               vocabulary_size=vocab))
+                    execution=module.Execution(slots=sentences, buffer_length=steps,
+                                               vocabulary_size=vocab, **compiled))
                 return out.ids, out.scores
 
             return tf.function(search, jit_compile=jit)

@@ -4,7 +4,7 @@ file and a model directory cross between the backends both ways.
 
 A process has one Keras backend, so one JAX process does all the JAX work (`JAX_SCRIPT`): it
 loads the ``.keras`` files and the model directory this (TensorFlow) process saved, computes
-what this process computed, translates (the ``keras.ops`` search), fits a model with
+what this process computed, translates (the one ``keras.ops`` search, jitted), fits a model with
 ``compile`` + ``fit(make_dataset(...))``, saves it both ways, and asks ``bahdanau-train`` to
 start. This process compares, loads what JAX saved, and exports it to a SavedModel that the
 model server's loading path (the session bundle) runs.
@@ -103,7 +103,7 @@ for name in settings["models"]:
 model = type(model).from_preset(os.path.join(work, "tf_seq2seq_directory"))
 outputs["seq2seq_directory/logits"] = ops.convert_to_numpy(model((inputs["source"], inputs["target_in"])))
 
-# translating: Translator.translate runs the keras.ops search (bahdanau_tf.decoding.portable)
+# translating: Translator.translate runs the one keras.ops search, jitted (bahdanau_tf.decoding.portable)
 from bahdanau_tf import Translator
 translator = Translator.from_model(keras.saving.load_model(os.path.join(work, "tf_rnnsearch.keras")))
 translated = {}

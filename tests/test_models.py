@@ -367,15 +367,17 @@ def test_fit_model_translates_saves_reloads_and_serves_from_every_entry_point(tm
     model.fit(make_dataset(_toy_pairs(96), source_tokenizer, target_tokenizer, batch_size=16), epochs=12,
               verbose=0)
     with pytest.raises(ValueError, match="attach_tokenizers"):
-        model.translate(["the cat"])
+        Translator.from_model(model)
+    assert not hasattr(model, "translate")  # translating is the Translator's (the 0.2 alias is gone)
     model.attach_tokenizers(source_tokenizer, target_tokenizer)
     sentences = ["the cat sat on a mat", "dog ran to the house", "a cat", ""]
-    expected = model.translate(sentences)
+    translator = Translator.from_model(model)
+    expected = translator.translate(sentences).translations
     assert len(expected) == 4 and expected[3] == "" and all(expected[:3])
-    assert model.translate(sentences[0]) == expected[0]
-    assert Translator.from_model(model).translate(sentences).translations == expected
-    nbest = model.translate(sentences[:2], beam_size=4, nbest=3)
-    assert [len(row) for row in nbest] == [3, 3] and nbest[0][0] == model.translate(sentences[0], beam_size=4)
+    assert translator.translate(sentences[0]).translations == expected[:1]
+    nbest = translator.translate(sentences[:2], beam_size=4, nbest=3).translations
+    assert [len(row) for row in nbest] == [3, 3]
+    assert nbest[0][0] == translator.translate(sentences[0], beam_size=4).translations[0]
 
     # one .keras file holds config, weights and vocabularies; a fresh process (bahdanau-translate:
     # keras.saving.load_model, then the model's own tokenizers) translates from it
@@ -400,7 +402,7 @@ def test_fit_model_translates_saves_reloads_and_serves_from_every_entry_point(tm
             np.testing.assert_array_equal(a, b)
         assert loaded.source_tokenizer.vocabulary == source_tokenizer.vocabulary
         assert loaded.target_tokenizer.vocabulary == target_tokenizer.vocabulary
-    assert RNNSearch.from_preset(preset_dir).translate(sentences) == expected
+    assert Translator.from_model(RNNSearch.from_preset(preset_dir)).translate(sentences).translations == expected
     assert Translator.from_directory(preset_dir).translate(sentences).translations == expected
     with pytest.raises(ValueError, match="holds a RNNSearch, not a Seq2Seq"):
         Seq2Seq.from_preset(preset_dir)

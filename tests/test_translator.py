@@ -213,7 +213,7 @@ def test_no_unk_decoding_never_emits_unk():
                                      ["rnnsearch-cgru-tiny", "tiny"]],
                          ids=["one", "ensemble", "cgru", "cgru-and-paper-ensemble"])
 def test_the_compiled_search_finds_what_the_graph_search_finds(translator, members):
-    """`Translator.search_ids` compiled as the other backends compile it
+    """`Translator._search_ids` compiled as the other backends compile it
     (`bahdanau_tf.decoding.portable.compiled`: XLA here, ``jax.jit`` on JAX), over the
     translator's model(s): the same ids, lengths, scores and attention as the graph search,
     greedy and beam, [UNK] allowed and forbidden; the paper's decoder cell and the conditional
@@ -232,11 +232,11 @@ def test_the_compiled_search_finds_what_the_graph_search_finds(translator, membe
                             return_attention=attention)
         buffer_length = int(max(limits))
         run = portable.compiled(
-            lambda ids, limits, forbid: tuple(x for x in tf_translator.search_ids(
+            lambda ids, limits, forbid: tuple(x for x in tf_translator._search_ids(
                 ids, limits, forbid, search, buffer_length, True) if x is not None),
             [variable for model in models for variable in model.variables])
         for forbid in [False, True]:
-            expected = tf_translator.search_function(search, False)(source_ids, limits, tf.constant(forbid))
+            expected = tf_translator._search_function(search, False)(source_ids, limits, tf.constant(forbid))
             found = run(source_ids, limits, tf.constant(forbid))
             np.testing.assert_array_equal(found[0], expected[0])
             np.testing.assert_array_equal(found[1], expected[1])

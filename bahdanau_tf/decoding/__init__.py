@@ -37,6 +37,7 @@ changes inside a search. The package, read in this order:
   `ensemble_step_fn`;
 - `bahdanau_tf.decoding.batching`: a translator's settings beyond the search's own:
   `LengthLimits` (the source cut, the output limit) and `Batching` (chunks, slots, XLA);
+- `bahdanau_tf.decoding.chunks`: the chunk plan, how a batch is cut, padded and searched;
 - `bahdanau_tf.decoding.portable`: what is backend-specific, compiling a search as a whole
   (``jax.jit`` on JAX).
 
@@ -47,14 +48,14 @@ hypothesis carries its tokens (and attention rows) so far, and a sentence's n-be
 the step it is done.
 """
 
-from bahdanau_tf.decoding.batching import Batching, LengthLimits
+from bahdanau_tf.decoding.batching import MAX_BEAM_SIZE, Batching, LengthLimits
 from bahdanau_tf.decoding.search import (BeamSearch, BeamSearchOutput, Execution, beam_search,
                                          greedy_search)
 from bahdanau_tf.decoding.rules import Ranking, length_penalty_factor, never_mask
 from bahdanau_tf.decoding.selection import VocabularyMask, static_int, top_k, vocabulary_mask
 from bahdanau_tf.decoding.step_functions import StepFn, StepModel, ensemble_step_fn, tile_beams
 
-__all__ = ["Batching", "BeamSearch", "BeamSearchOutput", "Execution", "LengthLimits",
+__all__ = ["MAX_BEAM_SIZE", "Batching", "BeamSearch", "BeamSearchOutput", "Execution", "LengthLimits",
            "Ranking", "StepFn", "StepModel", "VocabularyMask", "beam_search",
            "ensemble_step_fn", "greedy_search", "length_penalty_factor", "never_mask",
            "static_int", "tile_beams", "top_k", "vocabulary_mask"]

@@ -10,6 +10,7 @@ from typing import Optional
 
 import numpy as np
 
+MAX_BEAM_SIZE = 64  # the widest beam a translator searches (translate_nbest clamps to it)
 # padded source widths ([END] included) of the XLA search: few shapes, little padding
 DEFAULT_LENGTH_BUCKETS = (8, 16, 24, 32, 48, 64, 96, 128, 192, 256)
 
@@ -107,4 +108,4 @@ class Batching:
         object.__setattr__(self, "length_buckets", tuple(int(b) for b in buckets))
 
 
-__all__ = ["Batching", "LengthLimits", "DEFAULT_LENGTH_BUCKETS"]
+__all__ = ["Batching", "LengthLimits", "DEFAULT_LENGTH_BUCKETS", "MAX_BEAM_SIZE"]

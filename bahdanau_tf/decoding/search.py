@@ -171,7 +171,7 @@ class BeamSearchOutput(NamedTuple):
 class SearchInputs(NamedTuple):
     """What one search's loops read and never change (`beam_search` builds it once).
 
-    ``batch``, ``beam``, ``nbest`` and ``time`` are Python ints where they are known when
+    ``batch``, ``beam``, ``nbest`` and ``buffer_length`` are Python ints where they are known when
     tracing (static shapes, as XLA needs), else int32 scalars.
     """
 
@@ -181,7 +181,7 @@ class SearchInputs(NamedTuple):
     batch: Any
     beam: Any
     nbest: Any
-    time: Any  # the steps the buffers hold
+    buffer_length: Any  # the steps the buffers hold (``time`` in the shapes)
     attention_length: Any  # int or int32 scalar when attention is returned, else None
     start_id: tf.Tensor
     vocabulary: Vocabulary
@@ -241,7 +241,7 @@ def _sentences(inputs, nest, sentences):
 def initial_search_state(inputs: SearchInputs, slots) -> SearchState:
     """The state before the first step: the first ``slots`` sentences loaded, in order."""
     occupant = ops.arange(slots, dtype="int32")
-    rows, time, beam = slots * inputs.beam, inputs.time, inputs.beam
+    rows, time, beam = slots * inputs.beam, inputs.buffer_length, inputs.beam
     with_attention = inputs.attention_length is not None
     length = inputs.attention_length if with_attention else 0
     batch_rows = inputs.batch + 1  # one extra row: where the slots that are not done write
@@ -284,7 +284,7 @@ def advance(inputs: SearchInputs, state: SearchState) -> SearchState:
                     beam, own_beams)
     # the states and histories follow their hypotheses, whatever their structure
     network_state = keras.tree.map_structure(lambda t: take(t, chosen.parent_rows), network_state)
-    at_step = ops.arange(inputs.time, dtype="int32")[None, :] == row_steps[:, None]  # [rows, time]
+    at_step = ops.arange(inputs.buffer_length, dtype="int32")[None, :] == row_steps[:, None]  # [rows, time]
     history = ops.where(at_step, ops.reshape(chosen.written, [-1, 1]),
                         take(state.history, chosen.parent_rows))
     attention_history = state.attention_history
@@ -332,7 +332,7 @@ def read_out(inputs: SearchInputs, state: SearchState, done) -> SearchState:
                                            inputs.nbest)  # [slots, nbest]
         best_rows = best + ops.arange(_slot_count(state), dtype="int32")[:, None] * inputs.beam
         best_lengths = ops.where(ops.isinf(best_ranks), 0, take(ops.reshape(state.lengths, [-1]), best_rows))
-        valid = ops.arange(inputs.time, dtype="int32")[None, None, :] < best_lengths[:, :, None]
+        valid = ops.arange(inputs.buffer_length, dtype="int32")[None, None, :] < best_lengths[:, :, None]
         target = ops.where(done, state.occupant, inputs.batch)[:, None]  # not done: the sentinel row
         attention = ()
         if inputs.attention_length is not None:
@@ -490,14 +490,9 @@ def _stage_widths(width, refills):
     and a few rows cost a step about as much as fewer: a batch of under 16 sentences (the
     Translator's small row buckets) searches in one loop.
 
-    Measured on a 2-core Sapphire Rapids, 512 test verses at batch 64, XLA: greedy with 64
-    slots (no refill: every verse starts at once) and 2 / 3 / 4 loops 1.22 / 1.13 / 1.09x the
-    hypothesis-steps of one verse at a time, 492 / 505 sentences/s with 3 / 4 (445 with 32
-    slots, 2 loops); beam 5 with 32 slots (refilled) and 2 / 3 / 4 loops 1.085 / 1.052 /
-    1.041x, 195.9 / 200.0 / 200.8 sentences/s, but its first call 12.4 / 16.0 / 19.6 s.
-    Halving a dynamic width (the exported signatures) was tried: the served batch of 64 took
-    520 / 484 ms against 468 / 487 (no gain: without XLA a step's cost is mostly its ops'
-    launches, not its rows), and the bigger graph loaded 0.3 s slower (benchmarks/decode_step.py)."""
+    The counts are the ones benchmarks/decode_step.py chose (hypothesis-steps against the
+    compile time of each loop, benchmarks/README.md); a dynamic width is not halved, since
+    without XLA a step's cost is mostly its ops' launches, not its rows."""
     stages = _TAIL_STAGES if refills else _START_STAGES
     widths = [width]
     while isinstance(width, int) and len(widths) < stages and widths[-1] // 2 >= _MIN_TAIL_SLOTS:
@@ -546,8 +541,8 @@ def _search_inputs(step_fn, initial_state, batch, search, max_length, memory, be
     limits = ops.maximum(ops.cast(max_length, "int32"), 1)  # int64 lengths welcome
     if len(limits.shape) == 0:
         limits = ops.full([batch], limits, "int32")
-    time = _buffer_steps(limits, max_length, execution.buffer_length)
-    limits = ops.minimum(limits, time)
+    buffer_length = _buffer_steps(limits, max_length, execution.buffer_length)
+    limits = ops.minimum(limits, buffer_length)
     never = never_generated(start_id, search.forbid_ids)  # PAD, START, forbid_ids; END allowed
     # one extra entry past the batch: what an empty slot reads
     sentinel = lambda t: ops.concatenate([t, ops.ones([1], "int32")], axis=0)
@@ -556,8 +551,8 @@ def _search_inputs(step_fn, initial_state, batch, search, max_length, memory, be
         own_beams = sentinel(ops.clip(ops.cast(beam_sizes, "int32"), 1, beam))
     return SearchInputs(
         step_fn=step_fn, initial_state=initial_state, memory=memory, batch=batch, beam=beam,
-        nbest=nbest, time=time, attention_length=attention_length if search.return_attention else None,
-        start_id=start_id,
+        nbest=nbest, buffer_length=buffer_length,
+        attention_length=attention_length if search.return_attention else None, start_id=start_id,
         vocabulary=search_vocabulary(execution.vocabulary_size, never, end_id, candidates,
                                      execution.jit_compile),
         ranking=Ranking(ops.cast(search.length_penalty, "float32")),

@@ -39,13 +39,13 @@ def top_k(values, k):
     """``tf.math.top_k(values, k)`` over the last axis of a [rows, vocabulary] tensor, faster
     for a small ``k`` over a wide vocabulary: the same values and ids, ties to the lower id.
 
-    A full ``top_k`` over [rows, vocabulary] was the search's largest cost (0.87 ms a step at 80
-    rows x 5,000 words on a 2-core CPU, XLA or not, beside a 2.3 ms network step). Here the
-    vocabulary is cut into contiguous blocks of `_TOP_K_BLOCK`: each block's maximum (one
-    vectorised pass), the ``k`` best blocks (a ``top_k`` over ``vocabulary / 32`` maxima), and a
-    ``top_k`` over those blocks' ``32 k`` entries, taken in id order. The k best entries lie in
-    the k best blocks (an entry of another block is beaten by the k blocks' maxima, ties going to
-    the lower block, i.e. the lower ids), so nothing changes but the cost (0.33 ms).
+    A full ``top_k`` over [rows, vocabulary] is the largest cost of the search's selection
+    (benchmarks/decode_step.py). Here the vocabulary is cut into contiguous blocks of
+    `_TOP_K_BLOCK`: each block's maximum (one vectorised pass), the ``k`` best blocks (a
+    ``top_k`` over ``vocabulary / 32`` maxima), and a ``top_k`` over those blocks' ``32 k``
+    entries, taken in id order. The k best entries lie in the k best blocks (an entry of
+    another block is beaten by the k blocks' maxima, ties going to the lower block, i.e. the
+    lower ids), so nothing changes but the cost.
 
     On the other Keras backends: ``keras.ops.top_k``.
 
@@ -97,11 +97,9 @@ class VocabularyMask(NamedTuple):
     (the log-normaliser's shift) is the largest of its blocks' maxima and of the few
     never-generated tokens' logits, exactly ``max(logits)``. The same values and ids as
     ``top_k(logits + mask)`` (and as ``argmax`` for one), with two passes over the logits fewer
-    than the plain path. Used under XLA (`bahdanau_tf.decoding.Execution`'s ``xla``): on a 2-core Sapphire Rapids,
-    5,000 words, a search step at 64 greedy rows takes 2.06 -> 1.75 ms, at 80 and 320 beam rows
-    5% and 2% less; without XLA the plain mask was 1-10% faster. Recomputing the
-    never-generated tokens' blocks instead, over [rows, blocks, never], was no faster, with more
-    ops."""
+    than the plain path. Used under XLA (`bahdanau_tf.decoding.Execution`'s ``jit_compile``,
+    on TensorFlow), where benchmarks/decode_step.py found it faster; without XLA the plain mask
+    is faster (each small op is a kernel launch there)."""
 
     mask: tf.Tensor  # float32 [vocabulary]: -inf at the never-generated tokens, 0 elsewhere
     never: tf.Tensor  # int32 [never]: the never-generated tokens (END's too), clipped to the vocabulary
@@ -150,14 +148,14 @@ class Vocabulary(NamedTuple):
     end_position: tf.Tensor
 
 
-def search_vocabulary(vocabulary_size, never, end_id, candidates=None, xla=False) -> Vocabulary:
+def search_vocabulary(vocabulary_size, never, end_id, candidates=None, jit_compile=False) -> Vocabulary:
     """The `Vocabulary` of one search, its mask folded once when the logits' width is known.
 
     Args:
         vocabulary_size: int or None, the width of the step function's logits.
         never: int32 ``[n]``, the never-generated tokens; end_id: int32 scalar.
         candidates: None, or int32 ``[C]`` ascending ids (a per-batch candidate list).
-        xla: bool: on TensorFlow, a `VocabularyMask` (one fused pass of block maxima) under
+        jit_compile: bool: on TensorFlow, a `VocabularyMask` (one fused pass of block maxima) under
             XLA, where it is faster; TensorFlow's runtime runs each of its small ops as a
             kernel of its own, which costs more than the two passes it saves
             (benchmarks/decode_step.py). The other backends take the plain mask.
@@ -169,7 +167,7 @@ def search_vocabulary(vocabulary_size, never, end_id, candidates=None, xla=False
                           candidates, end_position)
     mask = None
     if vocabulary_size is not None:
-        folded = xla and on_tensorflow()
+        folded = jit_compile and on_tensorflow()
         mask = (vocabulary_mask if folded else never_mask)(vocabulary_size, never, end_id)
     return Vocabulary(mask, never, end_id, None, end_id)
 

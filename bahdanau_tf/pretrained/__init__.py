@@ -9,7 +9,7 @@ directory is accepted, its name is too::
         bahdanau-translate --model_dir=bible-en-es-small
 
     model = RNNSearch.from_preset("bible-en-es-small")   # its tokenizers attached
-    model.translate(["Jesus wept."])
+    Translator.from_model(model).translate(["Jesus wept."]).translations
 
 A name wins over a directory of the same name: write ``./bible-en-es-small`` for that one
 (docs/translating.md, "Model names and paths": the one rule of every ``from_preset`` and
