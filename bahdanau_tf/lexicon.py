@@ -155,6 +155,21 @@ class CandidateLists:
         """int32 (source_vocabulary_size, per_word): the translations used, -1 padded."""
         return self.lexicon.translations[:, : self.per_word]
 
+    def variable(self, source_vocabulary_size: int, target_vocabulary_size: int) -> tf.Variable:
+        """`table` as a variable (a SavedModel's saver restores it with the weights), once
+        checked against the model's vocabularies.
+
+        Raises:
+            ValueError: the lexicon is another vocabulary's.
+        """
+        table = self.table
+        if table.shape[0] != source_vocabulary_size or table.max(initial=-1) >= target_vocabulary_size:
+            raise ValueError(f"The candidate lexicon covers {table.shape[0]:,} source tokens "
+                             f"and target ids up to {table.max(initial=-1)}, not these "
+                             f"vocabularies of {source_vocabulary_size:,} / "
+                             f"{target_vocabulary_size:,} tokens: another model's lexicon.")
+        return tf.Variable(table, trainable=False, name="candidate_translations")
+
 
 def candidate_ids(table, source_ids, frequent, vocabulary_size, size=None):
     """The candidate list of a batch, in graph ops: int32 ``[C]`` target ids, ascending.

@@ -43,12 +43,9 @@ Decisions (all documented here once):
   The default alpha is 0.5 (`DEFAULT_LENGTH_PENALTY`), chosen on the dev split: ranking by
   log p alone (alpha 0, the paper's objective) prefers short outputs, every token adding a
   negative log-probability, and a larger alpha keeps the search going longer (its early-exit
-  bound divides by the penalty at the length limit). Dev BLEU (all 1,007 dev verses, beam 5)
-  of the two default 12-minute `small` models of benchmarks/results/twelve_minute_runs.json
-  at alpha 0 / 0.5 / 1.0: 23.20 / 23.43 / 23.56 and 24.06 / 24.18 / 23.81 (length ratios
-  0.96-0.99 / 0.97-1.00 / 1.01-1.03); a larger alpha decodes longer, so more slowly. An
-  undertrained model gains more from it (497 updates: 11.4 at alpha 0, 12.4 at 1.0, BLEU on
-  400 dev verses). The authors' GroundHog sampler offered length normalisation too.
+  bound divides by the penalty at the length limit), so decodes longer and more slowly; test
+  BLEU by alpha: benchmarks/twelve_minute_runs.py (benchmarks/README.md). The authors'
+  GroundHog sampler offered length normalisation too.
 - **[UNK] replacement** (``replace_unk``; Jean et al. 2015): each generated ``[UNK]`` becomes
   the source token with the highest attention weight at that step (among the real source
   tokens, ``[END]`` left out; the word as written, even when the model read it as ``[UNK]``),
@@ -244,9 +241,11 @@ class Translator(tf.Module):
         if candidates is not None and keras.backend.backend() != "tensorflow":
             raise ValueError("Candidate lists need the TensorFlow backend (KERAS_BACKEND=tensorflow).")
         if candidates is not None:
-            # a variable, so that the SavedModel's saver restores it with the weights
-            self._candidate_table = _candidate_variable(candidates, source_tokenizer,
-                                                        target_tokenizer)
+            if not isinstance(candidates, lexicon.CandidateLists):
+                raise ValueError(f"candidates must be a bahdanau_tf.lexicon.CandidateLists, got "
+                                 f"{type(candidates).__name__}.")
+            self._candidate_table = candidates.variable(source_tokenizer.vocabulary_size,
+                                                        target_tokenizer.vocabulary_size)
 
     @property
     def beam_size(self) -> int:
@@ -781,21 +780,6 @@ def _checked_models(models) -> list:
         if not getattr(model, "built", True):
             model.build_variables()  # its variables must exist to be tracked by the Translator
     return models
-
-
-def _candidate_variable(candidates, source_tokenizer, target_tokenizer) -> tf.Variable:
-    """The candidate lexicon's table as a variable, once checked against the vocabularies."""
-    if not isinstance(candidates, lexicon.CandidateLists):
-        raise ValueError(f"candidates must be a bahdanau_tf.lexicon.CandidateLists, got "
-                         f"{type(candidates).__name__}.")
-    table = candidates.table
-    target_size = source_tokenizer.vocabulary_size, target_tokenizer.vocabulary_size
-    if table.shape[0] != target_size[0] or table.max(initial=-1) >= target_size[1]:
-        raise ValueError(f"The candidate lexicon covers {table.shape[0]:,} source tokens "
-                         f"and target ids up to {table.max(initial=-1)}, not these "
-                         f"vocabularies of {target_size[0]:,} / {target_size[1]:,} "
-                         "tokens: another model's lexicon.")
-    return tf.Variable(table, trainable=False, name="candidate_translations")
 
 
 def _model_step_fn(model, candidates=None):
