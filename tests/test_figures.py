@@ -200,15 +200,10 @@ def cpu_names(record, inside=False):
     return [name for name in found if re.search(r"[A-Za-z]{3}", name)]
 
 
-#: results that are not timings, written before the benchmarks recorded the CPU of every run
-#: (`benchmarks/_machines.write_json` does now): a share of tokens, the same on every CPU
-NOT_TIMINGS_WITHOUT_CPU = {"candidate_recall.json"}
-
-
 def test_every_results_file_names_its_cpu():
     missing = []
     for name in sorted(os.listdir(RESULTS)):
-        if name.endswith(".json") and name not in NOT_TIMINGS_WITHOUT_CPU:
+        if name.endswith(".json"):
             with open(os.path.join(RESULTS, name), encoding="utf-8") as handle:
                 if not cpu_names(json.load(handle)):
                     missing.append(name)

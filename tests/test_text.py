@@ -280,6 +280,7 @@ def test_saved_model_uses_only_servable_ops(tmp_path, subword_tokenizer):
     assert "WordpieceTokenizeWithOffsets" in not_core
 
 
+@pytest.mark.slow
 def test_new_tokenizers_never_share_a_dead_tokenizers_table():
     # Tables named after an Asset object's memory address were shared by a tokenizer allocated
     # where a collected one had been: ~15% of these lookups came back [UNK].

@@ -414,6 +414,7 @@ def float32_report(corpora, tokenizers, tmp_path_factory):
                         **_PRECISION_RUN).fit(*corpora)
 
 
+@pytest.mark.slow
 @pytest.mark.learning
 @pytest.mark.parametrize("precision,jit", [("float32", True), ("mixed_bfloat16", False), ("mixed_float16", False)])
 def test_precision_and_jit_losses_are_close_to_float32(corpora, tokenizers, tmp_path, float32_report, precision,
@@ -676,6 +677,7 @@ def test_dev_schedule_counts_without_a_trainer():
     assert [constant.record(False) for _ in range(5)] == [None] * 5 and constant.stop_reason() is None
 
 
+@pytest.mark.slow
 def test_a_run_with_dropout_smoothing_and_plateau_resumes_bit_exactly(corpora, tokenizers, tmp_path):
     train, dev = corpora
     rates = dict(embedding_dropout=0.2, annotation_dropout=0.2, recurrent_dropout=0.2,

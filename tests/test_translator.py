@@ -145,6 +145,7 @@ def test_verbose_shows_a_progress_bar_up_to_the_sentence_count(translator, capsy
     np.testing.assert_array_equal(shown.scores, quiet.scores)
 
 
+@pytest.mark.slow
 def test_a_stream_of_requests_compiles_within_the_bound_and_equals_the_graph_path():
     # buckets shrunk so that a short stream meets several: rows {1, 2}, widths {6, 9}
     source, target = tokenizers()
@@ -249,6 +250,7 @@ def test_the_compiled_search_finds_what_the_graph_search_finds(translator, membe
     assert any(unknown_found)  # the switch matters
 
 
+@pytest.mark.slow
 def test_an_ensemble_of_one_model_equals_the_model(translator):
     model = translator.models[0]
     source, target = translator.source_tokenizer, translator.target_tokenizer
@@ -403,6 +405,7 @@ def test_bad_python_arguments_raise_value_errors(translator):
         Translator([], *tokenizers())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("jit_compile", [False, True])
 def test_candidate_lists_decode_as_the_full_softmax_restricted_to_the_list(jit_compile):
     """A candidate search (Jean et al.'s candidate lists) equals a full-vocabulary search of a
