@@ -54,6 +54,8 @@ class CGRUAttentionCell(AttentionGRUCell):
         memory: dict from `prepare_memory` (``annotations``, ``keys``, ``mask``).
         grouped: bool, the memory holds one row per group of consecutive rows of ``h_tm1``
             (`BahdanauAttention.attend`).
+        recurrent_mask: optional (batch, units), recurrent dropout: one mask per sequence,
+            applied where each GRU's recurrent matmuls read its state (`layers.gru_step`).
 
     Returns:
         ``(s_i, c_i, alpha_i)``: (batch, units), (batch, 2n), float32 (batch, source_len).
@@ -95,8 +97,6 @@ class CGRUAttentionCell(AttentionGRUCell):
 
     def call(self, projected_inputs: Tensor, h_tm1: Tensor, memory: dict, grouped: bool = False,
              recurrent_mask: Tensor | None = None) -> tuple:
-        """As `AttentionGRUCell.call`; ``recurrent_mask`` (recurrent dropout, one per sequence)
-        is applied where both GRUs' recurrent matmuls read their state."""
         intermediate = self.first_transition(projected_inputs, h_tm1, recurrent_mask)
         context, weights = self.attention.attend(
             self.attention.project_query(intermediate), memory["annotations"], memory["keys"], memory["mask"],
