@@ -100,6 +100,22 @@ def test_warmup_rsqrt_schedule_rises_linearly_then_decays_as_one_over_sqrt():
         training.TrainingConfig(warmup_steps=0)
 
 
+def test_the_budget_schedule_decays_linearly_to_zero_over_the_budget_spent_first():
+    time_progress = tf.Variable(0.0)
+    schedule = training.BudgetSchedule(4e-3, max_steps=200, time_progress=time_progress)
+    steps = np.array([0, 50, 100, 199, 200, 300])
+    np.testing.assert_allclose([float(schedule(k)) for k in steps],
+                               4e-3 * np.maximum(1 - steps / 200, 0), rtol=1e-6)
+    time_progress.assign(0.75)  # three quarters of the minutes spent: the time budget leads
+    np.testing.assert_allclose([float(schedule(k)) for k in (0, 100, 180)], [1e-3, 1e-3, 4e-4], rtol=1e-5)
+    only_time = training.make_optimizer(training.TrainingConfig(
+        schedule="budget", learning_rate=1e-2, max_steps=None, max_minutes=12),
+        time_progress=time_progress).learning_rate
+    assert float(tf.convert_to_tensor(only_time)) == pytest.approx(2.5e-3)
+    with pytest.raises(ValueError, match="max_steps.*max_minutes"):
+        training.TrainingConfig(schedule="budget", max_steps=None, max_minutes=None)
+
+
 def test_filled_rows_do_not_change_the_loss(tokenizers, tmp_path):
     trainer = make_trainer(tmp_path, tokenizers)
     batch = ((tf.constant([[5, 6, 2]]), tf.constant([[1, 7, 8]])), tf.constant([[7, 8, 2]]))

@@ -16,7 +16,7 @@ def _field(default, help_text: str):
 
 
 OPTIMIZERS = ("adadelta", "adam", "sgd")
-SCHEDULES = ("constant", "halving", "warmup_rsqrt", "plateau")
+SCHEDULES = ("constant", "halving", "warmup_rsqrt", "plateau", "budget")
 AVERAGE_AT = ("last", "best")
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
 STRATEGIES = ("default", "mirrored", "multi_worker")
@@ -44,7 +44,9 @@ class TrainingConfig:
         'epoch after epoch 5) or ``"warmup_rsqrt"`` (`WarmupRsqrtSchedule`: linear warm-up '
         'over ``warmup_steps``, then decay as 1 / sqrt(step)) or ``"plateau"`` (multiply the '
         'learning rate by ``plateau_factor`` after ``plateau_patience`` dev evaluations without '
-        'a better dev NLL; needs a dev set; `bahdanau_tf.training.dev_schedule`).')
+        'a better dev NLL; needs a dev set; `bahdanau_tf.training.dev_schedule`) or ``"budget"`` '
+        '(`BudgetSchedule`: linear decay to zero over the run\'s budget, ``max_steps`` or '
+        '``max_minutes``, whichever is spent first).')
     plateau_factor: float = _field(0.5,
         'With ``--schedule=plateau``: what each decay multiplies the learning rate by, in (0, 1).')
     plateau_patience: int = _field(2,
@@ -211,6 +213,8 @@ class TrainingConfig:
             raise ValueError(f"`plateau_factor` must be in (0, 1), got {self.plateau_factor!r}.")
         if isinstance(self.label_smoothing, bool) or not 0.0 <= self.label_smoothing < 1.0:
             raise ValueError(f"`label_smoothing` must be in [0, 1), got {self.label_smoothing!r}.")
+        if self.schedule == "budget" and not (self.max_steps or self.max_minutes):
+            raise ValueError('`schedule="budget"` decays over the run\'s budget: set `max_steps` or `max_minutes`.')
         if self.label_smoothing and self.sampled_softmax:
             raise ValueError("`label_smoothing` needs the full softmax: it cannot be combined with "
                              "`sampled_softmax`.")
@@ -274,6 +278,39 @@ class HalvingSchedule(keras.optimizers.schedules.LearningRateSchedule):
         )
 
 
+class BudgetSchedule(keras.optimizers.schedules.LearningRateSchedule):
+    """Linear decay from the peak to zero over the run's budget (Li et al. 2020, *Budgeted
+    Training*: under a fixed budget, a rate that reaches zero as the budget ends).
+
+    ``lr = peak * (1 - progress)``, where progress is the larger of ``step / max_steps`` and the
+    spent fraction of the wall-time budget, which the trainer writes into ``time_progress``
+    before each update. A run with a time budget therefore anneals on any machine: a faster one
+    makes more updates, at the same shape of rate. Under a step budget alone the rate is a
+    function of the step (a resumed run continues it exactly); the time budget, like
+    ``max_minutes`` itself, is the running invocation's.
+
+    Args:
+        peak_learning_rate: float.
+        max_steps: int or None (no step budget).
+        time_progress: float tf.Variable in [0, 1] (0 without a time budget).
+    """
+
+    def __init__(self, peak_learning_rate, max_steps, time_progress):
+        self.peak_learning_rate = float(peak_learning_rate)
+        self.max_steps = None if not max_steps else int(max_steps)
+        self.time_progress = time_progress
+
+    def __call__(self, step):
+        progress = tf.cast(self.time_progress, "float32")
+        if self.max_steps:
+            progress = tf.maximum(progress, tf.cast(step, "float32") / float(self.max_steps))
+        return self.peak_learning_rate * tf.maximum(1.0 - progress, 0.0)
+
+    def get_config(self):
+        return dict(peak_learning_rate=self.peak_learning_rate, max_steps=self.max_steps,
+                    time_progress=float(self.time_progress))
+
+
 class WarmupRsqrtSchedule(keras.optimizers.schedules.LearningRateSchedule):
     """Linear warm-up to the peak, then decay as 1 / sqrt(step) (Vaswani et al. 2017, eq. 3).
 
@@ -300,10 +337,14 @@ class WarmupRsqrtSchedule(keras.optimizers.schedules.LearningRateSchedule):
         return dict(peak_learning_rate=self.peak_learning_rate, warmup_steps=self.warmup_steps)
 
 
-def make_optimizer(config: TrainingConfig,
-                   steps_per_epoch: int | tf.Variable | None = None) -> keras.optimizers.Optimizer:
-    """The Keras optimizer of a `TrainingConfig` (clipping is done by the trainer, not here)."""
+def make_optimizer(config: TrainingConfig, steps_per_epoch: int | tf.Variable | None = None,
+                   time_progress: tf.Variable | None = None) -> keras.optimizers.Optimizer:
+    """The Keras optimizer of a `TrainingConfig` (clipping is done by the trainer, not here);
+    ``time_progress``: the spent fraction of the wall-time budget (`BudgetSchedule`)."""
     learning_rate = config.learning_rate
+    if config.schedule == "budget":
+        learning_rate = BudgetSchedule(learning_rate, config.max_steps,
+                                       tf.Variable(0.0, trainable=False) if time_progress is None else time_progress)
     if config.schedule == "halving":
         learning_rate = HalvingSchedule(learning_rate, 1 if steps_per_epoch is None else steps_per_epoch)
     elif config.schedule == "warmup_rsqrt":

@@ -152,7 +152,10 @@ class Trainer:
             if self.guide is not None and (config.sampled_softmax or not self.model.has_attention):
                 raise ValueError("guided alignment needs a model with attention and the full softmax.")
             self._steps_per_epoch = tf.Variable(1, dtype="int64", trainable=False, name="steps_per_epoch")
-            self.optimizer = make_optimizer(config, steps_per_epoch=self._steps_per_epoch)
+            # the spent fraction of the wall-time budget, read by the "budget" schedule
+            self._time_progress = tf.Variable(0.0, dtype="float32", trainable=False, name="time_progress")
+            self.optimizer = make_optimizer(config, steps_per_epoch=self._steps_per_epoch,
+                                            time_progress=self._time_progress)
             self.optimizer.build(self.model.trainable_variables)
             self._make_state_variables()
             self.dev_schedule = DevSchedule(config)
@@ -561,6 +564,8 @@ class Trainer:
             if run.stopped:
                 break
             started = time.time()
+            if deadline is not None and config.schedule == "budget":
+                self._time_progress.assign(1.0 - (deadline - started) / (60.0 * config.max_minutes))
             self.train_step(iterator)
             run.throughput.add_update(time.time() - started)
             run.step += 1
