@@ -112,8 +112,6 @@ def test_the_budget_schedule_decays_linearly_to_zero_over_the_budget_spent_first
         schedule="budget", learning_rate=1e-2, max_steps=None, max_minutes=12),
         time_progress=time_progress).learning_rate
     assert float(tf.convert_to_tensor(only_time)) == pytest.approx(2.5e-3)
-    with pytest.raises(ValueError, match="max_steps.*max_minutes"):
-        training.TrainingConfig(schedule="budget", max_steps=None, max_minutes=None)
 
 
 def test_filled_rows_do_not_change_the_loss(tokenizers, tmp_path):
@@ -677,6 +675,10 @@ def test_plateau_decays_the_learning_rate_and_early_stopping_ends_the_run_on_a_s
     with pytest.raises(ValueError, match="needs a dev set"):
         make_trainer(tmp_path / "no_dev", tokenizers, schedule="plateau", max_steps=2).fit(train)
     assert not (tmp_path / "no_dev").exists()
+    # a budget schedule needs a budget
+    with pytest.raises(ValueError, match="set --max_steps or --max_minutes"):
+        make_trainer(tmp_path / "no_budget", tokenizers, schedule="budget").fit(train)
+    assert not (tmp_path / "no_budget").exists()
     for bad in (dict(plateau_factor=1.0), dict(label_smoothing=1.0), dict(early_stopping=-1),
                 dict(label_smoothing=0.1, sampled_softmax=50), dict(average_at="first")):
         with pytest.raises(ValueError, match=next(iter(bad)) if len(bad) == 1 else "label_smoothing"):

@@ -213,8 +213,6 @@ class TrainingConfig:
             raise ValueError(f"`plateau_factor` must be in (0, 1), got {self.plateau_factor!r}.")
         if isinstance(self.label_smoothing, bool) or not 0.0 <= self.label_smoothing < 1.0:
             raise ValueError(f"`label_smoothing` must be in [0, 1), got {self.label_smoothing!r}.")
-        if self.schedule == "budget" and not (self.max_steps or self.max_minutes):
-            raise ValueError('`schedule="budget"` decays over the run\'s budget: set `max_steps` or `max_minutes`.')
         if self.label_smoothing and self.sampled_softmax:
             raise ValueError("`label_smoothing` needs the full softmax: it cannot be combined with "
                              "`sampled_softmax`.")

@@ -535,6 +535,9 @@ class Trainer:
         run.deadline = deadline  # the progress line shows the budget
         if config.schedule == "plateau" and dev_corpus is None:
             raise ValueError("--schedule=plateau decays on the dev NLL: it needs a dev set.")
+        if config.schedule == "budget" and not (config.max_steps or config.max_minutes):
+            raise ValueError("--schedule=budget decays over the run's budget: set --max_steps or --max_minutes "
+                             "(or another --schedule).")
         if run.train_pairs == 0:
             raise ValueError(
                 "The training corpus is empty." if not counts["total"] else
