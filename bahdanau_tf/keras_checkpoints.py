@@ -5,7 +5,8 @@ A model directory keeps its weights in a ``tf.train.Checkpoint(model=model)`` ch
 On another backend (JAX, PyTorch) a model is no TensorFlow object: its variables are found by
 the attribute paths TensorFlow's object graph gives them (``model/encoder/kernel``,
 ``model/initial_state_dense/_kernel``: each layer's attributes, breadth first, the shortest
-path of each variable), and the checkpoint is written from, or read into, those paths. Either
+path of each variable; a PyTorch layer keeps its sublayers in ``_modules``, not among its
+attributes), and the checkpoint is written from, or read into, those paths. Either
 way the files are the same: a directory saved on JAX loads on TensorFlow, and the reverse.
 """
 
@@ -53,7 +54,9 @@ def model_variable_paths(model: keras.Model) -> dict:
         if id(node) in seen:
             continue
         seen.add(id(node))
-        for name, value in vars(node).items():
+        attributes = dict(vars(node))
+        attributes.update(getattr(node, "_modules", None) or {})  # PyTorch's sublayers live there
+        for name, value in attributes.items():
             if isinstance(value, keras.Variable) and id(value) not in found:
                 found[id(value)] = (f"{path}/{name}", value)
             elif isinstance(value, keras.layers.Layer):

@@ -525,7 +525,7 @@ def load_model_directory(directory: str | os.PathLike, which: str = "best",
                                 "checkpoint; use another --checkpoint.")
     if pretrained.is_compact(directory):  # a shipped model: float16 weights, no checkpoint
         checkpoint = os.path.join(directory, pretrained.WEIGHTS)
-        pretrained.load_weights(model, checkpoint)
+        pretrained.load_weights(model, checkpoint, saved["settings"]["pretrained"]["weights_sha256"])
     else:
         checkpoint = latest_checkpoint(directory, which, warn=warnings.append)
     if checkpoint is None:

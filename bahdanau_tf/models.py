@@ -282,8 +282,8 @@ class RNNSearch(TranslationModel):
 
         A step's time is its chain of dependent work, and the query's matmul used to open it
         (the attention waits for it). Computed at the end of the step before, beside the
-        vocabulary projection and the search's selection, it leaves that chain: 1.04-1.09x
-        at batch 64 beam 5 and 1.07-1.08x at batch 1 on a 2-core CPU under XLA. The beams'
+        vocabulary projection and the search's selection, it leaves that chain (faster at batch
+        64 and at batch 1 under XLA: benchmarks/decode_throughput.py). The beams'
         reordering gathers the query with the state (it is linear in s). `decode_step` takes
         and returns either form; the Translator carries this one in its XLA searches only
         (without XLA the extra loop variable cost more than it saved).

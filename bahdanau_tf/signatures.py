@@ -1,4 +1,4 @@
-"""The SavedModel's signatures and the graph around the search: strings in, strings out.
+"""The SavedModel's signatures: the exported graphs around the search, strings in, strings out.
 
 `Signatures` is the ``tf.Module`` that holds a `bahdanau_tf.translator.Translator` and its
 exported ``tf.function`` s with fixed input signatures (``module.by_name()`` returns them by
@@ -8,6 +8,9 @@ TensorFlow graph, batched, with no Python loop over sentences and no trip to the
 
     tokenize -> cut to max_source_length -> + [END] -> pad -> sort by length -> chunks
              -> encode -> beam search -> back in order -> detokenize
+
+The string side is the translator's `bahdanau_tf.text_graph.TextGraph`, the chunked search its
+``search_chunks``; this module only builds the exported graphs around them.
 
 Every input has the leading batch dimension, which TF Serving's batcher (``--enable_batching``)
 needs:
@@ -48,12 +51,9 @@ import types
 
 import tensorflow as tf
 
-from bahdanau_tf import unknown_words
 from bahdanau_tf.decoding.batching import MAX_BEAM_SIZE
-from bahdanau_tf.decoding.chunks import length_limits
-from bahdanau_tf.special_tokens import END_ID, END_TOKEN, PAD_ID
+from bahdanau_tf.text_graph import SENTENCES
 
-SENTENCES = tf.TensorSpec([None], tf.string, name="sentences")
 # every input of every signature has the leading batch dimension (TF Serving's batching)
 BEAM_SIZE = tf.TensorSpec([None], tf.int32, name="beam_size")
 NBEST = tf.TensorSpec([None], tf.int32, name="nbest")
@@ -97,17 +97,15 @@ def checked_rows(sentences, *per_row):
 
 
 class Signatures(tf.Module):
-    """The exported signatures of a `bahdanau_tf.translator.Translator`, and the string graphs
-    around its search.
+    """The exported signatures of a `bahdanau_tf.translator.Translator`.
 
     The module holds the translator (what SavedModel saves with it: the models' variables, the
     tokenizers' tables, the [UNK] dictionary and the candidate lexicon) and reads its settings:
-    the tokenizers, ``search`` (the default `bahdanau_tf.decoding.BeamSearch`), ``limits``
-    (`bahdanau_tf.decoding.LengthLimits`), ``batching.serving_jit_compile``,
-    ``has_attention``, ``replace_unk``, ``unk_dictionary`` and ``candidates``; the search of a
+    ``text_graph`` (the tokenizers, the `bahdanau_tf.decoding.LengthLimits`, the [UNK]
+    dictionary), ``search`` (the default `bahdanau_tf.decoding.BeamSearch`),
+    ``batching.serving_jit_compile``, ``has_attention`` and ``replace_unk``; the search of a
     batch over int tensors is the translator's (``search_chunks``).
-    `bahdanau_tf.serving.export_saved_model` saves one; ``translator.signatures`` is the
-    translator's own, whose `graph_pieces` `Translator.translate` runs around its search.
+    `bahdanau_tf.serving.export_saved_model` saves one.
 
     Args:
         translator: a `bahdanau_tf.translator.Translator`.
@@ -126,23 +124,6 @@ class Signatures(tf.Module):
         # the traced functions, in a plain object that SavedModel does not see (nor save)
         self._cache = types.SimpleNamespace(functions={})
 
-    # === Graph pieces (traced inside the tf.functions) ===
-
-    def source_ids(self, sentences):
-        """tf.string [batch] -> (source ids [batch, len] int32 with [END], token counts [batch])."""
-        ids = tf.cast(self.translator.source_tokenizer.tokenize(sentences), tf.int32)
-        ids = ids[:, : self.translator.limits.max_source_length]
-        lengths = tf.cast(ids.row_lengths(), tf.int32)
-        end = tf.RaggedTensor.from_tensor(tf.fill([ids.nrows(), 1], tf.constant(END_ID, tf.int32)))
-        ids = tf.concat([ids, end], axis=1).to_tensor(default_value=PAD_ID)
-        # an empty batch still needs one column: the encoder cannot run over zero steps
-        ids = tf.pad(ids, [[0, 0], [0, tf.maximum(1 - tf.shape(ids)[1], 0)]])
-        return ids, lengths
-
-    def _length_limits(self, lengths):
-        limits = self.translator.limits
-        return length_limits(lengths, limits.max_length_ratio, limits.max_length_offset)
-
     def _translate_graph(self, sentences, search, return_attention=False, replace_unk=False):
         """The whole pipeline for one batch (the signatures' graph); returns a dict of tensors.
 
@@ -150,88 +131,18 @@ class Signatures(tf.Module):
         and its beam is static. ``replace_unk``: the translations' [UNK] replaced by attention (the search
         then returns attention too).
         """
+        text = self.translator.text_graph
         search = dataclasses.replace(search, return_attention=return_attention or replace_unk)
         sentences = tf.reshape(tf.convert_to_tensor(sentences, tf.string), [-1])
-        source_ids, lengths = self.source_ids(sentences)
+        source_ids, lengths = text.source_ids(sentences)
         results = self.translator.search_chunks(search, source_ids, lengths,
-                                                self._length_limits(lengths), tf.constant(False),
+                                                text.length_limits(lengths), tf.constant(False),
                                                 self.translator.batching.serving_jit_compile)
-        outputs = self._outputs(sentences, lengths, *results[:3],
-                                attention=results[3] if replace_unk else None)
+        outputs = text.outputs(sentences, lengths, *results[:3],
+                               attention=results[3] if replace_unk else None)
         if return_attention:
-            outputs.update(self._alignment_outputs(sentences, lengths, outputs, results[3]))
+            outputs.update(text.alignment_outputs(sentences, lengths, outputs, results[3]))
         return outputs
-
-    def _outputs(self, sentences, lengths, ids, out_lengths, scores, attention=None):
-        """Texts, scores, ids and lengths of searched ids [batch, nbest, time]; an empty
-        source gets "" and score 0. With ``attention`` [batch, nbest, time, width], each
-        [UNK] of the texts is replaced (`bahdanau_tf.unknown_words`)."""
-        empty = lengths == 0  # [batch]
-        batch, nbest_dim = tf.shape(ids)[0], tf.shape(ids)[1]
-        flat_ids = tf.reshape(ids, [batch * nbest_dim, -1])
-        unknown = None
-        if attention is not None:
-            unknown = unknown_words.replacement_tokens(
-                attention, self.source_token_matrix(sentences), lengths, self.translator.unk_dictionary)
-            unknown = tf.reshape(unknown, tf.shape(flat_ids))
-        texts = tf.reshape(self.translator.target_tokenizer.detokenize(flat_ids, unknown),
-                           [batch, nbest_dim])
-        return {"translations": tf.where(empty[:, None], "", texts),
-                "scores": tf.where(empty[:, None], 0.0, scores), "ids": ids,
-                "lengths": tf.where(empty[:, None], 0, out_lengths), "source_lengths": lengths}
-
-    def source_token_matrix(self, sentences):
-        """The source tokens as written, cut like the ids, ``[END]`` last, padded with ""."""
-        source_tokens = self.translator.source_tokenizer.tokens(sentences)[:, : self.translator.limits.max_source_length]
-        end = tf.RaggedTensor.from_tensor(tf.fill([source_tokens.nrows(), 1], END_TOKEN))
-        return tf.concat([source_tokens, end], axis=1).to_tensor(default_value="")
-
-    def _alignment_outputs(self, sentences, lengths, outputs, attention):
-        """The tokens and attention of the best translations (``align``'s extra outputs)."""
-        best_ids = outputs["ids"][:, 0]  # [batch, time]
-        target_lengths = outputs["lengths"][:, 0]
-        target_tokens = self.translator.target_tokenizer.id_to_token(best_ids)
-        valid = tf.range(tf.shape(best_ids)[1])[None, :] < target_lengths[:, None]
-        return dict(
-            source_tokens=self.source_token_matrix(sentences),
-            source_lengths=lengths + 1,
-            target_tokens=tf.where(valid, target_tokens, ""),
-            target_lengths=target_lengths,
-            attention=tf.where(valid[:, :, None], attention[:, 0], 0.0),  # [batch, time, source_len]
-        )
-
-    def graph_pieces(self, return_alignments, replace_unk=False):
-        """With XLA: the string graphs around the search (tokenize before, detokenize after);
-        ``finish`` takes the search's attention when alignments or replacement need it."""
-        key = ("pieces", return_alignments, replace_unk)
-        if key not in self._cache.functions:
-            def prepare(sentences):
-                source_ids, lengths = self.source_ids(sentences)
-                return source_ids, lengths, self._length_limits(lengths)
-
-            def finish_with_attention(sentences, lengths, ids, out_lengths, scores, attention):
-                outputs = self._outputs(sentences, lengths, ids, out_lengths, scores,
-                                        attention=attention if replace_unk else None)
-                if return_alignments:
-                    outputs.update(self._alignment_outputs(sentences, lengths, outputs, attention))
-                return outputs
-
-            # no optional argument: a concrete function binds positional tensors directly
-            def finish(sentences, lengths, ids, out_lengths, scores):
-                return self._outputs(sentences, lengths, ids, out_lengths, scores)
-
-            int_matrix = tf.TensorSpec([None, None, None], tf.int32)
-            float_matrix = tf.TensorSpec([None, None], tf.float32)
-            signature = [SENTENCES, tf.TensorSpec([None], tf.int32), int_matrix,
-                         tf.TensorSpec([None, None], tf.int32), float_matrix]
-            if return_alignments or replace_unk:
-                signature.append(tf.TensorSpec([None, None, None, None], tf.float32))
-                finish = finish_with_attention
-            # concrete functions: a call skips the tf.function's argument binding (batch 1)
-            self._cache.functions[key] = (
-                tf.function(prepare, input_signature=[SENTENCES], autograph=False).get_concrete_function(),
-                tf.function(finish, input_signature=signature, autograph=False).get_concrete_function())
-        return self._cache.functions[key]
 
     # === The signatures (tf.functions meant for export) ===
 

@@ -8,12 +8,12 @@ the host:
     tokenize -> cut to max_source_length -> + [END] -> pad -> encode -> beam search
              -> detokenize
 
-The SavedModel's signatures (``serving_default``, ``translate_nbest``, ``align``) live in
-`bahdanau_tf.signatures.Signatures`, a module that holds the translator
-(``translator.signatures``; `bahdanau_tf.serving` exports one): it documents them beside their
-contract and builds the string graphs around the search. This module holds the models, the
-settings (`bahdanau_tf.decoding`'s `BeamSearch`, `LengthLimits` and `Batching`), the search
-over int tensors, the constructors and `translate`.
+The string side (tokenize before the search, detokenize after it) is a
+`bahdanau_tf.text_graph.TextGraph`; the SavedModel's signatures (``serving_default``,
+``translate_nbest``, ``align``) are `bahdanau_tf.signatures.Signatures`, a module that holds
+the translator, and `bahdanau_tf.serving.export_saved_model` writes them: the translator imports
+neither. This module holds the models, the settings (`bahdanau_tf.decoding`'s `BeamSearch`,
+`LengthLimits` and `Batching`), the search over int tensors, the constructors and `translate`.
 
 Decisions (all documented here once):
 
@@ -27,12 +27,8 @@ Decisions (all documented here once):
   translates to ``""`` with score 0.0 (every n-best entry), without consulting the model;
   ``align`` gives it one source token (``[END]``), no target token.
 - **Bad bytes**: invalid UTF-8 becomes U+FFFD, i.e. ``[UNK]``; unknown words are ``[UNK]``.
-  No row's content makes the graph raise: ``translate_nbest`` clamps each row's ``beam_size``
-  to ``[1, MAX_BEAM_SIZE]`` (`bahdanau_tf.signatures`) and ``nbest`` to ``[1, beam_size]`` (an
-  error would fail every request TF Serving batched with it). A request of the wrong *shape* is refused with
-  InvalidArgument: inputs that are not vectors (the server does not check shapes against
-  the signature, and a ``[2, 2]`` request would be read as 4 sentences), or per-row inputs of
-  another length than ``sentences``.
+  No row's content makes a graph raise (what the exported signatures clamp and refuse:
+  `bahdanau_tf.signatures`).
 - **Export**: the Keras models are not part of the SavedModel's object graph; their
   underlying ``tf.Variable`` s are (see ``Translator.__init__``), which is what TF Serving's
   loader restores.
@@ -40,56 +36,47 @@ Decisions (all documented here once):
   its own length limit), so a sentence gets the same translation alone and inside any batch.
 - **Scores** are log p(y | x) summed over the tokens (``[END]`` included), divided by the
   GNMT length penalty ``((5 + length) / 6) ** alpha`` when ``length_penalty = alpha > 0``.
-  The default alpha is 0.5 (`DEFAULT_LENGTH_PENALTY`), chosen on the dev split: ranking by
-  log p alone (alpha 0, the paper's objective) prefers short outputs, every token adding a
-  negative log-probability, and a larger alpha keeps the search going longer (its early-exit
-  bound divides by the penalty at the length limit), so decodes longer and more slowly; test
-  BLEU by alpha: benchmarks/twelve_minute_runs.py (benchmarks/README.md). The authors'
-  GroundHog sampler offered length normalisation too.
+  Ranking by log p alone (alpha 0, the paper's objective) prefers short outputs; the default
+  alpha, 0.5 (`DEFAULT_LENGTH_PENALTY`), was chosen on the dev split
+  (benchmarks/twelve_minute_runs.py). The authors' GroundHog sampler normalised by length too.
 - **[UNK] replacement** (``replace_unk``; Jean et al. 2015): each generated ``[UNK]`` becomes
   the source token with the highest attention weight at that step (among the real source
-  tokens, ``[END]`` left out; the word as written, even when the model read it as ``[UNK]``),
-  or its entry in ``unk_dictionary``; `bahdanau_tf.unknown_words` says what it means for
-  subword tokenizers. Attention models only. It changes the text, not the search: the score
-  is that of the hypothesis with ``[UNK]``.
+  tokens, ``[END]`` left out; the word as written), or its entry in ``unk_dictionary``
+  (`bahdanau_tf.unknown_words`). Attention models only. It changes the text, not the search.
 - **Candidate lists** (``candidates``, `bahdanau_tf.lexicon.CandidateLists`; Jean et al.
-  2015): each chunk's search is restricted to the ``frequent`` most frequent target tokens
-  plus the lexicon's best ``per_word`` translations of the chunk's source tokens, listed in
-  graph ops once per chunk; the models project onto those columns of W_o only (gathered once
-  per chunk), and the log-softmax and ``top_k`` run over them. Under XLA the list is padded to
-  a size bucket (`bahdanau_tf.lexicon.candidate_bucket`), one compilation per size met. Scores
-  are log-probabilities under the restricted softmax, so they are not comparable with a full
-  search's. The exported signatures carry the lexicon as a variable.
-- **Defaults**: beam 5 (the paper does not give its beam size; Sutskever et al. used 12,
-  which costs ~2.4x the time for a small gain); ``[UNK]`` allowed (the paper's "No UNK"
-  column forbids it: ``forbid_unknown=True``).
+  2015): each chunk's search runs over the frequent target tokens plus the lexicon's
+  translations of its source tokens (padded to a size bucket under XLA); scores are
+  log-probabilities under that restricted softmax. The exported signatures carry the lexicon.
+- **Defaults**: beam 5 (the paper does not give its beam size; Sutskever et al. used 12, a
+  wider beam costing time for a small gain); ``[UNK]`` allowed (the paper's "No UNK" column
+  forbids it: ``forbid_unknown=True``).
 - **Ensembles** (Sutskever et al. 2014): several models over the same vocabularies; their
   probabilities are averaged at every step (`bahdanau_tf.decoding.ensemble_step_fn`).
-- **Chunks, slots and compiled shapes**: see `bahdanau_tf.decoding.chunks`, the plan of the
+- **Chunks, slots and compiled shapes**: `bahdanau_tf.decoding.chunks`, the plan of the
   chunked search (`search_chunks` runs it in the graph, `translate` over compiled buckets).
-- **Other Keras backends** (JAX, PyTorch): `translate` runs the same search (it is written in
-  ``keras.ops``, `bahdanau_tf.decoding.search`) over the same chunks and buckets, compiled the
-  way the backend compiles a whole loop (`bahdanau_tf.decoding.portable`: ``jax.jit`` on JAX),
-  so it finds the same translations up to float order. Tokenizing and detokenizing stay
-  TensorFlow; candidate lists and the export need the TensorFlow backend.
+- **Other Keras backends** (JAX, PyTorch): `translate` runs the same ``keras.ops`` search
+  (`bahdanau_tf.decoding.search`) over the same chunks, compiled as the backend compiles a
+  whole loop (`bahdanau_tf.decoding.portable`). Tokenizing stays TensorFlow; candidate lists
+  and the export need the TensorFlow backend.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import types
-from typing import Optional, Sequence
+from typing import Sequence
 
 import keras
 import numpy as np
 import tensorflow as tf
 from keras import ops
 
-from bahdanau_tf import (decoding, devices, lexicon, model_directory, pretrained, serving, signatures,
-                         unknown_words)
+from bahdanau_tf import decoding, devices, lexicon, model_directory, pretrained, unknown_words
 from bahdanau_tf.decoding import chunks, portable
 from bahdanau_tf.decoding.batching import check_int
 from bahdanau_tf.special_tokens import END_TOKEN, PAD_ID, START_ID, UNK_ID
+from bahdanau_tf.text_graph import (SENTENCES, Alignment, TextGraph, TranslationOutput, alignments_of,
+                                    decode_strings)
 from bahdanau_tf.translation_model import is_model_path
 
 DEFAULT_BEAM_SIZE = 5
@@ -102,59 +89,17 @@ _SEARCH_INPUTS = [tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([None], t
 
 
 def _default_search(search) -> decoding.BeamSearch:
-    """The translator's default search, checked: a Python beam in [1, MAX_BEAM_SIZE] and a
-    length penalty; the n-best, the forbidden tokens and the attention are `translate`'s."""
+    """The translator's default search: any `bahdanau_tf.decoding.BeamSearch` (validated where
+    it is built), of Python values, since it is every call's default and keys the compiled
+    searches."""
     if not isinstance(search, decoding.BeamSearch):
         raise ValueError(f"search must be a bahdanau_tf.decoding.BeamSearch, got {search!r}.")
-    check_int("beam_size", search.beam_size, 1, decoding.MAX_BEAM_SIZE)
-    if not isinstance(search.length_penalty, (int, float, np.number)) or isinstance(search.length_penalty, bool):
-        raise ValueError(f"length_penalty must be a float >= 0, got {search.length_penalty!r}.")
-    defaults = decoding.BeamSearch()
-    asked = [name for name in ("nbest", "forbid_ids", "return_attention", "start_id", "end_id")
-             if getattr(search, name) != getattr(defaults, name)]
-    if asked:
-        raise ValueError(f"A Translator's search sets beam_size and length_penalty only; "
-                         f"{', '.join(asked)} are translate's arguments, got {search!r}.")
-    return decoding.BeamSearch(beam_size=int(search.beam_size),
-                               length_penalty=float(search.length_penalty))
-
-
-# === Outputs ===
-
-@dataclasses.dataclass
-class Alignment:
-    """The attention of one translation, ready for `bahdanau_tf.evaluation.plot_attention`.
-
-    Attributes:
-        source_tokens: list of str, the source tokens as the model read them (``[END]`` last;
-            unknown words keep their surface form).
-        target_tokens: list of str, the target tokens (``[END]`` last when emitted).
-        attention: float32 NumPy ``[len(target_tokens), len(source_tokens)]``, row i the
-            weights α_ij of target token i.
-    """
-
-    source_tokens: list
-    target_tokens: list
-    attention: np.ndarray
-
-
-@dataclasses.dataclass
-class TranslationOutput:
-    """What `Translator.translate` returns, in the order of the input sentences.
-
-    Attributes:
-        translations: list of str (``nbest == 1``) or list of lists of ``nbest`` str.
-        scores: float32 NumPy ``[n]`` or ``[n, nbest]``, see the module docstring.
-        alignments: list of `Alignment` (best hypothesis), or None unless asked for.
-    """
-
-    translations: list
-    scores: np.ndarray
-    alignments: Optional[list] = None
-
-
-def _decode_strings(values) -> list:
-    return [v.decode("utf-8", errors="replace") for v in np.asarray(values).reshape(-1)]
+    tensors = [field.name for field in dataclasses.fields(search)
+               if ops.is_tensor(getattr(search, field.name)) or tf.is_tensor(getattr(search, field.name))]
+    if tensors:
+        raise ValueError(f"A Translator's search holds Python values (it is the default of every "
+                         f"call), got a tensor for {', '.join(tensors)}.")
+    return search
 
 
 class Translator(tf.Module):
@@ -189,7 +134,7 @@ class Translator(tf.Module):
                                                search=BeamSearch(beam_size=5, length_penalty=0.5))
         output = translator.translate(["In the beginning God created the heavens."])
         output.translations[0], output.scores[0]
-        translator.export("/models/bahdanau")  # TF Serving SavedModel, see bahdanau_tf.serving
+        bahdanau_tf.export_saved_model(translator, "/models/bahdanau")  # TF Serving, see bahdanau_tf.serving
     """
 
     def __init__(self, models, source_tokenizer, target_tokenizer, search=DEFAULT_SEARCH,
@@ -215,6 +160,8 @@ class Translator(tf.Module):
         self.target_tokenizer = target_tokenizer
         # === Settings ===
         self.search = _default_search(search)
+        if self.search.return_attention and not all(m.has_attention for m in models):
+            raise ValueError("A search with return_attention=True needs models with attention (RNNsearch).")
         if not isinstance(limits, decoding.LengthLimits) or not isinstance(batching, decoding.Batching):
             raise ValueError(f"limits must be a LengthLimits and batching a Batching, got "
                              f"{limits!r} and {batching!r}.")
@@ -224,9 +171,8 @@ class Translator(tf.Module):
         self.batching = batching
         # the one plan of the chunked search, for the signatures' graph and the XLA path
         self.chunking = chunks.Chunking.of(batching, limits)
-        # the traced functions and the signatures module, in a plain object that SavedModel
-        # does not see (nor save)
-        self._cache = types.SimpleNamespace(functions={}, signatures=None)
+        # the traced functions, in a plain object that SavedModel does not see (nor save)
+        self._cache = types.SimpleNamespace(functions={}, text_graph=None)
         # === [UNK] replacement ===
         if (replace_unk or unk_dictionary is not None) and not self.has_attention:
             raise ValueError("replace_unk and unk_dictionary need models with attention "
@@ -268,13 +214,13 @@ class Translator(tf.Module):
         return all(m.has_attention for m in self.models)
 
     @property
-    def signatures(self) -> signatures.Signatures:
-        """The `bahdanau_tf.signatures.Signatures` module of this translator (made once): the
-        exported signatures (``translator.signatures.serving_default(...)``) and the string
-        graphs `translate` runs around its search."""
-        if self._cache.signatures is None:
-            self._cache.signatures = signatures.Signatures(self)
-        return self._cache.signatures
+    def text_graph(self) -> TextGraph:
+        """The `bahdanau_tf.text_graph.TextGraph` of this translator (made once): the string
+        graphs that `translate` and the exported signatures run around the search."""
+        if self._cache.text_graph is None:
+            self._cache.text_graph = TextGraph(self.source_tokenizer, self.target_tokenizer,
+                                               self.limits, self.unk_dictionary)
+        return self._cache.text_graph
 
     # === Constructors ===
 
@@ -382,14 +328,6 @@ class Translator(tf.Module):
         return model_directory.save_model_directory(directory, self.models[0],
                                                     self.source_tokenizer, self.target_tokenizer)
 
-    def export(self, export_dir, version=None, **kwargs) -> str:
-        """Writes a TF Serving SavedModel ``export_dir/version``; returns that path.
-
-        See `bahdanau_tf.serving.export_saved_model` for the arguments and the layout, and
-        `bahdanau_tf.signatures` for the signatures.
-        """
-        return serving.export_saved_model(self, export_dir, version=version, **kwargs)
-
     # === The search over int tensors (what the signatures' graph and translate run) ===
 
     def _candidate_ids(self, source_ids, size=None):
@@ -431,14 +369,15 @@ class Translator(tf.Module):
             search = dataclasses.replace(search, beam_size=widest)
         step_fn, state, memory, candidates = self._step(source_ids, jit_compile, candidate_size)
         # PAD is never generated anyway: forbidding it keeps the shape static either way.
-        search = dataclasses.replace(
-            search, forbid_ids=ops.reshape(ops.where(forbid_unknown, UNK_ID, PAD_ID), [1]))
-        execution = decoding.Execution(
-            jit_compile=jit_compile, slots=self._slots(search.beam_size), buffer_length=buffer_length,
-            vocabulary_size=self.models[0].target_vocabulary_size)
+        forbid = ops.reshape(ops.cast(ops.where(forbid_unknown, UNK_ID, PAD_ID), "int32"), [1])
+        if len(search.forbid_ids):  # the search's own forbidden tokens, a tuple
+            forbid = ops.concatenate([ops.convert_to_tensor(search.forbid_ids, "int32"), forbid], axis=0)
+        search = dataclasses.replace(search, forbid_ids=forbid)
+        execution = decoding.Execution(jit_compile=jit_compile, buffer_length=buffer_length,
+                                       vocabulary_size=self.models[0].target_vocabulary_size)
         return decoding.beam_search(
             step_fn, state, batch, search, max_length=limits, memory=memory,
-            beam_sizes=beam_sizes, candidates=candidates,
+            slots=self._slots(search.beam_size), beam_sizes=beam_sizes, candidates=candidates,
             attention_length=ops.shape(source_ids)[1] if search.return_attention else None,
             execution=execution)
 
@@ -450,7 +389,7 @@ class Translator(tf.Module):
         # what the search carries (`bahdanau_tf.models`: decoding_memory, decoding_state)
         memories = [model.decoding_memory(memory) for model, memory in zip(self.models, memories)]
         # the carried state under XLA only: without XLA (the exported signatures' default)
-        # served batches were 3-5% slower with it (benchmarks/serving_latency.py)
+        # served batches were slower with it (benchmarks/serving_latency.py)
         states = [model.decoding_state(state) if jit_compile else state
                   for model, state in zip(self.models, states)]
         candidates = self._candidate_ids(source_ids, candidate_size)
@@ -568,48 +507,18 @@ class Translator(tf.Module):
                     lambda *inputs: self.search_chunks(search, *inputs),
                     input_signature=_SEARCH_INPUTS, autograph=False)
             return self._cache.functions[key](source_ids, lengths, limits, forbid_unknown)
-        searched = self._compiled_search(source_ids.numpy(), lengths.numpy(), limits.numpy(), search,
-                                    forbid_unknown)
+
+        def run(chunk, chunk_limits, buffer_length):
+            bucket = self._bucket_search(search, chunk.shape, buffer_length, self._candidate_size(chunk))
+            return bucket(chunk, chunk_limits, np.bool_(forbid_unknown))
+
+        searched = chunks.search_bucketed_chunks(run, source_ids.numpy(), lengths.numpy(), limits.numpy(),
+                                                 self.chunking, search.nbest, search.return_attention)
         return tuple(tf.constant(x) for x in searched if x is not None)
-
-    def _compiled_search(self, source_ids, lengths, limits, search, forbid_unknown):
-        """The compiled search of one batch, chunk by chunk, over bucketed shapes (NumPy in, out).
-
-        The chunks are those of the graph loop (`search_chunks`; `bahdanau_tf.decoding.chunks`'s
-        `plan_chunk` and `chunk_input`, run on NumPy here), but the loop runs in Python, so each
-        chunk's bucketed shape and output buffer are Python values: a new batch only compiles
-        when it meets a new bucket, and `compilations` counts exactly what was compiled
-        (`_bucket_search`: XLA on TensorFlow, the backend's own compilation elsewhere).
-        """
-        batch, nbest, return_alignments = len(lengths), search.nbest, search.return_attention
-        order = chunks.length_order(lengths)  # NumPy in, NumPy out: no eager op per chunk
-        sorted_inputs = [np.asarray(x[order], np.int32) for x in (lengths, source_ids, limits)]
-        time = int(max(limits.max(initial=1), 1))
-        width = source_ids.shape[1]
-        ids = np.full([batch, nbest, time], PAD_ID, np.int32)
-        out_lengths = np.zeros([batch, nbest], np.int32)
-        scores = np.zeros([batch, nbest], np.float32)
-        attention = np.zeros([batch, nbest, time, width], np.float32) if return_alignments else None
-        for start in range(0, batch, self.chunking.size):
-            plan = chunks.plan_chunk(sorted_inputs[0], start, self.chunking, bucketed=True)
-            chunk, chunk_limits = chunks.chunk_input(plan, *sorted_inputs[1:])
-            rows = order[start:start + plan.rows]
-            bucket = self._bucket_search(search, chunk.shape, plan.buffer_length,
-                                         self._candidate_size(chunk))
-            outputs = bucket(chunk, chunk_limits, np.bool_(forbid_unknown))
-            outputs = [np.asarray(x) for x in outputs if x is not None]
-            steps = min(time, outputs[0].shape[2])
-            ids[rows, :, :steps] = outputs[0][:len(rows), :, :steps]
-            out_lengths[rows] = outputs[1][:len(rows)]
-            scores[rows] = outputs[2][:len(rows)]
-            if return_alignments:
-                columns = min(width, chunk.shape[1])
-                attention[rows, :, :steps, :columns] = outputs[3][:len(rows), :, :steps, :columns]
-        return ids, out_lengths, scores, attention
 
     # === Python API ===
 
-    def translate(self, sentences, beam_size=None, nbest=1, return_alignments=False,
+    def translate(self, sentences, beam_size=None, nbest=None, return_alignments=None,
                   forbid_unknown=False, batch_size=64, replace_unk=None,
                   verbose=False) -> TranslationOutput:
         """Translates sentences, in batches of ``batch_size`` (sorted by length inside).
@@ -621,11 +530,14 @@ class Translator(tf.Module):
 
         Args:
             sentences: list of str (or bytes; invalid UTF-8 is tolerated), or one str.
-            beam_size: int in [1, `bahdanau_tf.decoding.MAX_BEAM_SIZE`]; None: the default.
-            nbest: int in [1, beam_size]; > 1 gives lists of ``nbest`` translations.
+            beam_size: int in [1, `bahdanau_tf.decoding.MAX_BEAM_SIZE`]; None: the translator's
+                ``search.beam_size``.
+            nbest: int in [1, beam_size]; > 1 gives lists of ``nbest`` translations; None:
+                ``search.nbest``.
             return_alignments: bool, also return the attention of the best translations
-                (models with attention only).
-            forbid_unknown: bool, never generate [UNK] (the paper's "No UNK" decoding).
+                (models with attention only); None: ``search.return_attention``.
+            forbid_unknown: bool, never generate [UNK] (the paper's "No UNK" decoding), besides
+                the search's own ``forbid_ids``.
             batch_size: int, sentences per graph call.
             replace_unk: bool, replace each [UNK] of the translations by attention (the
                 alignments keep the model's tokens); None: the translator's ``replace_unk``.
@@ -644,18 +556,19 @@ class Translator(tf.Module):
         if isinstance(sentences, (str, bytes)):
             sentences = [sentences]
         sentences = list(sentences)
-        beam_size = self.beam_size if beam_size is None else beam_size
-        check_int("beam_size", beam_size, 1, decoding.MAX_BEAM_SIZE)
-        check_int("nbest", nbest, 1, beam_size)
         check_int("batch_size", batch_size, 1)
         replace_unk = self.replace_unk if replace_unk is None else bool(replace_unk)
+        return_alignments = bool(self.search.return_attention if return_alignments is None
+                                 else return_alignments)
         if (return_alignments or replace_unk) and not self.has_attention:
             raise ValueError("return_alignments=True and replace_unk=True need models with "
                              "attention (RNNsearch).")
-        return_alignments = bool(return_alignments)
-        search = dataclasses.replace(self.search, beam_size=int(beam_size), nbest=int(nbest),
+        asked = {name: value for name, value in (("beam_size", beam_size), ("nbest", nbest))
+                 if value is not None}  # validated by BeamSearch
+        search = dataclasses.replace(self.search, **asked,
                                      return_attention=return_alignments or replace_unk)
-        prepare, finish = self.signatures.graph_pieces(return_alignments, replace_unk)
+        nbest = search.nbest
+        prepare, finish = self.text_graph.pieces(return_alignments, replace_unk)
         forbid = tf.constant(bool(forbid_unknown))
         progress = verbose if hasattr(verbose, "add") else (
             keras.utils.Progbar(len(sentences), unit_name="sentence") if verbose else None)
@@ -673,11 +586,11 @@ class Translator(tf.Module):
             texts = np.asarray(out["translations"].numpy())
             chunk_scores = out["scores"].numpy()
             for k, index in enumerate(chunk):
-                row = _decode_strings(texts[k])
+                row = decode_strings(texts[k])
                 translations[index] = row if nbest > 1 else row[0]
                 scores[index] = chunk_scores[k]
             if return_alignments:
-                for index, alignment in zip(chunk, _alignments(out)):
+                for index, alignment in zip(chunk, alignments_of(out)):
                     alignments[index] = alignment
             if progress is not None:
                 progress.add(len(chunk))
@@ -715,17 +628,17 @@ class Translator(tf.Module):
             portable_backend = keras.backend.backend() != "tensorflow"
             self._cache.functions[key] = self._reference_attention_graph if portable_backend else (
                 tf.function(self._reference_attention_graph,
-                            input_signature=[signatures.SENTENCES] * 2, autograph=False))
+                            input_signature=[SENTENCES] * 2, autograph=False))
         function = self._cache.functions[key]
         results = []
         for start in range(0, len(sources), batch_size):
             out = function(tf.constant(sources[start:start + batch_size], tf.string),
                            tf.constant(targets[start:start + batch_size], tf.string))
-            results += _alignments(out)
+            results += alignments_of(out)
         return results
 
     def _reference_attention_graph(self, sources, targets):
-        source_ids, lengths = self.signatures.source_ids(sources)
+        source_ids, lengths = self.text_graph.source_ids(sources)
         target_ids = tf.cast(self.target_tokenizer.tokenize(targets), tf.int32)
         start = tf.RaggedTensor.from_tensor(tf.fill([target_ids.nrows(), 1], START_ID))
         target_input = tf.concat([start, target_ids], axis=1).to_tensor(default_value=PAD_ID)
@@ -739,26 +652,12 @@ class Translator(tf.Module):
         target_tokens = self.target_tokenizer.tokens(targets)
         target_end = tf.RaggedTensor.from_tensor(tf.fill([target_tokens.nrows(), 1], END_TOKEN))
         return {
-            "source_tokens": self.signatures.source_token_matrix(sources),
+            "source_tokens": self.text_graph.source_tokens(sources),
             "source_lengths": lengths + 1,
             "target_tokens": tf.concat([target_tokens, target_end], 1).to_tensor(default_value=""),
             "target_lengths": tf.cast(target_ids.row_lengths(), tf.int32) + 1,
             "attention": attention,
         }
-
-
-def _alignments(out) -> list:
-    """The `Alignment` of each row of a batch's ``source_tokens``, ``target_tokens``, their
-    lengths and ``attention`` (tensors)."""
-    out = {k: out[k].numpy() for k in ("source_tokens", "target_tokens", "source_lengths",
-                                        "target_lengths", "attention")}
-    alignments = []
-    for k in range(len(out["source_lengths"])):
-        s, t = out["source_lengths"][k], out["target_lengths"][k]
-        alignments.append(Alignment(source_tokens=_decode_strings(out["source_tokens"][k, :s]),
-                                    target_tokens=_decode_strings(out["target_tokens"][k, :t]),
-                                    attention=out["attention"][k, :t, :s]))
-    return alignments
 
 
 def _checked_models(models) -> list:

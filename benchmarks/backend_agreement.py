@@ -1,16 +1,17 @@
-"""Translations on two Keras backends side by side: the share that are identical (not a timing).
+"""Translations on Keras backends side by side: the share that are identical (not a timing).
 
 Each backend runs in a child process (``KERAS_BACKEND`` is read when Keras starts):
 `Translator.from_preset` (or ``--model_dir``) translates the English verses of the Bible test
-split, and the children's translations and scores are compared verse by verse. Every backend
-runs the one ``keras.ops`` search (`bahdanau_tf.decoding.search`: XLA on TensorFlow, ``jax.jit``
-on JAX, with the same refilled slots), so a difference can only come from the float order of the
-two backends' kernels: the table gives, for the verses
+split, and each other backend's translations and scores are compared with the first's, verse by
+verse. Every backend runs the one ``keras.ops`` search (`bahdanau_tf.decoding.search`: XLA on
+TensorFlow, ``jax.jit`` on JAX, eager on PyTorch, with the same refilled slots), so a difference
+can only come from the float order of the backends' kernels: the table gives, for the verses
 that differ, the gap between the two backends' scores of their own best translations (a near-tie
 that rounding flips is a gap near 0). The time of each child (compilations included) is
-printed too, for orientation only.
+printed too, for orientation only. PyTorch needs an interpreter where it is installed (the
+``backends`` extra): run the script with that interpreter, the children use it too.
 
-    python benchmarks/backend_agreement.py [--backends=tensorflow,jax] [--beam_sizes=5,1]
+    python benchmarks/backend_agreement.py [--backends=tensorflow,jax,torch] [--beam_sizes=5,1]
         [--model_dir=bible-en-es-small] [--sentences=0 (all)]
 """
 
@@ -28,7 +29,7 @@ import _machines  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("model_dir", "bible-en-es-small", "A model directory or a shipped model's name.")
-flags.DEFINE_list("backends", ["tensorflow", "jax"], "Two Keras backends; the first is the reference.")
+flags.DEFINE_list("backends", ["tensorflow", "jax"], "Keras backends; the first is the reference.")
 flags.DEFINE_list("beam_sizes", ["5", "1"], "Beam sizes (1 = greedy).")
 flags.DEFINE_integer("sentences", 0, "Test verses to translate (0: all).")
 flags.DEFINE_bool("child", False, "Internal: translate in this process.")
@@ -76,14 +77,17 @@ def main(argv):
                for backend in FLAGS.backends]
     summaries = {}
     for beam_size in FLAGS.beam_sizes:
-        reference, other = (result["beams"][beam_size] for result in results[:2])
-        summary = summaries[beam_size] = compare(reference, other)
-        summary["seconds"] = {result["backend"]: result["beams"][beam_size]["seconds"] for result in results}
-        print(f"{FLAGS.model_dir}, beam {beam_size}, {summary['sentences']} test verses: "
-              f"{summary['identical']} identical ({100 * summary['identical_share']:.2f}%), largest "
-              f"score difference among them {summary['max_score_difference_identical']:.2e}; score gaps "
-              f"of the others: {[f'{g:.2e}' for g in summary['score_gaps_of_the_others']]}; seconds "
-              f"(compilations included): {summary['seconds']}")
+        reference = results[0]["beams"][beam_size]
+        summary = summaries[beam_size] = {
+            "seconds": {result["backend"]: result["beams"][beam_size]["seconds"] for result in results}}
+        for result in results[1:]:
+            agreement = summary[result["backend"]] = compare(reference, result["beams"][beam_size])
+            print(f"{FLAGS.model_dir}, beam {beam_size}, {agreement['sentences']} test verses, "
+                  f"{results[0]['backend']} / {result['backend']}: {agreement['identical']} identical "
+                  f"({100 * agreement['identical_share']:.2f}%), largest score difference among them "
+                  f"{agreement['max_score_difference_identical']:.2e}; score gaps of the others: "
+                  f"{[f'{g:.2e}' for g in agreement['score_gaps_of_the_others']]}")
+        print(f"seconds (compilations included): {summary['seconds']}")
     from bahdanau_tf import devices
 
     _machines.write_json(FLAGS.output, {"machine": devices.benchmark_record(), "model": FLAGS.model_dir,

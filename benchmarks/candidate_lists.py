@@ -127,7 +127,7 @@ def main(argv):
     order = sorted(range(len(sources)), key=lambda i: -len(sources[i]))
     sizes = []
     for start in range(0, len(order), FLAGS.batch_size):
-        ids, _ = listed.signatures.source_ids(np.asarray([sources[i] for i in order[start:start + FLAGS.batch_size]], object))
+        ids, _ = listed.text_graph.source_ids(np.asarray([sources[i] for i in order[start:start + FLAGS.batch_size]], object))
         sizes.append(int(listed._candidate_size(ids.numpy())))
     vocabulary = full.target_tokenizer.vocabulary_size
     counting = _machines.CountingModel(full.models[0])

@@ -152,13 +152,17 @@ def _functions(model, sentences, beam, jit):
             fields = {field.name for field in dataclasses.fields(module.Execution)}
             compiled = {"jit_compile" if "jit_compile" in fields else "xla": jit}
 
+            # the slots: an Execution field before they were beam_search's argument
+            slots = {"slots": sentences}
+            settings = dict(slots if "slots" in fields else {}, **compiled)
+            slots = {} if "slots" in fields else slots
+
             def search(memory, state):
                 step_fn = lambda ids, step, state, memory: model.decode_step(ids, state, memory)
                 out = module.beam_search(
                     step_fn, state, sentences, module.BeamSearch(beam_size=beam, length_penalty=0.5),
-                    max_length=steps, memory=memory,
-                    execution=module.Execution(slots=sentences, buffer_length=steps,
-                                               vocabulary_size=vocab, **compiled))
+                    max_length=steps, memory=memory, **slots,
+                    execution=module.Execution(buffer_length=steps, vocabulary_size=vocab, **settings))
                 return out.ids, out.scores
 
             return tf.function(search, jit_compile=jit)

@@ -355,7 +355,7 @@ EXPORT_DIR = os.path.join(OUTPUT_DIR, "export")
 exported = Translator.from_directory(MODEL_DIR, dtype=serving.SERVING_DTYPE,
                                      search=BeamSearch(beam_size=BEAM_SIZE, length_penalty=0.5))
 # warmup=False: TF Serving's warm-up records need tensorflow-serving-api (notebook 03 installs it)
-export_path = exported.export(EXPORT_DIR, warmup=False)  # EXPORT_DIR/1, then /2, ... on every export
+export_path = serving.export_saved_model(exported, EXPORT_DIR, warmup=False)  # EXPORT_DIR/1, then /2, ...
 print("exported", export_path, sorted(os.listdir(export_path)))
 
 with serving.SessionBundle(EXPORT_DIR) as served:  # the highest version, loaded as TF Serving loads it
@@ -641,7 +641,7 @@ print("model directory:", MODEL_DIR)
         new_markdown_cell("""\
 ## Export
 
-`translator.export(EXPORT_DIR)` (or `bahdanau-export --model_dir=... --export_dir=...`) writes the
+`serving.export_saved_model(translator, EXPORT_DIR)` (or `bahdanau-export --model_dir=... --export_dir=...`) writes the
 next version `EXPORT_DIR/N` in float32 (whatever the training precision; `--keep_precision` keeps
 it), adds warm-up requests that the server replays when it loads the model, and publishes the
 version only once every op is one the stock server has and every signature answers the warm-up
@@ -650,7 +650,7 @@ requests through the session bundle."""),
 # float32 whatever the training precision (the quickstart uses mixed precision on a GPU), as bahdanau-export
 translator = Translator.from_directory(MODEL_DIR, dtype=serving.SERVING_DTYPE,
                                        search=BeamSearch(beam_size=BEAM_SIZE, length_penalty=0.5))
-export_path = translator.export(EXPORT_DIR)
+export_path = serving.export_saved_model(translator, EXPORT_DIR)
 for root, directories, files in sorted(os.walk(export_path)):
     depth = root[len(export_path):].count(os.sep)
     print("  " * depth + os.path.basename(root) + "/", " ".join(sorted(files)))

@@ -11,8 +11,9 @@ Three stages, each skipped when its output exists (so an interrupted build resum
    ``bahdanau-train --preset=small --max_minutes=0 --max_steps=N --seed=S --precision=float32``;
    the trainer averages its last checkpoints and keeps the better of best/ and the average;
 2. writes the model translation uses (``best/``) into ``bahdanau_tf/pretrained/<name>/`` as
-   float16 weights (`bahdanau_tf.pretrained.write_weights`), with its vocabularies and a
-   ``model.json`` that records the command, the seed, the package version and the date;
+   float16 weights in Keras's ``model.weights.h5`` (`bahdanau_tf.pretrained.write_weights`), with
+   its vocabularies and a ``model.json`` that records the command, the seed, the package
+   version, the date and the weights' SHA-256;
 3. scores the packaged model (its float16 weights loaded in float32, as users get it) on the
    corpus's test split with ``bahdanau-evaluate`` (beam 5) and writes the BLEU, date and CPU
    to ``benchmarks/results/pretrained_<name>.json``.
@@ -54,11 +55,12 @@ def write_compact(run_dir, target, recipe):
     run = model_directory.read_model_config(run_dir)
     settings = {key: run.get("settings", {}).get(key)
                 for key in ("corpus", "direction", "preset", "tokenizer", "training")}
-    settings["pretrained"] = {**recipe, "checkpoint": os.path.relpath(loaded.checkpoint, run_dir)}
     os.makedirs(target, exist_ok=True)
+    digest = pretrained.write_weights(os.path.join(target, pretrained.WEIGHTS), loaded.model)
+    settings["pretrained"] = {**recipe, "checkpoint": os.path.relpath(loaded.checkpoint, run_dir),
+                              "weights_sha256": digest}
     model_directory.write_model_config(target, loaded.model, loaded.source_tokenizer,
                                        loaded.target_tokenizer, settings, device=run.get("device"))
-    pretrained.write_weights(os.path.join(target, pretrained.WEIGHTS), loaded.model)
 
 
 def main():

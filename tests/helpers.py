@@ -7,6 +7,7 @@ one step at a time, with no batching tricks: they are independent of the layers'
 import os
 import pathlib
 import re
+import weakref
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -445,6 +446,19 @@ def beam(size):
     return dataclasses.replace(DEFAULT_SEARCH, beam_size=size)
 
 
+_SIGNATURES = weakref.WeakKeyDictionary()
+
+
+def signatures_of(translator):
+    """The exported signatures of ``translator`` (`bahdanau_tf.signatures.Signatures`), made
+    once per translator, so that a test's calls reuse one trace."""
+    from bahdanau_tf.signatures import Signatures
+
+    if translator not in _SIGNATURES:
+        _SIGNATURES[translator] = Signatures(translator)
+    return _SIGNATURES[translator]
+
+
 def check_translator(translator, sentences, tmp_path):
     """A translator's contract: the XLA search equals the graph search, the exported signature
     equals `translate`, and ``save`` -> ``from_directory`` restores the same translations.
@@ -466,7 +480,7 @@ def check_translator(translator, sentences, tmp_path):
         got = other.translate(sentences)
         assert got.translations == output.translations, f"jit_compile={jit_compile}"
         np.testing.assert_allclose(got.scores, output.scores, atol=1e-4)
-    served = translator.signatures.serving_default(tf.constant(sentences))
+    served = signatures_of(translator).serving_default(tf.constant(sentences))
     assert [t.decode() for t in served["translations"].numpy()] == output.translations
     np.testing.assert_allclose(served["scores"].numpy(), output.scores, atol=1e-4)
 

@@ -1,15 +1,19 @@
-"""The layers and models on Keras's JAX backend against TensorFlow's: the same weights give the
-same numbers (logits, decoder steps, attention, gradients), ``fit`` learns, and a ``.keras``
-file and a model directory cross between the backends both ways.
+"""The layers and models on Keras's JAX and PyTorch backends against TensorFlow's: the same
+weights give the same numbers (logits, decoder steps, attention, gradients), ``fit`` learns,
+``Translator.translate`` finds the same translations, and a ``.keras`` file and a model
+directory cross between the backends both ways.
 
-A process has one Keras backend, so one JAX process does all the JAX work (`JAX_SCRIPT`): it
-loads the ``.keras`` files and the model directory this (TensorFlow) process saved, computes
-what this process computed, translates (the one ``keras.ops`` search, jitted), fits a model with
-``compile`` + ``fit(make_dataset(...))``, saves it both ways, and asks ``bahdanau-train`` to
-start. This process compares, loads what JAX saved, and exports it to a SavedModel that the
-model server's loading path (the session bundle) runs.
+A process has one Keras backend, so one process per other backend does all its work
+(`OTHER_BACKEND_SCRIPT`): it loads the ``.keras`` files and the model directory this
+(TensorFlow) process saved, computes what this process computed, translates (the one
+``keras.ops`` search: jitted on JAX, eager on PyTorch), fits a model with ``compile`` +
+``fit(make_dataset(...))``, saves it both ways, and asks ``bahdanau-train`` to start. This
+process compares, loads what the other backend saved, and exports it to a SavedModel that the
+model server's loading path (the session bundle) runs. Each backend whose package is not
+installed is skipped (the ``backends`` extra installs both: BUILD.md).
 """
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -24,8 +28,11 @@ from bahdanau_tf.presets import get_preset
 from bahdanau_tf.decoding import Batching
 from helpers import beam, env_without_tensorflow_logging, learning_seed, random_model, toy_tokenizers
 
-pytest.importorskip("jax")  # the test extra installs it
 pytestmark = pytest.mark.subprocess
+# the other Keras backends, each tested where its package is installed
+OTHER_BACKENDS = [pytest.param(name, marks=pytest.mark.skipif(
+    importlib.util.find_spec(package) is None, reason=f"{package} is not installed (the backends extra)"))
+    for name, package in (("jax", "jax"), ("torch", "torch"))]
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # a batch with padding on both sides (the encoder's backward pass starts at each sentence's end)
@@ -46,14 +53,15 @@ PAIRS = [("the cat sat on a mat", "el gato se sentó en una alfombra"),
 MODELS = {"rnnsearch": "rnnsearch-tiny", "rnnsearch_cgru": "rnnsearch-cgru-tiny",
           "rnnencdec": "rnnencdec-tiny", "seq2seq": "seq2seq-tiny"}
 
-# Everything the JAX process computes; argv: the work directory (inputs.npz, *.keras in it).
-JAX_SCRIPT = r'''
+# Everything the other backend's process computes; argv: the work directory (inputs.npz,
+# *.keras in it) and the backend's name.
+OTHER_BACKEND_SCRIPT = r'''
 import contextlib, io, json, os, sys
 import numpy as np
 import keras
 from keras import ops
 
-assert keras.backend.backend() == "jax", keras.backend.backend()
+assert keras.backend.backend() == sys.argv[2], keras.backend.backend()
 from bahdanau_tf import MaskedAccuracy, MaskedSparseCategoricalCrossentropy, make_dataset
 
 work = sys.argv[1]
@@ -76,17 +84,25 @@ def steps(model, name, carried):
 
 
 def gradients(model):
-    """d sum(logits * probe) / d weights, through jax.grad of the model's stateless call."""
-    import jax
-
+    """d sum(logits * probe) / d weights of the model's stateless call: jax.grad on JAX,
+    torch.autograd on PyTorch."""
     fixed = [v.value for v in model.non_trainable_variables]
 
     def loss(trainable):
         logits, _ = model.stateless_call(trainable, fixed, (inputs["source"], inputs["target_in"]))
-        return (logits * inputs["probe"]).sum()
+        return (logits * ops.convert_to_tensor(inputs["probe"])).sum()
 
-    for index, value in enumerate(jax.jit(jax.grad(loss))([v.value for v in model.trainable_variables])):
-        outputs[f"gradient/{index:02d}"] = np.asarray(value)
+    if keras.backend.backend() == "jax":
+        import jax
+
+        values = jax.jit(jax.grad(loss))([v.value for v in model.trainable_variables])
+    else:
+        import torch
+
+        trainable = [v.value.detach().clone().requires_grad_(True) for v in model.trainable_variables]
+        values = torch.autograd.grad(loss(trainable), trainable)
+    for index, value in enumerate(values):
+        outputs[f"gradient/{index:02d}"] = ops.convert_to_numpy(value)
 
 
 for name in settings["models"]:
@@ -103,7 +119,8 @@ for name in settings["models"]:
 model = type(model).from_preset(os.path.join(work, "tf_seq2seq_directory"))
 outputs["seq2seq_directory/logits"] = ops.convert_to_numpy(model((inputs["source"], inputs["target_in"])))
 
-# translating: Translator.translate runs the one keras.ops search, jitted (bahdanau_tf.decoding.portable)
+# translating: Translator.translate runs the one keras.ops search, compiled as the backend compiles
+# a whole loop (bahdanau_tf.decoding.portable)
 from bahdanau_tf import Translator
 translator = Translator.from_model(keras.saving.load_model(os.path.join(work, "tf_rnnsearch.keras")))
 translated = {}
@@ -127,8 +144,8 @@ dataset = make_dataset(settings["pairs"], source_tokenizer, target_tokenizer, ba
 model.compile(optimizer=keras.optimizers.Adam(0.02), loss=MaskedSparseCategoricalCrossentropy(),
               metrics=[MaskedAccuracy()])
 history = model.fit(dataset, epochs=4, verbose=0)
-model.save(os.path.join(work, "jax_rnnsearch.keras"))
-model.save_to_preset(os.path.join(work, "jax_rnnsearch_directory"))
+model.save(os.path.join(work, "other_rnnsearch.keras"))
+model.save_to_preset(os.path.join(work, "other_rnnsearch_directory"))
 outputs["fitted/logits"] = ops.convert_to_numpy(model((inputs["source"], inputs["target_in"])))
 
 # the package's trainer is TensorFlow's: one line, exit code 2, nothing written
@@ -140,17 +157,17 @@ with contextlib.redirect_stderr(stderr):
         code = 0
     except SystemExit as exit:
         code = exit.code
-np.savez(os.path.join(work, "jax_outputs.npz"), **outputs)
+np.savez(os.path.join(work, "other_outputs.npz"), **outputs)
 json.dump({"loss": history.history["loss"], "accuracy": history.history["masked_accuracy"],
            "train_code": code, "train_stderr": stderr.getvalue(),
            "run_written": os.path.exists(f"{work}/run"), "translated": translated,
            "reference_attention": reference_attention},
-          open(os.path.join(work, "jax.json"), "w"))
+          open(os.path.join(work, "other.json"), "w"))
 '''
 
 
 def _gradients(model):
-    """What `JAX_SCRIPT`'s ``gradients`` computes, with TensorFlow's tape."""
+    """What `OTHER_BACKEND_SCRIPT`'s ``gradients`` computes, with TensorFlow's tape."""
     import tensorflow as tf
 
     with tf.GradientTape() as tape:
@@ -160,7 +177,7 @@ def _gradients(model):
 
 
 def _steps(model, name, carried, source, step_ids):
-    """What `JAX_SCRIPT`'s ``steps`` computes, here on TensorFlow."""
+    """What `OTHER_BACKEND_SCRIPT`'s ``steps`` computes, here on TensorFlow."""
     outputs = {}
     memory = model.encode(source)
     state = model.initial_state(memory)
@@ -174,10 +191,11 @@ def _steps(model, name, carried, source, step_ids):
     return outputs
 
 
-@pytest.fixture(scope="module")
-def backends(tmp_path_factory):
-    """Saves the TensorFlow models, runs `JAX_SCRIPT`, and returns both sides' outputs."""
-    work = tmp_path_factory.mktemp("backends")
+@pytest.fixture(scope="module", params=OTHER_BACKENDS)
+def backends(request, tmp_path_factory):
+    """Saves the TensorFlow models, runs `OTHER_BACKEND_SCRIPT` on the other backend, and
+    returns both sides' outputs (``"other"``: the other backend's)."""
+    work = tmp_path_factory.mktemp(f"backends_{request.param}")
     source_tokenizer, target_tokenizer = toy_tokenizers()
     expected = {}
     for name, preset in MODELS.items():
@@ -199,20 +217,21 @@ def backends(tmp_path_factory):
     (work / "settings.json").write_text(json.dumps({"models": list(MODELS), "pairs": PAIRS,
                                                     "sentences": TRANSLATED, "searches": SEARCHES,
                                                     "seed": learning_seed(0)}))
-    env = env_without_tensorflow_logging(KERAS_BACKEND="jax", PYTHONPATH=REPO)
-    result = subprocess.run([sys.executable, "-c", JAX_SCRIPT, str(work)], capture_output=True,
-                            text=True, timeout=600, env=env)
+    env = env_without_tensorflow_logging(KERAS_BACKEND=request.param, PYTHONPATH=REPO)
+    result = subprocess.run([sys.executable, "-c", OTHER_BACKEND_SCRIPT, str(work), request.param],
+                            capture_output=True, text=True, timeout=900, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
-    return {"work": work, "tensorflow": expected, "jax": dict(np.load(work / "jax_outputs.npz")),
-            "report": json.loads((work / "jax.json").read_text())}
+    return {"work": work, "backend": request.param, "tensorflow": expected,
+            "other": dict(np.load(work / "other_outputs.npz")),
+            "report": json.loads((work / "other.json").read_text())}
 
 
 def test_teacher_forced_logits_and_attention_equal_across_backends(backends):
     for name in list(MODELS) + ["rnnsearch/alpha", "seq2seq_directory"]:
         key = name if "/" in name else f"{name}/logits"
-        tensorflow, jax = backends["tensorflow"][key], backends["jax"][key]
-        assert tensorflow.shape == jax.shape and np.abs(tensorflow).max() > 0.5, key  # not all ~0
-        np.testing.assert_allclose(jax, tensorflow, rtol=0, atol=1e-5, err_msg=key)
+        tensorflow, other = backends["tensorflow"][key], backends["other"][key]
+        assert tensorflow.shape == other.shape and np.abs(tensorflow).max() > 0.5, key  # not all ~0
+        np.testing.assert_allclose(other, tensorflow, rtol=0, atol=1e-5, err_msg=key)
 
 
 def test_decode_steps_equal_across_backends(backends):
@@ -221,7 +240,7 @@ def test_decode_steps_equal_across_backends(backends):
     # their attention
     assert len(keys) == 2 * 4 + 2 * 2 + 2 * 2 * 2
     for key in keys:
-        np.testing.assert_allclose(backends["jax"][key], backends["tensorflow"][key], rtol=0,
+        np.testing.assert_allclose(backends["other"][key], backends["tensorflow"][key], rtol=0,
                                    atol=1e-5, err_msg=key)
 
 
@@ -230,13 +249,13 @@ def test_gradients_equal_across_backends(backends):
     keys = sorted(key for key in backends["tensorflow"] if key.startswith("gradient/"))
     assert len(keys) == 23
     for key in keys:
-        tensorflow, jax = backends["tensorflow"][key], backends["jax"][key]
-        np.testing.assert_allclose(jax, tensorflow, rtol=1e-5, atol=1e-5 * np.abs(tensorflow).max(),
+        tensorflow, other = backends["tensorflow"][key], backends["other"][key]
+        np.testing.assert_allclose(other, tensorflow, rtol=1e-5, atol=1e-5 * np.abs(tensorflow).max(),
                                    err_msg=key)
 
 
 @pytest.mark.learning
-def test_fit_on_jax_learns(backends):
+def test_fit_on_the_other_backend_learns(backends):
     report = backends["report"]
     loss, accuracy = report["loss"], report["accuracy"]
     assert len(loss) == 4 and all(np.isfinite(loss))
@@ -245,20 +264,21 @@ def test_fit_on_jax_learns(backends):
 
 
 def test_translations_equal_across_backends(backends):
-    """`Translator.translate` on JAX (the keras.ops search under jax.jit) finds what it finds on
-    TensorFlow (the TensorFlow search): the same translations, scores and alignments."""
+    """`Translator.translate` on JAX (the keras.ops search under jax.jit) and on PyTorch (the same
+    search, eager) finds what it finds on TensorFlow: the same translations, scores and
+    alignments."""
     # the graph search: no XLA compilation to wait for, the same results (tests/test_translator.py)
     translator = Translator.from_model(keras.saving.load_model(str(backends["work"] / "tf_rnnsearch.keras")),
                                        batching=Batching(jit_compile=False))
     translated = backends["report"]["translated"]
     assert sorted(translated) == sorted(f"{beam}/{nbest}" for beam, nbest in SEARCHES)
     for beam_size, nbest in SEARCHES:
-        jax = translated[f"{beam_size}/{nbest}"]
+        other = translated[f"{beam_size}/{nbest}"]
         out = translator.translate(TRANSLATED, beam_size=beam_size, nbest=nbest,
                                    return_alignments=True, forbid_unknown=beam_size > 1)
-        assert jax["translations"] == out.translations
-        np.testing.assert_allclose(jax["scores"], out.scores, rtol=1e-5, atol=1e-5)
-        for attention, alignment in zip(jax["attention"], out.alignments):
+        assert other["translations"] == out.translations
+        np.testing.assert_allclose(other["scores"], out.scores, rtol=1e-5, atol=1e-5)
+        for attention, alignment in zip(other["attention"], out.alignments):
             width = alignment.attention.shape[1]  # JSON keeps no width for an empty translation
             np.testing.assert_allclose(np.reshape(attention, [-1, width]), alignment.attention, rtol=0, atol=1e-5)
     greedy = translated["1/1"]["translations"]
@@ -267,12 +287,12 @@ def test_translations_equal_across_backends(backends):
 
 def test_reference_attention_equal_across_backends(backends):
     """`Translator.reference_attention` (``bahdanau-translate --alignments``, the AER of
-    ``bahdanau-evaluate``) runs on JAX and gives TensorFlow's attention."""
+    ``bahdanau-evaluate``) runs on the other backend and gives TensorFlow's attention."""
     translator = Translator.from_model(keras.saving.load_model(str(backends["work"] / "tf_rnnsearch.keras")))
     expected = translator.reference_attention([s for s, _ in PAIRS[:4]], [t for _, t in PAIRS[:4]])
-    jax = backends["report"]["reference_attention"]
-    assert len(jax) == len(expected) == 4
-    for attention, alignment in zip(jax, expected):
+    other = backends["report"]["reference_attention"]
+    assert len(other) == len(expected) == 4
+    for attention, alignment in zip(other, expected):
         np.testing.assert_allclose(attention, alignment.attention, rtol=0, atol=1e-5)
 
 
@@ -280,23 +300,23 @@ def test_bahdanau_train_refuses_another_backend_in_one_line(backends):
     report = backends["report"]
     assert report["train_code"] == 2 and not report["run_written"]
     lines = report["train_stderr"].strip().splitlines()
-    assert len(lines) == 1 and "runs on TensorFlow" in lines[0] and "'jax'" in lines[0], lines
+    assert len(lines) == 1 and "runs on TensorFlow" in lines[0] and f"'{backends['backend']}'" in lines[0], lines
 
 
-def test_a_keras_file_saved_on_jax_loads_and_serves_on_tensorflow(backends, tmp_path):
-    model = keras.saving.load_model(str(backends["work"] / "jax_rnnsearch.keras"))
-    np.testing.assert_allclose(np.asarray(model((SOURCE, TARGET_IN))), backends["jax"]["fitted/logits"],
+def test_a_keras_file_saved_on_the_other_backend_loads_and_serves_on_tensorflow(backends, tmp_path):
+    model = keras.saving.load_model(str(backends["work"] / "other_rnnsearch.keras"))
+    np.testing.assert_allclose(np.asarray(model((SOURCE, TARGET_IN))), backends["other"]["fitted/logits"],
                                rtol=0, atol=1e-5)
     assert model.source_tokenizer is not None  # the vocabularies travel in the file
     translator = Translator.from_model(model, search=beam(3))
-    export_dir = translator.export(str(tmp_path / "served"), warmup=False)
+    export_dir = serving.export_saved_model(translator, str(tmp_path / "served"), warmup=False)
     expected = translator.translate(SENTENCES).translations
     with serving.SessionBundle(export_dir) as bundle:  # the model server's loading path
         served = bundle.run("serving_default", sentences=[s.encode() for s in SENTENCES])
     assert [t.decode() for t in served["translations"]] == expected
 
 
-def test_a_model_directory_saved_on_jax_loads_on_tensorflow(backends):
-    model = RNNSearch.from_preset(str(backends["work"] / "jax_rnnsearch_directory"))
-    np.testing.assert_allclose(np.asarray(model((SOURCE, TARGET_IN))), backends["jax"]["fitted/logits"],
+def test_a_model_directory_saved_on_the_other_backend_loads_on_tensorflow(backends):
+    model = RNNSearch.from_preset(str(backends["work"] / "other_rnnsearch_directory"))
+    np.testing.assert_allclose(np.asarray(model((SOURCE, TARGET_IN))), backends["other"]["fitted/logits"],
                                rtol=0, atol=1e-5)

@@ -16,6 +16,7 @@ The search is written in ``keras.ops``; here it runs on the TensorFlow backend (
 import itertools
 import math
 import os
+import re
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -295,6 +296,29 @@ def test_bad_arguments_raise_value_errors():
         ensemble_step_fn([])
 
 
+def test_the_settings_are_checked_where_they_are_built():
+    """One message per bad value, from the settings type itself, whoever is handed it
+    (`beam_search` or a Translator)."""
+    widest = decoding.MAX_BEAM_SIZE
+    refusals = ((lambda: BeamSearch(beam_size=widest + 1), f"beam_size must be an int in [1, {widest}], got {widest + 1}"),
+                (lambda: BeamSearch(beam_size=2.5), "beam_size must be an int in [1, 64], got 2.5"),
+                (lambda: BeamSearch(beam_size=True), "beam_size must be an int in [1, 64], got True"),
+                (lambda: BeamSearch(beam_size=2, nbest=3), "nbest must be an int in [1, 2], got 3"),
+                (lambda: BeamSearch(length_penalty="0.5"), "length_penalty must be a float >= 0, got '0.5'"),
+                (lambda: BeamSearch(length_penalty=float("nan")), "length_penalty must be a float >= 0, got nan"),
+                (lambda: BeamSearch(return_attention=1), "return_attention must be a bool, got 1"),
+                (lambda: BeamSearch(forbid_ids=(END_ID,)), "forbid_ids must not contain end_id"),
+                (lambda: BeamSearch(beam_size=tf.constant(0)), "beam_size must be an int in [1, 64], got 0"),
+                (lambda: Execution(jit_compile="yes"), "jit_compile must be a bool, got 'yes'"),
+                (lambda: Execution(buffer_length=0), "buffer_length must be an int >= 1, got 0"))
+    for build, message in refusals:
+        with pytest.raises(ValueError, match=re.escape(message)):
+            build()
+    # NumPy values become Python values: one key for the compiled searches
+    assert BeamSearch(beam_size=np.int64(3), length_penalty=np.float32(0.5)) == BeamSearch(beam_size=3, length_penalty=0.5)
+    assert isinstance(BeamSearch(beam_size=tf.constant([2, 3])).beam_size, tf.Tensor)  # per-row beams
+
+
 @pytest.mark.parametrize("jit", [False, True])
 def test_blocked_top_k_equals_top_k_with_ties_and_forbidden_tokens(jit):
     rng = np.random.default_rng(0)
@@ -355,10 +379,10 @@ def test_row_candidates_with_a_vocabulary_mask_equal_log_softmax_and_top_k_of_th
 def test_slots_need_the_memory_as_an_argument():
     step_fn, _ = scripted_step_fn({}, {A: 0.5, END_ID: 0.5})
     with pytest.raises(ValueError, match="slots needs memory"):
-        beam_search(step_fn, dummy_state(3), 3, execution=Execution(slots=2))
-    with pytest.raises(ValueError, match="slots must be >= 1"):
+        beam_search(step_fn, dummy_state(3), 3, slots=2)
+    with pytest.raises(ValueError, match="slots must be an int >= 1, got 0"):
         beam_search(lambda ids, step, state, memory: step_fn(ids, step, state), dummy_state(3), 3,
-                    memory=tf.zeros([3, 1]), execution=Execution(slots=0))
+                    memory=tf.zeros([3, 1]), slots=0)
 
 
 def test_tile_beams_repeats_rows_consecutively():
@@ -680,8 +704,7 @@ def test_a_sentence_in_a_refilled_slot_decodes_as_alone(slots, monkeypatch):
     out = beam_search(model.slot_step_fn(counter), state, 7,
                       BeamSearch(beam_size=4, nbest=2, length_penalty=0.4, return_attention=True),
                       max_length=tf.constant(limits), attention_length=model.source_len,
-                      beam_sizes=tf.constant(beams), memory=memory,
-                      execution=Execution(slots=slots))
+                      beam_sizes=tf.constant(beams), memory=memory, slots=slots)
     assert out.ids.shape == (7, 2, 11) and out.attention.shape == (7, 2, 11, model.source_len)
     # every step computes the rows of its loop's slots: all of them, then (the tail, nothing
     # left to load) halves, each with its beams
@@ -738,7 +761,7 @@ def test_every_sentence_slotted_from_the_start_goes_on_over_halves_under_xla(att
                                       return_attention=attention),
                            max_length=limits,
                            attention_length=model.source_len if attention else None, memory=memory,
-                           execution=Execution(buffer_length=12, slots=batch, jit_compile=True))
+                           slots=batch, execution=Execution(buffer_length=12, jit_compile=True))
 
     eager = decode(memory, state, limits, model.slot_step_fn(counter))
     assert counter[0] == 64 * beam and counter[-1] == 8 * beam  # the fourth loop ran
@@ -768,8 +791,8 @@ def test_refilled_slots_agree_under_tf_function_and_xla(vocab):
                            BeamSearch(beam_size=beam, nbest=1, length_penalty=0.5,
                                       return_attention=True, forbid_ids=(UNK_ID,)),
                            max_length=limits, attention_length=tf.shape(memory)[1], memory=memory,
-                           execution=Execution(buffer_length=8, slots=4,
-                                               jit_compile=xla, vocabulary_size=vocab))
+                           slots=4, execution=Execution(buffer_length=8, jit_compile=xla,
+                                                        vocabulary_size=vocab))
 
     for beam in (3, 1):
         eager = decode(memory, state, limits, beam)  # read-out and refill under tf.cond

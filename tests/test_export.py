@@ -45,7 +45,7 @@ from bahdanau_tf.special_tokens import SPECIAL_TOKENS
 from bahdanau_tf.text import SubwordTokenizer
 from bahdanau_tf.signatures import MAX_BEAM_SIZE
 from bahdanau_tf.translator import Translator
-from helpers import beam, env_without_tensorflow_logging, replaced_reference
+from helpers import beam, env_without_tensorflow_logging, replaced_reference, signatures_of
 
 # every test here starts a Python process (or uses a module fixture that does)
 pytestmark = pytest.mark.subprocess
@@ -170,7 +170,7 @@ def exports(model_dirs, seq2seq_translator, tmp_path_factory):
     }
     processes = {name: _start(command) for name, command in commands.items()}
     # meanwhile, the Python API in this process
-    paths = {"seq2seq": seq2seq_translator.export(str(root / "seq2seq"))}
+    paths = {"seq2seq": serving.export_saved_model(seq2seq_translator, str(root / "seq2seq"))}
     for name, process in processes.items():
         code, stdout, stderr = _finish(process)
         assert code == 0, stderr[-3000:]
@@ -219,11 +219,11 @@ def bundle(exports):
 def _in_process(translator, sentences, beams, nbests):
     """Every signature's outputs from the Translator itself, as NumPy."""
     batch = tf.constant(sentences, tf.string)
-    outputs = {"serving_default": translator.signatures.serving_default(batch),
-               "translate_nbest": translator.signatures.translate_nbest(batch, beams, nbests)}
+    outputs = {"serving_default": signatures_of(translator).serving_default(batch),
+               "translate_nbest": signatures_of(translator).translate_nbest(batch, beams, nbests)}
     if translator.has_attention:
-        outputs["align"] = translator.signatures.align(batch)
-        outputs["translate_replace_unk"] = translator.signatures.translate_replace_unk(batch)
+        outputs["align"] = signatures_of(translator).align(batch)
+        outputs["translate_replace_unk"] = signatures_of(translator).translate_replace_unk(batch)
     return {name: {k: v.numpy() for k, v in out.items()} for name, out in outputs.items()}
 
 
@@ -442,7 +442,7 @@ def test_saved_model_cli_runs_serving_default(exports, translators):
                    "--signature_def", "serving_default",
                    "--input_exprs", f"sentences={SENTENCES[:2]!r}"])
     assert result.returncode == 0, result.stderr.decode()[-3000:]
-    expected = translators["rnnsearch"].signatures.serving_default(tf.constant(SENTENCES[:2]))
+    expected = signatures_of(translators["rnnsearch"]).serving_default(tf.constant(SENTENCES[:2]))
     text = result.stdout.decode()
     assert "Result for output key translations:" in text, text
     for translation in expected["translations"].numpy():
@@ -601,7 +601,7 @@ def _no_rows(key):
 def _alone_equals(sentence):
     """Checks: the one row's answer is what the Translator gives for ``sentence``."""
     def check(out, translator):
-        expected = translator.signatures.serving_default(tf.constant([sentence]))
+        expected = signatures_of(translator).serving_default(tf.constant([sentence]))
         assert out["translations"][0] == expected["translations"].numpy()[0]
         np.testing.assert_allclose(out["scores"][0], expected["scores"].numpy()[0], atol=1e-5)
     return check
@@ -614,14 +614,14 @@ def _empty_translation(out, translator):
 
 def _thousand_rows(out, translator):
     assert out["translations"].shape == (1000,)
-    expected = translator.signatures.serving_default(tf.constant(SENTENCES))["translations"].numpy()
+    expected = signatures_of(translator).serving_default(tf.constant(SENTENCES))["translations"].numpy()
     assert list(out["translations"]) == list(expected) * 250  # each row as if alone
 
 
 def _long_row(out, translator):
     assert out["source_lengths"][0] == translator.limits.max_source_length + 1  # the documented cut
     cut = " ".join(LONG_ROW.split()[: translator.limits.max_source_length])
-    expected = translator.signatures.serving_default(tf.constant([cut]))
+    expected = signatures_of(translator).serving_default(tf.constant([cut]))
     assert out["translations"][0] == expected["translations"].numpy()[0]
 
 
@@ -712,10 +712,10 @@ def test_concurrent_requests_equal_sequential_results(bundle):
 def test_python_api_refuses_an_existing_version_and_load_exported_works(exports, translators):
     base = os.path.dirname(exports["seq2seq"])
     with pytest.raises(FileExistsError, match="exists"):
-        translators["seq2seq"].export(base, version=1)
+        serving.export_saved_model(translators["seq2seq"], base, version=1)
     model = serving.load_exported(base)  # the object graph: a convenience, not the server's path
     out = model.signatures["serving_default"](sentences=tf.constant(SENTENCES))
-    expected = translators["seq2seq"].signatures.serving_default(tf.constant(SENTENCES))
+    expected = signatures_of(translators["seq2seq"]).serving_default(tf.constant(SENTENCES))
     assert (out["translations"].numpy() == expected["translations"].numpy()).all()
     assert sorted(os.listdir(base)) == ["1"]
 

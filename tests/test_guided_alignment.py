@@ -198,7 +198,7 @@ def test_a_guided_model_exports_and_serves_through_the_session_bundle(copy_runs,
     translator = Translator.from_directory(str(copy_runs["root"] / "guided"), which="latest", search=beam(2), batching=Batching(jit_compile=False))
     sentences = [source for source, _ in copy_runs["test"][:5]]
     expected = translator.translate(sentences, return_alignments=True)
-    path = translator.export(str(tmp_path / "export"))
+    path = serving.export_saved_model(translator, str(tmp_path / "export"))
     with serving.SessionBundle(path) as bundle:
         served = bundle.run("align", sentences=sentences)
         translations = bundle.run("serving_default", sentences=sentences)["translations"]

@@ -183,16 +183,18 @@ CASES = [
     ("data: --json with align", "data", ["align", "--json"], "", 2, "--json does nothing with `align`"),
     ("translate: --checkpoint=averaged on the shipped model", "translate",
      ["--model_dir=bible-en-es-small", "--checkpoint=averaged"], "a\n", 2,
-     "is a shipped model: its weights (weights.npz) are one set, with no averaged/ checkpoint"),
+     "is a shipped model: its weights (model.weights.h5) are one set, with no averaged/ checkpoint"),
     ("average: the shipped model", "average", ["--model_dir=bible-en-es-small", "--last=1"], "", 2,
-     "is a shipped model: one set of weights (weights.npz), no training checkpoints to average"),
+     "is a shipped model: one set of weights (model.weights.h5), no training checkpoints to average"),
     # refused by model.json, before the loading's fallback warning (no best/ checkpoint)
     ("translate: --alignments without attention", "translate", ["--model_dir={encdec}",
                                                                 "--alignments"], "a\n", 2,
      "--alignments needs models with attention (RNNsearch)"),
-    # a copy of the shipped model whose weights.npz is damaged
-    *[(f"translate: {name} weights.npz", "translate", [f"--model_dir={{{name}_weights}}"], "a\n", 2,
-       "weights.npz' is damaged") for name in ("empty", "truncated", "random")],
+    # a copy of the shipped model whose model.weights.h5 is damaged, or the format before 0.3
+    *[(f"translate: {name} model.weights.h5", "translate", [f"--model_dir={{{name}_weights}}"], "a\n", 2,
+       "model.weights.h5' is damaged") for name in ("empty", "truncated", "random")],
+    ("translate: a shipped model of 0.2 (weights.npz)", "translate", ["--model_dir={npz_weights}"], "a\n", 2,
+     "keeps its weights in weights.npz, the shipped models' format before bahdanau_tf 0.3"),
 ]
 
 
@@ -273,7 +275,10 @@ def paths(tmp_path_factory):
         shutil.copytree(pretrained.path("bible-en-es-small"), tmp / f"{name}_weights")
         weights = tmp / f"{name}_weights" / pretrained.WEIGHTS
         weights.write_bytes(damage(weights.read_bytes()))
+    shutil.copytree(pretrained.path("bible-en-es-small"), tmp / "npz_weights")
+    (tmp / "npz_weights" / pretrained.WEIGHTS).rename(tmp / "npz_weights" / "weights.npz")
     return {"tmp": str(tmp), "model": model, "damaged": damaged, "encdec": encdec,
+            "npz_weights": str(tmp / "npz_weights"),
             **{name: str(tmp / name) for name in ("zeroed", "truncated", "flipped", "cut_config",
                                                   "empty_config", "newer_format", "preset", "run",
                                                   "run_damaged", "lexicon", "bad_lexicon",

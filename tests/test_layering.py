@@ -63,6 +63,16 @@ def _cycles(graph):
     return cycles
 
 
+def _reached(graph, module):
+    """Every package module ``module`` imports, directly or through the modules it imports."""
+    reached, todo = set(), [module]
+    while todo:
+        for target in graph[todo.pop()] - reached - {"bahdanau_tf"}:
+            reached.add(target)
+            todo.append(target)
+    return reached
+
+
 def test_no_import_cycle_even_through_function_local_imports():
     graph = _graph(_modules())
     graph.pop("bahdanau_tf")  # the package's namespace imports everything, nothing imports it back
@@ -82,13 +92,18 @@ def test_the_network_imports_neither_the_task_nor_the_export():
     graph = _graph(_modules())
     graph.pop("bahdanau_tf")
     for network in ("bahdanau_tf.models", "bahdanau_tf.translation_model"):
-        reached, todo = set(), [network]
-        while todo:
-            for target in graph[todo.pop()] - reached - {"bahdanau_tf"}:
-                reached.add(target)
-                todo.append(target)
-        upward = reached & {"bahdanau_tf.translator", "bahdanau_tf.signatures", "bahdanau_tf.serving"}
+        upward = _reached(graph, network) & {"bahdanau_tf.translator", "bahdanau_tf.signatures", "bahdanau_tf.serving"}
         assert not upward, f"{network} reaches {sorted(upward)}"
+
+
+def test_the_translator_reaches_neither_the_signatures_nor_the_export():
+    """The Translator is handed to the signatures and the export, never the reverse: the string
+    graph it runs around the search is `bahdanau_tf.text_graph`'s, the chunk plan
+    `bahdanau_tf.decoding.chunks`'."""
+    graph = _graph(_modules())
+    graph.pop("bahdanau_tf")
+    upward = _reached(graph, "bahdanau_tf.translator") & {"bahdanau_tf.signatures", "bahdanau_tf.serving"}
+    assert not upward, f"bahdanau_tf.translator reaches {sorted(upward)}"
 
 
 def test_no_module_reaches_another_modules_private_names():

@@ -54,7 +54,7 @@ def test_the_readme_keras_block_runs_twice(tmp_path):
     # the kit serves model "bahdanau" from the base path /models/bahdanau: the block exports there
     config = open(os.path.join(ROOT, "export", "models.config"), encoding="utf-8").read()
     assert 'name: "bahdanau"' in config and 'base_path: "/models/bahdanau"' in config
-    assert '.export("models/bahdanau")' in block
+    assert 'export_saved_model(translator, "models/bahdanau")' in block
     assert f"translate([{SENTENCE!r}])" in block, "the block translates another sentence: update SENTENCE"
 
     # the second run goes on as a fresh process would: Keras loads the .keras file (the

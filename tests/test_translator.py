@@ -23,7 +23,7 @@ from bahdanau_tf.text import WordTokenizer
 from bahdanau_tf.signatures import MAX_BEAM_SIZE
 from bahdanau_tf.translator import Translator
 
-from helpers import TOY_SOURCE_WORDS as SOURCE_WORDS, beam, check_translator, random_model, save_model_dir  # noqa: E402
+from helpers import TOY_SOURCE_WORDS as SOURCE_WORDS, beam, check_translator, random_model, save_model_dir, signatures_of  # noqa: E402
 from helpers import toy_tokenizers as tokenizers  # noqa: E402
 
 
@@ -49,8 +49,9 @@ def cgru_translator():
     return Translator(random_model(preset="rnnsearch-cgru-tiny", seed=4), source, target, search=beam(4))
 
 
-def python_greedy(model, source_tokenizer, sentence, max_length):
-    """A plain Python greedy loop over model.decode_step (PAD and START never generated)."""
+def python_greedy(model, source_tokenizer, sentence, max_length, forbidden=()):
+    """A plain Python greedy loop over model.decode_step (PAD, START and ``forbidden`` never
+    generated)."""
     ids = source_tokenizer.tokenize([sentence]).to_list()[0] + [END_ID]
     memory = model.encode(tf.constant([ids]))
     state = model.initial_state(memory)
@@ -58,7 +59,7 @@ def python_greedy(model, source_tokenizer, sentence, max_length):
     for _ in range(max_length):
         logits, state, _ = model.decode_step(tf.constant([previous]), state, memory)
         log_probs = tf.nn.log_softmax(logits[0]).numpy()
-        log_probs[[PAD_ID, START_ID]] = -np.inf
+        log_probs[[PAD_ID, START_ID, *forbidden]] = -np.inf
         previous = int(np.argmax(log_probs))
         score += float(log_probs[previous])
         output.append(previous)
@@ -88,24 +89,24 @@ def test_beam_one_equals_a_python_greedy_loop(name, request):
 
 
 def test_a_sentence_translates_the_same_alone_and_in_a_batch(translator):
-    batch = translator.signatures.serving_default(tf.constant(SENTENCES))
-    nbest = translator.signatures.translate_nbest(tf.constant(SENTENCES), [4] * len(SENTENCES),
+    batch = signatures_of(translator).serving_default(tf.constant(SENTENCES))
+    nbest = signatures_of(translator).translate_nbest(tf.constant(SENTENCES), [4] * len(SENTENCES),
                                          [3] * len(SENTENCES))
     for i, sentence in enumerate(SENTENCES):
-        alone = translator.signatures.serving_default(tf.constant([sentence]))
+        alone = signatures_of(translator).serving_default(tf.constant([sentence]))
         assert alone["translations"].numpy()[0] == batch["translations"].numpy()[i]
         np.testing.assert_allclose(alone["scores"].numpy()[0], batch["scores"].numpy()[i],
                                    rtol=1e-5, atol=1e-5)
-        alone_nbest = translator.signatures.translate_nbest(tf.constant([sentence]), [4], [3])
+        alone_nbest = signatures_of(translator).translate_nbest(tf.constant([sentence]), [4], [3])
         assert (alone_nbest["translations"].numpy()[0] == nbest["translations"].numpy()[i]).all()
     # one chunk for the whole batch (no sorting inside the graph) gives the same results
     whole = Translator(translator.models[0], translator.source_tokenizer,
                        translator.target_tokenizer, search=beam(4), batching=Batching(chunk_size=64))
-    unchunked = whole.signatures.serving_default(tf.constant(SENTENCES))
+    unchunked = signatures_of(whole).serving_default(tf.constant(SENTENCES))
     assert (unchunked["translations"].numpy() == batch["translations"].numpy()).all()
     np.testing.assert_allclose(unchunked["scores"].numpy(), batch["scores"].numpy(), atol=1e-5)
-    align = translator.signatures.align(tf.constant(SENTENCES))
-    whole_align = whole.signatures.align(tf.constant(SENTENCES))
+    align = signatures_of(translator).align(tf.constant(SENTENCES))
+    whole_align = signatures_of(whole).align(tf.constant(SENTENCES))
     for key in ("target_lengths", "source_lengths", "target_tokens", "source_tokens"):
         assert (align[key].numpy() == whole_align[key].numpy()).all(), key
     np.testing.assert_allclose(align["attention"].numpy(), whole_align["attention"].numpy(),
@@ -127,12 +128,38 @@ def test_the_settings_are_checked_where_they_are_built(translator):
             build()
     assert LengthLimits(max_source_length=np.int64(8)) == LengthLimits(max_source_length=8)  # one key
     model, source, target = translator.models[0], translator.source_tokenizer, translator.target_tokenizer
-    with pytest.raises(ValueError, match="nbest are translate's arguments"):
-        Translator(model, source, target, search=BeamSearch(beam_size=3, nbest=2))
     with pytest.raises(ValueError, match=re.escape(f"beam_size must be an int in [1, {MAX_BEAM_SIZE}]")):
         Translator(model, source, target, search=BeamSearch(beam_size=MAX_BEAM_SIZE + 1))
+    with pytest.raises(ValueError, match="got a tensor for beam_size"):
+        Translator(model, source, target, search=BeamSearch(beam_size=tf.constant(3)))
     with pytest.raises(ValueError, match="batching a Batching"):
         Translator(model, source, target, batching=LengthLimits())
+
+
+def test_a_translators_search_means_what_it_means_to_beam_search(translator):
+    """Every field of the BeamSearch a Translator is given is its searches' default: the
+    forbidden tokens (in translate and the signatures), the n-best, the attention."""
+    model, source, target = translator.models[0], translator.source_tokenizer, translator.target_tokenizer
+    limits = [2 * len(sentence.split()) + 10 for sentence in SENTENCES]
+    greedy = [python_greedy(model, source, s, n)[0] for s, n in zip(SENTENCES, limits)]
+    used = [token for ids in greedy for token in ids if token != END_ID]
+    token = max(set(used), key=used.count)  # the word the greedy translations use most
+    search = BeamSearch(beam_size=1, forbid_ids=(token,), return_attention=True)
+    custom = Translator(model, source, target, search=search)
+    out = custom.translate(SENTENCES)
+    for sentence, limit, text, score in zip(SENTENCES, limits, out.translations, out.scores):
+        ids, expected_score = python_greedy(model, source, sentence, limit, forbidden=(token,))
+        assert token not in ids
+        assert text == target.detokenize([ids]).numpy()[0].decode()
+        np.testing.assert_allclose(score, expected_score, rtol=1e-4, atol=1e-4)  # penalty 0
+    assert len(out.alignments) == len(SENTENCES)  # return_attention: alignments by default
+    served = signatures_of(custom).serving_default(tf.constant(SENTENCES))["translations"].numpy()
+    assert [t.decode() for t in served] == out.translations
+    listed = Translator(model, source, target, search=BeamSearch(beam_size=3, nbest=2)).translate(SENTENCES)
+    expected = Translator(model, source, target, search=BeamSearch(beam_size=3)).translate(SENTENCES, nbest=2)
+    assert listed.translations == expected.translations and all(len(t) == 2 for t in listed.translations)
+    with pytest.raises(ValueError, match="nbest must be an int in \\[1, 1\\], got 2"):
+        Translator(model, source, target, search=BeamSearch(beam_size=3, nbest=2)).translate(SENTENCES, beam_size=1)
 
 
 def test_verbose_shows_a_progress_bar_up_to_the_sentence_count(translator, capsys):
@@ -184,11 +211,11 @@ def test_the_xla_signature_graph_equals_the_plain_one():
                           batching=Batching(serving_jit_compile=True))
     batch = tf.constant(SENTENCES + ["", "zebra"])
     for name in ("serving_default", "align"):
-        expected, out = getattr(plain.signatures, name)(batch), getattr(compiled.signatures, name)(batch)
+        expected, out = getattr(signatures_of(plain), name)(batch), getattr(signatures_of(compiled), name)(batch)
         assert (out["translations"].numpy() == expected["translations"].numpy()).all(), name
         np.testing.assert_allclose(out["scores"].numpy(), expected["scores"].numpy(), atol=1e-4)
     def must_compile(translator):
-        graph = translator.signatures.serving_default.get_concrete_function().graph.as_graph_def()
+        graph = signatures_of(translator).serving_default.get_concrete_function().graph.as_graph_def()
         return any("_XlaMustCompile" in node.attr and node.attr["_XlaMustCompile"].b
                    for function in graph.library.function for node in function.node_def)
 
@@ -226,7 +253,7 @@ def test_the_compiled_search_finds_what_the_graph_search_finds(translator, membe
     source, target = translator.source_tokenizer, translator.target_tokenizer
     unknown_found = []
     tf_translator = Translator(models, source, target, batching=Batching(jit_compile=False))
-    prepare, _ = translator.signatures.graph_pieces(False)
+    prepare, _ = translator.text_graph.pieces(False)
     source_ids, _, limits = prepare(tf.constant(SENTENCES + ["zebra unknown words here", ""]))
     for beam_size, nbest, attention in [(1, 1, False), (4, 3, True)]:
         search = BeamSearch(beam_size=beam_size, nbest=nbest, length_penalty=0.5,
@@ -270,7 +297,7 @@ def test_a_batch_mixing_bad_inputs_gets_an_answer_for_every_row(translator):
     long_words = (SENTENCES[1].split() * 40)[:400]  # 400 tokens, cut to 100
     bad = ["", "   \t ", b"\xff\xfe\xc3 the cat", "zebra quux the", " ".join(long_words),
            SENTENCES[0], "\u200b"]
-    out = translator.signatures.serving_default(tf.constant(bad))
+    out = signatures_of(translator).serving_default(tf.constant(bad))
     texts = [t.decode() for t in out["translations"].numpy()]
     scores = out["scores"].numpy()
     assert len(texts) == len(bad)
@@ -280,25 +307,25 @@ def test_a_batch_mixing_bad_inputs_gets_an_answer_for_every_row(translator):
     assert all(texts[i] for i in (2, 3, 4, 5))
     # the long input is the translation of its first max_source_length tokens
     cut = " ".join(long_words[: translator.limits.max_source_length])
-    assert translator.signatures.serving_default(tf.constant([cut]))["translations"].numpy()[0] == \
+    assert signatures_of(translator).serving_default(tf.constant([cut]))["translations"].numpy()[0] == \
         out["translations"].numpy()[4]
     assert texts[5] == translator.translate([SENTENCES[0]]).translations[0]
     # out-of-range beam and nbest are clamped inside the graph instead of raising
-    nbest = translator.signatures.translate_nbest(tf.constant(bad), [0] * len(bad), [99] * len(bad))
+    nbest = signatures_of(translator).translate_nbest(tf.constant(bad), [0] * len(bad), [99] * len(bad))
     assert nbest["translations"].shape == (len(bad), 1)
-    big = translator.signatures.translate_nbest(tf.constant(bad[:2]), [1000] * 2, [2] * 2)
+    big = signatures_of(translator).translate_nbest(tf.constant(bad[:2]), [1000] * 2, [2] * 2)
     assert big["translations"].shape == (2, 2)
-    align = translator.signatures.align(tf.constant(bad))
+    align = signatures_of(translator).align(tf.constant(bad))
     assert align["source_lengths"].numpy()[0] == 1  # just [END]
     assert align["target_lengths"].numpy()[0] == 0
     assert align["source_lengths"].numpy()[4] == translator.limits.max_source_length + 1
-    empty = translator.signatures.serving_default(tf.constant([], tf.string))
+    empty = signatures_of(translator).serving_default(tf.constant([], tf.string))
     assert empty["translations"].shape == (0,)
 
 
 def test_alignments_have_the_tokens_and_attention_rows_that_sum_to_one(translator):
     result = translator.translate(SENTENCES, return_alignments=True)
-    align = translator.signatures.align(tf.constant(SENTENCES))
+    align = signatures_of(translator).align(tf.constant(SENTENCES))
     for i, alignment in enumerate(result.alignments):
         assert alignment.source_tokens == SENTENCES[i].split() + ["[END]"]
         assert alignment.attention.shape == (len(alignment.target_tokens),
@@ -323,7 +350,7 @@ def test_conditional_gru_alignments_are_its_teacher_forced_attention_on_its_tran
     translator = cgru_translator
     model = translator.models[0]
     result = translator.translate(SENTENCES, return_alignments=True)
-    align = translator.signatures.align(tf.constant(SENTENCES))
+    align = signatures_of(translator).align(tf.constant(SENTENCES))
     for i, (sentence, alignment) in enumerate(zip(SENTENCES, result.alignments)):
         source_ids = translator.source_tokenizer.tokenize([sentence]).to_list()[0] + [END_ID]
         words = [t for t in alignment.target_tokens if t != "[END]"]
@@ -353,7 +380,7 @@ def test_models_without_attention_translate_but_have_no_align_signature():
     source, target = tokenizers()
     translator = Translator(random_model(RNNEncDec, seed=2), source, target)
     assert not translator.has_attention
-    assert set(translator.signatures.by_name()) == {"serving_default", "translate_nbest"}
+    assert set(signatures_of(translator).by_name()) == {"serving_default", "translate_nbest"}
     result = translator.translate(SENTENCES + [""])
     assert len(result.translations) == len(SENTENCES) + 1
     with pytest.raises(ValueError, match="attention"):
@@ -441,7 +468,7 @@ def test_candidate_lists_decode_as_the_full_softmax_restricted_to_the_list(jit_c
     if jit_compile:  # the signatures under XLA (bahdanau-export --jit) pad the list in-graph
         jit_translator = Translator(model, source, target, candidates=candidates, search=beam(3),
                                     batching=Batching(serving_jit_compile=True))  # held: its tf.function keeps a weak reference
-        jit_signature = jit_translator.signatures.serving_default(tf.constant(SENTENCES))
+        jit_signature = signatures_of(jit_translator).serving_default(tf.constant(SENTENCES))
         assert [t.decode() for t in jit_signature["translations"].numpy()] == [
             hypotheses[0] for hypotheses in got.translations]
     # a list of the whole vocabulary is the full search

@@ -18,7 +18,7 @@ from bahdanau_tf.models import RNNEncDec
 from bahdanau_tf.translator import Translator
 from bahdanau_tf.unknown_words import UnknownWordDictionary, read_dictionary
 
-from helpers import beam, random_model, replaced_reference, toy_tokenizers  # noqa: E402
+from helpers import beam, random_model, replaced_reference, signatures_of, toy_tokenizers  # noqa: E402
 
 # unknown source words ("zebra", "quokka") must come back as written
 SENTENCES = ["the cat sat on zebra mat", "a quokka ran to the house", "", "dog",
@@ -56,12 +56,12 @@ def test_replace_unk_in_the_serving_signatures(tmp_path):
     replacing = Translator(model, source, target, search=beam(3), batching=Batching(jit_compile=False),
                            replace_unk=True)
     batch = tf.constant(SENTENCES)
-    expected = plain.signatures.translate_replace_unk(batch)["translations"].numpy()
+    expected = signatures_of(plain).translate_replace_unk(batch)["translations"].numpy()
     assert not any(b"[UNK]" in t for t in expected)
-    assert any(b"[UNK]" in t for t in plain.signatures.serving_default(batch)["translations"].numpy())
+    assert any(b"[UNK]" in t for t in signatures_of(plain).serving_default(batch)["translations"].numpy())
     # an export with --replace_unk: serving_default is translate_replace_unk; n-best lists too
-    assert (replacing.signatures.serving_default(batch)["translations"].numpy() == expected).all()
-    rows = replacing.signatures.translate_nbest(batch, [3] * len(SENTENCES), [3] * len(SENTENCES))
+    assert (signatures_of(replacing).serving_default(batch)["translations"].numpy() == expected).all()
+    rows = signatures_of(replacing).translate_nbest(batch, [3] * len(SENTENCES), [3] * len(SENTENCES))
     assert not any(b"[UNK]" in t for row in rows["translations"].numpy() for t in row)
     # and translate's default is the translator's replace_unk
     assert replacing.translate(SENTENCES).translations == [t.decode() for t in expected]
@@ -75,7 +75,7 @@ def test_refusals_are_clear(tmp_path):
     with pytest.raises(ValueError, match="need models with attention"):
         Translator(encdec, source, target).translate(["the cat"], replace_unk=True)
     with pytest.raises(AttributeError, match="needs models with attention"):  # not exported
-        Translator(encdec, source, target).signatures.translate_replace_unk  # noqa: B018
+        signatures_of(Translator(encdec, source, target)).translate_replace_unk  # noqa: B018
     for content, message in ((b"the\n", "line 1 is not source<TAB>target"),
                              (b"a\tb\n\tx\n", "line 2 is not source<TAB>target"),
                              (b"\n\n", "has no entry"), (b"a\t\xff\n", "is not UTF-8")):

@@ -24,8 +24,9 @@ Reordering the beams never copies the memory. Greedy search is beam search with 
 ensemble (Sutskever et al. 2014) is just another step function, `ensemble_step_fn`.
 
 What a search looks for is one value, `BeamSearch` (beam, n-best, length penalty, forbidden
-tokens, attention); how it runs is another, `Execution` (compiled or not, slots, buffer); neither
-changes inside a search. The package, read in this order:
+tokens, attention); how it runs is another, `Execution` (compiled or not, the buffer, the logits'
+width), and the sentences it keeps in flight are ``slots``, beside the ``memory`` it refills;
+none of them changes inside a search. The package, read in this order:
 
 - `bahdanau_tf.decoding.search`: the settings, the loop's named state and the loop's parts
   (the step, the read-out of finished sentences, the refill of slots, the compaction);

@@ -29,7 +29,8 @@ Padding is masked, so the outputs are those of the uncompiled path up to float r
 **One plan, two spellings**: `plan_chunk` and `chunk_input` (with `length_order` and
 `length_limits`) decide each chunk's rows, filler rows, width and buffer. The graph loop
 (`search_in_chunks`, a ``tf.while_loop``) calls them on tensors, and `Translator.translate`'s
-compiled path (a Python loop, so each chunk's bucketed shape is a Python value) on NumPy arrays,
+compiled path (`search_bucketed_chunks`, a Python loop, so each chunk's bucketed shape is a
+Python value) on NumPy arrays,
 which each of them computes with NumPy: a batch-1 call then runs no eager TF op besides the
 tokenizer's and the search's graphs (benchmarks/decode_throughput.py times batch 1). Each rule is
 written once, its two spellings side by side, and tests/test_chunks.py checks that they decide
@@ -224,5 +225,48 @@ def search_in_chunks(search, source_ids, lengths, limits, forbid_unknown, chunki
     return tuple(results)
 
 
+def search_bucketed_chunks(search, source_ids, lengths, limits, chunking: Chunking, nbest,
+                           return_attention):
+    """Runs a compiled ``search`` over the bucketed chunks of a batch in a Python loop, in the
+    input order (NumPy in, NumPy out).
+
+    The chunks are `search_in_chunks`'s (`plan_chunk` and `chunk_input`, on NumPy here), but the
+    loop runs in Python, so each chunk's bucketed shape and output buffer are Python values: a
+    new batch only compiles when it meets a new bucket (`Translator.translate`'s compiled path).
+
+    Args:
+        search: ``search(ids, limits, buffer_length)`` -> ids ``[rows, nbest, time]``, lengths
+            and scores ``[rows, nbest]``, attention ``[rows, nbest, time, width]`` when
+            ``return_attention`` (arrays of any backend); ``buffer_length`` a Python int.
+        source_ids: int32 ``[batch, width]``; lengths, limits: int32 ``[batch]``.
+        chunking: `Chunking`; nbest: int, the hypotheses per sentence.
+
+    Returns:
+        ``(ids, lengths, scores, attention or None)``, NumPy.
+    """
+    batch = len(lengths)
+    order = length_order(lengths)
+    sorted_inputs = [np.asarray(x[order], np.int32) for x in (lengths, source_ids, limits)]
+    time = int(max(limits.max(initial=1), 1))
+    width = source_ids.shape[1]
+    ids = np.full([batch, nbest, time], PAD_ID, np.int32)
+    out_lengths = np.zeros([batch, nbest], np.int32)
+    scores = np.zeros([batch, nbest], np.float32)
+    attention = np.zeros([batch, nbest, time, width], np.float32) if return_attention else None
+    for start in range(0, batch, chunking.size):
+        plan = plan_chunk(sorted_inputs[0], start, chunking, bucketed=True)
+        chunk, chunk_limits = chunk_input(plan, *sorted_inputs[1:])
+        rows = order[start:start + plan.rows]
+        outputs = [np.asarray(x) for x in search(chunk, chunk_limits, plan.buffer_length) if x is not None]
+        steps = min(time, outputs[0].shape[2])
+        ids[rows, :, :steps] = outputs[0][:len(rows), :, :steps]
+        out_lengths[rows] = outputs[1][:len(rows)]
+        scores[rows] = outputs[2][:len(rows)]
+        if return_attention:
+            columns = min(width, chunk.shape[1])
+            attention[rows, :, :steps, :columns] = outputs[3][:len(rows), :, :steps, :columns]
+    return ids, out_lengths, scores, attention
+
+
 __all__ = ["Chunking", "ChunkPlan", "chunk_input", "length_limits", "length_order", "plan_chunk",
-           "search_in_chunks"]
+           "search_bucketed_chunks", "search_in_chunks"]

@@ -29,6 +29,7 @@ import numpy as np
 import tensorflow as tf
 from keras import ops
 
+from bahdanau_tf.decoding.batching import MAX_BEAM_SIZE, check_int
 from bahdanau_tf.decoding.rules import (Ranking, best_hypotheses, never_generated, on_tensorflow,
                                         sentences_done, take)
 from bahdanau_tf.decoding.selection import Vocabulary, search_vocabulary, select, static_int
@@ -47,6 +48,19 @@ def _static_value(value):
 _LOADS_PER_STEP = 4  # slots refilled at most per step (their memory is written at every step)
 
 
+def _check_count(name, value, high=None):
+    """Refuses (ValueError, quoting it) a count that is neither None, an int in ``[1, high]``
+    nor a tensor (checked when its value is known when tracing)."""
+    if value is None:
+        return
+    if tf.is_tensor(value) or keras.ops.is_tensor(value):
+        static = static_int(value)
+        if static is None:
+            return
+        value = static
+    check_int(name, value, 1, high)
+
+
 # === Settings ===
 
 @dataclasses.dataclass(frozen=True)
@@ -54,11 +68,14 @@ class BeamSearch:
     """What a search looks for: the beam, the n-best, the ranking, the tokens it never emits.
 
     A value (frozen, hashable when its fields are Python values), validated here where it is
-    built; `beam_search` takes it whole. ``BeamSearch(beam_size=1)`` is greedy search.
+    built; `beam_search` takes it whole, and a `bahdanau_tf.translator.Translator` takes it as
+    the default of its searches, every field meaning the same there. ``BeamSearch(beam_size=1)``
+    is greedy search.
 
     Attributes:
-        beam_size: int >= 1, the hypotheses kept per sentence (a scalar tensor also works
-            outside XLA).
+        beam_size: int in [1, `MAX_BEAM_SIZE`], the hypotheses kept per sentence (a scalar
+            tensor also works outside XLA; the exported ``translate_nbest`` hands a vector, one
+            beam per row).
         nbest: int in [1, beam_size], the hypotheses returned per sentence.
         length_penalty: float alpha >= 0 of the GNMT length penalty (`Ranking`); 0 ranks by
             log p.
@@ -89,16 +106,19 @@ class BeamSearch:
     def __post_init__(self):
         if isinstance(self.forbid_ids, list):
             object.__setattr__(self, "forbid_ids", tuple(self.forbid_ids))
-        beam, nbest = static_int(self.beam_size), static_int(self.nbest)
-        if beam is not None and beam < 1:
-            raise ValueError(f"beam_size must be >= 1, got {self.beam_size!r}")
-        if nbest is not None and nbest < 1:
-            raise ValueError(f"nbest must be >= 1, got {self.nbest!r}")
-        if beam is not None and nbest is not None and nbest > beam:
-            raise ValueError(f"nbest must be <= beam_size, got nbest={self.nbest!r} > "
-                             f"beam_size={self.beam_size!r}")
-        if isinstance(self.length_penalty, (int, float)) and not self.length_penalty >= 0:  # NaN too
-            raise ValueError(f"length_penalty must be >= 0, got {self.length_penalty!r}")
+        _check_count("beam_size", self.beam_size, MAX_BEAM_SIZE)
+        _check_count("nbest", self.nbest, static_int(self.beam_size))
+        penalty = self.length_penalty
+        if not keras.ops.is_tensor(penalty) and (isinstance(penalty, bool) or not isinstance(
+                penalty, (int, float, np.number)) or not penalty >= 0):  # NaN too
+            raise ValueError(f"length_penalty must be a float >= 0, got {penalty!r}")
+        if not isinstance(self.return_attention, (bool, np.bool_)):
+            raise ValueError(f"return_attention must be a bool, got {self.return_attention!r}")
+        for name in ("beam_size", "nbest", "start_id", "end_id"):  # Python values: one hash
+            if isinstance(getattr(self, name), np.integer):
+                object.__setattr__(self, name, int(getattr(self, name)))
+        if isinstance(penalty, np.number):
+            object.__setattr__(self, "length_penalty", float(penalty))
         forbid = _static_value(self.forbid_ids)
         end_id = static_int(self.end_id)
         if forbid is not None and end_id is not None and np.any(np.asarray(forbid) == end_id):
@@ -119,8 +139,6 @@ class Execution:
             TensorFlow's runtime without XLA copies a buffer at every scatter, so there they
             run under ``cond``, at the steps that have something to write. On TensorFlow it
             also selects the folded mask (`bahdanau_tf.decoding.VocabularyMask`).
-        slots: with ``memory``, the number of sentences in flight (see `beam_search`): an int
-            (static under XLA) or an int32 scalar; None: the whole batch (no refill).
         buffer_length: int (or int32 scalar), the steps the output buffers hold, separate from
             the per-sentence limits: under XLA a compile-time constant (one compilation per
             value). None: ``max(max_length)`` (a constant when ``max_length`` is a Python
@@ -131,15 +149,16 @@ class Execution:
     """
 
     jit_compile: bool = False
-    slots: Any = None
     buffer_length: Any = None
     vocabulary_size: Optional[int] = None
 
     def __post_init__(self):
-        for name in ("slots", "buffer_length"):
-            value = getattr(self, name)
-            if value is not None and static_int(value) is not None and static_int(value) < 1:
-                raise ValueError(f"{name} must be >= 1, got {value!r}")
+        if not isinstance(self.jit_compile, (bool, np.bool_)):
+            raise ValueError(f"jit_compile must be a bool, got {self.jit_compile!r}")
+        object.__setattr__(self, "jit_compile", bool(self.jit_compile))
+        _check_count("buffer_length", self.buffer_length)
+        if self.vocabulary_size is not None:
+            _check_count("vocabulary_size", self.vocabulary_size)
 
 
 class BeamSearchOutput(NamedTuple):
@@ -519,16 +538,17 @@ def _buffer_steps(limits, max_length, buffer_length):
     return ops.maximum(ops.max(limits), 1)  # an empty batch still needs one step
 
 
-def _check_inputs(search, max_length, memory, attention_length, execution):
+def _check_inputs(search, max_length, memory, attention_length, slots):
     """ValueError for the inputs whose values are known when tracing and wrong."""
     if search.return_attention and attention_length is None:
         raise ValueError("return_attention=True needs attention_length (the source length)")
     static_max = _static_value(max_length)
     if static_max is not None and np.any(np.asarray(static_max) < 1):
         raise ValueError(f"max_length must be >= 1, got {max_length!r}")
-    if execution.slots is not None and memory is None:
+    if slots is not None and memory is None:
         raise ValueError("slots needs memory: a step function that closes over its memory "
                          "cannot have its slots refilled")
+    _check_count("slots", slots)
 
 
 def _search_inputs(step_fn, initial_state, batch, search, max_length, memory, beam_sizes,
@@ -562,7 +582,7 @@ def _search_inputs(step_fn, initial_state, batch, search, max_length, memory, be
 # === The driver ===
 
 def beam_search(step_fn: StepFn, initial_state, batch_size=None, search: BeamSearch = BeamSearch(),
-                max_length=100, memory=None, beam_sizes=None, candidates=None,
+                max_length=100, memory=None, slots=None, beam_sizes=None, candidates=None,
                 attention_length=None, execution: Execution = Execution()) -> BeamSearchOutput:
     """Beam search that maximises log p(y | x) over a step function, batched over sentences.
 
@@ -579,7 +599,7 @@ def beam_search(step_fn: StepFn, initial_state, batch_size=None, search: BeamSea
     reach (`Ranking.best_continuation`): its n-best list is final then, so it is read out at
     once and the sentence stops costing anything.
 
-    **Slots** (continuous batching). The search keeps ``execution.slots`` sentences in flight,
+    **Slots** (continuous batching). The search keeps ``slots`` sentences in flight,
     ``slots * beam_size`` rows. When a sentence is done its slot is refilled with the next
     sentence of the batch, in order (its ``memory`` and initial state loaded into the slot; at
     most four slots a step, so that the memory is written in place), so no row waits for the
@@ -612,6 +632,8 @@ def beam_search(step_fn: StepFn, initial_state, batch_size=None, search: BeamSea
             ``buffer_length``, new limits do not recompile.
         memory: optional nest of tensors ``[batch, ...]``, the encoder's output per sentence,
             handed to ``step_fn`` one row per slot (see **Slots**).
+        slots: with ``memory``, the number of sentences in flight (see **Slots**): an int
+            (static under XLA) or an int32 scalar; None: the whole batch (no refill).
         beam_sizes: optional int32 ``[batch]``, each sentence's own beam in
             ``[1, beam_size]`` (values outside are clipped to it): the search runs
             ``beam_size`` slots per sentence and, after every step's ``top_k``, empties the
@@ -627,7 +649,7 @@ def beam_search(step_fn: StepFn, initial_state, batch_size=None, search: BeamSea
             given to ``step_fn`` and the outputs are vocabulary ids.
         attention_length: int or int32 scalar, the length of the attention rows (the padded
             source length); required with ``search.return_attention``.
-        execution: `Execution`: XLA or not, the slots, the buffer, the logits' width.
+        execution: `Execution`: XLA or not, the buffer, the logits' width.
 
     Returns:
         A `BeamSearchOutput` (ids, lengths, scores, attention) with ``nbest`` hypotheses per
@@ -653,16 +675,16 @@ def beam_search(step_fn: StepFn, initial_state, batch_size=None, search: BeamSea
     >>> out.lengths.numpy().tolist()
     [[3], [3]]
     """
-    _check_inputs(search, max_length, memory, attention_length, execution)
+    _check_inputs(search, max_length, memory, attention_length, slots)
     if batch_size is None:
         batch_size = ops.shape(keras.tree.flatten(initial_state)[0])[0]
     batch = _known(batch_size)
     inputs = _search_inputs(step_fn, initial_state, batch, search, max_length, memory,
                             beam_sizes, candidates, attention_length, execution)
-    width = batch if execution.slots is None else _known(execution.slots)
+    width = batch if slots is None else _known(slots)
     if isinstance(width, int) and isinstance(batch, int):
         width = min(width, batch)
-    elif execution.slots is not None:
+    elif slots is not None:
         width = ops.minimum(width, batch)
     # no refill when every sentence has a slot from the start (known when tracing)
     refills = memory is not None and not (isinstance(width, int) and isinstance(batch, int)

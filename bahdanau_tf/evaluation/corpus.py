@@ -21,11 +21,10 @@ No-UNK decoding (``no_unk``). The paper decodes the No-UNK sentences with [UNK] 
   model that writes [UNK] in none of its translations gives it little probability: what subword
   (WordPiece) vocabularies give, whose training targets almost never hold [UNK].
 
-Measured at beam 5 on the 2,051 test verses, with two ``small`` models trained for 3 minutes:
-with a subword vocabulary no translation had an [UNK], and decoding all 2,051 again with [UNK]
-forbidden changed none of them (``"auto"`` skips that decode, 59 s there); with word shortlists,
-164 of the 325 No-UNK translations had an [UNK], and of the 161 others 27 changed when decoded
-again (``"reuse"`` would be wrong there; ``"auto"`` decodes all 325).
+On the test split (beam 5, ``small`` models), forbidding [UNK] changed no translation of a
+subword model, whose translations had no [UNK] (``"auto"`` skips that decode), and changed
+translations of a word-shortlist model, also among those without an [UNK] (``"reuse"`` would be
+wrong there; ``"auto"`` decodes them all again).
 
 The report's ``settings["no_unk"]`` says which of ``"reuse"``, ``"decode"`` or ``"off"`` ran.
 """

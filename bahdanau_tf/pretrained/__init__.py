@@ -1,9 +1,10 @@
 """Trained models that ship with the package, loaded by name.
 
 Each is a model directory in this package (``model.json``, ``source_vocabulary/``,
-``target_vocabulary/``) whose weights are one ``weights.npz`` of float16 arrays instead of a
-checkpoint: half the size, loaded into the float32 model (`load_weights`). Wherever a model
-directory is accepted, its name is too::
+``target_vocabulary/``) whose weights are Keras's own weights file, ``model.weights.h5``
+(``model.save_weights``), in float16 instead of a checkpoint: half the size, loaded into the
+float32 model (`load_weights`) on any Keras backend, and checked against the SHA-256 that its
+``model.json`` records. Wherever a model directory is accepted, its name is too::
 
     echo "In the beginning God created the heavens and the earth." | \\
         bahdanau-translate --model_dir=bible-en-es-small
@@ -19,14 +20,12 @@ the command, the seed, the number of updates, the package version) and benchmark
 test BLEU.
 """
 
+import hashlib
 import os
-import zipfile
-import zlib
-
-import numpy as np
 
 DIRECTORY = os.path.dirname(os.path.abspath(__file__))
-WEIGHTS = "weights.npz"
+WEIGHTS = "model.weights.h5"
+OLD_WEIGHTS = "weights.npz"  # the shipped models' weights before 0.3
 #: name -> what it is
 MODELS = {
     "bible-en-es-small": "the small RNNsearch (3.7M parameters) trained on the embedded Bible "
@@ -52,42 +51,54 @@ def resolve(name_or_path):
 
 
 def is_compact(directory) -> bool:
-    """Whether ``directory`` keeps its weights in a `WEIGHTS` file (a shipped model)."""
-    return os.path.isfile(os.path.join(os.fspath(directory), WEIGHTS))
-
-
-def write_weights(file: str, model) -> None:
-    """Writes ``model``'s weights to ``file`` (.npz) as float16, keyed ``NNN:variable path``."""
-    arrays = {f"{i:03d}:{variable.path}": np.asarray(variable.numpy(), np.float16)
-              for i, variable in enumerate(model.weights)}
-    np.savez_compressed(file, **arrays)
-
-
-def load_weights(model, file: str) -> None:
-    """Assigns the float16 weights of ``file`` (`write_weights`) to a built ``model``, cast to
-    each variable's dtype.
+    """Whether ``directory`` keeps its weights in one `WEIGHTS` file (a shipped model).
 
     Raises:
-        ValueError: the file is damaged (empty, cut short, not an .npz of arrays, a failed
-            checksum), or its variables (count, paths, shapes) are not the model's.
+        ValueError: it holds the float16 ``weights.npz`` of a shipped model before 0.3 instead.
     """
-    try:
-        with np.load(file, allow_pickle=False) as stored:
-            values = {key: stored[key] for key in sorted(stored.files)}
-    except (EOFError, ValueError, TypeError, AttributeError, zipfile.BadZipFile, zlib.error):
-        # empty or cut short (EOFError, BadZipFile), bytes flipped (zlib, a failed CRC), not an
-        # archive (ValueError: numpy's advice to unpickle it), one .npy array (no context manager)
+    directory = os.fspath(directory)
+    if os.path.isfile(os.path.join(directory, WEIGHTS)):
+        return True
+    if os.path.isfile(os.path.join(directory, OLD_WEIGHTS)):
+        raise ValueError(f"{directory!r} keeps its weights in {OLD_WEIGHTS}, the shipped models' "
+                         f"format before bahdanau_tf 0.3: use the model this version ships (by "
+                         f"its name: {', '.join(names())}) or rebuild it with "
+                         "scripts/build_pretrained_model.py.")
+    return False
+
+
+def _sha256(file: str) -> str:
+    with open(file, "rb") as handle:
+        return hashlib.sha256(handle.read()).hexdigest()
+
+
+def write_weights(file: str, model) -> str:
+    """Writes ``model``'s weights to ``file`` (a ``.weights.h5``, Keras's ``save_weights``) in
+    float16; returns the file's SHA-256, which `load_weights` checks (model.json records it)."""
+    config = {**model.get_config(), "dtype": "float16"}
+    half = type(model).from_config(config).build_variables()
+    half.set_weights([value.astype("float16") for value in model.get_weights()])
+    half.save_weights(file)
+    return _sha256(file)
+
+
+def load_weights(model, file: str, sha256: str) -> None:
+    """Loads the float16 weights of ``file`` (`write_weights`) into a built ``model``, cast to
+    each variable's dtype, once the file's SHA-256 is ``sha256`` (nothing is assigned before).
+
+    Raises:
+        ValueError: the file is damaged (empty, cut short, bytes changed), or holds another
+            model's weights.
+    """
+    if _sha256(file) != sha256:
         size = os.path.getsize(file)
-        raise ValueError(f"{file!r} is damaged ({size:,} bytes, not the whole .npz archive of "
-                         "arrays that write_weights writes): copy the model again.") from None
-    if len(values) != len(model.weights):
-        raise ValueError(f"{file!r} holds {len(values)} arrays, the model has "
-                         f"{len(model.weights)} variables: it is another model's.")
-    for (key, value), variable in zip(values.items(), model.weights):
-        if key.split(":", 1)[-1] != variable.path or tuple(value.shape) != tuple(variable.shape):
-            raise ValueError(f"{file!r} holds {key} {tuple(value.shape)} where the model has "
-                             f"{variable.path} {tuple(variable.shape)}.")
-        variable.assign(value.astype(variable.dtype))
+        raise ValueError(f"{file!r} is damaged ({size:,} bytes, not the file whose SHA-256 its "
+                         "model.json records): copy the model again.")
+    try:
+        model.load_weights(file)
+    except (OSError, ValueError, KeyError) as error:
+        cause = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise ValueError(f"{file!r} holds another model's weights: {cause}") from None
 
 
 __all__ = ["MODELS", "names", "path", "resolve", "is_compact", "write_weights", "load_weights"]
