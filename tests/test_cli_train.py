@@ -15,7 +15,7 @@ import tensorflow as tf
 
 import bahdanau_tf
 from bahdanau_tf import corpora, devices, lexicon, model_directory
-from helpers import env_without_tensorflow_logging, foreign_lines
+from helpers import env_without_tensorflow_logging, foreign_lines, run_commands
 
 # every test here starts a Python process (or uses a module fixture that does)
 pytestmark = pytest.mark.subprocess
@@ -31,6 +31,16 @@ SMALL_RUN = ["--preset=tiny", "--tokenizer=word", "--vocabulary_size=300", "--ma
 def train(*flags, timeout=600, env=None):
     env = env or dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     return subprocess.run(COMMAND + list(flags), capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def train_rows(cwd, *runs, env=None):
+    """Runs of bahdanau-train (each a list of flags), one after the other as rows of one process
+    (`helpers.run_commands`): for runs where no fresh process is what is tested. Returns what
+    `train` returns, one per run."""
+    env = env or dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    rows = run_commands([("train", list(flags), "") for flags in runs], cwd=str(cwd), env=env)
+    return [subprocess.CompletedProcess(COMMAND + list(flags), row["code"], row["stdout"], row["stderr"])
+            for flags, row in zip(runs, rows)]
 
 
 def report_of(directory):
@@ -385,7 +395,9 @@ def test_the_flags_file_holds_absolute_paths_to_be_replayed_from_anywhere(tmp_pa
 
 def test_the_flags_file_repeats_the_run_and_no_lock_is_left(tmp_path):
     """RUN/flags.txt is an absl flag file: --flagfile=RUN/flags.txt --output_dir=OTHER trains the
-    same configuration, to the same weights (same seed, same data order, no XLA)."""
+    same configuration, to the same weights (same seed, same data order, no XLA). Each run in a
+    fresh process, as a user runs them: a second model in one process gets another Keras name
+    (``rnn_search_1``), which model.json records."""
     first, second = tmp_path / "first", tmp_path / "second"
     result = train(*SMALL_RUN, "--max_steps=3", "--learning_rate=0.003", "--seed=7",
                    f"--output_dir={first}")
@@ -416,8 +428,10 @@ def test_regularisation_flags_are_recorded_repeat_the_run_and_stay_on_resume(tmp
     regularised = ["--dropout=0.2", "--recurrent_dropout=0.3", "--word_dropout=0.1", "--label_smoothing=0.1",
                    "--schedule=plateau", "--plateau_patience=1", "--early_stopping=4", "--average_at=best",
                    "--eval_every=2", "--checkpoint_every=2", "--seed=7"]
-    result = train(*SMALL_RUN, "--max_steps=4", *regularised, f"--output_dir={first}")
-    assert result.returncode == 0, result.stderr[-3000:]
+    # the run and its replay in one process, then the resumed runs in another
+    for result in train_rows(tmp_path, [*SMALL_RUN, "--max_steps=4", *regularised, f"--output_dir={first}"],
+                             [f"--flagfile={first / 'flags.txt'}", f"--output_dir={second}"]):
+        assert result.returncode == 0, result.stderr[-3000:]
     saved = model_directory.read_model_config(str(first))
     assert {key: value for key, value in saved["config"].items() if key.endswith("_dropout")} == dict(
         embedding_dropout=0.2, annotation_dropout=0.2, recurrent_dropout=0.3, readout_dropout=0.2,
@@ -425,17 +439,16 @@ def test_regularisation_flags_are_recorded_repeat_the_run_and_stay_on_resume(tmp
     training = saved["settings"]["training"]
     assert (training["label_smoothing"], training["schedule"], training["early_stopping"]) == (0.1, "plateau", 4)
     assert "--patience" not in (first / "flags.txt").read_text()
-    result = train(f"--flagfile={first / 'flags.txt'}", f"--output_dir={second}")
-    assert result.returncode == 0, result.stderr[-3000:]
     weights = [model_directory.load_model_directory(str(d), which="latest").model.get_weights()
                for d in (first, second)]
     for a, b in zip(*weights):
         np.testing.assert_array_equal(a, b)
-    # resumed without the dropout flags: the directory's rates
-    result = train(*SMALL_RUN, "--max_steps=6", "--schedule=plateau", f"--output_dir={first}")
-    assert result.returncode == 0, result.stderr[-3000:]
+    # resumed without the dropout flags: the directory's rates; then with others: refused
+    resumed, result = train_rows(
+        tmp_path, [*SMALL_RUN, "--max_steps=6", "--schedule=plateau", f"--output_dir={first}"],
+        [*SMALL_RUN, "--max_steps=8", "--dropout=0.5", f"--output_dir={first}"])
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert model_directory.read_model_config(str(first))["config"] == saved["config"]
     assert report_of(first)["updates"] == 6
-    result = train(*SMALL_RUN, "--max_steps=8", "--dropout=0.5", f"--output_dir={first}")
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "embedding_dropout: saved 0.2, requested 0.5" in result.stderr.splitlines()[-1]

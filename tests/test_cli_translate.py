@@ -53,6 +53,10 @@ def runs(model_dir, tmp_path_factory):
     dictionary.write_text("zebra\tcebra\nthe\tEL\t0.5\n", encoding="utf-8")
     lexicon_model = save_model_dir(tmp / "lexicon_model", random_model(seed=5), source, target)
     model_directory.write_lexicon(lexicon_model, CANDIDATE_LEXICON)
+    many = tmp / "many.txt"
+    many.write_text("\n".join(LINES * 30) + "\n", encoding="utf-8")
+    progress = [f"--model_dir={model_dir}", "--beam_size=2", "--batch_size=16", f"--input_file={many}",
+                "--nojit_compile"]
     rows = {
         "empty lines": ([f"--model_dir={model_dir}", "--beam_size=3", "--batch_size=2"],
                         "\n".join(empty_lines) + "\n"),
@@ -70,6 +74,8 @@ def runs(model_dir, tmp_path_factory):
         "candidate lists": ([f"--model_dir={lexicon_model}", "--beam_size=3", "--candidate_lists",
                              "--candidate_frequent=6", "--candidate_per_word=1"],
                             "\n".join(LINES) + "\n"),
+        "no progress": (progress, ""),
+        "progress": (progress + ["--progress"], ""),
     }
     results = run_commands([("translate", arguments, stdin) for arguments, stdin in rows.values()], cwd=tmp)
     return {name: (result, {"kept": kept, "nbest": tmp / "nbest.txt", "unk_model": unk_model,
@@ -188,25 +194,15 @@ def test_a_pipe_that_pauses_is_answered_line_by_line(model_dir, tmp_path):
     assert "Type a sentence" not in stderr and "sentences/s" not in stderr, stderr
 
 
-def test_progress_goes_to_stderr_with_the_flag_and_nowhere_without(model_dir, tmp_path):
-    source = tmp_path / "input.txt"
-    source.write_text("\n".join(LINES * 30) + "\n", encoding="utf-8")
-    import subprocess
-    import sys
-
-    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
-    command = [sys.executable, "-m", "bahdanau_tf.cli.translate", f"--model_dir={model_dir}",
-               "--beam_size=2", "--batch_size=16", f"--input_file={source}"]
-    quiet = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
-    shown = subprocess.run(command + ["--progress"], capture_output=True, text=True, env=env,
-                           timeout=600)
-    assert quiet.returncode == shown.returncode == 0, shown.stderr
-    assert "sentences" not in quiet.stderr and quiet.stdout == shown.stdout
-    assert len(shown.stdout.splitlines()) == len(LINES) * 30
-    lines = shown.stderr.splitlines()
+def test_progress_goes_to_stderr_with_the_flag_and_nowhere_without(runs):
+    (quiet, _), (shown, _) = runs["no progress"], runs["progress"]
+    assert quiet["code"] == shown["code"] == 0, shown["stderr"]
+    assert "sentences" not in quiet["stderr"] and quiet["stdout"] == shown["stdout"]
+    assert len(shown["stdout"].splitlines()) == len(LINES) * 30
+    lines = shown["stderr"].splitlines()
     assert lines and lines[-1].startswith(f"bahdanau-translate: {len(LINES) * 30:,} / "
-                                          f"{len(LINES) * 30:,} sentences  "), shown.stderr
-    assert " sentences/s  ETA 0:00  (" in lines[-1], shown.stderr
+                                          f"{len(LINES) * 30:,} sentences  "), shown["stderr"]
+    assert " sentences/s  ETA 0:00  (" in lines[-1], shown["stderr"]
 
 
 # === The progress line (bahdanau_tf.cli.progress: no flags defined at import) ===

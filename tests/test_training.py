@@ -393,11 +393,13 @@ def test_a_short_run_gives_each_train_scalar_a_curve_without_compiling_updates(
 @pytest.mark.parametrize("proposal", training.SAMPLED_PROPOSALS)
 def test_sampled_softmax_under_xla_and_bfloat16_trains_the_full_softmax(corpora, tokenizers, tmp_path, proposal):
     train, dev = corpora
-    # one batch shape (lengths padded to 16): one XLA compilation of the step
+    # one batch shape: one XLA compilation of the step. Lengths are padded to 16 and capped at
+    # max_length + 1 ([END]): with max_length=16 a 16-word pair made a second length (17), and
+    # each pair of lengths its own compilation
     trainer = make_trainer(tmp_path, tokenizers, seed=learning_seed(1234), sampled_softmax=40,
                            sampled_proposal=proposal,
                            max_steps=20, eval_every=20,
-                           jit_compile=True, precision="mixed_bfloat16", max_length=16,
+                           jit_compile=True, precision="mixed_bfloat16", max_length=15,
                            pad_to_multiple=16, dev_sentences=32)
     kernel, bias = trainer.model.output_projection()
     assert kernel is trainer.model.readout.output_kernel and bias is trainer.model.readout.output_bias
@@ -405,6 +407,7 @@ def test_sampled_softmax_under_xla_and_bfloat16_trains_the_full_softmax(corpora,
     before = trainer.evaluate(trainer.dev_dataset(dev))  # the full softmax
     report = trainer.fit(train, dev)
     assert report["updates"] == 20
+    assert int(trainer._shapes_count.numpy()) == 1  # one batch shape met: one compilation
     # the dev NLL is the full softmax's: the sampled loss trained its W_o and bias
     assert report["dev_nll"] < before - 0.5, (before, report)
     saved = model_directory.read_model_config(str(tmp_path))
