@@ -9,7 +9,8 @@ Bahdanau, Cho & Bengio (2015), section 3 and appendix A:
 - `BidirectionalEncoder`: embedding + bidirectional GRU giving the annotations h_j.
 
 The recurrent matrices start as the paper's (appendix B.1): `bahdanau_tf.initializers`'
-`BlockOrthogonal`.
+`BlockOrthogonal`. The GRU step (`gru_step`) and the loops over all time steps, with the
+backward pass of a training pass on TensorFlow, are `bahdanau_tf.recurrence`'s.
 
 Every layer casts its float32 variables to the dtype of its inputs, so the same code runs in
 float32 and under the ``mixed_bfloat16`` / ``mixed_float16`` policies and also when a method other
