@@ -11,7 +11,10 @@ Variants (precision / XLA):
 * ``old_default``: mixed bfloat16 without XLA, the ``small`` default before the device rule;
 * ``new_default``: what `TrainingConfig` picks on the machine (`bahdanau_tf.devices`);
 * ``float32``, ``bf16`` (mixed bfloat16), ``jit`` (float32 + XLA, lengths padded to a multiple
-  of 8), ``jit_pad16`` (padded to 16), ``bf16_jit``, ``fp16`` (mixed float16).
+  of 8), ``jit_pad16`` (padded to 16), ``bf16_jit``, ``fp16`` (mixed float16);
+* ``jit_autodiff``: ``jit`` with the recurrences differentiated automatically by TensorFlow
+  (`bahdanau_tf.recurrence.automatic_differentiation`), the train step before their written-out
+  backward pass, so ``--variants=jit,jit_autodiff`` compares the two in one process.
 
 Machines: ``native`` and ``avx2``, an AVX2/FMA-only CPU emulated on this one (see
 benchmarks/_machines.py for what is capped and how that was checked). Every (machine, preset,
@@ -84,7 +87,10 @@ VARIANTS = {
     "bf16": dict(precision="mixed_bfloat16", jit_compile=False),
     "bf16_jit": dict(precision="mixed_bfloat16", jit_compile=True),
     "fp16": dict(precision="mixed_float16", jit_compile=False),
+    "jit_autodiff": dict(precision="float32", jit_compile=True),
 }
+# variants whose recurrences TensorFlow differentiates automatically (`recurrence.automatic_differentiation`)
+AUTODIFF_VARIANTS = ("jit_autodiff",)
 VOCABULARY = {"small": 5000, "rnnsearch-50": 30000}
 
 
@@ -159,11 +165,17 @@ def _prepare(preset, input_kind, variant, train, tokenizers, directories):
     return trainer, iter(trainer.strategy.experimental_distribute_dataset(dataset)), steps, batches, config
 
 
-def _run_pass(trainer, iterator, steps):
+def _run_pass(trainer, iterator, steps, variant):
     """(wall seconds, CPU seconds of this process) of ``steps`` train steps."""
+    import contextlib
+
+    from bahdanau_tf import recurrence
+
+    autodiff = recurrence.automatic_differentiation() if variant in AUTODIFF_VARIANTS else contextlib.nullcontext()
     start, cpu_start = time.time(), time.process_time()
-    for _ in range(steps):
-        trainer.train_step(iterator)
+    with autodiff:  # traced (and compiled) inside it too
+        for _ in range(steps):
+            trainer.train_step(iterator)
     trainer.step.numpy()  # waits for the last step
     return time.time() - start, time.process_time() - cpu_start
 
@@ -181,7 +193,7 @@ def measure_variants(preset, input_kind, variants):
     cleanup = list(directories)
     try:
         runs = {variant: _prepare(preset, input_kind, variant, train, tokenizers, directories) for variant in variants}
-        first = {variant: _run_pass(trainer, iterator, steps)[0]
+        first = {variant: _run_pass(trainer, iterator, steps, variant)[0]
                  for variant, (trainer, iterator, steps, _, _) in runs.items()}
         best = {variant: float("inf") for variant in variants}
         best_cpu = dict(best)
@@ -189,7 +201,7 @@ def measure_variants(preset, input_kind, variants):
             trainer._token_count.assign(0.0)
         for _ in range(FLAGS.rounds):
             for variant, (trainer, iterator, steps, _, _) in runs.items():
-                wall, cpu = _run_pass(trainer, iterator, steps)
+                wall, cpu = _run_pass(trainer, iterator, steps, variant)
                 best[variant] = min(best[variant], wall / steps)
                 best_cpu[variant] = min(best_cpu[variant], cpu / steps)
         rows = []
