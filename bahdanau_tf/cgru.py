@@ -105,6 +105,13 @@ class CGRUAttentionCell(AttentionGRUCell):
         state = self.second_transition(self.project_context(context), intermediate, recurrent_mask)
         return state, context, weights
 
+    def sequence(self, projected_inputs: Tensor, initial_state: Tensor, memory: dict,
+                 recurrent_mask: Tensor | None = None, weights: bool = False, training: bool = False) -> tuple:
+        """Teacher forcing, `AttentionGRUCell.sequence`'s interface, always scanned
+        (`scanned_sequence`): the backward pass is automatic differentiation's (the written-out
+        one, `bahdanau_tf.recurrence`, is the paper cell's)."""
+        return self.scanned_sequence(projected_inputs, initial_state, memory, recurrent_mask, weights)
+
     def step_on_products(self, projected_inputs: Tensor, h_tm1: Tensor, keys: Tensor, mask: Tensor,
                          products: Tensor) -> tuple:
         """One step that reads ``products``, linear maps of the annotations whose first 3n

@@ -9,7 +9,8 @@ Bahdanau, Cho & Bengio (2015), section 3 and appendix A:
 - `BidirectionalEncoder`: embedding + bidirectional GRU giving the annotations h_j.
 
 The recurrent matrices start as the paper's (appendix B.1): `bahdanau_tf.initializers`'
-`BlockOrthogonal`.
+`BlockOrthogonal`. The GRU step (`gru_step`) and the loops over all time steps, with the
+backward pass of a training pass on TensorFlow, are `bahdanau_tf.recurrence`'s.
 
 Every layer casts its float32 variables to the dtype of its inputs, so the same code runs in
 float32 and under the ``mixed_bfloat16`` / ``mixed_float16`` policies and also when a method other
@@ -21,15 +22,13 @@ are computed in float32. The same weights give the same numbers on TensorFlow, J
 import keras
 from keras import ops
 
+from bahdanau_tf import recurrence
 from bahdanau_tf.initializers import BlockOrthogonal, own_draw
+from bahdanau_tf.recurrence import gru_states, gru_step
 from bahdanau_tf.regularization import check_rates, sequence_dropout
 from bahdanau_tf.special_tokens import PAD_ID
-from bahdanau_tf.tensor_ops import (Tensor, cast_weight, dot_vector, project, reverse_within_lengths,
-                                    scan_states, stack_time, time_major, weights_read_once)
-
-# A finite "minus infinity": exp() of it underflows to exactly 0 in float32, so padding gets exactly
-# zero attention weight, and a row with no real position gives a uniform row instead of NaN.
-_MASK_VALUE = -1e9
+from bahdanau_tf.tensor_ops import (Tensor, cast_weight, dot_vector, masked_softmax, project,
+                                    reverse_within_lengths, scan_states, stack_time, time_major, weights_read_once)
 
 _SCORES = ("additive", "general")
 
@@ -59,13 +58,6 @@ def _additive_scores(projected_query, keys, score_vector):
         return ops.sum(d_hidden, axis=1), d_hidden, ops.einsum("bs,bsu->u", upstream, tanh)
 
     return dot_vector(hidden(), score_vector), gradient
-
-
-def masked_softmax(scores: Tensor, mask: Tensor) -> Tensor:
-    """Softmax over the last axis of float scores where ``mask`` is True; exactly 0 elsewhere."""
-    scores = ops.cast(scores, "float32")
-    scores = ops.where(mask, scores, _MASK_VALUE)
-    return ops.softmax(scores, axis=-1)
 
 
 @keras.saving.register_keras_serializable(package="bahdanau_tf")
@@ -232,33 +224,6 @@ class BahdanauAttention(keras.layers.Layer):
         return {**super().get_config(), **config}
 
 
-def gru_step(projected_inputs: Tensor, h_tm1: Tensor, gate_kernel: Tensor,
-             recurrent_kernel: Tensor, recurrent_mask: Tensor | None = None) -> Tensor:
-    """One step of the paper's GRU (appendix A.1), any leading batch dimensions.
-
-    Args:
-        projected_inputs: (..., 3n), everything that does not depend on h_tm1 (W x + C c + b),
-            gates in the order z, r, candidate.
-        h_tm1: (..., n).
-        gate_kernel: (n, 2n) [U_z | U_r], or batched (..., n, 2n).
-        recurrent_kernel: (n, n) U, or batched (..., n, n).
-        recurrent_mask: optional (..., n), a dropout mask on h_tm1 where the recurrent matmuls
-            read it (not in the update gate's interpolation), the same at every step of a
-            sequence (`bahdanau_tf.regularization`).
-    """
-    # split, not sliced: the gradient of a split is one concatenation, of three slices three
-    # padded copies summed (benchmarks/train_step_profile.py)
-    inputs_z, inputs_r, inputs_candidate = ops.split(projected_inputs, 3, axis=-1)
-    read = h_tm1 if recurrent_mask is None else h_tm1 * recurrent_mask
-    recurrent_z, recurrent_r = ops.split(ops.matmul(read, gate_kernel), 2, axis=-1)
-    z = ops.sigmoid(inputs_z + recurrent_z)
-    r = ops.sigmoid(inputs_r + recurrent_r)
-    # reset gate applied before the recurrent matmul, as in the paper (Keras: reset_after=False)
-    candidate = ops.tanh(inputs_candidate + ops.matmul(r * read, recurrent_kernel))
-    # previous and candidate state mixed by the update gate
-    return (1.0 - z) * h_tm1 + z * candidate
-
-
 @keras.saving.register_keras_serializable(package="bahdanau_tf")
 class ConditionalGRUCell(keras.layers.Layer):
     """A GRU whose three gates also read a context vector c (Cho et al. 2014a; the paper's eq. A.2).
@@ -343,6 +308,16 @@ class ConditionalGRUCell(keras.layers.Layer):
             cast_weight(self.recurrent_kernel, h_tm1),
             recurrent_mask,
         )
+
+    def sequence(self, projected_inputs: Tensor, initial_state: Tensor, projected_context: Tensor,
+                 recurrent_mask: Tensor | None = None, training: bool = False) -> Tensor:
+        """Every state s_i over time-major ``projected_inputs`` (time, batch, 3 * units), with one
+        ``projected_context`` (batch, 3 * units) read at every step (RNNencdec's fixed c):
+        (time, batch, units). A training pass on TensorFlow runs the backward pass of
+        `bahdanau_tf.recurrence.gru_states`."""
+        return gru_states(projected_inputs + projected_context[None], initial_state,
+                          cast_weight(self.gate_kernel, initial_state),
+                          cast_weight(self.recurrent_kernel, initial_state), recurrent_mask, training)
 
     def get_config(self) -> dict:
         config = {
@@ -445,6 +420,45 @@ class AttentionGRUCell(keras.layers.Layer):
     def prepare_memory(self, annotations: Tensor, mask: Tensor) -> dict:
         """The step-independent part of attention, computed once per sentence."""
         return {"annotations": annotations, "keys": self.attention.compute_keys(annotations), "mask": mask}
+
+    def sequence(self, projected_inputs: Tensor, initial_state: Tensor, memory: dict,
+                 recurrent_mask: Tensor | None = None, weights: bool = False, training: bool = False) -> tuple:
+        """Teacher forcing: the cell over all steps of time-major ``projected_inputs`` (time,
+        batch, 3 * units), from s_0 ``initial_state``.
+
+        A training pass on TensorFlow with the additive score runs
+        `bahdanau_tf.recurrence.attention_gru_states`, whose backward pass is written out;
+        otherwise the steps are scanned (`scanned_sequence`) and differentiated automatically.
+
+        Returns:
+            ``(s_i, c_i, alpha_i)`` of all steps, time major; ``alpha_i`` (float32) only with
+            ``weights``, else None.
+        """
+        if not (training and self.score == "additive") or recurrence.automatic_differentiation_asked():
+            return self.scanned_sequence(projected_inputs, initial_state, memory, recurrent_mask, weights)
+        kernels = {"query_kernel": self.attention.query_kernel, "score_vector": self.attention.score_vector,
+                   "context_kernel": self.gru.context_kernel, "gate_kernel": self.gru.gate_kernel,
+                   "recurrent_kernel": self.gru.recurrent_kernel}
+        kernels = {name: cast_weight(kernel, initial_state) for name, kernel in kernels.items()}
+        states, contexts, alphas = recurrence.attention_gru_states(projected_inputs, initial_state, memory,
+                                                                   kernels, recurrent_mask)
+        return states, contexts, alphas if weights else None
+
+    def scanned_sequence(self, projected_inputs: Tensor, initial_state: Tensor, memory: dict,
+                         recurrent_mask: Tensor | None = None, weights: bool = False) -> tuple:
+        """`sequence` as a scan of `call`. The loop carries the state and the context only; the
+        attention weights are stacked only when asked for (a training step never reads them, and
+        their unread stack cost a buffer of zeros carried through the backward loop)."""
+        batch = ops.shape(initial_state)[0]
+        initializer = (initial_state, ops.zeros((batch, memory["annotations"].shape[-1]), initial_state.dtype))
+        if weights:
+            initializer += (ops.zeros(ops.shape(memory["mask"]), "float32"),)
+
+        def step(carry, projected_t):
+            return self(projected_t, carry[0], memory, recurrent_mask=recurrent_mask)[: len(initializer)]
+
+        outputs = scan_states(step, projected_inputs, initializer)
+        return outputs[0], outputs[1], outputs[2] if weights else None
 
     def call(self, projected_inputs: Tensor, h_tm1: Tensor, memory: dict, grouped: bool = False,
              recurrent_mask: Tensor | None = None) -> tuple:
@@ -669,11 +683,8 @@ class BidirectionalEncoder(keras.layers.Layer):
                      + cast_weight(self.bias, embedded))  # (source_len, 2, batch, 3n)
         gate_kernel = cast_weight(self.gate_kernel, embedded)
         recurrent_kernel = cast_weight(self.recurrent_kernel, embedded)
-        states = scan_states(
-            lambda h, x: gru_step(x, h, gate_kernel, recurrent_kernel),
-            projected,
-            ops.zeros((2, ops.shape(source_ids)[0], self.units), embedded.dtype),
-        )  # (source_len, 2, batch, n)
+        states = gru_states(projected, ops.zeros((2, ops.shape(source_ids)[0], self.units), embedded.dtype),
+                            gate_kernel, recurrent_kernel, training=training)  # (source_len, 2, batch, n)
         forward = stack_time(states[:, 0])
         backward = reverse_within_lengths(stack_time(states[:, 1]), lengths)
         annotations = ops.concatenate([forward, backward], axis=-1)

@@ -20,10 +20,10 @@ All three share one interface (DESIGN §6), so training, beam search and export 
   ``state`` (beam search's beams of a sentence: `encode`'s output as it is, not repeated per
   beam), or one row per row.
 
-Teacher forcing runs the same decoder cell as `decode_step`, over all steps in one scan
-(`bahdanau_tf.tensor_ops.scan_states`); input projections and attention keys are computed before
-the loop and the readout after it (DESIGN §2), so only the attention and the GRU recurrence run
-per step.
+Teacher forcing runs the same decoder cell as `decode_step`, over all steps in one loop (the
+cell's ``sequence``; in a training pass on TensorFlow with the backward pass of
+`bahdanau_tf.recurrence`); input projections and attention keys are computed before the loop and
+the readout after it (DESIGN §2), so only the attention and the GRU recurrence run per step.
 
 The models are written in ``keras.ops``: the same weights give the same logits and steps on
 TensorFlow, JAX and PyTorch, and a ``.keras`` file saved on one backend loads on another. The
@@ -315,28 +315,17 @@ class RNNSearch(TranslationModel):
         return {"keys": memory["keys"], "mask": memory["mask"], _CONTEXT_PROJECTIONS: products}
 
     def _teacher_forcing(self, inputs, training=False, features=False, attention=False):
-        """``(logits or features, alpha or None)``: the decoder over all steps of the reference.
-
-        The loop carries the state and the context only; the attention weights are stacked
-        only when asked for (a training step never reads them, and their unread stack cost a
-        buffer of zeros carried through the backward loop)."""
+        """``(logits or features, alpha or None)``: the decoder over all steps of the reference
+        (`layers.AttentionGRUCell.sequence`); alpha only when asked for."""
         source_ids, target_input_ids = inputs
         memory = self.encode(source_ids, training=training)
         initial_state = self.initial_state(memory)
         embedded = self.dropouts.embeddings(self.target_embedding(target_input_ids), training)  # (batch, target_len, m)
         projected = self.decoder_cell.project_inputs(embedded)  # (batch, target_len, 3n), before the loop
         recurrent_mask = self.dropouts.recurrent_mask(initial_state, training)  # one per sequence
-        batch = ops.shape(source_ids)[0]
-        initializer = (initial_state, ops.zeros((batch, 2 * self.hidden_dim), initial_state.dtype))
-        if attention:
-            initializer += (ops.zeros(ops.shape(source_ids), "float32"),)
-
-        def step(carry, projected_t):
-            return self.decoder_cell(projected_t, carry[0], memory,
-                                     recurrent_mask=recurrent_mask)[: len(initializer)]
-
         with tensor_ops.weights_read_once(self.decoder_cell):  # not once per step (see there)
-            outputs = tensor_ops.scan_states(step, tensor_ops.time_major(projected), initializer)
+            outputs = self.decoder_cell.sequence(tensor_ops.time_major(projected), initial_state, memory,
+                                                 recurrent_mask, weights=attention, training=training)
         states, contexts = tensor_ops.stack_time(outputs[0]), tensor_ops.stack_time(outputs[1])
         weights = tensor_ops.stack_time(outputs[2]) if attention else None
         # readout and vocabulary projection for all steps in one batched matmul, after the loop
@@ -488,12 +477,8 @@ class RNNEncDec(TranslationModel):
         initial_state = self.initial_state(memory)
         recurrent_mask = self.dropouts.recurrent_mask(initial_state, training)  # one per sequence
         with tensor_ops.weights_read_once(self.decoder_cell):
-            states = tensor_ops.scan_states(
-                lambda state, projected_t: self.decoder_cell(projected_t, state, projected_context,
-                                                             recurrent_mask),
-                tensor_ops.time_major(projected),
-                initial_state,
-            )
+            states = self.decoder_cell.sequence(tensor_ops.time_major(projected), initial_state,
+                                                projected_context, recurrent_mask, training)
         states = tensor_ops.stack_time(states)
         contexts = ops.broadcast_to(memory["context"][:, None, :], ops.shape(states))
         return self.dropouts.readout(self.readout.features(states, embedded, contexts), training)

@@ -10,6 +10,7 @@ numbers, another graph.
   ``TensorArray``).
 - `reverse_within_lengths`: each sequence reversed within its own length, padding left in
   place (``tf.reverse_sequence``, whose gradient is itself; elsewhere a gather).
+- `masked_softmax`: the attention's softmax over the real source positions only.
 - `weights_read_once` and `cast_weight`: a layer's variables read once before a loop.
 - `project`, `dot_vector`: products over the last axis as one 2-D matmul.
 - `time_major`, `stack_time`: (batch, time, ...) <-> (time, batch, ...).
@@ -25,17 +26,28 @@ from keras import ops
 #: a tensor of the Keras backend (``tf.Tensor``, ``jax.Array``, ``torch.Tensor``)
 Tensor = Any
 
+# A finite "minus infinity": exp() of it underflows to exactly 0 in float32, so padding gets exactly
+# zero attention weight, and a row with no real position gives a uniform row instead of NaN.
+_MASK_VALUE = -1e9
+
 # Weights read once before a recurrent loop, by variable id (see `weights_read_once`).
 _READ_ONCE = contextvars.ContextVar("bahdanau_weights_read_once", default={})
 
 
-def _tensorflow():
+def tensorflow_module():
     """The ``tensorflow`` module when Keras runs on it, else None (no import on other backends)."""
     if keras.backend.backend() != "tensorflow":
         return None
     import tensorflow as tf  # noqa: PLC0415 — the backend's own module, only when it is the backend
 
     return tf
+
+
+def masked_softmax(scores: Tensor, mask: Tensor) -> Tensor:
+    """Softmax over the last axis of float scores where ``mask`` is True; exactly 0 elsewhere."""
+    scores = ops.cast(scores, "float32")
+    scores = ops.where(mask, scores, _MASK_VALUE)
+    return ops.softmax(scores, axis=-1)
 
 
 def cast_weight(variable: Any, like: Tensor) -> Tensor:
@@ -56,7 +68,7 @@ def weights_read_once(layer: keras.layers.Layer):
     builds its loop inside this block (a faster train step; benchmarks/train_throughput.py). On
     other backends a read is a value already; the block changes nothing there.
     """
-    tf = _tensorflow()  # keras.ops.convert_to_tensor hands a TensorFlow variable back unread
+    tf = tensorflow_module()  # keras.ops.convert_to_tensor hands a TensorFlow variable back unread
     read = ops.convert_to_tensor if tf is None else tf.convert_to_tensor
     token = _READ_ONCE.set({**_READ_ONCE.get(), **{id(w): read(w) for w in layer.weights}})
     try:
@@ -107,7 +119,7 @@ def scan_states(step: Callable, inputs: Tensor, initializer: Any) -> Any:
         the states after each step, stacked time major: the structure of ``initializer``, each
         tensor with a leading (time,) axis.
     """
-    tf = _tensorflow()
+    tf = tensorflow_module()
     if tf is not None:
         return tf.scan(step, inputs, initializer=initializer)
 
@@ -121,7 +133,7 @@ def scan_states(step: Callable, inputs: Tensor, initializer: Any) -> Any:
 def reverse_within_lengths(tensor: Tensor, lengths: Tensor) -> Tensor:
     """Each row of ``tensor`` (batch, time, ...) reversed within its first ``lengths[b]``
     positions; the positions after them stay where they are."""
-    tf = _tensorflow()
+    tf = tensorflow_module()
     if tf is not None:
         return tf.reverse_sequence(tensor, lengths, seq_axis=1, batch_axis=0)
     positions = ops.arange(ops.shape(tensor)[1], dtype="int32")[None, :]  # (1, time)
@@ -142,5 +154,5 @@ def stack_time(tensor: Tensor) -> Tensor:
     return time_major(tensor)
 
 
-__all__ = ["Tensor", "cast_weight", "weights_read_once", "project", "dot_vector", "scan_states",
+__all__ = ["Tensor", "tensorflow_module", "masked_softmax", "cast_weight", "weights_read_once", "project", "dot_vector", "scan_states",
            "reverse_within_lengths", "time_major", "stack_time"]

@@ -11,7 +11,10 @@ Variants (precision / XLA):
 * ``old_default``: mixed bfloat16 without XLA, the ``small`` default before the device rule;
 * ``new_default``: what `TrainingConfig` picks on the machine (`bahdanau_tf.devices`);
 * ``float32``, ``bf16`` (mixed bfloat16), ``jit`` (float32 + XLA, lengths padded to a multiple
-  of 8), ``jit_pad16`` (padded to 16), ``bf16_jit``, ``fp16`` (mixed float16).
+  of 8), ``jit_pad16`` (padded to 16), ``bf16_jit``, ``fp16`` (mixed float16);
+* ``jit_autodiff``: ``jit`` with the recurrences differentiated automatically by TensorFlow
+  (`bahdanau_tf.recurrence.automatic_differentiation`), the train step before their written-out
+  backward pass, so ``--variants=jit,jit_autodiff`` compares the two in one process.
 
 Machines: ``native`` and ``avx2``, an AVX2/FMA-only CPU emulated on this one (see
 benchmarks/_machines.py for what is capped and how that was checked). Every (machine, preset,
@@ -31,7 +34,10 @@ Two inputs:
 * ``fixed``: one batch of length 30 on both sides, every token real (the upper bound).
 
 Every variant runs an untimed first pass (tracing, XLA compilation), then ``--rounds`` timed
-passes, interleaved with the other variants'; the best is kept, since the machine is shared. Prints a table and writes JSON to
+passes, interleaved with the other variants'; the best is kept, since the machine is shared. Each
+pass is timed in wall seconds (``step_ms``) and in the CPU seconds of its process, all threads
+(``step_cpu_ms``, ``target_tokens_per_cpu_s``): on a machine whose cores others' processes also
+use, the CPU figures move less with their load. Prints a table and writes JSON to
 ``benchmarks/results/train_throughput.json``.
 
     python benchmarks/train_throughput.py [--machines=native,avx2] [--presets=small]
@@ -81,7 +87,10 @@ VARIANTS = {
     "bf16": dict(precision="mixed_bfloat16", jit_compile=False),
     "bf16_jit": dict(precision="mixed_bfloat16", jit_compile=True),
     "fp16": dict(precision="mixed_float16", jit_compile=False),
+    "jit_autodiff": dict(precision="float32", jit_compile=True),
 }
+# variants whose recurrences TensorFlow differentiates automatically (`recurrence.automatic_differentiation`)
+AUTODIFF_VARIANTS = ("jit_autodiff",)
 VOCABULARY = {"small": 5000, "rnnsearch-50": 30000}
 
 
@@ -156,12 +165,19 @@ def _prepare(preset, input_kind, variant, train, tokenizers, directories):
     return trainer, iter(trainer.strategy.experimental_distribute_dataset(dataset)), steps, batches, config
 
 
-def _run_pass(trainer, iterator, steps):
-    start = time.time()
-    for _ in range(steps):
-        trainer.train_step(iterator)
+def _run_pass(trainer, iterator, steps, variant):
+    """(wall seconds, CPU seconds of this process) of ``steps`` train steps."""
+    import contextlib
+
+    from bahdanau_tf import recurrence
+
+    autodiff = recurrence.automatic_differentiation() if variant in AUTODIFF_VARIANTS else contextlib.nullcontext()
+    start, cpu_start = time.time(), time.process_time()
+    with autodiff:  # traced (and compiled) inside it too
+        for _ in range(steps):
+            trainer.train_step(iterator)
     trainer.step.numpy()  # waits for the last step
-    return time.time() - start
+    return time.time() - start, time.process_time() - cpu_start
 
 
 def measure_variants(preset, input_kind, variants):
@@ -177,13 +193,17 @@ def measure_variants(preset, input_kind, variants):
     cleanup = list(directories)
     try:
         runs = {variant: _prepare(preset, input_kind, variant, train, tokenizers, directories) for variant in variants}
-        first = {variant: _run_pass(trainer, iterator, steps) for variant, (trainer, iterator, steps, _, _) in runs.items()}
+        first = {variant: _run_pass(trainer, iterator, steps, variant)[0]
+                 for variant, (trainer, iterator, steps, _, _) in runs.items()}
         best = {variant: float("inf") for variant in variants}
+        best_cpu = dict(best)
         for trainer, *_ in runs.values():
             trainer._token_count.assign(0.0)
         for _ in range(FLAGS.rounds):
             for variant, (trainer, iterator, steps, _, _) in runs.items():
-                best[variant] = min(best[variant], _run_pass(trainer, iterator, steps) / steps)
+                wall, cpu = _run_pass(trainer, iterator, steps, variant)
+                best[variant] = min(best[variant], wall / steps)
+                best_cpu[variant] = min(best_cpu[variant], cpu / steps)
         rows = []
         for variant, (trainer, _, steps, batches, config) in runs.items():
             seconds = best[variant]
@@ -195,8 +215,10 @@ def measure_variants(preset, input_kind, variants):
                              vocabulary_size=tokenizers[1].vocabulary_size,
                              shapes=len({tuple(b[0][0].shape) + tuple(b[1].shape) for b in batches}),
                              first_pass_s=round(first[variant], 1), step_ms=round(1000 * seconds, 1),
+                             step_cpu_ms=round(1000 * best_cpu[variant], 1),
                              real_target_tokens_per_step=round(tokens, 1),
                              target_tokens_per_s=round(tokens / seconds, 1),
+                             target_tokens_per_cpu_s=round(tokens / best_cpu[variant], 1),
                              gflops_per_s=round(flops / seconds / 1e9, 2)))
         return rows
     finally:
@@ -218,7 +240,7 @@ def _child(spec):
 
 def _table(rows):
     header = ("machine", "preset", "input", "variant", "precision", "jit_compile", "shapes", "first_pass_s",
-              "step_ms", "target_tokens_per_s", "gflops_per_s", "ceiling")
+              "step_ms", "step_cpu_ms", "target_tokens_per_s", "target_tokens_per_cpu_s", "gflops_per_s", "ceiling")
     cells = [[str(row.get(h, "")) for h in header] for row in rows]
     widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(header)]
     lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths))]

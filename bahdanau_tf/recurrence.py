@@ -1,0 +1,307 @@
+"""The recurrences over all time steps, and their backward pass written out for TensorFlow.
+
+The paper's GRU (appendix A.1) runs in three loops of a training pass: the encoder's two
+directions (one loop, `layers.BidirectionalEncoder`), the RNNsearch decoder's attention + GRU
+(`layers.AttentionGRUCell`) and the RNNencdec decoder's GRU (`layers.ConditionalGRUCell`).
+This module owns the step, `gru_step`, and those loops over a whole sequence:
+
+- `gru_states`: every state of a GRU over precomputed input projections;
+- `attention_gru_states`: every state, context and attention weight of the RNNsearch decoder
+  (additive attention, then the GRU whose gates read c_i).
+
+In a training pass on TensorFlow each loop is a ``tf.custom_gradient``, the way cuDNN and the
+fast RNN toolkits compute a recurrence's gradient. The forward loop keeps the activations the
+backward pass needs (the gates z, r, the candidate s~, the attention query and weights); the
+backward loop runs, in reverse, only the work that depends on the step after it: the gradient
+with respect to the state, two or three (batch, n) matmuls by transposed weights per step. The
+gradients of the recurrent matrices U_z, U_r, U, the context matrix C and the query matrix W_a
+are computed after that loop, each as one matmul over the saved activations of all steps and
+sentences, instead of a small product per step summed in a buffer. Only the attention keys'
+and v_a's gradients, which a step's (batch, source_len, n') tanh feeds, are summed in the loop.
+
+Everywhere else (JAX, PyTorch, a pass that is not training, the conditional GRU decoder and
+Luong's score) the loop is `tensor_ops.scan_states` over the same step and the backend's
+automatic differentiation computes the gradient; `automatic_differentiation` asks for that
+on TensorFlow too (the tests compare the two). The gradients are the same up to float order.
+"""
+
+import contextlib
+import contextvars
+
+from keras import ops
+
+from bahdanau_tf.tensor_ops import Tensor, dot_vector, masked_softmax, scan_states, tensorflow_module
+
+# True inside `automatic_differentiation`
+_AUTODIFF = contextvars.ContextVar("bahdanau_recurrence_autodiff", default=False)
+
+
+@contextlib.contextmanager
+def automatic_differentiation():
+    """Within the block, training passes differentiate the loops automatically on TensorFlow too
+    (the backward pass before this module; the tests compare the two)."""
+    token = _AUTODIFF.set(True)
+    try:
+        yield
+    finally:
+        _AUTODIFF.reset(token)
+
+
+def automatic_differentiation_asked() -> bool:
+    """Whether a training pass differentiates the loops automatically: inside
+    `automatic_differentiation`, or on a backend other than TensorFlow."""
+    return _AUTODIFF.get() or tensorflow_module() is None
+
+
+def _written_out(training: bool):
+    """``tensorflow`` when a loop's gradient is written out here, else None."""
+    if not training or automatic_differentiation_asked():
+        return None
+    return tensorflow_module()
+
+
+def _gates(projected_inputs, h_tm1, gate_kernel, recurrent_kernel, recurrent_mask):
+    """(z, r, s~) of one GRU step (`gru_step`)."""
+    # split, not sliced: the gradient of a split is one concatenation, of three slices three
+    # padded copies summed (benchmarks/train_step_profile.py)
+    inputs_z, inputs_r, inputs_candidate = ops.split(projected_inputs, 3, axis=-1)
+    read = h_tm1 if recurrent_mask is None else h_tm1 * recurrent_mask
+    recurrent_z, recurrent_r = ops.split(ops.matmul(read, gate_kernel), 2, axis=-1)
+    z = ops.sigmoid(inputs_z + recurrent_z)
+    r = ops.sigmoid(inputs_r + recurrent_r)
+    # reset gate applied before the recurrent matmul, as in the paper (Keras: reset_after=False)
+    candidate = ops.tanh(inputs_candidate + ops.matmul(r * read, recurrent_kernel))
+    return z, r, candidate
+
+
+def _mix(h_tm1, z, candidate):
+    # previous and candidate state mixed by the update gate
+    return (1.0 - z) * h_tm1 + z * candidate
+
+
+def gru_step(projected_inputs: Tensor, h_tm1: Tensor, gate_kernel: Tensor,
+             recurrent_kernel: Tensor, recurrent_mask: Tensor | None = None) -> Tensor:
+    """One step of the paper's GRU (appendix A.1), any leading batch dimensions.
+
+    Args:
+        projected_inputs: (..., 3n), everything that does not depend on h_tm1 (W x + C c + b),
+            gates in the order z, r, candidate.
+        h_tm1: (..., n).
+        gate_kernel: (n, 2n) [U_z | U_r], or batched (..., n, 2n).
+        recurrent_kernel: (n, n) U, or batched (..., n, n).
+        recurrent_mask: optional (..., n), a dropout mask on h_tm1 where the recurrent matmuls
+            read it (not in the update gate's interpolation), the same at every step of a
+            sequence (`bahdanau_tf.regularization`).
+    """
+    z, _, candidate = _gates(projected_inputs, h_tm1, gate_kernel, recurrent_kernel, recurrent_mask)
+    return _mix(h_tm1, z, candidate)
+
+
+def gru_states(projected: Tensor, initial_state: Tensor, gate_kernel: Tensor, recurrent_kernel: Tensor,
+               recurrent_mask: Tensor | None = None, training: bool = False) -> Tensor:
+    """Every state of the GRU over ``projected`` (time, ..., 3n): (time, ..., n).
+
+    Args: as `gru_step`'s, with a leading time axis on ``projected``; ``initial_state``
+    (..., n). With ``training`` on TensorFlow the backward pass is the one written out here
+    (the module's docstring); the states are the same either way.
+    """
+    tf = _written_out(training)
+    if tf is None:
+        return scan_states(lambda h, x: gru_step(x, h, gate_kernel, recurrent_kernel, recurrent_mask),
+                           projected, initial_state)
+    return _gru_states(tf, recurrent_mask)(projected, initial_state, gate_kernel, recurrent_kernel)
+
+
+def attention_gru_states(projected: Tensor, initial_state: Tensor, memory: dict, weights: dict,
+                         recurrent_mask: Tensor | None = None) -> tuple:
+    """The RNNsearch decoder over all steps, its backward pass written out (TensorFlow only).
+
+    Args:
+        projected: (time, batch, 3n), the GRU's input projections [W_z; W_r; W] E y_{i-1} + b.
+        initial_state: (batch, n), s_0.
+        memory: ``annotations`` (batch, source_len, 2n), ``keys`` U_a h_j (batch, source_len,
+            n'), ``mask`` bool (batch, source_len) (`layers.AttentionGRUCell.prepare_memory`).
+        weights: ``query_kernel`` W_a (n, n'), ``score_vector`` v_a (n',), ``context_kernel``
+            C (2n, 3n), ``gate_kernel`` (n, 2n), ``recurrent_kernel`` (n, n), in the compute dtype.
+        recurrent_mask: optional (batch, n), recurrent dropout (`gru_step`).
+
+    Returns:
+        ``(s_i, c_i, alpha_i)`` for all steps: (time, batch, n), (time, batch, 2n) and float32
+        (time, batch, source_len); the same numbers as stepping `layers.AttentionGRUCell`.
+    """
+    tf = tensorflow_module()
+    names = ("query_kernel", "score_vector", "context_kernel", "gate_kernel", "recurrent_kernel")
+    function = _attention_gru_states(tf, memory["mask"], recurrent_mask)
+    return function(projected, initial_state, memory["annotations"], memory["keys"],
+                    *(weights[name] for name in names))
+
+
+def _loop(tf, step, elements, carry, output_dtypes, reverse=False):
+    """``(last carry, stacked outputs)`` of ``step(carry, elements_t) -> (carry, outputs)`` over
+    the leading axis of every tensor of the tuple ``elements``.
+
+    ``tf.scan`` also stacks the carry of every step; here only the outputs are, so a backward
+    loop can sum gradients in its carry without a buffer of all steps.
+    """
+    length = tf.shape(elements[0])[0]
+    inputs = [tf.TensorArray(e.dtype, size=length, infer_shape=True).unstack(e) for e in elements]
+    outputs = [tf.TensorArray(dtype, size=length, infer_shape=True) for dtype in output_dtypes]
+
+    def body(index, carry, outputs):
+        t = length - 1 - index if reverse else index
+        carry, values = step(carry, tuple(array.read(t) for array in inputs))
+        return index + 1, carry, [array.write(t, value) for array, value in zip(outputs, values)]
+
+    _, carry, outputs = tf.while_loop(lambda index, *_: index < length, body, (0, carry, outputs),
+                                      maximum_iterations=length)
+    return carry, [array.stack() for array in outputs]
+
+
+def _step_gradient(tf, d_h, h_tm1, z, r, candidate, gate_kernel, recurrent_kernel, recurrent_mask):
+    """One GRU step backwards from ``d_h``, the gradient of its new state: ``(d projected
+    inputs (..., 3n), d h_tm1 through the update gate's mix, d of what the matmuls read)``."""
+    read = h_tm1 if recurrent_mask is None else h_tm1 * recurrent_mask
+    d_z = d_h * (candidate - h_tm1)
+    d_candidate = d_h * z * (1.0 - candidate * candidate)  # at the tanh's input
+    d_reset_read = tf.matmul(d_candidate, recurrent_kernel, transpose_b=True)  # of r * read
+    d_gates = tf.concat([d_z * z * (1.0 - z), d_reset_read * read * r * (1.0 - r)], -1)
+    d_read = d_reset_read * r + tf.matmul(d_gates, gate_kernel, transpose_b=True)
+    return tf.concat([d_gates, d_candidate], -1), d_h * (1.0 - z), d_read
+
+
+def _through_mask(d_mix, d_read, recurrent_mask):
+    """d h_tm1 from its two paths: the mix, and the matmuls that read it through the mask."""
+    return d_mix + (d_read if recurrent_mask is None else d_read * recurrent_mask)
+
+
+def _kernel_gradient(tf, rows, gradients):
+    """sum over steps and sentences of rows^T gradients, one matmul: (time, [d,] batch, k) rows
+    and (time, [d,] batch, k') gradients give (k, k'), or (d, k, k') with a direction axis d."""
+    if len(rows.shape) == 4:  # the encoder's (time, direction, batch, .)
+        return tf.einsum("tdbk,tdbl->dkl", rows, gradients)
+    flat = [tf.reshape(tensor, [-1, tensor.shape[-1]]) for tensor in (rows, gradients)]
+    return tf.matmul(flat[0], flat[1], transpose_a=True)
+
+
+def _gru_weight_gradients(tf, reads, resets, d_projected):
+    """(d [U_z | U_r], d U) from all steps' reads of the state, reset gates and d projections."""
+    units = reads.shape[-1]
+    return (_kernel_gradient(tf, reads, d_projected[..., : 2 * units]),
+            _kernel_gradient(tf, resets * reads, d_projected[..., 2 * units :]))
+
+
+def _previous_reads(tf, states, initial_state, recurrent_mask):
+    """(s_{t-1} of every step, what its matmuls read: s_{t-1} times the recurrent mask)."""
+    previous = tf.concat([initial_state[None], states[:-1]], 0)
+    return previous, (previous if recurrent_mask is None else previous * recurrent_mask)
+
+
+def _gru_states(tf, recurrent_mask):
+    """`gru_states` as a ``tf.custom_gradient`` of (projected, initial_state, gate_kernel,
+    recurrent_kernel); the mask is a constant (a random draw) and gets no gradient."""
+
+    @tf.custom_gradient
+    def states(projected, initial_state, gate_kernel, recurrent_kernel):
+        def step(h_tm1, x):
+            z, r, candidate = _gates(x[0], h_tm1, gate_kernel, recurrent_kernel, recurrent_mask)
+            h = _mix(h_tm1, z, candidate)
+            return h, (h, z, r, candidate)
+
+        dtype = projected.dtype
+        _, (h, z, r, candidate) = _loop(tf, step, (projected,), initial_state, [dtype] * 4)
+
+        def gradient(d_states):
+            previous, reads = _previous_reads(tf, h, initial_state, recurrent_mask)
+
+            def back(d_h, saved):
+                d_x, d_mix, d_read = _step_gradient(tf, d_h + saved[0], *saved[1:], gate_kernel,
+                                                    recurrent_kernel, recurrent_mask)
+                return _through_mask(d_mix, d_read, recurrent_mask), (d_x,)
+
+            d_initial, (d_projected,) = _loop(tf, back, (d_states, previous, z, r, candidate),
+                                              tf.zeros_like(initial_state), [dtype], reverse=True)
+            d_gate, d_recurrent = _gru_weight_gradients(tf, reads, r, d_projected)
+            return d_projected, d_initial, d_gate, d_recurrent
+
+        return h, gradient
+
+    return states
+
+
+def _attention_forward(tf, projected, initial_state, memory, weights, recurrent_mask):
+    """The decoder's forward loop: (s, c, alpha, query W_a s_{i-1}, z, r, s~) of all steps."""
+    annotations, keys, mask = memory
+    query_kernel, score_vector, context_kernel, gate_kernel, recurrent_kernel = weights
+
+    def step(h_tm1, x):
+        read = h_tm1 if recurrent_mask is None else h_tm1 * recurrent_mask
+        query = tf.matmul(read, query_kernel)
+        alpha = masked_softmax(dot_vector(tf.tanh(keys + query[:, None, :]), score_vector), mask)
+        context = tf.squeeze(tf.matmul(tf.cast(alpha, annotations.dtype)[:, None, :], annotations), 1)
+        z, r, candidate = _gates(x[0] + tf.matmul(context, context_kernel), h_tm1, gate_kernel,
+                                 recurrent_kernel, recurrent_mask)
+        h = _mix(h_tm1, z, candidate)
+        return h, (h, context, alpha, query, z, r, candidate)
+
+    dtype = projected.dtype
+    return _loop(tf, step, (projected,), initial_state, [dtype, dtype, "float32"] + [dtype] * 4)[1]
+
+
+def _attention_step_gradient(tf, d_h, saved, memory, weights, recurrent_mask):
+    """One decoder step backwards: ``(d h_tm1, d keys (this step's), d v_a (this step's),
+    (d projected inputs, d query, d context))``."""
+    d_state, d_context, d_alpha, h_tm1, alpha, query, z, r, candidate = saved
+    annotations, keys, mask = memory
+    query_kernel, score_vector, context_kernel, gate_kernel, recurrent_kernel = weights
+    d_x, d_mix, d_read = _step_gradient(tf, d_h + d_state, h_tm1, z, r, candidate, gate_kernel,
+                                        recurrent_kernel, recurrent_mask)
+    d_context = d_context + tf.matmul(d_x, context_kernel, transpose_b=True)
+    # c_i = sum_j alpha_ij h_j; alpha = softmax(e) over the real positions
+    d_alpha = d_alpha + tf.cast(tf.squeeze(tf.matmul(annotations, d_context[:, :, None]), -1), "float32")
+    d_scores = alpha * (d_alpha - tf.reduce_sum(alpha * d_alpha, -1, keepdims=True))
+    d_scores = tf.cast(tf.where(mask, d_scores, 0.0), d_x.dtype)
+    # e_ij = v_a^T tanh(W_a s_{i-1} + U_a h_j), the tanh computed again (`layers._additive_scores`)
+    hidden = tf.tanh(keys + query[:, None, :])
+    d_hidden = d_scores[:, :, None] * score_vector * (1.0 - hidden * hidden)
+    d_query = tf.reduce_sum(d_hidden, 1)
+    d_read = d_read + tf.matmul(d_query, query_kernel, transpose_b=True)
+    d_score_vector = tf.einsum("bs,bsu->u", d_scores, hidden)
+    return (_through_mask(d_mix, d_read, recurrent_mask), d_hidden, d_score_vector,
+            (d_x, d_query, d_context))
+
+
+def _attention_gru_states(tf, mask, recurrent_mask):
+    """`attention_gru_states` as a ``tf.custom_gradient``; the masks get no gradient."""
+
+    @tf.custom_gradient
+    def states(projected, initial_state, annotations, keys, *weights):
+        memory = (annotations, keys, mask)
+        saved = _attention_forward(tf, projected, initial_state, memory, weights, recurrent_mask)
+        h, contexts, alphas, queries = saved[:4]
+
+        def gradient(d_states, d_contexts, d_alphas):
+            d_states, d_contexts, d_alphas = (tf.zeros_like(output) if d is None else d for output, d
+                                              in zip((h, contexts, alphas), (d_states, d_contexts, d_alphas)))
+            previous, reads = _previous_reads(tf, h, initial_state, recurrent_mask)
+
+            def back(carry, saved):
+                d_h, d_keys, d_score_vector = carry
+                d_h, d_step_keys, d_step_vector, outputs = _attention_step_gradient(
+                    tf, d_h, saved, memory, weights, recurrent_mask)
+                return (d_h, d_keys + d_step_keys, d_score_vector + d_step_vector), outputs
+
+            carry = (tf.zeros_like(initial_state), tf.zeros_like(keys), tf.zeros_like(weights[1]))
+            elements = (d_states, d_contexts, d_alphas, previous, alphas, queries) + tuple(saved[4:])
+            (d_initial, d_keys, d_score_vector), (d_x, d_queries, d_contexts) = _loop(
+                tf, back, elements, carry, [projected.dtype] * 3, reverse=True)
+            d_gate, d_recurrent = _gru_weight_gradients(tf, reads, saved[5], d_x)
+            d_annotations = tf.einsum("tbs,tbd->bsd", tf.cast(alphas, annotations.dtype), d_contexts)
+            return (d_x, d_initial, d_annotations, d_keys, _kernel_gradient(tf, reads, d_queries),
+                    d_score_vector, _kernel_gradient(tf, contexts, d_x), d_gate, d_recurrent)
+
+        return (h, contexts, alphas), gradient
+
+    return states
+
+
+__all__ = ["attention_gru_states", "automatic_differentiation", "automatic_differentiation_asked", "gru_states", "gru_step"]

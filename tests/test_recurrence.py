@@ -1,0 +1,150 @@
+"""The recurrences' written-out backward pass (bahdanau_tf.recurrence) against automatic
+differentiation: every weight's gradient of a loss, for each model, with padding, recurrent
+dropout, attention weights in the loss, eagerly and under XLA, in float32 and mixed precision."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bahdanau_tf import recurrence
+from bahdanau_tf.models import RNNEncDec, RNNSearch, Seq2Seq
+from bahdanau_tf.tensor_ops import scan_states
+from tests import helpers
+
+DROPOUTS = dict(recurrent_dropout=0.3, embedding_dropout=0.2, readout_dropout=0.1)
+
+
+def _padded_batch(model, seed=0, batch=5):
+    """Sources and targets of different lengths, padded with 0 (one row full length)."""
+    rng = np.random.default_rng(seed)
+    vocabulary = min(model.source_vocabulary_size, model.target_vocabulary_size)
+    source_lengths, target_lengths = rng.integers(2, 8, batch), rng.integers(1, 7, batch)
+    source_lengths[0], target_lengths[1] = 8, 7
+    source = np.zeros((batch, 8), "int32")
+    target = np.zeros((batch, 8), "int32")
+    for row in range(batch):
+        source[row, : source_lengths[row]] = rng.integers(4, vocabulary, source_lengths[row])
+        source[row, source_lengths[row] - 1] = 2  # [END]
+        target[row, : target_lengths[row] + 1] = rng.integers(4, vocabulary, target_lengths[row] + 1)
+    return source, target[:, :-1], target[:, 1:]
+
+
+def _loss_function(model, batch, seed=1):
+    """A loss of the logits (and the attention weights, for RNNSearch) with random weights on
+    the real target positions: no gradient is the same for two tokens by accident."""
+    source, target_in, target_out = batch
+    rng = np.random.default_rng(seed)
+    real = (target_out != 0)[:, :, None].astype("float32")
+    logit_weights = tf.constant(rng.normal(size=target_out.shape + (model.target_vocabulary_size,)) * real,
+                                "float32")
+    attention_weights = tf.constant(rng.normal(size=target_out.shape + source.shape[1:]) * real, "float32")
+
+    def loss():
+        if isinstance(model, RNNSearch):
+            logits, alpha = model.logits_and_attention((source, target_in), training=True)
+            return tf.reduce_sum(logits * logit_weights) + tf.reduce_sum(alpha * attention_weights)
+        return tf.reduce_sum(tf.cast(model((source, target_in), training=True), "float32") * logit_weights)
+
+    return loss
+
+
+def _gradients(model, loss, jit_compile, seed_state):
+    """Every trainable weight's gradient as NumPy, the dropout masks drawn from ``seed_state``
+    (so both backward passes see the same masks)."""
+
+    def gradients():
+        with tf.GradientTape() as tape:
+            value = loss()
+        return tape.gradient(value, model.trainable_variables)
+
+    for variable, value in zip(model.non_trainable_variables, seed_state):
+        variable.assign(value)
+    function = tf.function(gradients, jit_compile=True) if jit_compile else gradients
+    return [np.asarray(tf.convert_to_tensor(g), "float64") for g in function()]
+
+
+def _assert_gradients_equal(model, jit_compile, tolerance, seed=0):
+    loss = _loss_function(model, _padded_batch(model, seed))
+    seed_state = [variable.numpy() for variable in model.non_trainable_variables]
+    written_out = _gradients(model, loss, jit_compile, seed_state)
+    with recurrence.automatic_differentiation():
+        automatic = _gradients(model, loss, jit_compile, seed_state)
+    for variable, ours, reference in zip(model.trainable_variables, written_out, automatic):
+        scale = np.abs(reference).max()
+        assert scale > 0 or "output_bias" in variable.path, variable.path  # every weight is reached
+        assert np.abs(ours - reference).max() <= tolerance * scale, (variable.path, np.abs(ours - reference).max(),
+                                                                     scale)
+
+
+@pytest.mark.parametrize("jit_compile", [False, pytest.param(True, marks=pytest.mark.slow)], ids=["eager", "xla"])
+@pytest.mark.parametrize("model_class", [RNNSearch, RNNEncDec, Seq2Seq])
+def test_model_gradients_equal_automatic_differentiation(model_class, jit_compile):
+    model = helpers.random_model(model_class, scale=0.4, **DROPOUTS)
+    _assert_gradients_equal(model, jit_compile, tolerance=1e-5)
+
+
+def test_general_score_and_conditional_gru_keep_automatic_differentiation():
+    for overrides in (dict(score="general"), dict(decoder="cgru")):
+        model = helpers.random_model(RNNSearch, scale=0.4, **overrides, **DROPOUTS)
+        _assert_gradients_equal(model, jit_compile=False, tolerance=1e-5)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("precision, tolerance", [("mixed_bfloat16", 0.05), ("mixed_float16", 5e-3)])
+def test_mixed_precision_gradients_equal_automatic_differentiation(precision, tolerance):
+    for model_class in (RNNSearch, RNNEncDec):
+        model = helpers.random_model(model_class, scale=0.4, dtype=precision, **DROPOUTS)
+        _assert_gradients_equal(model, jit_compile=True, tolerance=tolerance)
+
+
+def _gru_inputs(seed, directions, time=6, batch=3, units=5):
+    rng = np.random.default_rng(seed)
+    lead = (directions,) if directions else ()
+    return dict(
+        projected=tf.constant(rng.normal(size=(time,) + lead + (batch, 3 * units)), "float32"),
+        initial_state=tf.constant(rng.normal(size=lead + (batch, units)), "float32"),
+        gate_kernel=tf.constant(rng.normal(size=lead + (units, 2 * units)) * 0.5, "float32"),
+        recurrent_kernel=tf.constant(rng.normal(size=lead + (units, units)) * 0.5, "float32"),
+    )
+
+
+@pytest.mark.parametrize("directions, masked", [(0, False), (0, True), (2, False)],
+                         ids=["one", "dropout", "two_directions"])
+def test_gru_states_gradients_equal_a_scan_differentiated(directions, masked):
+    """The bare recurrence, the written-out path forced (training=True): every input's gradient
+    against `scan_states` over `gru_step` differentiated by TensorFlow, for a random upstream."""
+    inputs = _gru_inputs(3, directions)
+    shape = inputs["initial_state"].shape
+    mask = tf.constant(np.random.default_rng(4).integers(0, 2, shape) * 2.0, "float32") if masked else None
+    upstream = tf.constant(np.random.default_rng(5).normal(size=inputs["projected"].shape[:-1] + (shape[-1],)),
+                           "float32")
+
+    def scanned(projected, initial_state, gate_kernel, recurrent_kernel):
+        return scan_states(lambda h, x: recurrence.gru_step(x, h, gate_kernel, recurrent_kernel, mask),
+                           projected, initial_state)
+
+    def ours(**arguments):
+        return recurrence.gru_states(**arguments, recurrent_mask=mask, training=True)
+
+    results = []
+    for function in (ours, scanned):
+        with tf.GradientTape() as tape:
+            tape.watch(list(inputs.values()))
+            states = function(**inputs)
+            loss = tf.reduce_sum(states * upstream)
+        results.append((states, tape.gradient(loss, list(inputs.values()))))
+    np.testing.assert_array_equal(results[0][0], results[1][0])  # the same forward ops
+    for name, ours_gradient, reference in zip(inputs, results[0][1], results[1][1]):
+        np.testing.assert_allclose(ours_gradient, reference, rtol=1e-5, atol=1e-5, err_msg=name)
+
+
+def test_training_forward_pass_is_unchanged():
+    """The written-out path's forward loop gives the logits of the scanned cell, bit for bit."""
+    model = helpers.random_model(RNNSearch, scale=0.4)
+    source, target_in, _ = _padded_batch(model, 2)
+    ours = model((source, target_in), training=True)
+    with recurrence.automatic_differentiation():
+        reference = model((source, target_in), training=True)
+    np.testing.assert_allclose(ours, reference, rtol=1e-6, atol=1e-6)
+    assert keras.backend.backend() == "tensorflow"
