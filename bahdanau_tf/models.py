@@ -386,7 +386,9 @@ class RNNSearch(TranslationModel):
         if target_out is None:
             target_out = _next_tokens(inputs[1])
         annotations, mask, states = self._teacher_forcing(inputs, head=True)
-        return annotations, mask, states, self.target_embedding(target_out)
+        # states read from padding are zeros: a row's s_{i+1} never depends on the batch
+        real = ops.cast(ops.not_equal(inputs[1], PAD_ID), states.dtype)[:, :, None]
+        return annotations, mask, states * real, self.target_embedding(target_out)
 
     def alignment_weights(self, inputs: tuple, target_out: Tensor | None = None) -> Tensor:
         """P(source j | target token i) (batch, target_len, source_len) float32: the alignment

@@ -23,7 +23,8 @@ needs:
   ``source_lengths`` int32 ``[batch]``, ``target_tokens`` ``[batch, target_len]`` (``[END]``
   included when emitted), ``target_lengths`` int32 ``[batch]`` and ``attention`` float32
   ``[batch, target_len, source_len]`` (row i: α_ij of target token i; zero padding) — what
-  the paper's figure 3 draws;
+  the paper's figure 3 draws; for models with an alignment head (`bahdanau_tf.layers.
+  AlignmentHead`), the head's P(source j | target token i) of the translation instead;
 - ``translate_replace_unk(sentences)`` (models with attention only): ``translations``,
   ``scores`` like ``serving_default``, with every generated ``[UNK]`` replaced by the source
   word the attention weighted most at that step, or by its entry in the export's dictionary
@@ -51,7 +52,7 @@ import tensorflow as tf
 from bahdanau_tf import unknown_words
 from bahdanau_tf.decoding.batching import MAX_BEAM_SIZE
 from bahdanau_tf.decoding.chunks import length_limits
-from bahdanau_tf.special_tokens import END_ID, END_TOKEN, PAD_ID
+from bahdanau_tf.special_tokens import END_ID, END_TOKEN, PAD_ID, START_ID
 
 SENTENCES = tf.TensorSpec([None], tf.string, name="sentences")
 # every input of every signature has the leading batch dimension (TF Serving's batching)
@@ -192,6 +193,8 @@ class Signatures(tf.Module):
         target_lengths = outputs["lengths"][:, 0]
         target_tokens = self.translator.target_tokenizer.id_to_token(best_ids)
         valid = tf.range(tf.shape(best_ids)[1])[None, :] < target_lengths[:, None]
+        if all(getattr(model, "head", None) is not None for model in self.translator.models):
+            attention = self._head_alignment(sentences, tf.where(valid, best_ids, PAD_ID), valid)[:, None]
         return dict(
             source_tokens=self.source_token_matrix(sentences),
             source_lengths=lengths + 1,
@@ -199,6 +202,16 @@ class Signatures(tf.Module):
             target_lengths=target_lengths,
             attention=tf.where(valid[:, :, None], attention[:, 0], 0.0),  # [batch, time, source_len]
         )
+
+    def _head_alignment(self, sentences, ids, valid):
+        """The alignment heads' rows (mean over an ensemble) of translations ``ids`` [batch,
+        time] (``valid`` where not padding), teacher-forced: float32 [batch, time, source_len]."""
+        source_ids, _ = self.source_ids(sentences)
+        target_in = tf.concat([tf.fill([tf.shape(ids)[0], 1], START_ID), ids[:, :-1]], axis=1)
+        target_in = tf.where(valid, target_in, PAD_ID)  # the decoder never reads the final [END]
+        rows = [tf.cast(model.alignment_weights((source_ids, target_in), ids), tf.float32)
+                for model in self.translator.models]
+        return tf.add_n(rows) / len(rows)
 
     def graph_pieces(self, return_alignments, replace_unk=False):
         """With XLA: the string graphs around the search (tokenize before, detokenize after);
