@@ -624,7 +624,7 @@ class Translator(tf.Module):
             beam_size: int in [1, `bahdanau_tf.decoding.MAX_BEAM_SIZE`]; None: the default.
             nbest: int in [1, beam_size]; > 1 gives lists of ``nbest`` translations.
             return_alignments: bool, also return the attention of the best translations
-                (models with attention only).
+                (models with attention only; an alignment head's rows where models have one).
             forbid_unknown: bool, never generate [UNK] (the paper's "No UNK" decoding).
             batch_size: int, sentences per graph call.
             replace_unk: bool, replace each [UNK] of the translations by attention (the
