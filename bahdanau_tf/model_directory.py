@@ -239,8 +239,8 @@ def check_same_model(directory: str, model: keras.Model) -> None:
     # initialization changed resumes)
     ignored = {"name", "trainable", "dtype", "initialization"}
     for key in sorted((set(saved["config"]) | set(wanted["config"])) - ignored):
-        # a directory written before dropout existed trained without it
-        missing = 0.0 if key in regularization.DROPOUT_ARGUMENTS else None
+        # a directory written before dropout (or the alignment head) existed has none
+        missing = 0.0 if key in (*regularization.DROPOUT_ARGUMENTS, "alignment_head") else None
         old, new = saved["config"].get(key, missing), wanted["config"].get(key, missing)
         if old != new:
             differences.append(f"{key}: saved {old!r}, requested {new!r}")

@@ -47,7 +47,7 @@ from bahdanau_tf import cgru, initializers
 from bahdanau_tf import layers as layers_lib
 from bahdanau_tf import tensor_ops
 from bahdanau_tf.presets import get_preset
-from bahdanau_tf.special_tokens import PAD_ID
+from bahdanau_tf.special_tokens import END_ID, PAD_ID
 from bahdanau_tf.tensor_ops import Tensor
 from bahdanau_tf.translation_model import TranslationModel, is_model_path, load_trained
 
@@ -63,6 +63,15 @@ def _repeat_groups(tensor, previous_ids):
     if isinstance(groups, int) and isinstance(rows, int):  # static shapes (always on JAX)
         return ops.repeat(tensor, rows // max(groups, 1), axis=0)
     return ops.repeat(tensor, rows // ops.maximum(groups, 1), axis=0)
+
+
+def _next_tokens(target_input_ids):
+    """The output tokens of teacher-forced inputs ``[START] y_1 .. y_T`` (padded with 0):
+    ``y_1 .. y_T [END]``."""
+    lengths = ops.sum(ops.cast(ops.not_equal(target_input_ids, PAD_ID), "int32"), axis=1)
+    shifted = ops.pad(target_input_ids[:, 1:], [[0, 0], [0, 1]])
+    positions = ops.arange(ops.shape(target_input_ids)[1])[None, :]
+    return ops.where(positions == (lengths - 1)[:, None], END_ID, shifted)
 
 
 @keras.saving.register_keras_serializable(package="bahdanau_tf")
@@ -97,6 +106,10 @@ class RNNSearch(TranslationModel):
             ``"cgru"`` (`cgru.CGRUAttentionCell`, Nematus's conditional GRU, Sennrich et al.
             2017: a GRU reads E y_{i-1}, its state queries the attention, a second GRU reads
             c_i; preset ``rnnsearch-cgru-small``). The readout reads s_i, E y_{i-1}, c_i either way.
+        alignment_head: int, the units of a `layers.AlignmentHead` (0: none), an attention
+            whose query has read the word it aligns; trained after the model with its weights
+            frozen (`bahdanau_tf.training.train_alignment_head`), `alignment_weights` then
+            reads it. Translations never read it.
 
     Example:
 
@@ -126,6 +139,7 @@ class RNNSearch(TranslationModel):
         readout_dropout: float = 0.0,
         word_dropout: float = 0.0,
         decoder: str = "paper",
+        alignment_head: int = 0,
         **kwargs,
     ) -> None:
         super().__init__(**kwargs)
@@ -144,6 +158,7 @@ class RNNSearch(TranslationModel):
             score=score,
             initialization=initialization,
             decoder=decoder,
+            alignment_head=int(alignment_head),
         )
         self._store_dropouts(embedding_dropout=embedding_dropout, annotation_dropout=annotation_dropout,
                              recurrent_dropout=recurrent_dropout, readout_dropout=readout_dropout,
@@ -203,6 +218,8 @@ class RNNSearch(TranslationModel):
             dtype=self.dtype_policy,
             name="readout",
         )
+        self.head = (layers_lib.AlignmentHead(self.alignment_head, score, dtype=self.dtype_policy,
+                                              name="alignment_head") if self.alignment_head else None)
 
     def build(self, input_shape: tuple | None = None) -> None:
         annotation_dim = 2 * self.hidden_dim
@@ -211,6 +228,9 @@ class RNNSearch(TranslationModel):
         self.target_embedding.build((None, None))
         self.decoder_cell.build(input_dim=self.embedding_dim, memory_dim=annotation_dim)
         self.readout.build(state_dim=self.hidden_dim, embedding_dim=self.embedding_dim, context_dim=annotation_dim)
+        if self.head is not None:
+            self.head.build((None, None, annotation_dim), (None, None), (None, None, self.hidden_dim),
+                            (None, None, self.embedding_dim))
         self.built = True
 
     def encode(self, source_ids: Tensor, training: bool = False) -> dict:
@@ -314,9 +334,10 @@ class RNNSearch(TranslationModel):
                                     self.readout.project_context(annotations)], axis=-1)
         return {"keys": memory["keys"], "mask": memory["mask"], _CONTEXT_PROJECTIONS: products}
 
-    def _teacher_forcing(self, inputs, training=False, features=False, attention=False):
+    def _teacher_forcing(self, inputs, training=False, features=False, attention=False, head=False):
         """``(logits or features, alpha or None)``: the decoder over all steps of the reference
-        (`layers.AttentionGRUCell.sequence`); alpha only when asked for."""
+        (`layers.AttentionGRUCell.sequence`); alpha only when asked for; with ``head``, the
+        annotations, mask and states `alignment_head_inputs` hands on."""
         source_ids, target_input_ids = inputs
         memory = self.encode(source_ids, training=training)
         initial_state = self.initial_state(memory)
@@ -328,6 +349,8 @@ class RNNSearch(TranslationModel):
                                                  recurrent_mask, weights=attention, training=training)
         states, contexts = tensor_ops.stack_time(outputs[0]), tensor_ops.stack_time(outputs[1])
         weights = tensor_ops.stack_time(outputs[2]) if attention else None
+        if head:
+            return memory["annotations"], memory["mask"], states
         # readout and vocabulary projection for all steps in one batched matmul, after the loop
         maxout = self.dropouts.readout(self.readout.features(states, embedded, contexts), training)
         return (maxout if features else self.readout.project(maxout)), weights
@@ -344,6 +367,25 @@ class RNNSearch(TranslationModel):
     def attention_weights(self, inputs: tuple) -> Tensor:
         """alpha_ij of the reference translation (teacher forcing): (batch, target_len, source_len)."""
         return self._teacher_forcing(inputs, attention=True)[1]
+
+    def alignment_head_inputs(self, inputs: tuple, target_out: Tensor | None = None) -> tuple:
+        """What `layers.AlignmentHead` reads, teacher-forced: ``(annotations, mask, states,
+        embeddings)``: s_i and E y_i of every target token y_i (``target_out``; None: the
+        tokens of ``target_input_ids`` after ``[START]``, then ``[END]``)."""
+        if target_out is None:
+            target_out = _next_tokens(inputs[1])
+        annotations, mask, states = self._teacher_forcing(inputs, head=True)
+        # states read from padding are zeros: a row's s_{i+1} never depends on the batch
+        real = ops.cast(ops.not_equal(inputs[1], PAD_ID), states.dtype)[:, :, None]
+        return annotations, mask, states * real, self.target_embedding(target_out)
+
+    def alignment_weights(self, inputs: tuple, target_out: Tensor | None = None) -> Tensor:
+        """P(source j | target token i) (batch, target_len, source_len) float32: the alignment
+        head's when the model has one (``alignment_head``), else `attention_weights` (row i
+        predicts token i). ``target_out`` as in `alignment_head_inputs`."""
+        if self.head is None:
+            return self.attention_weights(inputs)
+        return self.head(*self.alignment_head_inputs(inputs, target_out))
 
     def logits_and_attention(self, inputs: tuple, training: bool = False) -> tuple:
         """(logits (batch, target_len, K_y), alpha_ij (batch, target_len, source_len) float32)

@@ -21,7 +21,7 @@ import tensorflow as tf
 
 from bahdanau_tf import unknown_words
 from bahdanau_tf.decoding.chunks import length_limits
-from bahdanau_tf.special_tokens import END_ID, END_TOKEN, PAD_ID
+from bahdanau_tf.special_tokens import END_ID, END_TOKEN, PAD_ID, START_ID
 
 # the string input of every signature and graph piece: a batch of sentences
 SENTENCES = tf.TensorSpec([None], tf.string, name="sentences")
@@ -86,6 +86,8 @@ class TextGraph:
         limits: `bahdanau_tf.decoding.LengthLimits`, the source cut and the output limit.
         unk_dictionary: None or a `bahdanau_tf.unknown_words.UnknownWordDictionary`, what
             [UNK] replacement looks up.
+        heads: the models whose alignment heads (`bahdanau_tf.layers.AlignmentHead`) give
+            the alignments' rows (their mean), instead of the search's attention; () for none.
 
     Example:
 
@@ -93,11 +95,12 @@ class TextGraph:
         source_ids, lengths = text.source_ids(tf.constant(["In the beginning."]))
     """
 
-    def __init__(self, source_tokenizer, target_tokenizer, limits, unk_dictionary=None):
+    def __init__(self, source_tokenizer, target_tokenizer, limits, unk_dictionary=None, heads=()):
         self.source_tokenizer = source_tokenizer
         self.target_tokenizer = target_tokenizer
         self.limits = limits
         self.unk_dictionary = unk_dictionary
+        self.heads = tuple(heads)
         self._pieces = {}  # (return_alignments, replace_unk) -> (prepare, finish)
 
     def source_ids(self, sentences):
@@ -144,6 +147,8 @@ class TextGraph:
         target_lengths = outputs["lengths"][:, 0]
         target_tokens = self.target_tokenizer.id_to_token(best_ids)
         valid = tf.range(tf.shape(best_ids)[1])[None, :] < target_lengths[:, None]
+        if self.heads:
+            attention = self.head_rows(sentences, tf.where(valid, best_ids, PAD_ID), valid)[:, None]
         return dict(
             source_tokens=self.source_tokens(sentences),
             source_lengths=lengths + 1,
@@ -151,6 +156,16 @@ class TextGraph:
             target_lengths=target_lengths,
             attention=tf.where(valid[:, :, None], attention[:, 0], 0.0),  # [batch, time, source_len]
         )
+
+    def head_rows(self, sentences, ids, valid):
+        """The alignment heads' rows (mean over an ensemble) of translations ``ids`` [batch,
+        time] (``valid`` where not padding), teacher-forced: float32 [batch, time, source_len]."""
+        source_ids, _ = self.source_ids(sentences)
+        target_in = tf.concat([tf.fill([tf.shape(ids)[0], 1], START_ID), ids[:, :-1]], axis=1)
+        target_in = tf.where(valid, target_in, PAD_ID)  # the decoder never reads the final [END]
+        rows = [tf.cast(model.alignment_weights((source_ids, target_in), ids), tf.float32)
+                for model in self.heads]
+        return tf.add_n(rows) / len(rows)
 
     def pieces(self, return_alignments, replace_unk=False):
         """The graphs around a search run outside them (`Translator.translate`): ``prepare``

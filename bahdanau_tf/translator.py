@@ -218,8 +218,9 @@ class Translator(tf.Module):
         """The `bahdanau_tf.text_graph.TextGraph` of this translator (made once): the string
         graphs that `translate` and the exported signatures run around the search."""
         if self._cache.text_graph is None:
-            self._cache.text_graph = TextGraph(self.source_tokenizer, self.target_tokenizer,
-                                               self.limits, self.unk_dictionary)
+            heads = all(getattr(model, "head", None) is not None for model in self.models)
+            self._cache.text_graph = TextGraph(self.source_tokenizer, self.target_tokenizer, self.limits,
+                                               self.unk_dictionary, heads=self.models if heads else ())
         return self._cache.text_graph
 
     # === Constructors ===
@@ -535,7 +536,8 @@ class Translator(tf.Module):
             nbest: int in [1, beam_size]; > 1 gives lists of ``nbest`` translations; None:
                 ``search.nbest``.
             return_alignments: bool, also return the attention of the best translations
-                (models with attention only); None: ``search.return_attention``.
+                (models with attention only; an alignment head's rows where models have one);
+                None: ``search.return_attention``.
             forbid_unknown: bool, never generate [UNK] (the paper's "No UNK" decoding), besides
                 the search's own ``forbid_ids``.
             batch_size: int, sentences per graph call.
@@ -601,8 +603,9 @@ class Translator(tf.Module):
     def reference_attention(self, sources, targets, batch_size=64) -> list:
         """Teacher-forced attention of given translations (e.g. the references), for AER.
 
-        The decoder reads ``targets`` instead of its own output; for an ensemble the members'
-        attentions are averaged. Sources are cut like `translate` cuts them.
+        The decoder reads ``targets`` instead of its own output; a model with an alignment head
+        gives the head's P(source j | token i) (`RNNSearch.alignment_weights`); for an ensemble
+        the members' rows are averaged. Sources are cut like `translate` cuts them.
 
         Args:
             sources: list of str.
@@ -643,11 +646,11 @@ class Translator(tf.Module):
         start = tf.RaggedTensor.from_tensor(tf.fill([target_ids.nrows(), 1], START_ID))
         target_input = tf.concat([start, target_ids], axis=1).to_tensor(default_value=PAD_ID)
         if keras.backend.backend() == "tensorflow":
-            attention = tf.add_n([tf.cast(m.attention_weights((source_ids, target_input)), tf.float32)
+            attention = tf.add_n([tf.cast(m.alignment_weights((source_ids, target_input)), tf.float32)
                                   for m in self.models]) / len(self.models)
         else:  # eager (`reference_attention`): the backend's arrays in and out
             inputs = (source_ids.numpy(), target_input.numpy())
-            attention = tf.constant(np.mean([keras.ops.convert_to_numpy(m.attention_weights(inputs))
+            attention = tf.constant(np.mean([keras.ops.convert_to_numpy(m.alignment_weights(inputs))
                                              .astype(np.float32) for m in self.models], axis=0))
         target_tokens = self.target_tokenizer.tokens(targets)
         target_end = tf.RaggedTensor.from_tensor(tf.fill([target_tokens.nrows(), 1], END_TOKEN))

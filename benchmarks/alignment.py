@@ -6,7 +6,9 @@ side by side, with each model's test BLEU; every row also in two views of the sa
 (`bahdanau_tf.evaluation.VIEWS`: punctuation links dropped, and content words only), the
 full gold the headline:
 
-- each model's teacher-forced attention on the references, turned into word links by the
+- each model's teacher-forced attention on the references (for a model with an alignment
+  head, `bahdanau_tf.layers.AlignmentHead`, the head's rows: ``bahdanau-alignment-head``
+  trained it on the model's own links or on eflomal's), turned into word links by the
   extraction rules of `bahdanau_tf.evaluation.ExtractionRule` (a word's pieces pooled by
   max, sum or first piece, or each piece's argmax; rows shifted by zero, one or two; mutual best
   links or not; a target word left unaligned when its best weight is below a threshold), each
@@ -178,8 +180,9 @@ def _best(dev_aer, keep=lambda rule: True):
     return min((r for r in dev_aer if keep(r)), key=dev_aer.get)
 
 
-def _one_direction_rows(name, dev_attention, test_attention, dev, test, transpose=False):
-    """Rows of one model's attention: default rule, best plain rule, best rule; dev AERs."""
+def _one_direction_rows(name, dev_attention, test_attention, dev, test, transpose=False, what=None):
+    """Rows of one model's attention (or ``what``: its alignment head): default rule, best
+    plain rule, best rule; dev AERs."""
     from bahdanau_tf import evaluation
 
     rules = _rules()
@@ -191,8 +194,9 @@ def _one_direction_rows(name, dev_attention, test_attention, dev, test, transpos
              "best": _best(dev_aer)}
     test_links = _links_of_rules(test_attention, [evaluation.ExtractionRule.parse(r)
                                                   for r in dict.fromkeys(picks.values())], transpose)
-    rows = [_scores_row(f"{name}: teacher-forced attention, rule {rule} ({pick})",
-                        test_links[rule], test, stage=pick, rule=rule, dev_aer=dev_aer[rule])
+    rows = [_scores_row(f"{name}: {what or 'teacher-forced attention'}, rule {rule} ({pick})",
+                        test_links[rule], test, stage=f"{what}, {pick}" if what else pick, rule=rule,
+                        dev_aer=dev_aer[rule])
             for pick, rule in picks.items()]
     return rows, dev_aer, picks["best"]
 
@@ -257,8 +261,10 @@ def _model_rows(name, model_dir, reverse_dir, dev, test):
     started = time.time()
     translator = _translator(model_dir)
     forward = [_attention(translator, split[0], name, label) for split, label in ((dev, "dev"), (test, "test"))]
-    rows, dev_aer, best_rule = _one_direction_rows(name, *forward, dev, test)
-    record = {"dev_aer": dev_aer, "best_rule": best_rule}
+    head = getattr(translator.models[0], "head", None) is not None
+    rows, dev_aer, best_rule = _one_direction_rows(name, *forward, dev, test,
+                                                   what="alignment head" if head else None)
+    record = {"dev_aer": dev_aer, "best_rule": best_rule, "alignment_head": head}
     if reverse_dir:
         reverse_translator = _translator(reverse_dir)
         reverse = [_attention(reverse_translator, split[0], f"{name}-reverse", label, reverse=True)

@@ -199,6 +199,9 @@ LAYER_CONTRACTS = {
     "BahdanauAttention-general": (
         lambda: layers.BahdanauAttention(6, score="general", name="att"),
         lambda layer: layer(_QUERY, _MEMORY, memory_mask=_MASK), None),
+    "AlignmentHead": (
+        lambda: layers.AlignmentHead(5, name="head"),
+        lambda head: head(_MEMORY, _MASK, _SEQUENCE[0], _SEQUENCE[1]), None),
     "AttentionGRUCell": (
         lambda: layers.AttentionGRUCell(4, 7, score="additive", name="cell"),
         lambda cell: cell(cell.project_inputs(_X), _H, cell.prepare_memory(_MEMORY, _MASK)),

@@ -1,0 +1,132 @@
+"""The alignment head trained after the translation model, whose weights stay frozen.
+
+`bahdanau_tf.layers.AlignmentHead` is an attention whose query has read the target word it
+aligns (Garg et al. 2019; Chen et al. 2020's Shift-AET: an alignment module trained on the
+model's own symmetrised links while the translation model stays fixed). Here:
+
+- :func:`with_alignment_head`: the same model, same weights, with a new (untrained) head;
+- :func:`train_alignment_head`: trains the head alone on teacher-forced batches of
+  `bahdanau_tf.data.make_dataset` carrying the attention targets q of word links
+  (`AlignmentGuide.stage`), the cross-entropy of `bahdanau_tf.losses.guided_alignment_nll`
+  averaged over the target tokens that have a target. Only the head's variables are updated
+  and its inputs are stop-gradient: translations are those of the model without it.
+
+The links may be any aligner's (eflomal's, ``bahdanau-data align``) or the model's own, both
+directions made one (`bahdanau_tf.evaluation.bidirectional_links`); the command line is
+``bahdanau-alignment-head`` (`bahdanau_tf.cli.alignment_head`). A head learns P(source j |
+target token i) with weight on the source ``[END]`` for an unaligned word when the guide is
+built with ``unaligned="end"``.
+
+Example:
+
+    model = with_alignment_head(loaded.model, units=128)
+    guide = AlignmentGuide.build(pairs, links, source, target, unaligned="end")
+    batches = make_dataset(pairs, source, target, repeat=True).apply(guide.stage())
+    train_alignment_head(model, batches, steps=1000)
+    model.save_to_preset("model-with-head")
+"""
+
+from __future__ import annotations
+
+import keras
+import tensorflow as tf
+
+from bahdanau_tf import losses
+
+#: the head's default size and training settings (`train_alignment_head`)
+DEFAULT_UNITS = 128
+DEFAULT_LEARNING_RATE = 2e-3
+
+
+def _relative_path(variable) -> str:
+    """A variable's path below its model (the model's own name dropped)."""
+    return variable.path.partition("/")[2]
+
+
+def with_alignment_head(model, units: int = DEFAULT_UNITS):
+    """A copy of ``model`` (an `RNNSearch`) with a new alignment head of ``units`` units.
+
+    Every translation weight is copied (an existing head is replaced), so the copy translates
+    exactly as ``model`` does; its tokenizers are attached when ``model`` has them.
+
+    Raises:
+        ValueError: a model without attention, or ``units`` < 1.
+    """
+    if not getattr(model, "has_attention", False) or not hasattr(model, "alignment_weights"):
+        raise ValueError(f"an alignment head needs an RNNSearch model, got {type(model).__name__}.")
+    if int(units) < 1:
+        raise ValueError(f"`units` must be positive, got {units!r}.")
+    copy = type(model).from_config({**model.get_config(), "alignment_head": int(units)})
+    copy.build_variables()
+    weights = {_relative_path(v): v for v in model.weights if v.path.split("/")[1:2] != ["alignment_head"]}
+    for variable in copy.weights:
+        path = _relative_path(variable)
+        if path in weights:
+            variable.assign(weights.pop(path))
+    if weights:
+        raise ValueError(f"weights not copied to the model with a head: {sorted(weights)}")
+    if getattr(model, "source_tokenizer", None) is not None:
+        copy.attach_tokenizers(model.source_tokenizer, model.target_tokenizer)
+    return copy
+
+
+def _head_step(model, optimizer, element_spec):
+    """One update of the head's weights on a batch with attention targets; returns the loss."""
+    variables = model.head.trainable_variables
+    (source, target_in, targets), target_out = element_spec
+    signature = [tf.TensorSpec([None] * len(spec.shape), spec.dtype)  # one trace for every shape
+                 for spec in (source, target_in, targets, target_out)]
+
+    @tf.function(autograph=False, input_signature=signature)
+    def step(source, target_in, targets, target_out):
+        inputs = model.alignment_head_inputs((source, target_in), target_out)
+        with tf.GradientTape() as tape:
+            weights = model.head(*inputs)
+            rows = tf.reduce_sum(tf.cast(tf.reduce_sum(targets, -1) > 0, tf.float32))
+            loss = tf.reduce_sum(losses.guided_alignment_nll(weights, targets)) / tf.maximum(rows, 1.0)
+        optimizer.apply(tape.gradient(loss, variables), variables)
+        return loss
+
+    return step
+
+
+def train_alignment_head(model, dataset, steps: int, learning_rate: float = DEFAULT_LEARNING_RATE,
+                         log=None, log_every: int = 100) -> list:
+    """Trains ``model``'s alignment head alone (Adam), on ``steps`` batches of ``dataset``.
+
+    Args:
+        model: an `RNNSearch` with a head (`with_alignment_head`).
+        dataset: batches ``((source, target_in, q), target_out)`` (`AlignmentGuide.stage`);
+            repeated when it has fewer than ``steps`` batches.
+        steps: int, the number of updates.
+        learning_rate: float, Adam's.
+        log: optional callable given a progress line every ``log_every`` updates.
+
+    Returns:
+        list of float, the mean loss of each ``log_every`` updates (the last group may be
+        shorter).
+
+    Raises:
+        ValueError: a model without a head, or ``steps`` < 1.
+    """
+    if getattr(model, "head", None) is None:
+        raise ValueError("the model has no alignment head: with_alignment_head(model) first.")
+    if int(steps) < 1:
+        raise ValueError(f"`steps` must be positive, got {steps!r}.")
+    optimizer = keras.optimizers.Adam(learning_rate)
+    optimizer.build(model.head.trainable_variables)
+    step = _head_step(model, optimizer, dataset.element_spec)
+    history, total, count = [], 0.0, 0
+    for number, ((source, target_in, targets), target_out) in enumerate(
+            dataset.repeat().take(int(steps)), start=1):
+        total += float(step(source, target_in, targets, target_out))
+        count += 1
+        if count == log_every or number == int(steps):
+            history.append(total / count)
+            if log is not None:
+                log(f"alignment head: update {number:,}/{int(steps):,}, cross-entropy {history[-1]:.3f}")
+            total, count = 0.0, 0
+    return history
+
+
+__all__ = ["DEFAULT_LEARNING_RATE", "DEFAULT_UNITS", "train_alignment_head", "with_alignment_head"]

@@ -1,0 +1,158 @@
+"""Tests of the alignment head (bahdanau_tf.layers.AlignmentHead, bahdanau_tf.training.
+alignment_head): a NumPy reference of the head, a diagonal alignment learned on the copy task
+with the translation weights untouched, and a model with a head saved, loaded, exported and
+served through the session bundle."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bahdanau_tf import data, layers, training
+from bahdanau_tf.evaluation.alignment import alignment_scores, attention_to_alignment
+from helpers import learning_seed, random_model, softmax
+from test_guided_alignment import SOURCE_WORDS, TARGET_WORDS, copy_corpus, copy_tokenizers, diagonal
+
+SIZES = dict(source_vocabulary_size=len(SOURCE_WORDS) + 4, target_vocabulary_size=len(TARGET_WORDS) + 4,
+             initialization="keras")
+
+
+def test_the_head_against_numpy():
+    """q_i = [E y_i ; s_i ; s_{i+1}], additive attention over the annotations, masked."""
+    head = layers.AlignmentHead(5)
+    rng = np.random.default_rng(0)
+    annotations, states, embeddings = (rng.normal(size=shape).astype("float32")
+                                       for shape in ((2, 4, 6), (2, 3, 3), (2, 3, 2)))
+    mask = np.array([[True] * 4, [True, True, False, False]])
+    got = np.asarray(head(annotations, mask, states, embeddings))
+    for weight in head.weights:  # no zero weight hides a term
+        weight.assign(rng.normal(0.0, 0.5, weight.shape).astype("float32"))
+    got = np.asarray(head(annotations, mask, states, embeddings))
+    Wq, Uk, b, v = (w.numpy() for w in head.attention.weights)
+    for row in range(2):
+        following = np.concatenate([states[row, 1:], np.zeros((1, 3))])
+        for i in range(3):
+            query = np.concatenate([embeddings[row, i], states[row, i], following[i]])
+            real = mask[row].sum()
+            scores = np.tanh(query @ Wq + annotations[row, :real] @ Uk + b) @ v
+            expected = np.zeros(4)
+            expected[:real] = softmax(scores)
+            np.testing.assert_allclose(got[row, i], expected, atol=1e-5)
+
+
+def _head_aer(model, pairs, tokenizers):
+    """AER of the head's argmax links against the diagonal on ``pairs``."""
+    dataset = data.make_dataset(pairs, *tokenizers, batch_size=len(pairs), bucketing=None,
+                                shuffle=False, max_length=None)
+    (source, target_in), _ = next(iter(dataset))
+    weights = np.asarray(model.alignment_weights((source, target_in)))
+    predicted = []
+    for row, (source_text, target_text) in enumerate(pairs):
+        n, m = len(source_text.split()), len(target_text.split())
+        predicted.append(attention_to_alignment(weights[row], list(range(n)), list(range(m))))
+    return alignment_scores(predicted, [diagonal(p) for p in pairs]).aer
+
+
+@pytest.fixture(scope="module")
+def copy_head():
+    """A copy-task model (random weights, frozen) whose head is trained on diagonal links until it
+    aligns held-out pairs diagonally (AER < 0.1, checked every 100 updates, within 2,000)."""
+    tf.keras.utils.set_random_seed(learning_seed(11))
+    tokenizers = copy_tokenizers()
+    pairs, test = copy_corpus(640, seed=1), copy_corpus(64, seed=2)
+    base = random_model(seed=learning_seed(11), **SIZES).attach_tokenizers(*tokenizers)
+    model = training.with_alignment_head(base, units=32)
+    guide = training.AlignmentGuide.build(pairs, [diagonal(p) for p in pairs], *tokenizers,
+                                          unaligned="end")
+    batches = data.make_dataset(pairs, *tokenizers, batch_size=32, max_length=None,
+                                seed=learning_seed(11), repeat=True).apply(guide.stage())
+    history = []
+    for updates in range(100, 2001, 100):
+        history += training.train_alignment_head(model, batches.skip(updates), 100, log_every=100)
+        aer = _head_aer(model, test, tokenizers)
+        if aer < 0.1:
+            break
+    return {"base": base, "model": model, "aer": aer, "updates": updates, "history": history,
+            "tokenizers": tokenizers, "test": test}
+
+
+@pytest.mark.slow
+@pytest.mark.learning
+def test_the_head_learns_a_diagonal_alignment_and_leaves_the_translation_weights(copy_head):
+    assert copy_head["aer"] < 0.1, (copy_head["updates"], copy_head["aer"], copy_head["history"])
+    base, model = copy_head["base"], copy_head["model"]
+    heads = [v for v in model.weights if "alignment_head" in v.path]
+    assert len(base.weights) + len(heads) == len(model.weights)
+    for a, b in zip(base.weights, [v for v in model.weights if "alignment_head" not in v.path]):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    # the model's own attention is not diagonal: the head learned it
+    assert _head_aer(base, copy_head["test"], copy_head["tokenizers"]) > 0.5
+
+
+@pytest.mark.slow
+def test_a_model_with_a_head_saves_loads_translates_as_without_and_serves_its_align(copy_head, tmp_path):
+    from bahdanau_tf import serving
+    from bahdanau_tf.decoding import Batching
+    from bahdanau_tf.translator import Translator
+    from helpers import beam
+
+    model, tokenizers = copy_head["model"], copy_head["tokenizers"]
+    directory = model.save_to_preset(str(tmp_path / "with_head"))
+    options = dict(search=beam(2), batching=Batching(jit_compile=False))
+    loaded = Translator.from_directory(directory, **options)
+    assert loaded.models[0].alignment_head == 32
+    for a, b in zip(model.weights, loaded.models[0].weights):  # the head restored with the rest
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    sentences = [source for source, _ in copy_head["test"][:6]] + [""]
+    without = Translator.from_model(copy_head["base"], **options).translate(sentences)
+    expected = loaded.translate(sentences, return_alignments=True)
+    assert expected.translations == without.translations
+    np.testing.assert_array_equal(expected.scores, without.scores)
+    # the alignments are the head's rows of each translation, read teacher-forced
+    forced = loaded.reference_attention(sentences, expected.translations)
+    for alignment, reference in zip(expected.alignments, forced):
+        t, s = alignment.attention.shape
+        assert alignment.target_tokens == reference.target_tokens[:t]
+        # a translation cut at the length bound has no [END]: its last token's s_{i+1} differs
+        rows = t if alignment.target_tokens[-1:] == ["[END]"] else t - 1
+        np.testing.assert_allclose(alignment.attention[:rows], reference.attention[:rows, :s], atol=1e-5)
+    path = loaded.export(str(tmp_path / "export"))
+    with serving.SessionBundle(path) as bundle:
+        served = bundle.run("align", sentences=sentences)
+    assert [t.decode() for t in served["translations"]] == expected.translations
+    for k, alignment in enumerate(expected.alignments):
+        t, s = alignment.attention.shape
+        np.testing.assert_allclose(served["attention"][k, :t, :s], alignment.attention, atol=1e-5)
+
+
+@pytest.mark.subprocess
+def test_the_command_trains_a_head_into_a_new_directory_and_refuses_bad_links(tmp_path):
+    from bahdanau_tf import model_directory, word_alignment
+    from helpers import random_model, run_commands, save_model_dir
+
+    tokenizers = copy_tokenizers()
+    base = random_model(seed=4, **SIZES)
+    run = save_model_dir(tmp_path / "run", base, *tokenizers, settings={"direction": "en-es"})
+    pairs = copy_corpus(40, seed=6)
+    (tmp_path / "train.tsv").write_text("".join(f"{s}\t{t}\n" for s, t in pairs))
+    (tmp_path / "train.links").write_text("".join(word_alignment.format_pharaoh(diagonal(p)) + "\n"
+                                                  for p in pairs))
+    (tmp_path / "short.links").write_text("0-0\n")
+    common = [f"--model_dir={run}", "--checkpoint=latest", f"--tsv={tmp_path / 'train.tsv'}",
+              "--steps=3", "--units=8", "--batch_size=8"]
+    rows = [("alignment_head", common + [f"--links={tmp_path / 'train.links'}",
+                                         f"--output_dir={tmp_path / 'head'}"], ""),
+            ("alignment_head", common + [f"--links={tmp_path / 'short.links'}",
+                                         f"--output_dir={tmp_path / 'refused'}"], ""),
+            ("alignment_head", common + [f"--links={tmp_path / 'train.links'}"], "")]
+    done, short, no_output = run_commands(rows, cwd=tmp_path)
+    assert done["code"] == 0, done["stderr"]
+    loaded = model_directory.load_model_directory(str(tmp_path / "head"))
+    assert loaded.model.alignment_head == 8
+    translation = [v for v in loaded.model.weights if "alignment_head" not in v.path]
+    for a, b in zip(base.weights, translation):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    for result, message in ((short, "1 lines of alignments for 40 training pairs"),
+                            (no_output, "--output_dir is required")):
+        assert result["code"] == 2 and message in result["stderr"], result["stderr"]
+        assert len(result["stderr"].strip().splitlines()) == 1, result["stderr"]
+    assert not (tmp_path / "refused").exists()
