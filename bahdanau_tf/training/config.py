@@ -217,6 +217,14 @@ class TrainingConfig:
             raise ValueError("`label_smoothing` needs the full softmax: it cannot be combined with "
                              "`sampled_softmax`.")
 
+    def check_schedule(self, has_dev_set: bool) -> None:
+        """What a run's schedule needs: a dev set (``plateau``), a budget (``budget``)."""
+        if self.schedule == "plateau" and not has_dev_set:
+            raise ValueError("--schedule=plateau decays on the dev NLL: it needs a dev set.")
+        if self.schedule == "budget" and not (self.max_steps or self.max_minutes):
+            raise ValueError("--schedule=budget decays over the run's budget: set --max_steps or --max_minutes "
+                             "(or another --schedule).")
+
     def speed_summary(self):
         """``"float32 + XLA (device choice: CPU without bfloat16 units)"``, for the header line."""
         words = f"{self.precision}{' + XLA' if self.jit_compile else ', no XLA'}"

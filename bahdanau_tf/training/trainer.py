@@ -18,10 +18,7 @@ from typing import Any, Callable
 import keras
 import tensorflow as tf
 
-from bahdanau_tf import data, decoding
-from bahdanau_tf import devices
-from bahdanau_tf import files
-from bahdanau_tf import losses
+from bahdanau_tf import data, decoding, devices, files, losses
 from bahdanau_tf import model_directory as model_directory_lib
 from bahdanau_tf import models as models_lib
 from bahdanau_tf.special_tokens import PAD_ID
@@ -152,10 +149,8 @@ class Trainer:
             if self.guide is not None and (config.sampled_softmax or not self.model.has_attention):
                 raise ValueError("guided alignment needs a model with attention and the full softmax.")
             self._steps_per_epoch = tf.Variable(1, dtype="int64", trainable=False, name="steps_per_epoch")
-            # the spent fraction of the wall-time budget, read by the "budget" schedule
-            self._time_progress = tf.Variable(0.0, dtype="float32", trainable=False, name="time_progress")
-            self.optimizer = make_optimizer(config, steps_per_epoch=self._steps_per_epoch,
-                                            time_progress=self._time_progress)
+            self._time_progress = tf.Variable(0.0, trainable=False, name="time_progress")  # BudgetSchedule's
+            self.optimizer = make_optimizer(config, self._steps_per_epoch, self._time_progress)
             self.optimizer.build(self.model.trainable_variables)
             self._make_state_variables()
             self.dev_schedule = DevSchedule(config)
@@ -533,11 +528,7 @@ class Trainer:
         dropped = (f"; dropped {about}{counts['too_long']:,} longer than {config.max_length} tokens and "
                    f"{about}{counts['empty']:,} with an empty side" if counts["kept"] < counts["total"] else "")
         run.deadline = deadline  # the progress line shows the budget
-        if config.schedule == "plateau" and dev_corpus is None:
-            raise ValueError("--schedule=plateau decays on the dev NLL: it needs a dev set.")
-        if config.schedule == "budget" and not (config.max_steps or config.max_minutes):
-            raise ValueError("--schedule=budget decays over the run's budget: set --max_steps or --max_minutes "
-                             "(or another --schedule).")
+        config.check_schedule(has_dev_set=dev_corpus is not None)
         if run.train_pairs == 0:
             raise ValueError(
                 "The training corpus is empty." if not counts["total"] else
