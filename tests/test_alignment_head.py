@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import bahdanau_tf
 from bahdanau_tf import data, layers, training
 from bahdanau_tf.evaluation.alignment import alignment_scores, attention_to_alignment
 from helpers import learning_seed, random_model, softmax
@@ -115,7 +116,7 @@ def test_a_model_with_a_head_saves_loads_translates_as_without_and_serves_its_al
         # a translation cut at the length bound has no [END]: its last token's s_{i+1} differs
         rows = t if alignment.target_tokens[-1:] == ["[END]"] else t - 1
         np.testing.assert_allclose(alignment.attention[:rows], reference.attention[:rows, :s], atol=1e-5)
-    path = loaded.export(str(tmp_path / "export"))
+    path = bahdanau_tf.export_saved_model(loaded, str(tmp_path / "export"))
     with serving.SessionBundle(path) as bundle:
         served = bundle.run("align", sentences=sentences)
     assert [t.decode() for t in served["translations"]] == expected.translations
