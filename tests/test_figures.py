@@ -43,59 +43,41 @@ def words(values):
     return " ".join(values)
 
 
-def _run(results, row):
-    """The keys of one row of a results file that lists runs."""
+def _keys(results, training, evaluation, tokens="target_tokens_per_second", bleu="bleu",
+          brevity_penalty="brevity_penalty"):
+    """A run's keys in a results file: ``training`` and ``evaluation`` are the dotted prefixes of
+    its training report's and its scores' fields; the other arguments, the names that differ
+    between the files' layouts."""
     return {
-        "updates": Key(results, f"{row}.updates"),
-        "epochs": Key(results, f"{row}.epochs"),
-        "wall_time": Key(results, f"{row}.wall_time_seconds", wall_time),
-        "best_dev_nll": Key(results, f"{row}.best_dev_nll"),
-        "tokens_per_second": Key(results, f"{row}.target_tokens_per_second"),
-        "bleu": Key(results, f"{row}.test_bleu"),
-        "brevity_penalty": Key(results, f"{row}.test_bleu_brevity_penalty"),
-        "aer": Key(results, f"{row}.aer"),
+        "updates": Key(results, f"{training}.updates"),
+        "epochs": Key(results, f"{training}.epochs"),
+        "wall_time": Key(results, f"{training}.wall_time_seconds", wall_time),
+        "best_dev_nll": Key(results, f"{training}.best_dev_nll"),
+        "tokens_per_second": Key(results, f"{training}.{tokens}"),
+        "bleu": Key(results, f"{evaluation}.{bleu}"),
+        "brevity_penalty": Key(results, f"{evaluation}.{brevity_penalty}"),
+        "aer": Key(results, f"{evaluation}.aer"),
         "date": Key(results, "date", day),
         "cpu": Key(results, "machine.name"),
         "cpu_flags": Key(results, "machine.cpu_flags", words),
         "results_file": Key(results, ""),
     }
+
+
+def _run(results, row):
+    """The keys of one row of a results file that lists runs."""
+    return _keys(results, row, row, bleu="test_bleu", brevity_penalty="test_bleu_brevity_penalty")
 
 
 def _main_command(results):
     """The keys of a results file of the main command (as main_command_amd_epyc.json lays out
     `bahdanau-train`'s report and `bahdanau-evaluate`'s scores)."""
-    return {
-        "updates": Key(results, "training.updates"),
-        "epochs": Key(results, "training.epochs"),
-        "wall_time": Key(results, "training.wall_time_seconds", wall_time),
-        "best_dev_nll": Key(results, "training.best_dev_nll"),
-        "tokens_per_second": Key(results, "training.target_tokens_per_second"),
-        "bleu": Key(results, "evaluation.bleu"),
-        "brevity_penalty": Key(results, "evaluation.brevity_penalty"),
-        "aer": Key(results, "evaluation.aer"),
-        "date": Key(results, "date", day),
-        "cpu": Key(results, "machine.name"),
-        "cpu_flags": Key(results, "machine.cpu_flags", words),
-        "results_file": Key(results, ""),
-    }
+    return _keys(results, "training", "evaluation")
 
 
 def _summary_row(results, row):
     """The keys of one row of `benchmarks/twelve_minute_runs.py --summarize`'s results file."""
-    return {
-        "updates": Key(results, f"{row}.updates"),
-        "epochs": Key(results, f"{row}.epochs"),
-        "wall_time": Key(results, f"{row}.wall_time_seconds", wall_time),
-        "best_dev_nll": Key(results, f"{row}.best_dev_nll"),
-        "tokens_per_second": Key(results, f"{row}.tokens_per_s"),
-        "bleu": Key(results, f"{row}.bleu"),
-        "brevity_penalty": Key(results, f"{row}.brevity_penalty"),
-        "aer": Key(results, f"{row}.aer"),
-        "date": Key(results, "date", day),
-        "cpu": Key(results, "machine.name"),
-        "cpu_flags": Key(results, "machine.cpu_flags", words),
-        "results_file": Key(results, ""),
-    }
+    return _keys(results, row, row, tokens="tokens_per_s")
 
 
 #: The run README's "Result" and its sample output quote (the main command, 12 minutes): the
