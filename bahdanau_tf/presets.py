@@ -44,6 +44,9 @@ class Preset:
 PRESETS: dict = {}
 #: short names: ``small`` and ``tiny`` are RNNsearch's reduced presets
 ALIASES = {"small": "rnnsearch-small", "tiny": "rnnsearch-tiny"}
+#: what ``bahdanau-train`` and `Trainer` train unless told: the reduced preset that scored best
+#: in the README's 12 minutes (benchmarks/README.md, "The main command, 12 minutes")
+DEFAULT = "rnnsearch-cgru-small"
 
 
 def _register(name, class_name, model, training, description):
@@ -89,7 +92,7 @@ _register("seq2seq", "Seq2Seq",
           _SUTSKEVER_TRAINING, "Sutskever et al. 2014: 4-layer LSTMs of 1000 cells")
 _register("rnnsearch-small", "RNNSearch",
           dict(_SMALL, attention_dim=256, maxout_dim=128, initialization="keras"),
-          _REDUCED_TRAINING, "RNNsearch at CPU size (m=128, n=256); the default, alias 'small'")
+          _REDUCED_TRAINING, "RNNsearch at CPU size (m=128, n=256), the paper's decoder cell; alias 'small'")
 _register("rnnsearch-general-small", "RNNSearch",
           dict(_SMALL, attention_dim=256, maxout_dim=128, initialization="keras",
                score="general"),

@@ -72,7 +72,8 @@ from bahdanau_tf import presets  # noqa: E402
 FLAGS = flags.FLAGS
 
 # === What to train, where ===
-flags.DEFINE_string("preset", "small", "Model preset (small: RNNsearch at CPU size), one of "
+flags.DEFINE_string("preset", presets.DEFAULT, "Model preset (default: RNNsearch at CPU size with the conditional GRU "
+                    "decoder; small: the same with the paper's decoder cell), one of "
                     + ", ".join(presets.preset_names()) + ".")
 flags.DEFINE_string("output_dir", "bahdanau_run", "The model directory; an existing one is resumed.")
 flags.DEFINE_enum("strategy", "default", ["default", "mirrored", "multi_worker"],

@@ -18,7 +18,7 @@ from typing import Any, Callable
 import keras
 import tensorflow as tf
 
-from bahdanau_tf import data, decoding, devices, files, losses
+from bahdanau_tf import data, decoding, devices, files, losses, presets
 from bahdanau_tf import model_directory as model_directory_lib
 from bahdanau_tf import models as models_lib
 from bahdanau_tf.special_tokens import PAD_ID
@@ -74,7 +74,7 @@ class Trainer:
     Args:
         output_dir: str, the model directory (created if needed).
         source_tokenizer, target_tokenizer: tokenizers of `bahdanau_tf.text`.
-        preset: str, a name of `bahdanau_tf.presets.preset_names()`.
+        preset: str, a name of `bahdanau_tf.presets.preset_names()` (default `presets.DEFAULT`).
         config: `TrainingConfig`; defaults to ``TrainingConfig.for_preset(preset)``.
         model_overrides: dict of constructor arguments overriding the preset's.
         strategy: a `tf.distribute.Strategy` or a name of `STRATEGIES` (default: the default one).
@@ -97,7 +97,7 @@ class Trainer:
         output_dir: str,
         source_tokenizer: Any,
         target_tokenizer: Any,
-        preset: str = "small",
+        preset: str = presets.DEFAULT,
         config: TrainingConfig | None = None,
         model_overrides: dict | None = None,
         strategy: tf.distribute.Strategy | str | None = None,
