@@ -280,9 +280,9 @@ def _attention_forward(tf, projected, initial_state, memory, weights, recurrent_
 
 def _context_products(tf, annotations, context_kernel):
     """C h_j for every source position, (batch, source_len, 3n), one matmul: a decoder step
-    multiplies c_i by C only, and C c_i = sum_j alpha_ij C h_j (as `models.RNNSearch.
-    decoding_memory` does for the search). The step's largest matmul, (batch, 2n) x (2n, 3n),
-    leaves the loop, forwards and backwards."""
+    multiplies c_i by C only, and C c_i = sum_j alpha_ij C h_j (the search reads the same
+    products, `models.RNNSearch.decoding_memory`). The step's largest matmul, (batch, 2n) x
+    (2n, 3n), leaves the loop, forwards and backwards."""
     flat = tf.reshape(annotations, [-1, annotations.shape[-1]])
     return tf.reshape(tf.matmul(flat, context_kernel), tf.concat([tf.shape(annotations)[:2], [-1]], 0))
 
