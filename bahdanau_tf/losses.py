@@ -40,7 +40,8 @@ def smoothed_token_nll(target_ids, logits, label_smoothing: float) -> tuple:
     ``(1 - eps) * NLL + eps * mean_k(-log p_k)``, Keras's ``label_smoothing`` of its
     categorical cross-entropy. The plain NLL is returned beside it: the trainer minimises the
     smoothed loss and reports the NLL (train and dev NLL stay comparable across settings).
-    Both share one log-sum-exp.
+    Both share one log-sum-exp. Without smoothing (0, the default) the mean over the
+    vocabulary is not computed: the smoothed loss is the NLL itself.
     """
     target_ids = ops.cast(target_ids, "int32")
     logits = ops.cast(logits, "float32")
@@ -48,6 +49,8 @@ def smoothed_token_nll(target_ids, logits, label_smoothing: float) -> tuple:
     target_logits = ops.squeeze(ops.take_along_axis(logits, ops.maximum(target_ids, 0)[..., None], axis=-1), -1)
     mask = ops.cast(ops.not_equal(target_ids, PAD_ID), "float32")
     nll = (log_normalizer - target_logits) * mask
+    if not label_smoothing:  # 0 times the mean would still cost a pass over (tokens, |V|), forwards and backwards
+        return nll, nll
     uniform = (log_normalizer - ops.mean(logits, axis=-1)) * mask  # mean over the vocabulary of -log p
     return nll, (1.0 - label_smoothing) * nll + label_smoothing * uniform
 

@@ -19,6 +19,14 @@ are computed after that loop, each as one matmul over the saved activations of a
 sentences, instead of a small product per step summed in a buffer. Only the attention keys'
 and v_a's gradients, which a step's (batch, source_len, n') tanh feeds, are summed in the loop.
 
+The RNNsearch decoder's loop keeps only what depends on s_{i-1}. A step multiplies c_i by C
+only, and C c_i = sum_j alpha_ij (C h_j): the products C h_j are one matmul per batch before
+the loop (as the beam search's `models.RNNSearch.decoding_memory`), the step reads C c_i off
+them with its alpha_i, and the contexts c_i (which the readout reads) are one batched matmul
+after it. Backwards, alpha_i's gradient reads the same products, and C's and the annotations'
+gradients are matmuls after the loop. The step's largest matmul, (batch, 2n) x (2n, 3n), thus
+leaves the loop both ways. W_a and [U_z | U_r], which both read s_{i-1}, are one matmul.
+
 Everywhere else (JAX, PyTorch, a pass that is not training, the conditional GRU decoder and
 Luong's score) the loop is `tensor_ops.scan_states` over the same step and the backend's
 automatic differentiation computes the gradient; `automatic_differentiation` asks for that
@@ -60,13 +68,16 @@ def _written_out(training: bool):
     return tensorflow_module()
 
 
-def _gates(projected_inputs, h_tm1, gate_kernel, recurrent_kernel, recurrent_mask):
-    """(z, r, s~) of one GRU step (`gru_step`)."""
+def _gates(projected_inputs, h_tm1, gate_kernel, recurrent_kernel, recurrent_mask, recurrent_gates=None):
+    """(z, r, s~) of one GRU step (`gru_step`); ``recurrent_gates``, when given, is the
+    product of what the step reads by ``gate_kernel``, computed by the caller."""
     # split, not sliced: the gradient of a split is one concatenation, of three slices three
     # padded copies summed (benchmarks/train_step_profile.py)
     inputs_z, inputs_r, inputs_candidate = ops.split(projected_inputs, 3, axis=-1)
     read = h_tm1 if recurrent_mask is None else h_tm1 * recurrent_mask
-    recurrent_z, recurrent_r = ops.split(ops.matmul(read, gate_kernel), 2, axis=-1)
+    if recurrent_gates is None:
+        recurrent_gates = ops.matmul(read, gate_kernel)
+    recurrent_z, recurrent_r = ops.split(recurrent_gates, 2, axis=-1)
     z = ops.sigmoid(inputs_z + recurrent_z)
     r = ops.sigmoid(inputs_r + recurrent_r)
     # reset gate applied before the recurrent matmul, as in the paper (Keras: reset_after=False)
@@ -127,7 +138,8 @@ def attention_gru_states(projected: Tensor, initial_state: Tensor, memory: dict,
 
     Returns:
         ``(s_i, c_i, alpha_i)`` for all steps: (time, batch, n), (time, batch, 2n) and float32
-        (time, batch, source_len); the same numbers as stepping `layers.AttentionGRUCell`.
+        (time, batch, source_len); the numbers of stepping `layers.AttentionGRUCell`, up to
+        float order (C c_i is read as sum_j alpha_ij C h_j).
     """
     tf = tensorflow_module()
     names = ("query_kernel", "score_vector", "context_kernel", "gate_kernel", "recurrent_kernel")
@@ -157,16 +169,27 @@ def _loop(tf, step, elements, carry, output_dtypes, reverse=False):
     return carry, [array.stack() for array in outputs]
 
 
-def _step_gradient(tf, d_h, h_tm1, z, r, candidate, gate_kernel, recurrent_kernel, recurrent_mask):
+def _step_gradient(tf, d_h, h_tm1, z, r, candidate, recurrent_kernel, recurrent_mask):
     """One GRU step backwards from ``d_h``, the gradient of its new state: ``(d projected
-    inputs (..., 3n), d h_tm1 through the update gate's mix, d of what the matmuls read)``."""
+    inputs (..., 3n), d h_tm1 through the update gate's mix, d of what the matmuls read
+    through the candidate's)``; what they read through the gates' is ``d projected[..., :2n]``
+    times the gate kernel transposed, left to the caller (`_read_gradient`)."""
     read = h_tm1 if recurrent_mask is None else h_tm1 * recurrent_mask
     d_z = d_h * (candidate - h_tm1)
     d_candidate = d_h * z * (1.0 - candidate * candidate)  # at the tanh's input
     d_reset_read = tf.matmul(d_candidate, recurrent_kernel, transpose_b=True)  # of r * read
     d_gates = tf.concat([d_z * z * (1.0 - z), d_reset_read * read * r * (1.0 - r)], -1)
-    d_read = d_reset_read * r + tf.matmul(d_gates, gate_kernel, transpose_b=True)
-    return tf.concat([d_gates, d_candidate], -1), d_h * (1.0 - z), d_read
+    return tf.concat([d_gates, d_candidate], -1), d_h * (1.0 - z), d_reset_read * r
+
+
+def _read_gradient(tf, d_x, d_read, kernel, more=None):
+    """d of what a step's matmuls read: ``d_read`` plus the gates' gradient times the gate
+    kernel transposed; with ``more``, further columns of ``kernel`` (the attention query's)
+    whose gradient ``more`` is, in the same matmul."""
+    d_gates = d_x[..., : 2 * d_x.shape[-1] // 3]
+    if more is not None:
+        d_gates = tf.concat([more, d_gates], -1)
+    return d_read + tf.matmul(d_gates, kernel, transpose_b=True)
 
 
 def _through_mask(d_mix, d_read, recurrent_mask):
@@ -214,8 +237,9 @@ def _gru_states(tf, recurrent_mask):
             previous, reads = _previous_reads(tf, h, initial_state, recurrent_mask)
 
             def back(d_h, saved):
-                d_x, d_mix, d_read = _step_gradient(tf, d_h + saved[0], *saved[1:], gate_kernel,
-                                                    recurrent_kernel, recurrent_mask)
+                d_x, d_mix, d_read = _step_gradient(tf, d_h + saved[0], *saved[1:], recurrent_kernel,
+                                                    recurrent_mask)
+                d_read = _read_gradient(tf, d_x, d_read, gate_kernel)
                 return _through_mask(d_mix, d_read, recurrent_mask), (d_x,)
 
             d_initial, (d_projected,) = _loop(tf, back, (d_states, previous, z, r, candidate),
@@ -229,75 +253,124 @@ def _gru_states(tf, recurrent_mask):
 
 
 def _attention_forward(tf, projected, initial_state, memory, weights, recurrent_mask):
-    """The decoder's forward loop: (s, c, alpha, query W_a s_{i-1}, z, r, s~) of all steps."""
-    annotations, keys, mask = memory
-    query_kernel, score_vector, context_kernel, gate_kernel, recurrent_kernel = weights
+    """The decoder's forward loop: (s, alpha, query W_a s_{i-1}, z, r, s~) of all steps.
+
+    ``memory`` holds the context's products ``C h_j`` (`_context_products`) in place of the
+    annotations: a step reads C c_i = sum_j alpha_ij C h_j off them, and the contexts c_i
+    themselves are formed after the loop, for all steps at once (`_contexts`).
+    """
+    products, keys, mask = memory
+    read_kernel, score_vector, recurrent_kernel = weights
+    units = keys.shape[-1]
 
     def step(h_tm1, x):
         read = h_tm1 if recurrent_mask is None else h_tm1 * recurrent_mask
-        query = tf.matmul(read, query_kernel)
+        # W_a s_{i-1} and [U_z | U_r] s_{i-1} in one matmul
+        query, recurrent_gates = tf.split(tf.matmul(read, read_kernel), [units, -1], -1)
         alpha = masked_softmax(dot_vector(tf.tanh(keys + query[:, None, :]), score_vector), mask)
-        context = tf.squeeze(tf.matmul(tf.cast(alpha, annotations.dtype)[:, None, :], annotations), 1)
-        z, r, candidate = _gates(x[0] + tf.matmul(context, context_kernel), h_tm1, gate_kernel,
-                                 recurrent_kernel, recurrent_mask)
+        projected_context = tf.squeeze(tf.matmul(tf.cast(alpha, products.dtype)[:, None, :], products), 1)
+        z, r, candidate = _gates(x[0] + projected_context, h_tm1, None, recurrent_kernel, recurrent_mask,
+                                 recurrent_gates)
         h = _mix(h_tm1, z, candidate)
-        return h, (h, context, alpha, query, z, r, candidate)
+        return h, (h, alpha, query, z, r, candidate)
 
     dtype = projected.dtype
-    return _loop(tf, step, (projected,), initial_state, [dtype, dtype, "float32"] + [dtype] * 4)[1]
+    return _loop(tf, step, (projected,), initial_state, [dtype, "float32"] + [dtype] * 4)[1]
+
+
+def _context_products(tf, annotations, context_kernel):
+    """C h_j for every source position, (batch, source_len, 3n), one matmul: a decoder step
+    multiplies c_i by C only, and C c_i = sum_j alpha_ij C h_j (the search reads the same
+    products, `models.RNNSearch.decoding_memory`). The step's largest matmul, (batch, 2n) x
+    (2n, 3n), leaves the loop, forwards and backwards."""
+    flat = tf.reshape(annotations, [-1, annotations.shape[-1]])
+    return tf.reshape(tf.matmul(flat, context_kernel), tf.concat([tf.shape(annotations)[:2], [-1]], 0))
+
+
+def _contexts(tf, alphas, annotations):
+    """c_i = sum_j alpha_ij h_j of all steps, time major (time, batch, 2n): one batched matmul."""
+    weights = tf.transpose(tf.cast(alphas, annotations.dtype), [1, 0, 2])  # (batch, time, source_len)
+    return tf.transpose(tf.matmul(weights, annotations), [1, 0, 2])
 
 
 def _attention_step_gradient(tf, d_h, saved, memory, weights, recurrent_mask):
     """One decoder step backwards: ``(d h_tm1, d keys (this step's), d v_a (this step's),
-    (d projected inputs, d query, d context))``."""
-    d_state, d_context, d_alpha, h_tm1, alpha, query, z, r, candidate = saved
-    annotations, keys, mask = memory
-    query_kernel, score_vector, context_kernel, gate_kernel, recurrent_kernel = weights
-    d_x, d_mix, d_read = _step_gradient(tf, d_h + d_state, h_tm1, z, r, candidate, gate_kernel,
-                                        recurrent_kernel, recurrent_mask)
-    d_context = d_context + tf.matmul(d_x, context_kernel, transpose_b=True)
-    # c_i = sum_j alpha_ij h_j; alpha = softmax(e) over the real positions
-    d_alpha = d_alpha + tf.cast(tf.squeeze(tf.matmul(annotations, d_context[:, :, None]), -1), "float32")
+    (d projected inputs, d query))``. ``saved`` starts with d s_i and d alpha_i from the
+    outputs (the latter with what the context's gradient gives it)."""
+    d_state, d_alpha, h_tm1, alpha, query, z, r, candidate = saved
+    products, keys, mask = memory
+    read_kernel, score_vector, recurrent_kernel = weights
+    d_x, d_mix, d_read = _step_gradient(tf, d_h + d_state, h_tm1, z, r, candidate, recurrent_kernel,
+                                        recurrent_mask)
+    # C c_i = sum_j alpha_ij (C h_j); alpha = softmax(e) over the real positions
+    d_alpha = d_alpha + tf.cast(tf.squeeze(tf.matmul(products, d_x[:, :, None]), -1), "float32")
     d_scores = alpha * (d_alpha - tf.reduce_sum(alpha * d_alpha, -1, keepdims=True))
     d_scores = tf.cast(tf.where(mask, d_scores, 0.0), d_x.dtype)
     # e_ij = v_a^T tanh(W_a s_{i-1} + U_a h_j), the tanh computed again (`layers._additive_scores`)
     hidden = tf.tanh(keys + query[:, None, :])
     d_hidden = d_scores[:, :, None] * score_vector * (1.0 - hidden * hidden)
     d_query = tf.reduce_sum(d_hidden, 1)
-    d_read = d_read + tf.matmul(d_query, query_kernel, transpose_b=True)
+    d_read = _read_gradient(tf, d_x, d_read, read_kernel, more=d_query)
     d_score_vector = tf.einsum("bs,bsu->u", d_scores, hidden)
-    return (_through_mask(d_mix, d_read, recurrent_mask), d_hidden, d_score_vector,
-            (d_x, d_query, d_context))
+    return _through_mask(d_mix, d_read, recurrent_mask), d_hidden, d_score_vector, (d_x, d_query)
+
+
+def _attention_backward(tf, upstream, saved, memory, weights, initial_state, recurrent_mask):
+    """The decoder's backward loop from ``upstream``, the gradients of s_i and alpha_i of all
+    steps (alpha's with what c_i's gives it): (d projected, d s_0, d keys, d v_a, d W_a s_{i-1})."""
+    d_states, d_alphas = upstream
+    h, alphas, queries = saved[:3]
+    previous = _previous_reads(tf, h, initial_state, recurrent_mask)[0]
+
+    def back(carry, step_saved):
+        d_h, d_keys, d_score_vector = carry
+        d_h, d_step_keys, d_step_vector, outputs = _attention_step_gradient(
+            tf, d_h, step_saved, memory, weights, recurrent_mask)
+        return (d_h, d_keys + d_step_keys, d_score_vector + d_step_vector), outputs
+
+    carry = (tf.zeros_like(initial_state), tf.zeros_like(memory[1]), tf.zeros_like(weights[1]))
+    elements = (d_states, d_alphas, previous, alphas, queries) + tuple(saved[3:])
+    (d_initial, d_keys, d_score_vector), (d_x, d_queries) = _loop(
+        tf, back, elements, carry, [initial_state.dtype] * 2, reverse=True)
+    return d_x, d_initial, d_keys, d_score_vector, d_queries
 
 
 def _attention_gru_states(tf, mask, recurrent_mask):
     """`attention_gru_states` as a ``tf.custom_gradient``; the masks get no gradient."""
 
     @tf.custom_gradient
-    def states(projected, initial_state, annotations, keys, *weights):
-        memory = (annotations, keys, mask)
+    def states(projected, initial_state, annotations, keys, query_kernel, score_vector, context_kernel,
+               gate_kernel, recurrent_kernel):
+        products = _context_products(tf, annotations, context_kernel)
+        memory = (products, keys, mask)
+        # what reads s_{i-1}: W_a and [U_z | U_r], one kernel
+        weights = (tf.concat([query_kernel, gate_kernel], -1), score_vector, recurrent_kernel)
         saved = _attention_forward(tf, projected, initial_state, memory, weights, recurrent_mask)
-        h, contexts, alphas, queries = saved[:4]
+        h, alphas = saved[:2]
+        contexts = _contexts(tf, alphas, annotations)
 
         def gradient(d_states, d_contexts, d_alphas):
             d_states, d_contexts, d_alphas = (tf.zeros_like(output) if d is None else d for output, d
                                               in zip((h, contexts, alphas), (d_states, d_contexts, d_alphas)))
-            previous, reads = _previous_reads(tf, h, initial_state, recurrent_mask)
-
-            def back(carry, saved):
-                d_h, d_keys, d_score_vector = carry
-                d_h, d_step_keys, d_step_vector, outputs = _attention_step_gradient(
-                    tf, d_h, saved, memory, weights, recurrent_mask)
-                return (d_h, d_keys + d_step_keys, d_score_vector + d_step_vector), outputs
-
-            carry = (tf.zeros_like(initial_state), tf.zeros_like(keys), tf.zeros_like(weights[1]))
-            elements = (d_states, d_contexts, d_alphas, previous, alphas, queries) + tuple(saved[4:])
-            (d_initial, d_keys, d_score_vector), (d_x, d_queries, d_contexts) = _loop(
-                tf, back, elements, carry, [projected.dtype] * 3, reverse=True)
-            d_gate, d_recurrent = _gru_weight_gradients(tf, reads, saved[5], d_x)
-            d_annotations = tf.einsum("tbs,tbd->bsd", tf.cast(alphas, annotations.dtype), d_contexts)
-            return (d_x, d_initial, d_annotations, d_keys, _kernel_gradient(tf, reads, d_queries),
-                    d_score_vector, _kernel_gradient(tf, contexts, d_x), d_gate, d_recurrent)
+            batch_major = tf.cast(tf.transpose(alphas, [1, 0, 2]), annotations.dtype)  # (batch, time, source_len)
+            d_contexts = tf.transpose(d_contexts, [1, 0, 2])  # (batch, time, 2n)
+            # c_i = sum_j alpha_ij h_j: d alpha_ij += h_j . d c_i, all steps in one batched matmul
+            d_alphas = d_alphas + tf.cast(tf.transpose(tf.matmul(d_contexts, annotations, transpose_b=True),
+                                                       [1, 0, 2]), "float32")
+            d_x, d_initial, d_keys, d_score_vector, d_queries = _attention_backward(
+                tf, (d_states, d_alphas), saved, memory, weights, initial_state, recurrent_mask)
+            # C h_j's gradient: sum_i alpha_ij d(C c_i), then through C
+            d_products = tf.matmul(batch_major, tf.transpose(d_x, [1, 0, 2]), transpose_a=True)
+            d_annotations = (tf.matmul(batch_major, d_contexts, transpose_a=True)
+                             + tf.matmul(d_products, context_kernel, transpose_b=True))
+            reads = _previous_reads(tf, h, initial_state, recurrent_mask)[1]
+            units = recurrent_kernel.shape[-1]
+            d_query_kernel, d_gate = tf.split(
+                _kernel_gradient(tf, reads, tf.concat([d_queries, d_x[..., : 2 * units]], -1)),
+                [query_kernel.shape[-1], -1], -1)
+            d_recurrent = _kernel_gradient(tf, saved[4] * reads, d_x[..., 2 * units :])
+            return (d_x, d_initial, d_annotations, d_keys, d_query_kernel, d_score_vector,
+                    _kernel_gradient(tf, annotations, d_products), d_gate, d_recurrent)
 
         return (h, contexts, alphas), gradient
 

@@ -196,13 +196,13 @@ def _child(variant):
         if config.jit_compile:
             for (source, target_in), target_out in batches:
                 tokens = tf.reduce_sum(tf.cast(target_out > 0, "float32"))
-                hlo = trainer._gradients.experimental_get_compiler_ir(source, target_in, target_out, tokens, None)(
+                hlo = trainer._gradients.experimental_get_compiler_ir(source, target_in, target_out, tokens, None, None)(
                     stage="optimized_hlo")
                 module = re.search(r"HloModule ([\w.-]+)", hlo).group(1)
                 modules[module] = _hlo_ops(hlo)
             if hasattr(trainer, "_update"):  # the update, compiled apart from the gradient
                 gradients = [tf.convert_to_tensor(g) for g in trainer._gradients(source, target_in, target_out,
-                                                                                 tokens, None)[1]]
+                                                                                 tokens, None, None)[1]]
                 hlo = trainer._update.experimental_get_compiler_ir(gradients, None)(stage="optimized_hlo")
                 modules[re.search(r"HloModule ([\w.-]+)", hlo).group(1)] = {
                     name: ("update/" + op_name, looped) for name, (op_name, looped) in _hlo_ops(hlo).items()}

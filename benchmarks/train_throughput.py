@@ -42,6 +42,11 @@ use, the CPU figures move less with their load. Prints a table and writes JSON t
 
     python benchmarks/train_throughput.py [--machines=native,avx2] [--presets=small]
         [--inputs=corpus,fixed] [--variants=old_default,new_default,float32,bf16,jit] [--rounds=3]
+        [--checkouts=before=DIR --max_length=80]
+
+With ``--checkouts`` every checkout's own preset decides which pairs are kept unless
+``--max_length`` says it for all: each row records its batch shapes, and the JSON's
+``unequal_batch_shapes`` lists the comparisons whose rows timed different ones.
 
 Word vocabularies of the given size stand in for subword ones (the compute depends on the size
 only).
@@ -73,6 +78,8 @@ flags.DEFINE_integer("large_steps", 2, "Steps per pass for rnnsearch-50 (slow on
 flags.DEFINE_list("checkouts", [], "label=DIR pairs: measure each checkout's package (a directory holding "
                   "bahdanau_tf/) as well, in child processes that alternate with this one's, --repeats times; rows "
                   "are labelled variant@label (this checkout: @new). Empty: this checkout only.")
+flags.DEFINE_integer("max_length", None, "Pairs of at most this many tokens (default: the preset's). Give it with "
+                     "--checkouts when the checkouts' presets differ, so that every checkout times the same batches.")
 flags.DEFINE_integer("repeats", 2, "With --checkouts: alternations of the checkouts' child processes.")
 flags.DEFINE_string("child", None, "Internal: preset:input:variant measured in this process.")
 flags.DEFINE_string("output", os.path.join(os.path.dirname(__file__), "results", "train_throughput.json"),
@@ -148,7 +155,8 @@ def _prepare(preset, input_kind, variant, train, tokenizers, directories):
 
     from bahdanau_tf import training
 
-    config = training.TrainingConfig.for_preset(preset, summaries=False, **VARIANTS[variant])
+    lengths = {} if FLAGS.max_length is None else {"max_length": FLAGS.max_length}
+    config = training.TrainingConfig.for_preset(preset, summaries=False, **VARIANTS[variant], **lengths)
     large = _large(preset)
     if input_kind == "fixed":
         batches = [_fixed_batch(config.batch_size, 30, tokenizers[0].vocabulary_size,
@@ -169,9 +177,11 @@ def _run_pass(trainer, iterator, steps, variant):
     """(wall seconds, CPU seconds of this process) of ``steps`` train steps."""
     import contextlib
 
-    from bahdanau_tf import recurrence
+    autodiff = contextlib.nullcontext()
+    if variant in AUTODIFF_VARIANTS:  # imported only here: a checkout from before the module has none
+        from bahdanau_tf import recurrence
 
-    autodiff = recurrence.automatic_differentiation() if variant in AUTODIFF_VARIANTS else contextlib.nullcontext()
+        autodiff = recurrence.automatic_differentiation()
     start, cpu_start = time.time(), time.process_time()
     with autodiff:  # traced (and compiled) inside it too
         for _ in range(steps):
@@ -212,8 +222,10 @@ def measure_variants(preset, input_kind, variants):
                         for b in batches) / len(batches)
             rows.append(dict(preset=preset, input=input_kind, variant=variant, precision=config.precision,
                              jit_compile=bool(config.jit_compile), batch_size=config.batch_size,
-                             vocabulary_size=tokenizers[1].vocabulary_size,
+                             vocabulary_size=tokenizers[1].vocabulary_size, max_length=config.max_length,
                              shapes=len({tuple(b[0][0].shape) + tuple(b[1].shape) for b in batches}),
+                             batch_shapes=[[int(b[1].shape[0]), int(b[0][0].shape[1]), int(b[1].shape[1])]
+                                           for b in batches],
                              first_pass_s=round(first[variant], 1), step_ms=round(1000 * seconds, 1),
                              step_cpu_ms=round(1000 * best_cpu[variant], 1),
                              real_target_tokens_per_step=round(tokens, 1),
@@ -258,6 +270,15 @@ def _measure_checkouts(script, child, passed, machine, low_precision):
              label) for _ in range(FLAGS.repeats) for label, directory in checkouts]
 
 
+def _unequal_batches(rows):
+    """The (machine, preset, input) whose variants or checkouts timed different batch shapes
+    (e.g. checkouts whose presets keep pairs of different lengths: give --max_length)."""
+    shapes = {}
+    for row in rows:
+        shapes.setdefault((row["machine"], row["preset"], row["input"]), set()).add(json.dumps(row["batch_shapes"]))
+    return [list(key) for key, seen in shapes.items() if len(seen) > 1]
+
+
 def _best_of_repeats(rows):
     """One row per (machine, preset, input, variant): the fastest of its repeats."""
     best = {}
@@ -275,6 +296,8 @@ def main(argv):
     script = os.path.abspath(__file__)
     passed = ["--rounds", str(FLAGS.rounds), "--steps", str(FLAGS.steps), "--corpus_batches",
               str(FLAGS.corpus_batches), "--large_steps", str(FLAGS.large_steps)]
+    if FLAGS.max_length is not None:
+        passed.append(f"--max_length={FLAGS.max_length}")
     machines, rows = {}, []
     for machine in FLAGS.machines:
         ceiling = _machines.run_child(script, ["--child=ceiling"], machine)
@@ -300,14 +323,18 @@ def main(argv):
                             if label:
                                 row["variant"] = f"{row['variant']}@{label}"
                             rows.append(row)
-                            print(json.dumps({k: v for k, v in row.items() if k != "machine_record"}), flush=True)
+                            shown = {k: v for k, v in row.items() if k not in ("machine_record", "batch_shapes")}
+                            print(json.dumps(shown), flush=True)
+    unequal = _unequal_batches(rows)
+    for key in unequal:
+        print(f"warning: {' '.join(key)}: the rows timed different batch shapes; give --max_length", flush=True)
     rows = _best_of_repeats(rows)
     print(_table(rows))
     os.makedirs(os.path.dirname(FLAGS.output), exist_ok=True)
     with open(FLAGS.output, "w") as f:
         json.dump({"benchmark": "train_throughput", "date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
                    "command": " ".join(sys.argv), "machines": machines, "rounds": FLAGS.rounds,
-                   "rows": rows}, f, indent=2)
+                   "unequal_batch_shapes": unequal, "rows": rows}, f, indent=2)
         f.write("\n")
     print(f"wrote {FLAGS.output}")
 

