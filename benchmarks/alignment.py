@@ -177,7 +177,9 @@ def _attention(translator, corpus, name, split, reverse=False):
 
 
 def _best(dev_aer, keep=lambda rule: True):
-    return min((r for r in dev_aer if keep(r)), key=dev_aer.get)
+    """The rule of lowest dev AER among those ``keep`` accepts; None when the grid has none
+    (``--shifts=0``: no shifted rule)."""
+    return min((r for r in dev_aer if keep(r)), key=dev_aer.get, default=None)
 
 
 def _one_direction_rows(name, dev_attention, test_attention, dev, test, transpose=False, what=None):
@@ -192,6 +194,7 @@ def _one_direction_rows(name, dev_attention, test_attention, dev, test, transpos
              "best with shift, without mutual": _best(dev_aer, lambda r: "+mutual" not in r
                                                        and "+shift" in r),
              "best": _best(dev_aer)}
+    picks = {pick: rule for pick, rule in picks.items() if rule is not None}
     test_links = _links_of_rules(test_attention, [evaluation.ExtractionRule.parse(r)
                                                   for r in dict.fromkeys(picks.values())], transpose)
     rows = [_scores_row(f"{name}: {what or 'teacher-forced attention'}, rule {rule} ({pick})",
