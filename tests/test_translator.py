@@ -81,7 +81,7 @@ def test_beam_one_equals_a_python_greedy_loop(name, request):
         assert text == expected
         # the default length penalty divides log p by ((5 + length) / 6) ** alpha
         penalty = ((5 + len(ids)) / 6) ** translator.length_penalty
-        assert translator.length_penalty == 0.5  # the default, not 0: the penalty is applied
+        assert translator.length_penalty == 1.0  # the default, not 0: the penalty is applied
         np.testing.assert_allclose(score, expected_score / penalty, rtol=1e-4, atol=1e-4)
     # not a degenerate model: the outputs differ and some are longer than one word
     assert len(set(result.translations)) > 2
