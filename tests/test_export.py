@@ -47,8 +47,9 @@ from bahdanau_tf.signatures import MAX_BEAM_SIZE
 from bahdanau_tf.translator import Translator
 from helpers import beam, env_without_tensorflow_logging, replaced_reference, run_commands, signatures_of
 
-# every test here starts a Python process (or uses a module fixture that does)
-pytestmark = pytest.mark.subprocess
+# every test here starts a Python process (or uses a module fixture that does); the module's
+# models include one in mixed bfloat16, and the ensemble's export keeps it
+pytestmark = [pytest.mark.subprocess, pytest.mark.bfloat16]
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 BEAM = 4

@@ -91,7 +91,8 @@ def test_general_score_and_conditional_gru_keep_automatic_differentiation():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("precision, tolerance", [("mixed_bfloat16", 0.05), ("mixed_float16", 5e-3)])
+@pytest.mark.parametrize("precision, tolerance", [
+    pytest.param("mixed_bfloat16", 0.05, marks=pytest.mark.bfloat16), ("mixed_float16", 5e-3)])
 def test_mixed_precision_gradients_equal_automatic_differentiation(precision, tolerance):
     for model_class in (RNNSearch, RNNEncDec):
         model = helpers.random_model(model_class, scale=0.4, dtype=precision, **DROPOUTS)
