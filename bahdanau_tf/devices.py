@@ -45,6 +45,8 @@ _BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
 # oneDNN's ONEDNN_MAX_CPU_ISA values that leave the bf16 instructions out, and the AMX tiles.
 _ISAS_WITHOUT_BF16 = ("SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2", "AVX512_CORE", "AVX512_CORE_VNNI")
 _ISAS_WITHOUT_AMX = _ISAS_WITHOUT_BF16 + ("AVX512_CORE_BF16", "AVX512_CORE_FP16", "AVX10_1_512")
+# ... and those below AVX-512, where oneDNN has no bf16 matmul at all
+_ISAS_WITHOUT_AVX512 = ("SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,6 +83,18 @@ class Machine:
         """True when the CPU has AMX bf16 tiles and oneDNN may use them."""
         capped = (self.onednn_max_isa or "").upper() in _ISAS_WITHOUT_AMX
         return "amx_bf16" in self.cpu_flags and self.onednn_enabled and not capped
+
+    @property
+    def cpu_bf16_matmul_crashes(self) -> bool:
+        """True when a bf16 matmul crashes the process here (a segfault, not an error).
+
+        TensorFlow sends bf16 matmuls to oneDNN whenever the CPU has AVX-512F (its own CPUID
+        test, which ``ONEDNN_MAX_CPU_ISA`` does not change), and a oneDNN capped below AVX-512
+        has no kernel for them. A real AVX2 CPU is not like this: TensorFlow runs its bf16
+        matmuls in Eigen. ``TF_ENABLE_ONEDNN_OPTS=0`` runs every op in Eigen, bf16 included.
+        """
+        capped = (self.onednn_max_isa or "").upper() in _ISAS_WITHOUT_AVX512
+        return self.kind == "cpu" and "avx512f" in self.cpu_flags and self.onednn_enabled and capped
 
     def description(self) -> str:
         """One line for logs and reports, e.g. ``CPU (AMD EPYC 7B13, 2 cores, avx2 fma)``."""
@@ -153,18 +167,23 @@ def _gpus():
     return names, (min(capabilities) if capabilities else None)
 
 
+def cpu() -> Machine:
+    """The CPU as a `Machine`, with the oneDNN settings of the environment; imports no TensorFlow."""
+    onednn_max_isa = os.environ.get("ONEDNN_MAX_CPU_ISA") or None
+    onednn_enabled = os.environ.get("TF_ENABLE_ONEDNN_OPTS", "1").strip().lower() not in ("0", "false")
+    name, flags = cpu_info()
+    return Machine(kind="cpu", name=name, cores=os.cpu_count() or 1, cpu_flags=flags,
+                   onednn_max_isa=onednn_max_isa, onednn_enabled=onednn_enabled)
+
+
 @functools.lru_cache(maxsize=None)
 def detect() -> Machine:
     """The `Machine` this process runs on (GPUs first); cached, reads no timing."""
-    onednn_max_isa = os.environ.get("ONEDNN_MAX_CPU_ISA") or None
-    onednn_enabled = os.environ.get("TF_ENABLE_ONEDNN_OPTS", "1").strip().lower() not in ("0", "false")
     names, capability = _gpus()
     if names:
         return Machine(kind="gpu", name=", ".join(sorted(set(names))), cores=len(names),
                        compute_capability=capability)
-    name, flags = cpu_info()
-    return Machine(kind="cpu", name=name, cores=os.cpu_count() or 1, cpu_flags=flags,
-                   onednn_max_isa=onednn_max_isa, onednn_enabled=onednn_enabled)
+    return cpu()
 
 
 def training_choice(machine: Machine | None = None, precision: str | None = None) -> SpeedChoice:

@@ -10,6 +10,13 @@ processes inherit the environment), gets its share of the cores for TensorFlow's
 (``TF_NUM_INTRAOP_THREADS``/``TF_NUM_INTEROP_THREADS``, unless already set). Two workers whose
 TensorFlow each sized its pools for the whole machine would fight over the same cores.
 
+bfloat16: a test marked ``bfloat16`` runs bf16 matmuls on the CPU. Under a oneDNN capped below
+AVX-512 (``ONEDNN_MAX_CPU_ISA=AVX2``, how the suite is run "as on an AVX2 CPU") on a CPU that has
+AVX-512, TensorFlow still hands them to oneDNN, which has no kernel for them: the process
+crashes (`bahdanau_tf.devices.Machine.cpu_bf16_matmul_crashes`). There the test is skipped,
+with that reason; on a real AVX2 CPU, or with ``TF_ENABLE_ONEDNN_OPTS=0`` added (every op in
+Eigen), it runs.
+
 Order: the order of the test files.
 
 A file is one unit of work, handed to whichever worker is free. xdist's default queue puts the
@@ -22,6 +29,8 @@ go stale, and a new slow test moves its file forward by itself.
 
 import collections
 import os
+
+import pytest
 
 # a test with one of these markers is in the extended tier; every other test is in the fast tier
 COSTLY = ("slow", "subprocess")
@@ -36,6 +45,11 @@ if _WORKERS > 1:  # this is an xdist worker: set before any test module imports 
 # estimated seconds of one test on two loaded cores, by marker; only the order they give matters
 SECONDS = {"slow": 40.0, "subprocess": 12.0}
 OTHER_SECONDS = 2.0
+
+
+BF16_CRASH = ("bf16 matmuls crash here: ONEDNN_MAX_CPU_ISA={isa} caps oneDNN below AVX-512, but "
+              "TensorFlow still sends them to it (it tests the CPU's avx512f, not the cap); a real "
+              "AVX2 CPU runs them in Eigen, as TF_ENABLE_ONEDNN_OPTS=0 does (float32 too)")
 
 
 def _estimate(item) -> float:
@@ -69,9 +83,21 @@ def pytest_collection_modifyitems(session, config, items):
         if deselected:
             config.hook.pytest_deselected(items=deselected)
             items[:] = [item for item in items if tier(item) == chosen]
+    _skip_bf16_where_it_crashes(items)
     weight = collections.Counter()
     for item in items:
         weight[item.path] += _estimate(item)
     order = {path: rank for rank, (path, _) in enumerate(
         sorted(weight.items(), key=lambda entry: (-entry[1], str(entry[0]))))}
     items.sort(key=lambda item: order[item.path])  # stable: a file keeps its own order
+
+
+def _skip_bf16_where_it_crashes(items):
+    from bahdanau_tf import devices  # imports no TensorFlow
+
+    machine = devices.cpu()
+    if machine.cpu_bf16_matmul_crashes:
+        skip = pytest.mark.skip(reason=BF16_CRASH.format(isa=machine.onednn_max_isa))
+        for item in items:
+            if item.get_closest_marker("bfloat16"):
+                item.add_marker(skip)

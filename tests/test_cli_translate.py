@@ -18,6 +18,9 @@ from helpers import toy_tokenizers as tokenizers  # noqa: E402
 
 # every test here starts a Python process (or uses a module fixture that does)
 pytestmark = pytest.mark.subprocess
+# the in-process Translators search without XLA, as the command lines here do (--nojit_compile):
+# XLA is not what these tests are about (the two searches agree: tests/test_translator.py)
+GRAPH = Batching(jit_compile=False)
 
 
 @pytest.fixture(scope="module")
@@ -90,13 +93,13 @@ def test_one_line_out_per_line_in_with_empty_lines(model_dir, runs):
     assert out[-1] == "" and len(out) - 1 == 7
     assert out[1] == out[2] == out[4] == out[6] == ""
     assert out[0] and out[3] and out[5]
-    expected = Translator.from_directory(model_dir, search=beam(3)).translate(
+    expected = Translator.from_directory(model_dir, search=beam(3), batching=GRAPH).translate(
         ["the cat sat on the mat", "a dog ran"]).translations
     assert [out[0], out[3]] == expected
 
 
 def test_input_streams_in_chunks_and_a_later_bad_line_leaves_the_output_file_as_it_was(model_dir, runs):
-    expected = Translator.from_directory(model_dir, search=beam(3)).translate(LINES).translations
+    expected = Translator.from_directory(model_dir, search=beam(3), batching=GRAPH).translate(LINES).translations
     result, files = runs["chunks"]
     assert result["code"] == 0, result["stderr"][-2000:]
     assert result["stdout"].split("\n")[:-1] == expected  # 4 chunks, 1 line each out
@@ -153,8 +156,9 @@ def test_candidate_lists_translate_as_the_python_translator_with_the_saved_lexic
     assert result["code"] == 0, result["stderr"][-2000:]
     candidates = lexicon.CandidateLists(model_directory.read_lexicon(files["lexicon_model"]),
                                         frequent=6, per_word=1)
-    expected = Translator.from_directory(files["lexicon_model"], candidates=candidates, search=beam(3))
-    plain = Translator.from_directory(files["lexicon_model"], search=beam(3))
+    expected = Translator.from_directory(files["lexicon_model"], candidates=candidates, search=beam(3),
+                                         batching=GRAPH)
+    plain = Translator.from_directory(files["lexicon_model"], search=beam(3), batching=GRAPH)
     assert result["stdout"].split("\n")[:-1] == expected.translate(LINES).translations
     assert expected.translate(LINES).translations != plain.translate(LINES).translations
 
@@ -175,7 +179,7 @@ def test_a_pipe_that_pauses_is_answered_line_by_line(model_dir, tmp_path):
     import select
     import time
 
-    expected = Translator.from_directory(model_dir, search=beam(2)).translate(LINES[:3]).translations
+    expected = Translator.from_directory(model_dir, search=beam(2), batching=GRAPH).translate(LINES[:3]).translations
     process = _translate_process(model_dir, stderr=open(tmp_path / "stderr", "wb"))
     try:
         for line, translation in zip(LINES[:3], expected):

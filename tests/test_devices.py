@@ -65,6 +65,30 @@ def test_onednn_cap_in_the_environment_turns_bf16_off(fresh_detection):
     assert config.speed_summary() == "float32 + XLA (device choice: CPU without bfloat16 units)"
 
 
+@pytest.mark.parametrize("machine,isa,onednn,crashes", [
+    (BF16_XEON, "AVX2", True, True),  # TensorFlow sends bf16 to oneDNN (avx512f), capped below it
+    (BF16_XEON, "sse41", True, True),
+    (BF16_XEON, "AVX2", False, False),  # TF_ENABLE_ONEDNN_OPTS=0: Eigen
+    (BF16_XEON, "AVX512_CORE", True, False),  # oneDNN keeps a bf16 matmul at AVX-512
+    (BF16_XEON, None, True, False),
+    (AVX2_EPYC, "AVX2", True, False),  # a real AVX2 CPU: TensorFlow runs bf16 in Eigen
+    (devices.Machine(kind="gpu", name="A100", cores=1, compute_capability=(8, 0)), "AVX2", True, False),
+])
+def test_bf16_matmuls_crash_only_where_tensorflow_hands_them_to_a_capped_onednn(machine, isa, onednn, crashes):
+    import dataclasses
+
+    machine = dataclasses.replace(machine, onednn_max_isa=isa, onednn_enabled=onednn)
+    assert machine.cpu_bf16_matmul_crashes is crashes
+
+
+def test_the_cpu_alone_is_read_from_the_environment(monkeypatch):
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    monkeypatch.setenv("TF_ENABLE_ONEDNN_OPTS", "0")
+    machine = devices.cpu()
+    assert (machine.kind, machine.onednn_max_isa, machine.onednn_enabled) == ("cpu", "AVX2", False)
+    assert machine.cpu_flags == devices.cpu_info()[1] and not machine.cpu_bf16_matmul_crashes
+
+
 def test_explicit_settings_win_over_the_device():
     config = training.TrainingConfig.for_preset("small", precision="mixed_float16", jit_compile=False)
     assert (config.precision, config.jit_compile, config.device_chose) == ("mixed_float16", False, ())

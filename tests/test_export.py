@@ -47,8 +47,9 @@ from bahdanau_tf.signatures import MAX_BEAM_SIZE
 from bahdanau_tf.translator import Translator
 from helpers import beam, env_without_tensorflow_logging, replaced_reference, run_commands, signatures_of
 
-# every test here starts a Python process (or uses a module fixture that does)
-pytestmark = pytest.mark.subprocess
+# every test here starts a Python process (or uses a module fixture that does); the module's
+# models include one in mixed bfloat16, and the ensemble's export keeps it
+pytestmark = [pytest.mark.subprocess, pytest.mark.bfloat16]
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 BEAM = 4
@@ -359,21 +360,18 @@ def test_every_signature_runs_through_the_session_bundle_in_a_fresh_process(
 @pytest.mark.slow
 def test_the_conditional_gru_alone_and_in_an_ensemble_is_served_through_the_session_bundle(
         model_dirs, tmp_path):
-    """RNNSearch(decoder="cgru"), Nematus's conditional GRU, exported by the command line alone
-    and in an ensemble with the paper's cell: every signature, run in a fresh process by the
-    model server's loading path, equals the Translator's own outputs."""
+    """RNNSearch(decoder="cgru"), Nematus's conditional GRU, exported alone and in an ensemble
+    with the paper's cell: every signature, run in a fresh process by the model server's
+    loading path, equals the Translator's own outputs. Exported through the Python API, in this
+    process: what the command line adds is the `exports` fixture's."""
     source, target = _subword(SOURCE_WORDS, tmp_path / "source.txt"), _subword(TARGET_WORDS, tmp_path / "target.txt")
     cgru_dir = _model_dir(tmp_path / "cgru", "rnnsearch-cgru-tiny", source, target, 11)
     members = {"cgru": [cgru_dir], "cgru_ensemble": [cgru_dir, model_dirs["rnnsearch_float32"]]}
-    processes = {name: _start(EXPORT_CLI + [f"--model_dir={d}" for d in dirs] + [
-        f"--export_dir={tmp_path / name}", f"--beam_size={BEAM}"]) for name, dirs in members.items()}
-    expected = {name: _in_process(Translator.from_directory(dirs, search=beam(BEAM)), BATCH, BEAMS, NBESTS)
-                for name, dirs in members.items()}
-    exports = {}
-    for name, process in processes.items():
-        code, stdout, stderr = _finish(process)
-        assert code == 0, stderr[-3000:]
-        exports[name] = stdout.strip()
+    expected, exports = {}, {}
+    for name, dirs in members.items():
+        translator = Translator.from_directory(dirs, dtype=serving.SERVING_DTYPE, search=beam(BEAM))
+        expected[name] = _in_process(translator, BATCH, BEAMS, NBESTS)
+        exports[name] = serving.export_saved_model(translator, str(tmp_path / name), warmup=False)
     process, output = _start_fresh(exports, tmp_path)
     _, stderr = process.communicate(timeout=600)
     assert process.returncode == 0, stderr.decode()[-3000:]

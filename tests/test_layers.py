@@ -237,6 +237,7 @@ def test_every_public_layer_has_a_contract():
     assert public <= {name.split("-")[0] for name in LAYER_CONTRACTS}, public
 
 
+@pytest.mark.bfloat16
 def test_attention_cell_under_mixed_precision_keeps_float32_weights():
     policy = keras.mixed_precision.Policy("mixed_bfloat16")
     cell = layers.AttentionGRUCell(4, 3, dtype=policy)

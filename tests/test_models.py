@@ -270,13 +270,20 @@ def test_attention_learns_reversal_and_the_fixed_context_baseline_does_not():
 
 
 @pytest.mark.parametrize("preset", ["tiny", "rnnsearch-cgru-tiny"])
-def test_jit_and_mixed_precision_match_float32(preset):
+def test_jit_matches_float32(preset):
     model = _tiny(preset)
     source, target_in = _batch()
     expected = model((source, target_in)).numpy()
     jitted = tf.function(lambda s, t: model((s, t)), jit_compile=True)(source, target_in)
     np.testing.assert_allclose(jitted, expected, atol=1e-4)
 
+
+@pytest.mark.bfloat16
+@pytest.mark.parametrize("preset", ["tiny", "rnnsearch-cgru-tiny"])
+def test_mixed_precision_matches_float32(preset):
+    model = _tiny(preset)
+    source, target_in = _batch()
+    expected = model((source, target_in)).numpy()
     bf16 = RNNSearch.from_config({**model.get_config(), "dtype": "mixed_bfloat16"})
     bf16((source, target_in))
     bf16.set_weights(model.get_weights())
@@ -357,8 +364,10 @@ def test_fit_model_translates_saves_reloads_and_serves_from_every_entry_point(tm
     import json
 
     from bahdanau_tf.data import make_dataset
+    from bahdanau_tf.decoding import Batching
     from bahdanau_tf.translator import Translator
 
+    graph = dict(batching=Batching(jit_compile=False))  # XLA is not what is tested here
     source_tokenizer, target_tokenizer = helpers.toy_tokenizers()
     keras.utils.set_random_seed(helpers.learning_seed(3))
     model = RNNSearch.from_preset("tiny", source_vocabulary_size=source_tokenizer.vocabulary_size,
@@ -371,7 +380,7 @@ def test_fit_model_translates_saves_reloads_and_serves_from_every_entry_point(tm
     assert not hasattr(model, "translate")  # translating is the Translator's (the 0.2 alias is gone)
     model.attach_tokenizers(source_tokenizer, target_tokenizer)
     sentences = ["the cat sat on a mat", "dog ran to the house", "a cat", ""]
-    translator = Translator.from_model(model)
+    translator = Translator.from_model(model, **graph)
     expected = translator.translate(sentences).translations
     assert len(expected) == 4 and expected[3] == "" and all(expected[:3])
     assert translator.translate(sentences[0]).translations == expected[:1]
@@ -385,7 +394,7 @@ def test_fit_model_translates_saves_reloads_and_serves_from_every_entry_point(tm
     model.save(keras_file)
     (tmp_path / "in.txt").write_text("\n".join(sentences) + "\n", encoding="utf-8")
     _python("-m", "bahdanau_tf.cli.translate", f"--model_dir={keras_file}", f"--input_file={tmp_path / 'in.txt'}",
-            f"--output_file={tmp_path / 'out.txt'}")
+            f"--output_file={tmp_path / 'out.txt'}", "--nojit_compile")
     assert (tmp_path / "out.txt").read_text(encoding="utf-8").split("\n")[:-1] == expected
     export_path = _python("-m", "bahdanau_tf.cli.export", f"--model_dir={keras_file}",
                           f"--export_dir={tmp_path / 'export'}", "--nowarmup").strip().splitlines()[-1]
@@ -402,8 +411,9 @@ def test_fit_model_translates_saves_reloads_and_serves_from_every_entry_point(tm
             np.testing.assert_array_equal(a, b)
         assert loaded.source_tokenizer.vocabulary == source_tokenizer.vocabulary
         assert loaded.target_tokenizer.vocabulary == target_tokenizer.vocabulary
-    assert Translator.from_model(RNNSearch.from_preset(preset_dir)).translate(sentences).translations == expected
-    assert Translator.from_directory(preset_dir).translate(sentences).translations == expected
+    reloaded = Translator.from_model(RNNSearch.from_preset(preset_dir), **graph)
+    assert reloaded.translate(sentences).translations == expected
+    assert Translator.from_directory(preset_dir, **graph).translate(sentences).translations == expected
     with pytest.raises(ValueError, match="holds a RNNSearch, not a Seq2Seq"):
         Seq2Seq.from_preset(preset_dir)
     with pytest.raises(ValueError, match="only dtype"):
@@ -411,7 +421,7 @@ def test_fit_model_translates_saves_reloads_and_serves_from_every_entry_point(tm
     with pytest.raises(FileExistsError, match="already holds a saved model"):
         model.save_to_preset(preset_dir, overwrite=False)
     model.save_to_preset(preset_dir)  # overwrite=True, as keras.Model.save: replaces its own
-    assert Translator.from_directory(preset_dir).translate(sentences).translations == expected
+    assert Translator.from_directory(preset_dir, **graph).translate(sentences).translations == expected
 
 
 def test_tokenizers_must_fit_the_model_and_a_bare_keras_file_says_what_is_missing(tmp_path):

@@ -94,7 +94,8 @@ def test_general_score_and_conditional_gru_keep_automatic_differentiation():
 # bfloat16 keeps 8 bits: the decoder's written-out loop rounds C h_j where the scanned cell rounds
 # c_i and C c_i, and the two gradients then differ by several of its steps; float32 and float16
 # hold the math to 1e-5 and 5e-3
-@pytest.mark.parametrize("precision, tolerance", [("mixed_bfloat16", 0.1), ("mixed_float16", 5e-3)])
+@pytest.mark.parametrize("precision, tolerance", [
+    pytest.param("mixed_bfloat16", 0.1, marks=pytest.mark.bfloat16), ("mixed_float16", 5e-3)])
 def test_mixed_precision_gradients_equal_automatic_differentiation(precision, tolerance):
     for model_class in (RNNSearch, RNNEncDec):
         model = helpers.random_model(model_class, scale=0.4, dtype=precision, **DROPOUTS)

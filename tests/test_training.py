@@ -390,6 +390,7 @@ def test_a_short_run_gives_each_train_scalar_a_curve_without_compiling_updates(
 
 @pytest.mark.slow
 @pytest.mark.learning
+@pytest.mark.bfloat16
 @pytest.mark.parametrize("proposal", training.SAMPLED_PROPOSALS)
 def test_sampled_softmax_under_xla_and_bfloat16_trains_the_full_softmax(corpora, tokenizers, tmp_path, proposal):
     train, dev = corpora
@@ -433,7 +434,8 @@ def float32_report(corpora, tokenizers, tmp_path_factory):
 
 @pytest.mark.slow
 @pytest.mark.learning
-@pytest.mark.parametrize("precision,jit", [("float32", True), ("mixed_bfloat16", False), ("mixed_float16", False)])
+@pytest.mark.parametrize("precision,jit", [
+    ("float32", True), pytest.param("mixed_bfloat16", False, marks=pytest.mark.bfloat16), ("mixed_float16", False)])
 def test_precision_and_jit_losses_are_close_to_float32(corpora, tokenizers, tmp_path, float32_report, precision,
                                                         jit):
     """Plain SGD without clipping: a wrong loss scale or cast would change the losses a lot."""

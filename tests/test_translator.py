@@ -412,6 +412,7 @@ def test_from_directory_restores_the_same_translator(translator, tmp_path):
         Translator.from_directory(str(tmp_path / "checkpoints"))
 
 
+@pytest.mark.bfloat16
 def test_a_model_trained_in_bfloat16_translates_in_float32_on_a_cpu(tmp_path):
     # XLA:CPU emulates bf16, and a CPU without bf16 units runs it in Eigen (or, with oneDNN
     # capped below its bf16 ISA, aborts): on a CPU the models are rebuilt in float32
