@@ -91,15 +91,27 @@ def test_general_score_and_conditional_gru_keep_automatic_differentiation():
 
 
 @pytest.mark.slow
-# bfloat16 keeps 8 bits: the decoder's written-out loop rounds C h_j where the scanned cell rounds
-# c_i and C c_i, and the two gradients then differ by several of its steps; float32 and float16
-# hold the math to 1e-5 and 5e-3
-@pytest.mark.parametrize("precision, tolerance", [
-    pytest.param("mixed_bfloat16", 0.1, marks=pytest.mark.bfloat16), ("mixed_float16", 5e-3)])
-def test_mixed_precision_gradients_equal_automatic_differentiation(precision, tolerance):
+@pytest.mark.parametrize("precision, floor", [pytest.param("mixed_bfloat16", 0.02, marks=pytest.mark.bfloat16),
+                                              ("mixed_float16", 2e-3)])
+def test_mixed_precision_gradients_are_as_close_to_float32_as_automatic_differentiations(precision, floor):
+    """In 16 bits the written-out loop rounds other products than the scanned cell (C h_j where
+    the cell rounds c_i and C c_i), so the two 16-bit gradients differ by rounding alone; what
+    must hold is that ours is as near the float32 gradient (the same weights, masks and loss,
+    automatic differentiation) as automatic differentiation's is (float32 itself: 1e-5 above)."""
     for model_class in (RNNSearch, RNNEncDec):
         model = helpers.random_model(model_class, scale=0.4, dtype=precision, **DROPOUTS)
-        _assert_gradients_equal(model, jit_compile=True, tolerance=tolerance)
+        exact = helpers.random_model(model_class, scale=0.4, **DROPOUTS)
+        exact.set_weights(model.get_weights())
+        batch = _padded_batch(model)
+        seed_state = [variable.numpy() for variable in model.non_trainable_variables]
+        ours = _gradients(model, _loss_function(model, batch), True, seed_state)
+        with recurrence.automatic_differentiation():
+            automatic = _gradients(model, _loss_function(model, batch), True, seed_state)
+            reference = _gradients(exact, _loss_function(exact, batch), True, seed_state)
+        for variable, mine, theirs, truth in zip(model.trainable_variables, ours, automatic, reference):
+            scale = np.abs(truth).max()
+            error, autodiff_error = np.abs(mine - truth).max(), np.abs(theirs - truth).max()
+            assert error <= 2 * autodiff_error + floor * scale, (variable.path, error, autodiff_error, scale)
 
 
 def _gru_inputs(seed, directions, time=6, batch=3, units=5):
