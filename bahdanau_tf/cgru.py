@@ -18,6 +18,7 @@ readout is unchanged: it reads s_i, E y_{i-1} and c_i.
 
 import keras
 
+from bahdanau_tf import recurrence
 from bahdanau_tf.initializers import own_draw
 from bahdanau_tf.layers import AttentionGRUCell, gru_step
 from bahdanau_tf.tensor_ops import Tensor, cast_weight
@@ -105,12 +106,15 @@ class CGRUAttentionCell(AttentionGRUCell):
         state = self.second_transition(self.project_context(context), intermediate, recurrent_mask)
         return state, context, weights
 
-    def sequence(self, projected_inputs: Tensor, initial_state: Tensor, memory: dict,
-                 recurrent_mask: Tensor | None = None, weights: bool = False, training: bool = False) -> tuple:
-        """Teacher forcing, `AttentionGRUCell.sequence`'s interface, always scanned
-        (`scanned_sequence`): the backward pass is automatic differentiation's (the written-out
-        one, `bahdanau_tf.recurrence`, is the paper cell's)."""
-        return self.scanned_sequence(projected_inputs, initial_state, memory, recurrent_mask, weights)
+    #: `sequence`'s loop in a training pass on TensorFlow, its backward pass written out
+    written_out_loop = staticmethod(recurrence.conditional_gru_states)
+
+    def loop_weights(self) -> dict:
+        """The weights `written_out_loop` reads, by its names: the paper cell's (W_a, v_a,
+        GRU_1's, and W', GRU_2's input kernel, as ``context_kernel``) and GRU_2's own."""
+        return {**super().loop_weights(), "context_bias": self.context_bias,
+                "second_gate_kernel": self.context_gate_kernel,
+                "second_recurrent_kernel": self.context_recurrent_kernel}
 
     def step_on_products(self, projected_inputs: Tensor, h_tm1: Tensor, keys: Tensor, mask: Tensor,
                          products: Tensor) -> tuple:

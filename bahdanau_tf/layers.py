@@ -492,8 +492,8 @@ class AttentionGRUCell(keras.layers.Layer):
         """Teacher forcing: the cell over all steps of time-major ``projected_inputs`` (time,
         batch, 3 * units), from s_0 ``initial_state``.
 
-        A training pass on TensorFlow with the additive score runs
-        `bahdanau_tf.recurrence.attention_gru_states`, whose backward pass is written out;
+        A training pass on TensorFlow with the additive score runs `written_out_loop`
+        (`bahdanau_tf.recurrence.attention_gru_states`), whose backward pass is written out;
         otherwise the steps are scanned (`scanned_sequence`) and differentiated automatically.
 
         Returns:
@@ -502,13 +502,19 @@ class AttentionGRUCell(keras.layers.Layer):
         """
         if not (training and self.score == "additive") or recurrence.automatic_differentiation_asked():
             return self.scanned_sequence(projected_inputs, initial_state, memory, recurrent_mask, weights)
-        kernels = {"query_kernel": self.attention.query_kernel, "score_vector": self.attention.score_vector,
-                   "context_kernel": self.gru.context_kernel, "gate_kernel": self.gru.gate_kernel,
-                   "recurrent_kernel": self.gru.recurrent_kernel}
-        kernels = {name: cast_weight(kernel, initial_state) for name, kernel in kernels.items()}
-        states, contexts, alphas = recurrence.attention_gru_states(projected_inputs, initial_state, memory,
-                                                                   kernels, recurrent_mask)
+        kernels = {name: cast_weight(kernel, initial_state) for name, kernel in self.loop_weights().items()}
+        states, contexts, alphas = self.written_out_loop(projected_inputs, initial_state, memory, kernels,
+                                                         recurrent_mask)
         return states, contexts, alphas if weights else None
+
+    #: the loop whose backward pass is written out, `sequence`'s in a training pass
+    written_out_loop = staticmethod(recurrence.attention_gru_states)
+
+    def loop_weights(self) -> dict:
+        """The weights `written_out_loop` reads, by its names."""
+        return {"query_kernel": self.attention.query_kernel, "score_vector": self.attention.score_vector,
+                "context_kernel": self.gru.context_kernel, "gate_kernel": self.gru.gate_kernel,
+                "recurrent_kernel": self.gru.recurrent_kernel}
 
     def scanned_sequence(self, projected_inputs: Tensor, initial_state: Tensor, memory: dict,
                          recurrent_mask: Tensor | None = None, weights: bool = False) -> tuple:

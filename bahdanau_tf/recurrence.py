@@ -148,6 +148,32 @@ def attention_gru_states(projected: Tensor, initial_state: Tensor, memory: dict,
                     *(weights[name] for name in names))
 
 
+def conditional_gru_states(projected: Tensor, initial_state: Tensor, memory: dict, weights: dict,
+                           recurrent_mask: Tensor | None = None) -> tuple:
+    """Nematus's conditional GRU decoder (`cgru.CGRUAttentionCell`) over all steps, its backward
+    pass written out (TensorFlow only): s'_i = GRU_1(E y_{i-1}, s_{i-1}), the attention queried
+    with s'_i, s_i = GRU_2(c_i, s'_i).
+
+    Args:
+        projected: (time, batch, 3n), GRU_1's input projections [W_z; W_r; W] E y_{i-1} + b.
+        initial_state, memory, recurrent_mask: as `attention_gru_states`'; the mask is applied
+            where each GRU's recurrent matmuls read its state (not to the query s'_i).
+        weights: ``query_kernel`` W_a (n, n'), ``score_vector`` v_a (n',), ``context_kernel``
+            W' (2n, 3n) and ``context_bias`` (3n,), GRU_2's input kernel and bias,
+            ``gate_kernel`` (n, 2n) and ``recurrent_kernel`` (n, n), GRU_1's,
+            ``second_gate_kernel`` and ``second_recurrent_kernel``, GRU_2's; in the compute dtype.
+
+    Returns:
+        ``(s_i, c_i, alpha_i)`` as `attention_gru_states`'; the numbers of stepping the cell, up
+        to float order (W' c_i is read as sum_j alpha_ij W' h_j).
+    """
+    names = ("query_kernel", "score_vector", "context_kernel", "context_bias", "gate_kernel", "recurrent_kernel",
+             "second_gate_kernel", "second_recurrent_kernel")
+    function = _cgru_states(tensorflow_module(), memory["mask"], recurrent_mask)
+    return function(projected, initial_state, memory["annotations"], memory["keys"],
+                    *(weights[name] for name in names))
+
+
 def _loop(tf, step, elements, carry, output_dtypes, reverse=False):
     """``(last carry, stacked outputs)`` of ``step(carry, elements_t) -> (carry, outputs)`` over
     the leading axis of every tensor of the tuple ``elements``.
@@ -252,6 +278,28 @@ def _gru_states(tf, recurrent_mask):
     return states
 
 
+def _align(tf, query, memory, score_vector):
+    """One step's attention from its query W_a s: ``(alpha_i float32 (batch, source_len),
+    sum_j alpha_ij (C h_j))``, read off ``memory``'s products (`_context_products`)."""
+    products, keys, mask = memory
+    alpha = masked_softmax(dot_vector(tf.tanh(keys + query[:, None, :]), score_vector), mask)
+    return alpha, tf.squeeze(tf.matmul(tf.cast(alpha, products.dtype)[:, None, :], products), 1)
+
+
+def _align_gradient(tf, d_alpha, d_read, alpha, query, memory, score_vector):
+    """`_align` backwards: ``(d keys, d v_a, d query)`` of one step from the gradients of
+    alpha_i (the outputs') and of what the step read off the products."""
+    products, keys, mask = memory
+    # C c_i = sum_j alpha_ij (C h_j); alpha = softmax(e) over the real positions
+    d_alpha = d_alpha + tf.cast(tf.squeeze(tf.matmul(products, d_read[:, :, None]), -1), "float32")
+    d_scores = alpha * (d_alpha - tf.reduce_sum(alpha * d_alpha, -1, keepdims=True))
+    d_scores = tf.cast(tf.where(mask, d_scores, 0.0), d_read.dtype)
+    # e_ij = v_a^T tanh(W_a s + U_a h_j), the tanh computed again (`layers._additive_scores`)
+    hidden = tf.tanh(keys + query[:, None, :])
+    d_hidden = d_scores[:, :, None] * score_vector * (1.0 - hidden * hidden)
+    return d_hidden, tf.einsum("bs,bsu->u", d_scores, hidden), tf.reduce_sum(d_hidden, 1)
+
+
 def _attention_forward(tf, projected, initial_state, memory, weights, recurrent_mask):
     """The decoder's forward loop: (s, alpha, query W_a s_{i-1}, z, r, s~) of all steps.
 
@@ -259,16 +307,14 @@ def _attention_forward(tf, projected, initial_state, memory, weights, recurrent_
     annotations: a step reads C c_i = sum_j alpha_ij C h_j off them, and the contexts c_i
     themselves are formed after the loop, for all steps at once (`_contexts`).
     """
-    products, keys, mask = memory
     read_kernel, score_vector, recurrent_kernel = weights
-    units = keys.shape[-1]
+    units = memory[1].shape[-1]
 
     def step(h_tm1, x):
         read = h_tm1 if recurrent_mask is None else h_tm1 * recurrent_mask
         # W_a s_{i-1} and [U_z | U_r] s_{i-1} in one matmul
         query, recurrent_gates = tf.split(tf.matmul(read, read_kernel), [units, -1], -1)
-        alpha = masked_softmax(dot_vector(tf.tanh(keys + query[:, None, :]), score_vector), mask)
-        projected_context = tf.squeeze(tf.matmul(tf.cast(alpha, products.dtype)[:, None, :], products), 1)
+        alpha, projected_context = _align(tf, query, memory, score_vector)
         z, r, candidate = _gates(x[0] + projected_context, h_tm1, None, recurrent_kernel, recurrent_mask,
                                  recurrent_gates)
         h = _mix(h_tm1, z, candidate)
@@ -298,41 +344,52 @@ def _attention_step_gradient(tf, d_h, saved, memory, weights, recurrent_mask):
     (d projected inputs, d query))``. ``saved`` starts with d s_i and d alpha_i from the
     outputs (the latter with what the context's gradient gives it)."""
     d_state, d_alpha, h_tm1, alpha, query, z, r, candidate = saved
-    products, keys, mask = memory
     read_kernel, score_vector, recurrent_kernel = weights
     d_x, d_mix, d_read = _step_gradient(tf, d_h + d_state, h_tm1, z, r, candidate, recurrent_kernel,
                                         recurrent_mask)
-    # C c_i = sum_j alpha_ij (C h_j); alpha = softmax(e) over the real positions
-    d_alpha = d_alpha + tf.cast(tf.squeeze(tf.matmul(products, d_x[:, :, None]), -1), "float32")
-    d_scores = alpha * (d_alpha - tf.reduce_sum(alpha * d_alpha, -1, keepdims=True))
-    d_scores = tf.cast(tf.where(mask, d_scores, 0.0), d_x.dtype)
-    # e_ij = v_a^T tanh(W_a s_{i-1} + U_a h_j), the tanh computed again (`layers._additive_scores`)
-    hidden = tf.tanh(keys + query[:, None, :])
-    d_hidden = d_scores[:, :, None] * score_vector * (1.0 - hidden * hidden)
-    d_query = tf.reduce_sum(d_hidden, 1)
+    d_hidden, d_score_vector, d_query = _align_gradient(tf, d_alpha, d_x, alpha, query, memory, score_vector)
     d_read = _read_gradient(tf, d_x, d_read, read_kernel, more=d_query)
-    d_score_vector = tf.einsum("bs,bsu->u", d_scores, hidden)
     return _through_mask(d_mix, d_read, recurrent_mask), d_hidden, d_score_vector, (d_x, d_query)
 
 
-def _attention_backward(tf, upstream, saved, memory, weights, initial_state, recurrent_mask):
-    """The decoder's backward loop from ``upstream``, the gradients of s_i and alpha_i of all
-    steps (alpha's with what c_i's gives it): (d projected, d s_0, d keys, d v_a, d W_a s_{i-1})."""
-    d_states, d_alphas = upstream
-    h, alphas, queries = saved[:3]
-    previous = _previous_reads(tf, h, initial_state, recurrent_mask)[0]
+def _attention_backward(tf, step_gradient, elements, initial_state, memory, score_vector, outputs):
+    """A decoder's backward loop, from the last step, over ``elements`` (the outputs'
+    gradients and what the forward loop saved, per step): ``(d s_0, d keys, d v_a, the
+    stacked ``outputs`` per-step gradients)``. ``step_gradient(d s_i, step's elements)``
+    gives ``(d s_{i-1}, d keys, d v_a, outputs)`` of one step; the keys' and v_a's are
+    summed in the loop."""
 
     def back(carry, step_saved):
         d_h, d_keys, d_score_vector = carry
-        d_h, d_step_keys, d_step_vector, outputs = _attention_step_gradient(
-            tf, d_h, step_saved, memory, weights, recurrent_mask)
-        return (d_h, d_keys + d_step_keys, d_score_vector + d_step_vector), outputs
+        d_h, d_step_keys, d_step_vector, step_outputs = step_gradient(d_h, step_saved)
+        return (d_h, d_keys + d_step_keys, d_score_vector + d_step_vector), step_outputs
 
-    carry = (tf.zeros_like(initial_state), tf.zeros_like(memory[1]), tf.zeros_like(weights[1]))
-    elements = (d_states, d_alphas, previous, alphas, queries) + tuple(saved[3:])
-    (d_initial, d_keys, d_score_vector), (d_x, d_queries) = _loop(
-        tf, back, elements, carry, [initial_state.dtype] * 2, reverse=True)
-    return d_x, d_initial, d_keys, d_score_vector, d_queries
+    carry = (tf.zeros_like(initial_state), tf.zeros_like(memory[1]), tf.zeros_like(score_vector))
+    (d_initial, d_keys, d_score_vector), stacked = _loop(tf, back, elements, carry,
+                                                         [initial_state.dtype] * outputs, reverse=True)
+    return d_initial, d_keys, d_score_vector, stacked
+
+
+def _output_gradients(tf, outputs, upstream, annotations):
+    """The gradients of a decoder's outputs (s_i, c_i, alpha_i), zeros where none came:
+    ``(d s_i, d c_i batch major (batch, time, 2n), d alpha_i with what c_i's gives it)``."""
+    d_states, d_contexts, d_alphas = (tf.zeros_like(output) if d is None else d
+                                      for output, d in zip(outputs, upstream))
+    d_contexts = tf.transpose(d_contexts, [1, 0, 2])  # (batch, time, 2n)
+    # c_i = sum_j alpha_ij h_j: d alpha_ij += h_j . d c_i, all steps in one batched matmul
+    d_alphas = d_alphas + tf.cast(tf.transpose(tf.matmul(d_contexts, annotations, transpose_b=True),
+                                               [1, 0, 2]), "float32")
+    return d_states, d_contexts, d_alphas
+
+
+def _annotation_gradients(tf, alphas, annotations, d_contexts, d_projected_contexts, context_kernel):
+    """(d annotations, d C) after the loop, from d c_i (batch major) and the gradients of the
+    steps' C c_i (time major): C h_j's gradient is sum_i alpha_ij d(C c_i), then through C."""
+    batch_major = tf.cast(tf.transpose(alphas, [1, 0, 2]), annotations.dtype)  # (batch, time, source_len)
+    d_products = tf.matmul(batch_major, tf.transpose(d_projected_contexts, [1, 0, 2]), transpose_a=True)
+    d_annotations = (tf.matmul(batch_major, d_contexts, transpose_a=True)
+                     + tf.matmul(d_products, context_kernel, transpose_b=True))
+    return d_annotations, _kernel_gradient(tf, annotations, d_products)
 
 
 def _attention_gru_states(tf, mask, recurrent_mask):
@@ -341,40 +398,115 @@ def _attention_gru_states(tf, mask, recurrent_mask):
     @tf.custom_gradient
     def states(projected, initial_state, annotations, keys, query_kernel, score_vector, context_kernel,
                gate_kernel, recurrent_kernel):
-        products = _context_products(tf, annotations, context_kernel)
-        memory = (products, keys, mask)
+        memory = (_context_products(tf, annotations, context_kernel), keys, mask)
         # what reads s_{i-1}: W_a and [U_z | U_r], one kernel
         weights = (tf.concat([query_kernel, gate_kernel], -1), score_vector, recurrent_kernel)
         saved = _attention_forward(tf, projected, initial_state, memory, weights, recurrent_mask)
         h, alphas = saved[:2]
         contexts = _contexts(tf, alphas, annotations)
 
-        def gradient(d_states, d_contexts, d_alphas):
-            d_states, d_contexts, d_alphas = (tf.zeros_like(output) if d is None else d for output, d
-                                              in zip((h, contexts, alphas), (d_states, d_contexts, d_alphas)))
-            batch_major = tf.cast(tf.transpose(alphas, [1, 0, 2]), annotations.dtype)  # (batch, time, source_len)
-            d_contexts = tf.transpose(d_contexts, [1, 0, 2])  # (batch, time, 2n)
-            # c_i = sum_j alpha_ij h_j: d alpha_ij += h_j . d c_i, all steps in one batched matmul
-            d_alphas = d_alphas + tf.cast(tf.transpose(tf.matmul(d_contexts, annotations, transpose_b=True),
-                                                       [1, 0, 2]), "float32")
-            d_x, d_initial, d_keys, d_score_vector, d_queries = _attention_backward(
-                tf, (d_states, d_alphas), saved, memory, weights, initial_state, recurrent_mask)
-            # C h_j's gradient: sum_i alpha_ij d(C c_i), then through C
-            d_products = tf.matmul(batch_major, tf.transpose(d_x, [1, 0, 2]), transpose_a=True)
-            d_annotations = (tf.matmul(batch_major, d_contexts, transpose_a=True)
-                             + tf.matmul(d_products, context_kernel, transpose_b=True))
-            reads = _previous_reads(tf, h, initial_state, recurrent_mask)[1]
+        def gradient(*upstream):
+            d_states, d_contexts, d_alphas = _output_gradients(tf, (h, contexts, alphas), upstream, annotations)
+            previous, reads = _previous_reads(tf, h, initial_state, recurrent_mask)
+            d_initial, d_keys, d_score_vector, (d_x, d_queries) = _attention_backward(
+                tf, lambda d_h, step: _attention_step_gradient(tf, d_h, step, memory, weights, recurrent_mask),
+                (d_states, d_alphas, previous) + tuple(saved[1:]), initial_state, memory, score_vector, 2)
+            d_annotations, d_context_kernel = _annotation_gradients(tf, alphas, annotations, d_contexts, d_x,
+                                                                    context_kernel)
             units = recurrent_kernel.shape[-1]
             d_query_kernel, d_gate = tf.split(
                 _kernel_gradient(tf, reads, tf.concat([d_queries, d_x[..., : 2 * units]], -1)),
                 [query_kernel.shape[-1], -1], -1)
             d_recurrent = _kernel_gradient(tf, saved[4] * reads, d_x[..., 2 * units :])
-            return (d_x, d_initial, d_annotations, d_keys, d_query_kernel, d_score_vector,
-                    _kernel_gradient(tf, annotations, d_products), d_gate, d_recurrent)
+            return (d_x, d_initial, d_annotations, d_keys, d_query_kernel, d_score_vector, d_context_kernel,
+                    d_gate, d_recurrent)
 
         return (h, contexts, alphas), gradient
 
     return states
 
 
-__all__ = ["attention_gru_states", "automatic_differentiation", "automatic_differentiation_asked", "gru_states", "gru_step"]
+def _second_reads(tf, intermediate, read_kernels, recurrent_mask):
+    """The conditional GRU's reads of s'_i: ``(query W_a s'_i, [U'_z | U'_r] (s'_i * mask))``,
+    one matmul by [W_a | U'_z | U'_r] when no mask sets the two apart (``read_kernels`` is
+    then that one kernel, else ``(W_a, [U'_z | U'_r])``)."""
+    if recurrent_mask is None:
+        return tf.split(tf.matmul(intermediate, read_kernels), [-1, 2 * intermediate.shape[-1]], -1)
+    return (tf.matmul(intermediate, read_kernels[0]), tf.matmul(intermediate * recurrent_mask, read_kernels[1]))
+
+
+def _cgru_forward(tf, projected, initial_state, memory, weights, recurrent_mask):
+    """The conditional GRU's forward loop: (s, alpha, query W_a s', z, r, s~ of GRU_1, s',
+    z, r, s~ of GRU_2) of all steps; C c_i read off the products as in `_attention_forward`."""
+    gate_kernel, recurrent_kernel, read_kernels, score_vector, context_bias, second_recurrent = weights
+
+    def step(h_tm1, x):
+        first = _gates(x[0], h_tm1, gate_kernel, recurrent_kernel, recurrent_mask)
+        intermediate = _mix(h_tm1, first[0], first[2])
+        query, recurrent_gates = _second_reads(tf, intermediate, read_kernels, recurrent_mask)
+        alpha, projected_context = _align(tf, query, memory, score_vector)
+        second = _gates(projected_context + context_bias, intermediate, None, second_recurrent, recurrent_mask,
+                        recurrent_gates)
+        h = _mix(intermediate, second[0], second[2])
+        return h, (h, alpha, query) + first + (intermediate,) + second
+
+    dtype = projected.dtype
+    return _loop(tf, step, (projected,), initial_state, [dtype, "float32"] + [dtype] * 8)[1]
+
+
+def _cgru_step_gradient(tf, d_h, saved, memory, weights, recurrent_mask):
+    """One conditional GRU step backwards, GRU_2, the attention, then GRU_1: ``(d s_{i-1},
+    d keys, d v_a (this step's), (d of GRU_1's projected inputs, of GRU_2's, d query))``."""
+    d_state, d_alpha, h_tm1, alpha, query, z, r, candidate, intermediate = saved[:9]
+    gate_kernel, recurrent_kernel, read_kernels, score_vector, _, second_recurrent = weights
+    d_second, d_mix, d_read = _step_gradient(tf, d_h + d_state, intermediate, *saved[9:], second_recurrent,
+                                             recurrent_mask)
+    d_hidden, d_score_vector, d_query = _align_gradient(tf, d_alpha, d_second, alpha, query, memory, score_vector)
+    if recurrent_mask is None:  # [W_a | U'_z | U'_r] read s'_i: one matmul
+        d_intermediate = d_mix + _read_gradient(tf, d_second, d_read, read_kernels, more=d_query)
+    else:
+        d_intermediate = (_through_mask(d_mix, _read_gradient(tf, d_second, d_read, read_kernels[1]), recurrent_mask)
+                          + tf.matmul(d_query, read_kernels[0], transpose_b=True))
+    d_first, d_mix, d_read = _step_gradient(tf, d_intermediate, h_tm1, z, r, candidate, recurrent_kernel,
+                                            recurrent_mask)
+    d_read = _read_gradient(tf, d_first, d_read, gate_kernel)
+    return _through_mask(d_mix, d_read, recurrent_mask), d_hidden, d_score_vector, (d_first, d_second, d_query)
+
+
+def _cgru_states(tf, mask, recurrent_mask):
+    """`conditional_gru_states` as a ``tf.custom_gradient``; the masks get no gradient."""
+
+    @tf.custom_gradient
+    def states(projected, initial_state, annotations, keys, query_kernel, score_vector, context_kernel, context_bias,
+               gate_kernel, recurrent_kernel, second_gate_kernel, second_recurrent_kernel):
+        memory = (_context_products(tf, annotations, context_kernel), keys, mask)
+        # what reads s'_i: W_a, and [U'_z | U'_r] (through the mask), one kernel without a mask
+        read_kernels = ((query_kernel, second_gate_kernel) if recurrent_mask is not None
+                        else tf.concat([query_kernel, second_gate_kernel], -1))
+        weights = (gate_kernel, recurrent_kernel, read_kernels, score_vector, context_bias, second_recurrent_kernel)
+        saved = _cgru_forward(tf, projected, initial_state, memory, weights, recurrent_mask)
+        h, alphas, intermediates = saved[0], saved[1], saved[6]
+        contexts = _contexts(tf, alphas, annotations)
+
+        def gradient(*upstream):
+            d_states, d_contexts, d_alphas = _output_gradients(tf, (h, contexts, alphas), upstream, annotations)
+            previous, reads = _previous_reads(tf, h, initial_state, recurrent_mask)
+            d_initial, d_keys, d_score_vector, (d_first, d_second, d_queries) = _attention_backward(
+                tf, lambda d_h, step: _cgru_step_gradient(tf, d_h, step, memory, weights, recurrent_mask),
+                (d_states, d_alphas, previous) + tuple(saved[1:]), initial_state, memory, score_vector, 3)
+            d_annotations, d_context_kernel = _annotation_gradients(tf, alphas, annotations, d_contexts, d_second,
+                                                                    context_kernel)
+            second_reads = intermediates if recurrent_mask is None else intermediates * recurrent_mask
+            d_context_bias = tf.cast(tf.reduce_sum(tf.cast(d_second, "float32"), [0, 1]), context_bias.dtype)
+            return ((d_first, d_initial, d_annotations, d_keys, _kernel_gradient(tf, intermediates, d_queries),
+                     d_score_vector, d_context_kernel, d_context_bias)
+                    + _gru_weight_gradients(tf, reads, saved[4], d_first)
+                    + _gru_weight_gradients(tf, second_reads, saved[8], d_second))
+
+        return (h, contexts, alphas), gradient
+
+    return states
+
+
+__all__ = ["attention_gru_states", "automatic_differentiation", "automatic_differentiation_asked",
+           "conditional_gru_states", "gru_states", "gru_step"]

@@ -77,17 +77,46 @@ def _assert_gradients_equal(model, jit_compile, tolerance, seed=0):
                                                                      scale)
 
 
+# (model class, constructor overrides): each model, and Nematus's conditional GRU decoder with
+# and without recurrent dropout (without, one matmul reads s'_i for W_a and GRU_2's gates)
+MODELS = {"rnnsearch": (RNNSearch, DROPOUTS), "cgru": (RNNSearch, dict(DROPOUTS, decoder="cgru")),
+          "cgru_no_dropout": (RNNSearch, dict(decoder="cgru")), "rnnencdec": (RNNEncDec, DROPOUTS),
+          "seq2seq": (Seq2Seq, DROPOUTS)}
+
+
 @pytest.mark.parametrize("jit_compile", [False, pytest.param(True, marks=pytest.mark.slow)], ids=["eager", "xla"])
-@pytest.mark.parametrize("model_class", [RNNSearch, RNNEncDec, Seq2Seq])
-def test_model_gradients_equal_automatic_differentiation(model_class, jit_compile):
-    model = helpers.random_model(model_class, scale=0.4, **DROPOUTS)
+@pytest.mark.parametrize("name", MODELS)
+def test_model_gradients_equal_automatic_differentiation(name, jit_compile):
+    model_class, overrides = MODELS[name]
+    model = helpers.random_model(model_class, scale=0.4, **overrides)
     _assert_gradients_equal(model, jit_compile, tolerance=1e-5)
 
 
-def test_general_score_and_conditional_gru_keep_automatic_differentiation():
-    for overrides in (dict(score="general"), dict(decoder="cgru")):
-        model = helpers.random_model(RNNSearch, scale=0.4, **overrides, **DROPOUTS)
-        _assert_gradients_equal(model, jit_compile=False, tolerance=1e-5)
+def test_general_score_keeps_automatic_differentiation():
+    model = helpers.random_model(RNNSearch, scale=0.4, score="general", **DROPOUTS)
+    _assert_gradients_equal(model, jit_compile=False, tolerance=1e-5)
+
+
+def test_training_passes_of_both_decoders_take_their_written_out_loop(monkeypatch):
+    """The paper's decoder and the conditional GRU run their written-out loop in a training pass
+    (the comparisons above would also pass if neither did); Luong's score, a pass that is not
+    training and `automatic_differentiation` scan the cell."""
+    calls = []
+    for name in ("_attention_gru_states", "_cgru_states"):
+        monkeypatch.setattr(recurrence, name,
+                            lambda *args, _original=getattr(recurrence, name), _name=name:
+                            calls.append(_name) or _original(*args))
+    for overrides, expected in ((dict(), ["_attention_gru_states"]), (dict(decoder="cgru"), ["_cgru_states"]),
+                                (dict(decoder="cgru", score="general"), [])):
+        model = helpers.random_model(RNNSearch, scale=0.4, **overrides)
+        inputs = _padded_batch(model)[:2]
+        calls.clear()
+        model(inputs, training=True)
+        assert calls == expected, overrides
+        model(inputs, training=False)
+        with recurrence.automatic_differentiation():
+            model(inputs, training=True)
+        assert calls == expected, overrides
 
 
 @pytest.mark.slow
@@ -100,9 +129,9 @@ def test_mixed_precision_gradients_are_as_close_to_float32_as_automatic_differen
     automatic differentiation) as automatic differentiation's is (float32 itself: 1e-5 above).
     Errors are taken over each whole gradient (Frobenius norms): one element's rounding is chance,
     and a CPU whose bf16 matmuls accumulate differently moves single elements, not the whole."""
-    for model_class in (RNNSearch, RNNEncDec):
-        model = helpers.random_model(model_class, scale=0.4, dtype=precision, **DROPOUTS)
-        exact = helpers.random_model(model_class, scale=0.4, **DROPOUTS)
+    for model_class, overrides in (MODELS["rnnsearch"], MODELS["cgru"], MODELS["rnnencdec"]):
+        model = helpers.random_model(model_class, scale=0.4, dtype=precision, **overrides)
+        exact = helpers.random_model(model_class, scale=0.4, **overrides)
         exact.set_weights(model.get_weights())
         batch = _padded_batch(model)
         seed_state = [variable.numpy() for variable in model.non_trainable_variables]
@@ -157,10 +186,11 @@ def test_gru_states_gradients_equal_a_scan_differentiated(directions, masked):
         np.testing.assert_allclose(ours_gradient, reference, rtol=1e-5, atol=1e-5, err_msg=name)
 
 
-def test_training_forward_pass_is_unchanged():
+@pytest.mark.parametrize("decoder", ["paper", "cgru"])
+def test_training_forward_pass_is_unchanged(decoder):
     """The written-out path's forward loop gives the logits of the scanned cell, up to float
     order (its steps read C c_i as sum_j alpha_ij C h_j)."""
-    model = helpers.random_model(RNNSearch, scale=0.4)
+    model = helpers.random_model(RNNSearch, scale=0.4, decoder=decoder)
     source, target_in, _ = _padded_batch(model, 2)
     ours = model((source, target_in), training=True)
     with recurrence.automatic_differentiation():
