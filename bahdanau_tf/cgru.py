@@ -36,8 +36,10 @@ class CGRUAttentionCell(AttentionGRUCell):
 
     The paper's cell's arguments, weights and interface, so `RNNSearch` runs either cell:
     `project_inputs` (E y_{i-1}'s projections, for all steps before the loop),
-    `project_context` (what multiplies c_i, read off the annotations by the search), and a
-    call giving ``(s_i, c_i, alpha_i)``. The inherited ``gru`` holds what plays the same role
+    `project_context` (what multiplies c_i, read off the annotations by the search), a call
+    giving ``(s_i, c_i, alpha_i)``, and `sequence` over all steps (a training pass on
+    TensorFlow runs `bahdanau_tf.recurrence.conditional_gru_states`, whose backward pass is
+    written out). The inherited ``gru`` holds what plays the same role
     in both cells: the kernel of E y_{i-1} (with GRU_1's recurrent matrices and bias) and
     ``context_kernel``, the kernel of c_i, here GRU_2's input kernel; this cell adds GRU_2's
     recurrent matrices and bias (``context_gate_kernel``, ``context_recurrent_kernel``,

@@ -1,13 +1,16 @@
 """The recurrences over all time steps, and their backward pass written out for TensorFlow.
 
-The paper's GRU (appendix A.1) runs in three loops of a training pass: the encoder's two
+The paper's GRU (appendix A.1) runs in the loops of a training pass: the encoder's two
 directions (one loop, `layers.BidirectionalEncoder`), the RNNsearch decoder's attention + GRU
-(`layers.AttentionGRUCell`) and the RNNencdec decoder's GRU (`layers.ConditionalGRUCell`).
+(`layers.AttentionGRUCell`), Nematus's conditional GRU decoder's GRU + attention + GRU
+(`cgru.CGRUAttentionCell`) and the RNNencdec decoder's GRU (`layers.ConditionalGRUCell`).
 This module owns the step, `gru_step`, and those loops over a whole sequence:
 
 - `gru_states`: every state of a GRU over precomputed input projections;
 - `attention_gru_states`: every state, context and attention weight of the RNNsearch decoder
-  (additive attention, then the GRU whose gates read c_i).
+  (additive attention, then the GRU whose gates read c_i);
+- `conditional_gru_states`: the same of the conditional GRU decoder (s'_i = GRU_1(E y_{i-1},
+  s_{i-1}), the attention queried with s'_i, s_i = GRU_2(c_i, s'_i)).
 
 In a training pass on TensorFlow each loop is a ``tf.custom_gradient``, the way cuDNN and the
 fast RNN toolkits compute a recurrence's gradient. The forward loop keeps the activations the
@@ -19,18 +22,21 @@ are computed after that loop, each as one matmul over the saved activations of a
 sentences, instead of a small product per step summed in a buffer. Only the attention keys'
 and v_a's gradients, which a step's (batch, source_len, n') tanh feeds, are summed in the loop.
 
-The RNNsearch decoder's loop keeps only what depends on s_{i-1}. A step multiplies c_i by C
-only, and C c_i = sum_j alpha_ij (C h_j): the products C h_j are one matmul per batch before
-the loop (as the beam search's `models.RNNSearch.decoding_memory`), the step reads C c_i off
-them with its alpha_i, and the contexts c_i (which the readout reads) are one batched matmul
-after it. Backwards, alpha_i's gradient reads the same products, and C's and the annotations'
-gradients are matmuls after the loop. The step's largest matmul, (batch, 2n) x (2n, 3n), thus
-leaves the loop both ways. W_a and [U_z | U_r], which both read s_{i-1}, are one matmul.
+The decoders' loops keep only what depends on the previous step. A step multiplies c_i by C
+only (the conditional GRU: by GRU_2's input kernel W'), and C c_i = sum_j alpha_ij (C h_j):
+the products C h_j are one matmul per batch before the loop (as the beam search's
+`models.RNNSearch.decoding_memory`), the step reads C c_i off them with its alpha_i, and the
+contexts c_i (which the readout reads) are one batched matmul after it. Backwards, alpha_i's
+gradient reads the same products, and C's and the annotations' gradients are matmuls after the
+loop. The step's largest matmul, (batch, 2n) x (2n, 3n), thus leaves the loop both ways. What
+reads the same state is one matmul: W_a and [U_z | U_r] read s_{i-1} in the paper's cell; in
+the conditional GRU, W_a and GRU_2's [U'_z | U'_r] read s'_i (two matmuls under recurrent
+dropout, whose mask GRU_2 reads s'_i through and the query does not).
 
-Everywhere else (JAX, PyTorch, a pass that is not training, the conditional GRU decoder and
-Luong's score) the loop is `tensor_ops.scan_states` over the same step and the backend's
-automatic differentiation computes the gradient; `automatic_differentiation` asks for that
-on TensorFlow too (the tests compare the two). The gradients are the same up to float order.
+Everywhere else (JAX, PyTorch, a pass that is not training, Luong's score) the loop is
+`tensor_ops.scan_states` over the same step and the backend's automatic differentiation
+computes the gradient; `automatic_differentiation` asks for that on TensorFlow too (the tests
+compare the two). The gradients are the same up to float order.
 """
 
 import contextlib
