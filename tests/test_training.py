@@ -701,7 +701,8 @@ def test_dev_schedule_counts_without_a_trainer():
 
 
 @pytest.mark.slow
-def test_a_run_with_dropout_smoothing_and_plateau_resumes_bit_exactly(corpora, tokenizers, tmp_path):
+@pytest.mark.parametrize("preset", ["tiny", "rnnsearch-cgru-tiny"])
+def test_a_run_with_dropout_smoothing_and_plateau_resumes_bit_exactly(corpora, tokenizers, tmp_path, preset):
     train, dev = corpora
     rates = dict(embedding_dropout=0.2, annotation_dropout=0.2, recurrent_dropout=0.2,
                  readout_dropout=0.2, word_dropout=0.1)
@@ -712,7 +713,7 @@ def test_a_run_with_dropout_smoothing_and_plateau_resumes_bit_exactly(corpora, t
         config = tiny_config(seed=7, max_steps=max_steps, eval_every=2, checkpoint_every=2,
                              schedule="plateau", plateau_patience=1, early_stopping=5,
                              label_smoothing=0.1, average_last=3, average_at="best", lexicon_top_k=0)
-        trainer = training.Trainer(str(directory), *tokenizers, preset="tiny", config=config,
+        trainer = training.Trainer(str(directory), *tokenizers, preset=preset, config=config,
                                    model_overrides=rates, log=lambda line: None)
         _scripted_dev(trainer, curve)
         return trainer
