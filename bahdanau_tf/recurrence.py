@@ -502,12 +502,12 @@ def _cgru_states(tf, mask, recurrent_mask):
                 (d_states, d_alphas, previous) + tuple(saved[1:]), initial_state, memory, score_vector, 3)
             d_annotations, d_context_kernel = _annotation_gradients(tf, alphas, annotations, d_contexts, d_second,
                                                                     context_kernel)
-            second_reads = intermediates if recurrent_mask is None else intermediates * recurrent_mask
+            intermediate_reads = intermediates if recurrent_mask is None else intermediates * recurrent_mask
             d_context_bias = tf.cast(tf.reduce_sum(tf.cast(d_second, "float32"), [0, 1]), context_bias.dtype)
             return ((d_first, d_initial, d_annotations, d_keys, _kernel_gradient(tf, intermediates, d_queries),
                      d_score_vector, d_context_kernel, d_context_bias)
                     + _gru_weight_gradients(tf, reads, saved[4], d_first)
-                    + _gru_weight_gradients(tf, second_reads, saved[8], d_second))
+                    + _gru_weight_gradients(tf, intermediate_reads, saved[8], d_second))
 
         return (h, contexts, alphas), gradient
 
