@@ -18,12 +18,14 @@ SOURCE_WORDS = [f"s{i}" for i in range(40)]
 TARGET_WORDS = [f"t{i}" for i in range(40)]
 
 
-def copy_corpus(count, seed):
-    """A copy task: source ``s3 s7 ...``, target ``t3 t7 ...`` (word i translates word i)."""
+def copy_corpus(count, seed, distinct=False):
+    """A copy task: source ``s3 s7 ...``, target ``t3 t7 ...`` (word i translates word i); with
+    ``distinct``, no word twice in a sentence."""
     rng = np.random.default_rng(seed)
     pairs = []
     for length in rng.integers(3, 9, count):
-        ids = rng.integers(0, len(SOURCE_WORDS), length)
+        ids = (rng.choice(len(SOURCE_WORDS), length, replace=False) if distinct
+               else rng.integers(0, len(SOURCE_WORDS), length))
         pairs.append((" ".join(SOURCE_WORDS[i] for i in ids), " ".join(TARGET_WORDS[i] for i in ids)))
     return pairs
 
