@@ -12,7 +12,7 @@ printed too, for orientation only. PyTorch needs an interpreter where it is inst
 ``backends`` extra): run the script with that interpreter, the children use it too.
 
     python benchmarks/backend_agreement.py [--backends=tensorflow,jax,torch] [--beam_sizes=5,1]
-        [--model_dir=bible-en-es-small] [--sentences=0 (all)]
+        [--model_dir=bible-en-es-small] [--sentences=0 (all)] [--timeout=3600 (seconds per backend)]
 """
 
 import json
@@ -32,6 +32,7 @@ flags.DEFINE_string("model_dir", "bible-en-es-small", "A model directory or a sh
 flags.DEFINE_list("backends", ["tensorflow", "jax"], "Keras backends; the first is the reference.")
 flags.DEFINE_list("beam_sizes", ["5", "1"], "Beam sizes (1 = greedy).")
 flags.DEFINE_integer("sentences", 0, "Test verses to translate (0: all).")
+flags.DEFINE_integer("timeout", 3600, "Seconds each backend's child may run (PyTorch's eager search is slow).")
 flags.DEFINE_bool("child", False, "Internal: translate in this process.")
 flags.DEFINE_string("output", os.path.join(os.path.dirname(__file__), "results", "backend_agreement.json"),
                     "Where the JSON goes.")
@@ -72,7 +73,7 @@ def main(argv):
         return child()
     arguments = [f"--model_dir={FLAGS.model_dir}", f"--beam_sizes={','.join(FLAGS.beam_sizes)}",
                  f"--sentences={FLAGS.sentences}", "--child"]
-    results = [_machines.run_child(__file__, arguments, "native",
+    results = [_machines.run_child(__file__, arguments, "native", timeout=FLAGS.timeout,
                                    extra_environment={"KERAS_BACKEND": backend})
                for backend in FLAGS.backends]
     summaries = {}

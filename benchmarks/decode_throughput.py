@@ -30,7 +30,7 @@ untrained ``small`` preset over 5k word vocabularies (outputs run to the length 
 worst case), so compare runs by tokens/s too.
 
     python benchmarks/decode_throughput.py [--model_dir=RUN] [--machines=native,avx2]
-        [--batch_sizes=64,1] [--beam_sizes=1,5] [--old_checkout=DIR]
+        [--batch_sizes=64,1] [--beam_sizes=1,5] [--old_checkout=DIR] [--length_penalty=ALPHA]
 """
 
 import json
@@ -58,6 +58,8 @@ flags.DEFINE_integer("rounds", 3, "Timed rounds per measurement (best kept).")
 flags.DEFINE_integer("vocabulary_size", 5000, "Word vocabulary per language for an untrained preset.")
 flags.DEFINE_string("old_checkout", None, "An earlier checkout: its package is measured beside this one, "
                     "child processes alternating round by round.")
+flags.DEFINE_float("length_penalty", None, "The translators' length penalty (None: each checkout's default; "
+                   "give one to compare checkouts whose defaults differ).")
 flags.DEFINE_bool("child", False, "Internal: measure in this process.")
 flags.DEFINE_bool("count_steps", True, "Internal: also count the hypothesis-steps (once per child).")
 flags.DEFINE_string("output", os.path.join(os.path.dirname(__file__), "results", "decode_throughput.json"),
@@ -123,14 +125,23 @@ def _latencies(translator, sentences, beam_size):
 
 def _translator(translator_class, model, source, target, jit_compile):
     """A Translator with or without XLA, whichever constructor the measured checkout has (an
-    --old_checkout may take ``jit_compile`` itself instead of a `bahdanau_tf.decoding.Batching`)."""
+    --old_checkout may take ``jit_compile`` itself instead of a `bahdanau_tf.decoding.Batching`),
+    with ``--length_penalty`` when given."""
     import inspect
 
-    if "batching" in inspect.signature(translator_class.__init__).parameters:
+    parameters = inspect.signature(translator_class.__init__).parameters
+    options = {}
+    if FLAGS.length_penalty is not None:
+        import dataclasses
+
+        from bahdanau_tf import translator as translator_module
+
+        options["search"] = dataclasses.replace(translator_module.DEFAULT_SEARCH, length_penalty=FLAGS.length_penalty)
+    if "batching" in parameters:
         from bahdanau_tf.decoding import Batching
 
-        return translator_class(model, source, target, batching=Batching(jit_compile=jit_compile))
-    return translator_class(model, source, target, jit_compile=jit_compile)
+        return translator_class(model, source, target, batching=Batching(jit_compile=jit_compile), **options)
+    return translator_class(model, source, target, jit_compile=jit_compile, **options)
 
 
 def _measure():
@@ -268,6 +279,8 @@ def main(argv):
     passed += [f"--{name}={','.join(getattr(FLAGS, name))}" for name in ("batch_sizes", "beam_sizes")]
     if FLAGS.model_dir:
         passed.append(f"--model_dir={FLAGS.model_dir}")
+    if FLAGS.length_penalty is not None:
+        passed.append(f"--length_penalty={FLAGS.length_penalty}")
     machines, best, counted, cpu_best = {}, {}, {}, {}
     for machine in FLAGS.machines:
         if FLAGS.old_checkout:  # one timed round per child, the checkouts alternating
@@ -296,7 +309,8 @@ def main(argv):
     if ratios:
         print(_table(ratios, KEY + ("speedup", "cpu_speedup", "median_latency_speedup", "hyp_steps_new_over_old")))
     _machines.write_json(FLAGS.output, {"machines": machines, "rounds": FLAGS.rounds,
-                                        "old_checkout": FLAGS.old_checkout, "rows": rows, "ratios": ratios})
+                                        "old_checkout": FLAGS.old_checkout, "length_penalty": FLAGS.length_penalty,
+                                        "rows": rows, "ratios": ratios})
 
 
 if __name__ == "__main__":
