@@ -37,7 +37,7 @@ from bahdanau_tf import losses
 #: the head's default size and training settings (`train_alignment_head`)
 DEFAULT_UNITS = 128
 DEFAULT_CONTEXT = 0
-DEFAULT_LEARNING_RATE = 2e-3
+DEFAULT_LEARNING_RATE = 5e-3
 
 
 def _relative_path(variable) -> str:
