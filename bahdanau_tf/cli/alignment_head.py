@@ -53,7 +53,7 @@ flags.DEFINE_integer("max_train_pairs", None, "Use only the first N training pai
 flags.DEFINE_integer("units", 128, "The head's attention units.", lower_bound=1)
 flags.DEFINE_integer("context_units", 0, "Units of each direction of the head's GRU over the "
                      "target sentence (0: none; bahdanau_tf.alignment_head.AlignmentHead).", lower_bound=0)
-flags.DEFINE_integer("steps", 5000, "Updates of the head (the default chosen on the dev gold: "
+flags.DEFINE_integer("steps", 2000, "Updates of the head (the default chosen on the dev gold: "
                      "benchmarks/README.md, \"Alignment\").", lower_bound=1)
 flags.DEFINE_integer("batch_size", 64, "Pairs per update.", lower_bound=1)
 common.define_finite_float("learning_rate", 5e-3, "Adam's learning rate.", lower_bound=0.0)
