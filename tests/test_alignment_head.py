@@ -169,6 +169,33 @@ def test_a_model_with_a_head_saves_loads_translates_as_without_and_serves_its_al
         np.testing.assert_allclose(served["attention"][k, :t, :s], alignment.attention, atol=1e-5)
 
 
+@pytest.mark.slow
+def test_a_head_with_target_context_saves_loads_translates_as_without_and_serves_its_align(tmp_path):
+    from bahdanau_tf import serving
+    from bahdanau_tf.decoding import Batching
+    from bahdanau_tf.translator import Translator
+    from helpers import beam
+
+    tokenizers = copy_tokenizers()
+    base = random_model(seed=3, **SIZES).attach_tokenizers(*tokenizers)
+    model = training.with_alignment_head(base, units=8, context=4)
+    options = dict(search=beam(2), batching=Batching(jit_compile=False))
+    loaded = Translator.from_directory(model.save_to_preset(str(tmp_path / "with_head")), **options)
+    assert loaded.models[0].alignment_head_context == 4
+    for a, b in zip(model.weights, loaded.models[0].weights):  # the head's GRU restored with the rest
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    sentences = [source for source, _ in copy_corpus(5, seed=2)] + [""]
+    without = Translator.from_model(base, **options).translate(sentences)
+    expected = loaded.translate(sentences, return_alignments=True)
+    assert expected.translations == without.translations
+    path = bahdanau_tf.export_saved_model(loaded, str(tmp_path / "export"))
+    with serving.SessionBundle(path) as bundle:
+        served = bundle.run("align", sentences=sentences)
+    for k, alignment in enumerate(expected.alignments):
+        t, s = alignment.attention.shape
+        np.testing.assert_allclose(served["attention"][k, :t, :s], alignment.attention, atol=1e-5)
+
+
 @pytest.mark.subprocess
 def test_the_command_trains_a_head_into_a_new_directory_and_refuses_bad_links(tmp_path):
     from bahdanau_tf import model_directory, word_alignment
@@ -184,7 +211,7 @@ def test_the_command_trains_a_head_into_a_new_directory_and_refuses_bad_links(tm
     (tmp_path / "short.links").write_text("0-0\n")
     common = [f"--model_dir={run}", "--checkpoint=latest", f"--tsv={tmp_path / 'train.tsv'}",
               "--steps=3", "--units=8", "--batch_size=8"]
-    rows = [("alignment_head", common + [f"--links={tmp_path / 'train.links'}",
+    rows = [("alignment_head", common + [f"--links={tmp_path / 'train.links'}", "--context_units=4",
                                          f"--output_dir={tmp_path / 'head'}"], ""),
             ("alignment_head", common + [f"--links={tmp_path / 'short.links'}",
                                          f"--output_dir={tmp_path / 'refused'}"], ""),
@@ -192,7 +219,7 @@ def test_the_command_trains_a_head_into_a_new_directory_and_refuses_bad_links(tm
     done, short, no_output = run_commands(rows, cwd=tmp_path)
     assert done["code"] == 0, done["stderr"]
     loaded = model_directory.load_model_directory(str(tmp_path / "head"))
-    assert loaded.model.alignment_head == 8
+    assert loaded.model.alignment_head == 8 and loaded.model.alignment_head_context == 4
     translation = [v for v in loaded.model.weights if "alignment_head" not in v.path]
     for a, b in zip(base.weights, translation):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
