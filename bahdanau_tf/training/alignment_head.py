@@ -9,7 +9,8 @@ model's own symmetrised links while the translation model stays fixed). Here:
   `bahdanau_tf.data.make_dataset` carrying the attention targets q of word links
   (`AlignmentGuide.stage`), the cross-entropy of `bahdanau_tf.losses.guided_alignment_nll`
   averaged over the target tokens that have a target. Only the head's variables are updated
-  and its inputs are stop-gradient: translations are those of the model without it.
+  and its inputs are stop-gradient: translations are those of the model without it. The
+  frozen model runs once per batch; the head trains on its kept outputs, pass after pass.
 
 The links may be any aligner's (eflomal's, ``bahdanau-data align``) or the model's own, both
 directions made one (`bahdanau_tf.evaluation.bidirectional_links`); the command line is
@@ -21,8 +22,8 @@ Example:
 
     model = with_alignment_head(loaded.model, units=128)
     guide = AlignmentGuide.build(pairs, links, source, target, unaligned="end")
-    batches = make_dataset(pairs, source, target, repeat=True).apply(guide.stage())
-    train_alignment_head(model, batches, steps=1000)
+    batches = make_dataset(pairs, source, target, batch_size=64).apply(guide.stage())  # one pass
+    train_alignment_head(model, batches, steps=2000)
     model.save_to_preset("model-with-head")
 """
 
