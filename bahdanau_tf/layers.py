@@ -3,7 +3,6 @@
 Bahdanau, Cho & Bengio (2015), section 3 and appendix A:
 
 - `BahdanauAttention`: the alignment model, equations (5)-(6) (plus Luong's scores as options).
-- `AlignmentHead`: a second attention whose query has read the target word it aligns.
 - `ConditionalGRUCell`: a GRU whose gates also read a context vector c (Cho et al. 2014a).
 - `AttentionGRUCell`: the RNNsearch decoder cell, attention + conditional GRU, one step.
 - `MaxoutReadout`: the deep output with one maxout layer and the vocabulary projection.
@@ -223,71 +222,6 @@ class BahdanauAttention(keras.layers.Layer):
             "bias_initializer": keras.initializers.serialize(self.bias_initializer),
         }
         return {**super().get_config(), **config}
-
-
-@keras.saving.register_keras_serializable(package="bahdanau_tf")
-class AlignmentHead(keras.layers.Layer):
-    """An alignment head: P(source position j | target token i), queried by what has read y_i.
-
-    In the paper's cell the attention row that predicts y_i is queried with s_{i-1}, before
-    y_i is known, so it cannot point at the source of a word it has not seen. The head is a
-    second `BahdanauAttention` over the annotations whose query holds the word it aligns
-    (Garg et al. 2019; Chen et al. 2020's Shift-AET):
-    q_i = [E y_i ; s_i ; s_{i+1}], the target embedding of y_i, the decoder state that
-    predicted it (equation 4) and the one that has read it (zeros after the last token). Its inputs are
-    stop-gradient: trained after the translation model (`bahdanau_tf.training.
-    train_alignment_head`), it leaves translation untouched. Weight on the source ``[END]``
-    means "no word" (Och & Ney's NULL), as the extraction rules read it.
-
-    Args:
-        units: int, the size of its alignment model's hidden layer.
-        score: ``"additive"`` or ``"general"`` (`BahdanauAttention`).
-
-    Call arguments:
-        annotations: (batch, source_len, 2n), the encoder's h_j.
-        source_mask: bool (batch, source_len), True at real source positions.
-        states: (batch, target_len, n), s_i of each target token i (teacher-forced).
-        embeddings: (batch, target_len, m), E y_i.
-
-    Returns:
-        float32 (batch, target_len, source_len), each row a distribution over the source.
-
-    Example:
-
-    >>> head = AlignmentHead(8)
-    >>> weights = head(np.ones([2, 5, 6], "float32"), np.ones([2, 5], bool),
-    ...                np.ones([2, 3, 4], "float32"), np.ones([2, 3, 7], "float32"))
-    >>> tuple(weights.shape)
-    (2, 3, 5)
-    """
-
-    def __init__(self, units: int, score: str = "additive", **kwargs) -> None:
-        super().__init__(**kwargs)
-        self.units, self.score = int(units), score
-        # === Layers === (Glorot weights: the paper's N(0, 0.001^2) learn slowly)
-        self.attention = BahdanauAttention(units, score, kernel_initializer="glorot_uniform",
-                                           dtype=self.dtype_policy, name="attention")
-
-    def build(self, annotations_shape, source_mask_shape=None, states_shape=None, embeddings_shape=None):
-        if states_shape is None:  # Keras may pass the shapes as one list
-            annotations_shape, source_mask_shape, states_shape, embeddings_shape = annotations_shape
-        query_dim = 2 * int(states_shape[-1]) + int(embeddings_shape[-1])
-        self.attention.build((None, query_dim), tuple(annotations_shape))
-        self.built = True
-
-    def call(self, annotations: Tensor, source_mask: Tensor, states: Tensor, embeddings: Tensor) -> Tensor:
-        annotations, states, embeddings = (ops.stop_gradient(x) for x in (annotations, states, embeddings))
-        following = ops.concatenate([states[:, 1:], ops.zeros_like(states[:, :1])], axis=1)
-        query = ops.concatenate([embeddings, states, following], axis=-1)  # (batch, target_len, m + 2n)
-        batch, target_len = ops.shape(query)[0], ops.shape(query)[1]
-        projected = self.attention.project_query(ops.reshape(query, (-1, query.shape[-1])))
-        # one group of target_len queries per sentence: the keys are read once per sentence
-        weights = self.attention.align(projected, self.attention.compute_keys(annotations),
-                                       source_mask, grouped=True)
-        return ops.reshape(weights, (batch, target_len, -1))
-
-    def get_config(self) -> dict:
-        return {**super().get_config(), "units": self.units, "score": self.score}
 
 
 @keras.saving.register_keras_serializable(package="bahdanau_tf")
@@ -660,6 +594,26 @@ class MaxoutReadout(keras.layers.Layer):
         return {**super().get_config(), **config}
 
 
+def bidirectional_gru(layer, inputs: Tensor, lengths: Tensor, training: bool = False) -> tuple:
+    """Both directions of the paper's GRU over ``inputs`` (batch, time, d) in one loop:
+    ``(forward, backward)`` states, each (batch, time, n), of ``layer``'s weights stacked over
+    the direction axis (index 0 forward, 1 backward): ``kernel`` (2, d, 3n), ``gate_kernel``
+    (2, n, 2n), ``recurrent_kernel`` (2, n, n), ``bias`` (2, 1, 3n). The backward direction
+    reads each sequence reversed within its own ``lengths`` (`reverse_within_lengths`), so it
+    starts at the sequence's last real position; states past a length are of no position."""
+    backward_inputs = reverse_within_lengths(inputs, lengths)
+    # both directions' input projections for all positions, before the loop
+    stacked = ops.stack([time_major(inputs), time_major(backward_inputs)], axis=1)
+    # one matmul per direction over all (position, sentence) rows: no broadcast over positions
+    projected = (ops.einsum("tdbm,dmk->tdbk", stacked, cast_weight(layer.kernel, inputs))
+                 + cast_weight(layer.bias, inputs))  # (time, 2, batch, 3n)
+    units = layer.recurrent_kernel.shape[-1]
+    states = gru_states(projected, ops.zeros((2, ops.shape(inputs)[0], units), inputs.dtype),
+                        cast_weight(layer.gate_kernel, inputs), cast_weight(layer.recurrent_kernel, inputs),
+                        training=training)  # (time, 2, batch, n)
+    return stack_time(states[:, 0]), reverse_within_lengths(stack_time(states[:, 1]), lengths)
+
+
 @keras.saving.register_keras_serializable(package="bahdanau_tf")
 class BidirectionalEncoder(keras.layers.Layer):
     """Embedding + bidirectional GRU: the annotations h_j = [h->_j ; h<-_j] (paper, section 3.2).
@@ -747,18 +701,7 @@ class BidirectionalEncoder(keras.layers.Layer):
         embedded = self.embedding(source_ids)  # (batch, source_len, m)
         if training and self.embedding_dropout:
             embedded = sequence_dropout(embedded, self.embedding_dropout, self.seed_generator)
-        backward_embedded = reverse_within_lengths(embedded, lengths)
-        # both directions' input projections for all positions, before the loop
-        inputs = ops.stack([time_major(embedded), time_major(backward_embedded)], axis=1)
-        # one matmul per direction over all (position, sentence) rows: no broadcast over positions
-        projected = (ops.einsum("tdbm,dmk->tdbk", inputs, cast_weight(self.kernel, embedded))
-                     + cast_weight(self.bias, embedded))  # (source_len, 2, batch, 3n)
-        gate_kernel = cast_weight(self.gate_kernel, embedded)
-        recurrent_kernel = cast_weight(self.recurrent_kernel, embedded)
-        states = gru_states(projected, ops.zeros((2, ops.shape(source_ids)[0], self.units), embedded.dtype),
-                            gate_kernel, recurrent_kernel, training=training)  # (source_len, 2, batch, n)
-        forward = stack_time(states[:, 0])
-        backward = reverse_within_lengths(stack_time(states[:, 1]), lengths)
+        forward, backward = bidirectional_gru(self, embedded, lengths, training)
         annotations = ops.concatenate([forward, backward], axis=-1)
         # positions past each sentence's end hold states of no word: zero them
         return annotations * ops.cast(mask, annotations.dtype)[:, :, None], mask
@@ -778,7 +721,7 @@ class BidirectionalEncoder(keras.layers.Layer):
 
 
 __all__ = [
-    "AlignmentHead",
+    "bidirectional_gru",
     "BahdanauAttention",
     "ConditionalGRUCell",
     "AttentionGRUCell",

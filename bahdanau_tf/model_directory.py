@@ -238,9 +238,10 @@ def check_same_model(directory: str, model: keras.Model) -> None:
     # a checkpoint restores into either (e.g. a run started before the `small` preset's default
     # initialization changed resumes)
     ignored = {"name", "trainable", "dtype", "initialization"}
+    heads = ("alignment_head", "alignment_head_context")
     for key in sorted((set(saved["config"]) | set(wanted["config"])) - ignored):
         # a directory written before dropout (or the alignment head) existed has none
-        missing = 0.0 if key in (*regularization.DROPOUT_ARGUMENTS, "alignment_head") else None
+        missing = 0.0 if key in (*regularization.DROPOUT_ARGUMENTS, *heads) else None
         old, new = saved["config"].get(key, missing), wanted["config"].get(key, missing)
         if old != new:
             differences.append(f"{key}: saved {old!r}, requested {new!r}")

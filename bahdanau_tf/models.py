@@ -46,6 +46,7 @@ from keras import ops
 from bahdanau_tf import cgru, initializers
 from bahdanau_tf import layers as layers_lib
 from bahdanau_tf import tensor_ops
+from bahdanau_tf.alignment_head import AlignmentHead
 from bahdanau_tf.presets import get_preset
 from bahdanau_tf.special_tokens import END_ID, PAD_ID
 from bahdanau_tf.tensor_ops import Tensor
@@ -106,10 +107,12 @@ class RNNSearch(TranslationModel):
             ``"cgru"`` (`cgru.CGRUAttentionCell`, Nematus's conditional GRU, Sennrich et al.
             2017: a GRU reads E y_{i-1}, its state queries the attention, a second GRU reads
             c_i; preset ``rnnsearch-cgru-small``). The readout reads s_i, E y_{i-1}, c_i either way.
-        alignment_head: int, the units of a `layers.AlignmentHead` (0: none), an attention
-            whose query has read the word it aligns; trained after the model with its weights
-            frozen (`bahdanau_tf.training.train_alignment_head`), `alignment_weights` then
-            reads it. Translations never read it.
+        alignment_head: int, the units of an `alignment_head.AlignmentHead` (0: none), an
+            attention whose query has read the word it aligns; trained after the model with its
+            weights frozen (`bahdanau_tf.training.train_alignment_head`), `alignment_weights`
+            then reads it. Translations never read it.
+        alignment_head_context: int, the units of the head's bidirectional GRU over the target
+            sentence (`alignment_head.AlignmentHead`'s ``context``; 0: none).
 
     Example:
 
@@ -140,6 +143,7 @@ class RNNSearch(TranslationModel):
         word_dropout: float = 0.0,
         decoder: str = "paper",
         alignment_head: int = 0,
+        alignment_head_context: int = 0,
         **kwargs,
     ) -> None:
         super().__init__(**kwargs)
@@ -159,6 +163,7 @@ class RNNSearch(TranslationModel):
             initialization=initialization,
             decoder=decoder,
             alignment_head=int(alignment_head),
+            alignment_head_context=int(alignment_head_context),
         )
         self._store_dropouts(embedding_dropout=embedding_dropout, annotation_dropout=annotation_dropout,
                              recurrent_dropout=recurrent_dropout, readout_dropout=readout_dropout,
@@ -218,8 +223,9 @@ class RNNSearch(TranslationModel):
             dtype=self.dtype_policy,
             name="readout",
         )
-        self.head = (layers_lib.AlignmentHead(self.alignment_head, score, dtype=self.dtype_policy,
-                                              name="alignment_head") if self.alignment_head else None)
+        self.head = (AlignmentHead(self.alignment_head, score, self.alignment_head_context,
+                                   dtype=self.dtype_policy, name="alignment_head")
+                     if self.alignment_head else None)
 
     def build(self, input_shape: tuple | None = None) -> None:
         annotation_dim = 2 * self.hidden_dim
@@ -369,15 +375,17 @@ class RNNSearch(TranslationModel):
         return self._teacher_forcing(inputs, attention=True)[1]
 
     def alignment_head_inputs(self, inputs: tuple, target_out: Tensor | None = None) -> tuple:
-        """What `layers.AlignmentHead` reads, teacher-forced: ``(annotations, mask, states,
-        embeddings)``: s_i and E y_i of every target token y_i (``target_out``; None: the
-        tokens of ``target_input_ids`` after ``[START]``, then ``[END]``)."""
+        """What `alignment_head.AlignmentHead` reads, teacher-forced: ``(annotations, mask,
+        states, embeddings, target_mask)``: s_i and E y_i of every target token y_i
+        (``target_out``; None: the tokens of ``target_input_ids`` after ``[START]``, then
+        ``[END]``), and True at the real ones."""
         if target_out is None:
             target_out = _next_tokens(inputs[1])
         annotations, mask, states = self._teacher_forcing(inputs, head=True)
+        target_mask = ops.not_equal(inputs[1], PAD_ID)
         # states read from padding are zeros: a row's s_{i+1} never depends on the batch
-        real = ops.cast(ops.not_equal(inputs[1], PAD_ID), states.dtype)[:, :, None]
-        return annotations, mask, states * real, self.target_embedding(target_out)
+        real = ops.cast(target_mask, states.dtype)[:, :, None]
+        return annotations, mask, states * real, self.target_embedding(target_out), target_mask
 
     def alignment_weights(self, inputs: tuple, target_out: Tensor | None = None) -> Tensor:
         """P(source j | target token i) (batch, target_len, source_len) float32: the alignment

@@ -26,7 +26,7 @@ needs:
   ``source_lengths`` int32 ``[batch]``, ``target_tokens`` ``[batch, target_len]`` (``[END]``
   included when emitted), ``target_lengths`` int32 ``[batch]`` and ``attention`` float32
   ``[batch, target_len, source_len]`` (row i: α_ij of target token i; zero padding) — what
-  the paper's figure 3 draws; for models with an alignment head (`bahdanau_tf.layers.
+  the paper's figure 3 draws; for models with an alignment head (`bahdanau_tf.alignment_head.
   AlignmentHead`), the head's P(source j | target token i) of the translation instead;
 - ``translate_replace_unk(sentences)`` (models with attention only): ``translations``,
   ``scores`` like ``serving_default``, with every generated ``[UNK]`` replaced by the source

@@ -7,7 +7,7 @@ side by side, with each model's test BLEU; every row also in two views of the sa
 full gold the headline:
 
 - each model's teacher-forced attention on the references (for a model with an alignment
-  head, `bahdanau_tf.layers.AlignmentHead`, the head's rows: ``bahdanau-alignment-head``
+  head, `bahdanau_tf.alignment_head.AlignmentHead`, the head's rows: ``bahdanau-alignment-head``
   trained it on the model's own links or on eflomal's), turned into word links by the
   extraction rules of `bahdanau_tf.evaluation.ExtractionRule` (a word's pieces pooled by
   max, sum or first piece, or each piece's argmax; rows shifted by zero, one or two; mutual best

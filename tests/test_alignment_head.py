@@ -1,4 +1,4 @@
-"""Tests of the alignment head (bahdanau_tf.layers.AlignmentHead, bahdanau_tf.training.
+"""Tests of the alignment head (bahdanau_tf.alignment_head.AlignmentHead, bahdanau_tf.training.
 alignment_head): a NumPy reference of the head, a diagonal alignment learned on the copy task
 with the translation weights untouched, and a model with a head saved, loaded, exported and
 served through the session bundle."""
@@ -8,9 +8,10 @@ import pytest
 import tensorflow as tf
 
 import bahdanau_tf
-from bahdanau_tf import data, layers, training
+from bahdanau_tf import data, training
+from bahdanau_tf.alignment_head import AlignmentHead
 from bahdanau_tf.evaluation.alignment import alignment_scores, attention_to_alignment
-from helpers import learning_seed, random_model, softmax
+from helpers import gru_step, learning_seed, random_model, softmax, split3, split_recurrent
 from test_guided_alignment import SOURCE_WORDS, TARGET_WORDS, copy_corpus, copy_tokenizers, diagonal
 
 SIZES = dict(source_vocabulary_size=len(SOURCE_WORDS) + 4, target_vocabulary_size=len(TARGET_WORDS) + 4,
@@ -19,7 +20,7 @@ SIZES = dict(source_vocabulary_size=len(SOURCE_WORDS) + 4, target_vocabulary_siz
 
 def test_the_head_against_numpy():
     """q_i = [E y_i ; s_i ; s_{i+1}], additive attention over the annotations, masked."""
-    head = layers.AlignmentHead(5)
+    head = AlignmentHead(5)
     rng = np.random.default_rng(0)
     annotations, states, embeddings = (rng.normal(size=shape).astype("float32")
                                        for shape in ((2, 4, 6), (2, 3, 3), (2, 3, 2)))
@@ -34,6 +35,43 @@ def test_the_head_against_numpy():
         for i in range(3):
             query = np.concatenate([embeddings[row, i], states[row, i], following[i]])
             real = mask[row].sum()
+            scores = np.tanh(query @ Wq + annotations[row, :real] @ Uk + b) @ v
+            expected = np.zeros(4)
+            expected[:real] = softmax(scores)
+            np.testing.assert_allclose(got[row, i], expected, atol=1e-5)
+
+
+def test_the_head_with_target_context_against_numpy():
+    """q_i = [E y_i ; s_i ; s_{i+1} ; g->_i ; g<-_i]: a bidirectional paper GRU over [E y_k ; s_k],
+    its backward half starting at each sentence's last real token (padding never read)."""
+    head = AlignmentHead(4, context=3)
+    rng = np.random.default_rng(1)
+    annotations, states, embeddings = (rng.normal(size=shape).astype("float32")
+                                       for shape in ((2, 4, 6), (2, 5, 3), (2, 5, 2)))
+    source_mask = np.array([[True] * 4, [True, True, True, False]])
+    target_mask = np.array([[True] * 5, [True, True, False, False, False]])
+    head(annotations, source_mask, states, embeddings, target_mask)
+    for weight in head.weights:  # no zero weight hides a term
+        weight.assign(rng.normal(0.0, 0.5, weight.shape).astype("float32"))
+    got = np.asarray(head(annotations, source_mask, states, embeddings, target_mask))
+    Wq, Uk, b, v = (w.numpy() for w in head.attention.weights)
+    kernel, gates, recurrent, bias = (w.numpy() for w in (head.kernel, head.gate_kernel, head.recurrent_kernel, head.bias))
+
+    def gru(inputs, direction):
+        h, out = np.zeros(3), []
+        for x in inputs:
+            h = gru_step(x, h, split3(kernel[direction]), split_recurrent(gates[direction], recurrent[direction]),
+                         split3(bias[direction, 0]))
+            out.append(h)
+        return np.array(out)
+
+    for row in range(2):
+        length, real = target_mask[row].sum(), source_mask[row].sum()
+        x = np.concatenate([embeddings[row, :length], states[row, :length]], axis=-1)
+        forward, backward = gru(x, 0), gru(x[::-1], 1)[::-1]
+        following = np.concatenate([states[row, 1:], np.zeros((1, 3))])
+        for i in range(length):
+            query = np.concatenate([embeddings[row, i], states[row, i], following[i], forward[i], backward[i]])
             scores = np.tanh(query @ Wq + annotations[row, :real] @ Uk + b) @ v
             expected = np.zeros(4)
             expected[:real] = softmax(scores)
@@ -131,6 +169,33 @@ def test_a_model_with_a_head_saves_loads_translates_as_without_and_serves_its_al
         np.testing.assert_allclose(served["attention"][k, :t, :s], alignment.attention, atol=1e-5)
 
 
+@pytest.mark.slow
+def test_a_head_with_target_context_saves_loads_translates_as_without_and_serves_its_align(tmp_path):
+    from bahdanau_tf import serving
+    from bahdanau_tf.decoding import Batching
+    from bahdanau_tf.translator import Translator
+    from helpers import beam
+
+    tokenizers = copy_tokenizers()
+    base = random_model(seed=3, **SIZES).attach_tokenizers(*tokenizers)
+    model = training.with_alignment_head(base, units=8, context=4)
+    options = dict(search=beam(2), batching=Batching(jit_compile=False))
+    loaded = Translator.from_directory(model.save_to_preset(str(tmp_path / "with_head")), **options)
+    assert loaded.models[0].alignment_head_context == 4
+    for a, b in zip(model.weights, loaded.models[0].weights):  # the head's GRU restored with the rest
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    sentences = [source for source, _ in copy_corpus(5, seed=2)] + [""]
+    without = Translator.from_model(base, **options).translate(sentences)
+    expected = loaded.translate(sentences, return_alignments=True)
+    assert expected.translations == without.translations
+    path = bahdanau_tf.export_saved_model(loaded, str(tmp_path / "export"))
+    with serving.SessionBundle(path) as bundle:
+        served = bundle.run("align", sentences=sentences)
+    for k, alignment in enumerate(expected.alignments):
+        t, s = alignment.attention.shape
+        np.testing.assert_allclose(served["attention"][k, :t, :s], alignment.attention, atol=1e-5)
+
+
 @pytest.mark.subprocess
 def test_the_command_trains_a_head_into_a_new_directory_and_refuses_bad_links(tmp_path):
     from bahdanau_tf import model_directory, word_alignment
@@ -146,7 +211,7 @@ def test_the_command_trains_a_head_into_a_new_directory_and_refuses_bad_links(tm
     (tmp_path / "short.links").write_text("0-0\n")
     common = [f"--model_dir={run}", "--checkpoint=latest", f"--tsv={tmp_path / 'train.tsv'}",
               "--steps=3", "--units=8", "--batch_size=8"]
-    rows = [("alignment_head", common + [f"--links={tmp_path / 'train.links'}",
+    rows = [("alignment_head", common + [f"--links={tmp_path / 'train.links'}", "--context_units=4",
                                          f"--output_dir={tmp_path / 'head'}"], ""),
             ("alignment_head", common + [f"--links={tmp_path / 'short.links'}",
                                          f"--output_dir={tmp_path / 'refused'}"], ""),
@@ -154,7 +219,7 @@ def test_the_command_trains_a_head_into_a_new_directory_and_refuses_bad_links(tm
     done, short, no_output = run_commands(rows, cwd=tmp_path)
     assert done["code"] == 0, done["stderr"]
     loaded = model_directory.load_model_directory(str(tmp_path / "head"))
-    assert loaded.model.alignment_head == 8
+    assert loaded.model.alignment_head == 8 and loaded.model.alignment_head_context == 4
     translation = [v for v in loaded.model.weights if "alignment_head" not in v.path]
     for a, b in zip(base.weights, translation):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))

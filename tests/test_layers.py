@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bahdanau_tf import cgru, initializers, layers
+from bahdanau_tf import alignment_head, cgru, initializers, layers
+from bahdanau_tf.alignment_head import AlignmentHead
 
 
 def _randomize(layer, seed=0, scale=0.3):
@@ -190,6 +191,7 @@ _MEMORY = _RNG.normal(size=(3, 4, 6)).astype("float32")
 _MASK = np.arange(4)[None, :] < np.array([4, 2, 1])[:, None]
 _SEQUENCE = [_RNG.normal(size=(3, 5, d)).astype("float32") for d in (4, 2, 6)]
 _SOURCE = np.array([[5, 6, 7, 2], [9, 2, 0, 0], [11, 2, 0, 0]], "int32")
+_TARGET_MASK = np.arange(5)[None, :] < np.array([5, 3, 1])[:, None]
 
 # (layer, call, build): every layer of bahdanau_tf.layers through helpers.check_layer
 LAYER_CONTRACTS = {
@@ -200,8 +202,11 @@ LAYER_CONTRACTS = {
         lambda: layers.BahdanauAttention(6, score="general", name="att"),
         lambda layer: layer(_QUERY, _MEMORY, memory_mask=_MASK), None),
     "AlignmentHead": (
-        lambda: layers.AlignmentHead(5, name="head"),
+        lambda: AlignmentHead(5, name="head"),
         lambda head: head(_MEMORY, _MASK, _SEQUENCE[0], _SEQUENCE[1]), None),
+    "AlignmentHead-context": (
+        lambda: AlignmentHead(5, context=3, name="head"),
+        lambda head: head(_MEMORY, _MASK, _SEQUENCE[0], _SEQUENCE[1], _TARGET_MASK), None),
     "AttentionGRUCell": (
         lambda: layers.AttentionGRUCell(4, 7, score="additive", name="cell"),
         lambda cell: cell(cell.project_inputs(_X), _H, cell.prepare_memory(_MEMORY, _MASK)),
@@ -231,7 +236,7 @@ def test_every_layer_keeps_the_layer_contract(name):
 
 
 def test_every_public_layer_has_a_contract():
-    public = {name for module in (layers, cgru) for name, value in vars(module).items()
+    public = {name for module in (layers, cgru, alignment_head) for name, value in vars(module).items()
               if isinstance(value, type) and issubclass(value, keras.layers.Layer)
               and value.__module__ == module.__name__ and not name.startswith("_")}
     assert public <= {name.split("-")[0] for name in LAYER_CONTRACTS}, public

@@ -1,6 +1,6 @@
 r"""bahdanau-alignment-head: trains an alignment head on a trained model, its weights frozen.
 
-Reads ``--model_dir`` (an RNNsearch), adds a `bahdanau_tf.layers.AlignmentHead` (an attention
+Reads ``--model_dir`` (an RNNsearch), adds a `bahdanau_tf.alignment_head.AlignmentHead` (an attention
 whose query has read the target word it aligns), trains the head alone on teacher-forced
 training pairs towards word links, and writes the model with its head to ``--output_dir`` (a
 new model directory: config and weights, the head included; ``--model_dir`` is only read).
@@ -51,9 +51,12 @@ flags.DEFINE_string("extraction_rule", "sum>0.25", "With --reverse_model_dir: th
 flags.DEFINE_string("write_links", None, "Also write the links the head is trained on here.")
 flags.DEFINE_integer("max_train_pairs", None, "Use only the first N training pairs.", lower_bound=1)
 flags.DEFINE_integer("units", 128, "The head's attention units.", lower_bound=1)
-flags.DEFINE_integer("steps", 1500, "Updates of the head.", lower_bound=1)
+flags.DEFINE_integer("context_units", 0, "Units of each direction of the head's GRU over the "
+                     "target sentence (0: none; bahdanau_tf.alignment_head.AlignmentHead).", lower_bound=0)
+flags.DEFINE_integer("steps", 2000, "Updates of the head (the default chosen on the dev gold: "
+                     "benchmarks/README.md, \"Alignment\").", lower_bound=1)
 flags.DEFINE_integer("batch_size", 64, "Pairs per update.", lower_bound=1)
-common.define_finite_float("learning_rate", 2e-3, "Adam's learning rate.", lower_bound=0.0)
+common.define_finite_float("learning_rate", 5e-3, "Adam's learning rate.", lower_bound=0.0)
 flags.DEFINE_enum("unaligned", "end", ["free", "end"], "A target word without links: trained "
                   "towards the source [END] (end: left unaligned), or costs nothing (free).")
 flags.DEFINE_integer("seed", 1234, "Shuffling seed.")
@@ -147,8 +150,8 @@ def main(argv):
     tokenizers = (model.source_tokenizer, model.target_tokenizer)
     guide = training.AlignmentGuide.build(pairs, links, *tokenizers, unaligned=FLAGS.unaligned)
     batches = data.make_dataset(pairs, *tokenizers, batch_size=FLAGS.batch_size, seed=FLAGS.seed,
-                                repeat=True).apply(guide.stage())
-    head_model = training.with_alignment_head(model, FLAGS.units)
+                                repeat=False).apply(guide.stage())
+    head_model = training.with_alignment_head(model, FLAGS.units, FLAGS.context_units)
     started = time.time()
     training.train_alignment_head(head_model, batches, FLAGS.steps, FLAGS.learning_rate, log=_log)
     _log(f"{FLAGS.steps:,} updates in {time.time() - started:.0f} s.")
@@ -158,6 +161,7 @@ def main(argv):
     settings = {key: saved[key] for key in ("corpus", "direction", "preset", "tokenizer") if key in saved}
     settings["alignment_head"] = {"model_dir": os.path.abspath(FLAGS.model_dir[0]), "links": source,
                                   "pairs": len(pairs), "steps": FLAGS.steps, "units": FLAGS.units,
+                                  "context_units": FLAGS.context_units,
                                   "unaligned": FLAGS.unaligned}
     model_directory.save_model_directory(FLAGS.output_dir, head_model, *tokenizers, settings=settings)
     print(FLAGS.output_dir)
