@@ -128,7 +128,10 @@ def test_mixed_precision_gradients_are_as_close_to_float32_as_automatic_differen
     must hold is that ours is as near the float32 gradient (the same weights, masks and loss,
     automatic differentiation) as automatic differentiation's is (float32 itself: 1e-5 above).
     Errors are taken over each whole gradient (Frobenius norms): one element's rounding is chance,
-    and a CPU whose bf16 matmuls accumulate differently moves single elements, not the whole."""
+    and a CPU whose bf16 matmuls accumulate differently moves single elements, not the whole.
+    Eager: the 16-bit rounding is the loop's own; that XLA compiles the loop to the same
+    gradients is the float32 test's ``xla`` case (nine XLA compilations cost this test ten
+    times its time)."""
     for model_class, overrides in (MODELS["rnnsearch"], MODELS["cgru"], MODELS["rnnencdec"]):
         model = helpers.random_model(model_class, scale=0.4, dtype=precision, **overrides)
         exact = helpers.random_model(model_class, scale=0.4, **overrides)
