@@ -9,9 +9,10 @@ function ``bahdanau-<command>`` calls) with its own ``sys.argv``, standard input
 output and error captured at the file-descriptor level (TensorFlow's C++ lines included). Its
 exit code is that of the `SystemExit` ending the run (0 when it returns); an exception that
 escapes is printed as Python prints it when a process dies of it (a traceback) and gives code 1.
-Between rows the flags are unparsed. The rows of one file should be of one command: two
-commands may define a flag of the same name differently (helpers.run_commands runs one process
-per command).
+Between rows the flags are unparsed. Rows may be of several commands: when the command changes,
+every flag the last one defined is removed (two commands may define a flag of one name
+differently) and the new command's module is run again (`_command_module`), so that each row
+sees its own command's flags, and only those, as a fresh process would.
 
 What only a fresh process shows (the quiet TensorFlow import, signals, the process's own exit
 status) is tested with real subprocesses elsewhere (tests/test_cli_*.py); a table of refusals
@@ -28,10 +29,31 @@ import tempfile
 import traceback
 
 
+_BASELINE = []  # the names of the flags defined before any command's (absl's own)
+_DEFINED = []  # the module of the command whose flags are defined now
+
+
+def _command_module(command):
+    """The command's module, its flags (and no other command's) defined."""
+    from absl import app, flags
+
+    name = f"bahdanau_tf.cli.{command}"
+    if not _BASELINE:
+        importlib.import_module("bahdanau_tf.cli")
+        app.define_help_flags()  # what app.run defines once a process
+        _BASELINE.extend(flags.FLAGS)
+    if _DEFINED == [name]:
+        return sys.modules[name]
+    for flag in set(flags.FLAGS) - set(_BASELINE):
+        delattr(flags.FLAGS, flag)
+    _DEFINED[:] = [name]
+    return importlib.reload(sys.modules[name]) if name in sys.modules else importlib.import_module(name)
+
+
 def _run_row(command, arguments, stdin):
     from absl import flags
 
-    module = importlib.import_module(f"bahdanau_tf.cli.{command}")
+    module = _command_module(command)
     sys.argv = [module.__file__, *arguments]
     sys.stdin = io.TextIOWrapper(io.BytesIO(stdin.encode("utf-8")), encoding="utf-8")
     saved = {fd: os.dup(fd) for fd in (1, 2)}

@@ -17,6 +17,14 @@ crashes (`bahdanau_tf.devices.Machine.cpu_bf16_matmul_crashes`). There the test 
 with that reason; on a real AVX2 CPU, or with ``TF_ENABLE_ONEDNN_OPTS=0`` added (every op in
 Eigen), it runs.
 
+XLA: the run's compilations go to one cache (TensorFlow's persistent compilation cache,
+``TF_XLA_FLAGS=--tf_xla_persistent_cache_directory``), made empty by the process that starts
+the workers and removed when the run ends: the workers and the processes they start inherit
+it, so a program compiled once (a ``tiny`` model's train step, a search over one shape) is
+loaded, not compiled again, by the next Trainer, translator or command line that builds it. Each
+run compiles everything once; nothing is kept between runs. A ``TF_XLA_FLAGS`` that already
+names a cache is kept.
+
 Order: the order of the test files.
 
 A file is one unit of work, handed to whichever worker is free. xdist's default queue puts the
@@ -29,6 +37,8 @@ go stale, and a new slow test moves its file forward by itself.
 
 import collections
 import os
+import shutil
+import tempfile
 
 import pytest
 
@@ -41,6 +51,12 @@ if _WORKERS > 1:  # this is an xdist worker: set before any test module imports 
     _THREADS = str(max(1, (os.cpu_count() or 1) // _WORKERS))
     os.environ.setdefault("TF_NUM_INTRAOP_THREADS", _THREADS)
     os.environ.setdefault("TF_NUM_INTEROP_THREADS", _THREADS)
+
+_XLA_CACHE_FLAG = "--tf_xla_persistent_cache_directory"
+_XLA_CACHE = None
+if "PYTEST_XDIST_WORKER" not in os.environ and _XLA_CACHE_FLAG not in os.environ.get("TF_XLA_FLAGS", ""):
+    _XLA_CACHE = tempfile.mkdtemp(prefix="bahdanau_tests_xla_")
+    os.environ["TF_XLA_FLAGS"] = f"{os.environ.get('TF_XLA_FLAGS', '')} {_XLA_CACHE_FLAG}={_XLA_CACHE}".strip()
 
 # estimated seconds of one test on two loaded cores, by marker; only the order they give matters
 SECONDS = {"slow": 40.0, "subprocess": 12.0}
@@ -74,6 +90,11 @@ def pytest_configure(config):
     # xdist's own reordering (most tests first) would undo the order set below
     if hasattr(config.option, "loadscopereorder"):
         config.option.loadscopereorder = False
+
+
+def pytest_unconfigure(config):
+    if _XLA_CACHE:
+        shutil.rmtree(_XLA_CACHE, ignore_errors=True)
 
 
 def pytest_collection_modifyitems(session, config, items):

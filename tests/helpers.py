@@ -519,15 +519,14 @@ COMMANDS_IN_ONE_PROCESS = os.path.join(os.path.dirname(os.path.abspath(__file__)
 
 
 def run_commands(rows, cwd, env=None, timeout=900):
-    """Runs command lines in fresh Python processes, one per command (tests/commands_in_one_process.py):
-    TensorFlow is imported once per command, not once per line. (One process cannot hold every
-    command: two commands' flags of one name, e.g. ``--batch_size``, differ.)
+    """Runs command lines as the rows of one fresh Python process (tests/commands_in_one_process.py):
+    TensorFlow is imported once, not once per line; each row's command has its own flags only.
 
     Args:
         rows: list of ``(command, arguments, stdin)``: a module of `bahdanau_tf.cli`, its
             arguments, the text on its standard input.
         cwd: the working directory (it gets no file of the harness's).
-        env: the processes' environment (default: os.environ with TensorFlow's C++ log quiet).
+        env: the process's environment (default: os.environ with TensorFlow's C++ log quiet).
 
     Returns:
         one ``{"code": int, "stdout": str, "stderr": str}`` per row, in the order of ``rows``.
@@ -538,20 +537,15 @@ def run_commands(rows, cwd, env=None, timeout=900):
     import tempfile
 
     env = env or dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    results = [None] * len(rows)
-    for command in dict.fromkeys(command for command, _, _ in rows):
-        numbers = [number for number, row in enumerate(rows) if row[0] == command]
-        with tempfile.TemporaryDirectory() as scratch:
-            rows_path, results_path = (os.path.join(scratch, name) for name in ("rows.json", "results.json"))
-            with open(rows_path, "w", encoding="utf-8") as handle:
-                json.dump([list(rows[number]) for number in numbers], handle)
-            result = subprocess.run([sys.executable, COMMANDS_IN_ONE_PROCESS, rows_path, results_path],
-                                    capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd)
-            assert result.returncode == 0, result.stderr[-3000:]
-            with open(results_path, encoding="utf-8") as handle:
-                for number, outcome in zip(numbers, json.load(handle)):
-                    results[number] = outcome
-    return results
+    with tempfile.TemporaryDirectory() as scratch:
+        rows_path, results_path = (os.path.join(scratch, name) for name in ("rows.json", "results.json"))
+        with open(rows_path, "w", encoding="utf-8") as handle:
+            json.dump([list(row) for row in rows], handle)
+        result = subprocess.run([sys.executable, COMMANDS_IN_ONE_PROCESS, rows_path, results_path],
+                                capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd)
+        assert result.returncode == 0, result.stderr[-3000:]
+        with open(results_path, encoding="utf-8") as handle:
+            return json.load(handle)
 
 
 def replaced_reference(source_tokens, target_tokens, attention, dictionary=None, subword=False):

@@ -389,15 +389,19 @@ def test_fit_model_translates_saves_reloads_and_serves_from_every_entry_point(tm
     assert nbest[0][0] == translator.translate(sentences[0], beam_size=4).translations[0]
 
     # one .keras file holds config, weights and vocabularies; a fresh process (bahdanau-translate:
-    # keras.saving.load_model, then the model's own tokenizers) translates from it
+    # keras.saving.load_model, then the model's own tokenizers) translates from it, and
+    # bahdanau-export exports it (the two command lines as rows of that process)
     keras_file = str(tmp_path / "rnnsearch.keras")
     model.save(keras_file)
     (tmp_path / "in.txt").write_text("\n".join(sentences) + "\n", encoding="utf-8")
-    _python("-m", "bahdanau_tf.cli.translate", f"--model_dir={keras_file}", f"--input_file={tmp_path / 'in.txt'}",
-            f"--output_file={tmp_path / 'out.txt'}", "--nojit_compile")
+    translated, exported = helpers.run_commands([
+        ("translate", [f"--model_dir={keras_file}", f"--input_file={tmp_path / 'in.txt'}",
+                       f"--output_file={tmp_path / 'out.txt'}", "--nojit_compile"], ""),
+        ("export", [f"--model_dir={keras_file}", f"--export_dir={tmp_path / 'export'}", "--nowarmup"], "")],
+        cwd=str(tmp_path))
+    assert translated["code"] == exported["code"] == 0, (translated["stderr"][-3000:], exported["stderr"][-3000:])
     assert (tmp_path / "out.txt").read_text(encoding="utf-8").split("\n")[:-1] == expected
-    export_path = _python("-m", "bahdanau_tf.cli.export", f"--model_dir={keras_file}",
-                          f"--export_dir={tmp_path / 'export'}", "--nowarmup").strip().splitlines()[-1]
+    export_path = exported["stdout"].strip().splitlines()[-1]
     assert json.loads(_python("-c", _SERVE, export_path, json.dumps(sentences))) == expected
 
     # a preset directory: the model directory layout, read back by from_preset and the Translator
