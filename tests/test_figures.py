@@ -263,7 +263,7 @@ def accepted_flags(help_text):
 @pytest.mark.subprocess
 def test_every_documented_flag_exists(tmp_path):
     """Each ``--flag`` that README.md, BUILD.md, export/README.md and docs/ write after a command
-    is a flag of that command (its ``--helpfull``, one process per command)."""
+    is a flag of that command (its ``--helpfull``; the commands as rows of one process)."""
     from helpers import run_commands
 
     documented = documented_flags()
