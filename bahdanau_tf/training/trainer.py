@@ -243,10 +243,14 @@ class Trainer:
     def _check_and_restore(self):
         """`restore` once the directory is ours: checks, then the latest checkpoint, if any."""
         self.directory.check(self.model)
+        weights = os.path.join(self.output_dir, model_directory_lib.WEIGHTS)
+        if tf.io.gfile.exists(weights):  # a save_to_preset directory
+            raise ValueError(f"{self.output_dir!r} holds a saved model without training state ({weights} "
+                             "has no optimizer or step): it cannot be resumed; pass another --output_dir")
         latest = model_directory_lib.latest_checkpoint(self.output_dir, which="latest")
         if latest:
             names = {name.split("/", 1)[0] for name, _ in tf.train.list_variables(latest)}
-            if not {"optimizer", "step"} <= names:  # e.g. a save_to_preset directory
+            if not {"optimizer", "step"} <= names:  # e.g. one save_to_preset wrote before model.weights.h5
                 raise ValueError(
                     f"{self.output_dir!r} holds a saved model without training state ({latest} has "
                     f"no optimizer or step): it cannot be resumed; pass another --output_dir")
