@@ -2,8 +2,8 @@
 
 Each is a model directory in this package (``model.json``, ``source_vocabulary/``,
 ``target_vocabulary/``) whose weights are Keras's own weights file, ``model.weights.h5``
-(``model.save_weights``), in float16 instead of a checkpoint: half the size, loaded into the
-float32 model (`load_weights`) on any Keras backend, and checked against the SHA-256 that its
+(``model.save_weights``, as in any saved model directory), in float16: half the size, loaded into
+the float32 model (`load_weights`) on any Keras backend, and checked against the SHA-256 that its
 ``model.json`` records. Wherever a model directory is accepted, its name is too::
 
     echo "In the beginning God created the heavens and the earth." | \\
