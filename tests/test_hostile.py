@@ -111,6 +111,9 @@ CASES = [
     ("train: resume a save_to_preset directory", "train",
      ["--output_dir={preset}", "--preset=tiny", "--max_steps=1", "--max_minutes=0"], "", 2,
      "holds a saved model without training state"),
+    ("train: resume a directory save_to_preset wrote before model.weights.h5", "train",
+     ["--output_dir={old_preset}", "--preset=tiny", "--max_steps=1", "--max_minutes=0"], "", 2,
+     "ckpt-1 has no optimizer or step): it cannot be resumed"),
     # a model.json cut short (a full disk, a copy interrupted) is named
     ("translate: truncated model.json", "translate", ["--model_dir={cut_config}"], "a\n", 2,
      "model.json' is damaged: not valid JSON"),
@@ -246,6 +249,7 @@ def paths(tmp_path_factory):
     preset.attach_tokenizers(source, target)
     preset.save_to_preset(str(tmp / "preset"))
     shutil.copytree(tmp / "preset", tmp / "preset_cut")
+    save_model_dir(tmp / "old_preset", random_model(seed=1), source, target, {"saved_by": "save_to_preset"})
     os.truncate(tmp / "preset_cut" / "model.weights.h5", os.path.getsize(tmp / "preset" / "model.weights.h5") // 2)
     training_run(tmp / "run", steps=(1, 2))
     damaged_run = training_run(tmp / "run_damaged", steps=(1, 2))
@@ -287,7 +291,8 @@ def paths(tmp_path_factory):
             **{name: str(tmp / name) for name in ("zeroed", "truncated", "flipped", "cut_config",
                                                   "empty_config", "newer_format", "preset", "run",
                                                   "run_damaged", "lexicon", "bad_lexicon",
-                                                  "reshaped", "no_checkpoint_files", "preset_cut")},
+                                                  "reshaped", "no_checkpoint_files", "preset_cut",
+                                                  "old_preset")},
             "three_columns": str(three_columns), "bad_utf8": str(bad_utf8),
             "latin1_flags": str(tmp / "latin1_flags.txt"), "pairs_tsv": str(tmp / "pairs.tsv"),
             "guided_run": guided_run,
