@@ -1,13 +1,18 @@
-"""A model's TensorFlow checkpoint, written and read on any Keras backend.
+"""A trainer's TensorFlow checkpoint, read on any Keras backend.
 
-A model directory keeps its weights in a ``tf.train.Checkpoint(model=model)`` checkpoint
-(`bahdanau_tf.model_directory`). On TensorFlow the model is the checkpoint's object graph itself.
-On another backend (JAX, PyTorch) a model is no TensorFlow object: its variables are found by
-the attribute paths TensorFlow's object graph gives them (``model/encoder/kernel``,
-``model/initial_state_dense/_kernel``: each layer's attributes, breadth first, the shortest
-path of each variable; a PyTorch layer keeps its sublayers in ``_modules``, not among its
-attributes), and the checkpoint is written from, or read into, those paths. Either
-way the files are the same: a directory saved on JAX loads on TensorFlow, and the reverse.
+A training run keeps its state in TensorFlow checkpoints (``checkpoints/``, ``best/``,
+``averaged/`` of `bahdanau_tf.model_directory`): the TensorFlow trainer resumes from them
+exactly (model, optimizer, step, counters), which only a ``tf.train.Checkpoint`` holds. A saved
+model's weights are Keras's own ``model.weights.h5`` instead, which every backend reads; this
+module is what lets JAX and PyTorch read a run directory's checkpoints (and a directory
+``save_to_preset`` wrote before ``model.weights.h5``), and what checkpoint averaging uses to
+compare the checkpoints' model variables.
+
+On TensorFlow the model is the checkpoint's object graph itself. On another backend a model is
+no TensorFlow object: its variables are found by the attribute paths TensorFlow's object graph
+gives them (``model/encoder/kernel``, ``model/initial_state_dense/_kernel``: each layer's
+attributes, breadth first, the shortest path of each variable; a PyTorch layer keeps its
+sublayers in ``_modules``, not among its attributes), and the checkpoint is read into those paths.
 """
 
 import collections
@@ -64,23 +69,6 @@ def model_variable_paths(model: keras.Model) -> dict:
     return dict(found.values())
 
 
-def save_model_checkpoint(model: keras.Model, prefix: str) -> str:
-    """Writes ``tf.train.Checkpoint(model=model).save(prefix)``'s files on any backend; returns
-    the checkpoint's path."""
-    if keras.backend.backend() == "tensorflow":
-        return tf.train.Checkpoint(model=model).save(prefix)
-    root = tf.Module()
-    for path, variable in model_variable_paths(model).items():
-        node = root
-        for name in path.split("/")[:-1]:
-            if not hasattr(node, name):
-                setattr(node, name, tf.Module())
-            node = getattr(node, name)
-        value = keras.ops.convert_to_numpy(variable)
-        setattr(node, path.rsplit("/", 1)[1], tf.Variable(value, trainable=variable.trainable))
-    return tf.train.Checkpoint(model=root.model).save(prefix)
-
-
 def restore_model_checkpoint(model: keras.Model, prefix: str) -> None:
     """Assigns a checkpoint's values to a built ``model``'s variables, on any backend.
 
@@ -103,5 +91,4 @@ def restore_model_checkpoint(model: keras.Model, prefix: str) -> None:
         variable.assign(value.astype(variable.dtype))
 
 
-__all__ = ["checkpoint_model_variables", "model_variable_paths", "save_model_checkpoint",
-           "restore_model_checkpoint"]
+__all__ = ["checkpoint_model_variables", "model_variable_paths", "restore_model_checkpoint"]

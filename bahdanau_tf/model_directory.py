@@ -8,6 +8,7 @@ One directory holds everything needed to use a trained model, nothing else requi
       source_vocabulary/      the source tokenizer (`bahdanau_tf.text.load_tokenizer`)
       target_vocabulary/      the target tokenizer
       checkpoints/            tf.train.CheckpointManager: model, optimizer, step (for resuming)
+      model.weights.h5        a saved directory's weights instead (`save_model_directory`)
       best/                   the checkpoint with the best dev NLL (what translation uses), if any:
                               a trained one, or the run end's average when that is lower
       averaged/               the mean of the last N checkpoints' model weights
@@ -24,10 +25,10 @@ through `load_model_directory`, which checks the directory against ``model.json`
 (`check_model_directory`: vocabulary sizes, checkpoint files) and names the file that is wrong.
 ``model.json`` is written last and atomically, when the first checkpoint exists: a directory
 with ``model.json`` is a complete model directory. A Keras user writes the same files through
-``model.save_to_preset`` (`save_model_directory`), and `load_model_directory` also reads a ``.keras`` file whose model
-carries its tokenizers (``model.attach_tokenizers`` before ``model.save``): wherever a model
-directory is accepted, such a file is too. The checkpoint is written and read on any Keras
-backend (`bahdanau_tf.keras_checkpoints`): a directory saved on JAX loads on TensorFlow.
+``model.save_to_preset`` (`save_model_directory`) in Keras's own weights file, which every
+backend reads and writes; a trainer's checkpoints (the exact resume needs TensorFlow's) load on
+any backend too (`bahdanau_tf.keras_checkpoints`). `load_model_directory` also reads a ``.keras``
+file whose model carries its tokenizers (``model.attach_tokenizers`` before ``model.save``).
 
 ``model.json`` records the layout's version (``"format"``, `FORMAT_VERSION`) and the package,
 TensorFlow and Keras versions that wrote it (``"written_by"``). A directory of a higher format
@@ -59,6 +60,7 @@ MODEL_CONFIG = "model.json"
 SOURCE_VOCABULARY = "source_vocabulary"
 TARGET_VOCABULARY = "target_vocabulary"
 CHECKPOINTS = "checkpoints"
+WEIGHTS = pretrained.WEIGHTS  #: a saved directory's weights: Keras's ``model.save_weights`` file
 BEST = "best"
 AVERAGED = "averaged"
 REPORT = "report.json"
@@ -253,17 +255,17 @@ def check_same_model(directory: str, model: keras.Model) -> None:
         )
 
 
-# what save_model_directory writes: all that `overwrite` may replace
-SAVED_ENTRIES = frozenset({MODEL_CONFIG, SOURCE_VOCABULARY, TARGET_VOCABULARY, CHECKPOINTS})
+# what save_model_directory writes (or wrote, checkpoints/): all that `overwrite` may replace
+SAVED_ENTRIES = frozenset({MODEL_CONFIG, SOURCE_VOCABULARY, TARGET_VOCABULARY, WEIGHTS, CHECKPOINTS})
 SAVED_BY = "save_to_preset"  # model.json settings["saved_by"] of a saved (not trained) directory
 
 
 def save_model_directory(directory: str, model: keras.Model, source_tokenizer: Any, target_tokenizer: Any,
                          settings: dict | None = None, overwrite: bool = False) -> str:
-    """Writes a complete model directory of a trained model: config, vocabularies, a checkpoint.
+    """Writes a complete model directory of a trained model: config, vocabularies, `WEIGHTS`.
 
-    What ``model.save_to_preset`` calls; the result loads like a ``bahdanau-train`` output. Its
-    one checkpoint is the model: loading it never warns that there is no ``best/``.
+    What ``model.save_to_preset`` calls; the result loads like a ``bahdanau-train`` output, on
+    any backend. Its one set of weights is the model: loading never warns that there is no ``best/``.
 
     Args:
         overwrite: bool, replace a directory this function wrote before (one that holds
@@ -287,9 +289,10 @@ def save_model_directory(directory: str, model: keras.Model, source_tokenizer: A
         for name in existing:
             path = os.path.join(directory, name)
             (tf.io.gfile.rmtree if tf.io.gfile.isdir(path) else tf.io.gfile.remove)(path)
+    tf.io.gfile.makedirs(directory)
+    model.save_weights(os.path.join(directory, WEIGHTS))
     write_model_config(directory, model, source_tokenizer, target_tokenizer,
                        {**(settings or {}), "saved_by": SAVED_BY})
-    keras_checkpoints.save_model_checkpoint(model, os.path.join(directory, CHECKPOINTS, "ckpt"))
     return directory
 
 
@@ -342,7 +345,7 @@ def _complete_checkpoint(prefix):
     except (tf.errors.OpError, ValueError, IndexError) as error:
         data = sorted(tf.io.gfile.glob(glob.escape(prefix) + ".data-*"))
         named = ", ".join(os.path.basename(path) for path in data) or f"{os.path.basename(prefix)}.data-*"
-        cause = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        cause = _first_line(error)
         return [f"{named} is missing or damaged ({cause})"]
     return []
 
@@ -378,7 +381,7 @@ def latest_checkpoint(directory: str, which: str = "best", warn=None) -> str | N
     latest = listed_checkpoint(os.path.join(directory, CHECKPOINTS))
     if which == "averaged":
         averaged = listed_checkpoint(os.path.join(directory, AVERAGED))
-        if averaged is None and _averaged_model_directory(directory):
+        if averaged is None and _saved_by_save_to_preset(directory, averaged=True):
             averaged = latest
         if averaged is None:
             raise FileNotFoundError(
@@ -406,21 +409,15 @@ def latest_checkpoint(directory: str, which: str = "best", warn=None) -> str | N
     return latest
 
 
-def _saved_by_save_to_preset(directory):
-    """Whether `save_model_directory` wrote ``directory`` (one checkpoint, no best/ by design)."""
-    try:
-        return read_model_config(directory).get("settings", {}).get("saved_by") == SAVED_BY
-    except (OSError, ValueError):
-        return False
-
-
-def _averaged_model_directory(directory):
-    """Whether ``directory`` is a model directory `average_checkpoints` wrote (``output=``)."""
+def _saved_by_save_to_preset(directory, averaged=False):
+    """Whether `save_model_directory` wrote ``directory`` (no best/ by design); with
+    ``averaged``, as `average_checkpoints` (``output=``) does."""
     try:
         saved = read_model_config(directory)
     except (OSError, ValueError):
         return False
-    return saved.get("settings", {}).get("saved_by") == SAVED_BY and isinstance(saved.get(AVERAGED_TAG), dict)
+    return saved.get("settings", {}).get("saved_by") == SAVED_BY and (
+        not averaged or isinstance(saved.get(AVERAGED_TAG), dict))
 
 
 def check_model_directory(directory, saved=None):
@@ -520,18 +517,7 @@ def load_model_directory(directory: str | os.PathLike, which: str = "best",
     except ValueError as error:
         raise ValueError(f"{os.fspath(directory)!r} {error}") from None
     warnings = []  # said only once the model is loaded: a refusal is one line
-    if pretrained.is_compact(directory) and which == "averaged":  # not silently its one set
-        raise FileNotFoundError(f"{os.fspath(directory)!r} is a shipped model: its weights "
-                                f"({pretrained.WEIGHTS}) are one set, with no {AVERAGED}/ "
-                                "checkpoint; use another --checkpoint.")
-    if pretrained.is_compact(directory):  # a shipped model: float16 weights, no checkpoint
-        checkpoint = os.path.join(directory, pretrained.WEIGHTS)
-        pretrained.load_weights(model, checkpoint, saved["settings"]["pretrained"]["weights_sha256"])
-    else:
-        checkpoint = latest_checkpoint(directory, which, warn=warnings.append)
-    if checkpoint is None:
-        raise FileNotFoundError(f"No checkpoint in {directory!r} (looked in {BEST}/ and {CHECKPOINTS}/).")
-    failure = None if pretrained.is_compact(directory) else _restore_or_cause(model, checkpoint)
+    checkpoint, failure = _load_weights(directory, model, which, saved, warnings)
     if failure is not None:
         raise ValueError(f"The checkpoint {checkpoint!r} does not hold the model of "
                          f"{os.path.join(os.fspath(directory), MODEL_CONFIG)!r} (edited, or from "
@@ -549,14 +535,41 @@ def load_model_directory(directory: str | os.PathLike, which: str = "best",
     )
 
 
-def _restore_or_cause(model, checkpoint):
-    """Restores ``model`` from ``checkpoint``; None, or the first line of why it failed."""
-    with _quiet_tensorflow_log():  # the failed restore's objects go when the error does
-        try:
-            keras_checkpoints.restore_model_checkpoint(model, checkpoint)
-        except (AssertionError, ValueError, tf.errors.OpError) as error:
-            return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-    return None
+def _load_weights(directory, model, which, saved, warnings):
+    """Sets ``model``'s weights from a shipped model's float16 `WEIGHTS`, a saved directory's
+    `WEIGHTS` or the checkpoint `latest_checkpoint` selects; returns (that file or checkpoint,
+    None or the first line of why it does not fit)."""
+    if which not in WHICH:
+        raise ValueError(f"`which` must be one of {', '.join(map(repr, WHICH))}, got {which!r}.")
+    weights = os.path.join(directory, WEIGHTS)
+    if which == "averaged" and tf.io.gfile.exists(weights) and not isinstance(saved.get(AVERAGED_TAG), dict):
+        raise FileNotFoundError(f"{os.fspath(directory)!r} holds one set of weights ({WEIGHTS}), "
+                                f"with no {AVERAGED}/ checkpoint; use another --checkpoint.")
+    if pretrained.is_compact(directory):  # a shipped model: float16 weights, no checkpoint
+        pretrained.load_weights(model, weights, saved["settings"]["pretrained"]["weights_sha256"])
+        return weights, None
+    if not tf.io.gfile.exists(weights):  # a trainer's run, or saved before model.weights.h5
+        checkpoint = latest_checkpoint(directory, which, warn=warnings.append)
+        if checkpoint is None:
+            raise FileNotFoundError(f"No checkpoint in {directory!r} (looked in {BEST}/ and {CHECKPOINTS}/).")
+        with _quiet_tensorflow_log():  # the failed restore's objects go when the error does
+            try:
+                keras_checkpoints.restore_model_checkpoint(model, checkpoint)
+            except (AssertionError, ValueError, tf.errors.OpError) as error:
+                return checkpoint, _first_line(error)
+        return checkpoint, None
+    try:
+        model.load_weights(weights)
+    except OSError as error:  # not an HDF5 file, or cut short
+        raise ValueError(f"The weights file {weights!r} is missing or damaged ({_first_line(error)}).") from None
+    except (ValueError, KeyError, TypeError) as error:
+        return weights, _first_line(error)
+    return weights, None
+
+
+def _first_line(error):
+    """The first line of ``error``'s message, or its type's name."""
+    return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
 
 
 @contextlib.contextmanager
@@ -611,7 +624,7 @@ def _restore_model_weights(model, prefix):
     try:
         tf.train.Checkpoint(model=model).restore(prefix).expect_partial().assert_existing_objects_matched()
     except (AssertionError, ValueError, tf.errors.OpError) as error:
-        cause = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        cause = _first_line(error)
         raise ValueError(f"The checkpoint {prefix!r} does not hold the model of {MODEL_CONFIG} "
                          f"(from another config?): {cause}") from None
     return [variable.numpy() for variable in model.variables]
@@ -663,8 +676,8 @@ def average_checkpoints(directory: str | os.PathLike, last: int, output: str | N
     result cannot resume training). Without ``output`` it is written as ``averaged/`` beside
     ``best/`` (replacing an earlier average), which ``which="averaged"`` selects
     (`load_model_directory`, ``--checkpoint=averaged`` of translate, evaluate and export);
-    with ``output``, as a new model directory of its own (a ``save_to_preset`` one whose only
-    checkpoint is the average: every ``which`` loads it). Either way ``model.json`` records
+    with ``output``, as a new model directory of its own (a ``save_to_preset`` one whose
+    `WEIGHTS` file is the average: every ``which`` loads it). Either way ``model.json`` records
     it: ``"averaged": {"last": N, "checkpoints": ["ckpt-800", ...], "steps": [...]}``.
 
     Args:
@@ -673,7 +686,7 @@ def average_checkpoints(directory: str | os.PathLike, last: int, output: str | N
         output: optional new (or empty) directory for a standalone averaged model directory.
 
     Returns:
-        str, the averaged checkpoint's path.
+        str, the averaged checkpoint's path (with ``output``, its `WEIGHTS` file's).
 
     Raises:
         ValueError: ``last`` exceeds the checkpoints kept, a checkpoint is damaged or holds
@@ -689,9 +702,9 @@ def average_checkpoints(directory: str | os.PathLike, last: int, output: str | N
     """
     directory = os.fspath(pretrained.resolve(directory))
     saved = check_model_directory(directory)
-    if pretrained.is_compact(directory):
-        raise ValueError(f"{directory!r} is a shipped model: one set of weights "
-                         f"({pretrained.WEIGHTS}), no training checkpoints to average.")
+    if tf.io.gfile.exists(os.path.join(directory, WEIGHTS)):  # a shipped or saved model
+        raise ValueError(f"{directory!r} holds one set of weights ({WEIGHTS}), no training "
+                         "checkpoints to average.")
     if output is not None and tf.io.gfile.isdir(output) and tf.io.gfile.listdir(output):
         raise FileExistsError(f"{os.fspath(output)!r} is not empty: write the averaged model into a "
                               "new or empty directory.")
@@ -703,7 +716,7 @@ def average_checkpoints(directory: str | os.PathLike, last: int, output: str | N
                              text.load_tokenizer(os.path.join(directory, TARGET_VOCABULARY)),
                              settings={**saved.get("settings", {}), "averaged_from": os.path.abspath(directory)})
         _tag_model_config(output, tag)
-        return listed_checkpoint(os.path.join(output, CHECKPOINTS))
+        return os.path.join(output, WEIGHTS)
     lock = files.take_lock(os.path.join(directory, LOCK))
     if lock is None:
         raise FileExistsError(f"{directory!r} is in use by a training process: average once it "

@@ -196,9 +196,10 @@ class TranslationModel(keras.Model):
             self.attach_tokenizers(*tokenizers)
 
     def save_to_preset(self, preset_dir: str, overwrite: bool = True) -> str:
-        """Writes a preset directory: ``model.json``, both vocabularies and a checkpoint.
+        """Writes a preset directory: ``model.json``, both vocabularies and ``model.weights.h5``.
 
-        The layout of a ``bahdanau-train`` output directory, written by
+        The layout of a ``bahdanau-train`` output directory, its weights in Keras's own weights
+        file (``model.save_weights``: any backend reads it) instead of checkpoints, written by
         `bahdanau_tf.model_directory.save_model_directory`, so `from_preset`,
         `model_from_preset`, `Translator.from_directory` and every command line's
         ``--model_dir`` read it. Like Keras's ``model.save``, it replaces what an earlier

@@ -317,7 +317,7 @@ class Translator(tf.Module):
         """Writes the model and both tokenizers as a model directory; returns ``directory``.
 
         `bahdanau_tf.model_directory.save_model_directory` writes it (what ``bahdanau-train``
-        leaves behind), so `from_directory` reads it back. An ensemble is several directories.
+        leaves behind, the weights in ``model.weights.h5``), so `from_directory` reads it back. An ensemble is several directories.
 
         Raises:
             ValueError: an ensemble.

@@ -26,7 +26,8 @@ import pytest
 from bahdanau_tf import RNNSearch, Translator, serving
 from bahdanau_tf.presets import get_preset
 from bahdanau_tf.decoding import Batching
-from helpers import beam, env_without_tensorflow_logging, learning_seed, random_model, toy_tokenizers
+from helpers import (beam, env_without_tensorflow_logging, learning_seed, random_model, save_model_dir,
+                     toy_tokenizers)
 
 pytestmark = pytest.mark.subprocess
 # the other Keras backends, each tested where its package is installed
@@ -62,7 +63,7 @@ import keras
 from keras import ops
 
 assert keras.backend.backend() == sys.argv[2], keras.backend.backend()
-from bahdanau_tf import MaskedAccuracy, MaskedSparseCategoricalCrossentropy, make_dataset
+from bahdanau_tf import MaskedAccuracy, MaskedSparseCategoricalCrossentropy, RNNSearch, make_dataset
 
 work = sys.argv[1]
 inputs = dict(np.load(os.path.join(work, "inputs.npz")))
@@ -115,9 +116,12 @@ for name in settings["models"]:
         outputs["rnnsearch/alpha"] = ops.convert_to_numpy(
             model.attention_weights((inputs["source"], inputs["target_in"])))
         gradients(model)
-# a model directory (a TensorFlow checkpoint) saved on TensorFlow
+# a model directory saved on TensorFlow (Keras's model.weights.h5), and a trainer's run
+# directory (its TensorFlow checkpoint, read by bahdanau_tf.keras_checkpoints)
 model = type(model).from_preset(os.path.join(work, "tf_seq2seq_directory"))
 outputs["seq2seq_directory/logits"] = ops.convert_to_numpy(model((inputs["source"], inputs["target_in"])))
+model = RNNSearch.from_preset(os.path.join(work, "tf_rnnsearch_run"))
+outputs["rnnsearch_run/logits"] = ops.convert_to_numpy(model((inputs["source"], inputs["target_in"])))
 
 # translating: Translator.translate runs the one keras.ops search, compiled as the backend compiles
 # a whole loop (bahdanau_tf.decoding.portable)
@@ -211,6 +215,8 @@ def backends(request, tmp_path_factory):
         if name.startswith("rnnsearch"):
             expected.update(_steps(model, name, True, SOURCE, STEP_IDS))
         if name == "rnnsearch":
+            save_model_dir(work / "tf_rnnsearch_run", model, source_tokenizer, target_tokenizer)
+            expected["rnnsearch_run/logits"] = expected["rnnsearch/logits"]
             expected["rnnsearch/alpha"] = np.asarray(model.attention_weights((SOURCE, TARGET_IN)))
             expected.update(_gradients(model))
     np.savez(work / "inputs.npz", source=SOURCE, target_in=TARGET_IN, step_ids=STEP_IDS, probe=PROBE)
@@ -227,7 +233,7 @@ def backends(request, tmp_path_factory):
 
 
 def test_teacher_forced_logits_and_attention_equal_across_backends(backends):
-    for name in list(MODELS) + ["rnnsearch/alpha", "seq2seq_directory"]:
+    for name in list(MODELS) + ["rnnsearch/alpha", "seq2seq_directory", "rnnsearch_run"]:
         key = name if "/" in name else f"{name}/logits"
         tensorflow, other = backends["tensorflow"][key], backends["other"][key]
         assert tensorflow.shape == other.shape and np.abs(tensorflow).max() > 0.5, key  # not all ~0
@@ -318,6 +324,9 @@ def test_a_keras_file_saved_on_the_other_backend_loads_and_serves_on_tensorflow(
 
 
 def test_a_model_directory_saved_on_the_other_backend_loads_on_tensorflow(backends):
-    model = RNNSearch.from_preset(str(backends["work"] / "other_rnnsearch_directory"))
+    directory = backends["work"] / "other_rnnsearch_directory"
+    assert sorted(os.listdir(directory)) == ["model.json", "model.weights.h5", "source_vocabulary",
+                                             "target_vocabulary"]  # Keras's own weights file
+    model = RNNSearch.from_preset(str(directory))
     np.testing.assert_allclose(np.asarray(model((SOURCE, TARGET_IN))), backends["other"]["fitted/logits"],
                                rtol=0, atol=1e-5)

@@ -111,6 +111,9 @@ CASES = [
     ("train: resume a save_to_preset directory", "train",
      ["--output_dir={preset}", "--preset=tiny", "--max_steps=1", "--max_minutes=0"], "", 2,
      "holds a saved model without training state"),
+    ("train: resume a directory save_to_preset wrote before model.weights.h5", "train",
+     ["--output_dir={old_preset}", "--preset=tiny", "--max_steps=1", "--max_minutes=0"], "", 2,
+     "ckpt-1 has no optimizer or step): it cannot be resumed"),
     # a model.json cut short (a full disk, a copy interrupted) is named
     ("translate: truncated model.json", "translate", ["--model_dir={cut_config}"], "a\n", 2,
      "model.json' is damaged: not valid JSON"),
@@ -183,9 +186,12 @@ CASES = [
     ("data: --json with align", "data", ["align", "--json"], "", 2, "--json does nothing with `align`"),
     ("translate: --checkpoint=averaged on the shipped model", "translate",
      ["--model_dir=bible-en-es-small", "--checkpoint=averaged"], "a\n", 2,
-     "is a shipped model: its weights (model.weights.h5) are one set, with no averaged/ checkpoint"),
+     "holds one set of weights (model.weights.h5), with no averaged/ checkpoint"),
     ("average: the shipped model", "average", ["--model_dir=bible-en-es-small", "--last=1"], "", 2,
-     "is a shipped model: one set of weights (model.weights.h5), no training checkpoints to average"),
+     "holds one set of weights (model.weights.h5), no training checkpoints to average"),
+    # a save_to_preset directory whose model.weights.h5 is cut short (no SHA-256 to check it)
+    ("translate: a saved model's model.weights.h5 cut short", "translate", ["--model_dir={preset_cut}"],
+     "a\n", 2, "model.weights.h5' is missing or damaged"),
     # refused by model.json, before the loading's fallback warning (no best/ checkpoint)
     ("translate: --alignments without attention", "translate", ["--model_dir={encdec}",
                                                                 "--alignments"], "a\n", 2,
@@ -242,6 +248,9 @@ def paths(tmp_path_factory):
     preset = random_model(seed=1)
     preset.attach_tokenizers(source, target)
     preset.save_to_preset(str(tmp / "preset"))
+    shutil.copytree(tmp / "preset", tmp / "preset_cut")
+    save_model_dir(tmp / "old_preset", random_model(seed=1), source, target, {"saved_by": "save_to_preset"})
+    os.truncate(tmp / "preset_cut" / "model.weights.h5", os.path.getsize(tmp / "preset" / "model.weights.h5") // 2)
     training_run(tmp / "run", steps=(1, 2))
     damaged_run = training_run(tmp / "run_damaged", steps=(1, 2))
     (data_file,) = [name for name in os.listdir(os.path.join(damaged_run, "checkpoints"))
@@ -282,7 +291,8 @@ def paths(tmp_path_factory):
             **{name: str(tmp / name) for name in ("zeroed", "truncated", "flipped", "cut_config",
                                                   "empty_config", "newer_format", "preset", "run",
                                                   "run_damaged", "lexicon", "bad_lexicon",
-                                                  "reshaped", "no_checkpoint_files")},
+                                                  "reshaped", "no_checkpoint_files", "preset_cut",
+                                                  "old_preset")},
             "three_columns": str(three_columns), "bad_utf8": str(bad_utf8),
             "latin1_flags": str(tmp / "latin1_flags.txt"), "pairs_tsv": str(tmp / "pairs.tsv"),
             "guided_run": guided_run,

@@ -94,7 +94,7 @@ def test_a_relative_model_directory_loads(tmp_path, monkeypatch):
     assert model_directory.load_model_directory("runs/model", which="latest").checkpoint.endswith("ckpt-1")
 
 
-def test_save_to_preset_replaces_only_its_own_directory(tmp_path):
+def test_save_to_preset_replaces_only_its_own_directory(tmp_path, capsys):
     source, target = toy_tokenizers()
     first, second = random_model(seed=5), random_model(seed=6)
     for model in (first, second):
@@ -102,20 +102,67 @@ def test_save_to_preset_replaces_only_its_own_directory(tmp_path):
     directory = str(tmp_path / "preset")
     first.save_to_preset(directory)
     second.save_to_preset(directory)  # a re-run replaces it, as keras.Model.save does
-    warnings = []
-    checkpoint = model_directory.latest_checkpoint(directory, "best", warn=warnings.append)
-    assert checkpoint.endswith("checkpoints/ckpt-1") and warnings == []  # no best/ by design
-    loaded = model_directory.load_model_directory(directory)
-    for a, b in zip(loaded.model.weights, second.weights):
+    assert sorted(os.listdir(directory)) == ["model.json", "model.weights.h5", "source_vocabulary",
+                                             "target_vocabulary"]
+    capsys.readouterr()
+    for which in ("best", "latest"):
+        loaded = model_directory.load_model_directory(directory, which=which)
+        assert loaded.checkpoint == os.path.join(directory, "model.weights.h5")
+        for a, b in zip(loaded.model.weights, second.weights, strict=True):
+            np.testing.assert_array_equal(np.array(a), np.array(b))
+    assert capsys.readouterr().err == ""  # no best/ by design: nothing to warn about
+    # Keras's own weights file: a fresh model of the config reads it with load_weights
+    fresh = type(second).from_config(second.get_config()).build_variables()
+    fresh.load_weights(os.path.join(directory, "model.weights.h5"))
+    for a, b in zip(fresh.weights, second.weights, strict=True):
         np.testing.assert_array_equal(np.array(a), np.array(b))
+    assert not bahdanau_tf.pretrained.is_compact(directory)  # not a shipped model: no SHA-256 asked
+    with pytest.raises(FileNotFoundError, match=r"holds one set of weights \(model.weights.h5\), with no averaged/"):
+        model_directory.load_model_directory(directory, which="averaged")
+    with pytest.raises(ValueError, match="`which` must be one of"):
+        model_directory.load_model_directory(directory, which="newest")
     with pytest.raises(FileExistsError, match="already holds a saved model: pass overwrite=True"):
         first.save_to_preset(directory, overwrite=False)
     # a directory holding anything else (here: a training run's report) is never touched
     (tmp_path / "preset" / "report.json").write_text("{}")
     with pytest.raises(FileExistsError, match=r"holds report\.json, not only a saved model"):
         first.save_to_preset(directory)
-    assert sorted(os.listdir(directory)) == ["checkpoints", "model.json", "report.json",
+    assert sorted(os.listdir(directory)) == ["model.json", "model.weights.h5", "report.json",
                                              "source_vocabulary", "target_vocabulary"]
+
+
+def test_a_directory_saved_before_the_weights_file_loads_and_is_replaced(tmp_path, capsys):
+    # what save_to_preset wrote before model.weights.h5: a TensorFlow checkpoint in checkpoints/
+    source, target = toy_tokenizers()
+    old, new = random_model(seed=7), random_model(seed=8)
+    directory = save_model_dir(tmp_path / "old", old, source, target, settings={"saved_by": "save_to_preset"})
+    capsys.readouterr()
+    loaded = model_directory.load_model_directory(directory)
+    assert loaded.checkpoint.endswith(os.path.join("checkpoints", "ckpt-1"))
+    assert capsys.readouterr().err == ""
+    for a, b in zip(loaded.model.weights, old.weights, strict=True):
+        np.testing.assert_array_equal(np.array(a), np.array(b))
+    new.attach_tokenizers(source, target).save_to_preset(directory)  # overwrites its own entries
+    assert sorted(os.listdir(directory)) == ["model.json", "model.weights.h5", "source_vocabulary",
+                                             "target_vocabulary"]
+    for a, b in zip(model_directory.load_model_directory(directory).model.weights, new.weights, strict=True):
+        np.testing.assert_array_equal(np.array(a), np.array(b))
+
+
+@pytest.mark.parametrize("damage", ["truncated", "another model"])
+def test_a_damaged_weights_file_is_named(tmp_path, damage):
+    source, target = toy_tokenizers()
+    directory = str(tmp_path / "preset")
+    random_model(seed=5).attach_tokenizers(source, target).save_to_preset(directory)
+    weights = os.path.join(directory, "model.weights.h5")
+    if damage == "truncated":
+        os.truncate(weights, os.path.getsize(weights) // 2)
+        message = r"The weights file .*model\.weights\.h5' is missing or damaged"
+    else:  # a model of another size's weights
+        random_model(preset="small").save_weights(weights)
+        message = r"model\.weights\.h5' does not hold the model of .*model\.json"
+    with pytest.raises(ValueError, match=message):
+        model_directory.load_model_directory(directory)
 
 
 # === Checkpoint averaging ===
@@ -151,20 +198,25 @@ def test_averaged_weights_are_the_numpy_mean_of_the_last_checkpoints(tmp_path):
     assert model_directory.load_model_directory(directory, which="latest").checkpoint.endswith("checkpoints/ckpt-400")
 
 
-def test_a_standalone_averaged_directory_loads_with_any_which(tmp_path):
+def test_a_standalone_averaged_directory_loads_with_any_which(tmp_path, capsys):
     directory = training_run(tmp_path / "run", steps=(1, 2))
     path = model_directory.average_checkpoints(directory, last=2, output=str(tmp_path / "avg"))
+    assert path == str(tmp_path / "avg" / "model.weights.h5")
     assert not os.path.exists(os.path.join(directory, "averaged"))
     saved = model_directory.read_model_config(str(tmp_path / "avg"))
     assert saved["averaged"]["checkpoints"] == ["ckpt-1", "ckpt-2"] and saved["settings"]["preset"] == "tiny"
-    warnings = []
+    chosen = []
+    for n in (1, 2):  # each checkpoint's model weights, restored by TensorFlow itself
+        model = random_model(seed=n)
+        tf.train.Checkpoint(model=model).restore(os.path.join(directory, "checkpoints", f"ckpt-{n}")).expect_partial()
+        chosen.append(model.get_weights())
+    capsys.readouterr()
     for which in ("best", "latest", "averaged"):
-        assert model_directory.latest_checkpoint(str(tmp_path / "avg"), which, warn=warnings.append) == path
-    assert warnings == []
-    expected = checkpoint_model_values(path)
-    chosen = [checkpoint_model_values(os.path.join(directory, "checkpoints", f"ckpt-{n}")) for n in (1, 2)]
-    for name, value in expected.items():
-        np.testing.assert_allclose(value, (chosen[0][name] + chosen[1][name]) / 2, rtol=1e-6, atol=1e-7)
+        loaded = model_directory.load_model_directory(str(tmp_path / "avg"), which=which)
+        assert loaded.checkpoint == path
+        for value, first, second in zip(loaded.model.get_weights(), *chosen, strict=True):
+            np.testing.assert_allclose(value, (first + second) / 2, rtol=1e-6, atol=1e-7)
+    assert capsys.readouterr().err == ""
 
 
 def test_a_checkpoint_whose_deletion_a_kill_interrupted_is_not_averaged(tmp_path):

@@ -406,7 +406,7 @@ def test_fit_model_translates_saves_reloads_and_serves_from_every_entry_point(tm
 
     # a preset directory: the model directory layout, read back by from_preset and the Translator
     preset_dir = model.save_to_preset(str(tmp_path / "preset"))
-    assert sorted(os.listdir(preset_dir)) == ["checkpoints", "model.json", "source_vocabulary",
+    assert sorted(os.listdir(preset_dir)) == ["model.json", "model.weights.h5", "source_vocabulary",
                                               "target_vocabulary"]
     # the two model loaders give its weights and vocabularies (so its translations, checked once)
     for loaded in (RNNSearch.from_preset(preset_dir), model_from_preset(keras_file, dtype="float32")):

@@ -77,7 +77,7 @@ def test_the_readme_keras_block_runs_twice(tmp_path):
         printed.append(lines[-1] if version == 1 else lines[-2])
         assert (tmp_path / "models" / "bahdanau" / str(version) / "saved_model.pb").is_file()
     assert sorted(os.listdir(tmp_path / "rnnsearch")) == [
-        "checkpoints", "model.json", "source_vocabulary", "target_vocabulary"]
+        "model.json", "model.weights.h5", "source_vocabulary", "target_vocabulary"]
     requests = serving.read_warmup_requests(str(tmp_path / "models" / "bahdanau" / "2"))
     assert {r.predict_log.request.model_spec.name for r in requests} == {"bahdanau"}
 

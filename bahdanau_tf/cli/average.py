@@ -4,9 +4,10 @@ Each model variable becomes its mean over the ``--last`` N checkpoints of ``--mo
 ``checkpoints/`` (the highest steps; `bahdanau_tf.model_directory.average_checkpoints`); the
 optimizer's slots and the step are left out. The average is written as ``MODEL_DIR/averaged/``
 (beside ``best/``, replacing an earlier average), which translate, evaluate and export load
-with ``--checkpoint=averaged``; or, with ``--output=DIR``, as a new model directory whose only
-checkpoint is the average (loaded by every ``--checkpoint``). ``model.json`` records which
-checkpoints were averaged. The path of the averaged checkpoint is printed (stdout).
+with ``--checkpoint=averaged``; or, with ``--output=DIR``, as a new model directory whose
+``model.weights.h5`` is the average (loaded by every ``--checkpoint``). ``model.json`` records
+which checkpoints were averaged. The path of the averaged checkpoint (or weights file) is
+printed (stdout).
 
 A training run keeps ``--keep_checkpoints`` checkpoints (3 by default), one every
 ``--checkpoint_every`` updates: train with ``--keep_checkpoints=5`` or more to average 5.

@@ -2,8 +2,8 @@
 
 Each is a model directory in this package (``model.json``, ``source_vocabulary/``,
 ``target_vocabulary/``) whose weights are Keras's own weights file, ``model.weights.h5``
-(``model.save_weights``), in float16 instead of a checkpoint: half the size, loaded into the
-float32 model (`load_weights`) on any Keras backend, and checked against the SHA-256 that its
+(``model.save_weights``, as in any saved model directory), in float16: half the size, loaded into
+the float32 model (`load_weights`) on any Keras backend, and checked against the SHA-256 that its
 ``model.json`` records. Wherever a model directory is accepted, its name is too::
 
     echo "In the beginning God created the heavens and the earth." | \\
@@ -21,6 +21,7 @@ test BLEU.
 """
 
 import hashlib
+import json
 import os
 
 DIRECTORY = os.path.dirname(os.path.abspath(__file__))
@@ -51,20 +52,35 @@ def resolve(name_or_path):
 
 
 def is_compact(directory) -> bool:
-    """Whether ``directory`` keeps its weights in one `WEIGHTS` file (a shipped model).
+    """Whether ``directory`` is a shipped model: its ``model.json`` records how it was built
+    (``settings.pretrained``, with its weights' SHA-256) and its float16 weights are one
+    `WEIGHTS` file. (A directory ``model.save_to_preset`` wrote holds a `WEIGHTS` file too,
+    without that record.)
 
     Raises:
         ValueError: it holds the float16 ``weights.npz`` of a shipped model before 0.3 instead.
     """
     directory = os.fspath(directory)
     if os.path.isfile(os.path.join(directory, WEIGHTS)):
-        return True
+        return _records_build(directory)
     if os.path.isfile(os.path.join(directory, OLD_WEIGHTS)):
         raise ValueError(f"{directory!r} keeps its weights in {OLD_WEIGHTS}, the shipped models' "
                          f"format before bahdanau_tf 0.3: use the model this version ships (by "
                          f"its name: {', '.join(names())}) or rebuild it with "
                          "scripts/build_pretrained_model.py.")
     return False
+
+
+def _records_build(directory: str) -> bool:
+    """Whether ``directory``'s ``model.json`` has a ``settings.pretrained`` record (a damaged or
+    missing one has not: its readers name what is wrong)."""
+    try:
+        with open(os.path.join(directory, "model.json"), encoding="utf-8") as handle:
+            config = json.load(handle)
+    except (OSError, ValueError):
+        return False
+    settings = config.get("settings") if isinstance(config, dict) else None
+    return isinstance(settings, dict) and isinstance(settings.get("pretrained"), dict)
 
 
 def _sha256(file: str) -> str:

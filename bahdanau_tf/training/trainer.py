@@ -244,12 +244,13 @@ class Trainer:
         """`restore` once the directory is ours: checks, then the latest checkpoint, if any."""
         self.directory.check(self.model)
         latest = model_directory_lib.latest_checkpoint(self.output_dir, which="latest")
+        names = {name.split("/", 1)[0] for name, _ in tf.train.list_variables(latest)} if latest else set()
+        weights = os.path.join(self.output_dir, model_directory_lib.WEIGHTS)
+        if tf.io.gfile.exists(weights) or (latest and not {"optimizer", "step"} <= names):  # save_to_preset's
+            raise ValueError(
+                f"{self.output_dir!r} holds a saved model without training state ({latest or weights} "
+                "has no optimizer or step): it cannot be resumed; pass another --output_dir")
         if latest:
-            names = {name.split("/", 1)[0] for name, _ in tf.train.list_variables(latest)}
-            if not {"optimizer", "step"} <= names:  # e.g. a save_to_preset directory
-                raise ValueError(
-                    f"{self.output_dir!r} holds a saved model without training state ({latest} has "
-                    f"no optimizer or step): it cannot be resumed; pass another --output_dir")
             # a checkpoint written before the dev schedule and the dropout seeds were: without them
             parts = {key: value for key, value in self._checkpoint_parts.items()
                      if key in names or key not in ("dev_schedule", "dropout_seeds")}
