@@ -18,9 +18,10 @@ with that reason; on a real AVX2 CPU, or with ``TF_ENABLE_ONEDNN_OPTS=0`` added 
 Eigen), it runs.
 
 XLA: the run's compilations go to one cache (TensorFlow's persistent compilation cache,
-``TF_XLA_FLAGS=--tf_xla_persistent_cache_directory``), made empty by the process that starts
-the workers and removed when the run ends: the workers and the processes they start inherit
-it, so a program compiled once (a ``tiny`` model's train step, a search over one shape) is
+``TF_XLA_FLAGS=--tf_xla_persistent_cache_directory``), an empty ``xla_cache`` in the run's own
+pytest base temporary directory, made by the process that starts the workers and removed when
+the run ends (a killed run's goes with pytest's rotation of its base directories, as its
+tests' ``tmp_path`` do): the workers and the processes they start inherit it, so a program compiled once (a ``tiny`` model's train step, a search over one shape) is
 loaded, not compiled again, by the next Trainer, translator or command line that builds it. Each
 run compiles everything once; nothing is kept between runs. A ``TF_XLA_FLAGS`` that already
 names a cache is kept.
@@ -38,7 +39,6 @@ go stale, and a new slow test moves its file forward by itself.
 import collections
 import os
 import shutil
-import tempfile
 
 import pytest
 
@@ -53,10 +53,7 @@ if _WORKERS > 1:  # this is an xdist worker: set before any test module imports 
     os.environ.setdefault("TF_NUM_INTEROP_THREADS", _THREADS)
 
 _XLA_CACHE_FLAG = "--tf_xla_persistent_cache_directory"
-_XLA_CACHE = None
-if "PYTEST_XDIST_WORKER" not in os.environ and _XLA_CACHE_FLAG not in os.environ.get("TF_XLA_FLAGS", ""):
-    _XLA_CACHE = tempfile.mkdtemp(prefix="bahdanau_tests_xla_")
-    os.environ["TF_XLA_FLAGS"] = f"{os.environ.get('TF_XLA_FLAGS', '')} {_XLA_CACHE_FLAG}={_XLA_CACHE}".strip()
+_XLA_CACHE = []  # the cache this process made (the one that starts the workers)
 
 # estimated seconds of one test on two loaded cores, by marker; only the order they give matters
 SECONDS = {"slow": 40.0, "subprocess": 12.0}
@@ -86,15 +83,22 @@ def pytest_addoption(parser):
                           "default: both" % " or ".join(COSTLY))
 
 
+@pytest.hookimpl(trylast=True)  # after pytest's temporary-directory plugin is configured
 def pytest_configure(config):
     # xdist's own reordering (most tests first) would undo the order set below
     if hasattr(config.option, "loadscopereorder"):
         config.option.loadscopereorder = False
+    # not in a worker (it inherits the cache), nor where a cache is already named
+    if not hasattr(config, "workerinput") and _XLA_CACHE_FLAG not in os.environ.get("TF_XLA_FLAGS", ""):
+        cache = config._tmp_path_factory.getbasetemp() / "xla_cache"
+        cache.mkdir()
+        _XLA_CACHE.append(cache)
+        os.environ["TF_XLA_FLAGS"] = f"{os.environ.get('TF_XLA_FLAGS', '')} {_XLA_CACHE_FLAG}={cache}".strip()
 
 
 def pytest_unconfigure(config):
-    if _XLA_CACHE:
-        shutil.rmtree(_XLA_CACHE, ignore_errors=True)
+    for cache in _XLA_CACHE:
+        shutil.rmtree(cache, ignore_errors=True)
 
 
 def pytest_collection_modifyitems(session, config, items):
