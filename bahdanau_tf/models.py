@@ -149,6 +149,8 @@ class RNNSearch(TranslationModel):
         super().__init__(**kwargs)
         if decoder not in _DECODER_CELLS:
             raise ValueError(f"`decoder` must be one of {tuple(_DECODER_CELLS)}, got {decoder!r}.")
+        if alignment_head_context and not alignment_head:  # it would have no effect
+            raise ValueError("`alignment_head_context` needs an alignment head (`alignment_head` > 0).")
         init = functools.partial(initializers.initializer_for, initialization)  # a new instance per layer
         # === Config ===
         self._store_config(

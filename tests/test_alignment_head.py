@@ -41,6 +41,13 @@ def test_the_head_against_numpy():
             np.testing.assert_allclose(got[row, i], expected, atol=1e-5)
 
 
+def test_a_target_context_needs_a_head_and_a_size_of_zero_or_more():
+    with pytest.raises(ValueError, match="needs an alignment head"):
+        random_model(alignment_head_context=4)  # without a head it would do nothing
+    with pytest.raises(ValueError, match="must be >= 0"):
+        AlignmentHead(4, context=-1)
+
+
 def test_the_head_with_target_context_against_numpy():
     """q_i = [E y_i ; s_i ; s_{i+1} ; g->_i ; g<-_i]: a bidirectional paper GRU over [E y_k ; s_k],
     its backward half starting at each sentence's last real token (padding never read)."""
