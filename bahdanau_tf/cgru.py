@@ -112,7 +112,7 @@ class CGRUAttentionCell(AttentionGRUCell):
     written_out_loop = staticmethod(recurrence.conditional_gru_states)
 
     def loop_weights(self) -> dict:
-        """The weights `written_out_loop` reads, by its names: the paper cell's (W_a, v_a,
+        """The weights `written_out_loop` reads, by its names: the paper cell's (U_a, W_a, v_a,
         GRU_1's, and W', GRU_2's input kernel, as ``context_kernel``) and GRU_2's own."""
         return {**super().loop_weights(), "context_bias": self.context_bias,
                 "second_gate_kernel": self.context_gate_kernel,

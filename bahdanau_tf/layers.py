@@ -446,7 +446,8 @@ class AttentionGRUCell(keras.layers.Layer):
 
     def loop_weights(self) -> dict:
         """The weights `written_out_loop` reads, by its names."""
-        return {"query_kernel": self.attention.query_kernel, "score_vector": self.attention.score_vector,
+        return {"key_kernel": self.attention.key_kernel, "key_bias": self.attention.key_bias,
+                "query_kernel": self.attention.query_kernel, "score_vector": self.attention.score_vector,
                 "context_kernel": self.gru.context_kernel, "gate_kernel": self.gru.gate_kernel,
                 "recurrent_kernel": self.gru.recurrent_kernel}
 
@@ -560,14 +561,14 @@ class MaxoutReadout(keras.layers.Layer):
         """t_i, the maxout units (..., l) in the compute dtype: what W_o projects (a sampled
         softmax, `bahdanau_tf.losses.sampled_token_nll`, projects them on a few rows only).
         ``projected_contexts``, C_o c_i (`project_context`), replaces ``contexts``."""
-        if projected_contexts is None:
-            projected_contexts = self.project_context(contexts)
-        pre_maxout = (
-            project(states, cast_weight(self.state_kernel, states))
-            + project(embeddings, cast_weight(self.embedding_kernel, states))
-            + projected_contexts
-            + cast_weight(self.bias, states)
-        )
+        if projected_contexts is None:  # U_o s_i + V_o E y_{i-1} + C_o c_i, one matmul
+            kernel = ops.concatenate([cast_weight(k, states) for k in
+                                      (self.state_kernel, self.embedding_kernel, self.context_kernel)], axis=0)
+            pre_maxout = project(ops.concatenate([states, embeddings, contexts], axis=-1), kernel)
+        else:
+            pre_maxout = (project(states, cast_weight(self.state_kernel, states))
+                          + project(embeddings, cast_weight(self.embedding_kernel, states)) + projected_contexts)
+        pre_maxout = pre_maxout + cast_weight(self.bias, states)
         # max over the pairs (t~[2k-1], t~[2k])
         shape = tuple(ops.shape(pre_maxout)[:-1]) + (self.maxout_dim, 2)
         return ops.max(ops.reshape(pre_maxout, shape), axis=-1)

@@ -16,22 +16,25 @@ In a training pass on TensorFlow each loop is a ``tf.custom_gradient``, the way 
 fast RNN toolkits compute a recurrence's gradient. The forward loop keeps the activations the
 backward pass needs (the gates z, r, the candidate s~, the attention query and weights); the
 backward loop runs, in reverse, only the work that depends on the step after it: the gradient
-with respect to the state, two or three (batch, n) matmuls by transposed weights per step. The
-gradients of the recurrent matrices U_z, U_r, U, the context matrix C and the query matrix W_a
-are computed after that loop, each as one matmul over the saved activations of all steps and
-sentences, instead of a small product per step summed in a buffer. Only the attention keys'
-and v_a's gradients, which a step's (batch, source_len, n') tanh feeds, are summed in the loop.
+with respect to the state, two or three (batch, n) matmuls by transposed weights per step (the
+weights transposed once, before the loop). The gradients of the recurrent matrices U_z, U_r, U,
+the context matrix C, the key matrix U_a and the query matrix W_a are computed after that loop,
+each as one matmul over the saved activations of all steps and sentences, instead of a small
+product per step summed in a buffer. Only the attention keys' and v_a's gradients, which a
+step's (batch, source_len, n') tanh feeds, are summed in the loop.
 
-The decoders' loops keep only what depends on the previous step. A step multiplies c_i by C
-only (the conditional GRU: by GRU_2's input kernel W'), and C c_i = sum_j alpha_ij (C h_j):
-the products C h_j are one matmul per batch before the loop (as the beam search's
+The decoders' loops keep only what depends on the previous step. A step multiplies c_i by C only
+(the conditional GRU: by GRU_2's input kernel W'), and C c_i = sum_j alpha_ij (C h_j): the
+products C h_j are one matmul per batch before the loop (as the beam search's
 `models.RNNSearch.decoding_memory`), the step reads C c_i off them with its alpha_i, and the
 contexts c_i (which the readout reads) are one batched matmul after it. Backwards, alpha_i's
 gradient reads the same products, and C's and the annotations' gradients are matmuls after the
 loop. The step's largest matmul, (batch, 2n) x (2n, 3n), thus leaves the loop both ways. What
-reads the same state is one matmul: W_a and [U_z | U_r] read s_{i-1} in the paper's cell; in
-the conditional GRU, W_a and GRU_2's [U'_z | U'_r] read s'_i (two matmuls under recurrent
-dropout, whose mask GRU_2 reads s'_i through and the query does not).
+reads the same tensor is one matmul: C and U_a read h_j (the keys U_a h_j are formed with the
+products, and their gradient goes back through [C | U_a] with the products'); W_a and
+[U_z | U_r] read s_{i-1} in the paper's cell; in the conditional GRU, W_a and GRU_2's [U'_z |
+U'_r] read s'_i (two matmuls under recurrent dropout, whose mask GRU_2 reads s'_i through and the
+query does not).
 
 Everywhere else (JAX, PyTorch, a pass that is not training, Luong's score) the loop is
 `tensor_ops.scan_states` over the same step and the backend's automatic differentiation
@@ -136,10 +139,12 @@ def attention_gru_states(projected: Tensor, initial_state: Tensor, memory: dict,
     Args:
         projected: (time, batch, 3n), the GRU's input projections [W_z; W_r; W] E y_{i-1} + b.
         initial_state: (batch, n), s_0.
-        memory: ``annotations`` (batch, source_len, 2n), ``keys`` U_a h_j (batch, source_len,
-            n'), ``mask`` bool (batch, source_len) (`layers.AttentionGRUCell.prepare_memory`).
-        weights: ``query_kernel`` W_a (n, n'), ``score_vector`` v_a (n',), ``context_kernel``
-            C (2n, 3n), ``gate_kernel`` (n, 2n), ``recurrent_kernel`` (n, n), in the compute dtype.
+        memory: ``annotations`` (batch, source_len, 2n) and ``mask`` bool (batch, source_len)
+            (`layers.AttentionGRUCell.prepare_memory`); its ``keys`` are not read: U_a h_j is
+            computed here, in one matmul with C h_j (`_memory_products`).
+        weights: ``key_kernel`` U_a (2n, n') and ``key_bias`` (n'), ``query_kernel`` W_a (n,
+            n'), ``score_vector`` v_a (n',), ``context_kernel`` C (2n, 3n), ``gate_kernel`` (n,
+            2n), ``recurrent_kernel`` (n, n), in the compute dtype.
         recurrent_mask: optional (batch, n), recurrent dropout (`gru_step`).
 
     Returns:
@@ -148,10 +153,10 @@ def attention_gru_states(projected: Tensor, initial_state: Tensor, memory: dict,
         float order (C c_i is read as sum_j alpha_ij C h_j).
     """
     tf = tensorflow_module()
-    names = ("query_kernel", "score_vector", "context_kernel", "gate_kernel", "recurrent_kernel")
+    names = ("key_kernel", "key_bias", "query_kernel", "score_vector", "context_kernel", "gate_kernel",
+             "recurrent_kernel")
     function = _attention_gru_states(tf, memory["mask"], recurrent_mask)
-    return function(projected, initial_state, memory["annotations"], memory["keys"],
-                    *(weights[name] for name in names))
+    return function(projected, initial_state, memory["annotations"], *(weights[name] for name in names))
 
 
 def conditional_gru_states(projected: Tensor, initial_state: Tensor, memory: dict, weights: dict,
@@ -164,8 +169,9 @@ def conditional_gru_states(projected: Tensor, initial_state: Tensor, memory: dic
         projected: (time, batch, 3n), GRU_1's input projections [W_z; W_r; W] E y_{i-1} + b.
         initial_state, memory, recurrent_mask: as `attention_gru_states`'; the mask is applied
             where each GRU's recurrent matmuls read its state (not to the query s'_i).
-        weights: ``query_kernel`` W_a (n, n'), ``score_vector`` v_a (n',), ``context_kernel``
-            W' (2n, 3n) and ``context_bias`` (3n,), GRU_2's input kernel and bias,
+        weights: ``key_kernel`` U_a, ``key_bias``, ``query_kernel`` W_a (n, n'), ``score_vector``
+            v_a (n',), ``context_kernel`` W' (2n, 3n) and ``context_bias`` (3n,), GRU_2's input
+            kernel and bias,
             ``gate_kernel`` (n, 2n) and ``recurrent_kernel`` (n, n), GRU_1's,
             ``second_gate_kernel`` and ``second_recurrent_kernel``, GRU_2's; in the compute dtype.
 
@@ -173,11 +179,10 @@ def conditional_gru_states(projected: Tensor, initial_state: Tensor, memory: dic
         ``(s_i, c_i, alpha_i)`` as `attention_gru_states`'; the numbers of stepping the cell, up
         to float order (W' c_i is read as sum_j alpha_ij W' h_j).
     """
-    names = ("query_kernel", "score_vector", "context_kernel", "context_bias", "gate_kernel", "recurrent_kernel",
-             "second_gate_kernel", "second_recurrent_kernel")
+    names = ("key_kernel", "key_bias", "query_kernel", "score_vector", "context_kernel", "context_bias",
+             "gate_kernel", "recurrent_kernel", "second_gate_kernel", "second_recurrent_kernel")
     function = _cgru_states(tensorflow_module(), memory["mask"], recurrent_mask)
-    return function(projected, initial_state, memory["annotations"], memory["keys"],
-                    *(weights[name] for name in names))
+    return function(projected, initial_state, memory["annotations"], *(weights[name] for name in names))
 
 
 def _loop(tf, step, elements, carry, output_dtypes, reverse=False):
@@ -201,27 +206,37 @@ def _loop(tf, step, elements, carry, output_dtypes, reverse=False):
     return carry, [array.stack() for array in outputs]
 
 
-def _step_gradient(tf, d_h, h_tm1, z, r, candidate, recurrent_kernel, recurrent_mask):
+def _transposed(tf, kernel):
+    """A kernel's (or a direction-stacked kernel's) matrix transpose, formed once before a
+    backward loop: the loop's matmuls then read their weights in the layout they were written
+    in, not transposed at every step (benchmarks/train_step_profile.py)."""
+    if isinstance(kernel, tuple):
+        return tuple(_transposed(tf, part) for part in kernel)
+    return tf.linalg.matrix_transpose(kernel)
+
+
+def _step_gradient(tf, d_h, h_tm1, z, r, candidate, recurrent_kernel_t, recurrent_mask):
     """One GRU step backwards from ``d_h``, the gradient of its new state: ``(d projected
     inputs (..., 3n), d h_tm1 through the update gate's mix, d of what the matmuls read
     through the candidate's)``; what they read through the gates' is ``d projected[..., :2n]``
-    times the gate kernel transposed, left to the caller (`_read_gradient`)."""
+    times the gate kernel transposed, left to the caller (`_read_gradient`).
+    ``recurrent_kernel_t`` is U transposed (`_transposed`)."""
     read = h_tm1 if recurrent_mask is None else h_tm1 * recurrent_mask
     d_z = d_h * (candidate - h_tm1)
     d_candidate = d_h * z * (1.0 - candidate * candidate)  # at the tanh's input
-    d_reset_read = tf.matmul(d_candidate, recurrent_kernel, transpose_b=True)  # of r * read
+    d_reset_read = tf.matmul(d_candidate, recurrent_kernel_t)  # of r * read
     d_gates = tf.concat([d_z * z * (1.0 - z), d_reset_read * read * r * (1.0 - r)], -1)
     return tf.concat([d_gates, d_candidate], -1), d_h * (1.0 - z), d_reset_read * r
 
 
-def _read_gradient(tf, d_x, d_read, kernel, more=None):
+def _read_gradient(tf, d_x, d_read, kernel_t, more=None):
     """d of what a step's matmuls read: ``d_read`` plus the gates' gradient times the gate
-    kernel transposed; with ``more``, further columns of ``kernel`` (the attention query's)
-    whose gradient ``more`` is, in the same matmul."""
+    kernel transposed, ``kernel_t`` (`_transposed`); with ``more``, further rows of
+    ``kernel_t`` (the attention query's) whose gradient ``more`` is, in the same matmul."""
     d_gates = d_x[..., : 2 * d_x.shape[-1] // 3]
     if more is not None:
         d_gates = tf.concat([more, d_gates], -1)
-    return d_read + tf.matmul(d_gates, kernel, transpose_b=True)
+    return d_read + tf.matmul(d_gates, kernel_t)
 
 
 def _through_mask(d_mix, d_read, recurrent_mask):
@@ -251,6 +266,20 @@ def _previous_reads(tf, states, initial_state, recurrent_mask):
     return previous, (previous if recurrent_mask is None else previous * recurrent_mask)
 
 
+def _named_like_autodiff(tf, gradient):
+    """``gradient`` whose ops are named as automatic differentiation names its own:
+    ``gradient_tape/`` and the forward pass's name scope (``rnn_search/encoder``, ...), so that
+    benchmarks/train_step_profile.py tells the backward loops from the forward ones, and the
+    encoder's from the decoder's. Call it in the forward function."""
+    scope = tf.get_current_name_scope()
+
+    def named(*upstream):
+        with tf.name_scope(f"gradient_tape/{scope}/" if scope else "gradient_tape/"):
+            return gradient(*upstream)
+
+    return named
+
+
 def _gru_states(tf, recurrent_mask):
     """`gru_states` as a ``tf.custom_gradient`` of (projected, initial_state, gate_kernel,
     recurrent_kernel); the mask is a constant (a random draw) and gets no gradient."""
@@ -267,11 +296,12 @@ def _gru_states(tf, recurrent_mask):
 
         def gradient(d_states):
             previous, reads = _previous_reads(tf, h, initial_state, recurrent_mask)
+            gate_kernel_t, recurrent_kernel_t = _transposed(tf, (gate_kernel, recurrent_kernel))
 
             def back(d_h, saved):
-                d_x, d_mix, d_read = _step_gradient(tf, d_h + saved[0], *saved[1:], recurrent_kernel,
+                d_x, d_mix, d_read = _step_gradient(tf, d_h + saved[0], *saved[1:], recurrent_kernel_t,
                                                     recurrent_mask)
-                d_read = _read_gradient(tf, d_x, d_read, gate_kernel)
+                d_read = _read_gradient(tf, d_x, d_read, gate_kernel_t)
                 return _through_mask(d_mix, d_read, recurrent_mask), (d_x,)
 
             d_initial, (d_projected,) = _loop(tf, back, (d_states, previous, z, r, candidate),
@@ -279,14 +309,14 @@ def _gru_states(tf, recurrent_mask):
             d_gate, d_recurrent = _gru_weight_gradients(tf, reads, r, d_projected)
             return d_projected, d_initial, d_gate, d_recurrent
 
-        return h, gradient
+        return h, _named_like_autodiff(tf, gradient)
 
     return states
 
 
 def _align(tf, query, memory, score_vector):
     """One step's attention from its query W_a s: ``(alpha_i float32 (batch, source_len),
-    sum_j alpha_ij (C h_j))``, read off ``memory``'s products (`_context_products`)."""
+    sum_j alpha_ij (C h_j))``, read off ``memory``'s products (`_memory_products`)."""
     products, keys, mask = memory
     alpha = masked_softmax(dot_vector(tf.tanh(keys + query[:, None, :]), score_vector), mask)
     return alpha, tf.squeeze(tf.matmul(tf.cast(alpha, products.dtype)[:, None, :], products), 1)
@@ -309,7 +339,7 @@ def _align_gradient(tf, d_alpha, d_read, alpha, query, memory, score_vector):
 def _attention_forward(tf, projected, initial_state, memory, weights, recurrent_mask):
     """The decoder's forward loop: (s, alpha, query W_a s_{i-1}, z, r, s~) of all steps.
 
-    ``memory`` holds the context's products ``C h_j`` (`_context_products`) in place of the
+    ``memory`` holds the context's products ``C h_j`` (`_memory_products`) in place of the
     annotations: a step reads C c_i = sum_j alpha_ij C h_j off them, and the contexts c_i
     themselves are formed after the loop, for all steps at once (`_contexts`).
     """
@@ -330,13 +360,18 @@ def _attention_forward(tf, projected, initial_state, memory, weights, recurrent_
     return _loop(tf, step, (projected,), initial_state, [dtype, "float32"] + [dtype] * 4)[1]
 
 
-def _context_products(tf, annotations, context_kernel):
-    """C h_j for every source position, (batch, source_len, 3n), one matmul: a decoder step
-    multiplies c_i by C only, and C c_i = sum_j alpha_ij C h_j (the search reads the same
-    products, `models.RNNSearch.decoding_memory`). The step's largest matmul, (batch, 2n) x
-    (2n, 3n), leaves the loop, forwards and backwards."""
+def _memory_products(tf, annotations, kernel, key_bias):
+    """``(C h_j, U_a h_j + b)`` for every source position, (batch, source_len, 3n) and (batch,
+    source_len, n'), from one matmul by ``kernel`` [C | U_a]: both read h_j.
+
+    A decoder step multiplies c_i by C only, and C c_i = sum_j alpha_ij C h_j (the search
+    reads the same products, `models.RNNSearch.decoding_memory`): the step's largest matmul,
+    (batch, 2n) x (2n, 3n), leaves the loop, forwards and backwards. The keys U_a h_j are the
+    attention's (`layers.BahdanauAttention.compute_keys`)."""
     flat = tf.reshape(annotations, [-1, annotations.shape[-1]])
-    return tf.reshape(tf.matmul(flat, context_kernel), tf.concat([tf.shape(annotations)[:2], [-1]], 0))
+    both = tf.reshape(tf.matmul(flat, kernel), tf.concat([tf.shape(annotations)[:2], [-1]], 0))
+    products, keys = tf.split(both, [-1, key_bias.shape[-1]], -1)
+    return products, keys + key_bias
 
 
 def _contexts(tf, alphas, annotations):
@@ -350,11 +385,11 @@ def _attention_step_gradient(tf, d_h, saved, memory, weights, recurrent_mask):
     (d projected inputs, d query))``. ``saved`` starts with d s_i and d alpha_i from the
     outputs (the latter with what the context's gradient gives it)."""
     d_state, d_alpha, h_tm1, alpha, query, z, r, candidate = saved
-    read_kernel, score_vector, recurrent_kernel = weights
-    d_x, d_mix, d_read = _step_gradient(tf, d_h + d_state, h_tm1, z, r, candidate, recurrent_kernel,
+    read_kernel_t, score_vector, recurrent_kernel_t = weights
+    d_x, d_mix, d_read = _step_gradient(tf, d_h + d_state, h_tm1, z, r, candidate, recurrent_kernel_t,
                                         recurrent_mask)
     d_hidden, d_score_vector, d_query = _align_gradient(tf, d_alpha, d_x, alpha, query, memory, score_vector)
-    d_read = _read_gradient(tf, d_x, d_read, read_kernel, more=d_query)
+    d_read = _read_gradient(tf, d_x, d_read, read_kernel_t, more=d_query)
     return _through_mask(d_mix, d_read, recurrent_mask), d_hidden, d_score_vector, (d_x, d_query)
 
 
@@ -388,23 +423,31 @@ def _output_gradients(tf, outputs, upstream, annotations):
     return d_states, d_contexts, d_alphas
 
 
-def _annotation_gradients(tf, alphas, annotations, d_contexts, d_projected_contexts, context_kernel):
-    """(d annotations, d C) after the loop, from d c_i (batch major) and the gradients of the
-    steps' C c_i (time major): C h_j's gradient is sum_i alpha_ij d(C c_i), then through C."""
+def _annotation_gradients(tf, alphas, annotations, d_contexts, d_projected_contexts, d_keys, kernel):
+    """``(d annotations, d C, d U_a, d key bias)`` after the loop, from d c_i (batch major),
+    the gradients of the steps' C c_i (time major) and the keys' gradient: C h_j's gradient is
+    sum_i alpha_ij d(C c_i); with the keys', through ``kernel`` [C | U_a] in one matmul, as
+    `_memory_products` formed them."""
     batch_major = tf.cast(tf.transpose(alphas, [1, 0, 2]), annotations.dtype)  # (batch, time, source_len)
     d_products = tf.matmul(batch_major, tf.transpose(d_projected_contexts, [1, 0, 2]), transpose_a=True)
+    d_both = tf.concat([d_products, d_keys], -1)
     d_annotations = (tf.matmul(batch_major, d_contexts, transpose_a=True)
-                     + tf.matmul(d_products, context_kernel, transpose_b=True))
-    return d_annotations, _kernel_gradient(tf, annotations, d_products)
+                     + tf.matmul(d_both, kernel, transpose_b=True))
+    d_context_kernel, d_key_kernel = tf.split(_kernel_gradient(tf, annotations, d_both),
+                                              [d_products.shape[-1], -1], -1)
+    d_key_bias = tf.cast(tf.reduce_sum(tf.cast(d_keys, "float32"), [0, 1]), d_keys.dtype)
+    return d_annotations, d_context_kernel, d_key_kernel, d_key_bias
 
 
 def _attention_gru_states(tf, mask, recurrent_mask):
     """`attention_gru_states` as a ``tf.custom_gradient``; the masks get no gradient."""
 
     @tf.custom_gradient
-    def states(projected, initial_state, annotations, keys, query_kernel, score_vector, context_kernel,
-               gate_kernel, recurrent_kernel):
-        memory = (_context_products(tf, annotations, context_kernel), keys, mask)
+    def states(projected, initial_state, annotations, key_kernel, key_bias, query_kernel, score_vector,
+               context_kernel, gate_kernel, recurrent_kernel):
+        # what reads h_j: C and U_a, one kernel
+        memory_kernel = tf.concat([context_kernel, key_kernel], -1)
+        memory = _memory_products(tf, annotations, memory_kernel, key_bias) + (mask,)
         # what reads s_{i-1}: W_a and [U_z | U_r], one kernel
         weights = (tf.concat([query_kernel, gate_kernel], -1), score_vector, recurrent_kernel)
         saved = _attention_forward(tf, projected, initial_state, memory, weights, recurrent_mask)
@@ -414,20 +457,21 @@ def _attention_gru_states(tf, mask, recurrent_mask):
         def gradient(*upstream):
             d_states, d_contexts, d_alphas = _output_gradients(tf, (h, contexts, alphas), upstream, annotations)
             previous, reads = _previous_reads(tf, h, initial_state, recurrent_mask)
+            back_weights = (_transposed(tf, weights[0]), score_vector, _transposed(tf, recurrent_kernel))
             d_initial, d_keys, d_score_vector, (d_x, d_queries) = _attention_backward(
-                tf, lambda d_h, step: _attention_step_gradient(tf, d_h, step, memory, weights, recurrent_mask),
+                tf, lambda d_h, step: _attention_step_gradient(tf, d_h, step, memory, back_weights, recurrent_mask),
                 (d_states, d_alphas, previous) + tuple(saved[1:]), initial_state, memory, score_vector, 2)
-            d_annotations, d_context_kernel = _annotation_gradients(tf, alphas, annotations, d_contexts, d_x,
-                                                                    context_kernel)
+            d_annotations, d_context_kernel, d_key_kernel, d_key_bias = _annotation_gradients(
+                tf, alphas, annotations, d_contexts, d_x, d_keys, memory_kernel)
             units = recurrent_kernel.shape[-1]
             d_query_kernel, d_gate = tf.split(
                 _kernel_gradient(tf, reads, tf.concat([d_queries, d_x[..., : 2 * units]], -1)),
                 [query_kernel.shape[-1], -1], -1)
             d_recurrent = _kernel_gradient(tf, saved[4] * reads, d_x[..., 2 * units :])
-            return (d_x, d_initial, d_annotations, d_keys, d_query_kernel, d_score_vector, d_context_kernel,
-                    d_gate, d_recurrent)
+            return (d_x, d_initial, d_annotations, d_key_kernel, d_key_bias, d_query_kernel, d_score_vector,
+                    d_context_kernel, d_gate, d_recurrent)
 
-        return (h, contexts, alphas), gradient
+        return (h, contexts, alphas), _named_like_autodiff(tf, gradient)
 
     return states
 
@@ -464,18 +508,20 @@ def _cgru_step_gradient(tf, d_h, saved, memory, weights, recurrent_mask):
     """One conditional GRU step backwards, GRU_2, the attention, then GRU_1: ``(d s_{i-1},
     d keys, d v_a (this step's), (d of GRU_1's projected inputs, of GRU_2's, d query))``."""
     d_state, d_alpha, h_tm1, alpha, query, z, r, candidate, intermediate = saved[:9]
-    gate_kernel, recurrent_kernel, read_kernels, score_vector, _, second_recurrent = weights
-    d_second, d_mix, d_read = _step_gradient(tf, d_h + d_state, intermediate, *saved[9:], second_recurrent,
+    # the kernels transposed (`_transposed`), as the backward loop reads them
+    gate_kernel_t, recurrent_kernel_t, read_kernels_t, score_vector, _, second_recurrent_t = weights
+    d_second, d_mix, d_read = _step_gradient(tf, d_h + d_state, intermediate, *saved[9:], second_recurrent_t,
                                              recurrent_mask)
     d_hidden, d_score_vector, d_query = _align_gradient(tf, d_alpha, d_second, alpha, query, memory, score_vector)
     if recurrent_mask is None:  # [W_a | U'_z | U'_r] read s'_i: one matmul
-        d_intermediate = d_mix + _read_gradient(tf, d_second, d_read, read_kernels, more=d_query)
+        d_intermediate = d_mix + _read_gradient(tf, d_second, d_read, read_kernels_t, more=d_query)
     else:
-        d_intermediate = (_through_mask(d_mix, _read_gradient(tf, d_second, d_read, read_kernels[1]), recurrent_mask)
-                          + tf.matmul(d_query, read_kernels[0], transpose_b=True))
-    d_first, d_mix, d_read = _step_gradient(tf, d_intermediate, h_tm1, z, r, candidate, recurrent_kernel,
+        d_intermediate = (_through_mask(d_mix, _read_gradient(tf, d_second, d_read, read_kernels_t[1]),
+                                        recurrent_mask)
+                          + tf.matmul(d_query, read_kernels_t[0]))
+    d_first, d_mix, d_read = _step_gradient(tf, d_intermediate, h_tm1, z, r, candidate, recurrent_kernel_t,
                                             recurrent_mask)
-    d_read = _read_gradient(tf, d_first, d_read, gate_kernel)
+    d_read = _read_gradient(tf, d_first, d_read, gate_kernel_t)
     return _through_mask(d_mix, d_read, recurrent_mask), d_hidden, d_score_vector, (d_first, d_second, d_query)
 
 
@@ -483,9 +529,12 @@ def _cgru_states(tf, mask, recurrent_mask):
     """`conditional_gru_states` as a ``tf.custom_gradient``; the masks get no gradient."""
 
     @tf.custom_gradient
-    def states(projected, initial_state, annotations, keys, query_kernel, score_vector, context_kernel, context_bias,
-               gate_kernel, recurrent_kernel, second_gate_kernel, second_recurrent_kernel):
-        memory = (_context_products(tf, annotations, context_kernel), keys, mask)
+    def states(projected, initial_state, annotations, key_kernel, key_bias, query_kernel, score_vector,
+               context_kernel, context_bias, gate_kernel, recurrent_kernel, second_gate_kernel,
+               second_recurrent_kernel):
+        # what reads h_j: W' and U_a, one kernel
+        memory_kernel = tf.concat([context_kernel, key_kernel], -1)
+        memory = _memory_products(tf, annotations, memory_kernel, key_bias) + (mask,)
         # what reads s'_i: W_a, and [U'_z | U'_r] (through the mask), one kernel without a mask
         read_kernels = ((query_kernel, second_gate_kernel) if recurrent_mask is not None
                         else tf.concat([query_kernel, second_gate_kernel], -1))
@@ -497,19 +546,21 @@ def _cgru_states(tf, mask, recurrent_mask):
         def gradient(*upstream):
             d_states, d_contexts, d_alphas = _output_gradients(tf, (h, contexts, alphas), upstream, annotations)
             previous, reads = _previous_reads(tf, h, initial_state, recurrent_mask)
+            back_weights = (_transposed(tf, (gate_kernel, recurrent_kernel, read_kernels))
+                            + (score_vector, context_bias, _transposed(tf, second_recurrent_kernel)))
             d_initial, d_keys, d_score_vector, (d_first, d_second, d_queries) = _attention_backward(
-                tf, lambda d_h, step: _cgru_step_gradient(tf, d_h, step, memory, weights, recurrent_mask),
+                tf, lambda d_h, step: _cgru_step_gradient(tf, d_h, step, memory, back_weights, recurrent_mask),
                 (d_states, d_alphas, previous) + tuple(saved[1:]), initial_state, memory, score_vector, 3)
-            d_annotations, d_context_kernel = _annotation_gradients(tf, alphas, annotations, d_contexts, d_second,
-                                                                    context_kernel)
+            d_annotations, d_context_kernel, d_key_kernel, d_key_bias = _annotation_gradients(
+                tf, alphas, annotations, d_contexts, d_second, d_keys, memory_kernel)
             intermediate_reads = intermediates if recurrent_mask is None else intermediates * recurrent_mask
             d_context_bias = tf.cast(tf.reduce_sum(tf.cast(d_second, "float32"), [0, 1]), context_bias.dtype)
-            return ((d_first, d_initial, d_annotations, d_keys, _kernel_gradient(tf, intermediates, d_queries),
-                     d_score_vector, d_context_kernel, d_context_bias)
+            return ((d_first, d_initial, d_annotations, d_key_kernel, d_key_bias,
+                     _kernel_gradient(tf, intermediates, d_queries), d_score_vector, d_context_kernel, d_context_bias)
                     + _gru_weight_gradients(tf, reads, saved[4], d_first)
                     + _gru_weight_gradients(tf, intermediate_reads, saved[8], d_second))
 
-        return (h, contexts, alphas), gradient
+        return (h, contexts, alphas), _named_like_autodiff(tf, gradient)
 
     return states
 
