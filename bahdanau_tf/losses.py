@@ -41,16 +41,20 @@ def smoothed_token_nll(target_ids, logits, label_smoothing: float) -> tuple:
     categorical cross-entropy. The plain NLL is returned beside it: the trainer minimises the
     smoothed loss and reports the NLL (train and dev NLL stay comparable across settings).
     Both share one log-sum-exp. Without smoothing (0, the default) the mean over the
-    vocabulary is not computed: the smoothed loss is the NLL itself.
+    vocabulary is not computed: the smoothed loss is the NLL itself, `token_nll`'s.
     """
+    if not label_smoothing:
+        # the fused softmax cross-entropy: its gradient is one pass over (tokens, |V|), not a
+        # log-sum-exp's and a gather's scattered back and summed (benchmarks/train_step_profile.py);
+        # nor is a mean over the vocabulary computed that 0 would multiply
+        nll = token_nll(target_ids, logits)
+        return nll, nll
     target_ids = ops.cast(target_ids, "int32")
     logits = ops.cast(logits, "float32")
     log_normalizer = ops.logsumexp(logits, axis=-1)
     target_logits = ops.squeeze(ops.take_along_axis(logits, ops.maximum(target_ids, 0)[..., None], axis=-1), -1)
     mask = ops.cast(ops.not_equal(target_ids, PAD_ID), "float32")
     nll = (log_normalizer - target_logits) * mask
-    if not label_smoothing:  # 0 times the mean would still cost a pass over (tokens, |V|), forwards and backwards
-        return nll, nll
     uniform = (log_normalizer - ops.mean(logits, axis=-1)) * mask  # mean over the vocabulary of -log p
     return nll, (1.0 - label_smoothing) * nll + label_smoothing * uniform
 
