@@ -560,7 +560,8 @@ class MaxoutReadout(keras.layers.Layer):
                  projected_contexts: Tensor | None = None) -> Tensor:
         """t_i, the maxout units (..., l) in the compute dtype: what W_o projects (a sampled
         softmax, `bahdanau_tf.losses.sampled_token_nll`, projects them on a few rows only).
-        ``projected_contexts``, C_o c_i (`project_context`), replaces ``contexts``."""
+        ``projected_contexts``, C_o c_i (`project_context`), replaces ``contexts``; without
+        it, t~ is one matmul of [s_i | E y_{i-1} | c_i] by [U_o; V_o; C_o]."""
         if projected_contexts is None:  # U_o s_i + V_o E y_{i-1} + C_o c_i, one matmul
             kernel = ops.concatenate([cast_weight(k, states) for k in
                                       (self.state_kernel, self.embedding_kernel, self.context_kernel)], axis=0)

@@ -119,6 +119,26 @@ def test_training_passes_of_both_decoders_take_their_written_out_loop(monkeypatc
         assert calls == expected, overrides
 
 
+def test_written_out_backward_loops_are_named_as_automatic_differentiations():
+    """Each written-out backward loop sits under ``gradient_tape/`` and its forward loop's name
+    scope, as TensorFlow names its own gradient ops: benchmarks/train_step_profile.py parts the
+    step by these names (forward or backward, encoder or decoder)."""
+    model = helpers.random_model(RNNSearch, scale=0.4)
+    source, target_in, _ = _padded_batch(model)
+
+    @tf.function
+    def gradients():
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(model((source, target_in), training=True))
+        return tape.gradient(loss, model.trainable_variables)
+
+    loops = sorted(op.name for op in gradients.get_concrete_function().graph.get_operations()
+                   if op.type in ("While", "StatelessWhile"))
+    forward = [name for name in loops if not name.startswith("gradient_tape/")]
+    assert len(forward) == 2 and any("encoder" in name for name in forward), loops
+    assert sorted("gradient_tape/" + name for name in forward) == [name for name in loops if name not in forward]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("precision, floor", [pytest.param("mixed_bfloat16", 0.05, marks=pytest.mark.bfloat16),
                                               ("mixed_float16", 5e-3)])
