@@ -33,7 +33,11 @@ files with the most tests first, so the few-but-long ones (notebooks, hostile co
 the export fixture) came last and one worker ran them alone while the other sat idle. Here the
 longest files go first (longest-processing-time-first scheduling), and the many short ones fill
 in at the end. A file's length is estimated from its markers (`pytest.ini`): no timing table to
-go stale, and a new slow test moves its file forward by itself.
+go stale, and a new slow test moves its file forward by itself. A test's markers add up (a slow
+test that starts processes weighs more than a slow one that does not), and a test skipped by a
+condition known at collection (another backend not installed) weighs nothing. A worker is handed
+its next file while the last two tests of its current one still run (xdist's heuristic), so a
+long file estimated too short, handed out late, is what leaves the other worker idle at the end.
 """
 
 import collections
@@ -55,7 +59,7 @@ if _WORKERS > 1:  # this is an xdist worker: set before any test module imports 
 _XLA_CACHE_FLAG = "--tf_xla_persistent_cache_directory"
 _XLA_CACHE = []  # the cache this process made (the one that starts the workers)
 
-# estimated seconds of one test on two loaded cores, by marker; only the order they give matters
+# estimated seconds of one test on two loaded cores, by marker (summed); only the order they give matters
 SECONDS = {"slow": 40.0, "subprocess": 12.0}
 OTHER_SECONDS = 2.0
 
@@ -66,10 +70,14 @@ BF16_CRASH = ("bf16 matmuls crash here: ONEDNN_MAX_CPU_ISA={isa} caps oneDNN bel
 
 
 def _estimate(item) -> float:
-    for marker, seconds in SECONDS.items():
-        if item.get_closest_marker(marker):
-            return seconds
-    return OTHER_SECONDS
+    """A test's estimated seconds: the sum of its markers' (a slow test that starts processes
+    costs more than one that does not), nothing when it is skipped unconditionally or by a
+    condition already known to hold (another backend's missing package)."""
+    if item.get_closest_marker("skip") or any(
+            marker.args and marker.args[0] is True for marker in item.iter_markers("skipif")):
+        return 0.0
+    seconds = sum(value for marker, value in SECONDS.items() if item.get_closest_marker(marker))
+    return seconds or OTHER_SECONDS
 
 
 def tier(item) -> str:

@@ -77,7 +77,9 @@ def evaluation_dir(tmp_path_factory):
                                   target_tokenizer)
     output_dir = root / "out"
     # the user's files stream: a reference file shorter than the sources is met after the first
-    # chunks were written (to temporary files); one process runs both command lines
+    # chunks were written (to temporary files); one process runs both command lines, without
+    # XLA, which none of these tests is about (XLA's search equals the graph's:
+    # tests/test_translator.py)
     files = root / "files"
     files.mkdir()
     (files / "src.txt").write_text("\n".join(corpus.sources[:20]) + "\n", encoding="utf-8")
@@ -85,7 +87,7 @@ def evaluation_dir(tmp_path_factory):
     result, bad_line = run_commands([
         ("evaluate", [f"--model_dir={search_dir}", f"--model_dir={baseline_dir}", f"--output_dir={output_dir}",
                       f"--max_sentences={SENTENCES}", "--beam_size=2", "--attention_plots=2",
-                      f"--read_lines={READ_LINES}"], ""),
+                      f"--read_lines={READ_LINES}", "--nojit_compile"], ""),
         ("evaluate", [f"--model_dir={search_dir}", f"--output_dir={files / 'out'}",
                       f"--source_file={files / 'src.txt'}", f"--reference_file={files / 'ref.txt'}",
                       "--read_lines=7", "--beam_size=1", "--nojit_compile"], ""),

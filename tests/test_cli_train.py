@@ -286,17 +286,19 @@ def test_a_streamed_corpus_trains_and_a_bad_line_met_while_training_stops_the_ru
     good = b"".join(b"the cat %05d\tel gato %05d\n" % (i % 97, i % 89) for i in range(count))
     corpus = tmp_path / "pairs.tsv.gz"
     corpus.write_bytes(gzip.compress(good + b"the dog\tel perro\tstray\n" + good))
+    clean = tmp_path / "clean.tsv.gz"
+    clean.write_bytes(gzip.compress(good + good))
     flags = ["--preset=tiny", "--max_minutes=0", "--vocabulary_size=80", "--max_steps=4",
-             "--log_every=2", "--batch_size=16", "--jit=false", "--dev_bleu_every=0",
-             f"--tsv={corpus}", f"--output_dir={out}"]
-    result = train(*flags, env=env, timeout=300)
-    assert result.returncode == 2, result.stderr[-3000:]
-    assert result.stderr.splitlines()[-1] == (
+             "--log_every=2", "--batch_size=16", "--jit=false", "--dev_bleu_every=0"]
+    # the stopped run, then the clean corpus in another directory: rows of one process
+    stopped, result = train_rows(tmp_path, [*flags, f"--tsv={corpus}", f"--output_dir={out}"],
+                                 [*flags, f"--tsv={clean}", f"--output_dir={tmp_path / 'clean_run'}"], env=env)
+    assert stopped.returncode == 2, stopped.stderr[-3000:]
+    assert stopped.stderr.splitlines()[-1] == (
         f"bahdanau-train: error: {str(corpus)!r} line {count + 1} has 3 tab-separated column(s), "
         "2 expected: 'the dog\\tel perro\\tstray'")
-    assert not out.exists() and os.listdir(temp) == []
-    corpus.write_bytes(gzip.compress(good + good))
-    result = train(*flags, env=env, timeout=300)
+    assert not out.exists() and os.listdir(temp) == []  # (nor did the clean run leave anything there)
+    out = tmp_path / "clean_run"
     assert result.returncode == 0, result.stderr[-3000:]
     header = next(line for line in result.stderr.splitlines() if line.startswith("Training "))
     assert " on ~" in header and "estimated from the first pairs" in header
@@ -357,15 +359,16 @@ def test_trains_with_the_vocabularies_bahdanau_data_built(tmp_path):
     from bahdanau_tf import text
 
     vocabulary_dir = tmp_path / "vocabularies"
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    built = subprocess.run([sys.executable, "-m", "bahdanau_tf.cli.data", "--tokenizer=word",
-                            "--vocabulary_size=250", f"--vocabulary_dir={vocabulary_dir}"],
-                           capture_output=True, text=True, timeout=300, env=env)
-    assert built.returncode == 0, built.stderr[-3000:]
     out = tmp_path / "run"
+    # bahdanau-data, then bahdanau-train, as rows of one process (each row its own flags);
     # --tokenizer/--vocabulary_size asking for other vocabularies lose to --vocabulary_dir
-    result = train(*SMALL_RUN, "--max_steps=2", f"--vocabulary_dir={vocabulary_dir}", f"--output_dir={out}")
-    assert result.returncode == 0, result.stderr[-3000:]
+    built, result = run_commands([
+        ("data", ["--tokenizer=word", "--vocabulary_size=250", f"--vocabulary_dir={vocabulary_dir}"], ""),
+        ("train", [*SMALL_RUN, "--max_steps=2", f"--vocabulary_dir={vocabulary_dir}", f"--output_dir={out}"], "")],
+        cwd=str(tmp_path))
+    assert built["code"] == 0, built["stderr"][-3000:]
+    assert result["code"] == 0, result["stderr"][-3000:]
+    result = subprocess.CompletedProcess(COMMAND, result["code"], result["stdout"], result["stderr"])
     assert f"Using the vocabularies of {vocabulary_dir}: 250 / 250 tokens." in result.stderr
     assert report_of(out)["updates"] == 2
     loaded = model_directory.load_model_directory(str(out))

@@ -39,8 +39,9 @@ UNK_LINES = ["the cat sat on zebra mat", "a quokka ran to the house"]
 @pytest.fixture(scope="module")
 def runs(model_dir, tmp_path_factory):
     """The command lines of this file, run in one process (helpers.run_commands: TensorFlow is
-    imported once): name -> (result, the files it was given). The first runs with the
-    defaults (XLA); the others without XLA, which none of them is about."""
+    imported once): name -> (result, the files it was given). The first and the [UNK]
+    replacement (compared with the graph path) run with the defaults (XLA); the others without
+    XLA, which none of them is about."""
     tmp = tmp_path_factory.mktemp("translate")
     bad = tmp / "bad.txt"  # a bad line in the third chunk of two lines
     bad.write_bytes("\n".join(LINES[:4]).encode() + b"\n\xff bad\n" + LINES[5].encode())
@@ -75,7 +76,7 @@ def runs(model_dir, tmp_path_factory):
         "replace unk": ([f"--model_dir={unk_model}", "--beam_size=3", "--nbest=2", "--replace_unk",
                          f"--unk_dictionary={dictionary}"], "\n".join(UNK_LINES) + "\n"),
         "candidate lists": ([f"--model_dir={lexicon_model}", "--beam_size=3", "--candidate_lists",
-                             "--candidate_frequent=6", "--candidate_per_word=1"],
+                             "--candidate_frequent=6", "--candidate_per_word=1", "--nojit_compile"],
                             "\n".join(LINES) + "\n"),
         "no progress": (progress, ""),
         "progress": (progress + ["--progress"], ""),

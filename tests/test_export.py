@@ -44,6 +44,7 @@ import tensorflow as tf
 
 import bahdanau_tf
 from bahdanau_tf import devices, lexicon, model_directory, serving
+from bahdanau_tf.decoding import Batching
 from bahdanau_tf.models import model_from_preset
 from bahdanau_tf.special_tokens import SPECIAL_TOKENS
 from bahdanau_tf.text import SubwordTokenizer
@@ -205,8 +206,10 @@ def exports(model_dirs, api_translators, tmp_path_factory):
 def translators(model_dirs, api_translators):
     """In-process Translators built like each export."""
     return {
+        # its Python API searches without XLA (the nbest rows test; XLA's search equals the
+        # graph's: tests/test_translator.py), which the signatures never use
         "rnnsearch": Translator.from_directory(model_dirs["rnnsearch_mixed"], dtype="float32",
-                                               search=beam(BEAM),
+                                               search=beam(BEAM), batching=Batching(jit_compile=False),
                                                unk_dictionary=model_dirs["unk_dictionary"]),
         "ensemble": Translator.from_directory(
             [model_dirs["cgru"], model_dirs["rnnsearch_mixed"]], dtype=None,  # --keep_precision

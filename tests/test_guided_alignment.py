@@ -268,25 +268,21 @@ def test_the_trainer_step_adds_the_weighted_cross_entropy_to_the_nll(tmp_path):
 @pytest.mark.slow
 @pytest.mark.learning
 def test_translate_alignments_are_the_search_attentions_links(copy_runs, tmp_path):
-    import subprocess
-    import sys
-
     from bahdanau_tf.evaluation import attention_links
-    from helpers import env_without_tensorflow_logging
+    from helpers import env_without_tensorflow_logging, run_commands
 
     model_dir = str(copy_runs["root"] / "guided")
     sources = [source for source, _ in copy_runs["test"][:6]] + [""]
     (tmp_path / "in.txt").write_text("".join(s + "\n" for s in sources))
+    # the two command lines (1-best, 2-best) as rows of one process
+    rows = run_commands([("translate", [f"--model_dir={model_dir}", "--checkpoint=latest", "--beam_size=2",
+                                        f"--nbest={nbest}", "--alignments", "--input_file=in.txt",
+                                        "--nojit_compile"], "") for nbest in (1, 2)],
+                        cwd=str(tmp_path), env=env_without_tensorflow_logging())
     outputs = {}
-    for nbest in (1, 2):
-        result = subprocess.run(
-            [sys.executable, "-m", "bahdanau_tf.cli.translate", f"--model_dir={model_dir}",
-             "--checkpoint=latest", "--beam_size=2", f"--nbest={nbest}", "--alignments",
-             "--input_file=in.txt", "--nojit_compile"],
-            capture_output=True, text=True, cwd=str(tmp_path), env=env_without_tensorflow_logging(),
-            timeout=600)
-        assert result.returncode == 0, result.stderr
-        outputs[nbest] = result.stdout.splitlines()
+    for nbest, result in zip((1, 2), rows):
+        assert result["code"] == 0, result["stderr"]
+        outputs[nbest] = result["stdout"].splitlines()
     translator = Translator.from_directory(model_dir, which="latest", search=beam(2), batching=Batching(jit_compile=False))
     searched = translator.translate(sources, return_alignments=True)
     expected = attention_links(searched.alignments)  # the search's own attention

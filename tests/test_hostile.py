@@ -403,9 +403,11 @@ def test_a_full_disk_is_one_line_exit_5_and_leaves_nothing_partial(paths, full_d
         (directory / "run" / ".lock").write_text("0\n")
 
     disk["train"] = full_disks("train", resumable_run)
+    # (translate and evaluate decode without XLA, which is not what is tested here)
     cases = {
-        "translate": ("translate", ["--model_dir={model}", f"--output_file={old}"], "the cat\n", old),
-        "evaluate": ("evaluate", ["--model_dir={model}", "--max_sentences=4",
+        "translate": ("translate", ["--model_dir={model}", f"--output_file={old}", "--nojit_compile"],
+                      "the cat\n", old),
+        "evaluate": ("evaluate", ["--model_dir={model}", "--max_sentences=4", "--nojit_compile",
                                   f"--output_dir={disk['evaluate'] / 'evaluation'}"], "",
                      disk["evaluate"] / "evaluation"),
         "export": ("export", ["--model_dir={model}", "--nowarmup",

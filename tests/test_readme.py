@@ -46,6 +46,7 @@ def run(code, cwd, timeout=600):
 
 
 @pytest.mark.slow
+@pytest.mark.subprocess
 def test_the_readme_keras_block_runs_twice(tmp_path):
     block = readme_keras_block()
     for old, new in SMOKE:

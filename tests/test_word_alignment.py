@@ -80,15 +80,39 @@ def test_symmetrizations_against_the_definitions():
         word_alignment.symmetrize(set(), set(), "grow")
 
 
-@pytest.mark.subprocess
-def test_data_align_without_eflomal_is_one_line_and_exit_code_2(tmp_path):
+# the refusals' command lines (bahdanau-data align without eflomal, bahdanau-train with bad
+# alignment files), rows of one process: (name, command, arguments, what its test checks)
+_TRAIN = ["--preset=tiny", "--max_steps=1", "--max_train_pairs=2", "--tokenizer=word", "--vocabulary_size=100"]
+_REFUSED_LINKS = (("bad.links", "line 2: not a Pharaoh link"),
+                  ("short.links", "1 lines of alignments for 2 training pairs"),
+                  ("missing.links", "No such file"))
+
+
+@pytest.fixture(scope="module")
+def refusals(tmp_path_factory):
+    """{row name: result}: every refusal of this file's tests, in one process whose eflomal
+    cannot be imported (a blocker module first on its path)."""
+    tmp_path = tmp_path_factory.mktemp("refusals")
     blocker = tmp_path / "blocker"
     blocker.mkdir()
     (blocker / "eflomal.py").write_text("raise ImportError('no eflomal here')\n")
+    (tmp_path / "bad.links").write_text("0-0 1-1\nzero-one\n")
+    (tmp_path / "short.links").write_text("0-0\n")
     env = env_without_tensorflow_logging()
     env["PYTHONPATH"] = os.pathsep.join([str(blocker), env.get("PYTHONPATH", "")])
-    result, other = run_commands([("data", ["align", f"--alignment_file={tmp_path / 'x.links'}"], ""),
-                                  ("data", ["realign"], "")], cwd=str(tmp_path), env=env)
+    rows = {"align": ("data", ["align", f"--alignment_file={tmp_path / 'x.links'}"]),
+            "realign": ("data", ["realign"])}
+    rows.update({name: ("train", [*_TRAIN, f"--guided_alignment={name}", f"--output_dir={tmp_path / name}.run"])
+                 for name, _ in _REFUSED_LINKS})
+    results = run_commands([(command, arguments, "") for command, arguments in rows.values()],
+                           cwd=str(tmp_path), env=env)
+    return tmp_path, dict(zip(rows, results, strict=True))
+
+
+@pytest.mark.subprocess
+def test_data_align_without_eflomal_is_one_line_and_exit_code_2(refusals):
+    tmp_path, results = refusals
+    result, other = results["align"], results["realign"]
     assert result["code"] == 2, result["stderr"]
     lines = [line for line in result["stderr"].splitlines() if line.startswith("bahdanau-data")]
     assert lines == ["bahdanau-data: error: " + word_alignment.EFLOMAL_MISSING]
@@ -121,18 +145,10 @@ def test_data_align_writes_a_line_of_links_per_pair(tmp_path):
 
 
 @pytest.mark.subprocess
-def test_train_refuses_a_bad_or_short_alignment_file(tmp_path):
-    (tmp_path / "bad.links").write_text("0-0 1-1\nzero-one\n")
-    (tmp_path / "short.links").write_text("0-0\n")
-    common = ["--preset=tiny", "--max_steps=1", "--max_train_pairs=2", "--tokenizer=word",
-              "--vocabulary_size=100"]
-    cases = (("bad.links", "line 2: not a Pharaoh link"),
-             ("short.links", "1 lines of alignments for 2 training pairs"),
-             ("missing.links", "No such file"))
-    results = run_commands([("train", [*common, f"--guided_alignment={name}",
-                                       f"--output_dir={tmp_path / name}.run"], "") for name, _ in cases],
-                           cwd=str(tmp_path), env=env_without_tensorflow_logging())
-    for (name, message), result in zip(cases, results, strict=True):
+def test_train_refuses_a_bad_or_short_alignment_file(refusals):
+    tmp_path, results = refusals
+    for name, message in _REFUSED_LINKS:
+        result = results[name]
         assert result["code"] == 2, result["stderr"]
         errors = [line for line in result["stderr"].splitlines() if "error" in line]
         assert len(errors) == 1 and message in errors[0], result["stderr"]
