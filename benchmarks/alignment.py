@@ -13,7 +13,8 @@ full gold the headline:
   max, sum or first piece, or each piece's argmax; rows shifted by zero, one or two; mutual best
   links or not; a target word left unaligned when its best weight is below a threshold), each
   chosen on the dev verses' gold: the default rule, the best rule without shift or mutual
-  links, and the best of all;
+  links, and the best of all; ``--model=NAME=DIR,DIR`` scores an ensemble (e.g. several heads
+  on one model), its attention the members' mean (`Translator.reference_attention`);
 - with ``--reverse=NAME=MODEL_DIR`` (a model of the other direction, es->en, for the model
   NAME): its attention alone, transposed, and both directions made one
   (`bahdanau_tf.evaluation.bidirectional_links`: intersection, grow-diag-final-and, and the
@@ -43,9 +44,12 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _machines  # noqa: E402
 
 FLAGS = flags.FLAGS
-flags.DEFINE_multi_string("model", [], "NAME=MODEL_DIR of a trained model (repeatable).")
-flags.DEFINE_multi_string("reverse", [], "NAME=MODEL_DIR: the other direction's model for the "
-                          "model NAME (target to source), for both directions (repeatable).")
+flags.DEFINE_multi_string("model", [], "NAME=MODEL_DIR of a trained model (repeatable); "
+                          "NAME=DIR,DIR,...: an ensemble of models over the same vocabularies "
+                          "(e.g. alignment heads on one model), its attention the members' mean.")
+flags.DEFINE_multi_string("reverse", [], "NAME=MODEL_DIR[,DIR...]: the other direction's model "
+                          "(or ensemble) for the model NAME (target to source), for both "
+                          "directions (repeatable).")
 flags.DEFINE_integer("sentences", None, "Only the first N dev and test verses with gold.")
 flags.DEFINE_bool("eflomal", True, "Score eflomal too (when installed).")
 flags.DEFINE_bool("bleu", True, "Decode the test verses for BLEU and the decoding attention.")
@@ -252,11 +256,12 @@ def _decoded_rows(name, translator, test, rule):
     return row, round(float(getattr(bleu, "score", bleu)), 2)
 
 
-def _translator(model_dir):
+def _translator(model_dirs):
+    """The Translator of ``DIR[,DIR...]`` (several: an ensemble, `Translator.from_directory`)."""
     from bahdanau_tf.translator import DEFAULT_SEARCH, Translator
 
     search = dataclasses.replace(DEFAULT_SEARCH, beam_size=FLAGS.beam_size or DEFAULT_SEARCH.beam_size)
-    return Translator.from_directory(model_dir, search=search)
+    return Translator.from_directory(model_dirs.split(","), search=search)
 
 
 def _model_rows(name, model_dir, reverse_dir, dev, test):
@@ -264,7 +269,7 @@ def _model_rows(name, model_dir, reverse_dir, dev, test):
     started = time.time()
     translator = _translator(model_dir)
     forward = [_attention(translator, split[0], name, label) for split, label in ((dev, "dev"), (test, "test"))]
-    head = getattr(translator.models[0], "head", None) is not None
+    head = any(getattr(model, "head", None) is not None for model in translator.models)
     rows, dev_aer, best_rule = _one_direction_rows(name, *forward, dev, test,
                                                    what="alignment head" if head else None)
     record = {"dev_aer": dev_aer, "best_rule": best_rule, "alignment_head": head}

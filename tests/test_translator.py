@@ -380,6 +380,19 @@ def test_reference_attention_is_the_models_teacher_forced_attention(translator):
         assert alignment.target_tokens == target.split() + ["[END]"]
 
 
+def test_an_ensembles_reference_attention_is_its_members_mean():
+    """benchmarks/alignment.py scores an ensemble of heads by this mean."""
+    source, target = tokenizers()
+    members = [random_model(seed=seed) for seed in (5, 6)]
+    sources, targets = SENTENCES[:3], ["el gato se sentó", "una casa", "zzz perro"]
+    alone = [Translator(m, source, target).reference_attention(sources, targets) for m in members]
+    together = Translator(members, source, target).reference_attention(sources, targets)
+    for i, alignment in enumerate(together):
+        first, second = alone[0][i].attention, alone[1][i].attention
+        assert np.abs(first - second).max() > 0.05  # the members differ
+        np.testing.assert_allclose(alignment.attention, (first + second) / 2, atol=1e-5)
+
+
 def test_models_without_attention_translate_but_have_no_align_signature():
     source, target = tokenizers()
     translator = Translator(random_model(RNNEncDec, seed=2), source, target)
