@@ -88,6 +88,7 @@ def test_beam_one_equals_a_python_greedy_loop(name, request):
     assert max(len(t.split()) for t in result.translations) > 2
 
 
+@pytest.mark.slow  # traces every signature of two translators
 def test_a_sentence_translates_the_same_alone_and_in_a_batch(translator):
     batch = signatures_of(translator).serving_default(tf.constant(SENTENCES))
     nbest = signatures_of(translator).translate_nbest(tf.constant(SENTENCES), [4] * len(SENTENCES),
@@ -136,6 +137,7 @@ def test_the_settings_are_checked_where_they_are_built(translator):
         Translator(model, source, target, batching=LengthLimits())
 
 
+@pytest.mark.slow  # traces a search per field of BeamSearch
 def test_a_translators_search_means_what_it_means_to_beam_search(translator):
     """Every field of the BeamSearch a Translator is given is its searches' default: the
     forbidden tokens (in translate and the signatures), the n-best, the attention."""
