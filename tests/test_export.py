@@ -179,8 +179,9 @@ def exports(model_dirs, api_translators, tmp_path_factory):
                                             "--candidate_per_word=2"],
     }
     processes = {name: _start(command) for name, command in commands.items()}
-    # meanwhile, the Python API in this process
-    paths = {name: serving.export_saved_model(translator, str(root / name))
+    # meanwhile, the Python API in this process: given the signatures module (which
+    # export_saved_model also takes), whose trace the in-process comparisons below reuse
+    paths = {name: serving.export_saved_model(signatures_of(translator), str(root / name))
              for name, translator in api_translators.items()}
     for name, process in processes.items():
         code, stdout, stderr = _finish(process)
