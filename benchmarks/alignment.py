@@ -366,10 +366,24 @@ def _print_table(rows):
               f"{row['recall']:.3f} | {row['links']:,} | {cut} |")
 
 
+def _check_lexicon_baseline():
+    """Exits with one line (status 2) when --lexicon_baseline names no --model with a lexicon."""
+    from bahdanau_tf import model_directory
+
+    if FLAGS.lexicon_baseline is None:
+        return
+    dirs = dict(spec.partition("=")[::2] for spec in FLAGS.model).get(FLAGS.lexicon_baseline)
+    if not dirs or not os.path.isfile(os.path.join(dirs.split(",")[0], model_directory.LEXICON)):
+        print(f"--lexicon_baseline={FLAGS.lexicon_baseline}: no --model of that name whose directory "
+              f"has a {model_directory.LEXICON}", file=sys.stderr)
+        sys.exit(2)
+
+
 def main(argv):
     del argv
     from bahdanau_tf import corpora, devices, evaluation
 
+    _check_lexicon_baseline()
     dev, test = _gold("dev", FLAGS.sentences), _gold("test", FLAGS.sentences)
     reverse = dict(spec.partition("=")[::2] for spec in FLAGS.reverse)
     rows, models = [], {}
