@@ -88,6 +88,34 @@ class Lexicon:
             raise ValueError("The corpus is empty: no sentence pair to count.")
         return counts.lexicon(top_k)
 
+    def pair_scores(self, source_ids, target_ids) -> np.ndarray:
+        """The Dice score of every (target, source) pair of ids: the lexicon read as an attention
+        matrix (``benchmarks/alignment.py --lexicon_baseline`` scores it as an aligner).
+
+        Args:
+            source_ids, target_ids: int sequences, a sentence pair's token ids (negative: no id).
+
+        Returns:
+            float32 ``[len(target_ids), len(source_ids)]``, 0 where the target id is not among
+            the source id's ``top_k``.
+
+        Example:
+
+            >>> table = Lexicon(np.array([[-1, -1], [2, 3]], np.int32),
+            ...                 np.array([[0, 0], [0.5, 0.25]], np.float32))
+            >>> table.pair_scores([1, 0], [3, 2, -1]).tolist()
+            [[0.25, 0.0], [0.5, 0.0], [0.0, 0.0]]
+        """
+        target_ids = np.asarray(target_ids, np.int64).reshape(-1)
+        scores = np.zeros((len(target_ids), len(source_ids)), np.float32)
+        for column, source in enumerate(source_ids):
+            if not 0 <= source < len(self.translations):
+                continue
+            for target, score in zip(self.translations[source], self.scores[source]):
+                if target >= 0:
+                    scores[target_ids == target, column] = score
+        return scores
+
     def to_tsv(self, source_vocabulary: list, target_vocabulary: list) -> str:
         """``source<TAB>target<TAB>score`` lines, each source token's best first (tokens, not ids:
         readable, and checked against the vocabularies when read back)."""

@@ -24,6 +24,9 @@ full gold the headline:
   (`bahdanau_tf.evaluation.decoded_links`), with the dev-chosen rule;
 - eflomal (the optional extra ``bahdanau_tf[align]``), unsupervised on the text of all the
   corpus's pairs (no gold), forward, reverse, intersection and grow-diag-final-and;
+- with ``--lexicon_baseline=NAME``, the Dice co-occurrence scores of the model NAME's
+  ``lexicon.tsv`` (`bahdanau_tf.lexicon.Lexicon.pair_scores`) read as attention, by the same
+  rules chosen on dev: an aligner with no translation model;
 - the diagonal baseline (`bahdanau_tf.evaluation.diagonal_links`).
 
     python benchmarks/alignment.py --model=en-es=MODEL_DIR --reverse=en-es=ES_EN_MODEL_DIR
@@ -60,6 +63,10 @@ flags.DEFINE_list("thresholds", [f"{t / 20:g}" for t in range(0, 16)],
 flags.DEFINE_list("symmetrization_thresholds", ["0", "0.1", "0.2", "0.3", "0.4"],
                   "Thresholds tried on dev for the link symmetrisations.")
 flags.DEFINE_list("shifts", ["0", "1", "2"], "Attention row shifts tried on dev.")
+flags.DEFINE_string("lexicon_baseline", None, "NAME of a --model: the lexicon.tsv of its (first) "
+                    "directory (`bahdanau_tf.lexicon`, the Dice co-occurrence of the training pairs' "
+                    "tokens) read as attention and scored by the rules chosen on dev: a baseline "
+                    "with no translation model.")
 flags.DEFINE_string("cache_dir", None, "Keep each model's teacher-forced attention and "
                     "eflomal's links here (a rerun reads them back).")
 flags.DEFINE_string("output", None, "JSON output (default: results/alignment_<cpu class>.json).")
@@ -208,6 +215,24 @@ def _one_direction_rows(name, dev_attention, test_attention, dev, test, transpos
     return rows, dev_aer, picks["best"]
 
 
+def _lexicon_attention(model_dir, alignments):
+    """The alignments with the lexicon.tsv of ``model_dir`` as their attention
+    (`Lexicon.pair_scores` of their tokens; a token out of the vocabulary has no score)."""
+    import numpy as np
+
+    from bahdanau_tf import model_directory, text
+
+    table = model_directory.read_lexicon(model_dir)
+    if table is None:
+        raise ValueError(f"--lexicon_baseline: {model_dir} has no {model_directory.LEXICON}")
+    ids = [{token: i for i, token in enumerate(text.load_tokenizer(
+        os.path.join(model_dir, name)).vocabulary)} for name in (model_directory.SOURCE_VOCABULARY,
+                                                                  model_directory.TARGET_VOCABULARY)]
+    return [dataclasses.replace(a, attention=table.pair_scores(
+        np.array([ids[0].get(t, -1) for t in a.source_tokens], np.int64),
+        [ids[1].get(t, -1) for t in a.target_tokens])) for a in alignments]
+
+
 def _both_directions(forward, reverse, link_rules, average_rules):
     """{method: {str(rule): links}} of both directions made one, every method and rule."""
     f_links = _links_of_rules(forward, link_rules)
@@ -273,6 +298,11 @@ def _model_rows(name, model_dir, reverse_dir, dev, test):
     rows, dev_aer, best_rule = _one_direction_rows(name, *forward, dev, test,
                                                    what="alignment head" if head else None)
     record = {"dev_aer": dev_aer, "best_rule": best_rule, "alignment_head": head}
+    if FLAGS.lexicon_baseline == name:
+        lexicon = [_lexicon_attention(model_dir.split(",")[0], split) for split in forward]
+        lexicon_rows, record["lexicon_dev_aer"], _ = _one_direction_rows(
+            name, *lexicon, dev, test, what="lexicon.tsv Dice scores (no translation model)")
+        rows += lexicon_rows
     if reverse_dir:
         reverse_translator = _translator(reverse_dir)
         reverse = [_attention(reverse_translator, split[0], f"{name}-reverse", label, reverse=True)
@@ -336,10 +366,24 @@ def _print_table(rows):
               f"{row['recall']:.3f} | {row['links']:,} | {cut} |")
 
 
+def _check_lexicon_baseline():
+    """Exits with one line (status 2) when --lexicon_baseline names no --model with a lexicon."""
+    from bahdanau_tf import model_directory
+
+    if FLAGS.lexicon_baseline is None:
+        return
+    dirs = dict(spec.partition("=")[::2] for spec in FLAGS.model).get(FLAGS.lexicon_baseline)
+    if not dirs or not os.path.isfile(os.path.join(dirs.split(",")[0], model_directory.LEXICON)):
+        print(f"--lexicon_baseline={FLAGS.lexicon_baseline}: no --model of that name whose directory "
+              f"has a {model_directory.LEXICON}", file=sys.stderr)
+        sys.exit(2)
+
+
 def main(argv):
     del argv
     from bahdanau_tf import corpora, devices, evaluation
 
+    _check_lexicon_baseline()
     dev, test = _gold("dev", FLAGS.sentences), _gold("test", FLAGS.sentences)
     reverse = dict(spec.partition("=")[::2] for spec in FLAGS.reverse)
     rows, models = [], {}

@@ -145,3 +145,18 @@ def test_candidate_lists_refuse_bad_settings():
     with pytest.raises(ValueError, match="per_word"):
         lexicon.CandidateLists(table, per_word=0)
     assert lexicon.CandidateLists(table, frequent=4, per_word=1).table.shape == (5, 1)
+
+
+def test_pair_scores_read_the_top_k_as_a_matrix():
+    source, target = toy_tokenizers()
+    table = lexicon.Lexicon.build(PAIRS, source, target, top_k=2)
+    s_ids = source.tokenize(["the cat sat zebra"]).to_list()[0] + [-1]
+    t_ids = target.tokenize(["el gato se sentó"]).to_list()[0] + [-1]
+    scores = table.pair_scores(s_ids, t_ids)
+    assert scores.shape == (len(t_ids), len(s_ids))
+    expected = np.zeros_like(scores)
+    for column, s_id in enumerate(s_ids):
+        for t_id, score in _brute_force(PAIRS, source, target, 2).get(s_id, []):
+            expected[[i for i, t in enumerate(t_ids) if t == t_id], column] = score
+    np.testing.assert_allclose(scores, expected, rtol=1e-6)
+    assert scores.any() and not scores[:, -1].any() and not scores[-1].any()
