@@ -126,21 +126,23 @@ def test_filled_rows_do_not_change_the_loss(tokenizers, tmp_path):
 @pytest.mark.slow
 @pytest.mark.learning
 @pytest.mark.parametrize("preset", ["tiny", "rnnsearch-cgru-tiny"])
-def test_a_few_hundred_steps_lower_the_dev_nll(corpora, tokenizers, tmp_path, preset):
+def test_a_short_run_lowers_the_dev_nll_by_more_than_a_nat(corpora, tokenizers, tmp_path, preset):
     train, dev = corpora
-    trainer = make_trainer(tmp_path, tokenizers, preset=preset, seed=learning_seed(1234), max_steps=200,
-                           eval_every=100, log_every=50)
+    # 80 updates: the dev NLL is ~3.8 after 40 (6.0 before) for every seed tried, ~3.2 after
+    # 200; the threshold (1 nat below the start) is far from both
+    trainer = make_trainer(tmp_path, tokenizers, preset=preset, seed=learning_seed(1234), max_steps=80,
+                           eval_every=40, log_every=20)
     trainer.restore()
     before = trainer.evaluate(trainer.dev_dataset(dev))
     report = trainer.fit(train, dev)
-    assert report["updates"] == 200
+    assert report["updates"] == 80
     assert report["dev_nll"] < before - 1.0, (before, report)
     assert report["best_dev_nll"] <= report["dev_nll"]
     assert report["train_nll"] < before
     saved = json.loads((tmp_path / "report.json").read_text())
     for key in ("updates", "epochs", "wall_time", "device", "train_nll", "dev_nll"):
         assert key in saved
-    assert saved["epochs"] > 1  # 200 updates of 32 pairs; < 1000 of the 3000 pairs have <= 20 words
+    assert saved["epochs"] > 1  # 80 updates of 32 pairs; < 1000 of the 3000 pairs have <= 20 words
     # translation reads the best checkpoint through model_directory
     loaded = model_directory.load_model_directory(str(tmp_path))
     assert loaded.checkpoint.endswith(f"ckpt-{report['best_step']}")
