@@ -40,10 +40,11 @@ def tokenizers(corpora):
 
 def tiny_config(preset="tiny", **changes):
     # no dev BLEU (a greedy translation of the dev sample) unless a test is about it: it costs
-    # more than a tiny run's updates
+    # more than a tiny run's updates; nor the lexicon of candidate lists a run ends by writing
+    # (it reads the whole training corpus again; tests/test_cli_train.py checks the one a run writes)
     defaults = dict(
         max_length=20, jit_compile=False, precision="float32", log_every=10, eval_every=10_000, checkpoint_every=10_000,
-        dev_sentences=120, dev_bleu_every=0, summaries=False,
+        dev_sentences=120, dev_bleu_every=0, summaries=False, lexicon_top_k=0,
     )
     return training.TrainingConfig.for_preset(preset, **{**defaults, **changes})
 
@@ -674,7 +675,7 @@ def test_plateau_decays_the_learning_rate_and_early_stopping_ends_the_run_on_a_s
     train, dev = corpora
     lines = []
     config = tiny_config(max_steps=40, eval_every=2, schedule="plateau", plateau_patience=2,
-                         plateau_factor=0.5, early_stopping=3, average_last=0, lexicon_top_k=0)
+                         plateau_factor=0.5, early_stopping=3, average_last=0)
     trainer = training.Trainer(str(tmp_path), *tokenizers, preset="tiny", config=config, log=lines.append)
     #            better better  worse  worse (decay)  better  worse  worse (decay)  worse (stop)
     _scripted_dev(trainer, {2: 5.0, 4: 4.0, 6: 4.1, 8: 4.2, 10: 3.9, 12: 4.0, 14: 4.0, 16: 4.0})
@@ -721,7 +722,7 @@ def test_a_run_with_dropout_smoothing_and_plateau_resumes_bit_exactly(corpora, t
         tf.keras.utils.set_random_seed(7)
         config = tiny_config(seed=7, max_steps=max_steps, eval_every=2, checkpoint_every=2,
                              schedule="plateau", plateau_patience=1, early_stopping=5,
-                             label_smoothing=0.1, average_last=3, average_at="best", lexicon_top_k=0)
+                             label_smoothing=0.1, average_last=3, average_at="best")
         trainer = training.Trainer(str(directory), *tokenizers, preset=preset, config=config,
                                    model_overrides=rates, log=lambda line: None)
         _scripted_dev(trainer, curve)
