@@ -100,9 +100,11 @@ def test_a_sentence_translates_the_same_alone_and_in_a_batch(translator):
                                    rtol=1e-5, atol=1e-5)
         alone_nbest = signatures_of(translator).translate_nbest(tf.constant([sentence]), [4], [3])
         assert (alone_nbest["translations"].numpy()[0] == nbest["translations"].numpy()[i]).all()
-    # one chunk for the whole batch (no sorting inside the graph) gives the same results
-    whole = Translator(translator.models[0], translator.source_tokenizer,
-                       translator.target_tokenizer, search=beam(4), batching=Batching(chunk_size=64))
+    # one chunk for the whole batch (no sorting inside the graph) gives the same results; its
+    # translate() runs the signatures' graph search (XLA, compiled per bucketed shape, is not
+    # what is tested here: test_the_compiled_search_finds_what_the_graph_search_finds)
+    whole = Translator(translator.models[0], translator.source_tokenizer, translator.target_tokenizer,
+                       search=beam(4), batching=Batching(chunk_size=64, jit_compile=False))
     unchunked = signatures_of(whole).serving_default(tf.constant(SENTENCES))
     assert (unchunked["translations"].numpy() == batch["translations"].numpy()).all()
     np.testing.assert_allclose(unchunked["scores"].numpy(), batch["scores"].numpy(), atol=1e-5)
@@ -113,7 +115,7 @@ def test_a_sentence_translates_the_same_alone_and_in_a_batch(translator):
     np.testing.assert_allclose(align["attention"].numpy(), whole_align["attention"].numpy(),
                                atol=1e-5)
     # translate() sorts by length and cuts batches; the order comes back
-    python = translator.translate(SENTENCES, batch_size=2)
+    python = whole.translate(SENTENCES, batch_size=2)
     assert python.translations == [t.decode() for t in batch["translations"].numpy()]
 
 
@@ -142,12 +144,15 @@ def test_a_translators_search_means_what_it_means_to_beam_search(translator):
     """Every field of the BeamSearch a Translator is given is its searches' default: the
     forbidden tokens (in translate and the signatures), the n-best, the attention."""
     model, source, target = translator.models[0], translator.source_tokenizer, translator.target_tokenizer
+    # the graph search: XLA is not what is tested here (it finds what the graph search finds:
+    # test_the_compiled_search_finds_what_the_graph_search_finds)
+    graph = dict(batching=Batching(jit_compile=False))
     limits = [2 * len(sentence.split()) + 10 for sentence in SENTENCES]
     greedy = [python_greedy(model, source, s, n)[0] for s, n in zip(SENTENCES, limits)]
     used = [token for ids in greedy for token in ids if token != END_ID]
     token = max(set(used), key=used.count)  # the word the greedy translations use most
     search = BeamSearch(beam_size=1, forbid_ids=(token,), return_attention=True)
-    custom = Translator(model, source, target, search=search)
+    custom = Translator(model, source, target, search=search, **graph)
     out = custom.translate(SENTENCES)
     for sentence, limit, text, score in zip(SENTENCES, limits, out.translations, out.scores):
         ids, expected_score = python_greedy(model, source, sentence, limit, forbidden=(token,))
@@ -157,11 +162,12 @@ def test_a_translators_search_means_what_it_means_to_beam_search(translator):
     assert len(out.alignments) == len(SENTENCES)  # return_attention: alignments by default
     served = signatures_of(custom).serving_default(tf.constant(SENTENCES))["translations"].numpy()
     assert [t.decode() for t in served] == out.translations
-    listed = Translator(model, source, target, search=BeamSearch(beam_size=3, nbest=2)).translate(SENTENCES)
-    expected = Translator(model, source, target, search=BeamSearch(beam_size=3)).translate(SENTENCES, nbest=2)
+    listed = Translator(model, source, target, search=BeamSearch(beam_size=3, nbest=2), **graph).translate(SENTENCES)
+    expected = Translator(model, source, target, search=BeamSearch(beam_size=3), **graph).translate(SENTENCES, nbest=2)
     assert listed.translations == expected.translations and all(len(t) == 2 for t in listed.translations)
     with pytest.raises(ValueError, match="nbest must be an int in \\[1, 1\\], got 2"):
-        Translator(model, source, target, search=BeamSearch(beam_size=3, nbest=2)).translate(SENTENCES, beam_size=1)
+        Translator(model, source, target, search=BeamSearch(beam_size=3, nbest=2), **graph).translate(
+            SENTENCES, beam_size=1)
 
 
 def test_verbose_shows_a_progress_bar_up_to_the_sentence_count(translator, capsys):
