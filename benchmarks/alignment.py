@@ -222,9 +222,7 @@ def _lexicon_attention(model_dir, alignments):
 
     from bahdanau_tf import model_directory, text
 
-    table = model_directory.read_lexicon(model_dir)
-    if table is None:
-        raise ValueError(f"--lexicon_baseline: {model_dir} has no {model_directory.LEXICON}")
+    table = model_directory.read_lexicon(model_dir)  # there: `_check_lexicon_baseline`
     ids = [{token: i for i, token in enumerate(text.load_tokenizer(
         os.path.join(model_dir, name)).vocabulary)} for name in (model_directory.SOURCE_VOCABULARY,
                                                                   model_directory.TARGET_VOCABULARY)]
@@ -366,13 +364,18 @@ def _print_table(rows):
               f"{row['recall']:.3f} | {row['links']:,} | {cut} |")
 
 
+def _by_name(specs):
+    """{NAME: DIRS} of ``NAME=DIRS`` flag values (--model, --reverse)."""
+    return dict(spec.partition("=")[::2] for spec in specs)
+
+
 def _check_lexicon_baseline():
     """Exits with one line (status 2) when --lexicon_baseline names no --model with a lexicon."""
     from bahdanau_tf import model_directory
 
     if FLAGS.lexicon_baseline is None:
         return
-    dirs = dict(spec.partition("=")[::2] for spec in FLAGS.model).get(FLAGS.lexicon_baseline)
+    dirs = _by_name(FLAGS.model).get(FLAGS.lexicon_baseline)
     if not dirs or not os.path.isfile(os.path.join(dirs.split(",")[0], model_directory.LEXICON)):
         print(f"--lexicon_baseline={FLAGS.lexicon_baseline}: no --model of that name whose directory "
               f"has a {model_directory.LEXICON}", file=sys.stderr)
@@ -385,7 +388,7 @@ def main(argv):
 
     _check_lexicon_baseline()
     dev, test = _gold("dev", FLAGS.sentences), _gold("test", FLAGS.sentences)
-    reverse = dict(spec.partition("=")[::2] for spec in FLAGS.reverse)
+    reverse = _by_name(FLAGS.reverse)
     rows, models = [], {}
     for spec in FLAGS.model:
         name, _, model_dir = spec.partition("=")
