@@ -463,30 +463,34 @@ def check_translator(translator, sentences, tmp_path):
     """A translator's contract: the XLA search equals the graph search, the exported signature
     equals `translate`, and ``save`` -> ``from_directory`` restores the same translations.
 
+    The search ``translator`` runs (its ``batching.jit_compile``) is compared with the other one;
+    the restored translator runs the same as ``translator`` (a graph one compiles nothing).
+
     Returns:
         the `TranslationOutput` of ``sentences``.
     """
+    import dataclasses
+
     import tensorflow as tf
 
-    from bahdanau_tf.decoding import Batching
     from bahdanau_tf.translator import Translator
 
     output = translator.translate(sentences)
     model = translator.models[0]
     source, target = translator.source_tokenizer, translator.target_tokenizer
-    for jit_compile in (False, True):
-        other = Translator(model, source, target, search=translator.search,
-                           batching=Batching(jit_compile=jit_compile))
-        got = other.translate(sentences)
-        assert got.translations == output.translations, f"jit_compile={jit_compile}"
-        np.testing.assert_allclose(got.scores, output.scores, atol=1e-4)
+    jit_compile = not translator.batching.jit_compile
+    other = Translator(model, source, target, search=translator.search,
+                       batching=dataclasses.replace(translator.batching, jit_compile=jit_compile))
+    got = other.translate(sentences)
+    assert got.translations == output.translations, f"jit_compile={jit_compile}"
+    np.testing.assert_allclose(got.scores, output.scores, atol=1e-4)
     served = signatures_of(translator).serving_default(tf.constant(sentences))
     assert [t.decode() for t in served["translations"].numpy()] == output.translations
     np.testing.assert_allclose(served["scores"].numpy(), output.scores, atol=1e-4)
 
     directory = str(tmp_path / "translator")
     Translator(model, source, target).save(directory)
-    loaded = Translator.from_directory(directory, search=translator.search)
+    loaded = Translator.from_directory(directory, search=translator.search, batching=translator.batching)
     assert loaded.translate(sentences).translations == output.translations
     assert type(loaded.models[0]) is type(model)
     return output
