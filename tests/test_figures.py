@@ -53,6 +53,7 @@ def _keys(results, training, evaluation, tokens="target_tokens_per_second", bleu
         "epochs": Key(results, f"{training}.epochs"),
         "wall_time": Key(results, f"{training}.wall_time_seconds", wall_time),
         "best_dev_nll": Key(results, f"{training}.best_dev_nll"),
+        "best_step": Key(results, f"{training}.best_step"),
         "tokens_per_second": Key(results, f"{training}.{tokens}"),
         "bleu": Key(results, f"{evaluation}.{bleu}"),
         "brevity_penalty": Key(results, f"{evaluation}.{brevity_penalty}"),
@@ -141,24 +142,135 @@ FIGURES = [
     # docs/training.md: guided alignment at the 12-minute run's updates
     Figure("docs/training.md", "at {updates:,} updates (a 12-minute run on a 2-core {cpu})",
            _run("twelve_minute_before_after_amd_epyc.json", "rows.1")),
-    # benchmarks/README.md: the tables the figures above come from
-    Figure("benchmarks/README.md", "| after | **{updates:,}** (1.14x) | {tokens_per_second:,.0f} | "
-                                   "{best_dev_nll:.3f} | **{bleu:.2f}** ({brevity_penalty:.3f}) | {aer:.3f} |",
-           _run("twelve_minute_before_after_amd_epyc.json", "rows.1")),
-    Figure("benchmarks/README.md", "| {updates:,} | {epochs:.2f} | {tokens_per_second:,.0f} | "
-                                   "{best_dev_nll:.3f} | **{bleu:.2f}** ({brevity_penalty:.3f}) |",
-           _main_command("main_command_amd_epyc.json")),
+    # benchmarks/README.md: the main command's table, whose rows the figures above come from
+    *[Figure("benchmarks/README.md", f"| {label} | {{updates:,}} | {{epochs:.2f}} | "
+                                     "{tokens_per_second:,.0f} | {best_dev_nll:.3f} ({best_step:,}) | "
+                                     f"{bold}{{bleu:.2f}}{bold} ({{brevity_penalty:.3f}}) | {{aer:.3f}} |", keys)
+      for label, bold, keys in (
+          ("the main command (seed 1234)", "**", HEADLINE),
+          ("`--seed=7`", "**", SECOND_SEED),
+          ("the main command, rerun on this release's code", "**", RERUN),
+          ("the decoder loop differentiated automatically (`jit_autodiff`)", "",
+           _summary_row("main_command_cgru_amd_epyc.json", "rows.2")),
+          ("`--preset=small` (the paper's decoder cell)", "", PAPER_CELL))],
+    # the paper's comparison on one core, and the end-to-end precision runs
+    *[Figure("benchmarks/README.md", f"{label} | {{updates:,}} | {{best_dev_nll:.3f}} ({{best_step:,}}) | "
+                                     f"{bold}{{bleu:.2f}}{bold} ({{brevity_penalty:.3f}}) |",
+             _summary_row("rnnsearch_rnnencdec_one_core_amd_epyc.json", f"rows.{row}"))
+      for label, bold, row in (("(`rnnsearch-cgru-small`)", "**", 1), ("(`small`, the paper's cell)", "", 0),
+                               ("(`rnnencdec-small`)", "", 2))],
+    *[Figure("benchmarks/README.md", f"{label} | {{updates:,}} | {{tokens_per_second:,.0f}} | "
+                                     f"{{best_dev_nll:.3f}} | {bold}{{bleu:.2f}}{bold} ({{brevity_penalty:.3f}}) |",
+             _summary_row("twelve_minute_runs.json", f"{row}"))
+      for label, bold, row in (("float32 + XLA (the default on every CPU)", "**", 3),
+                               ("(`--precision=mixed_bfloat16 --nojit`)", "", 1), ("Xeon as AVX2 | float32 + XLA", "**", 5))],
+    # the length penalty's dev sweep: the default preset's model
+    Figure("benchmarks/README.md", "| {at_05:.2f} ({bp_05:.3f}) | **{at_10:.2f}** ({bp_10:.3f}) | | |",
+           {"at_05": Key("length_penalty_dev_amd_epyc.json", "rows.12.dev_bleu"),
+            "bp_05": Key("length_penalty_dev_amd_epyc.json", "rows.12.brevity_penalty"),
+            "at_10": Key("length_penalty_dev_amd_epyc.json", "rows.13.dev_bleu"),
+            "bp_10": Key("length_penalty_dev_amd_epyc.json", "rows.13.brevity_penalty")}),
+    # the recipe's runs
+    *[Figure("benchmarks/README.md", f"{label} | {{updates:,}} | {{best_dev_nll:.3f}} | {{dev_nll_at_end:.3f}} | "
+                                     "{bleu:.2f} ({brevity_penalty:.3f}) | {aer:.3f} |",
+             dict(_summary_row("recipe_runs_amd_epyc.json", f"rows.{row}"),
+                  dev_nll_at_end=Key("recipe_runs_amd_epyc.json", f"rows.{row}.dev_nll_at_end")))
+      for label, row in (("--schedule=plateau --average_at=best`", 1), ("`small`, no regularisation", 2),
+                         ("`--preset=rnnsearch-cgru-small`, no regularisation", 3))],
+    Figure("benchmarks/README.md", "| `--schedule=budget --max_length=80` | {updates:,} | {best_dev_nll:.3f} | "
+                                   "{dev_nll_at_end:.3f} | **{bleu:.2f}** ({brevity_penalty:.3f}) | {aer:.3f} |",
+           dict(_summary_row("recipe_budget_runs_amd_epyc.json", "rows.3"),
+                dev_nll_at_end=Key("recipe_budget_runs_amd_epyc.json", "rows.3.dev_nll_at_end"))),
     Figure("benchmarks/README.md", "| {updates:,} | {epochs:.2f} | {tokens_per_second:,.0f} | "
                                    "{best_dev_nll:.3f} | {best_dev_nll:.3f} | **{bleu:.2f}** "
                                    "({brevity_penalty:.3f}) | {aer:.3f} |", BUDGET),
+    Figure("benchmarks/README.md", "against {bleu:.2f} ({updates:,} updates, AER {aer:.3f})",
+           _run("twelve_minute_before_after_amd_epyc.json", "rows.1")),
+    # checkpoint averaging: at a constant rate, and in the default's run
+    Figure("benchmarks/README.md", "ended at a dev NLL of {last:.3f} and its average reached {average:.3f}",
+           {"last": Key("main_command_amd_epyc.json", "training.dev_nll"),
+            "average": Key("main_command_amd_epyc.json", "averaged.dev_nll")}),
+    Figure("benchmarks/README.md", "the average scored {average:.3f} against the last checkpoint's {last:.3f}",
+           {"average": Key("main_command_cgru_amd_epyc.json", "rows.0.averaged.dev_nll"),
+            "last": Key("main_command_cgru_amd_epyc.json", "rows.0.dev_nll_at_end")}),
     Figure("benchmarks/README.md", "| `bible-en-es-small` | {updates:,} | 2.262 | **{bleu:.2f}** "
                                    "({brevity_penalty:.3f}) | {chrf:.2f} | {aer:.3f} |", SHIPPED),
-    Figure("benchmarks/README.md", "rerun on this release's code (2026-11-27) | {updates:,} | {epochs:.2f} | "
-                                   "{best_dev_nll:.3f} ({updates:,}) | {best_dev_nll:.3f} | **{bleu:.2f}** "
-                                   "({brevity_penalty:.3f}) | {aer:.3f} |", RERUN),
+    # the train step: the default preset's, the device's precision and XLA choice, the backward pass
+    Figure("benchmarks/README.md", "**{step:.1f}** ms per step of 64 pairs on 12 Bible batches (6 shapes), "
+                                   "{tokens:,.0f} real target tokens/s, {ceiling} of the machine's float32 matmul "
+                                   "ceiling; the code of the main command's first run, alternated with it "
+                                   "(`--checkouts=before=DIR`), {before:.1f} ms",
+           {"step": Key("train_step_cgru_fused_reads_amd_epyc.json", "rows.0.step_ms"),
+            "tokens": Key("train_step_cgru_fused_reads_amd_epyc.json", "rows.0.target_tokens_per_s"),
+            "ceiling": Key("train_step_cgru_fused_reads_amd_epyc.json", "rows.0.ceiling"),
+            "before": Key("train_step_cgru_fused_reads_amd_epyc.json", "rows.1.step_ms")}),
+    Figure("benchmarks/README.md", "| EPYC | {f32:,.0f} | {bf16:,.0f} | **{jit:,.0f}** | {bf16_jit:,.0f} | {ceiling} |",
+           {name: Key("train_throughput_amd_epyc.json", f"rows.{row}.{field}")
+            for name, row, field in (("f32", 0, "target_tokens_per_s"), ("bf16", 1, "target_tokens_per_s"),
+                                     ("jit", 2, "target_tokens_per_s"), ("bf16_jit", 3, "target_tokens_per_s"),
+                                     ("ceiling", 2, "ceiling"))}),
+    Figure("benchmarks/README.md", "| `rnnsearch-cgru-small` (the default) | 12 Bible batches | {before:.1f} | "
+                                   "{after:.1f} |", CGRU_BACKWARD),
+    Figure("benchmarks/README.md", "| `small` | Bible batches | {autodiff:.1f} | {written:.1f} |",
+           {"written": Key("train_step_recurrence_backward_amd_epyc.json", "rows.0.step_ms"),
+            "autodiff": Key("train_step_recurrence_backward_amd_epyc.json", "rows.1.step_ms")}),
+    Figure("benchmarks/README.md", "Without a flag, {first:.1f} and {last:.1f} ms per step",
+           {"first": Key("train_step_xla_cpu_flags_amd_epyc.json", "rows.0.step_ms"),
+            "last": Key("train_step_xla_cpu_flags_amd_epyc.json", "rows.10.step_ms")}),
+    # translating: the current search, XLA against none, the backends, the candidate lists
+    Figure("benchmarks/README.md", "| greedy | **{b64:.1f}** | **{b1:.1f}** ({p90:.1f}) | {steps:.1f} |",
+           {name: Key("decode_throughput_against_earlier_main_amd_epyc.json", f"rows.{row}.{field}")
+            for name, row, field in (("b64", 4, "sentences_per_s"), ("b1", 6, "median_ms"),
+                                     ("p90", 6, "p90_ms"), ("steps", 4, "hyp_steps_per_sentence"))}),
+    Figure("benchmarks/README.md", "| beam 5 | **{b64:.1f}** | **{b1:.1f}** ({p90:.1f}) | {steps:.1f} |",
+           {name: Key("decode_throughput_against_earlier_main_amd_epyc.json", f"rows.{row}.{field}")
+            for name, row, field in (("b64", 5, "sentences_per_s"), ("b1", 7, "median_ms"),
+                                     ("p90", 7, "p90_ms"), ("steps", 5, "hyp_steps_per_sentence"))}),
+    Figure("benchmarks/README.md", "batch 64 greedy {xla:.1f} against {plain:.1f} sentences/s",
+           {"xla": Key("decode_throughput_amd_epyc.json", "rows.9.sentences_per_s"),
+            "plain": Key("decode_throughput_amd_epyc.json", "rows.8.sentences_per_s")}),
+    Figure("benchmarks/README.md", "{identical:,} of {sentences:,} translations on JAX",
+           {"identical": Key("backend_agreement_three_backends_amd_epyc.json", "beams.5.torch.identical"),
+            "sentences": Key("backend_agreement_three_backends_amd_epyc.json", "beams.5.torch.sentences")}),
+    Figure("benchmarks/README.md", "| 29,472 | 4,003 | {full:.1f} / {lists:.1f} | **{speedup:.2f}x** |",
+           {"full": Key("candidate_lists_30k.json", "sentences_per_second.full_softmax"),
+            "lists": Key("candidate_lists_30k.json", "sentences_per_second.candidate_lists"),
+            "speedup": Key("candidate_lists_30k.json", "speedup")}),
+    Figure("benchmarks/README.md", "0.524 / 0.219 s (**{speedup:.2f}x**)",
+           {"speedup": Key("sampled_softmax_amd_epyc.json", "results.0.speedup")}),
+    # benchmarks/alignment.md: the default model's stages, the head's defaults, guided alignment
+    *[Figure("benchmarks/alignment.md", f"| {{aer:.3f}}{bold} | {{precision:.3f}} | {{recall:.3f}} |",
+             {field: Key("alignment_cgru_wider_ensembles_amd_epyc.json", f"rows.{row}.{field}")
+              for field in ("aer", "precision", "recall")})
+      for row, bold in ((0, ""), (2, ""), (9, ""), (12, ""), (15, ""), (19, ""), (26, ""), (45, ""))],
+    *[Figure("benchmarks/alignment.md", f"| **{{aer:.3f}}** | {{precision:.3f}} | {{recall:.3f}} | "
+                                        "**{punctuation:.3f}** | **{content:.3f}** |",
+             {"aer": Key("alignment_cgru_wider_ensembles_amd_epyc.json", f"rows.{row}.aer"),
+              "precision": Key("alignment_cgru_wider_ensembles_amd_epyc.json", f"rows.{row}.precision"),
+              "recall": Key("alignment_cgru_wider_ensembles_amd_epyc.json", f"rows.{row}.recall"),
+              "punctuation": Key("alignment_cgru_wider_ensembles_amd_epyc.json", f"rows.{row}.views.no-punctuation"),
+              "content": Key("alignment_cgru_wider_ensembles_amd_epyc.json", f"rows.{row}.views.content-words")})
+      for row in (40, 43)],
+    Figure("benchmarks/alignment.md", "| eflomal's intersection links (the default) | {s500} | {s1000} | {s1500} | "
+                                      "**{s2000}** | {s3000} | | {s5000} | {s6000} |",
+           {f"s{n}": Key("alignment_cgru_head_amd_epyc.json",
+                         f"head_selection_on_dev.snapshots.cgru-eflomal-{n}.dev_aer", lambda v: f"{v:.4f}")
+            for n in (500, 1000, 1500, 2000, 3000, 5000, 6000)}),
+    Figure("benchmarks/alignment.md", "after one pass of {pass_ms:.1f} CPU ms per batch",
+           {"pass_ms": Key("alignment_head_step_amd_epyc.json", "frozen_pass_cpu_ms_per_batch")}),
+    Figure("benchmarks/alignment.md", "the best rule scores {best:.3f}, the rows shifted by two (the first whose "
+                                      "query has read the word) {shifted:.3f}, the diagonal baseline {diagonal:.3f}",
+           {name: Key("alignment_both_directions_amd_epyc.json", f"rows.{row}.aer")
+            for name, row in (("best", 3), ("shifted", 2), ("diagonal", 12))}),
+    Figure("benchmarks/alignment.md", "| unguided (the main command's run) | {bleu:.2f} | {pieces:.3f} | **{best:.3f}** (",
+           {"bleu": Key("alignment_twelve_minute_amd_epyc.json", "rows.0.test_bleu"),
+            "pieces": Key("alignment_twelve_minute_amd_epyc.json", "rows.0.aer"),
+            "best": Key("alignment_twelve_minute_amd_epyc.json", "rows.1.aer")}),
+    Figure("benchmarks/alignment.md", "--guided_alignment_decay=0.5` | **{bleu:.2f}** | {pieces:.3f} | {best:.3f} (",
+           {"bleu": Key("alignment_twelve_minute_amd_epyc.json", "rows.18.test_bleu"),
+            "pieces": Key("alignment_twelve_minute_amd_epyc.json", "rows.18.aer"),
+            "best": Key("alignment_twelve_minute_amd_epyc.json", "rows.23.aer")}),
     # the conditional GRU's written-out backward pass against its scanned loop (first alternation)
-    Figure("benchmarks/README.md", "| 1 | {before:.1f} ({before_cpu:.1f}) | {after:.1f} ({after_cpu:.1f}) |",
-           CGRU_BACKWARD),
     Figure("docs/training.md", "{after:.1f} against {before:.1f} ms per step", CGRU_BACKWARD),
 ]
 

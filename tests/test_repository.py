@@ -113,19 +113,43 @@ def test_the_wheels_metadata_carries_the_long_description(tmp_path_factory):
                for n in names)
 
 
-def test_benchmarks_readme_is_the_index_of_every_results_file():
-    """benchmarks/README.md names every results file, and every file it names exists."""
-    text = read(os.path.join("benchmarks", "README.md"))
+def _benchmark_pages():
+    """benchmarks/README.md and the topic pages beside it (benchmarks/*.md)."""
+    return sorted(os.path.join("benchmarks", name)
+                  for name in os.listdir(os.path.join(ROOT, "benchmarks")) if name.endswith(".md"))
+
+
+def test_benchmarks_pages_are_the_index_of_every_results_file():
+    """The benchmark pages (benchmarks/README.md and benchmarks/*.md) name every results file,
+    every file they name exists, README.md links each script and each topic page, and the
+    README stays a reference (at most 400 lines)."""
+    pages = _benchmark_pages()
+    readme = read(os.path.join("benchmarks", "README.md"))
+    assert len(readme.splitlines()) <= 400
     on_disk = {name for name in os.listdir(os.path.join(ROOT, "benchmarks", "results"))
                if name.endswith(".json")}
-    named = set(re.findall(r"\b([\w.-]+\.json)\b", text))
+    named = set()
+    for page in pages:
+        named |= set(re.findall(r"\b([\w.-]+\.json)\b", read(page)))
     assert on_disk and named == on_disk, (sorted(named - on_disk), sorted(on_disk - named))
-    # a row per benchmark script, each linked
+    # a row per benchmark script, each linked, and a link to each topic page
     scripts = {name for name in os.listdir(os.path.join(ROOT, "benchmarks"))
                if name.endswith(".py") and not name.startswith("_")}
-    assert scripts <= set(re.findall(r"\]\(([\w.]+\.py)\)", text)), scripts
-    for link in _relative_links(text):
-        assert os.path.exists(os.path.join(ROOT, "benchmarks", link.split("#")[0])), link
+    assert scripts <= set(re.findall(r"\]\(([\w.]+\.py)\)", readme)), scripts
+    for page in pages:
+        if not page.endswith("README.md"):
+            assert f"]({os.path.basename(page)})" in readme, page
+    for page in pages:
+        text = read(page)
+        for link in _relative_links(text):
+            target, _, anchor = link.partition("#")
+            path = os.path.normpath(os.path.join("benchmarks", target)) if target else page
+            assert os.path.exists(os.path.join(ROOT, path)), (page, link)
+            if anchor and path.endswith(".md"):
+                assert anchor in _anchors(path), (page, link)
+        for link in LINK.findall(text):
+            if link.startswith("#"):
+                assert link[1:] in _anchors(page), (page, link)
 
 
 def _slug(heading):
