@@ -1,4 +1,4 @@
-"""Every headline figure that README.md, docs/ and the notebooks quote equals its results file.
+"""Every figure that README.md, docs/, the benchmark pages and the notebooks quote equals its results file.
 
 `FIGURES` is the registry: a quoted text with ``{name}`` fields, the document that quotes it, and
 where each field's value lives (a results file under benchmarks/results/ and a dotted key into
