@@ -21,7 +21,7 @@ import keras
 from keras import ops
 
 from bahdanau_tf import recurrence
-from bahdanau_tf.initializers import own_draw
+from bahdanau_tf.initializers import add_own_weight
 from bahdanau_tf.layers import AttentionGRUCell
 from bahdanau_tf.recurrence import gru_gates, gru_step_gradient, mix, read_gradient, through_mask
 from bahdanau_tf.tensor_ops import Tensor
@@ -79,14 +79,11 @@ class CGRUAttentionCell(AttentionGRUCell):
     def build(self, input_dim: int, memory_dim: int) -> None:
         super().build(input_dim, memory_dim)
         n, gru = self.units, self.gru
-
-        def weight(name, shape, initializer):
-            return self.add_weight(name=name, shape=shape, initializer=own_draw(initializer, self, name))
-
         # GRU_2's recurrence on s'_i (its input kernel is gru.context_kernel)
-        self.context_gate_kernel = weight("context_gate_kernel", (n, 2 * n), gru.recurrent_initializer)
-        self.context_recurrent_kernel = weight("context_recurrent_kernel", (n, n), gru.recurrent_initializer)
-        self.context_bias = weight("context_bias", (3 * n,), gru.bias_initializer)
+        self.context_gate_kernel = add_own_weight(self, "context_gate_kernel", (n, 2 * n), gru.recurrent_initializer)
+        self.context_recurrent_kernel = add_own_weight(self, "context_recurrent_kernel", (n, n),
+                                                       gru.recurrent_initializer)
+        self.context_bias = add_own_weight(self, "context_bias", (3 * n,), gru.bias_initializer)
 
     #: the names of `step`'s record that `step_backward` reads: the query W_a s'_i, GRU_1's
     #: gates and candidate, s'_i, GRU_2's

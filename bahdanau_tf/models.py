@@ -575,6 +575,15 @@ class Seq2Seq(TranslationModel):
                              recurrent_dropout=recurrent_dropout, readout_dropout=readout_dropout,
                              word_dropout=word_dropout)
         # === Layers ===
+        self._make_layers()
+
+    def _make_layers(self) -> None:
+        """The embeddings, the encoder's and the decoder's LSTMs and the output layer, from the
+        stored config; every weight ~ U(-init_scale, init_scale), each its own draw."""
+        source_vocabulary_size, target_vocabulary_size = (self.source_vocabulary_size,
+                                                          self.target_vocabulary_size)
+        embedding_dim, hidden_dim, num_layers = self.embedding_dim, self.hidden_dim, self.num_layers
+
         def uniform():  # a new instance for every weight: each gets its own draw
             return keras.initializers.RandomUniform(-self.init_scale, self.init_scale)
 
