@@ -151,7 +151,7 @@ class ConditionalGRUCell(keras.layers.Layer):
         """Every state s_i over time-major ``projected_inputs`` (time, batch, 3 * units), with one
         ``projected_context`` (batch, 3 * units) read at every step (RNNencdec's fixed c):
         (time, batch, units). A training pass on TensorFlow runs the backward pass of
-        `bahdanau_tf.recurrence.gru_states`."""
+        `bahdanau_tf.backprop.gru_states` (`gru_states`)."""
         return gru_states(projected_inputs + projected_context[None], initial_state,
                           cast_weight(self.gate_kernel, initial_state),
                           cast_weight(self.recurrent_kernel, initial_state), recurrent_mask, training)
@@ -174,6 +174,14 @@ class AttentionGRUCell(keras.layers.Layer):
 
         c_i = sum_j alpha_ij h_j,  alpha_i = softmax(v_a^T tanh(W_a s_{i-1} + U_a h_j))
         s_i = GRU(E y_{i-1}, s_{i-1}, c_i)     # c_i in all three gates
+
+    The step is written once, `step`, on the memory `prepare` forms once per sentence (the
+    products C h_j, the keys, the mask), and everything that steps the cell runs it: the Keras
+    call, the search (`bahdanau_tf.models.RNNSearch.decode_step`) and teacher forcing
+    (`sequence`: scanned, or in a training pass on TensorFlow the loop of
+    `bahdanau_tf.backprop.decoder_states`, which runs `step_backward`, written beside it).
+    A subclass with another step (`bahdanau_tf.cgru.CGRUAttentionCell`) writes these methods
+    and the model needs nothing else.
 
     Args:
         units: int, n, the decoder state size.

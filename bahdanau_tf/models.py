@@ -20,9 +20,9 @@ All three share one interface (DESIGN §6), so training, beam search and export 
   ``state`` (beam search's beams of a sentence: `encode`'s output as it is, not repeated per
   beam), or one row per row.
 
-Teacher forcing runs the same decoder cell as `decode_step`, over all steps in one loop (the
-cell's ``sequence``; in a training pass on TensorFlow with the backward pass of
-`bahdanau_tf.recurrence`); input projections and attention keys are computed before the loop and
+Teacher forcing runs the same decoder cell step as `decode_step`, over all steps in one loop
+(the cell's ``sequence``; in a training pass on TensorFlow with the backward pass written out,
+`bahdanau_tf.backprop`); input projections and attention keys are computed before the loop and
 the readout after it (DESIGN §2), so only the attention and the GRU recurrence run per step.
 
 The models are written in ``keras.ops``: the same weights give the same logits and steps on
