@@ -110,5 +110,10 @@ def own_draw(initializer, layer, weight_name):
     return initializer.__class__.from_config(config)
 
 
-__all__ = ["BlockOrthogonal", "paper_initializers", "keras_initializers", "initializers_for", "initializer_for",
-           "own_draw"]
+def add_own_weight(layer, name, shape, initializer):
+    """``layer.add_weight`` with values drawn for this weight alone (`own_draw`)."""
+    return layer.add_weight(name=name, shape=shape, initializer=own_draw(initializer, layer, name))
+
+
+__all__ = ["BlockOrthogonal", "add_own_weight", "paper_initializers", "keras_initializers", "initializers_for",
+           "initializer_for", "own_draw"]

@@ -2,15 +2,19 @@
 
 Bahdanau, Cho & Bengio (2015), section 3 and appendix A:
 
-- `BahdanauAttention`: the alignment model, equations (5)-(6) (plus Luong's scores as options).
+- `BahdanauAttention`: the alignment model, equations (5)-(6) (plus Luong's scores as options),
+  `bahdanau_tf.attention`'s, here with the layers that use it.
 - `ConditionalGRUCell`: a GRU whose gates also read a context vector c (Cho et al. 2014a).
 - `AttentionGRUCell`: the RNNsearch decoder cell, attention + conditional GRU, one step.
 - `MaxoutReadout`: the deep output with one maxout layer and the vocabulary projection.
 - `BidirectionalEncoder`: embedding + bidirectional GRU giving the annotations h_j.
 
 The recurrent matrices start as the paper's (appendix B.1): `bahdanau_tf.initializers`'
-`BlockOrthogonal`. The GRU step (`gru_step`) and the loops over all time steps, with the
-backward pass of a training pass on TensorFlow, are `bahdanau_tf.recurrence`'s.
+`BlockOrthogonal`. The GRU step (`gru_step`) and its backward step are
+`bahdanau_tf.recurrence`'s; a decoder cell's step and backward step are the cell's own
+(`AttentionGRUCell.step`, `AttentionGRUCell.step_backward`); a training pass on TensorFlow
+runs the loops of `bahdanau_tf.backprop`, whose backward pass is written out, and every other
+pass scans the steps.
 
 Every layer casts its float32 variables to the dtype of its inputs, so the same code runs in
 float32 and under the ``mixed_bfloat16`` / ``mixed_float16`` policies and also when a method other
@@ -19,209 +23,42 @@ are computed in float32. The same weights give the same numbers on TensorFlow, J
 `bahdanau_tf.tensor_ops` holds the two operations that take a TensorFlow-specific form there.
 """
 
+from typing import Any
+
 import keras
 from keras import ops
 
 from bahdanau_tf import recurrence
-from bahdanau_tf.initializers import BlockOrthogonal, own_draw
-from bahdanau_tf.recurrence import gru_states, gru_step
+from bahdanau_tf.attention import BahdanauAttention
+from bahdanau_tf.initializers import BlockOrthogonal, add_own_weight, own_draw
+from bahdanau_tf.recurrence import gru_gates, gru_step, gru_step_gradient, mix, read_gradient, through_mask
 from bahdanau_tf.regularization import check_rates, sequence_dropout
 from bahdanau_tf.special_tokens import PAD_ID
-from bahdanau_tf.tensor_ops import (Tensor, cast_weight, dot_vector, masked_softmax, project,
+from bahdanau_tf.tensor_ops import (Tensor, cast_weight, masked_softmax, project,
                                     reverse_within_lengths, scan_states, stack_time, time_major, weights_read_once)
 
-_SCORES = ("additive", "general")
+def _written_out(training):
+    """`bahdanau_tf.backprop`, the loops whose backward pass is written out, in a training pass
+    on TensorFlow (outside `recurrence.automatic_differentiation`); else None."""
+    if not training or recurrence.automatic_differentiation_asked():
+        return None
+    from bahdanau_tf import backprop  # noqa: PLC0415 — it imports TensorFlow: on that backend only
+
+    return backprop
 
 
-def _add_weight(layer, name, shape, initializer):
-    """``layer.add_weight`` with values drawn for this weight alone (`own_draw`)."""
-    return layer.add_weight(name=name, shape=shape, initializer=own_draw(initializer, layer, name))
+def gru_states(projected: Tensor, initial_state: Tensor, gate_kernel: Tensor, recurrent_kernel: Tensor,
+               recurrent_mask: Tensor | None = None, training: bool = False) -> Tensor:
+    """Every state of the GRU over ``projected`` (time, ..., 3n): (time, ..., n).
 
-
-@ops.custom_gradient
-def _additive_scores(projected_query, keys, score_vector):
-    """e_ij = v_a^T tanh(W_a s_{i-1} + U_a h_j) from the projected query and the keys: (batch, source_len).
-
-    The gradient recomputes tanh(...) instead of keeping it: per decoder step it is a
-    (batch, source_len, units) tensor, the model's largest activation, and storing it for the
-    backward pass (written once, read once, in a buffer of all steps) cost more than computing it
-    again (a faster train step on CPU under XLA; benchmarks/train_throughput.py).
+    Args: as `recurrence.gru_step`'s, with a leading time axis on ``projected``;
+    ``initial_state`` (..., n). A training pass on TensorFlow runs `bahdanau_tf.backprop`'s
+    loop, whose backward pass is written out; otherwise the steps are scanned
+    (`recurrence.scanned_gru_states`). The states are the same either way.
     """
-
-    def hidden():
-        return ops.tanh(keys + projected_query[:, None, :])  # (batch, source_len, units)
-
-    def gradient(*args, upstream=None):  # PyTorch's backend passes ``upstream`` by name
-        upstream = args[0] if upstream is None else upstream
-        tanh = hidden()
-        d_hidden = upstream[:, :, None] * score_vector * (1.0 - tanh * tanh)
-        return ops.sum(d_hidden, axis=1), d_hidden, ops.einsum("bs,bsu->u", upstream, tanh)
-
-    return dot_vector(hidden(), score_vector), gradient
-
-
-@keras.saving.register_keras_serializable(package="bahdanau_tf")
-class BahdanauAttention(keras.layers.Layer):
-    """Additive attention, the paper's alignment model (equations 5-6).
-
-    e_ij = v_a^T tanh(W_a s_{i-1} + U_a h_j),  alpha_ij = softmax_j(e_ij),  c_i = sum_j alpha_ij h_j.
-
-    ``U_a h_j`` does not depend on the decoder step i: `compute_keys` computes it once per sentence
-    and the decoder passes the keys to every step. Padding positions get exactly zero weight.
-
-    ``score="general"`` (e_ij = s^T W h_j) is Luong et al.'s (2015) multiplicative score,
-    offered for comparison (`RNNSearch(score="general")`, preset ``rnnsearch-general-small``).
-    Luong's ``"dot"`` (s^T h_j) is not offered: it needs the decoder state and the annotations
-    to have one size, which the paper's bidirectional encoder (2n) and n-unit decoder never have.
-
-    Args:
-        units: int, n', the size of the alignment model's hidden layer (additive score only).
-        score: ``"additive"`` (the paper) or ``"general"``.
-        kernel_initializer: initializer of W_a and U_a (the paper: N(0, 0.001^2)).
-        score_initializer: initializer of v_a (the paper: zeros).
-        bias_initializer: initializer of the bias added to the keys.
-
-    Call arguments:
-        query: (batch, query_dim), the previous decoder state s_{i-1}.
-        memory: (batch, source_len, memory_dim), the annotations h_j.
-        keys: optional (batch, source_len, key_dim), `compute_keys(memory)`; computed when omitted.
-        memory_mask: optional bool (batch, source_len), True at real source positions.
-
-    Returns:
-        ``(context, weights)``: (batch, memory_dim) in the input dtype, (batch, source_len) float32.
-
-    Example:
-
-    >>> attention = BahdanauAttention(8)
-    >>> context, weights = attention(np.zeros([2, 4], "float32"), np.ones([2, 5, 6], "float32"))
-    >>> tuple(context.shape), tuple(weights.shape)
-    ((2, 6), (2, 5))
-    """
-
-    def __init__(
-        self,
-        units: int,
-        score: str = "additive",
-        kernel_initializer: str | keras.initializers.Initializer | None = None,
-        score_initializer: str | keras.initializers.Initializer | None = "zeros",
-        bias_initializer: str | keras.initializers.Initializer | None = "zeros",
-        **kwargs,
-    ) -> None:
-        super().__init__(**kwargs)
-        if score not in _SCORES:
-            raise ValueError(f"`score` must be one of {_SCORES}, got {score!r}.")
-        if int(units) <= 0:
-            raise ValueError(f"`units` must be positive, got {units!r}.")
-        self.units = int(units)
-        self.score = score
-        self.kernel_initializer = keras.initializers.get(
-            kernel_initializer or keras.initializers.RandomNormal(stddev=0.001)
-        )
-        self.score_initializer = keras.initializers.get(score_initializer)
-        self.bias_initializer = keras.initializers.get(bias_initializer)
-
-    def build(self, query_shape: tuple, memory_shape: tuple | None = None) -> None:
-        if memory_shape is None:  # Keras may pass both shapes as one list
-            query_shape, memory_shape = query_shape
-        query_dim, memory_dim = int(query_shape[-1]), int(memory_shape[-1])
-        if self.score == "additive":
-            self.query_kernel = _add_weight(self, "query_kernel", (query_dim, self.units), self.kernel_initializer)
-            self.key_kernel = _add_weight(self, "key_kernel", (memory_dim, self.units), self.kernel_initializer)
-            self.key_bias = _add_weight(self, "key_bias", (self.units,), self.bias_initializer)
-            self.score_vector = _add_weight(self, "score_vector", (self.units,), self.score_initializer)
-        else:  # general
-            self.query_kernel = _add_weight(self, "query_kernel", (query_dim, memory_dim),
-                                            self.kernel_initializer)
-        self.built = True
-
-    def compute_keys(self, memory: Tensor) -> Tensor:
-        """U_a h_j (+ bias) for every source position: (batch, source_len, units).
-
-        For the general score the keys are the annotations themselves.
-        """
-        if self.score != "additive":
-            return memory
-        return project(memory, cast_weight(self.key_kernel, memory)) + cast_weight(self.key_bias, memory)
-
-    def project_query(self, query: Tensor) -> Tensor:
-        """W_a s_{i-1}: the only part of the alignment model that depends on the decoder step."""
-        return ops.matmul(query, cast_weight(self.query_kernel, query))
-
-    def score_keys(self, projected_query: Tensor, keys: Tensor) -> Tensor:
-        """e_ij for one decoder step: (batch, source_len)."""
-        if self.score == "additive":
-            return _additive_scores(projected_query, keys, cast_weight(self.score_vector, keys))
-        return ops.squeeze(ops.matmul(keys, ops.expand_dims(projected_query, -1)), -1)  # (batch, source_len)
-
-    def attend(self, projected_query: Tensor, memory: Tensor, keys: Tensor, mask: Tensor,
-               grouped: bool = False) -> tuple:
-        """Context and weights from an already projected query (the decoder cell's fast path):
-        `align`, then `read` of the annotations.
-
-        With ``grouped``, ``memory``, ``keys`` and ``mask`` hold one row per *group* of
-        consecutive queries (the beams of a sentence in beam search): query row ``r`` attends
-        over memory row ``r // (queries / memory rows)``. Each source position is then read
-        once per group, not once per query, and the context is one ``(group, source_len) x
-        (source_len, 2n)`` matmul per sentence instead of a matrix-vector product per beam.
-        """
-        weights = self.align(projected_query, keys, mask, grouped=grouped)
-        return self.read(weights, memory, grouped=grouped), weights
-
-    def align(self, projected_query: Tensor, keys: Tensor, mask: Tensor,
-              grouped: bool = False) -> Tensor:
-        """alpha_i from an already projected query: float32 (queries, source_len); ``grouped``
-        as in `attend`."""
-        if not grouped:
-            return masked_softmax(self.score_keys(projected_query, keys), mask)
-        query = ops.reshape(projected_query, (ops.shape(keys)[0], -1, projected_query.shape[-1]))  # (groups, k, units)
-        if self.score == "additive":
-            hidden = ops.tanh(keys[:, None, :, :] + query[:, :, None, :])  # (groups, k, source_len, units)
-            scores = dot_vector(hidden, cast_weight(self.score_vector, keys))
-        else:
-            scores = ops.einsum("gku,gsu->gks", query, keys)
-        weights = masked_softmax(scores, mask[:, None, :])  # (groups, k, source_len)
-        return ops.reshape(weights, (-1, ops.shape(weights)[-1]))
-
-    @staticmethod
-    def read(weights: Tensor, values: Tensor, grouped: bool = False) -> Tensor:
-        """sum_j alpha_ij v_j: (queries, value_dim) in the dtype of ``values``.
-
-        ``values`` (memory rows, source_len, value_dim) are the annotations (the context c_i)
-        or any linear map of them: W c_i = sum_j alpha_ij (W h_j), so a decoder that only ever
-        multiplies c_i by fixed matrices can read their products with the annotations instead
-        (`bahdanau_tf.models.RNNSearch.decoding_memory`). ``grouped`` as in `attend`.
-        """
-        weights = ops.cast(weights, values.dtype)
-        if not grouped:
-            return ops.squeeze(ops.matmul(ops.expand_dims(weights, 1), values), 1)  # (queries, value_dim)
-        weights = ops.reshape(weights, (ops.shape(values)[0], -1, ops.shape(weights)[-1]))  # (groups, k, source_len)
-        return ops.reshape(ops.matmul(weights, values), (-1, values.shape[-1]))  # (groups * k, value_dim)
-
-    def call(self, query: Tensor, memory: Tensor, keys: Tensor | None = None,
-             memory_mask: Tensor | None = None) -> tuple:
-        if keys is None:
-            keys = self.compute_keys(memory)
-        if memory_mask is None:
-            memory_mask = ops.ones(ops.shape(memory)[:2], dtype="bool")
-        return self.attend(self.project_query(query), memory, keys, memory_mask)
-
-    def compute_output_spec(self, query: keras.KerasTensor, memory: keras.KerasTensor,
-                            keys: keras.KerasTensor | None = None,
-                            memory_mask: keras.KerasTensor | None = None) -> tuple:
-        return (
-            keras.KerasTensor((query.shape[0], memory.shape[-1]), dtype=self.compute_dtype),
-            keras.KerasTensor(tuple(memory.shape[:2]), dtype="float32"),
-        )
-
-    def get_config(self) -> dict:
-        config = {
-            "units": self.units,
-            "score": self.score,
-            "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
-            "score_initializer": keras.initializers.serialize(self.score_initializer),
-            "bias_initializer": keras.initializers.serialize(self.bias_initializer),
-        }
-        return {**super().get_config(), **config}
+    backprop = _written_out(training)
+    function = recurrence.scanned_gru_states if backprop is None else backprop.gru_states
+    return function(projected, initial_state, gate_kernel, recurrent_kernel, recurrent_mask)
 
 
 @keras.saving.register_keras_serializable(package="bahdanau_tf")
@@ -281,14 +118,14 @@ class ConditionalGRUCell(keras.layers.Layer):
 
     def build(self, input_dim: int, context_dim: int) -> None:
         units = self.units
-        self.kernel = _add_weight(self, "kernel", (int(input_dim), 3 * units), self.kernel_initializer)
-        self.context_kernel = _add_weight(
+        self.kernel = add_own_weight(self, "kernel", (int(input_dim), 3 * units), self.kernel_initializer)
+        self.context_kernel = add_own_weight(
             self, "context_kernel", (int(context_dim), 3 * units), self.kernel_initializer
         )
         # [U_z | U_r] and U are separate weights so no step slices a variable
-        self.gate_kernel = _add_weight(self, "gate_kernel", (units, 2 * units), self.recurrent_initializer)
-        self.recurrent_kernel = _add_weight(self, "recurrent_kernel", (units, units), self.recurrent_initializer)
-        self.bias = _add_weight(self, "bias", (3 * units,), self.bias_initializer)
+        self.gate_kernel = add_own_weight(self, "gate_kernel", (units, 2 * units), self.recurrent_initializer)
+        self.recurrent_kernel = add_own_weight(self, "recurrent_kernel", (units, units), self.recurrent_initializer)
+        self.bias = add_own_weight(self, "bias", (3 * units,), self.bias_initializer)
         self.built = True
 
     def project_inputs(self, inputs: Tensor) -> Tensor:
@@ -314,7 +151,7 @@ class ConditionalGRUCell(keras.layers.Layer):
         """Every state s_i over time-major ``projected_inputs`` (time, batch, 3 * units), with one
         ``projected_context`` (batch, 3 * units) read at every step (RNNencdec's fixed c):
         (time, batch, units). A training pass on TensorFlow runs the backward pass of
-        `bahdanau_tf.recurrence.gru_states`."""
+        `bahdanau_tf.backprop.gru_states` (`gru_states`)."""
         return gru_states(projected_inputs + projected_context[None], initial_state,
                           cast_weight(self.gate_kernel, initial_state),
                           cast_weight(self.recurrent_kernel, initial_state), recurrent_mask, training)
@@ -338,6 +175,14 @@ class AttentionGRUCell(keras.layers.Layer):
         c_i = sum_j alpha_ij h_j,  alpha_i = softmax(v_a^T tanh(W_a s_{i-1} + U_a h_j))
         s_i = GRU(E y_{i-1}, s_{i-1}, c_i)     # c_i in all three gates
 
+    The step is written once, `step`, on the memory `prepare` forms once per sentence (the
+    products C h_j, the keys, the mask), and everything that steps the cell runs it: the Keras
+    call, the search (`bahdanau_tf.models.RNNSearch.decode_step`) and teacher forcing
+    (`sequence`: scanned, or in a training pass on TensorFlow the loop of
+    `bahdanau_tf.backprop.decoder_states`, which runs `step_backward`, written beside it).
+    A subclass with another step (`bahdanau_tf.cgru.CGRUAttentionCell`) writes these methods
+    and the model needs nothing else.
+
     Args:
         units: int, n, the decoder state size.
         attention_units: int, n', the alignment model's hidden size.
@@ -349,8 +194,9 @@ class AttentionGRUCell(keras.layers.Layer):
     Call arguments:
         projected_inputs: (batch, 3 * units), `project_inputs(E y_{i-1})`.
         h_tm1: (batch, units), s_{i-1}.
-        memory: dict from `prepare_memory`: ``annotations`` (batch, source_len, 2n), ``keys``
-            (batch, source_len, n'), ``mask`` bool (batch, source_len).
+        memory: dict from `prepare`: ``annotations`` (batch, source_len, 2n), ``products``
+            C h_j (batch, source_len, 3n), ``keys`` (batch, source_len, n'), ``mask`` bool
+            (batch, source_len).
         grouped: bool, the memory holds one row per group of consecutive rows of ``h_tm1``
             (beam search's beams of one sentence), see `BahdanauAttention.attend`.
         recurrent_mask: optional (batch, units), recurrent dropout: s_{i-1} times this mask is
@@ -364,7 +210,7 @@ class AttentionGRUCell(keras.layers.Layer):
 
     >>> cell = AttentionGRUCell(4, attention_units=3)
     >>> cell.build(input_dim=2, memory_dim=6)
-    >>> memory = cell.prepare_memory(ops.ones([1, 5, 6]), np.array([[True] * 3 + [False] * 2]))
+    >>> memory = cell.prepare(ops.ones([1, 5, 6]), np.array([[True] * 3 + [False] * 2]))
     >>> s, c, alpha = cell(cell.project_inputs(ops.ones([1, 2])), ops.zeros([1, 4]), memory)
     >>> [round(float(a), 3) for a in alpha[0]]
     [0.333, 0.333, 0.333, 0.0, 0.0]
@@ -417,65 +263,181 @@ class AttentionGRUCell(keras.layers.Layer):
         """The GRU's [C_z; C_r; C] c, for c_i or the annotations h_j: (..., 3 * units)."""
         return self.gru.project_context(context)
 
-    def prepare_memory(self, annotations: Tensor, mask: Tensor) -> dict:
-        """The step-independent part of attention, computed once per sentence."""
-        return {"annotations": annotations, "keys": self.attention.compute_keys(annotations), "mask": mask}
+    # === The step ===
+
+    #: the names of `step`'s record that `step_backward` reads (a training loop keeps them)
+    RECORDED = ("query", "z", "r", "candidate")
+    #: the names of `step_backward`'s per-step gradients: d of the projected inputs, of the query
+    STEP_GRADIENTS = ("inputs", "query")
+
+    def loop_weights(self) -> dict:
+        """The weights a step reads, by name: the attention's (`BahdanauAttention.score_weights`),
+        ``context_kernel`` C (what multiplies c_i), the GRU's ``gate_kernel`` and
+        ``recurrent_kernel``."""
+        return {**self.attention.score_weights(), "context_kernel": self.gru.context_kernel,
+                "gate_kernel": self.gru.gate_kernel, "recurrent_kernel": self.gru.recurrent_kernel}
+
+    def weights_as(self, like: Tensor) -> dict:
+        """`loop_weights` as tensors of ``like``'s dtype (what `prepare` and `step` read)."""
+        return {name: cast_weight(weight, like) for name, weight in self.loop_weights().items()}
+
+    def prepare(self, annotations: Tensor, mask: Tensor, readout_kernel: Tensor | None = None,
+                weights: dict | None = None) -> dict:
+        """What every step reads, computed once per sentence: the named memory.
+
+        A step multiplies c_i by a fixed matrix only (here the GRU's C), and C c_i = sum_j
+        alpha_ij (C h_j): the products C h_j are formed here, and a step reads C c_i off them
+        with its alpha_i (`BahdanauAttention.read`) instead of forming c_i.
+
+        Args:
+            annotations: (batch, source_len, 2n); mask: bool (batch, source_len).
+            readout_kernel: optional (2n, k), another matrix that multiplies c_i (the deep
+                output's C_o in a search): its products follow C h_j's, and `step` reads them
+                with the same alpha_i (its record's ``readout_context``).
+            weights: `loop_weights` as tensors, in place of the variables.
+
+        Returns:
+            dict with ``annotations``, ``products`` (batch, source_len, 3n [+ k]), ``keys``
+            (batch, source_len, n') (`BahdanauAttention.compute_keys`) and ``mask``.
+        """
+        weights = weights or self.loop_weights()
+        products = project(annotations, cast_weight(weights["context_kernel"], annotations))
+        if readout_kernel is not None:
+            products = ops.concatenate([products, project(annotations, cast_weight(readout_kernel, annotations))],
+                                       axis=-1)
+        return {"annotations": annotations, "products": products,
+                "keys": self.attention.compute_keys(annotations, weights), "mask": mask}
+
+    def _attend(self, query, memory, weights, grouped):
+        """alpha_i and sum_j alpha_ij of the products (C c_i, then the readout's columns)."""
+        alpha = self.attention.align(query, memory["keys"], memory["mask"], grouped=grouped,
+                                     score_vector=weights.get("score_vector"))
+        return alpha, self.attention.read(alpha, memory["products"], grouped=grouped)
+
+    def step(self, projected_inputs: Tensor, state: Any, memory: dict, weights: dict,
+             recurrent_mask: Tensor | None = None, grouped: bool = False) -> tuple:
+        """One step: alpha_i from the query W_a s_{i-1}, C c_i read off the products, the GRU.
+
+        Args:
+            projected_inputs: (batch, 3n), `project_inputs(E y_{i-1})`.
+            state: (batch, n) s_{i-1}, or ``(s_{i-1}, W_a s_{i-1})`` as a search carries it
+                (`decoding_state`).
+            memory: `prepare`'s (its ``products``, ``keys``, ``mask``).
+            weights: `weights_as`'s; a ``read_kernel`` [W_a | U_z | U_r] replaces
+                ``query_kernel`` and ``gate_kernel``: both read s_{i-1}, in one matmul.
+            recurrent_mask: optional (batch, n), recurrent dropout (`gru_step`); the query
+                reads s_{i-1} through it too.
+            grouped: as in `BahdanauAttention.attend`.
+
+        Returns:
+            ``(s_i, alpha_i, record)``: (batch, n), float32 (batch, source_len), and a dict of
+            what the step computed: ``RECORDED`` (the query, the GRU's z, r, s~), and
+            ``readout_context``, what it read off the products' columns past C h_j's.
+        """
+        h_tm1, query = state if isinstance(state, (tuple, list)) else (state, None)
+        read = h_tm1 if recurrent_mask is None else h_tm1 * recurrent_mask
+        recurrent_gates = None
+        if query is None and "read_kernel" in weights:  # W_a and [U_z | U_r] in one matmul
+            query, recurrent_gates = ops.split(ops.matmul(read, weights["read_kernel"]), [self.attention.units], -1)
+        elif query is None:
+            query = ops.matmul(read, weights["query_kernel"])
+        alpha, products_read = self._attend(query, memory, weights, grouped)
+        z, r, candidate = gru_gates(projected_inputs + products_read[:, : 3 * self.units], h_tm1,
+                                    weights.get("gate_kernel"), weights["recurrent_kernel"], recurrent_mask,
+                                    recurrent_gates)
+        record = {"query": query, "z": z, "r": r, "candidate": candidate,
+                  "readout_context": products_read[:, 3 * self.units :]}
+        return mix(h_tm1, z, candidate), alpha, record
+
+    def decoding_state(self, state: Tensor) -> tuple:
+        """s as a search carries it: ``(s, W_a s)``, the next step's query computed as soon as s
+        is (`bahdanau_tf.models.RNNSearch.decoding_state` says why)."""
+        return (state, self.attention.project_query(state))
+
+    # === The step backwards, and the loop's weights ===
+
+    def loop_step_weights(self, weights: dict, recurrent_mask: Tensor | None = None) -> dict:
+        """The weights `step` reads in a training loop, from `loop_weights`' tensors: W_a and
+        [U_z | U_r] read s_{i-1}, one ``read_kernel``."""
+        return {"read_kernel": ops.concatenate([weights["query_kernel"], weights["gate_kernel"]], axis=-1),
+                "score_vector": weights["score_vector"], "recurrent_kernel": weights["recurrent_kernel"]}
+
+    def step_backward(self, d_state: Tensor, d_alpha: Tensor, h_tm1: Tensor, alpha: Tensor, record: dict,
+                      memory: dict, weights: dict, recurrent_mask: Tensor | None = None) -> tuple:
+        """`step` backwards (additive score), from the gradients of s_i and alpha_i.
+
+        Args:
+            d_state: (batch, n); d_alpha: float32 (batch, source_len), with what c_i's gradient
+                gives it. h_tm1, alpha, record: the step's s_{i-1}, alpha_i and record.
+            memory: `prepare`'s. weights: `loop_step_weights`', each kernel transposed.
+
+        Returns:
+            ``(d s_{i-1}, d keys, d v_a, per-step gradients by ``STEP_GRADIENTS``)``.
+        """
+        d_x, d_mix, d_read = gru_step_gradient(d_state, h_tm1, record["z"], record["r"], record["candidate"],
+                                               weights["recurrent_kernel"], recurrent_mask)
+        d_keys, d_score_vector, d_query = self.attention.align_gradient(d_alpha, d_x, alpha, record["query"],
+                                                                        memory, weights["score_vector"])
+        d_read = read_gradient(d_x, d_read, weights["read_kernel"], more=d_query)
+        return through_mask(d_mix, d_read, recurrent_mask), d_keys, d_score_vector, {"inputs": d_x, "query": d_query}
+
+    def loop_gradients(self, weights: dict, reads: Tensor, records: dict, steps: dict,
+                       recurrent_mask: Tensor | None = None) -> dict:
+        """The gradients of the weights only the step's GRU and query read, after a training
+        loop, each one matmul over all steps: from what the steps' matmuls read of s_{i-1}
+        (time, batch, n), the stacked records and `step_backward`'s stacked gradients."""
+        d_inputs = steps["inputs"]
+        d_query_kernel, d_gate = ops.split(
+            recurrence.kernel_gradient(reads, ops.concatenate([steps["query"], d_inputs[..., : 2 * self.units]], -1)),
+            [self.attention.units], -1)
+        d_recurrent = recurrence.kernel_gradient(records["r"] * reads, d_inputs[..., 2 * self.units :])
+        return {"query_kernel": d_query_kernel, "gate_kernel": d_gate, "recurrent_kernel": d_recurrent}
+
+    # === All steps ===
 
     def sequence(self, projected_inputs: Tensor, initial_state: Tensor, memory: dict,
                  recurrent_mask: Tensor | None = None, weights: bool = False, training: bool = False) -> tuple:
         """Teacher forcing: the cell over all steps of time-major ``projected_inputs`` (time,
-        batch, 3 * units), from s_0 ``initial_state``.
+        batch, 3 * units), from s_0 ``initial_state``, on ``memory`` ``annotations`` and
+        ``mask`` (`RNNSearch.encode`'s).
 
-        A training pass on TensorFlow with the additive score runs `written_out_loop`
-        (`bahdanau_tf.recurrence.attention_gru_states`), whose backward pass is written out;
-        otherwise the steps are scanned (`scanned_sequence`) and differentiated automatically.
+        A training pass on TensorFlow with the additive score runs
+        `bahdanau_tf.backprop.decoder_states`, whose backward pass is written out (`step_backward`);
+        otherwise `step` is scanned and differentiated automatically.
 
         Returns:
             ``(s_i, c_i, alpha_i)`` of all steps, time major; ``alpha_i`` (float32) only with
             ``weights``, else None.
         """
-        if not (training and self.score == "additive") or recurrence.automatic_differentiation_asked():
-            return self.scanned_sequence(projected_inputs, initial_state, memory, recurrent_mask, weights)
-        kernels = {name: cast_weight(kernel, initial_state) for name, kernel in self.loop_weights().items()}
-        states, contexts, alphas = self.written_out_loop(projected_inputs, initial_state, memory, kernels,
-                                                         recurrent_mask)
+        backprop = _written_out(training) if self.score == "additive" else None
+        annotations, mask = memory["annotations"], memory["mask"]
+        if backprop is not None:
+            states, contexts, alphas = backprop.decoder_states(self, projected_inputs, initial_state, annotations,
+                                                               mask, self.weights_as(initial_state), recurrent_mask)
+        else:
+            states, alphas = self.scanned_sequence(projected_inputs, initial_state, annotations, mask,
+                                                   recurrent_mask)
+            contexts = recurrence.contexts(alphas, annotations)
         return states, contexts, alphas if weights else None
 
-    #: the loop whose backward pass is written out, `sequence`'s in a training pass
-    written_out_loop = staticmethod(recurrence.attention_gru_states)
-
-    def loop_weights(self) -> dict:
-        """The weights `written_out_loop` reads, by its names."""
-        return {"key_kernel": self.attention.key_kernel, "key_bias": self.attention.key_bias,
-                "query_kernel": self.attention.query_kernel, "score_vector": self.attention.score_vector,
-                "context_kernel": self.gru.context_kernel, "gate_kernel": self.gru.gate_kernel,
-                "recurrent_kernel": self.gru.recurrent_kernel}
-
-    def scanned_sequence(self, projected_inputs: Tensor, initial_state: Tensor, memory: dict,
-                         recurrent_mask: Tensor | None = None, weights: bool = False) -> tuple:
-        """`sequence` as a scan of `call`. The loop carries the state and the context only; the
-        attention weights are stacked only when asked for (a training step never reads them, and
-        their unread stack cost a buffer of zeros carried through the backward loop)."""
-        batch = ops.shape(initial_state)[0]
-        initializer = (initial_state, ops.zeros((batch, memory["annotations"].shape[-1]), initial_state.dtype))
-        if weights:
-            initializer += (ops.zeros(ops.shape(memory["mask"]), "float32"),)
+    def scanned_sequence(self, projected_inputs: Tensor, initial_state: Tensor, annotations: Tensor,
+                         mask: Tensor, recurrent_mask: Tensor | None = None) -> tuple:
+        """`step` scanned over all steps: ``(s_i, alpha_i)``, time major (the contexts c_i are
+        one batched matmul after the loop, `recurrence.contexts`)."""
+        weights = self.weights_as(initial_state)
+        memory = self.prepare(annotations, mask, weights=weights)
+        initializer = (initial_state, ops.zeros(ops.shape(mask), "float32"))
 
         def step(carry, projected_t):
-            return self(projected_t, carry[0], memory, recurrent_mask=recurrent_mask)[: len(initializer)]
+            return self.step(projected_t, carry[0], memory, weights, recurrent_mask)[:2]
 
-        outputs = scan_states(step, projected_inputs, initializer)
-        return outputs[0], outputs[1], outputs[2] if weights else None
+        return scan_states(step, projected_inputs, initializer)
 
     def call(self, projected_inputs: Tensor, h_tm1: Tensor, memory: dict, grouped: bool = False,
              recurrent_mask: Tensor | None = None) -> tuple:
-        query = h_tm1 if recurrent_mask is None else h_tm1 * recurrent_mask
-        context, weights = self.attention.attend(
-            self.attention.project_query(query), memory["annotations"], memory["keys"], memory["mask"],
-            grouped=grouped,
-        )
-        h = self.gru(projected_inputs, h_tm1, self.gru.project_context(context), recurrent_mask)
-        return h, context, weights
+        state, alpha, _ = self.step(projected_inputs, h_tm1, memory, self.weights_as(h_tm1), recurrent_mask,
+                                    grouped=grouped)
+        return state, self.attention.read(alpha, memory["annotations"], grouped=grouped), alpha
 
     def get_config(self) -> dict:
         gru_config, attention_config = self.gru.get_config(), self.attention.get_config()
@@ -542,14 +504,14 @@ class MaxoutReadout(keras.layers.Layer):
         pre = 2 * self.maxout_dim
 
         def kernel(name, rows, cols):
-            return _add_weight(self, name, (int(rows), cols), self.kernel_initializer)
+            return add_own_weight(self, name, (int(rows), cols), self.kernel_initializer)
 
         self.state_kernel = kernel("state_kernel", state_dim, pre)  # U_o
         self.embedding_kernel = kernel("embedding_kernel", embedding_dim, pre)  # V_o
         self.context_kernel = kernel("context_kernel", context_dim, pre)  # C_o
-        self.bias = _add_weight(self, "bias", (pre,), self.bias_initializer)
+        self.bias = add_own_weight(self, "bias", (pre,), self.bias_initializer)
         self.output_kernel = kernel("output_kernel", self.maxout_dim, self.vocabulary_size)  # W_o
-        self.output_bias = _add_weight(self, "output_bias", (self.vocabulary_size,), self.bias_initializer)
+        self.output_bias = add_own_weight(self, "output_bias", (self.vocabulary_size,), self.bias_initializer)
         self.built = True
 
     def call(self, states: Tensor, embeddings: Tensor, contexts: Tensor,
@@ -691,10 +653,10 @@ class BidirectionalEncoder(keras.layers.Layer):
     def build(self, source_shape: tuple = None) -> None:
         n, m = self.units, self.embedding_dim
         self.embedding.build((None, None))
-        self.kernel = _add_weight(self, "kernel", (2, m, 3 * n), self.kernel_initializer)
-        self.gate_kernel = _add_weight(self, "gate_kernel", (2, n, 2 * n), self.recurrent_initializer)
-        self.recurrent_kernel = _add_weight(self, "recurrent_kernel", (2, n, n), self.recurrent_initializer)
-        self.bias = _add_weight(self, "bias", (2, 1, 3 * n), self.bias_initializer)
+        self.kernel = add_own_weight(self, "kernel", (2, m, 3 * n), self.kernel_initializer)
+        self.gate_kernel = add_own_weight(self, "gate_kernel", (2, n, 2 * n), self.recurrent_initializer)
+        self.recurrent_kernel = add_own_weight(self, "recurrent_kernel", (2, n, n), self.recurrent_initializer)
+        self.bias = add_own_weight(self, "bias", (2, 1, 3 * n), self.bias_initializer)
         self.built = True
 
     def call(self, source_ids: Tensor, training: bool = False) -> tuple:

@@ -20,9 +20,9 @@ All three share one interface (DESIGN §6), so training, beam search and export 
   ``state`` (beam search's beams of a sentence: `encode`'s output as it is, not repeated per
   beam), or one row per row.
 
-Teacher forcing runs the same decoder cell as `decode_step`, over all steps in one loop (the
-cell's ``sequence``; in a training pass on TensorFlow with the backward pass of
-`bahdanau_tf.recurrence`); input projections and attention keys are computed before the loop and
+Teacher forcing runs the same decoder cell step as `decode_step`, over all steps in one loop
+(the cell's ``sequence``; in a training pass on TensorFlow with the backward pass written out,
+`bahdanau_tf.backprop`); input projections and attention keys are computed before the loop and
 the readout after it (DESIGN §2), so only the attention and the GRU recurrence run per step.
 
 The models are written in ``keras.ops``: the same weights give the same logits and steps on
@@ -52,7 +52,6 @@ from bahdanau_tf.special_tokens import END_ID, PAD_ID
 from bahdanau_tf.tensor_ops import Tensor
 from bahdanau_tf.translation_model import TranslationModel, is_model_path, load_trained
 
-_CONTEXT_PROJECTIONS = "context_projections"  # `RNNSearch.decoding_memory`'s [C h_j | C_o h_j]
 _SIZES = ("source_vocabulary_size", "target_vocabulary_size", "embedding_dim", "hidden_dim")
 # RNNSearch's decoder cells: the paper's, and Nematus's conditional GRU (`bahdanau_tf.cgru`)
 _DECODER_CELLS = {"paper": layers_lib.AttentionGRUCell, "cgru": cgru.CGRUAttentionCell}
@@ -242,18 +241,17 @@ class RNNSearch(TranslationModel):
         self.built = True
 
     def encode(self, source_ids: Tensor, training: bool = False) -> dict:
-        """Annotations, attention keys U_a h_j and the source mask: the decoder's memory.
+        """The annotations and the source mask: the decoder's memory (what no step changes is
+        computed from them by the decoder cell's ``prepare``: `decoding_memory`, ``sequence``).
 
         Args:
             source_ids: int (batch, source_len), padded with 0; ends with the end id.
 
         Returns:
-            dict with ``annotations`` (batch, source_len, 2n), ``keys`` (batch, source_len, n'),
-            ``mask`` bool (batch, source_len).
+            dict with ``annotations`` (batch, source_len, 2n) and ``mask`` bool (batch, source_len).
         """
         annotations, mask = self.encoder(self.dropouts.words(source_ids, training), training=training)
-        annotations = self.dropouts.annotations(annotations, training)
-        return self.decoder_cell.prepare_memory(annotations, mask)
+        return {"annotations": self.dropouts.annotations(annotations, training), "mask": mask}
 
     def initial_state(self, memory: dict) -> Tensor:
         """s_0 = tanh(W_s h<-_1), from the backward encoder state at the first source word."""
@@ -278,35 +276,21 @@ class RNNSearch(TranslationModel):
             ``(logits, state, attention)``: float32 (batch, K_y) (or (batch, C)), s_i in the
             form ``state`` was given, float32 (batch, source_len).
         """
-        if _CONTEXT_PROJECTIONS not in memory:  # `encode`'s: its products, at every call
+        if "products" not in memory:  # `encode`'s: its products, at every call
             memory = self.decoding_memory(memory)
-        if self.decoder == "cgru":
-            return self._cgru_decode_step(previous_ids, state, memory, projection)
         cell = self.decoder_cell
-        carried = isinstance(state, (tuple, list))
-        state, query = state if carried else (state, cell.attention.project_query(state))
-        attention = cell.attention.align(query, memory["keys"], memory["mask"], grouped=True)
-        projected = cell.attention.read(attention, memory[_CONTEXT_PROJECTIONS], grouped=True)
-        gru_part, readout_part = projected[:, : 3 * self.hidden_dim], projected[:, 3 * self.hidden_dim :]
         embedded = self.target_embedding(previous_ids)
-        state = cell.gru(cell.project_inputs(embedded), state, gru_part)
-        features = self.readout.features(state, embedded, projected_contexts=readout_part)
+        new_state, attention, record = cell.step(cell.project_inputs(embedded), state, memory,
+                                                 cell.weights_as(embedded), grouped=True)
+        features = self.readout.features(new_state, embedded, projected_contexts=record["readout_context"])
         logits = self.readout.project(features, projection)
-        return logits, self.decoding_state(state) if carried else state, attention
-
-    def _cgru_decode_step(self, previous_ids, state, memory, projection):
-        """`decode_step` with the conditional GRU, on `decoding_memory`'s memory."""
-        cell = self.decoder_cell
-        embedded = self.target_embedding(previous_ids)
-        state, attention, readout_part = cell.step_on_products(
-            cell.project_inputs(embedded), state, memory["keys"], memory["mask"], memory[_CONTEXT_PROJECTIONS])
-        features = self.readout.features(state, embedded, projected_contexts=readout_part)
-        return self.readout.project(features, projection), state, attention
+        return logits, cell.decoding_state(new_state) if isinstance(state, (tuple, list)) else new_state, attention
 
     def decoding_state(self, state: Tensor) -> Any:
-        """s as a search carries it: ``(s, W_a s)``, the next step's attention query computed
-        as soon as s is; with the conditional GRU (``decoder="cgru"``), s as it is: its query,
-        W_a s'_i, reads y_{i-1}, which the step before does not know.
+        """s as a search carries it, the decoder cell's ``decoding_state``: the paper's cell
+        carries ``(s, W_a s)``, the next step's attention query computed as soon as s is; the
+        conditional GRU carries s as it is (its query, W_a s'_i, reads y_{i-1}, which the step
+        before does not know).
 
         A step's time is its chain of dependent work, and the query's matmul used to open it
         (the attention waits for it). Computed at the end of the step before, beside the
@@ -316,31 +300,28 @@ class RNNSearch(TranslationModel):
         and returns either form; the Translator carries this one in its XLA searches only
         (without XLA the extra loop variable cost more than it saved).
         """
-        if self.decoder == "cgru":
-            return state
-        return (state, self.decoder_cell.attention.project_query(state))
+        return self.decoder_cell.decoding_state(state)
 
     def decoding_memory(self, memory: dict) -> dict:
-        """`encode`'s memory for `decode_step`, with the context's products read off the annotations.
+        """`encode`'s memory for `decode_step`: the decoder cell's `prepare`d memory, with the
+        deep output's products beside the cell's.
 
-        A step multiplies c_i by two fixed matrices only, the GRU's C (2n x 3n) and the deep
-        output's C_o (2n x 2l), and C c_i = sum_j alpha_ij (C h_j). So the annotations'
-        products ``[C h_j | C_o h_j]`` are computed once per sentence (batch, source_len,
-        3n + 2l), and each step reads them with its alpha (`BahdanauAttention.read`) instead
-        of forming c_i and multiplying it: that saves the step's largest matmul after W_o's
-        (2n (3n + 2l) weights, 2 MB in float32 at the `small` sizes, read at every step; at
-        beam 5, 30 % of a step's multiply-adds), for a per-sentence matmul whose cost is that
-        of about one step per source word. The annotations themselves are dropped: no step
-        reads them. The same numbers as stepping `encode`'s memory, up to float order. With
-        the conditional GRU (``decoder="cgru"``), C is its second GRU's input kernel W'.
+        A step multiplies c_i by two fixed matrices only, the cell's C (2n x 3n; the
+        conditional GRU's second GRU's input kernel W') and the deep output's C_o (2n x 2l),
+        and C c_i = sum_j alpha_ij (C h_j). So the annotations' products ``[C h_j | C_o h_j]``
+        are computed once per sentence (batch, source_len, 3n + 2l), and each step reads them
+        with its alpha (`BahdanauAttention.read`) instead of forming c_i and multiplying it:
+        that saves the step's largest matmul after W_o's (2n (3n + 2l) weights, read at every
+        step), for a per-sentence matmul whose cost is that of about one step per source word.
+        The annotations themselves are dropped: no step reads them. The same numbers as
+        stepping `encode`'s memory, up to float order.
 
         Returns:
-            dict with ``keys``, ``mask`` and ``context_projections``.
+            dict with ``products``, ``keys`` and ``mask``.
         """
-        annotations = memory["annotations"]
-        products = ops.concatenate([self.decoder_cell.project_context(annotations),
-                                    self.readout.project_context(annotations)], axis=-1)
-        return {"keys": memory["keys"], "mask": memory["mask"], _CONTEXT_PROJECTIONS: products}
+        prepared = self.decoder_cell.prepare(memory["annotations"], memory["mask"],
+                                             readout_kernel=self.readout.context_kernel)
+        return {name: prepared[name] for name in ("products", "keys", "mask")}
 
     def _teacher_forcing(self, inputs, training=False, features=False, attention=False, head=False):
         """``(logits or features, alpha or None)``: the decoder over all steps of the reference
@@ -594,6 +575,15 @@ class Seq2Seq(TranslationModel):
                              recurrent_dropout=recurrent_dropout, readout_dropout=readout_dropout,
                              word_dropout=word_dropout)
         # === Layers ===
+        self._make_layers()
+
+    def _make_layers(self) -> None:
+        """The embeddings, the encoder's and the decoder's LSTMs and the output layer, from the
+        stored config; every weight ~ U(-init_scale, init_scale), each its own draw."""
+        source_vocabulary_size, target_vocabulary_size = (self.source_vocabulary_size,
+                                                          self.target_vocabulary_size)
+        embedding_dim, hidden_dim, num_layers = self.embedding_dim, self.hidden_dim, self.num_layers
+
         def uniform():  # a new instance for every weight: each gets its own draw
             return keras.initializers.RandomUniform(-self.init_scale, self.init_scale)
 

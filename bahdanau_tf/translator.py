@@ -359,15 +359,10 @@ class Translator(tf.Module):
         ``search`` is a `bahdanau_tf.decoding.BeamSearch` whose ``beam_size`` is an int, an
         int32 scalar, or int32 ``[batch]`` per-row beams (the search then runs the largest and
         empties each row's slots beyond its own beam, see `bahdanau_tf.decoding.beam_search`'s
-        ``beam_sizes``); ``forbid_unknown`` (bool scalar) adds [UNK] to its forbidden tokens.
+        ``search``); ``forbid_unknown`` (bool scalar) adds [UNK] to its forbidden tokens.
         Returns the `bahdanau_tf.decoding.BeamSearchOutput`.
         """
         batch = ops.shape(source_ids)[0]  # static under XLA (buckets)
-        beam_sizes = None
-        if isinstance(search.beam_size, tf.Tensor) and search.beam_size.shape.rank == 1:
-            beam_sizes = search.beam_size
-            widest = tf.maximum(tf.reduce_max(tf.concat([beam_sizes, [1]], 0)), search.nbest)
-            search = dataclasses.replace(search, beam_size=widest)
         step_fn, state, memory, candidates = self._step(source_ids, jit_compile, candidate_size)
         # PAD is never generated anyway: forbidding it keeps the shape static either way.
         forbid = ops.reshape(ops.cast(ops.where(forbid_unknown, UNK_ID, PAD_ID), "int32"), [1])
@@ -378,7 +373,7 @@ class Translator(tf.Module):
                                        vocabulary_size=self.models[0].target_vocabulary_size)
         return decoding.beam_search(
             step_fn, state, batch, search, max_length=limits, memory=memory,
-            slots=self._slots(search.beam_size), beam_sizes=beam_sizes, candidates=candidates,
+            slots=self._slots(search.beam_size), candidates=candidates,
             attention_length=ops.shape(source_ids)[1] if search.return_attention else None,
             execution=execution)
 

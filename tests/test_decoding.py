@@ -702,9 +702,8 @@ def test_a_sentence_in_a_refilled_slot_decodes_as_alone(slots, monkeypatch):
     beams = np.array([4, 2, 4, 1, 3, 4, 4])
     counter = []
     out = beam_search(model.slot_step_fn(counter), state, 7,
-                      BeamSearch(beam_size=4, nbest=2, length_penalty=0.4, return_attention=True),
-                      max_length=tf.constant(limits), attention_length=model.source_len,
-                      beam_sizes=tf.constant(beams), memory=memory, slots=slots)
+                      BeamSearch(beam_size=tf.constant(beams), nbest=2, length_penalty=0.4, return_attention=True),
+                      max_length=tf.constant(limits), attention_length=model.source_len, memory=memory, slots=slots)
     assert out.ids.shape == (7, 2, 11) and out.attention.shape == (7, 2, 11, model.source_len)
     # every step computes the rows of its loop's slots: all of them, then (the tail, nothing
     # left to load) halves, each with its beams
@@ -733,9 +732,8 @@ def test_a_sentence_in_a_refilled_slot_decodes_as_alone(slots, monkeypatch):
         for sentence, limit in enumerate(limits):
             count = []
             beam_search(model.slot_step_fn(count), select(state, sentence), 1,
-                        BeamSearch(beam_size=4, nbest=2, length_penalty=0.4), max_length=int(limit),
-                        beam_sizes=tf.constant(beams[sentence:sentence + 1]),
-                        memory=select(memory, sentence))
+                        BeamSearch(beam_size=tf.constant(beams[sentence:sentence + 1]), nbest=2, length_penalty=0.4),
+                        max_length=int(limit), memory=select(memory, sentence))
             alone_total += len(count)
         assert len(counter) == alone_total
 

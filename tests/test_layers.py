@@ -109,7 +109,7 @@ def test_conditional_gru_cell_matches_paper_equations():
 
 def test_cgru_cell_step_matches_nematus_equations_and_reads_products_alike():
     """One step of the conditional GRU (Sennrich et al. 2017) against NumPy, on padded memory;
-    `step_on_products` (the search's form) gives the same state, attention and products."""
+    its `step` on the search's memory gives the same state, attention and products."""
     rng = np.random.default_rng(4)
     cell = cgru.CGRUAttentionCell(5, attention_units=7)
     cell.build(input_dim=3, memory_dim=6)
@@ -118,7 +118,7 @@ def test_cgru_cell_step_matches_nematus_equations_and_reads_products_alike():
     annotations = rng.normal(size=(3, 4, 6)).astype("float32")
     lengths = [4, 2, 1]
     mask = np.arange(4)[None, :] < np.array(lengths)[:, None]
-    memory = cell.prepare_memory(annotations, mask)
+    memory = cell.prepare(annotations, mask)
     state, context, weights = (t.numpy() for t in cell(cell.project_inputs(ey), h, memory))
     for row, length in enumerate(lengths):
         expected = helpers.cgru_step_reference(cell, ey[row], h[row], annotations[row, :length])
@@ -132,13 +132,14 @@ def test_cgru_cell_step_matches_nematus_equations_and_reads_products_alike():
                                                       cell.attention.key_bias.numpy(),
                                                       cell.attention.score_vector.numpy())[1]
     assert not np.allclose(weights[0], paper_query_weights, atol=1e-3)
+    # the search's form: the products with another map's beside C h_j, one row per group of beams
     readout_map = rng.normal(size=(6, 2)).astype("float32")
-    products = np.concatenate([cell.project_context(annotations).numpy(), annotations @ readout_map], -1)
-    got_state, got_weights, rest = (t.numpy() for t in cell.step_on_products(
-        cell.project_inputs(ey), h, memory["keys"], mask, products))
+    search_memory = cell.prepare(annotations, mask, readout_kernel=readout_map)
+    got_state, got_weights, record = cell.step(cell.project_inputs(ey), h, search_memory, cell.weights_as(h),
+                                               grouped=True)
     np.testing.assert_allclose(got_state, state, atol=1e-5)
     np.testing.assert_allclose(got_weights, weights, atol=1e-6)
-    np.testing.assert_allclose(rest, context @ readout_map, atol=1e-5)
+    np.testing.assert_allclose(record["readout_context"], context @ readout_map, atol=1e-5)
 
 
 def test_maxout_readout_matches_numpy():
@@ -209,11 +210,11 @@ LAYER_CONTRACTS = {
         lambda head: head(_MEMORY, _MASK, _SEQUENCE[0], _SEQUENCE[1], _TARGET_MASK), None),
     "AttentionGRUCell": (
         lambda: layers.AttentionGRUCell(4, 7, score="additive", name="cell"),
-        lambda cell: cell(cell.project_inputs(_X), _H, cell.prepare_memory(_MEMORY, _MASK)),
+        lambda cell: cell(cell.project_inputs(_X), _H, cell.prepare(_MEMORY, _MASK)),
         lambda cell: cell.build(input_dim=3, memory_dim=6)),
     "CGRUAttentionCell": (
         lambda: cgru.CGRUAttentionCell(4, 7, score="additive", name="cell"),
-        lambda cell: cell(cell.project_inputs(_X), _H, cell.prepare_memory(_MEMORY, _MASK)),
+        lambda cell: cell(cell.project_inputs(_X), _H, cell.prepare(_MEMORY, _MASK)),
         lambda cell: cell.build(input_dim=3, memory_dim=6)),
     "ConditionalGRUCell": (
         lambda: layers.ConditionalGRUCell(4, name="gru"),
@@ -248,7 +249,7 @@ def test_attention_cell_under_mixed_precision_keeps_float32_weights():
     cell = layers.AttentionGRUCell(4, 3, dtype=policy)
     cell.build(input_dim=2, memory_dim=6)
     annotations = tf.cast(tf.random.normal([2, 5, 6]), "bfloat16")
-    memory = cell.prepare_memory(annotations, tf.ones([2, 5], "bool"))
+    memory = cell.prepare(annotations, tf.ones([2, 5], "bool"))
     s, c, alpha = cell(cell.project_inputs(tf.ones([2, 2], "bfloat16")), tf.zeros([2, 4], "bfloat16"), memory)
     assert s.dtype == tf.bfloat16 and alpha.dtype == tf.float32
     assert all(w.dtype == "float32" for w in cell.weights)
@@ -318,7 +319,7 @@ def test_teacher_forcing_keeps_no_per_step_copy_of_the_weights():
 
     cell = layers.AttentionGRUCell(4, attention_units=3)
     cell.build(input_dim=2, memory_dim=6)
-    memory = cell.prepare_memory(tf.ones([2, 5, 6]), tf.ones([2, 5], bool))
+    memory = cell.prepare(tf.ones([2, 5, 6]), tf.ones([2, 5], bool))
 
     def loop_gradient(read_once):
         def run():

@@ -1,19 +1,81 @@
-"""The recurrences' written-out backward pass (bahdanau_tf.recurrence) against automatic
-differentiation: every weight's gradient of a loss, for each model, with padding, recurrent
-dropout, attention weights in the loss, eagerly and under XLA, in float32 and mixed precision."""
+"""The recurrences' written-out backward pass (bahdanau_tf.backprop, the cells' step_backward)
+against automatic differentiation: one step of each decoder cell, then every weight's gradient
+of a loss, for each model, with padding, recurrent dropout, attention weights in the loss,
+eagerly and under XLA, in float32 and mixed precision."""
 
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from bahdanau_tf import recurrence
+from bahdanau_tf import backprop, cgru, layers, recurrence
 from bahdanau_tf.models import RNNEncDec, RNNSearch, Seq2Seq
-from bahdanau_tf.tensor_ops import scan_states
 from tests import helpers
 
 DROPOUTS = dict(recurrent_dropout=0.3, embedding_dropout=0.2, readout_dropout=0.1)
 
+
+# === One step ===
+
+CELLS = {"paper": layers.AttentionGRUCell, "cgru": cgru.CGRUAttentionCell}
+
+
+def _step_inputs(cell_class, masked, seed=7, batch=3, units=5, lengths=(4, 2, 3)):
+    """A built cell with random weights, and one step's inputs: projected inputs, s_{i-1}, the
+    memory over padded annotations, the recurrent mask or None, the loop's weights as tensors."""
+    rng = np.random.default_rng(seed)
+    cell = cell_class(units, attention_units=4)
+    cell.build(input_dim=3, memory_dim=6)
+    for weight in cell.weights:
+        weight.assign(rng.normal(size=weight.shape) * 0.5)
+    source_len = max(lengths)
+    annotations = tf.constant(rng.normal(size=(batch, source_len, 6)), "float32")
+    mask = tf.constant(np.arange(source_len)[None, :] < np.array(lengths)[:, None])
+    weights = {name: tf.identity(tensor) for name, tensor in cell.weights_as(annotations).items()}
+    memory = cell.prepare(annotations, mask, weights=weights)
+    inputs = tf.constant(rng.normal(size=(batch, 3 * units)), "float32")
+    state = tf.constant(rng.normal(size=(batch, units)), "float32")
+    recurrent_mask = tf.constant(rng.integers(0, 2, (batch, units)) * 2.0, "float32") if masked else None
+    upstream = (tf.constant(rng.normal(size=(batch, units)), "float32"),
+                tf.constant(rng.normal(size=(batch, source_len)), "float32"))
+    return cell, inputs, state, memory, recurrent_mask, weights, upstream
+
+
+@pytest.mark.parametrize("masked", [False, True], ids=["no_dropout", "dropout"])
+@pytest.mark.parametrize("name", CELLS)
+def test_one_step_backward_equals_automatic_differentiation(name, masked):
+    """Each cell's `step_backward` against tf.GradientTape on the same `step`, piece by piece:
+    d s_{i-1}, d of the projected inputs, of the keys, of what the step read off the products
+    (alpha_ij times it is d C h_j), of v_a, and `loop_gradients`' weights (one step), for a
+    loss of s_i and alpha_i with random weights. A wrong term names its piece."""
+    cell, inputs, state, memory, recurrent_mask, weights, (d_state, d_alpha) = _step_inputs(CELLS[name], masked)
+    products, keys = memory["products"], memory["keys"]
+    sources = {"state": state, "inputs": inputs, "products": products, "keys": keys, **weights}
+    with tf.GradientTape() as tape:
+        tape.watch(list(sources.values()))
+        step_weights = cell.loop_step_weights(weights, recurrent_mask)
+        h, alpha, record = cell.step(inputs, state, dict(memory, products=products, keys=keys), step_weights,
+                                     recurrent_mask)
+        loss = tf.reduce_sum(h * d_state) + tf.reduce_sum(alpha * d_alpha)
+    automatic = dict(zip(sources, tape.gradient(loss, list(sources.values()))))
+
+    transposed = {key: recurrence.transposed(w) if len(w.shape) == 2 else w for key, w in step_weights.items()}
+    d_previous, d_keys, d_score_vector, steps = cell.step_backward(d_state, d_alpha, state, alpha, record, memory,
+                                                                   transposed, recurrent_mask)
+    d_read = steps.get("context", steps["inputs"])
+    reads = state if recurrent_mask is None else state * recurrent_mask
+    ours = {"state": d_previous, "inputs": steps["inputs"], "keys": d_keys, "score_vector": d_score_vector,
+            "products": tf.cast(alpha, d_read.dtype)[:, :, None] * d_read[:, None, :],
+            **cell.loop_gradients(weights, reads[None], {key: record[key][None] for key in cell.RECORDED},
+                                  {key: value[None] for key, value in steps.items()}, recurrent_mask)}
+    assert set(ours) - {"state", "inputs", "products", "keys"} == set(weights) - {
+        "context_kernel", "key_kernel", "key_bias"}  # the memory's: the loop's (the model tests)
+    wrong = [piece for piece, gradient in ours.items()
+             if not np.allclose(gradient, automatic[piece], rtol=1e-5, atol=1e-5)]
+    assert not wrong, wrong  # every piece that differs, not only the first
+
+
+# === Whole models ===
 
 def _padded_batch(model, seed=0, batch=5):
     """Sources and targets of different lengths, padded with 0 (one row full length)."""
@@ -111,11 +173,10 @@ def test_training_passes_of_both_decoders_take_their_written_out_loop(monkeypatc
     (the comparisons above would also pass if neither did); Luong's score, a pass that is not
     training and `automatic_differentiation` scan the cell."""
     calls = []
-    for name in ("_attention_gru_states", "_cgru_states"):
-        monkeypatch.setattr(recurrence, name,
-                            lambda *args, _original=getattr(recurrence, name), _name=name:
-                            calls.append(_name) or _original(*args))
-    for overrides, expected in ((dict(), ["_attention_gru_states"]), (dict(decoder="cgru"), ["_cgru_states"]),
+    monkeypatch.setattr(backprop, "decoder_states",
+                        lambda cell, *args, _original=backprop.decoder_states:
+                        calls.append(type(cell).__name__) or _original(cell, *args))
+    for overrides, expected in ((dict(), ["AttentionGRUCell"]), (dict(decoder="cgru"), ["CGRUAttentionCell"]),
                                 (dict(decoder="cgru", score="general"), [])):
         model = helpers.random_model(RNNSearch, scale=0.4, **overrides)
         inputs = _padded_batch(model)[:2]
@@ -199,12 +260,11 @@ def test_gru_states_gradients_equal_a_scan_differentiated(directions, masked):
     upstream = tf.constant(np.random.default_rng(5).normal(size=inputs["projected"].shape[:-1] + (shape[-1],)),
                            "float32")
 
-    def scanned(projected, initial_state, gate_kernel, recurrent_kernel):
-        return scan_states(lambda h, x: recurrence.gru_step(x, h, gate_kernel, recurrent_kernel, mask),
-                           projected, initial_state)
+    def scanned(**arguments):
+        return recurrence.scanned_gru_states(**arguments, recurrent_mask=mask)
 
     def ours(**arguments):
-        return recurrence.gru_states(**arguments, recurrent_mask=mask, training=True)
+        return backprop.gru_states(**arguments, recurrent_mask=mask)
 
     results = []
     for function in (ours, scanned):

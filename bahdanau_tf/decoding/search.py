@@ -551,9 +551,21 @@ def _check_inputs(search, max_length, memory, attention_length, slots):
     _check_count("slots", slots)
 
 
-def _search_inputs(step_fn, initial_state, batch, search, max_length, memory, beam_sizes,
-                   candidates, attention_length, execution):
+def _own_beams(search):
+    """``(search, each sentence's beam or None)``: a ``beam_size`` vector holds one beam per
+    sentence, and the search runs the widest of them (at least ``nbest``)."""
+    beam_size = search.beam_size
+    if not ops.is_tensor(beam_size) or len(beam_size.shape) != 1:
+        return search, None
+    beams = ops.cast(beam_size, "int32")
+    widest = ops.maximum(ops.max(ops.concatenate([beams, ops.ones([1], "int32")], axis=0)), search.nbest)
+    return dataclasses.replace(search, beam_size=widest), beams
+
+
+def _search_inputs(step_fn, initial_state, batch, search, max_length, memory, candidates, attention_length,
+                   execution):
     """The `SearchInputs` of `beam_search`'s arguments (``batch``: see `_known`)."""
+    search, beam_sizes = _own_beams(search)
     beam, nbest = _known(search.beam_size), _known(search.nbest)
     if not isinstance(beam, int) or not isinstance(nbest, int):  # a dynamic beam: TensorFlow only
         tf.debugging.assert_less_equal(nbest, beam, message="nbest must be <= beam_size")
@@ -582,8 +594,8 @@ def _search_inputs(step_fn, initial_state, batch, search, max_length, memory, be
 # === The driver ===
 
 def beam_search(step_fn: StepFn, initial_state, batch_size=None, search: BeamSearch = BeamSearch(),
-                max_length=100, memory=None, slots=None, beam_sizes=None, candidates=None,
-                attention_length=None, execution: Execution = Execution()) -> BeamSearchOutput:
+                max_length=100, memory=None, slots=None, candidates=None, attention_length=None,
+                execution: Execution = Execution()) -> BeamSearchOutput:
     """Beam search that maximises log p(y | x) over a step function, batched over sentences.
 
     Each sentence keeps ``search.beam_size`` hypotheses. At every step each live hypothesis is
@@ -624,7 +636,12 @@ def beam_search(step_fn: StepFn, initial_state, batch_size=None, search: BeamSea
         batch_size: int or int32 scalar tensor (dynamic in a serving signature); None takes it
             from the first tensor of ``initial_state``.
         search: `BeamSearch`, the settings (beam, n-best, length penalty, forbidden tokens,
-            attention).
+            attention). Its ``beam_size`` may be an int32 ``[batch]`` vector, each sentence's
+            own beam (values below 1 count as 1): the search runs the widest (at least
+            ``nbest``) and, after every step's ``top_k``, empties the slots beyond the
+            sentence's own beam. Since ``top_k`` is stable and the emptied slots hold
+            ``-inf``, a sentence gets exactly what a search with its own beam gives. A
+            sentence whose beam is below ``nbest`` gets empty slots (``-inf``).
         max_length: the maximum number of tokens of an output, ``end_id`` included: an int, an
             int32 scalar, or an int32 ``[batch]`` tensor of per-sentence limits (e.g.
             ``2 * source_length + 10``). Values below 1 are treated as 1, values above the
@@ -634,12 +651,6 @@ def beam_search(step_fn: StepFn, initial_state, batch_size=None, search: BeamSea
             handed to ``step_fn`` one row per slot (see **Slots**).
         slots: with ``memory``, the number of sentences in flight (see **Slots**): an int
             (static under XLA) or an int32 scalar; None: the whole batch (no refill).
-        beam_sizes: optional int32 ``[batch]``, each sentence's own beam in
-            ``[1, beam_size]`` (values outside are clipped to it): the search runs
-            ``beam_size`` slots per sentence and, after every step's ``top_k``, empties the
-            slots beyond the sentence's own beam. Since ``top_k`` is stable and the emptied
-            slots hold ``-inf``, a sentence gets exactly what a search with its own beam
-            gives. A sentence whose beam is below ``nbest`` gets empty slots (``-inf``).
         candidates: optional int32 ``[C]``, a per-batch target vocabulary (candidate-list
             decoding, Jean et al. 2015; `bahdanau_tf.lexicon.CandidateLists`): ``step_fn``'s
             logits are ``[rows, C]``, position ``p`` scoring token ``candidates[p]``. The ids
@@ -679,8 +690,8 @@ def beam_search(step_fn: StepFn, initial_state, batch_size=None, search: BeamSea
     if batch_size is None:
         batch_size = ops.shape(keras.tree.flatten(initial_state)[0])[0]
     batch = _known(batch_size)
-    inputs = _search_inputs(step_fn, initial_state, batch, search, max_length, memory,
-                            beam_sizes, candidates, attention_length, execution)
+    inputs = _search_inputs(step_fn, initial_state, batch, search, max_length, memory, candidates,
+                            attention_length, execution)
     width = batch if slots is None else _known(slots)
     if isinstance(width, int) and isinstance(batch, int):
         width = min(width, batch)
