@@ -14,7 +14,7 @@ import pytest
 import tensorflow as tf
 
 import bahdanau_tf
-from bahdanau_tf import corpora, devices, lexicon, model_directory
+from bahdanau_tf import checkpoint_averaging, corpora, devices, lexicon, model_directory
 from helpers import env_without_tensorflow_logging, foreign_lines, run_commands
 
 # every test here starts a Python process (or uses a module fixture that does)
@@ -135,7 +135,7 @@ def test_sigkill_mid_run_then_resume(tmp_path):
     # latest, which run_checkpoints (what averaging reads) leaves out
     state = tf.train.get_checkpoint_state(str(out / "checkpoints"))
     assert state.model_checkpoint_path in state.all_model_checkpoint_paths
-    kept = model_directory.run_checkpoints(str(out))
+    kept = checkpoint_averaging.run_checkpoints(str(out))
     assert kept[-1] == state.model_checkpoint_path
     for path in state.all_model_checkpoint_paths:
         if path not in kept:
@@ -168,7 +168,7 @@ def test_sigkill_mid_run_then_resume(tmp_path):
     assert _latest_step(out) == saved_step + 5
     # the resumed run finished any deletion the kill interrupted: every checkpoint file on disk
     # (.index, .data-*) is a kept checkpoint's
-    kept = {os.path.basename(path) for path in model_directory.run_checkpoints(str(out))}
+    kept = {os.path.basename(path) for path in checkpoint_averaging.run_checkpoints(str(out))}
     files = [name for name in os.listdir(out / "checkpoints") if re.fullmatch(r"ckpt-\d+\.(index|data-.*)", name)]
     assert {name.split(".", 1)[0] for name in files} == kept
 

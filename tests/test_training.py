@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bahdanau_tf import data, losses, model_directory, text, training
+from bahdanau_tf import checkpoint_averaging, data, losses, model_directory, text, training
 from bahdanau_tf.corpora import load_corpus
 from bahdanau_tf.decoding import Batching
 from helpers import beam, checkpoint_model_values, learning_seed
@@ -765,6 +765,6 @@ def test_around_best_keeps_the_checkpoints_nearest_the_best_step_and_averages_th
     assert [os.path.basename(path) for path in chosen] == ["ckpt-200", "ckpt-300", "ckpt-400"]
     assert [os.path.basename(path) for path in around.chosen(best_step=300, last_step=350)] == [
         "ckpt-200", "ckpt-300"]
-    model_directory.average_into(model, chosen)
+    checkpoint_averaging.average_into(model, chosen)
     for value in model.get_weights():
         np.testing.assert_array_equal(value, np.full(value.shape, 300.0))
