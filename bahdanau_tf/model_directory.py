@@ -155,6 +155,13 @@ def record_averaged(directory: str, tag: dict) -> None:
     _write_json(os.path.join(directory, MODEL_CONFIG), {**read_model_config(directory), AVERAGED_TAG: tag})
 
 
+def update_settings(directory: str, **settings) -> None:
+    """Rewrites ``model.json``'s run settings with ``settings`` (a resumed run's ``training``)."""
+    saved = read_model_config(directory)
+    _write_json(os.path.join(directory, MODEL_CONFIG),
+                {**saved, "settings": {**saved.get("settings", {}), **settings}})
+
+
 def averaged_tag(directory) -> dict | None:
     """``model.json``'s record of the ``averaged/`` checkpoint (`AVERAGED_TAG`), or None when
     there is none (or no ``averaged/`` checkpoint to go with it)."""

@@ -136,6 +136,45 @@ def _define_training_flags():
 TRAINING_FLAGS = _define_training_flags()
 
 
+def _saved_run():
+    """The ``model.json`` of the run --output_dir holds (None for a new run, or a damaged one,
+    which the trainer names when it takes the directory)."""
+    from bahdanau_tf import model_directory
+
+    if not os.path.exists(os.path.join(FLAGS.output_dir, model_directory.MODEL_CONFIG)):
+        return None
+    try:
+        return model_directory.read_model_config(FLAGS.output_dir)
+    except (OSError, ValueError):
+        return None
+
+
+#: how a flag says a TrainingConfig field's None (``--clipnorm=0``: no clipping)
+_NONE_AS_FLAG = {"clipnorm": 0.0, "max_minutes": 0.0, "bucketing": "none"}
+
+
+def _keep_the_recipe(saved):
+    """A resumed run keeps its recipe: --preset and each training flag left unset take the
+    run's (``model.json``), so that flags.txt, model.json and report.json say the same; a flag
+    given that changes it is the trainer's to refuse (`TrainingConfig.recipe_changes`). The
+    `INVOCATION_FIELDS` (this run's minutes, device settings and logging) are not the recipe."""
+    from bahdanau_tf import training
+
+    settings = saved.get("settings", {})
+    if not FLAGS["preset"].present and settings.get("preset") in presets.preset_names():
+        FLAGS.preset = settings["preset"]
+    recipe = settings.get("training") if isinstance(settings.get("training"), dict) else {}
+    defaults = {field.name: field.default for field in dataclasses.fields(training.TrainingConfig)}
+    defaults.update(presets.get_preset(FLAGS.preset).training)
+    for name in TRAINING_FLAGS:
+        if (FLAGS[name].value is not None or name not in recipe or name in training.INVOCATION_FIELDS
+                or recipe[name] == defaults.get(name)):
+            continue
+        value = _NONE_AS_FLAG.get(name) if recipe[name] is None else recipe[name]
+        if value is not None:
+            FLAGS[name].value = value
+
+
 def _training_config():
     """The preset's TrainingConfig with every flag the user gave."""
     from bahdanau_tf import training
@@ -171,19 +210,22 @@ for _name, _text in _DROPOUT_HELP.items():
                                "the resumed directory's.", lower_bound=0.0, upper_bound=0.95)
 
 
-def _model_overrides():
-    """The dropout rates the flags set; unset ones keep a resumed directory's, else the preset's."""
-    from bahdanau_tf import model_directory, regularization
+def _model_overrides(saved):
+    """The dropout rates the flags set; unset ones keep the resumed run's (``saved``, its
+    ``model.json``; their flags are set, so flags.txt lists them), else the preset's."""
+    from bahdanau_tf import regularization
 
+    covered = regularization.DROPOUT_ARGUMENTS[:4] if FLAGS.dropout is not None else ()
+    preset = presets.get_preset(FLAGS.preset).model
+    for name in regularization.DROPOUT_ARGUMENTS:
+        value = (saved or {}).get("config", {}).get(name)
+        if FLAGS[name].value is None and name not in covered and value is not None and value != preset.get(name, 0.0):
+            FLAGS[name].value = value
     overrides = {}
     if FLAGS.dropout is not None:
         overrides = dict.fromkeys(regularization.DROPOUT_ARGUMENTS[:4], FLAGS.dropout)
     overrides.update({name: FLAGS[name].value for name in regularization.DROPOUT_ARGUMENTS
                       if FLAGS[name].value is not None})
-    if os.path.exists(os.path.join(FLAGS.output_dir, model_directory.MODEL_CONFIG)):
-        saved = model_directory.read_model_config(FLAGS.output_dir)["config"]
-        overrides = {**{name: saved[name] for name in regularization.DROPOUT_ARGUMENTS if name in saved},
-                     **overrides}
     return overrides
 
 
@@ -329,6 +371,9 @@ def main(argv):
     _check_backend()
     from bahdanau_tf import training
 
+    saved = _saved_run()  # a run to resume keeps its recipe
+    if saved is not None:
+        _keep_the_recipe(saved)
     presets.get_preset(FLAGS.preset)  # an unknown preset is a usage error, before any work
     _check_guided_alignment_flags()
     config = _training_config()
@@ -356,7 +401,7 @@ def main(argv):
         settings["guided_alignment_unaligned"] = FLAGS.guided_alignment_unaligned or "free"
     trainer = training.Trainer(
         FLAGS.output_dir, source_tokenizer, target_tokenizer, preset=FLAGS.preset, config=config,
-        model_overrides=_model_overrides(), strategy=strategy, settings=settings, log=log, guide=guide,
+        model_overrides=_model_overrides(saved), strategy=strategy, settings=settings, log=log, guide=guide,
     )
     try:
         resumed = trainer.restore()  # takes the directory; resumes, or refuses another model (ValueError)

@@ -39,6 +39,8 @@ epoch 5, clipnorm 5, batch 128; the reduced CPU presets use Adam.
 
 from bahdanau_tf.training.config import (
     AVERAGE_AT,
+    CHANGEABLE_ON_RESUME,
+    INVOCATION_FIELDS,
     OPTIMIZERS,
     PRECISIONS,
     SAMPLED_PROPOSALS,
@@ -88,6 +90,8 @@ __all__ = [
     "with_alignment_head",
     "format_report",
     "AVERAGE_AT",
+    "CHANGEABLE_ON_RESUME",
+    "INVOCATION_FIELDS",
     "OPTIMIZERS",
     "PRECISIONS",
     "SAMPLED_PROPOSALS",

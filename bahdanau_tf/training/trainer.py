@@ -247,6 +247,7 @@ class Trainer(TrainingStep):
     def _check_and_restore(self):
         """`restore` once the directory is ours: checks, then the latest checkpoint, if any."""
         self.directory.check(self.model)
+        self._check_recipe()
         latest = model_directory_lib.latest_checkpoint(self.output_dir, which="latest")
         names = {name.split("/", 1)[0] for name, _ in tf.train.list_variables(latest)} if latest else set()
         weights = os.path.join(self.output_dir, model_directory_lib.WEIGHTS)
@@ -267,6 +268,20 @@ class Trainer(TrainingStep):
                 f"{self.elapsed_seconds.numpy() / 60:.1f} min trained so far."
             )
         return latest
+
+    def _check_recipe(self):
+        """A resumed run keeps its training recipe (``model.json``'s, `TrainingConfig.
+        recipe_changes`): another one is refused (ValueError) before anything is restored."""
+        if not (self.is_chief and self.directory.has_model_config()):
+            return
+        saved = model_directory_lib.read_model_config(self.output_dir).get("settings", {}).get("training")
+        changes = self.config.recipe_changes(saved if isinstance(saved, dict) else {})
+        if changes:
+            kept = ", ".join(f"--{name}={old}" for name, old, _ in changes)
+            asked = ", ".join(f"--{name}={new}" for name, _, new in changes)
+            raise ValueError(f"{self.output_dir!r} was trained with {kept}: a resumed run keeps its "
+                             f"training recipe, so {asked} cannot apply; drop it, or train into a new "
+                             "--output_dir.")
 
     def _adopt_averaged_best(self):
         """After a restore: when ``best/`` holds the average the run's end made
