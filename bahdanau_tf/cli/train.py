@@ -4,7 +4,8 @@ With no flags it trains the ``small`` RNNsearch on the embedded Bible corpus, En
 for 12 minutes on a CPU, and writes ``./bahdanau_run`` (model.json, vocabularies, checkpoints,
 best/, averaged/, report.json, logs/ for TensorBoard, lexicon.tsv). Running it again on the same ``--output_dir``
 resumes from the last checkpoint (the vocabularies are read back from the directory, not
-rebuilt).
+rebuilt) with the run's recipe: ``--preset`` and the training flags left unset take
+``model.json``'s values; one that would change the recipe is refused (docs/training.md).
 
 Examples:
 
