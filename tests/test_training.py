@@ -866,7 +866,8 @@ def test_a_run_stopped_between_evaluations_or_killed_after_a_checkpoint_resumes_
                 if isinstance(expected[key], dict):  # around_best: a checkpoint per step
                     assert sorted(got[key]) == sorted(expected[key]), (name, part, key)
                     for tensor in expected[key]:
-                        np.testing.assert_array_equal(got[key][tensor], expected[key][tensor], err_msg=f"{name} {part} {key} {tensor}")
+                        np.testing.assert_array_equal(got[key][tensor], expected[key][tensor],
+                                                      err_msg=f"{name} {part} {key} {tensor}")
                 else:
                     np.testing.assert_array_equal(got[key], expected[key], err_msg=f"{name} {part} {key}")
 

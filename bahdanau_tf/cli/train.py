@@ -177,8 +177,13 @@ def _keep_the_recipe(saved):
 
 
 def _training_config():
-    """The preset's TrainingConfig with every flag the user gave."""
+    """The preset's TrainingConfig with every flag the user gave (a resumed run's recipe for
+    the others, `_keep_the_recipe`)."""
     from bahdanau_tf import training
+
+    saved = _saved_run()
+    if saved is not None:
+        _keep_the_recipe(saved)
 
     changes = {}
     for name in TRAINING_FLAGS:
@@ -211,16 +216,18 @@ for _name, _text in _DROPOUT_HELP.items():
                                "the resumed directory's.", lower_bound=0.0, upper_bound=0.95)
 
 
-def _model_overrides(saved):
-    """The dropout rates the flags set; unset ones keep the resumed run's (``saved``, its
-    ``model.json``; their flags are set, so flags.txt lists them), else the preset's."""
+def _model_overrides():
+    """The dropout rates the flags set; unset ones keep the resumed run's (its ``model.json``;
+    their flags are set, so flags.txt lists them), else the preset's."""
     from bahdanau_tf import regularization
 
+    saved = _saved_run()
     covered = regularization.DROPOUT_ARGUMENTS[:4] if FLAGS.dropout is not None else ()
     preset = presets.get_preset(FLAGS.preset).model
     for name in regularization.DROPOUT_ARGUMENTS:
         value = (saved or {}).get("config", {}).get(name)
-        if FLAGS[name].value is None and name not in covered and value is not None and value != preset.get(name, 0.0):
+        unset = FLAGS[name].value is None and name not in covered
+        if unset and value is not None and value != preset.get(name, 0.0):
             FLAGS[name].value = value
     overrides = {}
     if FLAGS.dropout is not None:
@@ -372,9 +379,6 @@ def main(argv):
     _check_backend()
     from bahdanau_tf import training
 
-    saved = _saved_run()  # a run to resume keeps its recipe
-    if saved is not None:
-        _keep_the_recipe(saved)
     presets.get_preset(FLAGS.preset)  # an unknown preset is a usage error, before any work
     _check_guided_alignment_flags()
     config = _training_config()
@@ -402,7 +406,7 @@ def main(argv):
         settings["guided_alignment_unaligned"] = FLAGS.guided_alignment_unaligned or "free"
     trainer = training.Trainer(
         FLAGS.output_dir, source_tokenizer, target_tokenizer, preset=FLAGS.preset, config=config,
-        model_overrides=_model_overrides(saved), strategy=strategy, settings=settings, log=log, guide=guide,
+        model_overrides=_model_overrides(), strategy=strategy, settings=settings, log=log, guide=guide,
     )
     try:
         resumed = trainer.restore()  # takes the directory; resumes, or refuses another model (ValueError)
