@@ -12,8 +12,8 @@ One directory holds everything needed to use a trained model, nothing else requi
       best/                   the checkpoint with the best dev NLL (what translation uses), if any:
                               a trained one, or the run end's average when that is lower
       averaged/               the mean of the last N checkpoints' model weights
-                              (`average_checkpoints`, ``bahdanau-average``, or the trainer
-                              at a run's end: `TrainingConfig.average_last`), if made
+                              (`bahdanau_tf.checkpoint_averaging`: ``bahdanau-average``, or
+                              the trainer at a run's end: `TrainingConfig.average_last`), if made
       lexicon.tsv             source token -> top-k target tokens (`bahdanau_tf.lexicon`): the
                               candidate lists' lexicon, written at the end of a training run
       report.json             the training report (table 2 of the paper), written by the trainer
@@ -49,7 +49,6 @@ import keras
 import tensorflow as tf
 
 import bahdanau_tf
-from bahdanau_tf import files
 from bahdanau_tf import keras_checkpoints
 from bahdanau_tf import lexicon as lexicon_lib
 from bahdanau_tf import pretrained
@@ -65,7 +64,7 @@ BEST = "best"
 AVERAGED = "averaged"
 REPORT = "report.json"
 LEXICON = "lexicon.tsv"
-#: ``model.json``'s record of an averaged checkpoint (`average_checkpoints`)
+#: ``model.json``'s record of an averaged checkpoint (`bahdanau_tf.checkpoint_averaging`)
 AVERAGED_TAG = "averaged"
 #: what `latest_checkpoint` selects
 WHICH = ("best", "latest", "averaged")
@@ -148,6 +147,19 @@ def _write_json(path, content):
     with tf.io.gfile.GFile(path + ".tmp", "w") as f:
         f.write(json.dumps(content, indent=2, sort_keys=True))
     tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
+
+
+def record_averaged(directory: str, tag: dict) -> None:
+    """Records an averaged checkpoint in ``model.json`` (`AVERAGED_TAG`,
+    `bahdanau_tf.checkpoint_averaging`)."""
+    _write_json(os.path.join(directory, MODEL_CONFIG), {**read_model_config(directory), AVERAGED_TAG: tag})
+
+
+def update_settings(directory: str, **settings) -> None:
+    """Rewrites ``model.json``'s run settings with ``settings`` (a resumed run's ``training``)."""
+    saved = read_model_config(directory)
+    _write_json(os.path.join(directory, MODEL_CONFIG),
+                {**saved, "settings": {**saved.get("settings", {}), **settings}})
 
 
 def averaged_tag(directory) -> dict | None:
@@ -332,7 +344,7 @@ def rebuild_model(class_name: str, config: dict, expected: type | None = None) -
     return model_class(class_name, expected).from_config(config).build_variables()
 
 
-def _complete_checkpoint(prefix):
+def checkpoint_problems(prefix: str) -> list:
     """What is wrong with a checkpoint prefix: its missing .index, or a missing or damaged data
     file (truncated, zeroed, bytes flipped: every tensor is read, which checks its checksum);
     [] when it is whole."""
@@ -363,12 +375,13 @@ def listed_checkpoint(directory: str) -> str | None:
 
 def latest_checkpoint(directory: str, which: str = "best", warn=None) -> str | None:
     """Path of the checkpoint to use: the best one if ``which="best"`` and it is whole, else latest;
-    the ``averaged/`` one (`average_checkpoints`) if ``which="averaged"``.
+    the ``averaged/`` one (`bahdanau_tf.checkpoint_averaging`) if ``which="averaged"``.
 
     ``best/`` falls back to ``checkpoints/`` only with a warning (``warn``, default: stderr):
     because there is no best checkpoint (no dev set), or because it is damaged. ``averaged/``
     never falls back: a directory without it is an error (but a directory that
-    ``average_checkpoints(output=...)`` wrote is all average: its one checkpoint is used).
+    `bahdanau_tf.checkpoint_averaging.average_checkpoints` (``output=...``) wrote is all
+    average: its one checkpoint is used).
 
     Raises:
         FileNotFoundError: ``which="averaged"`` and no averaged checkpoint was made.
@@ -387,13 +400,13 @@ def latest_checkpoint(directory: str, which: str = "best", warn=None) -> str | N
             raise FileNotFoundError(
                 f"{os.fspath(directory)!r} has no {AVERAGED}/ checkpoint: make one with "
                 "bahdanau-average --model_dir=... --last=N, or use another --checkpoint.")
-        missing = _complete_checkpoint(averaged)
+        missing = checkpoint_problems(averaged)
         if missing:
             raise ValueError(f"The checkpoint {averaged!r} is damaged: {', '.join(missing)}.")
         return averaged
     if which == "best":
         best = listed_checkpoint(os.path.join(directory, BEST))
-        missing = _complete_checkpoint(best) if best else None
+        missing = checkpoint_problems(best) if best else None
         if best and not missing:
             return best
         if best and missing and not latest:
@@ -403,7 +416,7 @@ def latest_checkpoint(directory: str, which: str = "best", warn=None) -> str | N
                       else f"there is no {BEST}/ checkpoint (no dev evaluation)")
             warn(f"Warning: {reason}; using the latest checkpoint {latest}.")
     if latest:
-        missing = _complete_checkpoint(latest)
+        missing = checkpoint_problems(latest)
         if missing:
             raise ValueError(f"The checkpoint {latest!r} is damaged: {', '.join(missing)}.")
     return latest
@@ -411,7 +424,7 @@ def latest_checkpoint(directory: str, which: str = "best", warn=None) -> str | N
 
 def _saved_by_save_to_preset(directory, averaged=False):
     """Whether `save_model_directory` wrote ``directory`` (no best/ by design); with
-    ``averaged``, as `average_checkpoints` (``output=``) does."""
+    ``averaged``, as `checkpoint_averaging.average_checkpoints` (``output=``) does."""
     try:
         saved = read_model_config(directory)
     except (OSError, ValueError):
@@ -491,7 +504,7 @@ def load_model_directory(directory: str | os.PathLike, which: str = "best",
             by ``model.save_to_preset``; or a ``.keras`` file of a model that carries its
             tokenizers (``which`` does not apply to it).
         which: ``"best"`` (best dev NLL, falling back to the latest), ``"latest"`` or
-            ``"averaged"`` (`average_checkpoints`'s).
+            ``"averaged"`` (`bahdanau_tf.checkpoint_averaging`'s).
         dtype: optional dtype policy for the rebuilt model (e.g. ``"float32"`` to serve a model
             trained under mixed precision).
         model_class: optional, the class the directory must hold (``RNNSearch.from_preset``
@@ -583,184 +596,6 @@ def _quiet_tensorflow_log():
         yield
     finally:
         logger.setLevel(level)
-
-
-# === Checkpoint averaging ===
-
-def _checkpoint_number(path):
-    """The N of ``.../ckpt-N`` (-1 when the name has none)."""
-    tail = os.path.basename(path).rsplit("-", 1)[-1]
-    return int(tail) if tail.isdigit() else -1
-
-
-def run_checkpoints(directory: str) -> list:
-    """The checkpoints of a run's ``checkpoints/`` (those its ``checkpoint`` state file keeps,
-    less any whose deletion began: `kept_checkpoints`), oldest first."""
-    state = tf.train.get_checkpoint_state(os.path.join(directory, CHECKPOINTS))
-    paths = list(state.all_model_checkpoint_paths) if state is not None else []
-    return kept_checkpoints(sorted(paths, key=_checkpoint_number))
-
-
-def kept_checkpoints(paths: list) -> list:
-    """``paths`` (a run's checkpoints, oldest first) less those a killed run was deleting.
-
-    ``tf.train.CheckpointManager`` records a new checkpoint, removes the oldest one's
-    ``.index``, then its data, and only then records the state without it: so a listed
-    checkpoint before the last whose ``.index`` is gone is one whose deletion was interrupted,
-    no longer part of the run (the resumed run's manager deletes what is left of it). The
-    last is always kept: a missing ``.index`` there is damage, which its readers report.
-    """
-    return [path for path in paths[:-1] if tf.io.gfile.exists(path + ".index")] + paths[-1:]
-
-
-def _model_variable_shapes(prefix):
-    """``{path: shape}`` of the model's variables in a checkpoint (`keras_checkpoints.checkpoint_model_variables`)."""
-    shapes = tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
-    return {path: tuple(shapes[key]) for path, key in keras_checkpoints.checkpoint_model_variables(prefix).items()}
-
-
-def _restore_model_weights(model, prefix):
-    """``model``'s variables as they are in ``prefix``; ValueError naming it when they do not fit."""
-    try:
-        tf.train.Checkpoint(model=model).restore(prefix).expect_partial().assert_existing_objects_matched()
-    except (AssertionError, ValueError, tf.errors.OpError) as error:
-        cause = _first_line(error)
-        raise ValueError(f"The checkpoint {prefix!r} does not hold the model of {MODEL_CONFIG} "
-                         f"(from another config?): {cause}") from None
-    return [variable.numpy() for variable in model.variables]
-
-
-def _chosen_checkpoints(directory, last):
-    """The last ``last`` checkpoints of the run, checked whole and of one model."""
-    if isinstance(last, bool) or not isinstance(last, int) or last < 1:
-        raise ValueError(f"`last` must be a positive int, got {last!r}.")
-    available = run_checkpoints(directory)
-    if last > len(available):
-        names = ", ".join(os.path.basename(path) for path in available) or "none"
-        raise ValueError(f"Cannot average the last {last} checkpoints: {os.fspath(directory)!r} "
-                         f"keeps {len(available)} in {CHECKPOINTS}/ ({names}); train with a larger "
-                         "--keep_checkpoints, or pass a smaller --last.")
-    chosen = available[-last:]
-    for path in chosen:
-        missing = _complete_checkpoint(path)
-        if missing:
-            raise ValueError(f"The checkpoint {path!r} is damaged: {', '.join(missing)}.")
-    first = _model_variable_shapes(chosen[0])
-    for path in chosen[1:]:
-        shapes = _model_variable_shapes(path)
-        if shapes != first:
-            differ = sorted(set(shapes.items()) ^ set(first.items()))[0][0]
-            raise ValueError(f"The checkpoints {chosen[0]!r} and {path!r} hold different models "
-                             f"(e.g. {differ}): they cannot be averaged.")
-    return chosen
-
-
-def _averaged_weights(model, chosen):
-    """The mean of each floating-point model variable over the checkpoints ``chosen`` (float64
-    sums); other variables (e.g. a random seed's state) are the last checkpoint's."""
-    total = None
-    for path in chosen:
-        values = _restore_model_weights(model, path)
-        if total is None:
-            total = [value.astype("float64") if value.dtype.kind == "f" else value for value in values]
-        else:
-            total = [t + v if v.dtype.kind == "f" else v for t, v in zip(total, values)]
-    return [value / len(chosen) if value.dtype.kind == "f" else value for value in total]
-
-
-def average_checkpoints(directory: str | os.PathLike, last: int, output: str | None = None) -> str:
-    """Averages the model weights of a run's last ``last`` checkpoints; returns the new checkpoint.
-
-    Each model variable becomes its mean over the checkpoints ``checkpoints/ckpt-*`` of the
-    ``last`` highest steps (the optimizer's slots and the training state are left out: the
-    result cannot resume training). Without ``output`` it is written as ``averaged/`` beside
-    ``best/`` (replacing an earlier average), which ``which="averaged"`` selects
-    (`load_model_directory`, ``--checkpoint=averaged`` of translate, evaluate and export);
-    with ``output``, as a new model directory of its own (a ``save_to_preset`` one whose
-    `WEIGHTS` file is the average: every ``which`` loads it). Either way ``model.json`` records
-    it: ``"averaged": {"last": N, "checkpoints": ["ckpt-800", ...], "steps": [...]}``.
-
-    Args:
-        directory: a ``bahdanau-train`` output directory.
-        last: int >= 1, how many of the latest checkpoints to average.
-        output: optional new (or empty) directory for a standalone averaged model directory.
-
-    Returns:
-        str, the averaged checkpoint's path (with ``output``, its `WEIGHTS` file's).
-
-    Raises:
-        ValueError: ``last`` exceeds the checkpoints kept, a checkpoint is damaged or holds
-            another model than ``model.json`` (or than the other checkpoints), or a shipped
-            model (no checkpoints).
-        FileExistsError: ``output`` is not empty, or a trainer is writing into ``directory``.
-        FileNotFoundError: not a model directory.
-
-    Example:
-
-        path = average_checkpoints("runs/small", last=5)
-        translator = Translator.from_directory("runs/small", which="averaged")
-    """
-    directory = os.fspath(pretrained.resolve(directory))
-    saved = check_model_directory(directory)
-    if tf.io.gfile.exists(os.path.join(directory, WEIGHTS)):  # a shipped or saved model
-        raise ValueError(f"{directory!r} holds one set of weights ({WEIGHTS}), no training "
-                         "checkpoints to average.")
-    if output is not None and tf.io.gfile.isdir(output) and tf.io.gfile.listdir(output):
-        raise FileExistsError(f"{os.fspath(output)!r} is not empty: write the averaged model into a "
-                              "new or empty directory.")
-    chosen = _chosen_checkpoints(directory, last)
-    model = rebuild_model(saved["class_name"], dict(saved["config"]))
-    tag = average_into(model, chosen)
-    if output is not None:
-        save_model_directory(output, model, text.load_tokenizer(os.path.join(directory, SOURCE_VOCABULARY)),
-                             text.load_tokenizer(os.path.join(directory, TARGET_VOCABULARY)),
-                             settings={**saved.get("settings", {}), "averaged_from": os.path.abspath(directory)})
-        _tag_model_config(output, tag)
-        return os.path.join(output, WEIGHTS)
-    lock = files.take_lock(os.path.join(directory, LOCK))
-    if lock is None:
-        raise FileExistsError(f"{directory!r} is in use by a training process: average once it "
-                              "stops, or pass an output directory.")
-    try:
-        return write_averaged(directory, model, tag)
-    finally:
-        files.drop_lock(lock, os.path.join(directory, LOCK))
-
-
-def average_into(model, checkpoints) -> dict:
-    """Sets ``model``'s variables to their mean over ``checkpoints`` (paths of one run's
-    checkpoints, oldest first; `average_checkpoints` checks them, the trainer averages its own);
-    returns the ``model.json`` tag that records them (`AVERAGED_TAG`)."""
-    for variable, value in zip(model.variables, _averaged_weights(model, checkpoints)):
-        variable.assign(value.astype(variable.dtype))
-    return {"last": len(checkpoints), "checkpoints": [os.path.basename(path) for path in checkpoints],
-            "steps": [_checkpoint_number(path) for path in checkpoints]}
-
-
-def write_averaged(directory, model, tag) -> str:
-    """Writes ``model`` (an average, `average_into`) as ``directory/averaged/`` (beside itself,
-    then renamed, at the last averaged step) and ``tag`` in ``model.json``; returns the path."""
-    target = os.path.join(directory, AVERAGED)
-    staging = target + ".tmp"
-    if tf.io.gfile.exists(staging):
-        tf.io.gfile.rmtree(staging)
-    try:
-        tf.train.CheckpointManager(tf.train.Checkpoint(model=model), staging, max_to_keep=1).save(
-            checkpoint_number=tag["steps"][-1])
-        if tf.io.gfile.exists(target):
-            tf.io.gfile.rmtree(target)
-        tf.io.gfile.rename(staging, target)
-    except BaseException:
-        if tf.io.gfile.exists(staging):
-            tf.io.gfile.rmtree(staging)
-        raise
-    _tag_model_config(directory, tag)
-    return listed_checkpoint(target)
-
-
-def _tag_model_config(directory, tag):
-    """Records the averaged checkpoint in ``model.json`` (`AVERAGED_TAG`)."""
-    _write_json(os.path.join(directory, MODEL_CONFIG), {**read_model_config(directory), AVERAGED_TAG: tag})
 
 
 # === The lexicon (candidate lists) ===

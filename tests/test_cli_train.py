@@ -14,7 +14,7 @@ import pytest
 import tensorflow as tf
 
 import bahdanau_tf
-from bahdanau_tf import corpora, devices, lexicon, model_directory
+from bahdanau_tf import checkpoint_averaging, corpora, devices, lexicon, model_directory
 from helpers import env_without_tensorflow_logging, foreign_lines, run_commands
 
 # every test here starts a Python process (or uses a module fixture that does)
@@ -135,7 +135,7 @@ def test_sigkill_mid_run_then_resume(tmp_path):
     # latest, which run_checkpoints (what averaging reads) leaves out
     state = tf.train.get_checkpoint_state(str(out / "checkpoints"))
     assert state.model_checkpoint_path in state.all_model_checkpoint_paths
-    kept = model_directory.run_checkpoints(str(out))
+    kept = checkpoint_averaging.run_checkpoints(str(out))
     assert kept[-1] == state.model_checkpoint_path
     for path in state.all_model_checkpoint_paths:
         if path not in kept:
@@ -168,7 +168,7 @@ def test_sigkill_mid_run_then_resume(tmp_path):
     assert _latest_step(out) == saved_step + 5
     # the resumed run finished any deletion the kill interrupted: every checkpoint file on disk
     # (.index, .data-*) is a kept checkpoint's
-    kept = {os.path.basename(path) for path in model_directory.run_checkpoints(str(out))}
+    kept = {os.path.basename(path) for path in checkpoint_averaging.run_checkpoints(str(out))}
     files = [name for name in os.listdir(out / "checkpoints") if re.fullmatch(r"ckpt-\d+\.(index|data-.*)", name)]
     assert {name.split(".", 1)[0] for name in files} == kept
 
@@ -455,3 +455,43 @@ def test_regularisation_flags_are_recorded_repeat_the_run_and_stay_on_resume(tmp
     assert report_of(first)["updates"] == 6
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "embedding_dropout: saved 0.2, requested 0.5" in result.stderr.splitlines()[-1]
+
+
+@pytest.mark.slow
+def test_a_resumed_run_keeps_its_recipe_refuses_another_and_records_it_in_one_place(tmp_path):
+    """Resumed with only the data flags, a run keeps its recipe (preset, label smoothing, the
+    dev schedule, the average, dropout) and honours a new --max_steps; model.json, flags.txt and
+    report.json then say the same. A changed --schedule (its state is in the checkpoint) is
+    refused in one line, exit code 2, and nothing on disk changes."""
+    out = tmp_path / "run"
+    recipe = ["--dropout=0.1", "--label_smoothing=0.1", "--schedule=plateau", "--plateau_factor=0.3",
+              "--early_stopping=4", "--average_at=best", "--eval_every=2", "--checkpoint_every=2"]
+    data_only = ["--max_train_pairs=2000", "--jit=false", "--dev_bleu_every=0", "--max_minutes=0"]
+    first, resumed = train_rows(tmp_path, [*SMALL_RUN, *recipe, "--max_steps=4", f"--output_dir={out}"],
+                                [*data_only, "--max_steps=6", f"--output_dir={out}"])
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    saved, report = model_directory.read_model_config(str(out)), report_of(out)
+    training = saved["settings"]["training"]
+    assert training == report["training"]  # model.json and report.json: the last run's settings
+    assert (training["label_smoothing"], training["schedule"], training["plateau_factor"]) == (0.1, "plateau", 0.3)
+    assert (training["early_stopping"], training["average_at"], training["eval_every"]) == (4, "best", 2)
+    assert training["max_steps"] == 6 and report["updates"] == 6 and report["preset"] == "tiny"
+    assert saved["config"]["embedding_dropout"] == 0.1
+    lines = (out / "flags.txt").read_text().splitlines()  # the last invocation's, with the recipe it kept
+    for line in ("--preset=tiny", "--label_smoothing=0.1", "--schedule=plateau", "--plateau_factor=0.3",
+                 "--early_stopping=4", "--average_at=best", "--eval_every=2", "--max_steps=6",
+                 "--embedding_dropout=0.1", "--max_length=20"):
+        assert line in lines, (line, lines)
+
+    def snapshot():
+        return {path.relative_to(out): path.read_bytes() for path in sorted(out.rglob("*")) if path.is_file()}
+
+    before = snapshot()
+    (refused,) = train_rows(tmp_path, [*data_only, "--schedule=constant", "--max_steps=8", f"--output_dir={out}"])
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr[-3000:]
+    errors = [line for line in refused.stderr.splitlines() if line.startswith("bahdanau-train: error: ")]
+    assert len(errors) == 1 and errors[0] == refused.stderr.splitlines()[-1], refused.stderr[-3000:]
+    assert "was trained with --schedule=plateau" in errors[0] and "--schedule=constant cannot apply" in errors[0]
+    assert snapshot() == before
+

@@ -395,8 +395,10 @@ def test_a_full_disk_is_one_line_exit_5_and_leaves_nothing_partial(paths, full_d
         from bahdanau_tf import corpora, training
 
         source, target = toy_tokenizers()
+        # the recipe of the resumed row below (a resumed run keeps its own)
         config = training.TrainingConfig.for_preset(
-            "tiny", max_steps=1, max_minutes=None, summaries=False, jit_compile=False)
+            "tiny", max_steps=1, max_minutes=None, summaries=False, jit_compile=False, dev_sentences=8,
+            eval_every=1)
         trainer = training.Trainer(str(directory / "run"), source, target, preset="tiny",
                                    config=config, log=lambda line: None)
         trainer.fit(corpora.load_corpus("bible-en-es", split="train").select(slice(0, 64)))

@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 
 import bahdanau_tf
-from bahdanau_tf import model_directory
+from bahdanau_tf import checkpoint_averaging, model_directory
 from helpers import checkpoint_model_values, random_model, save_model_dir, toy_tokenizers, training_run
 
 
@@ -169,7 +169,7 @@ def test_a_damaged_weights_file_is_named(tmp_path, damage):
 
 def test_averaged_weights_are_the_numpy_mean_of_the_last_checkpoints(tmp_path):
     directory = training_run(tmp_path / "run")
-    path = model_directory.average_checkpoints(directory, last=3)
+    path = checkpoint_averaging.average_checkpoints(directory, last=3)
     assert path == os.path.join(directory, "averaged", "ckpt-400")
     chosen = [checkpoint_model_values(os.path.join(directory, "checkpoints", f"ckpt-{n}")) for n in (200, 300, 400)]
     averaged = checkpoint_model_values(path)
@@ -200,7 +200,7 @@ def test_averaged_weights_are_the_numpy_mean_of_the_last_checkpoints(tmp_path):
 
 def test_a_standalone_averaged_directory_loads_with_any_which(tmp_path, capsys):
     directory = training_run(tmp_path / "run", steps=(1, 2))
-    path = model_directory.average_checkpoints(directory, last=2, output=str(tmp_path / "avg"))
+    path = checkpoint_averaging.average_checkpoints(directory, last=2, output=str(tmp_path / "avg"))
     assert path == str(tmp_path / "avg" / "model.weights.h5")
     assert not os.path.exists(os.path.join(directory, "averaged"))
     saved = model_directory.read_model_config(str(tmp_path / "avg"))
@@ -225,24 +225,24 @@ def test_a_checkpoint_whose_deletion_a_kill_interrupted_is_not_averaged(tmp_path
     directory = training_run(tmp_path / "run", steps=(1, 2, 3))
     os.remove(os.path.join(directory, "checkpoints", "ckpt-1.index"))
     assert len(tf.train.get_checkpoint_state(os.path.join(directory, "checkpoints")).all_model_checkpoint_paths) == 3
-    assert [os.path.basename(p) for p in model_directory.run_checkpoints(directory)] == ["ckpt-2", "ckpt-3"]
+    assert [os.path.basename(p) for p in checkpoint_averaging.run_checkpoints(directory)] == ["ckpt-2", "ckpt-3"]
     with pytest.raises(ValueError, match=r"last 3 checkpoints: .* keeps 2 in checkpoints/ \(ckpt-2, ckpt-3\)"):
-        model_directory.average_checkpoints(directory, last=3)
-    path = model_directory.average_checkpoints(directory, last=2)
+        checkpoint_averaging.average_checkpoints(directory, last=3)
+    path = checkpoint_averaging.average_checkpoints(directory, last=2)
     chosen = [checkpoint_model_values(os.path.join(directory, "checkpoints", f"ckpt-{n}")) for n in (2, 3)]
     for name, value in checkpoint_model_values(path).items():
         np.testing.assert_allclose(value, (chosen[0][name] + chosen[1][name]) / 2, rtol=1e-6, atol=1e-7)
     # the latest's .index gone is damage, not a deletion: named, never skipped
     os.remove(os.path.join(directory, "checkpoints", "ckpt-3.index"))
-    assert [os.path.basename(p) for p in model_directory.run_checkpoints(directory)] == ["ckpt-2", "ckpt-3"]
+    assert [os.path.basename(p) for p in checkpoint_averaging.run_checkpoints(directory)] == ["ckpt-2", "ckpt-3"]
     with pytest.raises(ValueError, match=r"ckpt-3' is damaged: ckpt-3.index missing"):
-        model_directory.average_checkpoints(directory, last=1)
+        checkpoint_averaging.average_checkpoints(directory, last=1)
 
 
 def test_averaging_refuses_too_many_a_damaged_or_a_foreign_checkpoint(tmp_path):
     directory = training_run(tmp_path / "run", steps=(1, 2, 3))
     with pytest.raises(ValueError, match=r"last 4 checkpoints: .* keeps 3 in checkpoints/ \(ckpt-1, ckpt-2, ckpt-3\)"):
-        model_directory.average_checkpoints(directory, last=4)
+        checkpoint_averaging.average_checkpoints(directory, last=4)
     with pytest.raises(FileNotFoundError, match="no averaged/ checkpoint: make one with bahdanau-average"):
         model_directory.load_model_directory(directory, which="averaged")
     # a checkpoint of a wider model among them (copied in from another config)
@@ -251,18 +251,18 @@ def test_averaging_refuses_too_many_a_damaged_or_a_foreign_checkpoint(tmp_path):
         if name.startswith("ckpt-2."):
             shutil.copy(os.path.join(other, "checkpoints", name), os.path.join(directory, "checkpoints", name))
     with pytest.raises(ValueError, match=r"ckpt-1' and .*ckpt-2' hold different models"):
-        model_directory.average_checkpoints(directory, last=3)
+        checkpoint_averaging.average_checkpoints(directory, last=3)
     # all of another config than model.json
     source, target = toy_tokenizers()
     model_directory.write_model_config(other, random_model(seed=1), source, target)
     with pytest.raises(ValueError, match=r"ckpt-2' does not hold the model of model.json"):
-        model_directory.average_checkpoints(other, last=1)
+        checkpoint_averaging.average_checkpoints(other, last=1)
     # a damaged data file: named
     data = [name for name in os.listdir(os.path.join(other, "checkpoints")) if ".data-" in name]
     with open(os.path.join(other, "checkpoints", data[0]), "r+b") as handle:
         handle.truncate(100)
     with pytest.raises(ValueError, match=r"ckpt-2' is damaged: ckpt-2.data-00000-of-00001 is missing or damaged"):
-        model_directory.average_checkpoints(other, last=1)
+        checkpoint_averaging.average_checkpoints(other, last=1)
     assert not os.path.exists(os.path.join(directory, "averaged"))
     with pytest.raises(ValueError, match="`last` must be a positive int"):
-        model_directory.average_checkpoints(directory, last=0)
+        checkpoint_averaging.average_checkpoints(directory, last=0)

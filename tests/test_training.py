@@ -11,12 +11,13 @@ import math
 import os
 import pathlib
 import re
+import sys
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from bahdanau_tf import data, losses, model_directory, text, training
+from bahdanau_tf import checkpoint_averaging, data, losses, model_directory, text, training
 from bahdanau_tf.corpora import load_corpus
 from bahdanau_tf.decoding import Batching
 from helpers import beam, checkpoint_model_values, learning_seed
@@ -494,9 +495,11 @@ def test_resume_continues_step_weights_and_optimizer(corpora, tokenizers, tmp_pa
     first = make_trainer(tmp_path, tokenizers, max_steps=6, checkpoint_every=3)
     first.fit(train)
     lines = []
-    # a different initialisation (seed 99): the restore must overwrite it
-    second = training.Trainer(str(tmp_path), *tokenizers, preset="tiny", config=tiny_config(max_steps=8, seed=99),
+    # another initialisation (zeros): the restore must overwrite it
+    second = training.Trainer(str(tmp_path), *tokenizers, preset="tiny", config=tiny_config(max_steps=8),
                               log=lines.append)
+    for variable in second.model.trainable_variables:
+        variable.assign(tf.zeros_like(variable))
     assert second.restore().endswith("ckpt-6")
     assert any(line.startswith("Resuming from") for line in lines)
     assert int(second.step.numpy()) == 6
@@ -749,6 +752,126 @@ def test_a_run_with_dropout_smoothing_and_plateau_resumes_bit_exactly(corpora, t
         f"ckpt-{step}.{suffix}" for step in (4, 6, 8, 10) for suffix in ("data-00000-of-00001", "index"))
 
 
+# one leg of a run (a fresh process): `action` "run", "sigterm" (SIGTERM while update `at` runs)
+# or "sigkill" (SIGKILL once the checkpoint of update `at` is written); prints the updates at
+# which its learning rate decayed
+_LEG = _COMMON + r"""
+import signal
+from bahdanau_tf import corpora, text, training
+train = corpora.load_corpus("bible-en-es", split="train").select(slice(0, 3000))
+dev = corpora.load_corpus("bible-en-es", split="dev").select(slice(0, 120))
+source = text.WordTokenizer.build(train.sources, max_vocabulary_size=400)
+target = text.WordTokenizer.build(train.targets, max_vocabulary_size=400)
+out, action, at = sys.argv[1], sys.argv[2], int(sys.argv[3])
+# a scripted dev curve (plus a millionth of the real dev NLL, so the average's is the weights'):
+# better at 4, 8, 20; worse at 12, 16 (a decay at 16) and 24; any other step's is worse still
+CURVE = {4: 5.0, 8: 4.0, 12: 4.2, 16: 4.1, 20: 3.9, 24: 4.3}
+tf.keras.utils.set_random_seed(7)
+config = training.TrainingConfig.for_preset(
+    "tiny", seed=7, max_steps=24, max_length=20, jit_compile=False, precision="float32", log_every=5,
+    eval_every=4, checkpoint_every=4, keep_checkpoints=3, dev_sentences=120, dev_bleu_every=0,
+    summaries=False, lexicon_top_k=0, schedule="plateau", plateau_patience=2, early_stopping=5,
+    average_last=3, average_at="best")
+lines = []
+trainer = training.Trainer(out, source, target, preset="tiny", config=config, log=lines.append)
+real = trainer.evaluate
+trainer.evaluate = lambda dataset: CURVE.get(int(trainer.step.numpy()), 4.5) + 1e-6 * real(dataset)
+step, save = trainer.train_step, trainer._save
+
+def train_step(iterator):
+    if action == "sigterm" and int(trainer.step.numpy()) == at - 1:
+        os.kill(os.getpid(), signal.SIGTERM)
+    step(iterator)
+
+def save_then_die(run, **changes):
+    save(run, **changes)
+    if action == "sigkill" and run.step == at:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+trainer.train_step, trainer._save = train_step, save_then_die
+try:
+    trainer.fit(train, dev)
+except training.TrainingInterrupted:
+    assert action == "sigterm"
+print(json.dumps([int(line.split()[1]) for line in lines if "learning rate decayed" in line]))
+"""
+
+
+def _checkpoint_tensors(prefix):
+    """A checkpoint's tensors, less those that count saves and wall time."""
+    reader = tf.train.load_checkpoint(prefix)
+    return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
+            if not any(part in name for part in ("save_counter", "elapsed_seconds", "_CHECKPOINTABLE"))}
+
+
+def _run_directory_state(directory):
+    """What a finished run leaves that its resumed copy must match exactly."""
+    directory = str(directory)
+    latest = model_directory.latest_checkpoint(directory, "latest")
+    around = os.path.join(directory, checkpoint_averaging.AROUND_BEST)
+    report = json.loads(pathlib.Path(directory, "report.json").read_text())
+    return {
+        "latest": (os.path.basename(latest), _checkpoint_tensors(latest)),
+        "checkpoints": [os.path.basename(p) for p in checkpoint_averaging.run_checkpoints(directory)],
+        "around_best": {name[:-len(".index")]: _checkpoint_tensors(os.path.join(around, name[:-len(".index")]))
+                        for name in sorted(os.listdir(around)) if name.endswith(".index")},
+        "averaged": _checkpoint_tensors(model_directory.latest_checkpoint(directory, "averaged")),
+        "averaged_tag": model_directory.read_model_config(directory)["averaged"],
+        "best": os.path.basename(model_directory.latest_checkpoint(directory, "best")),
+        "report": {key: report[key] for key in ("updates", "epochs", "train_nll", "dev_nll", "best_dev_nll",
+                                                "best_step", "stopped_because", "averaged", "train_pairs")},
+    }
+
+
+@pytest.mark.slow
+@pytest.mark.subprocess
+def test_a_run_stopped_between_evaluations_or_killed_after_a_checkpoint_resumes_exactly(tmp_path):
+    """SIGTERM at updates 14 and 22 (between dev evaluations, every 4; 22 inside the last window
+    of the train NLL, every 5), or SIGKILL after the checkpoints of 12 and of the last update
+    (24) and a rerun: the same weights, optimizer and schedule state, checkpoints, around_best/,
+    averaged/, best/ and report figures as the run that nothing stopped. A signal's stop makes no
+    dev evaluation of its own (the plateau schedule would count it and decay early), and a
+    finished run rerun evaluates and decays no more."""
+    import subprocess
+
+    chains = {"straight": [("run", 0)], "stopped": [("sigterm", 14), ("sigterm", 22), ("run", 0)],
+              "killed": [("sigkill", 12), ("sigkill", 24), ("run", 0)]}
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    decays = {name: [] for name in chains}
+    for index in range(3):  # the chains side by side, leg by leg
+        legs = {name: subprocess.Popen([sys.executable, "-c", _LEG, str(tmp_path / name), *map(str, chain[index])],
+                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+                for name, chain in chains.items() if index < len(chain)}
+        for name, process in legs.items():
+            out, err = process.communicate(timeout=600)
+            killed = chains[name][index][0] == "sigkill"
+            assert process.returncode == (-9 if killed else 0), err[-3000:]
+            if not killed:
+                decays[name] += json.loads(out.strip().splitlines()[-1])
+    assert decays == {"straight": [16], "stopped": [16], "killed": []}  # 16: before the kill at 24
+    straight = _run_directory_state(tmp_path / "straight")
+    assert straight["checkpoints"] == ["ckpt-16", "ckpt-20", "ckpt-24"]
+    assert straight["averaged_tag"]["steps"] == [16, 20, 24] and straight["report"]["best_step"] == 20
+    for name in ("stopped", "killed"):
+        resumed = _run_directory_state(tmp_path / name)
+        for key in ("checkpoints", "averaged_tag", "best", "report"):
+            assert resumed[key] == straight[key], (name, key)
+        for part in ("latest", "around_best", "averaged"):
+            expected, got = straight[part], resumed[part]
+            if part == "latest":
+                assert got[0] == expected[0]
+                expected, got = expected[1], got[1]
+            assert sorted(got) == sorted(expected), (name, part)
+            for key in expected:
+                if isinstance(expected[key], dict):  # around_best: a checkpoint per step
+                    assert sorted(got[key]) == sorted(expected[key]), (name, part, key)
+                    for tensor in expected[key]:
+                        np.testing.assert_array_equal(got[key][tensor], expected[key][tensor],
+                                                      err_msg=f"{name} {part} {key} {tensor}")
+                else:
+                    np.testing.assert_array_equal(got[key], expected[key], err_msg=f"{name} {part} {key}")
+
+
 def test_around_best_keeps_the_checkpoints_nearest_the_best_step_and_averages_them(tmp_path):
     model = tf.keras.Sequential([tf.keras.layers.Dense(2)])
     model.build((None, 3))
@@ -765,6 +888,6 @@ def test_around_best_keeps_the_checkpoints_nearest_the_best_step_and_averages_th
     assert [os.path.basename(path) for path in chosen] == ["ckpt-200", "ckpt-300", "ckpt-400"]
     assert [os.path.basename(path) for path in around.chosen(best_step=300, last_step=350)] == [
         "ckpt-200", "ckpt-300"]
-    model_directory.average_into(model, chosen)
+    checkpoint_averaging.average_into(model, chosen)
     for value in model.get_weights():
         np.testing.assert_array_equal(value, np.full(value.shape, 300.0))

@@ -1,7 +1,7 @@
 """bahdanau-average: average the model weights of a run's last checkpoints.
 
 Each model variable becomes its mean over the ``--last`` N checkpoints of ``--model_dir``'s
-``checkpoints/`` (the highest steps; `bahdanau_tf.model_directory.average_checkpoints`); the
+``checkpoints/`` (the highest steps; `bahdanau_tf.checkpoint_averaging.average_checkpoints`); the
 optimizer's slots and the step are left out. The average is written as ``MODEL_DIR/averaged/``
 (beside ``best/``, replacing an earlier average), which translate, evaluate and export load
 with ``--checkpoint=averaged``; or, with ``--output=DIR``, as a new model directory whose
@@ -49,9 +49,9 @@ def main(argv):
     if FLAGS.output:
         common.check_writable_dir(FLAGS.output, "output")
 
-    from bahdanau_tf import model_directory
+    from bahdanau_tf import checkpoint_averaging, model_directory
 
-    path = model_directory.average_checkpoints(FLAGS.model_dir[0], FLAGS.last, output=FLAGS.output)
+    path = checkpoint_averaging.average_checkpoints(FLAGS.model_dir[0], FLAGS.last, output=FLAGS.output)
     tag = model_directory.read_model_config(FLAGS.output or FLAGS.model_dir[0])[model_directory.AVERAGED_TAG]
     print(f"{PROGRAM}: averaged {', '.join(tag['checkpoints'])}", file=sys.stderr)
     print(path)

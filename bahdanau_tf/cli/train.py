@@ -4,7 +4,8 @@ With no flags it trains the ``small`` RNNsearch on the embedded Bible corpus, En
 for 12 minutes on a CPU, and writes ``./bahdanau_run`` (model.json, vocabularies, checkpoints,
 best/, averaged/, report.json, logs/ for TensorBoard, lexicon.tsv). Running it again on the same ``--output_dir``
 resumes from the last checkpoint (the vocabularies are read back from the directory, not
-rebuilt).
+rebuilt) with the run's recipe: ``--preset`` and the training flags left unset take
+``model.json``'s values; one that would change the recipe is refused (docs/training.md).
 
 Examples:
 
@@ -136,9 +137,53 @@ def _define_training_flags():
 TRAINING_FLAGS = _define_training_flags()
 
 
-def _training_config():
-    """The preset's TrainingConfig with every flag the user gave."""
+def _saved_run():
+    """The ``model.json`` of the run --output_dir holds (None for a new run, or a damaged one,
+    which the trainer names when it takes the directory)."""
+    from bahdanau_tf import model_directory
+
+    if not os.path.exists(os.path.join(FLAGS.output_dir, model_directory.MODEL_CONFIG)):
+        return None
+    try:
+        return model_directory.read_model_config(FLAGS.output_dir)
+    except (OSError, ValueError):
+        return None
+
+
+#: how a flag says a TrainingConfig field's None (``--clipnorm=0``: no clipping)
+_NONE_AS_FLAG = {"clipnorm": 0.0, "max_minutes": 0.0, "bucketing": "none"}
+
+
+def _keep_the_recipe(saved):
+    """A resumed run keeps its recipe: --preset and each training flag left unset take the
+    run's (``model.json``), so that flags.txt, model.json and report.json say the same; a flag
+    given that changes it is the trainer's to refuse (`TrainingConfig.recipe_changes`). The
+    `INVOCATION_FIELDS` (this run's minutes, device settings and logging) are not the recipe."""
     from bahdanau_tf import training
+
+    settings = saved.get("settings", {})
+    if not FLAGS["preset"].present and settings.get("preset") in presets.preset_names():
+        FLAGS.preset = settings["preset"]
+    recipe = settings.get("training") if isinstance(settings.get("training"), dict) else {}
+    defaults = {field.name: field.default for field in dataclasses.fields(training.TrainingConfig)}
+    defaults.update(presets.get_preset(FLAGS.preset).training)
+    for name in TRAINING_FLAGS:
+        if (FLAGS[name].value is not None or name not in recipe or name in training.INVOCATION_FIELDS
+                or recipe[name] == defaults.get(name)):
+            continue
+        value = _NONE_AS_FLAG.get(name) if recipe[name] is None else recipe[name]
+        if value is not None:
+            FLAGS[name].value = value
+
+
+def _training_config():
+    """The preset's TrainingConfig with every flag the user gave (a resumed run's recipe for
+    the others, `_keep_the_recipe`)."""
+    from bahdanau_tf import training
+
+    saved = _saved_run()
+    if saved is not None:
+        _keep_the_recipe(saved)
 
     changes = {}
     for name in TRAINING_FLAGS:
@@ -172,18 +217,23 @@ for _name, _text in _DROPOUT_HELP.items():
 
 
 def _model_overrides():
-    """The dropout rates the flags set; unset ones keep a resumed directory's, else the preset's."""
-    from bahdanau_tf import model_directory, regularization
+    """The dropout rates the flags set; unset ones keep the resumed run's (its ``model.json``;
+    their flags are set, so flags.txt lists them), else the preset's."""
+    from bahdanau_tf import regularization
 
+    saved = _saved_run()
+    covered = regularization.DROPOUT_ARGUMENTS[:4] if FLAGS.dropout is not None else ()
+    preset = presets.get_preset(FLAGS.preset).model
+    for name in regularization.DROPOUT_ARGUMENTS:
+        value = (saved or {}).get("config", {}).get(name)
+        unset = FLAGS[name].value is None and name not in covered
+        if unset and value is not None and value != preset.get(name, 0.0):
+            FLAGS[name].value = value
     overrides = {}
     if FLAGS.dropout is not None:
         overrides = dict.fromkeys(regularization.DROPOUT_ARGUMENTS[:4], FLAGS.dropout)
     overrides.update({name: FLAGS[name].value for name in regularization.DROPOUT_ARGUMENTS
                       if FLAGS[name].value is not None})
-    if os.path.exists(os.path.join(FLAGS.output_dir, model_directory.MODEL_CONFIG)):
-        saved = model_directory.read_model_config(FLAGS.output_dir)["config"]
-        overrides = {**{name: saved[name] for name in regularization.DROPOUT_ARGUMENTS if name in saved},
-                     **overrides}
     return overrides
 
 

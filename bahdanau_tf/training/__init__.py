@@ -1,11 +1,12 @@
 """Training (DESIGN §2): the paper's procedure in one `tf.function` step, under `tf.distribute`.
 
 The package, by job: `config` (`TrainingConfig`, optimizer, schedules, strategy), `trainer`
-(the `Trainer` loop), `dev_schedule` (decay on a dev plateau, early stopping, the checkpoints
-around the best dev point), `run_directory` (lock, signals, ``model.json`` / ``report.json``, a failed
-start cleaned up), `summaries` (TensorBoard), `report` (table 2), `guided_alignment` and `alignment_head` (an
-alignment head trained after the model, its translation weights frozen). Every public name is
-importable from ``bahdanau_tf.training``.
+(the `Trainer` loop), `dev_schedule` (decay on a dev plateau, early stopping), `run_directory`
+(lock, signals, ``model.json`` / ``report.json``, a failed start cleaned up), `summaries`
+(TensorBoard), `report` (table 2), `guided_alignment` and `alignment_head` (an alignment head
+trained after the model, its translation weights frozen); the end-of-run average is
+`bahdanau_tf.checkpoint_averaging`'s. Every public name is importable from
+``bahdanau_tf.training``.
 
 The `Trainer` minimises the mean negative log-likelihood per real target token (teacher forcing,
 padding masked) and leaves a model directory (`bahdanau_tf.model_directory`) behind::
@@ -38,6 +39,8 @@ epoch 5, clipnorm 5, batch 128; the reduced CPU presets use Adam.
 
 from bahdanau_tf.training.config import (
     AVERAGE_AT,
+    CHANGEABLE_ON_RESUME,
+    INVOCATION_FIELDS,
     OPTIMIZERS,
     PRECISIONS,
     SAMPLED_PROPOSALS,
@@ -52,7 +55,8 @@ from bahdanau_tf.training.config import (
     make_strategy,
 )
 from bahdanau_tf.training.alignment_head import train_alignment_head, with_alignment_head
-from bahdanau_tf.training.dev_schedule import AroundBest, DevSchedule
+from bahdanau_tf.checkpoint_averaging import AroundBest  # the checkpoints around the best dev point
+from bahdanau_tf.training.dev_schedule import DevSchedule
 from bahdanau_tf.training.guided_alignment import (AlignmentGuide, GuidedAlignmentModel,
                                                    check_word_links)
 from bahdanau_tf.training.report import RunState, format_report, training_report
@@ -86,6 +90,8 @@ __all__ = [
     "with_alignment_head",
     "format_report",
     "AVERAGE_AT",
+    "CHANGEABLE_ON_RESUME",
+    "INVOCATION_FIELDS",
     "OPTIMIZERS",
     "PRECISIONS",
     "SAMPLED_PROPOSALS",

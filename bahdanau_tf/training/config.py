@@ -21,6 +21,12 @@ AVERAGE_AT = ("last", "best")
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
 STRATEGIES = ("default", "mirrored", "multi_worker")
 SAMPLED_PROPOSALS = ("batch", "log_uniform")
+#: the fields of one invocation, not of the run's recipe: a resumed run takes them from its own
+#: command line (its wall-time budget, the machine's precision and XLA, what it logs and writes)
+INVOCATION_FIELDS = ("max_minutes", "precision", "jit_compile", "pad_to_multiple", "log_every",
+                     "summaries", "dev_bleu_every", "dev_bleu_sentences", "lexicon_top_k")
+#: the recipe's fields a resumed run may change: honoured from the update it resumes at
+CHANGEABLE_ON_RESUME = ("max_steps",)
 
 
 @dataclasses.dataclass
@@ -217,13 +223,15 @@ class TrainingConfig:
             raise ValueError("`label_smoothing` needs the full softmax: it cannot be combined with "
                              "`sampled_softmax`.")
 
-    def check_schedule(self, has_dev_set: bool) -> None:
-        """What a run's schedule needs: a dev set (``plateau``), a budget (``budget``)."""
-        if self.schedule == "plateau" and not has_dev_set:
-            raise ValueError("--schedule=plateau decays on the dev NLL: it needs a dev set.")
-        if self.schedule == "budget" and not (self.max_steps or self.max_minutes):
-            raise ValueError("--schedule=budget decays over the run's budget: set --max_steps or --max_minutes "
-                             "(or another --schedule).")
+    def recipe_changes(self, saved: dict) -> list:
+        """The recipe's changes a resumed run cannot honour: (field, saved value, value) of
+        each field, not one of `INVOCATION_FIELDS` or `CHANGEABLE_ON_RESUME`, whose value
+        differs from ``saved`` (the run's ``model.json`` ``settings["training"]``). Their state
+        is in the checkpoint (the optimizer, the schedules, the dev counters) or their effect
+        in the updates made. A field ``saved`` lacks (a run older than it) is not compared."""
+        fixed = [field.name for field in dataclasses.fields(self)
+                 if field.name not in INVOCATION_FIELDS + CHANGEABLE_ON_RESUME and field.name in saved]
+        return [(name, saved[name], getattr(self, name)) for name in fixed if saved[name] != getattr(self, name)]
 
     def speed_summary(self):
         """``"float32 + XLA (device choice: CPU without bfloat16 units)"``, for the header line."""

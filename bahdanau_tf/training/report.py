@@ -39,6 +39,7 @@ class RunState:
     dev_corpus: Any = None  # the dev pairs: dev BLEU and the TensorBoard samples
     train_corpus: Any = None  # the training pairs: the lexicon at the end
     averaged: dict | None = None  # the end's checkpoint average (`Trainer._average_checkpoints`)
+    restored_window_tokens: float = 0.0  # the tokens of the window a resumed run goes on with
 
 
 def training_report(run: RunState, *, sentences_seen: int, best_dev_nll: float, best_step: int,

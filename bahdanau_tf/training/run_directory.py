@@ -208,10 +208,17 @@ class RunDirectory:
 
     def write_model_config(self, model, source_tokenizer, target_tokenizer, settings: dict,
                            device: dict) -> None:
-        """``model.json`` and the vocabularies, once, with the first checkpoint (chief only)."""
-        if self.is_chief and not self.has_model_config():
+        """``model.json`` and the vocabularies, once, with the first checkpoint (chief only); a
+        resumed run records its training settings there (``settings["training"]``: the recipe
+        it kept, a changed ``max_steps``, its own budget, device settings and logging), as its
+        ``report.json`` does."""
+        if not self.is_chief:
+            return
+        if not self.has_model_config():
             model_directory.write_model_config(self.path, model, source_tokenizer,
                                                target_tokenizer, settings, device=device)
+        elif model_directory.read_model_config(self.path).get("settings", {}).get("training") != settings["training"]:
+            model_directory.update_settings(self.path, training=settings["training"])
 
     def abandon_fresh_start(self) -> None:
         """A run that failed before its first checkpoint leaves the directory as it found it."""

@@ -18,13 +18,17 @@ from typing import Any, Callable
 import keras
 import tensorflow as tf
 
-from bahdanau_tf import data, decoding, devices, files, losses, presets
+from bahdanau_tf import checkpoint_averaging
+from bahdanau_tf import data
+from bahdanau_tf import decoding
+from bahdanau_tf import devices
+from bahdanau_tf import files
 from bahdanau_tf import model_directory as model_directory_lib
 from bahdanau_tf import models as models_lib
-from bahdanau_tf.special_tokens import PAD_ID
-from bahdanau_tf.training.guided_alignment import guided_loss_sums
+from bahdanau_tf import presets
 from bahdanau_tf.training.config import TrainingConfig, is_chief, make_optimizer, make_strategy
-from bahdanau_tf.training.dev_schedule import AROUND_BEST, AroundBest, DevSchedule
+from bahdanau_tf.training.dev_schedule import DevSchedule
+from bahdanau_tf.training.step import SHAPE_CAPACITY, TrainingStep
 from bahdanau_tf.training.report import (
     DEFAULT_LOG_EVERY,
     RunState,
@@ -43,15 +47,16 @@ from bahdanau_tf.training.summaries import Summaries, dev_translation_summaries
 from bahdanau_tf.translator import DEFAULT_SEARCH, Translator
 
 
-#: the batch shapes the step remembers to tell an XLA compilation (`Trainer._count_compilation`)
-_SHAPE_CAPACITY = 1024
+#: the checkpoint's parts that a checkpoint written before them lacks (restored without them)
+_ADDED_PARTS = ("dev_schedule", "dropout_seeds", "window_nll_sum", "window_tokens", "train_nll",
+                "dev_nll", "dev_step")
 
 
 class NonFiniteLossError(RuntimeError):
     """Training stopped because the loss or the gradient became NaN or infinite."""
 
 
-class Trainer:
+class Trainer(TrainingStep):
     """Trains a model of a preset on a parallel corpus and writes its model directory.
 
     The model is built inside the strategy's scope, with the vocabulary sizes of the tokenizers
@@ -149,47 +154,41 @@ class Trainer:
             if self.guide is not None and (config.sampled_softmax or not self.model.has_attention):
                 raise ValueError("guided alignment needs a model with attention and the full softmax.")
             self._steps_per_epoch = tf.Variable(1, dtype="int64", trainable=False, name="steps_per_epoch")
-            self._time_progress = tf.Variable(0.0, trainable=False, name="time_progress")  # BudgetSchedule's
-            self.optimizer = make_optimizer(config, self._steps_per_epoch, self._time_progress)
+            # the spent fraction of the wall-time budget, read by the "budget" schedule
+            self._time_progress = tf.Variable(0.0, dtype="float32", trainable=False, name="time_progress")
+            self.optimizer = make_optimizer(config, steps_per_epoch=self._steps_per_epoch,
+                                            time_progress=self._time_progress)
             self.optimizer.build(self.model.trainable_variables)
             self._make_state_variables()
             self.dev_schedule = DevSchedule(config)
+        self._make_checkpoints()
+        self._make_step_functions()
+
+    def _make_checkpoints(self):
+        """The training state's checkpoint, the best checkpoint's manager, the copies around
+        the best (``average_at="best"``)."""
+        config = self.config
         # dropout's seed states (no tf.train dependency of the model's): so a resumed run draws
         # the masks the uninterrupted one would
         seeds = [variable.value for variable in self.model.variables if variable.path.endswith("seed_generator_state")]
         self._checkpoint_parts = dict(
             model=self.model, optimizer=self.optimizer, step=self.step, sentences_seen=self.sentences_seen,
             elapsed_seconds=self.elapsed_seconds, best_dev_nll=self.best_dev_nll, best_step=self.best_step,
-            dev_schedule=self.dev_schedule, dropout_seeds=seeds)
+            dev_schedule=self.dev_schedule, dropout_seeds=seeds,
+            window_nll_sum=self._loss_sum, window_tokens=self._token_count, train_nll=self._last_train_nll,
+            dev_nll=self._last_dev_nll, dev_step=self._last_dev_step)
         self.checkpoint = tf.train.Checkpoint(**self._checkpoint_parts)
-        self._around_best = (AroundBest(os.path.join(self._write_dir, AROUND_BEST), config.average_last)
-                             if config.average_at == "best" and config.average_last >= 2 else None)
-        self.manager = tf.train.CheckpointManager(
-            self.checkpoint,
-            os.path.join(self._write_dir, model_directory_lib.CHECKPOINTS),
-            max_to_keep=config.keep_checkpoints,
-            step_counter=self.step,
-        )
+        self._checkpoints_dir = os.path.join(self._write_dir, model_directory_lib.CHECKPOINTS)
+        self._around_best = None
+        if config.average_at == "best" and config.average_last >= 2:
+            self._around_best = checkpoint_averaging.AroundBest(
+                os.path.join(self._write_dir, checkpoint_averaging.AROUND_BEST), config.average_last)
         self.best_manager = tf.train.CheckpointManager(
             tf.train.Checkpoint(model=self.model, step=self.step),
             os.path.join(self._write_dir, model_directory_lib.BEST),
             max_to_keep=1,
             step_counter=self.step,
         )
-        self._gradients = tf.function(self._loss_and_gradients, jit_compile=bool(config.jit_compile),
-                                      autograph=False)
-        self._forward_nll = tf.function(self._nll_sum, jit_compile=bool(config.jit_compile),
-                                        autograph=False)
-        # the update compiles with the step on one device; with several replicas (or a loss
-        # scale) the optimizer's merge_call runs in the step's own graph: it cannot run under
-        # XLA, nor inside a nested tf.function
-        single = self.strategy.num_replicas_in_sync == 1 and not isinstance(
-            self.optimizer, keras.optimizers.LossScaleOptimizer)
-        self._update = (tf.function(self._clip_and_apply, jit_compile=True, autograph=False)
-                        if config.jit_compile and single else self._clip_and_apply)
-        self.train_step = tf.function(self._train_step, autograph=False)
-        # one trace for all dev shapes
-        self.eval_step = tf.function(self._eval_step, reduce_retracing=True, autograph=False)
 
     def _make_state_variables(self):
         """The training state (the checkpoint's counters) and the host's counters, in the
@@ -200,15 +199,20 @@ class Trainer:
         self.elapsed_seconds = tf.Variable(0.0, dtype="float64", trainable=False, name="elapsed_seconds")
         self.best_dev_nll = tf.Variable(math.inf, dtype="float64", trainable=False, name="best_dev_nll")
         self.best_step = tf.Variable(-1, dtype="int64", trainable=False, name="best_step")
-        # read by the host at each progress line (`log_cadence`), then reset
+        # read by the host at each progress line (`log_cadence`), then reset; in the checkpoint
+        # with the last train and dev NLL, so that a resumed run reports what the uninterrupted
+        # one would (its window of updates goes on, a finished run is not evaluated again)
         self._loss_sum = tf.Variable(0.0, dtype="float64", trainable=False, name="loss_sum")
         self._token_count = tf.Variable(0.0, dtype="float64", trainable=False, name="token_count")
+        self._last_train_nll = tf.Variable(math.nan, dtype="float64", trainable=False, name="train_nll")
+        self._last_dev_nll = tf.Variable(math.nan, dtype="float64", trainable=False, name="dev_nll")
+        self._last_dev_step = tf.Variable(-1, dtype="int64", trainable=False, name="dev_step")
         # the updates that compiled (the first, which traces; under XLA each new batch
         # shape) and their tokens, left out of the throughput (`report.Throughput`)
         self._compiled_updates = tf.Variable(0.0, dtype="float64", trainable=False, name="compiled_updates")
         self._compiled_tokens = tf.Variable(0.0, dtype="float64", trainable=False, name="compiled_tokens")
         self._updates_run = tf.Variable(0, dtype="int64", trainable=False, name="updates_run")
-        self._shapes_seen = tf.Variable(tf.fill([_SHAPE_CAPACITY], tf.constant(-1, "int64")),
+        self._shapes_seen = tf.Variable(tf.fill([SHAPE_CAPACITY], tf.constant(-1, "int64")),
                                         trainable=False, name="shapes_seen")
         self._shapes_count = tf.Variable(0, dtype="int64", trainable=False, name="shapes_count")
         self._grad_norm = tf.Variable(0.0, dtype="float32", trainable=False, name="gradient_norm")
@@ -243,6 +247,7 @@ class Trainer:
     def _check_and_restore(self):
         """`restore` once the directory is ours: checks, then the latest checkpoint, if any."""
         self.directory.check(self.model)
+        self._check_recipe()
         latest = model_directory_lib.latest_checkpoint(self.output_dir, which="latest")
         names = {name.split("/", 1)[0] for name, _ in tf.train.list_variables(latest)} if latest else set()
         weights = os.path.join(self.output_dir, model_directory_lib.WEIGHTS)
@@ -251,9 +256,9 @@ class Trainer:
                 f"{self.output_dir!r} holds a saved model without training state ({latest or weights} "
                 "has no optimizer or step): it cannot be resumed; pass another --output_dir")
         if latest:
-            # a checkpoint written before the dev schedule and the dropout seeds were: without them
+            # a checkpoint written before some of its parts were: without them
             parts = {key: value for key, value in self._checkpoint_parts.items()
-                     if key in names or key not in ("dev_schedule", "dropout_seeds")}
+                     if key in names or key not in _ADDED_PARTS}
             tf.train.Checkpoint(**parts).restore(latest).assert_existing_objects_matched()
             if self.config.schedule == "plateau":
                 self.optimizer.learning_rate = self.dev_schedule.learning_rate
@@ -264,17 +269,27 @@ class Trainer:
             )
         return latest
 
+    def _check_recipe(self):
+        """A resumed run keeps its training recipe (``model.json``'s, `TrainingConfig.
+        recipe_changes`): another one is refused (ValueError) before anything is restored."""
+        if not (self.is_chief and self.directory.has_model_config()):
+            return
+        saved = model_directory_lib.read_model_config(self.output_dir).get("settings", {}).get("training")
+        changes = self.config.recipe_changes(saved if isinstance(saved, dict) else {})
+        if changes:
+            kept = ", ".join(f"--{name}={old}" for name, old, _ in changes)
+            asked = ", ".join(f"--{name}={new}" for name, _, new in changes)
+            raise ValueError(f"{self.output_dir!r} was trained with {kept}: a resumed run keeps its "
+                             f"training recipe, so {asked} cannot apply; drop it, or train into a new "
+                             "--output_dir.")
+
     def _adopt_averaged_best(self):
         """After a restore: when ``best/`` holds the average the run's end made
-        (`_average_checkpoints`), its dev NLL is the one to beat (the checkpoint's counters,
-        saved before the average, hold the best trained one's)."""
-        tag = model_directory_lib.averaged_tag(self.output_dir)
-        best = model_directory_lib.listed_checkpoint(os.path.join(self.output_dir, model_directory_lib.BEST))
-        if not (tag and tag.get("best") and isinstance(tag.get("dev_nll"), (int, float)) and best):
-            return
-        if best.endswith(f"-{tag['steps'][-1]}") and tag["dev_nll"] < float(self.best_dev_nll.numpy()):
-            self.best_dev_nll.assign(tag["dev_nll"])
-            self.best_step.assign(tag["steps"][-1])
+        (`checkpoint_averaging.averaged_best`), its dev NLL is the one to beat."""
+        adopted = checkpoint_averaging.averaged_best(self.output_dir)
+        if adopted is not None and adopted[0] < float(self.best_dev_nll.numpy()):
+            self.best_dev_nll.assign(adopted[0])
+            self.best_step.assign(adopted[1])
 
     def _write_model_config(self):
         """``model.json`` and the vocabularies, with the first checkpoint (see `restore`)."""
@@ -297,184 +312,6 @@ class Trainer:
             "chosen_by_device": list(config.device_chose),  # the others were set explicitly
             "reason": config.device_choice.reason if config.device_choice is not None else None,
         }
-
-    @tf.function(autograph=False)
-    def _weights_finite(self):
-        return tf.reduce_all([tf.reduce_all(tf.math.is_finite(v)) for v in self.model.trainable_variables])
-
-    # === The step functions ===
-    def _nll_sum(self, source, target_in, target_out):
-        logits = self.model((source, target_in), training=False)
-        return tf.reduce_sum(losses.token_nll(target_out, logits))
-
-    def _loss_and_gradients(self, source, target_in, target_out, global_tokens, sampled_values=None,
-                            alignment_targets=None):
-        """(NLL sum, gradients of the objective: the NLL, label-smoothed if asked, + guided term)."""
-        variables = self.model.trainable_variables
-        with tf.GradientTape() as tape:
-            guided = 0.0
-            if alignment_targets is not None:  # guided alignment (`AlignmentGuide.stage`)
-                nll_sum, objective, guided = guided_loss_sums(self.model, self.config, self.step, source,
-                                                              target_in, target_out, alignment_targets)
-            elif sampled_values is None:
-                logits = self.model((source, target_in), training=True)
-                nll, smoothed = losses.smoothed_token_nll(target_out, logits, self.config.label_smoothing)
-                nll_sum, objective = tf.reduce_sum(nll), tf.reduce_sum(smoothed)
-            else:  # the sampled softmax: the same W_o and bias, K + 1 of their columns
-                features = self.model.output_features((source, target_in), training=True)
-                kernel, bias = self.model.output_projection()
-                nll_sum = objective = tf.reduce_sum(losses.sampled_token_nll(
-                    target_out, features, kernel, bias, sampled_values))
-            loss = (objective + guided) / global_tokens  # this replica's share of the global mean
-            if isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer):
-                loss = self.optimizer.scale_loss(loss)
-        return nll_sum, tape.gradient(loss, variables)
-
-    def _replica_step(self, batch):
-        inputs, target_out = batch
-        source, target_in = inputs[:2]  # and q with guided alignment
-        context = tf.distribute.get_replica_context()
-        local_tokens = tf.reduce_sum(tf.cast(tf.not_equal(target_out, PAD_ID), "float32"))
-        global_tokens = tf.maximum(context.all_reduce("sum", local_tokens), 1.0)
-        sampled_values = None
-        if self.config.sampled_softmax:  # drawn here: the log-uniform sampler has no XLA kernel
-            choose = (losses.batch_candidates if self.config.sampled_proposal == "batch"
-                      else losses.sample_candidates)
-            sampled_values = choose(target_out, self.config.sampled_softmax,
-                                    self.target_tokenizer.vocabulary_size)
-        nll_sum, gradients = self._gradients(source, target_in, target_out, global_tokens, sampled_values,
-                                             inputs[2] if len(inputs) > 2 else None)
-        # embedding gradients come as IndexedSlices; dense ones all-reduce and scale uniformly
-        gradients = [tf.convert_to_tensor(g) for g in gradients]
-        gradients = context.all_reduce("sum", gradients)  # gradient of the global mean NLL
-        scaled = isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer)
-        if scaled:
-            scale = tf.cast(self.optimizer.dynamic_scale, "float32")
-            gradients = [g / scale for g in gradients]
-        norm = self._update(gradients, scale if scaled else None)
-        sentences = tf.reduce_sum(tf.cast(tf.reduce_any(tf.not_equal(target_out, PAD_ID), axis=1), "int64"))
-        shape = tf.cast(tf.concat([tf.shape(source), tf.shape(target_in)], 0), "int64")
-        shape_key = (shape[0] * 65536 + shape[1]) * 65536 + shape[3]  # (batch, source, target) lengths
-        return nll_sum, local_tokens, norm, sentences, shape_key
-
-    def _clip_and_apply(self, gradients, scale=None):
-        """The update from the gradient of the global mean NLL: its global norm (returned),
-        clipping to ``clipnorm``, the optimizer's step. Compiled with XLA when the step is: as
-        TensorFlow ops, a step of Adam is a few small ops per variable, each a kernel launch
-        (benchmarks/train_step_profile.py)."""
-        context = tf.distribute.get_replica_context()
-        norm = tf.linalg.global_norm(gradients)
-        if self.config.clipnorm is not None:
-            gradients, _ = tf.clip_by_global_norm(gradients, self.config.clipnorm, use_norm=norm)
-        # the optimizer sums over replicas again (and a loss scale optimizer unscales)
-        factor = 1.0 / context.num_replicas_in_sync
-        if scale is not None:
-            factor = factor * scale
-        if context.num_replicas_in_sync > 1 or scale is not None:
-            gradients = [g * factor for g in gradients]
-        self.optimizer.apply(gradients, self.model.trainable_variables)
-        return norm
-
-    def _train_step(self, iterator):
-        batch = next(iterator)
-        nll_sum, tokens, norm, sentences, shape_key = self.strategy.run(self._replica_step, (batch,))
-        reduce = lambda value: self.strategy.reduce("sum", value, axis=None)  # noqa: E731
-        nll_sum, tokens, sentences = reduce(nll_sum), reduce(tokens), reduce(sentences)
-        norm = self.strategy.experimental_local_results(norm)[0]  # the same on every replica
-        self._count_compilation(self.strategy.experimental_local_results(shape_key)[0], tokens)
-        finite = tf.math.is_finite(nll_sum) & tf.math.is_finite(norm)
-        if isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer):
-            finite = tf.math.is_finite(nll_sum)  # overflowing gradients are skipped and rescaled
-        self.step.assign_add(1)
-        self._first_nonfinite_step.assign(
-            tf.where((self._first_nonfinite_step < 0) & ~finite, self.step, self._first_nonfinite_step)
-        )
-        self._loss_sum.assign_add(tf.cast(nll_sum, "float64"))
-        self._token_count.assign_add(tf.cast(tokens, "float64"))
-        self.sentences_seen.assign_add(sentences)
-        self._grad_norm.assign(norm)
-
-    def _count_compilation(self, shape_key, tokens):
-        """Counts this update among the compiled ones when it traced the step (the first of
-        this trainer) or, under XLA, met a batch shape not seen before."""
-        compiled = tf.equal(self._updates_run, 0)
-        if self.config.jit_compile:
-            new_shape = tf.logical_not(tf.reduce_any(tf.equal(self._shapes_seen, shape_key)))
-            slot = tf.range(_SHAPE_CAPACITY, dtype="int64") == self._shapes_count
-            self._shapes_seen.assign(tf.where(slot & new_shape, shape_key, self._shapes_seen))
-            self._shapes_count.assign_add(tf.cast(new_shape & (self._shapes_count < _SHAPE_CAPACITY), "int64"))
-            compiled = compiled | new_shape
-        self._updates_run.assign_add(1)
-        self._compiled_updates.assign_add(tf.cast(compiled, "float64"))
-        self._compiled_tokens.assign_add(tf.where(compiled, tf.cast(tokens, "float64"), 0.0))
-
-    def _eval_step(self, batch):
-        def replica(batch):
-            (source, target_in), target_out = batch
-            tokens = tf.reduce_sum(tf.cast(tf.not_equal(target_out, PAD_ID), "float32"))
-            return self._forward_nll(source, target_in, target_out), tokens
-
-        nll_sum, tokens = self.strategy.run(replica, (batch,))
-        return self.strategy.reduce("sum", nll_sum, axis=None), self.strategy.reduce("sum", tokens, axis=None)
-
-    # === Data ===
-    def train_dataset(self, corpus: Any, skip_batches: int = 0, distribute: bool = True) -> tf.data.Dataset:
-        """The training input: shuffled, repeated, bucketed, padded batches of ``batch_size`` rows.
-
-        Args:
-            corpus: a `ParallelCorpus` (or sequence of pairs), or a `CorpusFiles` stream.
-            skip_batches: int, batches to skip (the data position of a resumed run).
-            distribute: bool, return ``strategy.experimental_distribute_dataset(...)``.
-        """
-        config = self.config
-        dataset = data.make_dataset(
-            corpus,
-            self.source_tokenizer,
-            self.target_tokenizer,
-            batch_size=config.batch_size,
-            max_length=config.max_length,
-            bucketing=config.bucketing,
-            shuffle=True,
-            seed=config.seed,
-            repeat=True,
-            shuffle_buffer_size=config.shuffle_buffer_size,
-            pad_to_multiple=config.padding_multiple,
-            fill_to_batch_size=True,
-        )
-        if self.guide is not None:
-            dataset = dataset.apply(self.guide.stage())
-        if skip_batches:
-            dataset = dataset.skip(skip_batches)
-        return self.strategy.experimental_distribute_dataset(dataset) if distribute else dataset
-
-    def dev_dataset(self, corpus: Any) -> tf.data.Dataset:
-        """The dev input: the first ``config.dev_sentences`` pairs of ``corpus`` in one sorted
-        window (dense batches, few shapes to compile), filled and padded like the training
-        batches, cached, distributed."""
-        config = self.config
-        corpus = corpus.select(slice(0, config.dev_sentences))
-        dataset = data.make_dataset(
-            corpus,
-            self.source_tokenizer,
-            self.target_tokenizer,
-            batch_size=config.batch_size,
-            max_length=config.max_length,
-            bucketing="paper",
-            shuffle=False,
-            batches_per_window=max(1, -(-len(corpus) // config.batch_size)),
-            pad_to_multiple=config.padding_multiple,
-            fill_to_batch_size=True,
-        )
-        return self.strategy.experimental_distribute_dataset(dataset.cache())
-
-    def evaluate(self, dev_dataset: Any) -> float:
-        """Mean NLL per real target token of a (distributed) dev dataset."""
-        total, tokens = 0.0, 0.0
-        for batch in dev_dataset:
-            nll_sum, count = self.eval_step(batch)
-            total += float(nll_sum)
-            tokens += float(count)
-        return total / max(tokens, 1.0)
 
     # === The loop ===
     def fit(self, train_corpus: Any, dev_corpus: Any = None, start_time: float | None = None) -> dict:
@@ -519,37 +356,14 @@ class Trainer:
 
     def _fit(self, train_corpus, dev_corpus, start_time):
         config = self.config
-        deadline = None if config.max_minutes is None else start_time + 60 * config.max_minutes
-        run = RunState(resumed_step=int(self.step.numpy()), elapsed_before=float(self.elapsed_seconds.numpy()),
-                   dev_corpus=dev_corpus, train_corpus=train_corpus)
-        counts = data.count_pairs(train_corpus, self.source_tokenizer, self.target_tokenizer,
-                                  config.max_length)
-        run.train_pairs, run.train_pairs_estimated = counts["kept"], counts["estimated"]
-        about = "~" if run.train_pairs_estimated else ""  # a stream's counts are estimates
-        dropped = (f"; dropped {about}{counts['too_long']:,} longer than {config.max_length} tokens and "
-                   f"{about}{counts['empty']:,} with an empty side" if counts["kept"] < counts["total"] else "")
-        run.deadline = deadline  # the progress line shows the budget
-        config.check_schedule(has_dev_set=dev_corpus is not None)
-        if run.train_pairs == 0:
-            raise ValueError(
-                "The training corpus is empty." if not counts["total"] else
-                f"No training pair is left of {counts['total']:,}{dropped}.")
-        steps_per_epoch = max(1, run.train_pairs // config.batch_size)
-        self._steps_per_epoch.assign(steps_per_epoch)  # read by the halving schedule
+        run = self._start_run(train_corpus, dev_corpus, start_time)
+        deadline = run.deadline
         if run.resumed_step:
             self._log(f"Skipping the {run.resumed_step} batches already trained on (same seeded data order).")
         iterator = iter(self.train_dataset(train_corpus, skip_batches=run.resumed_step))
         dev_dataset = self.dev_dataset(dev_corpus) if dev_corpus is not None and len(dev_corpus) else None
         self._summaries = Summaries(os.path.join(self.output_dir, LOGS)
                                     if config.summaries and self.is_chief else None)
-        self._log(
-            f"Training {type(self.model).__name__} ({self.preset}, {self.model.count_params():,} parameters) on "
-            f"{about}{run.train_pairs:,} of {about}{counts['total']:,} pairs{dropped} ({about}{steps_per_epoch:,} "
-            f"updates/epoch{', estimated from the first pairs' if about else ''}), "
-            f"batch {config.batch_size}, "
-            f"{config.optimizer} lr {config.learning_rate:g}, clipnorm {config.clipnorm}, {config.speed_summary()}, "
-            f"{self.strategy.num_replicas_in_sync} replica(s), device {devices.device_description()}."
-        )
         run.cadence = log_cadence(config.max_steps, config.max_minutes, config.log_every)
         run.throughput = Throughput()
         run.start = run.window_start = time.time()
@@ -573,6 +387,47 @@ class Trainer:
         self._finish(run, dev_dataset)
         return run
 
+    def _start_run(self, train_corpus, dev_corpus, start_time):
+        """The run's state (`RunState`): the corpus counted and checked, the header line, and
+        what the checkpoint holds of the figures so far (the last train and dev NLL)."""
+        config = self.config
+        run = RunState(resumed_step=int(self.step.numpy()), elapsed_before=float(self.elapsed_seconds.numpy()),
+                       dev_corpus=dev_corpus, train_corpus=train_corpus)
+        run.deadline = None if config.max_minutes is None else start_time + 60 * config.max_minutes
+        counts = data.count_pairs(train_corpus, self.source_tokenizer, self.target_tokenizer,
+                                  config.max_length)
+        run.train_pairs, run.train_pairs_estimated = counts["kept"], counts["estimated"]
+        about = "~" if run.train_pairs_estimated else ""  # a stream's counts are estimates
+        dropped = (f"; dropped {about}{counts['too_long']:,} longer than {config.max_length} tokens and "
+                   f"{about}{counts['empty']:,} with an empty side" if counts["kept"] < counts["total"] else "")
+        if config.schedule == "plateau" and dev_corpus is None:
+            raise ValueError("--schedule=plateau decays on the dev NLL: it needs a dev set.")
+        if config.schedule == "budget" and not (config.max_steps or config.max_minutes):
+            raise ValueError("--schedule=budget decays over the run's budget: set --max_steps or --max_minutes "
+                             "(or another --schedule).")
+        if run.train_pairs == 0:
+            raise ValueError(
+                "The training corpus is empty." if not counts["total"] else
+                f"No training pair is left of {counts['total']:,}{dropped}.")
+        steps_per_epoch = max(1, run.train_pairs // config.batch_size)
+        self._steps_per_epoch.assign(steps_per_epoch)  # read by the halving schedule
+        self._log(
+            f"Training {type(self.model).__name__} ({self.preset}, {self.model.count_params():,} parameters) on "
+            f"{about}{run.train_pairs:,} of {about}{counts['total']:,} pairs{dropped} ({about}{steps_per_epoch:,} "
+            f"updates/epoch{', estimated from the first pairs' if about else ''}), "
+            f"batch {config.batch_size}, "
+            f"{config.optimizer} lr {config.learning_rate:g}, clipnorm {config.clipnorm}, {config.speed_summary()}, "
+            f"{self.strategy.num_replicas_in_sync} replica(s), device {devices.device_description()}."
+        )
+        # a resumed run's figures so far: its window of updates goes on (`_take_window`), and
+        # an evaluation already made (a finished run rerun) is neither made nor counted again
+        train_nll, dev_nll = float(self._last_train_nll.numpy()), float(self._last_dev_nll.numpy())
+        run.train_nll = None if math.isnan(train_nll) else train_nll
+        run.dev_nll = None if math.isnan(dev_nll) else dev_nll
+        run.dev_step = int(self._last_dev_step.numpy()) if int(self._last_dev_step.numpy()) >= 0 else None
+        run.restored_window_tokens = float(self._token_count.numpy())
+        return run
+
     # === The loop's parts ===
     def _budget_spent(self, run, deadline):
         """Why training stops now (a budget or early stopping), or None to go on."""
@@ -585,19 +440,28 @@ class Trainer:
             return f"max_minutes={config.max_minutes:g}"
         return self.dev_schedule.stop_reason()
 
-    def _take_window(self, run, read_started):
+    def _take_window(self, run, read_started, close=True):
         """Reads and resets the counters of the updates since the last read: the train NLL
         (``run.train_nll``) and their throughput without compilation (None: all compiled).
         ``read_started``: ``time.time()`` before the first read of the device's variables,
-        which waits for the device (asynchronous on GPUs): that wait is training time."""
+        which waits for the device (asynchronous on GPUs): that wait is training time.
+        ``close=False`` (a signal's stop) reads the train NLL but leaves its window open: the
+        checkpoint keeps it, and the resumed run closes it where the uninterrupted one would."""
         loss_sum, tokens = float(self._loss_sum.numpy()), float(self._token_count.numpy())
         waited = time.time() - read_started
         compiled, compiled_tokens = float(self._compiled_updates.numpy()), float(self._compiled_tokens.numpy())
-        for variable in (self._loss_sum, self._token_count, self._compiled_updates, self._compiled_tokens):
+        for variable in (self._compiled_updates, self._compiled_tokens):
             variable.assign(0.0)
         if tokens:
             run.train_nll = loss_sum / tokens
+        if close:
+            self._loss_sum.assign(0.0)
+            self._token_count.assign(0.0)
+            if tokens:
+                self._last_train_nll.assign(run.train_nll)
         run.window_start, run.window_step = time.time(), run.step
+        # the tokens of a window a resumed run goes on with were timed by the earlier run
+        tokens, run.restored_window_tokens = tokens - run.restored_window_tokens, 0.0
         return run.throughput.take(tokens, int(compiled), compiled_tokens, waited)
 
     def _log_progress(self, run):
@@ -630,6 +494,8 @@ class Trainer:
         self._check_finite(run)
         run.dev_nll = self.evaluate(dev_dataset)
         run.dev_step = run.step
+        self._last_dev_nll.assign(run.dev_nll)
+        self._last_dev_step.assign(run.step)
         improved = run.dev_nll < float(self.best_dev_nll.numpy())
         self._log(f"step {run.step:>7,}  dev NLL {run.dev_nll:.3f}" + ("  (best)" if improved else ""))
         self._summaries.write(run.step, {"dev/nll": run.dev_nll})
@@ -654,7 +520,7 @@ class Trainer:
         bad = int(self._first_nonfinite_step.numpy())
         if bad < 0:
             return
-        latest = self.manager.latest_checkpoint
+        latest = model_directory_lib.listed_checkpoint(self._checkpoints_dir)
         run.stopped = f"non-finite loss at step {bad}"
         self.directory.write_report(self._report(run))
         raise NonFiniteLossError(
@@ -663,16 +529,23 @@ class Trainer:
             "Lower the learning rate, keep gradient clipping on, or use float32."
         )
 
-    def _save(self, run):
-        """A checkpoint of the current step, refused when anything became non-finite."""
+    def _save(self, run, stop=False):
+        """A checkpoint of the current step, refused when anything became non-finite; then the
+        run keeps its checkpoints (`checkpoint_averaging.keep_run_checkpoints`) and, at a
+        checkpoint of its own (not at a signal's ``stop``), a copy around the best dev point."""
         self._check_finite(run)
         if not bool(self._weights_finite()):  # an update can overflow even from a finite loss
             self._first_nonfinite_step.assign(self.step)
             self._check_finite(run)
         self.elapsed_seconds.assign(run.elapsed_before + time.time() - run.start)
-        self._save_checkpoint(self.manager)
+        # which checkpoints to keep is the run's (`keep_run_checkpoints`), not the manager's
+        manager = tf.train.CheckpointManager(self.checkpoint, self._checkpoints_dir, max_to_keep=None,
+                                             step_counter=self.step)
+        self._save_checkpoint(manager)
+        checkpoint_averaging.keep_run_checkpoints(self._write_dir, self.config.keep_checkpoints,
+                                                  self.config.checkpoint_every)
         self._write_model_config()
-        if self._around_best is not None:
+        if self._around_best is not None and not stop:
             self._around_best.write(self.model, run.step, int(self.best_step.numpy()))
 
     def _save_checkpoint(self, manager, number=None):
@@ -684,41 +557,54 @@ class Trainer:
             files.remove_partial_checkpoints(manager.directory)
             raise
 
+    def _saved_at_step(self, run):
+        """Whether the latest checkpoint is of the current step."""
+        latest = model_directory_lib.listed_checkpoint(self._checkpoints_dir)
+        return latest is not None and checkpoint_averaging.checkpoint_number(latest) == run.step
+
     def _finish(self, run, dev_dataset):
-        """The end of a run: last train NLL, a dev point at the last step, checkpoint, report."""
+        """The end of a run: last train NLL, a dev point at the last step, checkpoint, average,
+        report. After a signal: the checkpoint only, as the run stands (no dev evaluation of
+        its own, the train NLL's window left open), so that the resumed run goes on exactly as
+        the uninterrupted one; the evaluation the run's end makes is saved with it, so that a
+        finished run rerun neither makes nor counts it again."""
         read_started = time.time()
         self._check_finite(run)
-        if run.window_step != run.step:  # the last partial window
-            self._take_window(run, read_started)
-        if dev_dataset is not None and run.dev_step != run.step:
-            self._evaluate_dev(run, dev_dataset)
-        latest = self.manager.latest_checkpoint
-        if latest is None or not latest.endswith(f"-{run.step}"):
-            self._save(run)
-        self._average_checkpoints(run, dev_dataset)
+        if self._signals.received is not None:
+            if not self._saved_at_step(run):
+                self._save(run, stop=True)
+            if float(self._token_count.numpy()):
+                self._take_window(run, read_started, close=False)
+        else:
+            if float(self._token_count.numpy()):  # the last window (also one a resumed run goes on with)
+                self._take_window(run, read_started)
+            evaluated = dev_dataset is not None and run.dev_step != run.step
+            if evaluated:
+                self._evaluate_dev(run, dev_dataset)
+            if evaluated or not self._saved_at_step(run):
+                self._save(run)
+            self._average_checkpoints(run, dev_dataset)
         self._summaries.flush()
         run.report = self._report(run)
-        if run.step == run.resumed_step:  # nothing trained (a finished run rerun): keep its figures
-            previous = self.directory.read_report()
-            for key in ("train_nll", "target_tokens_per_second"):
-                if run.report[key] is None and previous.get(key) is not None:
-                    run.report[key] = previous[key]
+        if run.step == run.resumed_step:  # nothing trained (a finished run rerun): keep its speed
+            previous = self.directory.read_report().get("target_tokens_per_second")
+            if run.report["target_tokens_per_second"] is None and previous is not None:
+                run.report["target_tokens_per_second"] = previous
         self.directory.write_report(run.report)
         self._write_lexicon(run)
         self._cleanup()
 
     def _average_checkpoints(self, run, dev_dataset):
-        """Checkpoint averaging at the end of a run (`TrainingConfig.average_last`): the mean of
-        the last checkpoints' model weights becomes ``averaged/`` (tagged in ``model.json`` with
-        its dev NLL), and ``best/`` when its dev NLL is lower than the best checkpoint's; the
-        trained weights are put back. Not after a signal (the run must stop promptly), not
-        without a dev set (nothing would say whether the average is better), not twice over the
-        same checkpoints (a finished run rerun). Every worker evaluates; the chief writes."""
-        last = self.config.average_last
-        chosen = model_directory_lib.kept_checkpoints(self.manager.checkpoints)[-last:] if last else []
-        if self._around_best is not None:  # average_at="best": around the best dev step
-            chosen = self._around_best.chosen(int(self.best_step.numpy()), run.step)
-        if len(chosen) < 2 or dev_dataset is None or self._signals.received is not None:
+        """Checkpoint averaging at the end of a run (`TrainingConfig.average_last`,
+        `bahdanau_tf.checkpoint_averaging`): the mean of the last checkpoints' model weights (or
+        of those around the best, ``average_at="best"``) becomes ``averaged/`` (tagged in
+        ``model.json`` with its dev NLL), and ``best/`` when its dev NLL is lower than the best
+        checkpoint's; the trained weights are put back. Not without a dev set (nothing would
+        say whether the average is better), not twice over the same checkpoints (a finished run
+        rerun). Every worker evaluates; the chief writes."""
+        chosen = checkpoint_averaging.checkpoints_to_average(
+            self._write_dir, self.config.average_last, self._around_best, int(self.best_step.numpy()), run.step)
+        if len(chosen) < 2 or dev_dataset is None:
             return
         names = [os.path.basename(path) for path in chosen]
         existing = model_directory_lib.averaged_tag(self.output_dir)
@@ -726,23 +612,21 @@ class Trainer:
             run.averaged = existing
             return
         started = time.time()
-        trained = [variable.numpy() for variable in self.model.variables]
-        tag = model_directory_lib.average_into(self.model, chosen)
-        dev_nll = self.evaluate(dev_dataset)
-        better = dev_nll < float(self.best_dev_nll.numpy())
-        tag.update(dev_nll=round(dev_nll, 4), best=better)
-        if better:
-            self.best_dev_nll.assign(dev_nll)
-            self.best_step.assign(tag["steps"][-1])
-            self._save_checkpoint(self.best_manager, tag["steps"][-1])  # best/ckpt-<last averaged step>
-            self._write_model_config()
-        if self.is_chief:
-            model_directory_lib.write_averaged(self.output_dir, self.model, tag)
-        for variable, value in zip(self.model.variables, trained):
-            variable.assign(value)
+        with checkpoint_averaging.averaged_weights(self.model, chosen) as tag:
+            dev_nll = self.evaluate(dev_dataset)
+            better = dev_nll < float(self.best_dev_nll.numpy())
+            tag.update(dev_nll=round(dev_nll, 4), best=better)
+            if better:
+                self.best_dev_nll.assign(dev_nll)
+                self.best_step.assign(tag["steps"][-1])
+                self._save_checkpoint(self.best_manager, tag["steps"][-1])  # best/ckpt-<last averaged step>
+                self._write_model_config()
+            if self.is_chief:
+                checkpoint_averaging.write_averaged(self.output_dir, self.model, tag)
         run.averaged = tag
         self._summaries.write(run.step, {"dev/averaged_nll": dev_nll})
-        self._log(f"Averaged {'the last ' if self._around_best is None else ''}{len(chosen)} checkpoints ({names[0]} .. {names[-1]}) into "
+        which = "the last " if self._around_best is None else ""
+        self._log(f"Averaged {which}{len(chosen)} checkpoints ({names[0]} .. {names[-1]}) into "
                   f"{model_directory_lib.AVERAGED}/ in {time.time() - started:.0f} s: dev NLL "
                   f"{dev_nll:.3f}, " + ("lower than the best checkpoint's: best/ is the average."
                                          if better else "not lower than the best checkpoint's: best/ is kept."))
