@@ -35,7 +35,7 @@ def parse_learning_seed(text):
         ValueError: anything else, quoted.
     """
     value = int(text) if text.strip().isdigit() else None
-    if value not in LEARNING_SEEDS:
+    if value is None or value not in LEARNING_SEEDS:  # (None in a range would scan it all)
         raise ValueError(f"BAHDANAU_LEARNING_SEED={text!r} is not a seed: give a whole number from 0 "
                          f"to {LEARNING_SEEDS[-1]}.")
     return value

@@ -20,7 +20,8 @@ import pytest
 
 from bahdanau_tf import lexicon, model_directory, pretrained
 from bahdanau_tf.models import RNNEncDec
-from helpers import random_model, run_commands, save_model_dir, toy_tokenizers, training_run
+from helpers import (env_without_tensorflow_logging, random_model, run_commands, save_model_dir,
+                     toy_tokenizers, training_run)
 
 # every test here starts a Python process (or uses a module fixture that does)
 pytestmark = pytest.mark.subprocess
@@ -437,10 +438,11 @@ def test_hostile_command_lines_get_one_clear_line_and_their_exit_code(paths):
 
 @pytest.fixture
 def full_disks(tmp_path):
-    """Mounts tmpfs file systems on demand (``make(name, prepare)``) and fills each once prepared."""
+    """Mounts tmpfs file systems on demand (``make(name, prepare)``) and fills each once prepared
+    (unless ``fill=False``)."""
     mounted = []
 
-    def make(name, prepare=None):
+    def make(name, prepare=None, fill=True):
         directory = tmp_path / name
         directory.mkdir()
         result = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(directory)],
@@ -450,6 +452,8 @@ def full_disks(tmp_path):
         mounted.append(directory)
         if prepare:
             prepare(directory)
+        if not fill:
+            return directory
         with open(directory / "filler", "wb", buffering=0) as handle:
             try:
                 while True:
@@ -542,3 +546,58 @@ def test_a_keras_backend_that_cannot_load_is_one_line_before_any_import(tmp_path
             assert result.returncode == 2 and len(lines) == 1, (backend, command, result.stderr[-2000:])
             assert lines[0].startswith(f"bahdanau-{command}: error: {phrase}"), lines
     assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.subprocess
+def test_keras_backend_numpy_without_scipy_is_refused_and_an_empty_one_is_unset(tmp_path):
+    """Keras's numpy backend imports scipy: without it, one line (not Keras's ImportError);
+    ``KERAS_BACKEND=`` is what Keras reads as unset (TensorFlow), so the command runs."""
+    # sys.modules[...] = None: what an interpreter without scipy finds (find_spec None, import fails)
+    script = ("import sys; sys.modules['scipy'] = None; sys.argv = ['bahdanau-translate']; "
+              "from bahdanau_tf.cli import translate; translate.run()")
+    for backend, command, phrase in (
+            ("numpy", [sys.executable, "-c", script],
+             "bahdanau-translate: error: KERAS_BACKEND='numpy', but scipy is not installed"),
+            ("", [sys.executable, "-m", "bahdanau_tf.cli.translate"],
+             "bahdanau-translate: error: --model_dir is required")):
+        result = subprocess.run(command, env=env_without_tensorflow_logging(KERAS_BACKEND=backend),
+                                cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        lines = result.stderr.splitlines()
+        assert result.returncode == 2 and len(lines) == 1, (backend, result.stderr[-2000:])
+        assert lines[0].startswith(phrase), lines
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.subprocess
+def test_a_bad_learning_seed_is_a_pytest_usage_error(tmp_path):
+    """``BAHDANAU_LEARNING_SEED`` that NumPy, TensorFlow and Keras do not all take: one line
+    and pytest's usage-error exit code, before any test runs (not a traceback in each)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for value in ("abc", "1.5", "-1", str(2**32)):
+        result = subprocess.run(
+            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--collect-only", "-q",
+             f"--basetemp={tmp_path / 'base'}", os.path.join(root, "tests", "test_layering.py")],
+            env=dict(os.environ, BAHDANAU_LEARNING_SEED=value), cwd=root, capture_output=True,
+            text=True, timeout=300)
+        lines = [line for line in (result.stdout + result.stderr).splitlines() if line.strip()]
+        assert result.returncode == pytest.ExitCode.USAGE_ERROR, (value, result.stdout, result.stderr)
+        assert lines == [f"ERROR: BAHDANAU_LEARNING_SEED={value!r} is not a seed: give a whole "
+                         "number from 0 to 4294967295."], lines
+
+
+def test_averaging_into_a_read_only_run_names_the_flag(paths, full_disks):
+    """``bahdanau-average`` without ``--output`` writes into ``--model_dir``: a directory it
+    cannot write is refused naming the flag (not ``Permission denied: '.../.lock'``)."""
+    def read_only_run(directory):
+        training_run(directory / "run", steps=(1, 2))
+        result = subprocess.run(["mount", "-o", "remount,ro", str(directory)], capture_output=True, text=True)
+        if result.returncode:
+            pytest.skip(f"cannot remount read-only: {result.stderr.strip()}")
+
+    disk = full_disks("read_only", read_only_run, fill=False)
+    (result,) = _run([("", "average", [f"--model_dir={disk / 'run'}", "--last=1"], "")], paths)
+    errors = [line for line in result["stderr"].splitlines() if ": error: " in line]
+    assert result["code"] == 2 and "Traceback" not in result["stderr"], result["stderr"][-2000:]
+    assert errors == [f"bahdanau-average: error: --model_dir={str(disk / 'run')!r} is not writable: "
+                      "the average is written into it (averaged/); pass --output=DIR to write it "
+                      "elsewhere."], errors

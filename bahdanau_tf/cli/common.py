@@ -353,7 +353,9 @@ def user_os_error_message(error):
     if flag is None:
         return f"{os.fspath(error.filename)!r}: {cause}."
     name, value = flag
-    where = "" if os.path.realpath(error.filename) == os.path.realpath(value) else f"{os.fspath(error.filename)!r}: "
+    filename = os.fspath(error.filename)
+    named = os.path.realpath(filename) == os.path.realpath(value) or repr(filename) in cause
+    where = "" if named else f"{filename!r}: "
     return f"--{name}={value!r}: {where}{cause}."
 
 
