@@ -13,9 +13,15 @@ no TensorFlow object: its variables are found by the attribute paths TensorFlow'
 gives them (``model/encoder/kernel``, ``model/initial_state_dense/_kernel``: each layer's
 attributes, breadth first, the shortest path of each variable; a PyTorch layer keeps its
 sublayers in ``_modules``, not among its attributes), and the checkpoint is read into those paths.
+
+A saved model's ``model.weights.h5`` is read by Keras (`load_weights_file`), once it is known to
+hold this model's weights and nothing else: Keras gives each of the model's layers the entries
+at its own path and ignores the rest, so another model's file (``rnnsearch-cgru-tiny``'s, whose
+extra layer ``tiny`` lacks) would load without a word.
 """
 
 import collections
+import contextlib
 
 import keras
 import numpy as np
@@ -91,4 +97,83 @@ def restore_model_checkpoint(model: keras.Model, prefix: str) -> None:
         variable.assign(value.astype(variable.dtype))
 
 
-__all__ = ["checkpoint_model_variables", "model_variable_paths", "restore_model_checkpoint"]
+def restore_failure(model: keras.Model, prefix: str) -> str | None:
+    """`restore_model_checkpoint`, with TensorFlow's Python log quiet meanwhile: None when the
+    checkpoint fits, else the first line of why not (its error, and the warnings TensorFlow logs
+    when the failed restore's objects are deleted with it, go inside)."""
+    with _quiet_tensorflow_log():
+        try:
+            restore_model_checkpoint(model, prefix)
+        except (AssertionError, ValueError, tf.errors.OpError) as error:
+            return _first_line(error)
+    return None
+
+
+@contextlib.contextmanager
+def _quiet_tensorflow_log():
+    """TensorFlow's Python log at ERROR for a while: a checkpoint deleted with values it did
+    not restore logs warnings that say nothing to a user who is told why the restore failed."""
+    logger = tf.get_logger()
+    level = logger.level
+    logger.setLevel("ERROR")
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def _first_line(error):
+    """The first line of ``error``'s message, or its type's name."""
+    return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+
+
+# === A Keras weights file (model.save_weights) ===
+
+#: the group a compiled model's ``save_weights`` adds beside its own layers' (not the model's)
+_OPTIMIZER = "optimizer"
+
+
+def weights_file_shapes(path: str) -> dict:
+    """``{entry: shape}`` of the model weights in a Keras weights file (names and shapes, no
+    values read), less a compiled model's optimizer state.
+
+    Raises:
+        OSError: not an HDF5 file (empty, cut short, another format).
+    """
+    import h5py  # Keras's own dependency, which reads and writes these files
+
+    shapes = {}
+    with h5py.File(path, "r") as handle:
+        handle.visititems(lambda name, item: shapes.__setitem__(name, tuple(item.shape))
+                          if isinstance(item, h5py.Dataset) and name.split("/")[0] != _OPTIMIZER
+                          else None)
+    return shapes
+
+
+def load_weights_file(model: keras.Model, path: str) -> None:
+    """``model.load_weights(path)`` once the file holds as many weights as ``model``, of the same
+    shapes: Keras then checks each layer's entries (count and shapes), and since every weight
+    reads an entry of its own, none is left over.
+
+    Raises:
+        OSError: not an HDF5 file.
+        ValueError: another model's weights (more, fewer, or other shapes), the first difference named.
+    """
+    theirs = collections.Counter(weights_file_shapes(path).values())
+    ours = collections.Counter(tuple(weight.shape) for weight in model.weights)
+    if theirs != ours:
+        extra, missing = sorted(theirs - ours), sorted(ours - theirs)
+        differ = ", ".join(([f"{len(extra)} not of this model ({_shapes(extra)})"] if extra else [])
+                           + ([f"none for {len(missing)} of its ({_shapes(missing)})"] if missing else []))
+        raise ValueError(f"it holds {theirs.total()} weights where the model has {ours.total()}: {differ}")
+    model.load_weights(path)
+
+
+def _shapes(shapes, most=3):
+    """``(24, 48), (72,)`` and how many more."""
+    shown = ", ".join(str(shape) for shape in shapes[:most])
+    return shown + (f" and {len(shapes) - most} more" if len(shapes) > most else "")
+
+
+__all__ = ["checkpoint_model_variables", "model_variable_paths", "restore_model_checkpoint",
+           "restore_failure", "weights_file_shapes", "load_weights_file"]

@@ -36,7 +36,6 @@ than this package reads is refused with a message that names both versions; one 
 ``"format"`` is format 1.
 """
 
-import contextlib
 import dataclasses
 import glob
 import json
@@ -288,6 +287,8 @@ def save_model_directory(directory: str, model: keras.Model, source_tokenizer: A
         FileExistsError: ``directory`` is not empty (and ``overwrite`` is False, or it holds
             more than a saved model).
     """
+    if not os.fspath(directory):  # "" is no directory: tf.io.gfile would write into the current one
+        raise ValueError("`directory` is empty: name the directory to save the model into.")
     existing = {name.rstrip("/") for name in tf.io.gfile.listdir(directory)} \
         if tf.io.gfile.isdir(directory) else set()
     if existing:
@@ -555,6 +556,11 @@ def _load_weights(directory, model, which, saved, warnings):
     if which not in WHICH:
         raise ValueError(f"`which` must be one of {', '.join(map(repr, WHICH))}, got {which!r}.")
     weights = os.path.join(directory, WEIGHTS)
+    checkpoints = [name + "/" for name in (BEST, CHECKPOINTS, AVERAGED)
+                   if listed_checkpoint(os.path.join(directory, name))]
+    if tf.io.gfile.exists(weights) and checkpoints:  # one source of weights: no choice made silently
+        raise ValueError(f"{os.fspath(directory)!r} holds two sources of weights, {WEIGHTS} and training "
+                         f"checkpoints ({', '.join(checkpoints)}): move one of them out of the directory.")
     if which == "averaged" and tf.io.gfile.exists(weights) and not isinstance(saved.get(AVERAGED_TAG), dict):
         raise FileNotFoundError(f"{os.fspath(directory)!r} holds one set of weights ({WEIGHTS}), "
                                 f"with no {AVERAGED}/ checkpoint; use another --checkpoint.")
@@ -563,16 +569,14 @@ def _load_weights(directory, model, which, saved, warnings):
         return weights, None
     if not tf.io.gfile.exists(weights):  # a trainer's run, or saved before model.weights.h5
         checkpoint = latest_checkpoint(directory, which, warn=warnings.append)
+        if checkpoint is None and saved.get("settings", {}).get("saved_by") == SAVED_BY:
+            raise FileNotFoundError(f"{weights!r} is missing: the weights of the saved model in "
+                                    f"{os.fspath(directory)!r} (its {MODEL_CONFIG} says so); copy the directory again.")
         if checkpoint is None:
             raise FileNotFoundError(f"No checkpoint in {directory!r} (looked in {BEST}/ and {CHECKPOINTS}/).")
-        with _quiet_tensorflow_log():  # the failed restore's objects go when the error does
-            try:
-                keras_checkpoints.restore_model_checkpoint(model, checkpoint)
-            except (AssertionError, ValueError, tf.errors.OpError) as error:
-                return checkpoint, _first_line(error)
-        return checkpoint, None
-    try:
-        model.load_weights(weights)
+        return checkpoint, keras_checkpoints.restore_failure(model, checkpoint)
+    try:  # checked against the model: Keras alone ignores another model's extra weights
+        keras_checkpoints.load_weights_file(model, weights)
     except OSError as error:  # not an HDF5 file, or cut short
         raise ValueError(f"The weights file {weights!r} is missing or damaged ({_first_line(error)}).") from None
     except (ValueError, KeyError, TypeError) as error:
@@ -585,17 +589,6 @@ def _first_line(error):
     return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
 
 
-@contextlib.contextmanager
-def _quiet_tensorflow_log():
-    """TensorFlow's Python log at ERROR for a while: a checkpoint deleted with values it did
-    not restore logs warnings that say nothing to a user who is told why the restore failed."""
-    logger = tf.get_logger()
-    level = logger.level
-    logger.setLevel("ERROR")
-    try:
-        yield
-    finally:
-        logger.setLevel(level)
 
 
 # === The lexicon (candidate lists) ===

@@ -148,6 +148,9 @@ class RNNSearch(TranslationModel):
         super().__init__(**kwargs)
         if decoder not in _DECODER_CELLS:
             raise ValueError(f"`decoder` must be one of {tuple(_DECODER_CELLS)}, got {decoder!r}.")
+        for name, value in (("alignment_head", alignment_head), ("alignment_head_context", alignment_head_context)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:  # int(2.5) would hide it
+                raise ValueError(f"`{name}` must be an int >= 0 (0: none), got {value!r}.")
         if alignment_head_context and not alignment_head:  # it would have no effect
             raise ValueError("`alignment_head_context` needs an alignment head (`alignment_head` > 0).")
         init = functools.partial(initializers.initializer_for, initialization)  # a new instance per layer

@@ -93,6 +93,13 @@ def pytest_addoption(parser):
 
 @pytest.hookimpl(trylast=True)  # after pytest's temporary-directory plugin is configured
 def pytest_configure(config):
+    if os.environ.get("BAHDANAU_LEARNING_SEED"):  # a bad seed: one line, before any test fails of it
+        from helpers import parse_learning_seed
+
+        try:
+            parse_learning_seed(os.environ["BAHDANAU_LEARNING_SEED"])
+        except ValueError as error:
+            raise pytest.UsageError(str(error)) from None
     # xdist's own reordering (most tests first) would undo the order set below
     if hasattr(config.option, "loadscopereorder"):
         config.option.loadscopereorder = False

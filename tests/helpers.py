@@ -14,13 +14,31 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np
 
 
+#: the seeds NumPy, TensorFlow and Keras all take
+LEARNING_SEEDS = range(2**32)
+
+
 def learning_seed(default):
     """The seed of a test marked ``learning``: ``default``, or ``$BAHDANAU_LEARNING_SEED`` when set.
 
     Such a test trains, then asserts what was learned, and must pass for any seed: docs/design.md
-    ("The test tiers") runs them for several seeds in a loop.
+    ("The test tiers") runs them for several seeds in a loop. A bad value is refused once, by
+    tests/conftest.py, as a usage error (`parse_learning_seed`), before any test runs.
     """
-    return int(os.environ.get("BAHDANAU_LEARNING_SEED", default))
+    return parse_learning_seed(os.environ.get("BAHDANAU_LEARNING_SEED") or str(default))
+
+
+def parse_learning_seed(text):
+    """``$BAHDANAU_LEARNING_SEED``'s seed: a decimal int in [0, 2**32).
+
+    Raises:
+        ValueError: anything else, quoted.
+    """
+    value = int(text) if text.strip().isdigit() else None
+    if value is None or value not in LEARNING_SEEDS:  # (None in a range would scan it all)
+        raise ValueError(f"BAHDANAU_LEARNING_SEED={text!r} is not a seed: give a whole number from 0 "
+                         f"to {LEARNING_SEEDS[-1]}.")
+    return value
 
 
 def sigmoid(x):

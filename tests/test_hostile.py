@@ -20,7 +20,8 @@ import pytest
 
 from bahdanau_tf import lexicon, model_directory, pretrained
 from bahdanau_tf.models import RNNEncDec
-from helpers import random_model, run_commands, save_model_dir, toy_tokenizers, training_run
+from helpers import (env_without_tensorflow_logging, random_model, run_commands, save_model_dir,
+                     toy_tokenizers, training_run)
 
 # every test here starts a Python process (or uses a module fixture that does)
 pytestmark = pytest.mark.subprocess
@@ -113,7 +114,7 @@ CASES = [
      "holds a saved model without training state"),
     ("train: resume a directory save_to_preset wrote before model.weights.h5", "train",
      ["--output_dir={old_preset}", "--preset=tiny", "--max_steps=1", "--max_minutes=0"], "", 2,
-     "ckpt-1 has no optimizer or step): it cannot be resumed"),
+     "old_preset' holds a saved model without training state (no optimizer or step): it cannot be resumed"),
     # a model.json cut short (a full disk, a copy interrupted) is named
     ("translate: truncated model.json", "translate", ["--model_dir={cut_config}"], "a\n", 2,
      "model.json' is damaged: not valid JSON"),
@@ -201,6 +202,66 @@ CASES = [
        "model.weights.h5' is damaged") for name in ("empty", "truncated", "random")],
     ("translate: a shipped model of 0.2 (weights.npz)", "translate", ["--model_dir={npz_weights}"], "a\n", 2,
      "keeps its weights in weights.npz, the shipped models' format before bahdanau_tf 0.3"),
+    # an output is a directory of its own: empty or the current one ({tmp}, where the rows run)
+    # would mix the output with what is there (the table checks {tmp} gets nothing)
+    ("average: empty --output", "average", ["--model_dir={run}", "--last=1", "--output="], "", 2,
+     "--output='' is empty: name a directory of its own"),
+    ("average: --output the current directory", "average", ["--model_dir={run}", "--last=1",
+                                                           "--output=."], "", 2,
+     "--output='.' is the current directory"),
+    ("train: empty --output_dir", "train", ["--output_dir=", "--preset=tiny", "--max_steps=1",
+                                            "--max_minutes=0"], "", 2, "--output_dir='' is empty"),
+    ("train: --output_dir the current directory", "train", ["--output_dir={tmp}", "--preset=tiny"],
+     "", 2, "is the current directory"),
+    ("evaluate: empty --output_dir", "evaluate", ["--model_dir={model}", "--output_dir="], "", 2,
+     "--output_dir='' is empty"),
+    ("export: empty --export_dir", "export", ["--model_dir={model}", "--export_dir="], "", 2,
+     "--export_dir='' is empty"),
+    ("export: --export_dir the current directory", "export", ["--model_dir={model}", "--export_dir=."],
+     "", 2, "--export_dir='.' is the current directory"),
+    ("data: empty --vocabulary_dir", "data", ["--vocabulary_dir="], "", 2, "--vocabulary_dir='' is empty"),
+    ("translate: empty --output_file", "translate", ["--model_dir={model}", "--output_file="], "a\n", 2,
+     "--output_file= is empty"),
+    # one source of weights, checked against the model: another preset's model.weights.h5 (the
+    # cgru's, whose extra cell weights Keras alone would skip), a run that also holds one
+    ("translate: another preset's model.weights.h5", "translate", ["--model_dir={other_weights}"],
+     "a\n", 2, "holds 26 weights where the model has 23: 3 not of this model"),
+    ("translate: a run directory holding a model.weights.h5 too", "translate",
+     ["--model_dir={run_with_weights}", "--checkpoint=latest"], "a\n", 2,
+     "holds two sources of weights, model.weights.h5 and training checkpoints (checkpoints/)"),
+    ("translate: a saved model without its model.weights.h5", "translate",
+     ["--model_dir={preset_without_weights}"], "a\n", 2,
+     "model.weights.h5' is missing: the weights of the saved model"),
+    # every spelling of a flag file absl reads, nested ones and ~ too
+    *[(f"train: a flag file that is not UTF-8, as {' '.join(spelling)}", "train", list(spelling), "",
+       2, "latin1_flags.txt' line 2 is not valid UTF-8")
+      for spelling in (("--flagfile", "{latin1_flags}"), ("-flagfile", "{latin1_flags}"),
+                       ("-flagfile={latin1_flags}",), ("--flagfile={latin1_flags_home}",),
+                       ("--flagfile", "{nested_flags}"))],
+    ("train: a flag file below a file", "train", ["--flagfile={three_columns}/flags.txt"], "", 2,
+     "--flagfile='{three_columns}/flags.txt': '{three_columns}' is a file, not a directory"),
+    # flags that would do nothing
+    ("train: early stopping without a dev set", "train",
+     ["--early_stopping=3", "--tsv={three_columns}", "--output_dir={tmp}/early"], "", 2,
+     "--early_stopping=3 stops on the dev NLL: it does nothing without a dev set"),
+    ("train: averaging at the best without a dev set", "train",
+     ["--average_at=best", "--tsv={three_columns}", "--output_dir={tmp}/at_best"], "", 2,
+     "--average_at=best averages around the best dev NLL: it does nothing without a dev set"),
+    *[(f"train: averaging at the best of {last}", "train",
+       ["--average_at=best", f"--average_last={last}", "--output_dir={tmp}/at_best"], "", 2,
+       f"--average_at=best does nothing without --average_last of 2 or more (it is {last})")
+      for last in (0, 1)],
+    *[(f"train: --{name} without the plateau schedule", "train",
+       [f"--{name}={value}", "--output_dir={tmp}/plateau2"], "", 2,
+       f"--{name}={value} does nothing without --schedule=plateau")
+      for name, value in (("plateau_factor", 0.3), ("plateau_patience", 2))],
+    # a path's error names its flag and the cause, not "[Errno 17] File exists"
+    ("data: a vocabulary directory whose source/ is a file", "data",
+     ["--vocabulary_dir={vocabulary_blocked}", "--tokenizer=word", "--vocabulary_size=50"], "", 2,
+     "--vocabulary_dir='{vocabulary_blocked}': '{vocabulary_blocked}/source' is a file, not a directory"),
+    ("train: --vocabulary_dir without vocabularies", "train",
+     ["--vocabulary_dir={three_columns}/sub", "--preset=tiny", "--output_dir={tmp}/vocabulary"], "", 2,
+     "--vocabulary_dir='{three_columns}/sub': No tokenizer config"),
 ]
 
 
@@ -286,6 +347,10 @@ def paths(tmp_path_factory):
         weights.write_bytes(damage(weights.read_bytes()))
     shutil.copytree(pretrained.path("bible-en-es-small"), tmp / "npz_weights")
     (tmp / "npz_weights" / pretrained.WEIGHTS).rename(tmp / "npz_weights" / "weights.npz")
+    _weights_of_others(tmp, source, target)
+    (tmp / "nested_flags.txt").write_text(f"--flagfile={tmp / 'latin1_flags.txt'}\n")
+    (tmp / "vocabulary_blocked").mkdir()
+    (tmp / "vocabulary_blocked" / "source").write_text("a file where a directory goes\n")
     return {"tmp": str(tmp), "model": model, "damaged": damaged, "encdec": encdec,
             "npz_weights": str(tmp / "npz_weights"),
             **{name: str(tmp / name) for name in ("zeroed", "truncated", "flipped", "cut_config",
@@ -295,9 +360,30 @@ def paths(tmp_path_factory):
                                                   "old_preset")},
             "three_columns": str(three_columns), "bad_utf8": str(bad_utf8),
             "latin1_flags": str(tmp / "latin1_flags.txt"), "pairs_tsv": str(tmp / "pairs.tsv"),
+            # the same file by way of ~ (absl expands it)
+            "latin1_flags_home": "~/" + os.path.relpath(tmp / "latin1_flags.txt", os.path.expanduser("~")),
+            **{name: str(tmp / name) for name in ("other_weights", "run_with_weights",
+                                                  "preset_without_weights", "vocabulary_blocked")},
+            "nested_flags": str(tmp / "nested_flags.txt"),
             "guided_run": guided_run,
             **{f"{name}_weights": str(tmp / f"{name}_weights") for name in ("empty", "truncated",
                                                                           "random")}}
+
+
+def _weights_of_others(tmp, source, target):
+    """``other_weights``: a saved ``tiny`` model holding ``rnnsearch-cgru-tiny``'s
+    model.weights.h5; ``run_with_weights``: a training run that holds a model.weights.h5 too;
+    ``preset_without_weights``: a saved model whose model.weights.h5 is gone."""
+    for name in ("other_weights", "preset_without_weights"):
+        saved = random_model(seed=1).attach_tokenizers(source, target)
+        saved.save_to_preset(str(tmp / name))
+    cgru = random_model(seed=1, preset="rnnsearch-cgru-tiny").attach_tokenizers(source, target)
+    cgru.save_to_preset(str(tmp / "cgru"))
+    shutil.copy(tmp / "cgru" / "model.weights.h5", tmp / "other_weights" / "model.weights.h5")
+    shutil.rmtree(tmp / "cgru")
+    os.remove(tmp / "preset_without_weights" / "model.weights.h5")
+    training_run(tmp / "run_with_weights", steps=(1,))
+    shutil.copy(tmp / "preset" / "model.weights.h5", tmp / "run_with_weights" / "model.weights.h5")
 
 
 def _guided_alignment_files(tmp):
@@ -334,7 +420,7 @@ def test_hostile_command_lines_get_one_clear_line_and_their_exit_code(paths):
         stderr = result["stderr"]
         errors = [line for line in stderr.splitlines() if ": error: " in line]
         if (result["code"] != code or "Traceback" in stderr or len(errors) != 1
-                or phrase not in errors[0] or result["stdout"]
+                or phrase.format(**paths) not in errors[0] or result["stdout"]
                 # a refusal: that one line (TensorFlow's C++ lines come from this harness, which
                 # imports it for all rows: the commands' quiet import is tested elsewhere)
                 or (code == 2 and [line for line in stderr.splitlines()
@@ -352,10 +438,11 @@ def test_hostile_command_lines_get_one_clear_line_and_their_exit_code(paths):
 
 @pytest.fixture
 def full_disks(tmp_path):
-    """Mounts tmpfs file systems on demand (``make(name, prepare)``) and fills each once prepared."""
+    """Mounts tmpfs file systems on demand (``make(name, prepare)``) and fills each once prepared
+    (unless ``fill=False``)."""
     mounted = []
 
-    def make(name, prepare=None):
+    def make(name, prepare=None, fill=True):
         directory = tmp_path / name
         directory.mkdir()
         result = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(directory)],
@@ -365,6 +452,8 @@ def full_disks(tmp_path):
         mounted.append(directory)
         if prepare:
             prepare(directory)
+        if not fill:
+            return directory
         with open(directory / "filler", "wb", buffering=0) as handle:
             try:
                 while True:
@@ -459,3 +548,58 @@ def test_a_keras_backend_that_cannot_load_is_one_line_before_any_import(tmp_path
             assert result.returncode == 2 and len(lines) == 1, (backend, command, result.stderr[-2000:])
             assert lines[0].startswith(f"bahdanau-{command}: error: {phrase}"), lines
     assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.subprocess
+def test_keras_backend_numpy_without_scipy_is_refused_and_an_empty_one_is_unset(tmp_path):
+    """Keras's numpy backend imports scipy: without it, one line (not Keras's ImportError);
+    ``KERAS_BACKEND=`` is what Keras reads as unset (TensorFlow), so the command runs."""
+    # sys.modules[...] = None: what an interpreter without scipy finds (find_spec None, import fails)
+    script = ("import sys; sys.modules['scipy'] = None; sys.argv = ['bahdanau-translate']; "
+              "from bahdanau_tf.cli import translate; translate.run()")
+    for backend, command, phrase in (
+            ("numpy", [sys.executable, "-c", script],
+             "bahdanau-translate: error: KERAS_BACKEND='numpy', but scipy is not installed"),
+            ("", [sys.executable, "-m", "bahdanau_tf.cli.translate"],
+             "bahdanau-translate: error: --model_dir is required")):
+        result = subprocess.run(command, env=env_without_tensorflow_logging(KERAS_BACKEND=backend),
+                                cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        lines = result.stderr.splitlines()
+        assert result.returncode == 2 and len(lines) == 1, (backend, result.stderr[-2000:])
+        assert lines[0].startswith(phrase), lines
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.subprocess
+def test_a_bad_learning_seed_is_a_pytest_usage_error(tmp_path):
+    """``BAHDANAU_LEARNING_SEED`` that NumPy, TensorFlow and Keras do not all take: one line
+    and pytest's usage-error exit code, before any test runs (not a traceback in each)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for value in ("abc", "1.5", "-1", str(2**32)):
+        result = subprocess.run(
+            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--collect-only", "-q",
+             f"--basetemp={tmp_path / 'base'}", os.path.join(root, "tests", "test_layering.py")],
+            env=dict(os.environ, BAHDANAU_LEARNING_SEED=value), cwd=root, capture_output=True,
+            text=True, timeout=300)
+        lines = [line for line in (result.stdout + result.stderr).splitlines() if line.strip()]
+        assert result.returncode == pytest.ExitCode.USAGE_ERROR, (value, result.stdout, result.stderr)
+        assert lines == [f"ERROR: BAHDANAU_LEARNING_SEED={value!r} is not a seed: give a whole "
+                         "number from 0 to 4294967295."], lines
+
+
+def test_averaging_into_a_read_only_run_names_the_flag(paths, full_disks):
+    """``bahdanau-average`` without ``--output`` writes into ``--model_dir``: a directory it
+    cannot write is refused naming the flag (not ``Permission denied: '.../.lock'``)."""
+    def read_only_run(directory):
+        training_run(directory / "run", steps=(1, 2))
+        result = subprocess.run(["mount", "-o", "remount,ro", str(directory)], capture_output=True, text=True)
+        if result.returncode:
+            pytest.skip(f"cannot remount read-only: {result.stderr.strip()}")
+
+    disk = full_disks("read_only", read_only_run, fill=False)
+    (result,) = _run([("", "average", [f"--model_dir={disk / 'run'}", "--last=1"], "")], paths)
+    errors = [line for line in result["stderr"].splitlines() if ": error: " in line]
+    assert result["code"] == 2 and "Traceback" not in result["stderr"], result["stderr"][-2000:]
+    assert errors == [f"bahdanau-average: error: --model_dir={str(disk / 'run')!r} is not writable: "
+                      "the average is written into it (averaged/); pass --output=DIR to write it "
+                      "elsewhere."], errors

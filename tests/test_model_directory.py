@@ -94,6 +94,35 @@ def test_a_relative_model_directory_loads(tmp_path, monkeypatch):
     assert model_directory.load_model_directory("runs/model", which="latest").checkpoint.endswith("ckpt-1")
 
 
+def test_a_weights_file_is_checked_against_its_model_and_one_source_of_weights(tmp_path, monkeypatch):
+    """Keras's load_weights gives each layer its own entries and ignores the rest: another
+    preset's file (the conditional GRU's, whose extra weights tiny lacks) must be refused, and
+    so must a directory holding both a weights file and training checkpoints."""
+    source, target = toy_tokenizers()
+    tiny = random_model(seed=1).attach_tokenizers(source, target)
+    cgru = random_model(seed=1, preset="rnnsearch-cgru-tiny").attach_tokenizers(source, target)
+    tiny.save_to_preset(str(tmp_path / "tiny"))
+    cgru.save_to_preset(str(tmp_path / "cgru"))
+    shutil.copy(tmp_path / "cgru" / "model.weights.h5", tmp_path / "tiny" / "model.weights.h5")
+    with pytest.raises(ValueError, match=r"holds 26 weights where the model has 23: 3 not of this model"):
+        model_directory.load_model_directory(str(tmp_path / "tiny"))
+    run = training_run(tmp_path / "run", steps=(1,))
+    shutil.copy(tmp_path / "cgru" / "model.weights.h5", os.path.join(run, "model.weights.h5"))
+    for which in ("best", "latest", "averaged"):
+        with pytest.raises(ValueError, match=r"two sources of weights, model.weights.h5 and training "
+                                             r"checkpoints \(checkpoints/\)"):
+            model_directory.load_model_directory(run, which=which)
+    # a saved model whose weights file is gone says so, not "No checkpoint"
+    os.remove(tmp_path / "cgru" / "model.weights.h5")
+    with pytest.raises(FileNotFoundError, match=r"model.weights.h5' is missing: the weights of the saved model"):
+        model_directory.load_model_directory(str(tmp_path / "cgru"))
+    # "" is no directory: nothing is written into the current one
+    monkeypatch.chdir(tmp_path / "cgru")
+    with pytest.raises(ValueError, match="`directory` is empty"):
+        model_directory.save_model_directory("", tiny, source, target)
+    assert sorted(os.listdir(".")) == ["model.json", "source_vocabulary", "target_vocabulary"]
+
+
 def test_save_to_preset_replaces_only_its_own_directory(tmp_path, capsys):
     source, target = toy_tokenizers()
     first, second = random_model(seed=5), random_model(seed=6)

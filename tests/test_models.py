@@ -1,6 +1,7 @@
 """Models: NumPy references, masking, step/teacher-forcing consistency, round trips, learning."""
 
 import os
+import re
 
 import helpers
 import keras
@@ -159,6 +160,10 @@ def test_presets_and_bad_arguments():
         RNNSearch(10, 10, initialization="xavier")
     with pytest.raises(ValueError, match="decoder.*'lstm'"):
         RNNSearch(10, 10, decoder="lstm")
+    for name, value in (("alignment_head", 2.5), ("alignment_head", -1), ("alignment_head", True),
+                        ("alignment_head_context", "8")):
+        with pytest.raises(ValueError, match=f"`{name}` must be an int >= 0 .*{re.escape(repr(value))}"):
+            RNNSearch(10, 10, **{"alignment_head": 4, name: value})
     cgru = model_from_preset("rnnsearch-cgru-small", source_vocabulary_size=9, target_vocabulary_size=9)
     small = presets.get_preset("small").model
     assert presets.get_preset("rnnsearch-cgru-small").model == {**small, "decoder": "cgru"}

@@ -20,9 +20,10 @@ import sys
 
 from bahdanau_tf.quiet import quiet_tensorflow
 
-#: Keras's backends (``KERAS_BACKEND``) and the package each one imports
-KERAS_BACKENDS = {"tensorflow": "tensorflow", "jax": "jax", "torch": "torch", "numpy": "numpy",
-                  "openvino": "openvino"}
+#: Keras's backends (``KERAS_BACKEND``) and the packages each one imports (Keras's numpy and
+#: openvino backends import scipy too)
+KERAS_BACKENDS = {"tensorflow": ("tensorflow",), "jax": ("jax",), "torch": ("torch",),
+                  "numpy": ("numpy", "scipy"), "openvino": ("openvino", "scipy")}
 
 
 def program_name() -> str:
@@ -37,14 +38,15 @@ def keras_backend_error(environ=os.environ):
     """Why ``KERAS_BACKEND`` cannot be loaded (not a Keras backend, or its package is not
     installed), or None: Keras raises it at import, from whatever imports Keras first."""
     name = environ.get("KERAS_BACKEND")
-    if name is None:
+    if not name:  # Keras reads an empty one as unset
         return None
     if name not in KERAS_BACKENDS:
         return (f"KERAS_BACKEND={name!r} is not a Keras backend; use one of "
                 f"{', '.join(KERAS_BACKENDS)}, or unset it (TensorFlow).")
-    if importlib.util.find_spec(KERAS_BACKENDS[name]) is None:
-        return (f"KERAS_BACKEND={name!r}, but {KERAS_BACKENDS[name]} is not installed: install "
-                "it, or unset KERAS_BACKEND (TensorFlow).")
+    for package in KERAS_BACKENDS[name]:
+        if importlib.util.find_spec(package) is None:
+            return (f"KERAS_BACKEND={name!r}, but {package} is not installed: install it, or "
+                    "unset KERAS_BACKEND (TensorFlow).")
     return None
 
 

@@ -22,6 +22,7 @@ Example:
     bahdanau-translate --model_dir=runs/rnnsearch-small --checkpoint=averaged < test.en
 """
 
+import os
 import sys
 
 from absl import flags  # noqa: E402
@@ -33,7 +34,7 @@ FLAGS = flags.FLAGS
 common.define_model_dir_flag("The bahdanau-train output directory whose checkpoints to average.")
 flags.DEFINE_integer("last", None, "How many of the latest checkpoints to average.", lower_bound=1)
 flags.DEFINE_string("output", None, "Write a new model directory holding the average here "
-                    "instead of MODEL_DIR/averaged/.")
+                    "(a new or empty one, not the current directory) instead of MODEL_DIR/averaged/.")
 
 PROGRAM = "bahdanau-average"
 
@@ -46,8 +47,12 @@ def main(argv):
                                "run at a time.")
     if FLAGS.last is None:
         raise common.UserError("--last is required (how many of the latest checkpoints to average).")
-    if FLAGS.output:
+    if FLAGS.output is not None:
         common.check_writable_dir(FLAGS.output, "output")
+    elif os.path.isdir(FLAGS.model_dir[0]) and not os.access(FLAGS.model_dir[0], os.W_OK):
+        raise common.UserError(f"--model_dir={FLAGS.model_dir[0]!r} is not writable: the average "
+                               "is written into it (averaged/); pass --output=DIR to write it "
+                               "elsewhere.")
 
     from bahdanau_tf import checkpoint_averaging, model_directory
 

@@ -22,6 +22,7 @@ needs (each defines a flag only once per process, so two commands can live in on
 then ends with ``run = common.runner(main, __doc__)``.
 """
 
+import errno
 import gc
 import math
 import os
@@ -266,7 +267,9 @@ def require_model_dirs():
 
 
 def check_writable_file(path, flag):
-    """Refuses, before any work, an output file that cannot be written."""
+    """Refuses, before any work, an output file that is empty or cannot be written."""
+    if not path:
+        raise UserError(f"--{flag}= is empty: give a file name.")
     if os.path.isdir(path):
         raise UserError(f"--{flag}={path!r} is a directory; give a file name.")
     parent = os.path.dirname(os.path.abspath(path))
@@ -282,8 +285,13 @@ def check_writable_file(path, flag):
 
 
 def check_writable_dir(path, flag):
-    """Refuses, before any work, an output directory that exists as a file or cannot be made
-    (also below a file: ``a_file/sub``)."""
+    """Refuses, before any work, an output directory that is empty or the current directory
+    (the command would write among the files there: ``--output_dir=`` is not "no output"),
+    exists as a file or cannot be made (also below a file: ``a_file/sub``)."""
+    if not path or os.path.realpath(path) == os.path.realpath(os.curdir):
+        what = "is empty" if not path else "is the current directory"
+        raise UserError(f"--{flag}={path!r} {what}: name a directory of its own for the output "
+                        f"(e.g. --{flag}=out).")
     if os.path.exists(path) and not os.path.isdir(path):
         raise UserError(f"--{flag}={path!r} is a file, not a directory.")
     existing = os.path.abspath(path)
@@ -301,6 +309,56 @@ def _io_message(error):
     return f"{error.filename!r}: {cause}" if error.filename else cause
 
 
+def os_error_cause(error):
+    """What went wrong, for an OSError of a path: at or below a file where a directory should
+    be, ``'a_file' is a file, not a directory`` (not ``[Errno 20] Not a directory``), else the
+    system's words."""
+    if error.errno == errno.EEXIST and error.filename and os.path.isfile(error.filename):
+        return f"{os.fspath(error.filename)!r} is a file, not a directory"  # (os.makedirs)
+    if error.errno == errno.ENOTDIR and error.filename:
+        existing = os.path.abspath(error.filename)
+        while existing != os.path.dirname(existing) and not os.path.exists(existing):
+            existing = os.path.dirname(existing)
+        if os.path.exists(existing) and not os.path.isdir(existing):
+            return f"{existing!r} is a file, not a directory"
+    return error.strerror or str(error)
+
+
+def _path_flag(path):
+    """``(name, value)`` of the flag whose path is ``path`` or a directory above it (the
+    nearest), or None; the current directory and the root name nothing."""
+    target = os.path.realpath(path)
+    found = None
+    for name in list(FLAGS):
+        values = FLAGS[name].value
+        for value in values if isinstance(values, list) else [values]:
+            if not isinstance(value, str) or not value:
+                continue
+            where = os.path.realpath(value)
+            if where in (os.path.realpath(os.curdir), os.path.dirname(where)):
+                continue
+            if (target == where or target.startswith(where + os.sep)) and (
+                    found is None or len(where) > len(os.path.realpath(found[1]))):
+                found = (name, value)
+    return found
+
+
+def user_os_error_message(error):
+    """One line for an OSError of a user's path (one of `USER_ERRORS`): the flag that named the
+    path and the cause, ``--output_dir='x/run': 'x' is a file, not a directory``."""
+    if not isinstance(error, OSError) or error.errno is None or not error.filename:
+        return None
+    cause = os_error_cause(error)
+    flag = _path_flag(os.fspath(error.filename))
+    if flag is None:
+        return f"{os.fspath(error.filename)!r}: {cause}."
+    name, value = flag
+    filename = os.fspath(error.filename)
+    named = os.path.realpath(filename) == os.path.realpath(value) or repr(filename) in cause
+    where = "" if named else f"{filename!r}: "
+    return f"--{name}={value!r}: {where}{cause}."
+
+
 def _print_help(doc, module_names):
     print((doc or "").strip() + "\n")
     for module_name in module_names:
@@ -310,24 +368,40 @@ def _print_help(doc, module_names):
     print("\nMore: --helpfull (every flag, absl's and TensorFlow's included).")
 
 
-def _flag_file_paths(arguments):
-    """The files of the ``--flagfile=FILE`` arguments among ``arguments`` (absl's spellings)."""
+_FLAG_FILE = ("--flagfile", "-flagfile")
+
+
+def _flag_file_paths(arguments, in_file=False):
+    """The files absl reads for the flag-file directives among ``arguments``, ``~`` expanded as
+    absl does: ``--flagfile=FILE`` and ``-flagfile=FILE``; on the command line (not ``in_file``,
+    a flag file's lines) also ``--flagfile FILE`` and ``-flagfile FILE``, and none after ``--``."""
+    arguments = iter(arguments)
     for argument in arguments:
-        name, equals, path = argument.strip().partition("=")
-        if equals and name in ("--flagfile", "-flagfile") and path:
-            yield path
+        if not in_file and argument == "--":
+            return
+        if not in_file and argument in _FLAG_FILE:
+            path = next(arguments, "")  # absl names a missing one
+        elif argument.startswith(tuple(name + "=" for name in _FLAG_FILE)):
+            path = argument.partition("=")[2].strip()
+        else:
+            continue
+        if path:  # absl skips an empty one
+            yield os.path.expanduser(path)
 
 
-def _check_flag_files(arguments, seen=None):
-    """Refuses a flag file (nested ones too) that is not UTF-8, naming the file and the line:
-    absl reads it as text, and its UnicodeDecodeError is not a flag error."""
+def _check_flag_files(arguments, seen=None, in_file=False):
+    """Refuses a flag file (nested ones too) that cannot be read or is not UTF-8, naming the
+    file and the line: absl reads it as text, and its UnicodeDecodeError is not a flag error."""
     seen = set() if seen is None else seen
-    for path in _flag_file_paths(arguments):
-        if path in seen or not os.path.isfile(path):
-            continue  # absl names a missing file, and skips a circular one
+    for path in _flag_file_paths(arguments, in_file):
+        if path in seen:
+            continue  # absl skips a circular one
         seen.add(path)
-        with open(path, "rb") as handle:
-            lines = handle.read().splitlines()
+        try:
+            with open(path, "rb") as handle:
+                lines = handle.read().splitlines()
+        except OSError as error:
+            raise flags.Error(f"--flagfile={path!r}: {os_error_cause(error)}.") from None
         for number, line in enumerate(lines, start=1):
             try:
                 line.decode("utf-8")
@@ -335,7 +409,7 @@ def _check_flag_files(arguments, seen=None):
                 raise flags.Error(f"--flagfile={path!r} line {number} is not valid UTF-8 "
                                   f"({error.reason} at byte {error.start}); a flag file is "
                                   "UTF-8 text.") from None
-        _check_flag_files([line.decode("utf-8") for line in lines], seen)
+        _check_flag_files([line.decode("utf-8") for line in lines], seen, in_file=True)
 
 
 def _parse_flags(argv):
@@ -374,7 +448,8 @@ def runner(main, doc, module_name=None, commands=()):
             return main(argv)
         except USER_ERRORS as error:
             code = getattr(error, "exit_code", EXIT_USAGE)
-            message = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
+            message = user_os_error_message(error) or (
+                str(error).strip().splitlines()[0] if str(error).strip() else repr(error))
             print(f"{program_name()}: error: {message}", file=sys.stderr)
             sys.exit(code)
         except Exception as error:  # noqa: BLE001 - an I/O failure (also TensorFlow's), or a bug

@@ -146,7 +146,7 @@ def align():
         import eflomal  # noqa: F401  (checked before the corpus is read)
     except ImportError:
         raise common.UserError(word_alignment.EFLOMAL_MISSING) from None
-    if FLAGS.alignment_file:
+    if FLAGS.alignment_file is not None:
         common.check_writable_file(FLAGS.alignment_file, "alignment_file")
     user_files = FLAGS.tsv or FLAGS.source_file or FLAGS.target_file
     corpus = common.corpus_from_flags(stream=True) if user_files else common.corpus_from_flags("train")
@@ -181,7 +181,7 @@ def main(argv):
     _check_flags_of(command)
     if command == "align":
         return align()
-    if FLAGS.vocabulary_dir:  # refused before the pass over the corpus, not after it
+    if FLAGS.vocabulary_dir is not None:  # refused before the pass over the corpus, not after it
         common.check_writable_dir(FLAGS.vocabulary_dir, "vocabulary_dir")
     splits = _load_splits()
     report = {name: corpus_statistics(corpus) for name, corpus in splits.items()}  # a bad line stops here

@@ -65,7 +65,7 @@ PROGRAM = "bahdanau-export"
 def main(argv):
     del argv
     common.require_model_dirs()
-    if not FLAGS.export_dir:
+    if FLAGS.export_dir is None:
         raise common.UserError("--export_dir is required (the model base path).")
     common.check_writable_dir(FLAGS.export_dir, "export_dir")
 

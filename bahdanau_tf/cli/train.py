@@ -76,7 +76,8 @@ FLAGS = flags.FLAGS
 flags.DEFINE_string("preset", presets.DEFAULT, "Model preset (default: RNNsearch at CPU size with the conditional GRU "
                     "decoder; small: the same with the paper's decoder cell), one of "
                     + ", ".join(presets.preset_names()) + ".")
-flags.DEFINE_string("output_dir", "bahdanau_run", "The model directory; an existing one is resumed.")
+flags.DEFINE_string("output_dir", "bahdanau_run", "The model directory (one of its own, not the "
+                    "current directory); an existing one is resumed.")
 flags.DEFINE_enum("strategy", "default", ["default", "mirrored", "multi_worker"],
                   "tf.distribute strategy (multi_worker reads TF_CONFIG).")
 # === Data ===
@@ -256,8 +257,13 @@ def _tokenizers(train, log):
         return (text.load_tokenizer(os.path.join(FLAGS.output_dir, model_directory.SOURCE_VOCABULARY)),
                 text.load_tokenizer(os.path.join(FLAGS.output_dir, model_directory.TARGET_VOCABULARY)))
     if FLAGS.vocabulary_dir:
-        tokenizers = tuple(text.load_tokenizer(os.path.join(FLAGS.vocabulary_dir, side))
-                           for side in ("source", "target"))
+        try:
+            tokenizers = tuple(text.load_tokenizer(os.path.join(FLAGS.vocabulary_dir, side))
+                               for side in ("source", "target"))
+        except (OSError, ValueError) as error:
+            raise common.UserError(f"--vocabulary_dir={FLAGS.vocabulary_dir!r}: {str(error).rstrip('.')} "
+                                   "(bahdanau-data --vocabulary_dir=DIR writes DIR/source and "
+                                   "DIR/target).") from None
         log(f"Using the vocabularies of {FLAGS.vocabulary_dir}: "
             f"{tokenizers[0].vocabulary_size:,} / {tokenizers[1].vocabulary_size:,} tokens.")
         return tokenizers
@@ -362,6 +368,24 @@ def _check_guided_alignment_flags():
             "go on unguided), or train into a new --output_dir.")
 
 
+def _check_not_a_saved_model():
+    """Refuses an --output_dir that holds a saved model (``model.save_to_preset``,
+    ``bahdanau-average --output``, a copy of a shipped model): its weights have no training
+    state (optimizer, step) to resume from; the run adds nothing to it, not even a lock file."""
+    from bahdanau_tf import model_directory
+
+    try:
+        settings = model_directory.read_model_config(FLAGS.output_dir).get("settings") or {}
+    except (OSError, ValueError):
+        settings = {}  # a new run; a damaged directory is named when the trainer takes it
+    weights = os.path.join(FLAGS.output_dir, model_directory.WEIGHTS)
+    if os.path.exists(weights) or settings.get("saved_by") == model_directory.SAVED_BY:
+        raise common.UserError(
+            f"--output_dir={FLAGS.output_dir!r} holds a saved model without training state (no "
+            "optimizer or step): it cannot be resumed; train into a new --output_dir (the saved "
+            "model translates as it is: --model_dir).")
+
+
 def _check_backend():
     """The trainer is TensorFlow's: another Keras backend is a usage error, before any work."""
     import keras  # noqa: PLC0415 — after the command line has set TensorFlow's log level
@@ -383,6 +407,7 @@ def main(argv):
     _check_guided_alignment_flags()
     config = _training_config()
     common.check_writable_dir(FLAGS.output_dir, "output_dir")
+    _check_not_a_saved_model()
     log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
     strategy = training.make_strategy(FLAGS.strategy)  # before any other TensorFlow work (multi-worker)
     train = common.corpus_from_flags("train", stream=True)  # the user's files: read as needed
@@ -390,9 +415,7 @@ def main(argv):
         train = train.select(slice(0, FLAGS.max_train_pairs))
     dev = _dev_corpus(train)
     links = _alignment_links(train)  # a links file that does not match: refused before any work
-    if config.schedule == "plateau" and dev is None:
-        raise common.UserError("--schedule=plateau decays on the dev NLL: it needs a dev set "
-                               "(--dev_tsv, or --dev_source_file and --dev_target_file).")
+    config.check_schedule(has_dev_set=dev is not None)  # (the trainer checks again: for library users)
     source_tokenizer, target_tokenizer = _tokenizers(train, log)
     settings = {
         "corpus": train.name,

@@ -103,7 +103,7 @@ def main(argv):
     common.require_model_dirs()
     if FLAGS.nbest > FLAGS.beam_size:
         raise common.UserError(f"--nbest={FLAGS.nbest} exceeds --beam_size={FLAGS.beam_size}.")
-    if FLAGS.output_file:
+    if FLAGS.output_file is not None:
         common.check_writable_file(FLAGS.output_file, "output_file")
     from bahdanau_tf.corpora import line_chunks
     from bahdanau_tf.translator import Translator

@@ -110,8 +110,10 @@ def load_weights(model, file: str, sha256: str) -> None:
         size = os.path.getsize(file)
         raise ValueError(f"{file!r} is damaged ({size:,} bytes, not the file whose SHA-256 its "
                          "model.json records): copy the model again.")
+    from bahdanau_tf import keras_checkpoints  # TensorFlow: not before a command needs it
+
     try:
-        model.load_weights(file)
+        keras_checkpoints.load_weights_file(model, file)
     except (OSError, ValueError, KeyError) as error:
         cause = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise ValueError(f"{file!r} holds another model's weights: {cause}") from None

@@ -212,6 +212,8 @@ class TrainingConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
                 raise ValueError(f"`{name}` must be an int >= {low}, got {value!r}.")
+        self.check_unused({field.name for field in dataclasses.fields(self)
+                           if getattr(self, field.name) != field.default})
 
     def _check_dev_schedule(self):
         """The plateau factor and label smoothing in range."""
@@ -232,6 +234,36 @@ class TrainingConfig:
         fixed = [field.name for field in dataclasses.fields(self)
                  if field.name not in INVOCATION_FIELDS + CHANGEABLE_ON_RESUME and field.name in saved]
         return [(name, saved[name], getattr(self, name)) for name in fixed if saved[name] != getattr(self, name)]
+
+    def check_unused(self, given) -> None:
+        """Refuses a field among ``given`` (the names of the fields set) that does nothing with
+        the others: the plateau's settings without ``schedule="plateau"``, ``average_at``
+        without ``average_last`` of 2 or more.
+
+        Raises:
+            ValueError: naming the setting (by its flag) and what it needs.
+        """
+        needs = {"plateau_factor": (self.schedule == "plateau", "--schedule=plateau"),
+                 "plateau_patience": (self.schedule == "plateau", "--schedule=plateau"),
+                 "average_at": (self.average_last >= 2, f"--average_last of 2 or more (it is {self.average_last})")}
+        for name, (met, need) in needs.items():
+            if name in given and not met:
+                raise ValueError(f"--{name}={getattr(self, name)} does nothing without {need}.")
+
+    def check_schedule(self, has_dev_set: bool) -> None:
+        """What a run's settings need: a dev set (``plateau``, ``early_stopping``,
+        ``average_at="best"``), a budget (``budget``)."""
+        dev_set = "(--dev_tsv, or --dev_source_file and --dev_target_file)"
+        if self.schedule == "plateau" and not has_dev_set:
+            raise ValueError(f"--schedule=plateau decays on the dev NLL: it needs a dev set {dev_set}.")
+        for name, value, what in (("early_stopping", self.early_stopping, "stops on the dev NLL"),
+                                  ("average_at", self.average_at == "best", "averages around the best dev NLL")):
+            if value and not has_dev_set:
+                raise ValueError(f"--{name}={getattr(self, name)} {what}: it does nothing without a dev "
+                                 f"set {dev_set}.")
+        if self.schedule == "budget" and not (self.max_steps or self.max_minutes):
+            raise ValueError("--schedule=budget decays over the run's budget: set --max_steps or --max_minutes "
+                             "(or another --schedule).")
 
     def speed_summary(self):
         """``"float32 + XLA (device choice: CPU without bfloat16 units)"``, for the header line."""
@@ -255,8 +287,11 @@ class TrainingConfig:
 
     @classmethod
     def for_preset(cls, preset: str, **changes) -> "TrainingConfig":
-        """The preset's training defaults (`bahdanau_tf.presets.PRESETS`), with ``changes``."""
-        return cls(**{**presets.get_preset(preset).training, **changes})
+        """The preset's training defaults (`bahdanau_tf.presets.PRESETS`), with ``changes``
+        (each checked to do something: `check_unused`)."""
+        config = cls(**{**presets.get_preset(preset).training, **changes})
+        config.check_unused(changes)
+        return config
 
 
 class HalvingSchedule(keras.optimizers.schedules.LearningRateSchedule):
