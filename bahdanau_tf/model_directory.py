@@ -715,7 +715,7 @@ def average_checkpoints(directory: str | os.PathLike, last: int, output: str | N
         save_model_directory(output, model, text.load_tokenizer(os.path.join(directory, SOURCE_VOCABULARY)),
                              text.load_tokenizer(os.path.join(directory, TARGET_VOCABULARY)),
                              settings={**saved.get("settings", {}), "averaged_from": os.path.abspath(directory)})
-        _tag_model_config(output, tag)
+        tag_model_config(output, AVERAGED_TAG, tag)
         return os.path.join(output, WEIGHTS)
     lock = files.take_lock(os.path.join(directory, LOCK))
     if lock is None:
@@ -754,13 +754,14 @@ def write_averaged(directory, model, tag) -> str:
         if tf.io.gfile.exists(staging):
             tf.io.gfile.rmtree(staging)
         raise
-    _tag_model_config(directory, tag)
+    tag_model_config(directory, AVERAGED_TAG, tag)
     return listed_checkpoint(target)
 
 
-def _tag_model_config(directory, tag):
-    """Records the averaged checkpoint in ``model.json`` (`AVERAGED_TAG`)."""
-    _write_json(os.path.join(directory, MODEL_CONFIG), {**read_model_config(directory), AVERAGED_TAG: tag})
+def tag_model_config(directory: str, key: str, value) -> None:
+    """Records ``value`` (JSON) as ``key`` of ``model.json`` (written beside it and renamed):
+    what is learned about a trained model later (`AVERAGED_TAG`, an alignment rule chosen on dev)."""
+    _write_json(os.path.join(directory, MODEL_CONFIG), {**read_model_config(directory), key: value})
 
 
 # === The lexicon (candidate lists) ===

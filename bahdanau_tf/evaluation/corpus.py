@@ -36,11 +36,9 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from bahdanau_tf.evaluation.alignment import (
-    attention_links,
-    decoded_links,
-    gold_links,
-)
+from bahdanau_tf.alignment.dev_choice import ChosenRule
+from bahdanau_tf.alignment.error_rate import gold_links
+from bahdanau_tf.alignment.extraction import decoded_links
 from bahdanau_tf.evaluation.metrics import (
     DEFAULT_LENGTH_BUCKETS,
     check_parallel,

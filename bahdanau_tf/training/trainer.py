@@ -22,7 +22,7 @@ from bahdanau_tf import data, decoding, devices, files, losses, presets
 from bahdanau_tf import model_directory as model_directory_lib
 from bahdanau_tf import models as models_lib
 from bahdanau_tf.special_tokens import PAD_ID
-from bahdanau_tf.training.guided_alignment import guided_loss_sums
+from bahdanau_tf.alignment.guided import guided_loss_sums
 from bahdanau_tf.training.config import TrainingConfig, is_chief, make_optimizer, make_strategy
 from bahdanau_tf.training.dev_schedule import AROUND_BEST, AroundBest, DevSchedule
 from bahdanau_tf.training.report import (
