@@ -91,7 +91,7 @@ class ChosenRule:
         what = f"rule {self.rule}" + (f", both directions {self.symmetrization}"
                                       if self.symmetrization else "")
         if not self.chosen:
-            return f"{what}, the default: no dev gold to choose a rule on"
+            return f"{what}, the default (not chosen on a dev gold)"
         default = ("" if self.default_dev_aer is None
                    else f"; the default rule {DEFAULT_RULE}: {self.default_dev_aer:.3f}")
         return (f"{what}, chosen on the dev gold of {self.corpus or 'the corpus'} "

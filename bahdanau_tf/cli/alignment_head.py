@@ -56,7 +56,7 @@ flags.DEFINE_integer("context_units", 0, "Units of each direction of the head's 
 flags.DEFINE_integer("steps", 2000, "Updates of the head (the default chosen on the dev gold: "
                      "benchmarks/README.md, \"Alignment\").", lower_bound=1)
 flags.DEFINE_integer("batch_size", 64, "Pairs per update.", lower_bound=1)
-common.define_finite_float("learning_rate", 5e-3, "Adam's learning rate.", lower_bound=0.0)
+common.define_finite_float("learning_rate", 5e-3, "Adam's learning rate (positive).")
 flags.DEFINE_enum("unaligned", "end", ["free", "end"], "A target word without links: trained "
                   "towards the source [END] (end: left unaligned), or costs nothing (free).")
 flags.DEFINE_integer("seed", 1234, "Shuffling seed.")
@@ -75,7 +75,8 @@ def _own_links(translator, pairs):
     from bahdanau_tf import alignment
     from bahdanau_tf.translator import Translator
 
-    reverse = Translator.from_directory(FLAGS.reverse_model_dir, which=FLAGS.checkpoint)
+    reverse = Translator.from_directory(common.reverse_model_dir("reverse_model_dir", FLAGS.model_dir[0]),
+                                        which=FLAGS.checkpoint)
     links = []
     for start in range(0, len(pairs), _CHUNK):
         sources, targets = zip(*pairs[start:start + _CHUNK])
@@ -109,6 +110,10 @@ def _check_flags():
     common.require_model_dirs()
     if len(FLAGS.model_dir) != 1:
         raise common.UserError(f"--model_dir is given {len(FLAGS.model_dir)} times: one model.")
+    common.require_tensorflow("the head trains in a TensorFlow step (tf.GradientTape), as "
+                              "bahdanau-train does")
+    if not FLAGS.learning_rate > 0:
+        raise common.UserError(f"--learning_rate must be positive, got {FLAGS.learning_rate}.")
     if not FLAGS.output_dir:
         raise common.UserError("--output_dir is required (a new directory for the model with its head).")
     if os.path.exists(FLAGS.output_dir) and os.listdir(FLAGS.output_dir):
@@ -116,14 +121,44 @@ def _check_flags():
     common.check_writable_dir(FLAGS.output_dir, "output_dir")
     if FLAGS.links and FLAGS.reverse_model_dir:
         raise common.UserError("--links and --reverse_model_dir both name the links: give one.")
-    for flag in ("links", "reverse_model_dir"):
-        if FLAGS[flag].value and not os.path.exists(FLAGS[flag].value):
-            raise common.UserError(f"--{flag}={FLAGS[flag].value!r} does not exist.")
+    if FLAGS.links and not os.path.exists(FLAGS.links):
+        raise common.UserError(f"--links={FLAGS.links!r} does not exist.")
+    direction = _saved_settings().get("direction")
+    if FLAGS.direction and direction and FLAGS.direction != direction:
+        raise common.UserError(f"--direction={FLAGS.direction} but --model_dir={FLAGS.model_dir[0]!r} "
+                               f"translates {direction}: its head aligns {direction} pairs.")
+    if FLAGS.reverse_model_dir:
+        common.reverse_model_dir("reverse_model_dir", FLAGS.model_dir[0], direction)
     if FLAGS.write_links:
         common.check_writable_file(FLAGS.write_links, "write_links")
     from bahdanau_tf import alignment
 
-    alignment.ExtractionRule.parse(FLAGS.extraction_rule)  # a ValueError: exit code 2
+    try:
+        alignment.ExtractionRule.parse(FLAGS.extraction_rule)
+    except ValueError as error:
+        raise common.UserError(f"--extraction_rule={FLAGS.extraction_rule!r}: {error}") from None
+
+
+def _saved_settings():
+    """The run settings of --model_dir's model.json (corpus, direction, ...)."""
+    from bahdanau_tf import model_directory
+
+    try:
+        return model_directory.read_model_config(FLAGS.model_dir[0]).get("settings", {})
+    except (OSError, ValueError) as error:
+        raise common.UserError(f"--model_dir={FLAGS.model_dir[0]!r}: {error}") from None
+
+
+def _choose_rule(head_model, directory, direction):
+    """The head's extraction rule chosen on the dev split's gold, saved in ``directory``."""
+    from bahdanau_tf import alignment
+    from bahdanau_tf.translator import Translator
+
+    dev = common.dev_split(direction)
+    choice = alignment.choose_on_dev(Translator.from_model(head_model), dev) if dev else alignment.ChosenRule()
+    if choice.chosen:
+        alignment.save_chosen_rule(directory, choice)
+    _log(f"alignments: {choice.describe()}.")
 
 
 def main(argv):
@@ -137,7 +172,7 @@ def main(argv):
     if not hasattr(model, "alignment_weights"):
         raise common.UserError(f"--model_dir={FLAGS.model_dir[0]!r} holds a {type(model).__name__}: "
                                "an alignment head needs an RNNsearch.")
-    saved = model_directory.read_model_config(FLAGS.model_dir[0]).get("settings", {})
+    saved = _saved_settings()
     pairs = list(common.corpus_from_flags("train", saved.get("direction")).pairs())[: FLAGS.max_train_pairs]
     started = time.time()
     links = _links(translator, pairs)
@@ -164,6 +199,7 @@ def main(argv):
                                   "context_units": FLAGS.context_units,
                                   "unaligned": FLAGS.unaligned}
     model_directory.save_model_directory(FLAGS.output_dir, head_model, *tokenizers, settings=settings)
+    _choose_rule(head_model, FLAGS.output_dir, saved.get("direction"))
     print(FLAGS.output_dir)
 
 
