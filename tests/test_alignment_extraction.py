@@ -326,3 +326,17 @@ def test_decoded_links_carry_gold_over_to_uniquely_matched_words():
     scores = alignment.alignment_scores(predicted, hyp_sure, hyp_possible)
     # |A| = 3, |S| = 1, |A∩S| = 0, |A∩P| = 1: AER = 1 - 1/4
     assert scores.aer == pytest.approx(0.75)
+
+
+@pytest.mark.subprocess
+def test_importing_the_alignment_wing_first_still_registers_the_models():
+    """`bahdanau_tf.alignment` imported before anything else imports Keras, whose import
+    registers the models, whose RNNSearch imports `alignment.head`: the registry is whole."""
+    import subprocess
+    import sys
+
+    code = ("from bahdanau_tf import alignment\nimport keras\n"
+            "print(keras.saving.get_registered_object('bahdanau_tf>RNNSearch').__name__)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            env=helpers.env_without_tensorflow_logging(), timeout=600)
+    assert result.stdout.split()[-1:] == ["RNNSearch"], result.stderr[-2000:]

@@ -36,6 +36,11 @@ Example:
     print(choice.rule, choice.dev_aer)
 """
 
+# Keras first: its import registers the package's models (`bahdanau_tf._register_keras_objects`),
+# whose RNNSearch imports `alignment.head`; begun from inside head.py, that import would meet
+# head.py half-run
+import keras  # noqa: F401, I001
+
 from bahdanau_tf.alignment.head import AlignmentHead
 from bahdanau_tf.alignment.pharaoh import (
     EFLOMAL_MISSING,
