@@ -43,7 +43,7 @@ _EXPORTS = {
     "make_dataset": "data",
     "quiet_tensorflow": "quiet",
 }
-_SUBMODULES = ("cgru", "corpora", "data", "decoding", "devices", "evaluation", "layers", "losses",
+_SUBMODULES = ("alignment", "cgru", "corpora", "data", "decoding", "devices", "evaluation", "layers", "losses",
                "model_directory", "models", "presets", "serving", "signatures", "special_tokens",
                "text", "training", "translation_model", "translator", "wordpiece")
 # the modules whose classes are registered with keras.saving

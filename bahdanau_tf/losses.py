@@ -145,7 +145,7 @@ def guided_alignment_nll(attention: tf.Tensor, alignment_targets: tf.Tensor) -> 
 
     Guided alignment training (Chen et al. 2016; OpenNMT-tf's ``guided_alignment_type: ce``):
     ``-sum_j q_ij log alpha_ij``, with q_i target token i's links normalised to sum to 1
-    (`bahdanau_tf.training.guided_alignment.AlignmentGuide` makes them). A row of q that is all
+    (`bahdanau_tf.alignment.AlignmentGuide` makes them). A row of q that is all
     zeros (an unaligned target word, ``[END]``, padding) costs nothing.
 
     Args:

@@ -151,7 +151,13 @@ def _write_json(path, content):
 def record_averaged(directory: str, tag: dict) -> None:
     """Records an averaged checkpoint in ``model.json`` (`AVERAGED_TAG`,
     `bahdanau_tf.checkpoint_averaging`)."""
-    _write_json(os.path.join(directory, MODEL_CONFIG), {**read_model_config(directory), AVERAGED_TAG: tag})
+    tag_model_config(directory, AVERAGED_TAG, tag)
+
+
+def tag_model_config(directory: str, key: str, value) -> None:
+    """Records ``value`` (JSON) as ``key`` of ``model.json`` (written beside it and renamed):
+    what is learned about a trained model later (`AVERAGED_TAG`, an alignment rule chosen on dev)."""
+    _write_json(os.path.join(directory, MODEL_CONFIG), {**read_model_config(directory), key: value})
 
 
 def update_settings(directory: str, **settings) -> None:

@@ -46,7 +46,7 @@ from keras import ops
 from bahdanau_tf import cgru, initializers
 from bahdanau_tf import layers as layers_lib
 from bahdanau_tf import tensor_ops
-from bahdanau_tf.alignment_head import AlignmentHead
+from bahdanau_tf.alignment.head import AlignmentHead
 from bahdanau_tf.presets import get_preset
 from bahdanau_tf.special_tokens import END_ID, PAD_ID
 from bahdanau_tf.tensor_ops import Tensor
@@ -106,12 +106,12 @@ class RNNSearch(TranslationModel):
             ``"cgru"`` (`cgru.CGRUAttentionCell`, Nematus's conditional GRU, Sennrich et al.
             2017: a GRU reads E y_{i-1}, its state queries the attention, a second GRU reads
             c_i; preset ``rnnsearch-cgru-small``). The readout reads s_i, E y_{i-1}, c_i either way.
-        alignment_head: int, the units of an `alignment_head.AlignmentHead` (0: none), an
+        alignment_head: int, the units of an `alignment.AlignmentHead` (0: none), an
             attention whose query has read the word it aligns; trained after the model with its
-            weights frozen (`bahdanau_tf.training.train_alignment_head`), `alignment_weights`
+            weights frozen (`bahdanau_tf.alignment.train_alignment_head`), `alignment_weights`
             then reads it. Translations never read it.
         alignment_head_context: int, the units of the head's bidirectional GRU over the target
-            sentence (`alignment_head.AlignmentHead`'s ``context``; 0: none).
+            sentence (`alignment.AlignmentHead`'s ``context``; 0: none).
 
     Example:
 
@@ -361,7 +361,7 @@ class RNNSearch(TranslationModel):
         return self._teacher_forcing(inputs, attention=True)[1]
 
     def alignment_head_inputs(self, inputs: tuple, target_out: Tensor | None = None) -> tuple:
-        """What `alignment_head.AlignmentHead` reads, teacher-forced: ``(annotations, mask,
+        """What `alignment.AlignmentHead` reads, teacher-forced: ``(annotations, mask,
         states, embeddings, target_mask)``: s_i and E y_i of every target token y_i
         (``target_out``; None: the tokens of ``target_input_ids`` after ``[START]``, then
         ``[END]``), and True at the real ones."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional
 
+import keras
 import numpy as np
 import tensorflow as tf
 
@@ -86,7 +87,7 @@ class TextGraph:
         limits: `bahdanau_tf.decoding.LengthLimits`, the source cut and the output limit.
         unk_dictionary: None or a `bahdanau_tf.unknown_words.UnknownWordDictionary`, what
             [UNK] replacement looks up.
-        heads: the models whose alignment heads (`bahdanau_tf.alignment_head.AlignmentHead`) give
+        heads: the models whose alignment heads (`bahdanau_tf.alignment.AlignmentHead`) give
             the alignments' rows (their mean), instead of the search's attention; () for none.
 
     Example:
@@ -147,7 +148,7 @@ class TextGraph:
         target_lengths = outputs["lengths"][:, 0]
         target_tokens = self.target_tokenizer.id_to_token(best_ids)
         valid = tf.range(tf.shape(best_ids)[1])[None, :] < target_lengths[:, None]
-        if self.heads:
+        if self.heads and not self.heads_run_eagerly:
             attention = self.head_rows(sentences, tf.where(valid, best_ids, PAD_ID), valid)[:, None]
         return dict(
             source_tokens=self.source_tokens(sentences),
@@ -157,15 +158,33 @@ class TextGraph:
             attention=tf.where(valid[:, :, None], attention[:, 0], 0.0),  # [batch, time, source_len]
         )
 
+    @property
+    def heads_run_eagerly(self) -> bool:
+        """On another Keras backend than TensorFlow the heads' ops cannot run inside a
+        TensorFlow graph: `alignment_outputs` keeps the search's attention, and
+        `with_head_rows` replaces it outside the graph."""
+        return bool(self.heads) and keras.backend.backend() != "tensorflow"
+
     def head_rows(self, sentences, ids, valid):
         """The alignment heads' rows (mean over an ensemble) of translations ``ids`` [batch,
         time] (``valid`` where not padding), teacher-forced: float32 [batch, time, source_len]."""
         source_ids, _ = self.source_ids(sentences)
         target_in = tf.concat([tf.fill([tf.shape(ids)[0], 1], START_ID), ids[:, :-1]], axis=1)
         target_in = tf.where(valid, target_in, PAD_ID)  # the decoder never reads the final [END]
+        if self.heads_run_eagerly:  # the backend's arrays in and out
+            inputs, ids = (source_ids.numpy(), target_in.numpy()), ids.numpy()
+            return tf.constant(np.mean([keras.ops.convert_to_numpy(m.alignment_weights(inputs, ids))
+                                        .astype(np.float32) for m in self.heads], axis=0))
         rows = [tf.cast(model.alignment_weights((source_ids, target_in), ids), tf.float32)
                 for model in self.heads]
         return tf.add_n(rows) / len(rows)
+
+    def with_head_rows(self, sentences, outputs):
+        """``outputs`` of a ``finish`` with alignments, their attention the heads' rows: what
+        `alignment_outputs` does in the graph where the heads cannot run in it (eager)."""
+        valid = tf.range(tf.shape(outputs["ids"])[2])[None, :] < outputs["target_lengths"][:, None]
+        rows = self.head_rows(sentences, tf.where(valid, outputs["ids"][:, 0], PAD_ID), valid)
+        return {**outputs, "attention": tf.where(valid[:, :, None], rows, 0.0)}
 
     def pieces(self, return_alignments, replace_unk=False):
         """The graphs around a search run outside them (`Translator.translate`): ``prepare``

@@ -580,6 +580,8 @@ class Translator(tf.Module):
             batch = tf.constant([sentences[i] for i in chunk], tf.string)
             source_ids, lengths, limits = prepare(batch)
             out = finish(batch, lengths, *self._search_batch(source_ids, lengths, limits, search, forbid))
+            if return_alignments and self.text_graph.heads_run_eagerly:
+                out = self.text_graph.with_head_rows(batch, out)
             texts = np.asarray(out["translations"].numpy())
             chunk_scores = out["scores"].numpy()
             for k, index in enumerate(chunk):

@@ -1,15 +1,15 @@
 """Word alignment quality of the attention beside a statistical aligner, on the Bible's gold.
 
 Not a timing. AER, precision and recall (Och & Ney 2003, sure and possible links apart;
-`bahdanau_tf.evaluation.alignment_scores` against `gold_links`) on the test verses with gold,
+`bahdanau_tf.alignment_scores` against `gold_links`) on the test verses with gold,
 side by side, with each model's test BLEU; every row also in two views of the same links
-(`bahdanau_tf.evaluation.VIEWS`: punctuation links dropped, and content words only), the
+(`bahdanau_tf.alignment.VIEWS`: punctuation links dropped, and content words only), the
 full gold the headline:
 
 - each model's teacher-forced attention on the references (for a model with an alignment
-  head, `bahdanau_tf.alignment_head.AlignmentHead`, the head's rows: ``bahdanau-alignment-head``
+  head, `bahdanau_tf.alignment.AlignmentHead`, the head's rows: ``bahdanau-alignment-head``
   trained it on the model's own links or on eflomal's), turned into word links by the
-  extraction rules of `bahdanau_tf.evaluation.ExtractionRule` (a word's pieces pooled by
+  extraction rules of `bahdanau_tf.alignment.ExtractionRule` (a word's pieces pooled by
   max, sum or first piece, or each piece's argmax; rows shifted by zero, one or two; mutual best
   links or not; a target word left unaligned when its best weight is below a threshold), each
   chosen on the dev verses' gold: the default rule, the best rule without shift or mutual
@@ -17,17 +17,17 @@ full gold the headline:
   on one model), its attention the members' mean (`Translator.reference_attention`);
 - with ``--reverse=NAME=MODEL_DIR`` (a model of the other direction, es->en, for the model
   NAME): its attention alone, transposed, and both directions made one
-  (`bahdanau_tf.evaluation.bidirectional_links`: intersection, grow-diag-final-and, and the
+  (`bahdanau_tf.alignment.bidirectional_links`: intersection, grow-diag-final-and, and the
   mean of the two word-level attention matrices), each with the rule chosen on dev;
 - its attention while decoding its own translations (beam search as ``bahdanau-evaluate``),
   scored on the hypothesis words that occur once in hypothesis and reference
-  (`bahdanau_tf.evaluation.decoded_links`), with the dev-chosen rule;
+  (`bahdanau_tf.alignment.decoded_links`), with the dev-chosen rule;
 - eflomal (the optional extra ``bahdanau_tf[align]``), unsupervised on the text of all the
   corpus's pairs (no gold), forward, reverse, intersection and grow-diag-final-and;
 - with ``--lexicon_baseline=NAME``, the Dice co-occurrence scores of the model NAME's
   ``lexicon.tsv`` (`bahdanau_tf.lexicon.Lexicon.pair_scores`) read as attention, by the same
   rules chosen on dev: an aligner with no translation model;
-- the diagonal baseline (`bahdanau_tf.evaluation.diagonal_links`).
+- the diagonal baseline (`bahdanau_tf.alignment.diagonal_links`).
 
     python benchmarks/alignment.py --model=en-es=MODEL_DIR --reverse=en-es=ES_EN_MODEL_DIR
         [--sentences=N] [--noeflomal] [--nobleu] [--output=benchmarks/results/alignment_<cpu>.json]
@@ -71,103 +71,38 @@ flags.DEFINE_string("cache_dir", None, "Keep each model's teacher-forced attenti
                     "eflomal's links here (a rerun reads them back).")
 flags.DEFINE_string("output", None, "JSON output (default: results/alignment_<cpu class>.json).")
 
-POOLINGS = ("pieces", "max", "sum", "first")
-LINK_METHODS = ("intersection", "grow-diag-final-and")
 
 
 def _gold(split, limit):
     """(corpus of the verses with gold, sure, possible) of a split."""
-    from bahdanau_tf import corpora, evaluation
+    from bahdanau_tf import alignment, corpora
 
-    corpus = corpora.load_corpus("bible-en-es", split=split)
-    indices, sure, possible = evaluation.gold_links(corpus.alignments, corpus.sure_alignments)
-    indices = indices[:limit] if limit else indices
-    return corpus.select(indices), sure[: len(indices)], possible[: len(indices)]
+    return alignment.dev_gold(corpora.load_corpus("bible-en-es", split=split), limit)
 
 
 def _scores_row(name, predicted, split, **extra):
     """One row: AER, precision, recall on the full gold, and the AER of every other view."""
-    from bahdanau_tf import evaluation
+    from bahdanau_tf import alignment
 
     corpus, sure, possible = split
-    scores = evaluation.alignment_scores(predicted, sure, possible)
+    scores = alignment.alignment_scores(predicted, sure, possible)
     views = {}
-    for view in evaluation.VIEWS[1:]:
-        cut = [evaluation.corpus_view(links, corpus.sources, corpus.targets, view)
+    for view in alignment.VIEWS[1:]:
+        cut = [alignment.corpus_view(links, corpus.sources, corpus.targets, view)
                for links in (predicted, sure, possible)]
-        views[view] = round(evaluation.alignment_scores(*cut).aer, 4)
+        views[view] = round(alignment.alignment_scores(*cut).aer, 4)
     return {"aligner": name, "aer": round(scores.aer, 4), "precision": round(scores.precision or 0, 4),
             "recall": round(scores.recall or 0, 4), "links": scores.num_predicted, "views": views,
             **extra}
 
 
-def _rules():
-    """Every rule tried on dev."""
-    from bahdanau_tf import evaluation
+def _grid():
+    """The rules tried on dev (`bahdanau_tf.alignment.RuleGrid`: the library's own choice)."""
+    from bahdanau_tf import alignment
 
-    return [evaluation.ExtractionRule(pooling, float(threshold), shift, mutual)
-            for pooling in POOLINGS for shift in map(int, FLAGS.shifts) for mutual in (False, True)
-            for threshold in FLAGS.thresholds]
-
-
-def _word_matrices(alignments, pooling, shift):
-    from bahdanau_tf import evaluation
-
-    return [evaluation.word_attention(a.attention, evaluation.token_word_ids(a.source_tokens),
-                                      evaluation.token_word_ids(a.target_tokens), pooling, shift)
-            for a in alignments]
-
-
-def _links_of_rules(alignments, rules, transpose=False):
-    """{str(rule): links of every alignment}, each sentence pooled once per (pooling, shift)
-    (the same as `evaluation.attention_links` rule by rule); ``transpose``: a reverse model's."""
-    from bahdanau_tf import evaluation
-
-    found = {}
-    for pooling, shift in dict.fromkeys((r.pooling, r.shift) for r in rules):
-        group = [r for r in rules if (r.pooling, r.shift) == (pooling, shift)]
-        if pooling == "pieces":
-            for rule in group:
-                found[str(rule)] = evaluation.attention_links(alignments, rule)
-            continue
-        matrices = _word_matrices(alignments, pooling, shift)
-        for rule in group:
-            found[str(rule)] = [{(s, t) for t, s in evaluation.best_links(
-                words, null, rule.threshold, rule.mutual)} for words, null in matrices]
-    if transpose:
-        found = {rule: [{(t, s) for s, t in links} for links in corpus]
-                 for rule, corpus in found.items()}
-    return found
-
-
-def _averaged_links(forward, reverse, rules):
-    """{str(rule): links} of the mean of both directions' word matrices (word poolings)."""
-    from bahdanau_tf import evaluation
-
-    found = {}
-    for pooling, shift in dict.fromkeys((r.pooling, r.shift) for r in rules if r.pooling != "pieces"):
-        means = [evaluation.average_word_attention(f[0], r[0]) for f, r in zip(
-            _word_matrices(forward, pooling, shift), _word_matrices(reverse, pooling, shift))]
-        for rule in rules:
-            if (rule.pooling, rule.shift) == (pooling, shift):
-                found[str(rule)] = [{(s, t) for t, s in evaluation.best_links(
-                    mean, None, rule.threshold, rule.mutual)} for mean in means]
-    return found
-
-
-def _dev_aer(links_by_rule, sure, possible):
-    from bahdanau_tf import evaluation
-
-    return {rule: round(evaluation.alignment_scores(links, sure, possible).aer, 4)
-            for rule, links in links_by_rule.items()}
-
-
-def _symmetrised(forward_links, reverse_links, method):
-    from bahdanau_tf import word_alignment
-
-    return {rule: [word_alignment.symmetrize(f, r, method)
-                   for f, r in zip(forward_links[rule], reverse_links[rule])]
-            for rule in forward_links}
+    return alignment.RuleGrid(thresholds=tuple(map(float, FLAGS.thresholds)),
+                              shifts=tuple(map(int, FLAGS.shifts)),
+                              link_thresholds=tuple(map(float, FLAGS.symmetrization_thresholds)))
 
 
 def _attention(translator, corpus, name, split, reverse=False):
@@ -187,27 +122,22 @@ def _attention(translator, corpus, name, split, reverse=False):
     return attention
 
 
-def _best(dev_aer, keep=lambda rule: True):
-    """The rule of lowest dev AER among those ``keep`` accepts; None when the grid has none
-    (``--shifts=0``: no shifted rule)."""
-    return min((r for r in dev_aer if keep(r)), key=dev_aer.get, default=None)
-
-
 def _one_direction_rows(name, dev_attention, test_attention, dev, test, transpose=False, what=None):
     """Rows of one model's attention (or ``what``: its alignment head): default rule, best
-    plain rule, best rule; dev AERs."""
-    from bahdanau_tf import evaluation
+    plain rule, best rule; dev AERs (`bahdanau_tf.alignment.dev_choice`, the library's choice)."""
+    from bahdanau_tf import alignment
+    from bahdanau_tf.alignment.dev_choice import best_rule
 
-    rules = _rules()
-    dev_aer = _dev_aer(_links_of_rules(dev_attention, rules, transpose), *dev[1:])
-    picks = {"default": str(evaluation.DEFAULT_RULE),
-             "best without shift or mutual": _best(dev_aer, lambda r: "+" not in r),
-             "best with shift, without mutual": _best(dev_aer, lambda r: "+mutual" not in r
-                                                       and "+shift" in r),
-             "best": _best(dev_aer)}
+    rules = _grid().rules()
+    dev_aer = alignment.dev_aers(alignment.links_of_rules(dev_attention, rules, transpose), *dev[1:])
+    picks = {"default": str(alignment.DEFAULT_RULE),
+             "best without shift or mutual": best_rule(dev_aer, lambda r: "+" not in r),
+             "best with shift, without mutual": best_rule(dev_aer, lambda r: "+mutual" not in r
+                                                          and "+shift" in r),
+             "best": best_rule(dev_aer)}
     picks = {pick: rule for pick, rule in picks.items() if rule is not None}
-    test_links = _links_of_rules(test_attention, [evaluation.ExtractionRule.parse(r)
-                                                  for r in dict.fromkeys(picks.values())], transpose)
+    test_links = alignment.links_of_rules(test_attention, [alignment.ExtractionRule.parse(r)
+                                                           for r in dict.fromkeys(picks.values())], transpose)
     rows = [_scores_row(f"{name}: {what or 'teacher-forced attention'}, rule {rule} ({pick})",
                         test_links[rule], test, stage=f"{what}, {pick}" if what else pick, rule=rule,
                         dev_aer=dev_aer[rule])
@@ -231,30 +161,22 @@ def _lexicon_attention(model_dir, alignments):
         [ids[1].get(t, -1) for t in a.target_tokens])) for a in alignments]
 
 
-def _both_directions(forward, reverse, link_rules, average_rules):
-    """{method: {str(rule): links}} of both directions made one, every method and rule."""
-    f_links = _links_of_rules(forward, link_rules)
-    r_links = _links_of_rules(reverse, link_rules, transpose=True)
-    found = {method: _symmetrised(f_links, r_links, method) for method in LINK_METHODS}
-    found["average"] = _averaged_links(forward, reverse, average_rules)
-    return found
-
-
 def _both_direction_rows(name, forward, reverse, dev, test):
     """Rows of the two directions made one, each method's rule chosen on dev (both directions
     extracted by the same rule; --symmetrization_thresholds, no mutual links, for the link
     methods: symmetrisation is slow)."""
-    from bahdanau_tf import evaluation
+    from bahdanau_tf import alignment
+    from bahdanau_tf.alignment.dev_choice import best_rule
 
-    link_rules = [r for r in _rules() if not r.mutual
-                  and f"{r.threshold:g}" in FLAGS.symmetrization_thresholds]
-    dev_aers = {method: _dev_aer(links, *dev[1:]) for method, links in _both_directions(
-        forward[0], reverse[0], link_rules, _rules()).items()}
+    grid = _grid()
+    link_rules = [r for r in grid.rules() if not r.mutual and r.threshold in grid.link_thresholds]
+    dev_aers = {method: alignment.dev_aers(links, *dev[1:]) for method, links in
+                alignment.both_direction_links(forward[0], reverse[0], link_rules, grid.rules()).items()}
     rows = []
     for method, dev_aer in dev_aers.items():
-        rule = _best(dev_aer)
-        chosen = [evaluation.ExtractionRule.parse(rule)]
-        links = _both_directions(forward[1], reverse[1], chosen, chosen)
+        rule = best_rule(dev_aer)
+        chosen = [alignment.ExtractionRule.parse(rule)]
+        links = alignment.both_direction_links(forward[1], reverse[1], chosen, chosen)
         rows.append(_scores_row(f"{name}: both directions, {method}, rule {rule}",
                                 links[method][rule], test, stage=f"both directions, {method}",
                                 rule=rule, dev_aer=dev_aer[rule]))
@@ -264,13 +186,13 @@ def _both_direction_rows(name, forward, reverse, dev, test):
 def _decoded_rows(name, translator, test, rule):
     """Test BLEU, and the attention while decoding scored on the words shared with the
     reference (no views: hypothesis words)."""
-    from bahdanau_tf import evaluation
+    from bahdanau_tf import alignment, evaluation
 
     test_corpus, sure, possible = test
     decoded = evaluation.evaluate_translator(translator, test_corpus, name=name, no_unk="off")
-    predicted, hyp_sure, hyp_possible = evaluation.decoded_links(
+    predicted, hyp_sure, hyp_possible = alignment.decoded_links(
         decoded.alignments, test_corpus.targets, sure, possible, rule=rule)
-    scores = evaluation.alignment_scores(predicted, hyp_sure, hyp_possible)
+    scores = alignment.alignment_scores(predicted, hyp_sure, hyp_possible)
     row = {"aligner": f"{name}: attention while decoding (beam {translator.beam_size}), rule "
            f"{rule}, shared words", "aer": round(scores.aer, 4),
            "precision": round(scores.precision or 0, 4), "recall": round(scores.recall or 0, 4),
@@ -323,7 +245,7 @@ def _model_rows(name, model_dir, reverse_dir, dev, test):
 
 def _eflomal_rows(test, indices):
     """eflomal on the text of every pair of the corpus; the test verses' links scored."""
-    from bahdanau_tf import corpora, word_alignment
+    from bahdanau_tf import alignment, corpora
 
     splits = {split: corpora.load_corpus("bible-en-es", split=split) for split in ("train", "dev", "test")}
     sources = [s for c in splits.values() for s in c.sources]
@@ -334,19 +256,19 @@ def _eflomal_rows(test, indices):
                                  for d in ("forward", "reverse")]
     cached = bool(paths) and all(os.path.exists(path) for path in paths)
     if cached:  # computed by an earlier run
-        forward, reverse = map(word_alignment.read_pharaoh, paths)
+        forward, reverse = map(alignment.read_pharaoh, paths)
     else:
-        forward, reverse = word_alignment.eflomal_align(sources, targets)
+        forward, reverse = alignment.eflomal_align(sources, targets)
         for path, links in zip(paths or (), (forward, reverse)):
             os.makedirs(FLAGS.cache_dir, exist_ok=True)
             with open(path, "w", encoding="utf-8") as handle:
-                handle.writelines(word_alignment.format_pharaoh(s) + "\n" for s in links)
+                handle.writelines(alignment.format_pharaoh(s) + "\n" for s in links)
     forward = [forward[offset + i] for i in indices]
     reverse = [reverse[offset + i] for i in indices]
     rows = [_scores_row("eflomal forward", forward, test, stage="eflomal"),
             _scores_row("eflomal reverse", reverse, test, stage="eflomal")]
-    for method in LINK_METHODS:
-        links = [word_alignment.symmetrize(f, r, method) for f, r in zip(forward, reverse)]
+    for method in alignment.dev_choice.LINK_METHODS:
+        links = [alignment.symmetrize(f, r, method) for f, r in zip(forward, reverse)]
         rows.append(_scores_row(f"eflomal {method}", links, test, stage="eflomal"))
     return rows, {"seconds": round(time.time() - started, 1), "pairs_aligned": len(sources),
                   "links_from_cache": cached}
@@ -384,7 +306,7 @@ def _check_lexicon_baseline():
 
 def main(argv):
     del argv
-    from bahdanau_tf import corpora, devices, evaluation
+    from bahdanau_tf import alignment, corpora, devices
 
     _check_lexicon_baseline()
     dev, test = _gold("dev", FLAGS.sentences), _gold("test", FLAGS.sentences)
@@ -401,12 +323,12 @@ def main(argv):
     if FLAGS.eflomal:
         try:
             full = corpora.load_corpus("bible-en-es", split="test")
-            indices = evaluation.gold_links(full.alignments, full.sure_alignments)[0][: len(test[1])]
+            indices = alignment.gold_links(full.alignments, full.sure_alignments)[0][: len(test[1])]
             eflomal_rows, record["eflomal"] = _eflomal_rows(test, indices)
             rows.extend(eflomal_rows)
         except ImportError as error:
             print(f"eflomal left out: {error}")
-    rows.append(_scores_row("diagonal baseline", evaluation.diagonal_links(
+    rows.append(_scores_row("diagonal baseline", alignment.diagonal_links(
         test[0].sources, test[0].targets), test, stage="baseline"))
     record["rows"] = rows
     _print_table(rows)

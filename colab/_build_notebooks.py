@@ -497,10 +497,11 @@ attends to most) and scored against the gold Strong's alignments, whose links ar
 only *possible* (P): AER = 1 − (|A∩S| + |A∩P|) / (|A| + |S|) (Och & Ney 2003), lower is better."""),
         tagged(new_code_cell('''\
 from bahdanau_tf import evaluation
+from bahdanau_tf.alignment import alignment_scores, diagonal_links, gold_links
 from bahdanau_tf.decoding import Batching, BeamSearch
 from bahdanau_tf.translator import Translator
 
-gold, sure, possible = evaluation.gold_links(test.alignments, test.sure_alignments)
+gold, sure, possible = gold_links(test.alignments, test.sure_alignments)
 print(f"{len(gold)} of {len(test)} test verses have gold alignments: "
       f"{sum(map(len, sure)):,} sure links, {sum(map(len, possible)):,} in all")
 
@@ -579,8 +580,8 @@ for k, i in enumerate(candidates):
     display(Image(filename=path), Image(filename=gold_path))
 
 
-diagonal = evaluation.diagonal_links([test.sources[i] for i in gold], [test.targets[i] for i in gold])
-baseline = evaluation.alignment_scores(diagonal, sure, possible)
+diagonal = diagonal_links([test.sources[i] for i in gold], [test.targets[i] for i in gold])
+baseline = alignment_scores(diagonal, sure, possible)
 rows = ["| alignment | AER | precision | recall | sentences |", "| --- | ---: | ---: | ---: | ---: |"]
 for name, scores in [*((n, r.alignment) for n, r in results.items() if r.alignment), ("diagonal", baseline)]:
     rows.append(f"| {name} | {scores.aer:.3f} | {number(scores.precision)} | {number(scores.recall)} | "

@@ -1,4 +1,4 @@
-"""Tests of the alignment head (bahdanau_tf.alignment_head.AlignmentHead, bahdanau_tf.training.
+"""Tests of the alignment head (bahdanau_tf.alignment.AlignmentHead, bahdanau_tf.training.
 alignment_head): a NumPy reference of the head, a diagonal alignment learned on the copy task
 with the translation weights untouched, and a model with a head saved, loaded, exported and
 served through the session bundle."""
@@ -9,10 +9,10 @@ import tensorflow as tf
 
 import bahdanau_tf
 from bahdanau_tf import data, training
-from bahdanau_tf.alignment_head import AlignmentHead
-from bahdanau_tf.evaluation.alignment import alignment_scores, attention_to_alignment
+from bahdanau_tf.alignment.head import AlignmentHead
+from bahdanau_tf.alignment import alignment_scores, attention_to_alignment
 from helpers import gru_step, learning_seed, random_model, softmax, split3, split_recurrent
-from test_guided_alignment import SOURCE_WORDS, TARGET_WORDS, copy_corpus, copy_tokenizers, diagonal
+from test_alignment_guided import SOURCE_WORDS, TARGET_WORDS, copy_corpus, copy_tokenizers, diagonal
 
 SIZES = dict(source_vocabulary_size=len(SOURCE_WORDS) + 4, target_vocabulary_size=len(TARGET_WORDS) + 4,
              initialization="keras")
@@ -112,14 +112,14 @@ def copy_head():
     tokenizers = copy_tokenizers()
     pairs, test = copy_corpus(640, seed=1, distinct=True), copy_corpus(64, seed=2, distinct=True)
     base = random_model(seed=learning_seed(11), **SIZES).attach_tokenizers(*tokenizers)
-    model = training.with_alignment_head(base, units=32)
-    guide = training.AlignmentGuide.build(pairs, [diagonal(p) for p in pairs], *tokenizers,
+    model = alignment.with_alignment_head(base, units=32)
+    guide = alignment.AlignmentGuide.build(pairs, [diagonal(p) for p in pairs], *tokenizers,
                                           unaligned="end")
     batches = data.make_dataset(pairs, *tokenizers, batch_size=32, max_length=None,
                                 seed=learning_seed(11), repeat=True).apply(guide.stage())
     history = []
     for updates in range(100, 2001, 100):
-        history += training.train_alignment_head(model, batches.skip(updates), 100, log_every=100)
+        history += alignment.train_alignment_head(model, batches.skip(updates), 100, log_every=100)
         aer = _head_aer(model, test, tokenizers)
         if aer < 0.1:
             break
@@ -185,7 +185,7 @@ def test_a_head_with_target_context_saves_loads_translates_as_without_and_serves
 
     tokenizers = copy_tokenizers()
     base = random_model(seed=3, **SIZES).attach_tokenizers(*tokenizers)
-    model = training.with_alignment_head(base, units=8, context=4)
+    model = alignment.with_alignment_head(base, units=8, context=4)
     options = dict(search=beam(2), batching=Batching(jit_compile=False))
     loaded = Translator.from_directory(model.save_to_preset(str(tmp_path / "with_head")), **options)
     assert loaded.models[0].alignment_head_context == 4
@@ -205,7 +205,7 @@ def test_a_head_with_target_context_saves_loads_translates_as_without_and_serves
 
 @pytest.mark.subprocess
 def test_the_command_trains_a_head_into_a_new_directory_and_refuses_bad_links(tmp_path):
-    from bahdanau_tf import model_directory, word_alignment
+    from bahdanau_tf import alignment, model_directory
     from helpers import random_model, run_commands, save_model_dir
 
     tokenizers = copy_tokenizers()
@@ -213,7 +213,7 @@ def test_the_command_trains_a_head_into_a_new_directory_and_refuses_bad_links(tm
     run = save_model_dir(tmp_path / "run", base, *tokenizers, settings={"direction": "en-es"})
     pairs = copy_corpus(40, seed=6)
     (tmp_path / "train.tsv").write_text("".join(f"{s}\t{t}\n" for s, t in pairs))
-    (tmp_path / "train.links").write_text("".join(word_alignment.format_pharaoh(diagonal(p)) + "\n"
+    (tmp_path / "train.links").write_text("".join(alignment.format_pharaoh(diagonal(p)) + "\n"
                                                   for p in pairs))
     (tmp_path / "short.links").write_text("0-0\n")
     common = [f"--model_dir={run}", "--checkpoint=latest", f"--tsv={tmp_path / 'train.tsv'}",

@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from bahdanau_tf import evaluation
+from bahdanau_tf import alignment, evaluation
 from bahdanau_tf.evaluation import metrics
 
 # A small fixed sample, cased and punctuated, with partial matches of every n-gram order.
@@ -341,8 +341,8 @@ def test_streamed_report_equals_the_scores_of_the_whole_lists(real_text):
     known = {w for s in sources[:400] for w in words(s)} | {w for r in references[:400]
                                                            for w in words(r)}
     is_unknown = lambda word: word not in known  # noqa: E731
-    predicted = evaluation.diagonal_links(sources, references)
-    sure = evaluation.diagonal_links(sources, hypotheses)
+    predicted = alignment.diagonal_links(sources, references)
+    sure = alignment.diagonal_links(sources, hypotheses)
     statistics = evaluation.EvaluationStatistics()
     for hyps, refs, srcs, links, gold in _chunked(97, hypotheses, references, sources,
                                                   predicted, sure):
@@ -363,7 +363,7 @@ def test_streamed_report_equals_the_scores_of_the_whole_lists(real_text):
     groups = evaluation.length_buckets(sources)
     assert [b.count for b in report.bleu_by_length] == [len(g) for g in groups]
     assert [b.bleu for b in report.bleu_by_length] == [bleu(g) if g else None for g in groups]
-    assert report.alignment == evaluation.alignment_scores(predicted, sure)
+    assert report.alignment == alignment.alignment_scores(predicted, sure)
     whole = evaluation.evaluation_report(hypotheses, references, sources,
                                          no_unk_hypotheses=hypotheses, is_unknown_word=is_unknown,
                                          predicted_alignments=predicted, sure_alignments=sure)

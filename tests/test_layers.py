@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bahdanau_tf import alignment_head, cgru, initializers, layers
-from bahdanau_tf.alignment_head import AlignmentHead
+from bahdanau_tf import cgru, initializers, layers
+from bahdanau_tf.alignment import head as alignment_head
+from bahdanau_tf.alignment.head import AlignmentHead
 
 
 def _randomize(layer, seed=0, scale=0.3):

@@ -47,6 +47,8 @@ def main(argv):
                                "run at a time.")
     if FLAGS.last is None:
         raise common.UserError("--last is required (how many of the latest checkpoints to average).")
+    common.require_tensorflow("it reads and writes the trainer's TensorFlow checkpoints "
+                              "(tf.train.Checkpoint of the Keras model), which only that backend tracks")
     if FLAGS.output is not None:
         common.check_writable_dir(FLAGS.output, "output")
     elif os.path.isdir(FLAGS.model_dir[0]) and not os.access(FLAGS.model_dir[0], os.W_OK):

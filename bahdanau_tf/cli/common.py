@@ -254,6 +254,48 @@ def corpus_from_flags(split="train", direction=None, stream=False):
                               tsv=FLAGS.tsv, stream=stream)
 
 
+def require_tensorflow(why):
+    """Refuses, in one line (exit code 2) and before any work, a command that needs TensorFlow
+    when Keras runs on another backend (``KERAS_BACKEND``); ``why`` says what needs it."""
+    import keras  # noqa: PLC0415 — after the command line has set TensorFlow's log level
+
+    backend = keras.backend.backend()
+    if backend != "tensorflow":
+        raise UserError(f"{program_name()} needs Keras's TensorFlow backend, but KERAS_BACKEND is "
+                        f"{backend!r}: {why}. Unset KERAS_BACKEND (or set it to tensorflow).")
+
+
+def reverse_model_dir(flag, model_dir, direction=None):
+    """The model directory ``--flag`` names (a shipped model's name resolved as ``--model_dir``
+    resolves it), refused in one line unless it is a model of the other direction than
+    ``model_dir``'s (``direction``: the one the command uses, default its model.json's)."""
+    from bahdanau_tf import model_directory
+
+    given = FLAGS[flag].value
+    path = pretrained.resolve(given)
+    if not os.path.exists(path):
+        raise UserError(f"--{flag}={given!r} does not exist.")
+    if os.path.realpath(path) == os.path.realpath(pretrained.resolve(model_dir)):
+        raise UserError(f"--{flag}={given!r} is --model_dir itself: give a model of the other direction.")
+    try:
+        reverse = model_directory.read_model_config(path).get("settings", {}).get("direction")
+        direction = direction or model_directory.read_model_config(model_dir).get("settings", {}).get("direction")
+    except (OSError, ValueError) as error:
+        raise UserError(f"--{flag}={given!r}: {error}") from None
+    if reverse and direction and reverse.split("-")[::-1] != direction.split("-"):
+        raise UserError(f"--{flag}={given!r} translates {reverse}: it must translate the other "
+                        f"direction than --model_dir ({direction}), {'-'.join(direction.split('-')[::-1])}.")
+    return path
+
+
+def dev_split(direction=None):
+    """The embedded corpus's dev split (its gold alignments choose an extraction rule,
+    `bahdanau_tf.alignment.choose_on_dev`), or None when the user's files replace the corpus."""
+    if FLAGS.source_file or FLAGS.target_file or FLAGS.tsv:
+        return None
+    return corpus_from_flags("dev", direction)
+
+
 def require_model_dirs():
     """The usage checks of every command that reads trained model directories."""
     if not FLAGS.model_dir:

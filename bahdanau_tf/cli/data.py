@@ -22,7 +22,7 @@ Vocabularies go to ``VOCABULARY_DIR/source`` and ``VOCABULARY_DIR/target``
 ``bahdanau-data align`` writes word alignments of the training pairs (the embedded corpus's
 train split, or the user's files) for ``bahdanau-train --guided_alignment``: Pharaoh ``i-j``
 links, one line per pair, from eflomal in both directions, symmetrized
-(``--symmetrization``; `bahdanau_tf.word_alignment`). eflomal is the optional extra
+(``--symmetrization``; `bahdanau_tf.alignment.pharaoh`). eflomal is the optional extra
 ``bahdanau_tf[align]``; without it the command says so and exits with code 2. The test and dev
 gold links are never read.
 """
@@ -140,24 +140,24 @@ def _load_splits():
 
 def align():
     """``bahdanau-data align``: eflomal links of the training pairs, one Pharaoh line each."""
-    from bahdanau_tf import files, word_alignment
+    from bahdanau_tf import alignment, files
 
     try:
         import eflomal  # noqa: F401  (checked before the corpus is read)
     except ImportError:
-        raise common.UserError(word_alignment.EFLOMAL_MISSING) from None
+        raise common.UserError(alignment.EFLOMAL_MISSING) from None
     if FLAGS.alignment_file is not None:
         common.check_writable_file(FLAGS.alignment_file, "alignment_file")
     user_files = FLAGS.tsv or FLAGS.source_file or FLAGS.target_file
     corpus = common.corpus_from_flags(stream=True) if user_files else common.corpus_from_flags("train")
     pairs = list(corpus.pairs())
     sources, targets = [p[0] for p in pairs], [p[1] for p in pairs]
-    forward, reverse = word_alignment.eflomal_align(sources, targets)
+    forward, reverse = alignment.eflomal_align(sources, targets)
     if FLAGS.symmetrization in ("forward", "reverse"):
         links = forward if FLAGS.symmetrization == "forward" else reverse
     else:
-        links = [word_alignment.symmetrize(f, r, FLAGS.symmetrization) for f, r in zip(forward, reverse)]
-    text_out = "".join(word_alignment.format_pharaoh(sentence) + "\n" for sentence in links)
+        links = [alignment.symmetrize(f, r, FLAGS.symmetrization) for f, r in zip(forward, reverse)]
+    text_out = "".join(alignment.format_pharaoh(sentence) + "\n" for sentence in links)
     if not FLAGS.alignment_file:
         print(text_out, end="")
         return

@@ -53,6 +53,7 @@ import contextlib
 import json
 import os
 import re
+import sys
 
 from absl import flags  # noqa: E402
 
@@ -90,6 +91,15 @@ flags.DEFINE_integer("attention_plots", 3, "Heatmaps per model (the first senten
                      "--attention_plot_max_words source words).", lower_bound=0)
 flags.DEFINE_integer("attention_plot_max_words", 30, "Longest source sentence to plot.",
                      lower_bound=1)
+flags.DEFINE_string("alignment_rule", None, "The extraction rule of the AER (bahdanau_tf.alignment."
+                    "ExtractionRule, e.g. 'sum>0.3'; default: the rule chosen on the dev gold and "
+                    "saved with the model, else 'pieces').")
+flags.DEFINE_bool("choose_alignment_rule", False, "Choose the extraction rule on the embedded "
+                  "corpus's dev gold now and save it with each --model_dir (model.json), then "
+                  "evaluate with it (bahdanau_tf.alignment.choose_on_dev).")
+flags.DEFINE_string("reverse_model_dir", None, "A model of the other direction: the AER of both "
+                    "directions made one, the symmetrization and rule chosen on the dev gold now "
+                    "(benchmarks/alignment.py's best system).")
 
 
 def _model_names(directories, names):
@@ -139,9 +149,60 @@ def default_output_dir(model_dirs):
     return "evaluation"
 
 
+def _check_alignment_flags():
+    """The alignment flags' usage errors, before any work."""
+    given = [f"--{name}" for name in ("alignment_rule", "choose_alignment_rule", "reverse_model_dir")
+             if FLAGS[name].value]
+    if len(given) > 1:
+        raise common.UserError(f"{' and '.join(given)}: give one way to pick the alignment rule.")
+    if (FLAGS.choose_alignment_rule or FLAGS.reverse_model_dir) and (FLAGS.ensemble or len(FLAGS.model_dir) > 1):
+        raise common.UserError(f"{given[0]} chooses a rule for one model: give one --model_dir.")
+    if FLAGS.alignment_rule:
+        from bahdanau_tf import alignment
+
+        try:
+            alignment.ExtractionRule.parse(FLAGS.alignment_rule)
+        except ValueError as error:
+            raise common.UserError(f"--alignment_rule={FLAGS.alignment_rule!r}: {error}") from None
+    if FLAGS.reverse_model_dir:
+        common.reverse_model_dir("reverse_model_dir", FLAGS.model_dir[0], FLAGS.direction)
+    if FLAGS.choose_alignment_rule and not os.access(FLAGS.model_dir[0], os.W_OK):
+        raise common.UserError(f"--choose_alignment_rule saves the rule in --model_dir="
+                               f"{FLAGS.model_dir[0]!r}, which is not writable (a shipped model?).")
+
+
+def _alignment_choice(translator, model_dir, direction):
+    """(the `ChosenRule` of a model's AER, the reverse model's Translator or None), from the
+    alignment flags; the choice is printed."""
+    from bahdanau_tf import alignment
+    from bahdanau_tf.translator import Translator
+
+    reverse = None
+    if FLAGS.alignment_rule:
+        choice = alignment.ChosenRule(alignment.ExtractionRule.parse(FLAGS.alignment_rule))
+    elif FLAGS.choose_alignment_rule or FLAGS.reverse_model_dir:
+        if FLAGS.reverse_model_dir:
+            reverse = Translator.from_directory(common.reverse_model_dir(
+                "reverse_model_dir", model_dir, direction), which=FLAGS.checkpoint)
+        dev = common.dev_split(direction)
+        choice = (alignment.choose_on_dev(translator, dev, reverse, batch_size=FLAGS.batch_size)
+                  if dev is not None else alignment.ChosenRule())
+        if FLAGS.choose_alignment_rule and choice.chosen:
+            alignment.save_chosen_rule(model_dir, choice)
+    else:
+        choice = alignment.read_chosen_rule(model_dir)
+    if not FLAGS.alignment_rule:
+        hint = "" if choice.chosen or FLAGS.choose_alignment_rule else (
+            ": --choose_alignment_rule chooses one on the dev gold and saves it with the model")
+        print(f"{common.program_name()}: alignments: {choice.describe()}{hint}.", file=sys.stderr,
+              flush=True)
+    return choice, reverse if choice.symmetrization else None
+
+
 def main(argv):
     del argv
     common.require_model_dirs()
+    _check_alignment_flags()
     if FLAGS.output_dir is None:
         FLAGS.output_dir = default_output_dir(FLAGS.model_dir)
     common.check_writable_dir(FLAGS.output_dir, "output_dir")
@@ -181,6 +242,8 @@ def _evaluate(outputs):
             **common.search_options(jit_compile=FLAGS.jit_compile), **unk,
             **common.candidate_options(group))
         shown = progress.Progress(common.program_name(), _size(corpus), enabled=FLAGS.progress)
+        choice, reverse = (_alignment_choice(translator, group[0], direction) if translator.has_attention
+                           else (None, None))
         translator = progress.ProgressTranslator(translator, shown)
         path = os.path.join(FLAGS.output_dir, f"translations_{_file_label(name)}.txt")
         with open(outputs.path(path), "w", encoding="utf-8") as handle:
@@ -198,7 +261,8 @@ def _evaluate(outputs):
                           "candidate_lists": ({"frequent": FLAGS.candidate_frequent,
                                                "per_word": FLAGS.candidate_per_word}
                                               if FLAGS.candidate_lists else None)},
-                chunk_size=FLAGS.read_lines, on_chunk=write)
+                chunk_size=FLAGS.read_lines, on_chunk=write, alignment_rule=choice,
+                reverse_translator=reverse)
         shown.close()
         report = result.report
         reports.append(report)
@@ -232,8 +296,11 @@ def _print_scores(name, report):
         print(f"{name}: No-UNK ({report.no_unk.num_sentences} sentences) "
               f"BLEU = {report.no_unk.bleu.score:.2f}")
     if report.alignment is not None:
-        print(f"{name}: AER (teacher-forced attention on the references) = "
-              f"{report.alignment.aer:.3f}")
+        rule = report.settings.get("alignment_rule", {})
+        both = f", both directions {rule['symmetrization']}" if rule.get("symmetrization") else ""
+        how = "chosen on dev" if rule.get("dev_aer") is not None else "not chosen on dev"
+        print(f"{name}: AER (teacher-forced attention on the references, rule {rule.get('rule')}"
+              f"{both}, {how}) = {report.alignment.aer:.3f}")
 
 
 run = common.runner(main, __doc__)

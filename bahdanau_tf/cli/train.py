@@ -314,11 +314,11 @@ def _alignment_links(train):
     error naming the line."""
     if not FLAGS.guided_alignment:
         return None
-    from bahdanau_tf import training, word_alignment
+    from bahdanau_tf import alignment, training
 
     try:
-        links = word_alignment.read_pharaoh(FLAGS.guided_alignment)
-        training.check_word_links(train.pairs(), links)
+        links = alignment.read_pharaoh(FLAGS.guided_alignment)
+        alignment.check_word_links(train.pairs(), links)
     except (OSError, ValueError) as error:
         raise common.UserError(f"--guided_alignment={FLAGS.guided_alignment!r}: {error}") from None
     pairs = sum(1 for _ in train.pairs())
@@ -339,7 +339,7 @@ def _alignment_guide(train, links, source_tokenizer, target_tokenizer, log):
     from bahdanau_tf import training
 
     start = time.time()
-    guide = training.AlignmentGuide.build(train.pairs(), links, source_tokenizer, target_tokenizer,
+    guide = alignment.AlignmentGuide.build(train.pairs(), links, source_tokenizer, target_tokenizer,
                                           unaligned=FLAGS.guided_alignment_unaligned or "free")
     log(f"Guided alignment: {guide.links:,} token links of {guide.pairs:,} pairs from "
         f"{FLAGS.guided_alignment} in {time.time() - start:.0f} s.")

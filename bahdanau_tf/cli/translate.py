@@ -10,8 +10,10 @@ translated.
 ``--alignments`` appends `` ||| `` and the word alignment of each translation (of each n-best
 entry too), Pharaoh ``i-j`` links, source word i - output word j (0-based words of
 `bahdanau_tf.text.split_words`), as Marian writes them: ``la casa ||| 0-0 1-1``; from the
-attention of the model reading its output, by the extraction rule of ``bahdanau-evaluate``
-(`bahdanau_tf.evaluation.translation_links`); models with attention only.
+attention of the model reading its output, by the extraction rule chosen on the dev gold and
+saved with the model (``model.json``'s ``"alignment"``, `bahdanau_tf.alignment.read_chosen_rule`;
+the default rule ``pieces`` for a model without one or an ensemble), as ``bahdanau-evaluate``
+reads it (`bahdanau_tf.alignment.translation_links`); models with attention only.
 
 ``--replace_unk`` replaces each generated [UNK] by the source word the attention weighted most at
 that step, or by its entry in ``--unk_dictionary=FILE`` (source<TAB>target lines;
@@ -88,13 +90,16 @@ def _interactive_input():
 
 def aligned(translator, lines, translations, nbest):
     """The translations (or n-best lists) with `` ||| i-j ...`` links appended to each."""
-    from bahdanau_tf import evaluation, word_alignment
+    from bahdanau_tf import alignment
 
     rows = [[t] for t in translations] if nbest == 1 else translations
     flat = [(line, t) for line, row in zip(lines, rows) for t in row]
-    links = iter(evaluation.translation_links(translator, [s for s, _ in flat], [t for _, t in flat],
-                                              batch_size=FLAGS.batch_size))
-    rows = [[f"{t} ||| {word_alignment.format_pharaoh(next(links))}" for t in row] for row in rows]
+    # the rule chosen on the dev gold and saved with the model (one model; an ensemble's mean
+    # attention, or a model without one: the default rule)
+    rule = alignment.read_chosen_rule(FLAGS.model_dir[0]).rule if len(FLAGS.model_dir) == 1 else None
+    links = iter(alignment.translation_links(translator, [s for s, _ in flat], [t for _, t in flat],
+                                              rule=rule, batch_size=FLAGS.batch_size))
+    rows = [[f"{t} ||| {alignment.format_pharaoh(next(links))}" for t in row] for row in rows]
     return [row[0] for row in rows] if nbest == 1 else rows
 
 

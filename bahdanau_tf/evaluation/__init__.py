@@ -5,11 +5,6 @@ call :func:`evaluate_translator` and write what it returns. Its modules, each on
 
 - :mod:`~bahdanau_tf.evaluation.metrics`: BLEU and chrF (sacrebleu, 13a, lowercased), No-UNK
   BLEU (table 1), BLEU by source length (figure 2), over strings;
-- :mod:`~bahdanau_tf.evaluation.alignment`: attention -> word links (one direction or both),
-  gold links with the sure (S) and possible (P) sets apart, and the alignment error rate (Och &
-  Ney 2003);
-- :mod:`~bahdanau_tf.evaluation.alignment_views`: the same links and gold scored without
-  punctuation, or on content words only;
 - :mod:`~bahdanau_tf.evaluation.plots`: figures 2 and 3 with matplotlib;
 - :mod:`~bahdanau_tf.evaluation.report`: :class:`EvaluationReport`, all of it as one JSON
   document, and :class:`EvaluationStatistics`, the sufficient statistics it is computed from,
@@ -18,7 +13,9 @@ call :func:`evaluate_translator` and write what it returns. Its modules, each on
   (or a stream of the user's files) chunk by chunk with a `Translator` and puts the above
   together, in memory bounded by a chunk.
 
-Every public name is importable from ``bahdanau_tf.evaluation``.
+Every public name is importable from ``bahdanau_tf.evaluation``. The alignment error rate it
+reports, and the extraction rule it reads it with (the one chosen on dev and saved with the
+model), are `bahdanau_tf.alignment`'s.
 
 Example:
 
@@ -31,36 +28,6 @@ Example:
     print(result.report.bleu)
 """
 
-from bahdanau_tf.evaluation.alignment import (
-    DEFAULT_RULE,
-    SYMMETRIZATIONS,
-    AlignmentCounts,
-    AlignmentScores,
-    ExtractionRule,
-    Link,
-    alignment_counts,
-    alignment_error_rate,
-    alignment_scores,
-    attention_links,
-    attention_to_alignment,
-    average_word_attention,
-    best_links,
-    bidirectional_links,
-    decoded_links,
-    diagonal_links,
-    gold_links,
-    scores_from_counts,
-    token_word_ids,
-    translation_links,
-    word_attention,
-)
-from bahdanau_tf.evaluation.alignment_views import (
-    CLOSED_CLASS,
-    VIEWS,
-    corpus_view,
-    is_punctuation,
-    view_links,
-)
 from bahdanau_tf.evaluation.corpus import (
     CHUNK_SIZE,
     NO_UNK_MODES,
@@ -94,54 +61,28 @@ from bahdanau_tf.evaluation.report import (
 
 __all__ = [
     "CHUNK_SIZE",
-    "CLOSED_CLASS",
     "DEFAULT_LENGTH_BUCKETS",
-    "DEFAULT_RULE",
     "NO_UNK_MODES",
-    "SYMMETRIZATIONS",
-    "VIEWS",
-    "AlignmentCounts",
-    "AlignmentScores",
     "BleuResult",
     "ChrfResult",
     "CorpusStatistics",
     "EvaluationReport",
     "EvaluationStatistics",
-    "ExtractionRule",
     "LengthBucketScore",
-    "Link",
     "NoUnkBleuResult",
     "Split",
     "TranslatorEvaluation",
-    "alignment_counts",
-    "alignment_error_rate",
-    "alignment_scores",
-    "attention_links",
-    "attention_to_alignment",
-    "average_word_attention",
-    "best_links",
-    "bidirectional_links",
     "bleu_by_length",
     "corpus_bleu",
     "corpus_chrf",
     "corpus_statistics",
-    "corpus_view",
-    "decoded_links",
-    "diagonal_links",
     "evaluate_translator",
     "evaluation_report",
-    "gold_links",
-    "is_punctuation",
     "length_buckets",
     "no_unk_bleu",
     "no_unk_subset",
     "plot_attention",
     "plot_bleu_by_length",
     "score_from_statistics",
-    "scores_from_counts",
-    "token_word_ids",
-    "translation_links",
     "unknown_word_test",
-    "view_links",
-    "word_attention",
 ]

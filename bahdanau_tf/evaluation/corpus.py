@@ -36,11 +36,9 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from bahdanau_tf.evaluation.alignment import (
-    attention_links,
-    decoded_links,
-    gold_links,
-)
+from bahdanau_tf.alignment.dev_choice import ChosenRule
+from bahdanau_tf.alignment.error_rate import gold_links
+from bahdanau_tf.alignment.extraction import decoded_links
 from bahdanau_tf.evaluation.metrics import (
     DEFAULT_LENGTH_BUCKETS,
     check_parallel,
@@ -95,6 +93,8 @@ def evaluate_translator(
     settings: Mapping[str, Any] | None = None,
     chunk_size: int | None = None,
     on_chunk: Callable | None = None,
+    alignment_rule: ChosenRule | None = None,
+    reverse_translator=None,
 ) -> TranslatorEvaluation:
     """Translates a test corpus and scores it as the paper does, a chunk at a time.
 
@@ -129,6 +129,11 @@ def evaluate_translator(
         on_chunk: ``on_chunk(first_index, chunk, translations, no_unk_translations,
             alignments)``, called after each chunk with its lists (``no_unk_translations`` and
             ``alignments`` may be None); None keeps them all in the result instead.
+        alignment_rule: the `bahdanau_tf.alignment.ChosenRule` that turns attention into the
+            links AER scores (`bahdanau_tf.alignment.read_chosen_rule`: the rule chosen on
+            dev and saved with the model); None: the default rule.
+        reverse_translator: a `Translator` of the other direction, for an ``alignment_rule``
+            of both directions (its ``symmetrization``).
 
     Returns:
         A :class:`TranslatorEvaluation`.
@@ -159,13 +164,15 @@ def evaluate_translator(
                     kept[key].extend(values)
 
     run = _Evaluation(translator, corpus, no_unk, batch_size, chunk_size,
-                      EvaluationStatistics(buckets, no_unk_indices=kept is not None))
+                      EvaluationStatistics(buckets, no_unk_indices=kept is not None),
+                      alignment_rule or ChosenRule(), reverse_translator)
     figures = run.run(on_chunk, name, attention_plots, attention_plot_max_words)
     all_settings = {
         "beam_size": translator.beam_size,
         "length_penalty": translator.length_penalty,
         "max_source_length": translator.limits.max_source_length,
         "no_unk": run.resolved_mode(),
+        **({"alignment_rule": run.alignment_rule.to_dict()} if translator.has_attention else {}),
         **(settings or {}),
     }
     report = dataclasses.replace(run.statistics.report(model=name, settings=all_settings),
@@ -190,8 +197,11 @@ class _Evaluation:
     streamed).
     """
 
-    def __init__(self, translator, corpus, mode, batch_size, chunk_size, statistics):
+    def __init__(self, translator, corpus, mode, batch_size, chunk_size, statistics,
+                 alignment_rule, reverse_translator=None):
         self.translator, self.corpus = translator, corpus
+        # the links of the AER: a rule (chosen on dev), of one direction or of both
+        self.alignment_rule, self.reverse_translator = alignment_rule, reverse_translator
         self.batch_size, self.chunk_size = batch_size, chunk_size
         self.statistics = statistics
         self.mode = "reuse" if mode == "auto" and translator.beam_size == 1 else mode
@@ -266,12 +276,15 @@ class _Evaluation:
             chunk.alignments, getattr(chunk, "sure_alignments", None))
         if indices:
             gold_references = [references[i] for i in indices]
-            forced = self.translator.reference_attention(
-                [sources[i] for i in indices], gold_references, batch_size=self.batch_size)
-            self.statistics.add_alignment(attention_links(forced), sure, possible)
+            gold_sources = [sources[i] for i in indices]
+            forced = self.translator.reference_attention(gold_sources, gold_references,
+                                                         batch_size=self.batch_size)
+            reverse = self.reverse_translator and self.reverse_translator.reference_attention(
+                gold_references, gold_sources, batch_size=self.batch_size)
+            self.statistics.add_alignment(self.alignment_rule.links(forced, reverse), sure, possible)
             self.statistics.add_alignment(
                 *decoded_links([alignments[i] for i in indices], gold_references, sure,
-                               possible), decoded=True)
+                               possible, rule=self.alignment_rule.rule), decoded=True)
         self.timings["alignment_seconds"] = (self.timings.get("alignment_seconds", 0.0)
                                              + time.time() - start)
 

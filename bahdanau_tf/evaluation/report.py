@@ -2,7 +2,7 @@
 
 :func:`evaluation_report` computes it from translations, references and sources (and, when
 given, No-UNK translations and predicted and gold alignment links) with the functions of
-:mod:`bahdanau_tf.evaluation.metrics` and :mod:`bahdanau_tf.evaluation.alignment`.
+:mod:`bahdanau_tf.evaluation.metrics` and :mod:`bahdanau_tf.alignment`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from bahdanau_tf.evaluation.alignment import (
+from bahdanau_tf.alignment.error_rate import (
     AlignmentCounts,
     AlignmentScores,
     alignment_counts,
@@ -52,7 +52,7 @@ class EvaluationReport:
         alignment: :class:`AlignmentScores` of the attention against gold links, or None.
         decoded_alignment: :class:`AlignmentScores` of the attention of the model's own
             translations, on the words they share with the reference
-            (:func:`bahdanau_tf.evaluation.alignment.decoded_links`), or None.
+            (:func:`bahdanau_tf.alignment.decoded_links`), or None.
         timings: dict of seconds and counts spent on the evaluation's steps.
         settings: dict of JSON-able settings: beam size, length penalty, checkpoint, test split,
             sacrebleu options, ...
@@ -194,7 +194,7 @@ class EvaluationStatistics:
     Sufficient statistics only, never the sentences: sacrebleu's summed corpus statistics for
     BLEU and chrF (`bahdanau_tf.evaluation.metrics.CorpusStatistics`), the same per length
     bucket and for the No-UNK subset, and the alignment counts
-    (`bahdanau_tf.evaluation.alignment.AlignmentCounts`). :meth:`report` after any number of
+    (`bahdanau_tf.alignment.AlignmentCounts`). :meth:`report` after any number of
     :meth:`add` calls gives the numbers of :func:`evaluation_report` on all their sentences at
     once (which is this class with one :meth:`add`). Memory is bounded by one chunk, except the
     No-UNK indices when ``no_unk_indices`` is True (one int per kept sentence).
@@ -275,7 +275,7 @@ class EvaluationStatistics:
 
     def add_alignment(self, predicted: Iterable, sure: Iterable, possible: Iterable | None = None,
                       decoded: bool = False) -> None:
-        """Adds a chunk's links (`bahdanau_tf.evaluation.alignment.alignment_counts`'s
+        """Adds a chunk's links (`bahdanau_tf.alignment.alignment_counts`'s
         arguments); ``decoded``: those of the decoded translations (``decoded_alignment``)."""
         counts = alignment_counts(predicted, sure, possible)
         name = "decoded_alignment" if decoded else "alignment"

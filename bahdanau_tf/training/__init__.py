@@ -2,11 +2,9 @@
 
 The package, by job: `config` (`TrainingConfig`, optimizer, schedules, strategy), `trainer`
 (the `Trainer` loop), `dev_schedule` (decay on a dev plateau, early stopping), `run_directory`
-(lock, signals, ``model.json`` / ``report.json``, a failed start cleaned up), `summaries`
-(TensorBoard), `report` (table 2), `guided_alignment` and `alignment_head` (an alignment head
-trained after the model, its translation weights frozen); the end-of-run average is
-`bahdanau_tf.checkpoint_averaging`'s. Every public name is importable from
-``bahdanau_tf.training``.
+(lock, signals, ``model.json`` / ``report.json``, a failed start cleaned up), `summaries` (TensorBoard), `report` (table 2). Guided alignment (the trainer's
+``guided_alignment=`` term) and the alignment head are `bahdanau_tf.alignment`'s. Every public name is
+importable from ``bahdanau_tf.training``; the end-of-run average is `bahdanau_tf.checkpoint_averaging`'s.
 
 The `Trainer` minimises the mean negative log-likelihood per real target token (teacher forcing,
 padding masked) and leaves a model directory (`bahdanau_tf.model_directory`) behind::
@@ -54,11 +52,8 @@ from bahdanau_tf.training.config import (
     make_optimizer,
     make_strategy,
 )
-from bahdanau_tf.training.alignment_head import train_alignment_head, with_alignment_head
 from bahdanau_tf.checkpoint_averaging import AroundBest  # the checkpoints around the best dev point
 from bahdanau_tf.training.dev_schedule import DevSchedule
-from bahdanau_tf.training.guided_alignment import (AlignmentGuide, GuidedAlignmentModel,
-                                                   check_word_links)
 from bahdanau_tf.training.report import RunState, format_report, training_report
 from bahdanau_tf.training.run_directory import (
     DirectoryInUseError,
@@ -71,11 +66,8 @@ from bahdanau_tf.training.summaries import Summaries
 from bahdanau_tf.training.trainer import NonFiniteLossError, Trainer
 
 __all__ = [
-    "AlignmentGuide",
-    "check_word_links",
     "AroundBest",
     "DevSchedule",
-    "GuidedAlignmentModel",
     "Trainer",
     "TrainingConfig",
     "HalvingSchedule",
@@ -86,8 +78,6 @@ __all__ = [
     "TrainingInterrupted",
     "make_optimizer",
     "make_strategy",
-    "train_alignment_head",
-    "with_alignment_head",
     "format_report",
     "AVERAGE_AT",
     "CHANGEABLE_ON_RESUME",

@@ -143,8 +143,8 @@ class TrainingConfig:
         '(``--candidate_lists``); one pass over the corpus (seconds for the embedded one). '
         '0: no lexicon. A directory that has one keeps it.')
     guided_alignment_weight: float = _field(1.0,
-        'With guided alignment (``--guided_alignment=FILE``, `bahdanau_tf.training.'
-        'guided_alignment`): the weight of the attention\'s cross-entropy against the given '
+        'With guided alignment (``--guided_alignment=FILE``, `bahdanau_tf.alignment.'
+        'guided`): the weight of the attention\'s cross-entropy against the given '
         'links, added to the NLL (both per target token).')
     guided_alignment_decay: float = _field(1.0,
         'The guided alignment weight is multiplied by this every 1,000 updates (smoothly: '

@@ -17,7 +17,7 @@ import tensorflow as tf
 from bahdanau_tf import data
 from bahdanau_tf import losses
 from bahdanau_tf.special_tokens import PAD_ID
-from bahdanau_tf.training.guided_alignment import guided_loss_sums
+from bahdanau_tf.alignment.guided import guided_loss_sums
 
 #: the batch shapes the step remembers to tell an XLA compilation (`TrainingStep._count_compilation`)
 SHAPE_CAPACITY = 1024

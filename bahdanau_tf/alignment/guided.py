@@ -32,7 +32,7 @@ import numpy as np
 import tensorflow as tf
 
 from bahdanau_tf import losses
-from bahdanau_tf.evaluation.alignment import token_word_ids
+from bahdanau_tf.alignment.extraction import token_word_ids
 from bahdanau_tf.special_tokens import END_ID, PAD_ID, START_ID
 from bahdanau_tf.text import split_words
 
@@ -153,7 +153,7 @@ class AlignmentGuide:
         Args:
             pairs: iterable of (source, target) str pairs (a `ParallelCorpus`'s ``pairs()``).
             word_links: per pair, ``(source_word, target_word)`` links of
-                :func:`bahdanau_tf.text.split_words` words (e.g. `bahdanau_tf.word_alignment.
+                :func:`bahdanau_tf.text.split_words` words (e.g. `bahdanau_tf.alignment.
                 read_pharaoh`); may be longer than ``pairs`` (its first entries are used).
             source_tokenizer, target_tokenizer: the model's tokenizers.
             unaligned: ``"free"`` (a target word without links costs nothing) or ``"end"``

@@ -1,4 +1,4 @@
-"""Tests for bahdanau_tf.evaluation.alignment: word links from attention, gold S and P, AER."""
+"""Tests for bahdanau_tf.alignment: word links from attention, gold S and P, AER."""
 
 import doctest
 
@@ -6,12 +6,13 @@ import numpy as np
 import pytest
 
 import helpers
-from bahdanau_tf import evaluation
-from bahdanau_tf.evaluation import alignment
+from bahdanau_tf import alignment
+from bahdanau_tf.alignment import dev_choice, error_rate, extraction, symmetrization
 
 
 def test_doctests():
-    assert doctest.testmod(alignment).failed == 0
+    for module in (extraction, error_rate, symmetrization, dev_choice):
+        assert doctest.testmod(module).failed == 0
 
 
 # === Alignment error rate ===
@@ -19,12 +20,12 @@ def test_doctests():
 
 def test_aer_of_gold_is_0_and_of_disjoint_is_1():
     sure = [{(0, 0), (1, 2), (2, 1)}, {(0, 1), (1, 0)}]
-    assert evaluation.alignment_error_rate(sure, sure) == 0.0
+    assert alignment.alignment_error_rate(sure, sure) == 0.0
     disjoint = [{(0, 1), (1, 1)}, {(0, 0)}]
-    assert evaluation.alignment_error_rate(disjoint, sure) == 1.0
+    assert alignment.alignment_error_rate(disjoint, sure) == 1.0
     # a possible link predicted is not an error, a link outside P is
     possible = [{(2, 2)}, set()]
-    assert evaluation.alignment_error_rate(
+    assert alignment.alignment_error_rate(
         [sure[0] | {(2, 2)}, sure[1]], sure, possible
     ) == pytest.approx(0.0)
 
@@ -37,43 +38,43 @@ def test_aer_by_hand_with_sure_and_possible_links():
     possible = [{(1, 2)}, set()]
     # |A| = 5, |S| = 4, |A∩S| = 1 + 1 = 2, |A∩P| = 2 + 1 = 3  (counts summed, corpus-level)
     # AER = 1 - (2 + 3) / (5 + 4) = 4/9
-    scores = evaluation.alignment_scores(predicted, sure, possible)
+    scores = alignment.alignment_scores(predicted, sure, possible)
     assert scores.aer == pytest.approx(4 / 9)
     assert scores.precision == pytest.approx(3 / 5)
     assert scores.recall == pytest.approx(2 / 4)
     assert (scores.num_predicted, scores.num_sure, scores.num_possible) == (5, 4, 5)
     # P given with the sure links included gives the same result
     possible_with_sure = [possible[0] | sure[0], sure[1]]
-    assert evaluation.alignment_error_rate(predicted, sure, possible_with_sure) == pytest.approx(
+    assert alignment.alignment_error_rate(predicted, sure, possible_with_sure) == pytest.approx(
         4 / 9
     )
     # not the mean of the sentence AERs (1 - 3/6 = 0.5 and 1 - 2/3)
     assert scores.aer != pytest.approx(np.mean([0.5, 1 / 3]))
     # a single sentence's set of pairs is one sentence
-    assert evaluation.alignment_error_rate(predicted[0], sure[0], possible[0]) == pytest.approx(
+    assert alignment.alignment_error_rate(predicted[0], sure[0], possible[0]) == pytest.approx(
         1 - (1 + 2) / (3 + 3)
     )
 
 
 def test_aer_rejects_bad_input():
     with pytest.raises(ValueError, match="2 predicted, 1 sure"):
-        evaluation.alignment_error_rate([{(0, 0)}, set()], [{(0, 0)}])
+        alignment.alignment_error_rate([{(0, 0)}, set()], [{(0, 0)}])
     with pytest.raises(ValueError, match="undefined"):
-        evaluation.alignment_error_rate([set()], [set()])
+        alignment.alignment_error_rate([set()], [set()])
     with pytest.raises(TypeError, match="pair"):
-        evaluation.alignment_error_rate([{(0, 0, 1)}], [{(0, 0)}])
+        alignment.alignment_error_rate([{(0, 0, 1)}], [{(0, 0)}])
 
 
 def test_token_word_ids_groups_wordpieces():
     tokens = ["in", "the", "begin", "##ning", "[UNK]", "##s", "[END]", "[PAD]"]
-    assert evaluation.token_word_ids(tokens) == [0, 1, 2, 2, 3, 3, None, None]
-    assert evaluation.token_word_ids(["##x", "y"]) == [0, 1]
+    assert alignment.token_word_ids(tokens) == [0, 1, 2, 2, 3, 3, None, None]
+    assert alignment.token_word_ids(["##x", "y"]) == [0, 1]
 
 
 def test_attention_to_alignment_with_subword_pieces():
     # source tokens: "en" "el" "prin" "##cipio" [END] [PAD]  -> words 0 1 2 2 - -
     # target tokens: "in" "the" "begin" "##ning" "." [END] [PAD] -> words 0 1 2 2 3 - -
-    source_word_ids = evaluation.token_word_ids(["en", "el", "prin", "##cipio", "[END]", "[PAD]"])
+    source_word_ids = alignment.token_word_ids(["en", "el", "prin", "##cipio", "[END]", "[PAD]"])
     target_word_ids = [0, 1, 2, 2, 3]  # shorter than the axis: END and padding dropped
     attention = np.array(
         [
@@ -87,22 +88,22 @@ def test_attention_to_alignment_with_subword_pieces():
             [0.9, 0.1, 0.0, 0.0, 0.0, 0.0],  # [PAD]   -> dropped
         ]
     )
-    links = evaluation.attention_to_alignment(attention, source_word_ids, target_word_ids)
+    links = alignment.attention_to_alignment(attention, source_word_ids, target_word_ids)
     assert links == {(0, 0), (1, 1), (2, 2)}
     # without maps, token j is word j
-    assert evaluation.attention_to_alignment(attention[:2, :2]) == {(0, 0), (1, 1)}
+    assert alignment.attention_to_alignment(attention[:2, :2]) == {(0, 0), (1, 1)}
     # ties go to the first source token
-    assert evaluation.attention_to_alignment([[0.5, 0.5]]) == {(0, 0)}
+    assert alignment.attention_to_alignment([[0.5, 0.5]]) == {(0, 0)}
     # a target piece of a word attending elsewhere adds a second link for that word
     attention[3] = [0.0, 0.9, 0.1, 0.0, 0.0, 0.0]
-    assert evaluation.attention_to_alignment(attention, source_word_ids, target_word_ids) == {
+    assert alignment.attention_to_alignment(attention, source_word_ids, target_word_ids) == {
         (0, 0),
         (1, 1),
         (2, 2),
         (1, 2),
     }
     with pytest.raises(ValueError, match="7 entries"):
-        evaluation.attention_to_alignment(attention, list(range(7)))
+        alignment.attention_to_alignment(attention, list(range(7)))
 
 
 def _rule_reference(attention, source_words, target_words, pooling, threshold, shift=0,
@@ -142,24 +143,24 @@ def test_extraction_rules_against_their_definition():
         attention = np.exp(logits) / np.exp(logits).sum(1, keepdims=True)
         for pooling in ("max", "sum", "first"):
             for threshold in (0.0, 0.3, 0.6):
-                rule = evaluation.ExtractionRule(pooling, threshold)
-                assert evaluation.attention_to_alignment(
+                rule = alignment.ExtractionRule(pooling, threshold)
+                assert alignment.attention_to_alignment(
                     attention, source_words, target_words, rule) == _rule_reference(
                     attention, source_words, target_words, pooling, threshold), (rule, attention)
-                assert evaluation.ExtractionRule.parse(str(rule)) == rule
+                assert alignment.ExtractionRule.parse(str(rule)) == rule
     for shift in (0, 1):
         for mutual in (False, True):
-            rule = evaluation.ExtractionRule("sum", 0.2, shift, mutual)
-            assert evaluation.attention_to_alignment(
+            rule = alignment.ExtractionRule("sum", 0.2, shift, mutual)
+            assert alignment.attention_to_alignment(
                 attention, source_words, target_words, rule) == _rule_reference(
                 attention, source_words, target_words, "sum", 0.2, shift, mutual), rule
-            assert evaluation.ExtractionRule.parse(str(rule)) == rule
+            assert alignment.ExtractionRule.parse(str(rule)) == rule
     diffuse = np.full((1, 4), 0.25)
-    assert evaluation.attention_to_alignment(diffuse, [0, 1, 2, 3], [0], "sum>0.3") == set()
-    assert evaluation.attention_to_alignment(diffuse, [0, 1, 2, 3], [0], "pieces>0.3") == set()
-    assert evaluation.attention_to_alignment(diffuse, [0, 1, 2, 3], [0], "pieces") == {(0, 0)}
+    assert alignment.attention_to_alignment(diffuse, [0, 1, 2, 3], [0], "sum>0.3") == set()
+    assert alignment.attention_to_alignment(diffuse, [0, 1, 2, 3], [0], "pieces>0.3") == set()
+    assert alignment.attention_to_alignment(diffuse, [0, 1, 2, 3], [0], "pieces") == {(0, 0)}
     with pytest.raises(ValueError, match="pooling"):
-        evaluation.ExtractionRule("mean")
+        alignment.ExtractionRule("mean")
 
 
 def test_mutual_best_and_shift_by_hand():
@@ -169,28 +170,28 @@ def test_mutual_best_and_shift_by_hand():
                           [0.1, 0.8, 0.1],
                           [0.1, 0.1, 0.8]])
     words = ([0, 1, None], [0, 1, 2, None])
-    assert evaluation.attention_to_alignment(attention, *words, "sum") == {(0, 0), (0, 1), (1, 2)}
+    assert alignment.attention_to_alignment(attention, *words, "sum") == {(0, 0), (0, 1), (1, 2)}
     # source word 0 is best for target 1 (0.7), so target 0 stays unaligned
-    assert evaluation.attention_to_alignment(attention, *words, "sum+mutual") == {(0, 1), (1, 2)}
-    assert evaluation.attention_to_alignment(attention, *words, "pieces+mutual") == {(0, 1), (1, 2)}
+    assert alignment.attention_to_alignment(attention, *words, "sum+mutual") == {(0, 1), (1, 2)}
+    assert alignment.attention_to_alignment(attention, *words, "pieces+mutual") == {(0, 1), (1, 2)}
     # shifted, target word i reads row i + 1; target 2 reads the [END] row: its best is no word
-    assert evaluation.attention_to_alignment(attention, *words, "sum+shift1") == {(0, 0), (1, 1)}
-    assert evaluation.attention_to_alignment(attention, *words, "pieces+shift1") == {(0, 0), (1, 1)}
-    assert evaluation.attention_to_alignment(attention, *words, "sum+shift1>0.75") == {(1, 1)}
+    assert alignment.attention_to_alignment(attention, *words, "sum+shift1") == {(0, 0), (1, 1)}
+    assert alignment.attention_to_alignment(attention, *words, "pieces+shift1") == {(0, 0), (1, 1)}
+    assert alignment.attention_to_alignment(attention, *words, "sum+shift1>0.75") == {(1, 1)}
     for bad in ("sum+left", "sum>x", "sum+shift"):
         with pytest.raises(ValueError):
-            evaluation.ExtractionRule.parse(bad)
+            alignment.ExtractionRule.parse(bad)
     with pytest.raises(ValueError, match="shift"):
-        evaluation.ExtractionRule("sum", shift=-1)
+        alignment.ExtractionRule("sum", shift=-1)
 
 
 def test_best_links_leave_a_row_unaligned_below_threshold_or_null():
     matrix = [[0.5, 0.2], [0.3, 0.3], [0.1, 0.9]]
-    assert evaluation.best_links(matrix) == [(0, 0), (1, 0), (2, 1)]
-    assert evaluation.best_links(matrix, threshold=0.4) == [(0, 0), (2, 1)]
-    assert evaluation.best_links(matrix, null=[0.6, 0.0, 0.0]) == [(1, 0), (2, 1)]
-    assert evaluation.best_links(matrix, mutual=True) == [(0, 0), (2, 1)]
-    assert evaluation.best_links(np.zeros((0, 3))) == []
+    assert alignment.best_links(matrix) == [(0, 0), (1, 0), (2, 1)]
+    assert alignment.best_links(matrix, threshold=0.4) == [(0, 0), (2, 1)]
+    assert alignment.best_links(matrix, null=[0.6, 0.0, 0.0]) == [(1, 0), (2, 1)]
+    assert alignment.best_links(matrix, mutual=True) == [(0, 0), (2, 1)]
+    assert alignment.best_links(np.zeros((0, 3))) == []
 
 
 # === Both directions ===
@@ -220,31 +221,31 @@ def _two_directions():
 
 def test_bidirectional_links_by_hand():
     forward, reverse = _two_directions()
-    assert evaluation.attention_links(forward, "sum") == [{(0, 0), (2, 1), (2, 2)}]
-    links = {method: evaluation.bidirectional_links(forward, reverse, method, "sum")[0]
-             for method in evaluation.SYMMETRIZATIONS}
+    assert alignment.attention_links(forward, "sum") == [{(0, 0), (2, 1), (2, 2)}]
+    links = {method: alignment.bidirectional_links(forward, reverse, method, "sum")[0]
+             for method in alignment.SYMMETRIZATIONS}
     assert links["intersection"] == {(0, 0), (2, 2)}
     assert links["union"] == {(0, 0), (1, 1), (2, 1), (2, 2)}
     # grow-diag: (1, 1) neighbours (0, 0) and house is unaligned; (2, 1) then has both aligned
     assert links["grow-diag-final-and"] == {(0, 0), (1, 1), (2, 2)}
     # mean of casa's row: house (0.3 + 0.8) / 2 = 0.55 beats white (0.5 + 0.4) / 2 = 0.45
     assert links["average"] == {(0, 0), (1, 1), (2, 2)}
-    assert evaluation.bidirectional_links(forward, reverse, "average", "sum>0.6") == [{(0, 0)}]
+    assert alignment.bidirectional_links(forward, reverse, "average", "sum>0.6") == [{(0, 0)}]
     with pytest.raises(ValueError, match="pooling"):
-        evaluation.bidirectional_links(forward, reverse, "average", "pieces")
+        alignment.bidirectional_links(forward, reverse, "average", "pieces")
     with pytest.raises(ValueError, match="method"):
-        evaluation.bidirectional_links(forward, reverse, "both", "sum")
+        alignment.bidirectional_links(forward, reverse, "both", "sum")
     with pytest.raises(ValueError, match="reverse"):
-        evaluation.bidirectional_links(forward, [], "intersection")
+        alignment.bidirectional_links(forward, [], "intersection")
 
 
 def test_average_word_attention_against_numpy():
     rng = np.random.default_rng(1)
     forward, reverse = rng.random((4, 3)), rng.random((3, 4))
-    np.testing.assert_allclose(evaluation.average_word_attention(forward, reverse),
+    np.testing.assert_allclose(alignment.average_word_attention(forward, reverse),
                                (forward + reverse.T) / 2)
     # a side cut shorter: the missing word keeps the other side's half weight
-    np.testing.assert_allclose(evaluation.average_word_attention(forward, reverse[:2]),
+    np.testing.assert_allclose(alignment.average_word_attention(forward, reverse[:2]),
                                (forward + np.pad(reverse[:2], ((0, 1), (0, 0))).T) / 2)
 
 
@@ -258,22 +259,22 @@ def test_gold_links_keep_sure_and_possible_apart_by_hand():
     sure_alignments = [[(0, 0), (2, 2)], None, []]
     predicted = [{(0, 0), (1, 2)}, {(0, 1)}]
 
-    indices, sure, possible = evaluation.gold_links(alignments, sure_alignments)
+    indices, sure, possible = alignment.gold_links(alignments, sure_alignments)
 
     assert indices == [0, 2]
     assert sure == [{(0, 0), (2, 2)}, set()]
     assert possible == [{(0, 0), (1, 1), (1, 2), (2, 2)}, {(0, 1)}]
     # |A| = 3, |S| = 2, |A∩S| = 1, |A∩P| = 2 + 1 = 3: AER = 1 - (1 + 3) / (3 + 2) = 0.2
-    scores = evaluation.alignment_scores(predicted, sure, possible)
+    scores = alignment.alignment_scores(predicted, sure, possible)
     assert scores.aer == pytest.approx(0.2)
     assert (scores.num_predicted, scores.num_sure, scores.num_possible) == (3, 2, 5)
     # merged (every link sure, as bahdanau-evaluate scored it before): |S| = 5, |A∩S| = 3,
     # AER = 1 - (3 + 3) / (3 + 5) = 0.25
-    assert evaluation.alignment_error_rate(predicted, possible) == pytest.approx(0.25)
+    assert alignment.alignment_error_rate(predicted, possible) == pytest.approx(0.25)
     # a corpus without sure links marked: every link is sure
-    assert evaluation.gold_links(alignments) == (indices, possible, possible)
+    assert alignment.gold_links(alignments) == (indices, possible, possible)
     with pytest.raises(ValueError, match="3 sentences of gold links but 2"):
-        evaluation.gold_links(alignments, sure_alignments[:2])
+        alignment.gold_links(alignments, sure_alignments[:2])
 
 
 def test_diagonal_baseline_on_the_test_split_scores_sure_and_possible_apart():
@@ -281,10 +282,10 @@ def test_diagonal_baseline_on_the_test_split_scores_sure_and_possible_apart():
     from bahdanau_tf.corpora import load_corpus
 
     test = load_corpus("bible-en-es", split="test")
-    indices, sure, possible = evaluation.gold_links(test.alignments, test.sure_alignments)
-    predicted = evaluation.diagonal_links([test.sources[i] for i in indices],
+    indices, sure, possible = alignment.gold_links(test.alignments, test.sure_alignments)
+    predicted = alignment.diagonal_links([test.sources[i] for i in indices],
                                           [test.targets[i] for i in indices])
-    scores = evaluation.alignment_scores(predicted, sure, possible)
+    scores = alignment.alignment_scores(predicted, sure, possible)
 
     gold = [i for i, links in enumerate(test.alignments) if links]
     expected = helpers.diagonal_aer_reference(
@@ -294,7 +295,7 @@ def test_diagonal_baseline_on_the_test_split_scores_sure_and_possible_apart():
     assert scores.aer == pytest.approx(expected, abs=1e-12)
     assert (len(indices), scores.num_sure, scores.num_possible) == (2009, 22969, 92937)
     assert round(scores.aer, 4) == 0.7995
-    assert round(evaluation.alignment_error_rate(predicted, possible), 4) == 0.8588
+    assert round(alignment.alignment_error_rate(predicted, possible), 4) == 0.8588
 
 
 def test_decoded_links_carry_gold_over_to_uniquely_matched_words():
@@ -316,12 +317,26 @@ def test_decoded_links_carry_gold_over_to_uniquely_matched_words():
     )
     sure = [{(0, 0), (1, 1)}]             # God-Dios, saw-vio
     possible = [{(2, 2), (3, 3), (1, 1)}]  # the-la, light-luz possible only
-    predicted, hyp_sure, hyp_possible = evaluation.decoded_links(
+    predicted, hyp_sure, hyp_possible = alignment.decoded_links(
         [hypothesis], ["Dios vio la luz"], sure, possible)
     # reference word -> hypothesis word: vio 1 -> 3, luz 3 -> 1 (la occurs twice: not scored)
     assert predicted == [{(3, 1), (0, 1), (3, 3)}]
     assert hyp_sure == [{(1, 3)}]
     assert hyp_possible == [{(1, 3), (3, 1)}]
-    scores = evaluation.alignment_scores(predicted, hyp_sure, hyp_possible)
+    scores = alignment.alignment_scores(predicted, hyp_sure, hyp_possible)
     # |A| = 3, |S| = 1, |A∩S| = 0, |A∩P| = 1: AER = 1 - 1/4
     assert scores.aer == pytest.approx(0.75)
+
+
+@pytest.mark.subprocess
+def test_importing_the_alignment_wing_first_still_registers_the_models():
+    """`bahdanau_tf.alignment` imported before anything else imports Keras, whose import
+    registers the models, whose RNNSearch imports `alignment.head`: the registry is whole."""
+    import subprocess
+    import sys
+
+    code = ("from bahdanau_tf import alignment\nimport keras\n"
+            "print(keras.saving.get_registered_object('bahdanau_tf>RNNSearch').__name__)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            env=helpers.env_without_tensorflow_logging(), timeout=600)
+    assert result.stdout.split()[-1:] == ["RNNSearch"], result.stderr[-2000:]

@@ -1,6 +1,6 @@
 """The alignment head trained after the translation model, whose weights stay frozen.
 
-`bahdanau_tf.alignment_head.AlignmentHead` is an attention whose query has read the target word it
+`bahdanau_tf.alignment.AlignmentHead` is an attention whose query has read the target word it
 aligns (Garg et al. 2019; Chen et al. 2020's Shift-AET: an alignment module trained on the
 model's own symmetrised links while the translation model stays fixed). Here:
 
@@ -13,7 +13,7 @@ model's own symmetrised links while the translation model stays fixed). Here:
   frozen model runs once per batch; the head trains on its kept outputs, pass after pass.
 
 The links may be any aligner's (eflomal's, ``bahdanau-data align``) or the model's own, both
-directions made one (`bahdanau_tf.evaluation.bidirectional_links`); the command line is
+directions made one (`bahdanau_tf.alignment.bidirectional_links`); the command line is
 ``bahdanau-alignment-head`` (`bahdanau_tf.cli.alignment_head`). A head learns P(source j |
 target token i) with weight on the source ``[END]`` for an unaligned word when the guide is
 built with ``unaligned="end"``.
@@ -48,7 +48,7 @@ def _relative_path(variable) -> str:
 
 def with_alignment_head(model, units: int = DEFAULT_UNITS, context: int = DEFAULT_CONTEXT):
     """A copy of ``model`` (an `RNNSearch`) with a new alignment head of ``units`` units (and a
-    target-side GRU of ``context`` units, `bahdanau_tf.alignment_head.AlignmentHead`).
+    target-side GRU of ``context`` units, `bahdanau_tf.alignment.AlignmentHead`).
 
     Every translation weight is copied (an existing head is replaced), so the copy translates
     exactly as ``model`` does; its tokenizers are attached when ``model`` has them.

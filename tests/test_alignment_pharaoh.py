@@ -1,5 +1,5 @@
-"""Tests of bahdanau_tf.word_alignment (Pharaoh files, symmetrization, eflomal) and of the command
-lines that read and write its files: ``bahdanau-data align`` and ``bahdanau-train
+"""Tests of bahdanau_tf.alignment.pharaoh (Pharaoh files, eflomal) and `symmetrize`, and of the
+command lines that read and write its files: ``bahdanau-data align`` and ``bahdanau-train
 --guided_alignment``."""
 
 import importlib.util
@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from bahdanau_tf import word_alignment
+from bahdanau_tf import alignment
 from helpers import env_without_tensorflow_logging, run_commands
 
 HAS_EFLOMAL = importlib.util.find_spec("eflomal") is not None
@@ -16,14 +16,14 @@ HAS_EFLOMAL = importlib.util.find_spec("eflomal") is not None
 
 def test_pharaoh_round_trip_and_bad_fields(tmp_path):
     links = {(0, 0), (3, 1), (1, 1), (2, 5)}
-    line = word_alignment.format_pharaoh(links)
+    line = alignment.format_pharaoh(links)
     assert line == "0-0 1-1 3-1 2-5"
-    assert word_alignment.parse_pharaoh(line + "\n") == links
-    assert word_alignment.parse_pharaoh("   \n") == set()
+    assert alignment.parse_pharaoh(line + "\n") == links
+    assert alignment.parse_pharaoh("   \n") == set()
     path = tmp_path / "a.links"
     path.write_text("0-0\n1-x\n")
     with pytest.raises(ValueError, match="line 2.*'1-x'"):
-        word_alignment.read_pharaoh(str(path))
+        alignment.read_pharaoh(str(path))
 
 
 def test_a_links_file_is_read_by_the_package_line_rule(tmp_path):
@@ -31,10 +31,10 @@ def test_a_links_file_is_read_by_the_package_line_rule(tmp_path):
     are not UTF-8 are one error naming the file and the line."""
     path = tmp_path / "windows.links"
     path.write_bytes(b"\xef\xbb\xbf0-0 1-1\r\n\r\n2-1\r0-0")
-    assert word_alignment.read_pharaoh(str(path)) == [{(0, 0), (1, 1)}, set(), {(2, 1)}, {(0, 0)}]
+    assert alignment.read_pharaoh(str(path)) == [{(0, 0), (1, 1)}, set(), {(2, 1)}, {(0, 0)}]
     path.write_bytes(b"0-0\n1-1 \xe9\n")
     with pytest.raises(ValueError, match="windows.links' line 2 is not valid UTF-8"):
-        word_alignment.read_pharaoh(str(path))
+        alignment.read_pharaoh(str(path))
 
 
 def _grow_diag_final_and_reference(forward, reverse):
@@ -71,13 +71,13 @@ def test_symmetrizations_against_the_definitions():
     for _ in range(200):
         forward = {c for c in cells if rng.random() < 0.3}
         reverse = {c for c in cells if rng.random() < 0.3}
-        assert word_alignment.symmetrize(forward, reverse, "intersection") == forward & reverse
-        assert word_alignment.symmetrize(forward, reverse, "union") == forward | reverse
-        grown = word_alignment.symmetrize(forward, reverse)
+        assert alignment.symmetrize(forward, reverse, "intersection") == forward & reverse
+        assert alignment.symmetrize(forward, reverse, "union") == forward | reverse
+        grown = alignment.symmetrize(forward, reverse)
         assert grown == _grow_diag_final_and_reference(forward, reverse)
         assert forward & reverse <= grown <= forward | reverse
     with pytest.raises(ValueError, match="grow-diag"):
-        word_alignment.symmetrize(set(), set(), "grow")
+        alignment.symmetrize(set(), set(), "grow")
 
 
 # the refusals' command lines (bahdanau-data align without eflomal, bahdanau-train with bad
@@ -115,7 +115,7 @@ def test_data_align_without_eflomal_is_one_line_and_exit_code_2(refusals):
     result, other = results["align"], results["realign"]
     assert result["code"] == 2, result["stderr"]
     lines = [line for line in result["stderr"].splitlines() if line.startswith("bahdanau-data")]
-    assert lines == ["bahdanau-data: error: " + word_alignment.EFLOMAL_MISSING]
+    assert lines == ["bahdanau-data: error: " + alignment.EFLOMAL_MISSING]
     assert not (tmp_path / "x.links").exists()
     assert other["code"] == 2 and "commands: align" in other["stderr"]
 
@@ -134,7 +134,7 @@ def test_data_align_writes_a_line_of_links_per_pair(tmp_path):
                                         "--symmetrization=intersection"], "")], cwd=str(tmp_path),
                              env=env_without_tensorflow_logging())
     assert result["code"] == 0, result["stderr"]
-    links = word_alignment.read_pharaoh(str(tmp_path / "train.links"))
+    links = alignment.read_pharaoh(str(tmp_path / "train.links"))
     assert len(links) == len(pairs)
     # word i translates word i: eflomal finds (nearly) the diagonal
     found = sum(len(sentence) for sentence in links)

@@ -1,12 +1,12 @@
-"""Tests for bahdanau_tf.evaluation.alignment_views: the same links scored without punctuation
+"""Tests for bahdanau_tf.alignment.views: the same links scored without punctuation
 or on content words only, against a hand-made gold."""
 
 import doctest
 
 import pytest
 
-from bahdanau_tf import evaluation
-from bahdanau_tf.evaluation import alignment_views
+from bahdanau_tf import alignment
+from bahdanau_tf.alignment import views as alignment_views
 
 
 def test_doctests():
@@ -23,9 +23,9 @@ PREDICTED = [{(1, 2), (2, 1), (5, 5), (4, 4), (7, 6), (3, 3), (8, 8)}]
 
 def _aer(view):
     def cut(links):
-        return evaluation.corpus_view(links, [SOURCE], [TARGET], view)
+        return alignment.corpus_view(links, [SOURCE], [TARGET], view)
 
-    return evaluation.alignment_error_rate(cut(PREDICTED), cut(SURE), cut(POSSIBLE))
+    return alignment.alignment_error_rate(cut(PREDICTED), cut(SURE), cut(POSSIBLE))
 
 
 def test_views_of_a_hand_made_gold():
@@ -40,13 +40,13 @@ def test_views_of_a_hand_made_gold():
 def test_view_links_keeps_only_links_between_kept_words():
     words = (["the", "Lord", ",", "¡"], ["el", "Señor", "…"])
     links = {(0, 0), (1, 1), (2, 2), (3, 1), (1, 0)}
-    assert evaluation.view_links(links, *words, "all") == links
-    assert evaluation.view_links(links, *words, "no-punctuation") == {(0, 0), (1, 1), (1, 0)}
-    assert evaluation.view_links(links, *words, "content-words") == {(1, 1)}
+    assert alignment.view_links(links, *words, "all") == links
+    assert alignment.view_links(links, *words, "no-punctuation") == {(0, 0), (1, 1), (1, 0)}
+    assert alignment.view_links(links, *words, "content-words") == {(1, 1)}
     # a language without a closed-class list drops punctuation only
-    assert evaluation.view_links(links, *words, "content-words", ("xx", "yy")) == {
+    assert alignment.view_links(links, *words, "content-words", ("xx", "yy")) == {
         (0, 0), (1, 1), (1, 0)}
     with pytest.raises(ValueError, match="view"):
-        evaluation.view_links(links, *words, "nouns")
+        alignment.view_links(links, *words, "nouns")
     with pytest.raises(ValueError, match="1 alignments"):
-        evaluation.corpus_view([links], [], [], "all")
+        alignment.corpus_view([links], [], [], "all")

@@ -1,4 +1,4 @@
-"""Tests of bahdanau_tf.training.guided_alignment: the attention targets of word links, the
+"""Tests of bahdanau_tf.alignment.guided: the attention targets of word links, the
 trainer's guided loss on a copy task, Keras ``fit`` with `GuidedAlignmentModel`, and a guided
 model's export served through the session bundle."""
 
@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bahdanau_tf import data, losses, serving, text, training, word_alignment
+from bahdanau_tf import alignment, data, losses, serving, text, training
 from bahdanau_tf.decoding import Batching
-from bahdanau_tf.evaluation.alignment import alignment_scores, attention_to_alignment
+from bahdanau_tf.alignment import alignment_scores, attention_to_alignment
 from bahdanau_tf.special_tokens import SPECIAL_TOKENS
 from bahdanau_tf.translator import Translator
 from helpers import beam, learning_seed
@@ -46,7 +46,7 @@ def test_targets_spread_a_word_link_over_the_pieces_of_both_words(tmp_path):
     pairs = [("a bcef d", "x yzf"), ("d a", "x")]
     # source words: a bcef d; target words: x yzf. Links: x <- a and d; yzf <- bcef
     links = [{(0, 0), (2, 0), (1, 1)}, set()]
-    guide = training.AlignmentGuide.build(pairs, links, tokenizer, tokenizer)
+    guide = alignment.AlignmentGuide.build(pairs, links, tokenizer, tokenizer)
     dataset = data.make_dataset(pairs, tokenizer, tokenizer, batch_size=2, bucketing=None,
                                 shuffle=False, max_length=None).apply(guide.stage())
     (source, target_in, targets), target_out = next(iter(dataset))
@@ -65,7 +65,7 @@ def test_an_unaligned_target_word_attends_to_the_source_end_when_asked(tmp_path)
     links = [{(0, 0), (2, 1), (1, 1)}]  # t3 and t4 have no link
     batches = {}
     for unaligned in ("free", "end"):
-        guide = training.AlignmentGuide.build(pairs, links, source, target, unaligned=unaligned)
+        guide = alignment.AlignmentGuide.build(pairs, links, source, target, unaligned=unaligned)
         dataset = data.make_dataset(pairs, source, target, batch_size=1, bucketing=None,
                                     shuffle=False, max_length=None).apply(guide.stage())
         batches[unaligned] = next(iter(dataset))[0][2].numpy()[0]
@@ -76,13 +76,13 @@ def test_an_unaligned_target_word_attends_to_the_source_end_when_asked(tmp_path)
     expected[[2, 3], 3] = 1.0  # the source [END]: unaligned; the target [END] row stays empty
     np.testing.assert_allclose(batches["end"], expected)
     with pytest.raises(ValueError, match="unaligned"):
-        training.AlignmentGuide.build(pairs, links, source, target, unaligned="null")
+        alignment.AlignmentGuide.build(pairs, links, source, target, unaligned="null")
 
 
 def test_a_row_of_another_text_and_a_filled_row_get_no_target():
     source, target = copy_tokenizers()
     pairs = copy_corpus(4, seed=0)
-    guide = training.AlignmentGuide.build(pairs, [diagonal(p) for p in pairs], source, target)
+    guide = alignment.AlignmentGuide.build(pairs, [diagonal(p) for p in pairs], source, target)
     other = [("s1 s2 s3", "t1 t2 t3")] if ("s1 s2 s3", "t1 t2 t3") not in pairs else [("s4", "t4")]
     dataset = data.make_dataset(pairs[:1] + other, source, target, batch_size=3, bucketing=None,
                                 shuffle=False, fill_to_batch_size=True).apply(guide.stage())
@@ -100,7 +100,7 @@ def test_links_that_do_not_match_their_pairs_are_refused_naming_the_line():
     source, target = copy_tokenizers()
     pairs = [("s1 s2 s3", "t1 t2 t3"), ("s4", "t4"), ("s5 s6", "t5 t6")]
     right = [diagonal(p) for p in pairs]
-    guide = training.AlignmentGuide.build(pairs, right, source, target)
+    guide = alignment.AlignmentGuide.build(pairs, right, source, target)
     assert guide.links == sum(len(links) for links in right)  # every link kept
     refused = {
         "line 2 links 1-1, but training pair 2 has 1 source and 1 target words": [set()] + right,
@@ -112,9 +112,9 @@ def test_links_that_do_not_match_their_pairs_are_refused_naming_the_line():
     }
     for message, links in refused.items():
         with pytest.raises(ValueError, match=message):
-            training.check_word_links(pairs, links)
+            alignment.check_word_links(pairs, links)
         with pytest.raises(ValueError, match=message):
-            training.AlignmentGuide.build(pairs, links, source, target)
+            alignment.AlignmentGuide.build(pairs, links, source, target)
 
 
 def test_guided_loss_against_numpy():
@@ -170,8 +170,8 @@ def copy_runs(tmp_path_factory):
     tokenizers = copy_tokenizers()
     pairs = copy_corpus(640, seed=1)
     links_file = tmp_path_factory.mktemp("links") / "train.links"
-    links_file.write_text("".join(word_alignment.format_pharaoh(diagonal(p)) + "\n" for p in pairs))
-    guide = training.AlignmentGuide.build(pairs, word_alignment.read_pharaoh(str(links_file)),
+    links_file.write_text("".join(alignment.format_pharaoh(diagonal(p)) + "\n" for p in pairs))
+    guide = alignment.AlignmentGuide.build(pairs, alignment.read_pharaoh(str(links_file)),
                                           *tokenizers)
     root = tmp_path_factory.mktemp("runs")
     test = copy_corpus(64, seed=2)
@@ -213,13 +213,13 @@ def test_a_guided_model_exports_and_serves_through_the_session_bundle(copy_runs,
 def test_keras_fit_adds_the_weighted_guided_loss():
     source, target = copy_tokenizers()
     pairs = copy_corpus(32, seed=4)
-    guide = training.AlignmentGuide.build(pairs, [diagonal(p) for p in pairs], source, target)
+    guide = alignment.AlignmentGuide.build(pairs, [diagonal(p) for p in pairs], source, target)
     dataset = data.make_dataset(pairs, source, target, batch_size=32, bucketing=None,
                                 shuffle=False).apply(guide.stage())
     from bahdanau_tf.models import RNNSearch
 
     model = RNNSearch.from_preset("tiny", source_vocabulary_size=44, target_vocabulary_size=44)
-    wrapped = training.GuidedAlignmentModel(model, weight=0.5)
+    wrapped = alignment.GuidedAlignmentModel(model, weight=0.5)
     wrapped.compile(optimizer="sgd", loss=losses.MaskedSparseCategoricalCrossentropy())
     (source_ids, target_in, targets), target_out = next(iter(dataset))
     nll = float(losses.masked_nll(target_out, model((source_ids, target_in))))
@@ -233,7 +233,7 @@ def test_keras_fit_adds_the_weighted_guided_loss():
 def test_the_trainer_step_adds_the_weighted_cross_entropy_to_the_nll(tmp_path):
     tokenizers = copy_tokenizers()
     pairs = copy_corpus(64, seed=5)
-    guide = training.AlignmentGuide.build(pairs, [diagonal(p) for p in pairs], *tokenizers)
+    guide = alignment.AlignmentGuide.build(pairs, [diagonal(p) for p in pairs], *tokenizers)
     config = training.TrainingConfig.for_preset(
         "tiny", max_length=20, jit_compile=False, precision="float32", summaries=False,
         batch_size=16, guided_alignment_weight=0.7, guided_alignment_decay=0.5)
@@ -290,17 +290,17 @@ def test_translate_alignments_are_the_search_attentions_links(copy_runs, tmp_pat
     for line, translation, links, source in zip(outputs[1], searched.translations, expected, sources):
         text_part, separator, link_part = line.partition(" ||| ")
         assert separator and text_part == translation
-        parsed = word_alignment.parse_pharaoh(link_part)
+        parsed = alignment.parse_pharaoh(link_part)
         assert parsed == links
         n_source, n_target = len(source.split()), len(translation.split())
         assert all(s < n_source and t < n_target for s, t in parsed)
     # the guided model attends diagonally: its links are (mostly) i-i
-    links = [word_alignment.parse_pharaoh(line.partition(" ||| ")[2]) for line in outputs[1]]
+    links = [alignment.parse_pharaoh(line.partition(" ||| ")[2]) for line in outputs[1]]
     assert sum(s == t for sentence in links for s, t in sentence) >= 0.8 * sum(map(len, links))
     nbest = translator.translate(sources, nbest=2)
     for line, row in zip(outputs[2], nbest.translations):
         fields = line.split("\t")
         assert [f.partition(" ||| ")[0] for f in fields[::2]] == row
         for field, hypothesis in zip(fields[::2], row):
-            parsed = word_alignment.parse_pharaoh(field.partition(" ||| ")[2])
+            parsed = alignment.parse_pharaoh(field.partition(" ||| ")[2])
             assert all(t < len(hypothesis.split()) for _, t in parsed)

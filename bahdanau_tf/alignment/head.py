@@ -3,7 +3,7 @@
 A sibling of `bahdanau_tf.layers`: `AlignmentHead` is a second `layers.BahdanauAttention` over
 the annotations, part of `bahdanau_tf.models.RNNSearch` when it is built with
 ``alignment_head=UNITS``, trained after the translation model with its weights frozen
-(`bahdanau_tf.training.train_alignment_head`, ``bahdanau-alignment-head``).
+(`bahdanau_tf.alignment.train_alignment_head`, ``bahdanau-alignment-head``).
 """
 
 import keras
