@@ -15,7 +15,7 @@ architecture::
     model = RNNSearch.from_preset("small", source_vocabulary_size=s.vocabulary_size, ...)
     model.compile(...); model.fit(make_dataset(corpus, s, t), epochs=2)
     model.attach_tokenizers(s, t)
-    Translator.from_model(model).translate(["In the beginning God created the heavens."])
+    Translator.from_model(model).translate(["But seek God's Kingdom, and all these things will be added to you."])
     model.save("rnnsearch.keras")       # keras.saving.load_model(...) has its tokenizers
     model.save_to_preset("rnnsearch")   # bahdanau-translate --model_dir=rnnsearch
 """
