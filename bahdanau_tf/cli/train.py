@@ -28,10 +28,12 @@ Why these defaults (for a {minutes:g}-minute run on a 2-core CPU):
 
 - ``{default}``: of the CPU-sized presets, the one that scored best in the README's
   {minutes:g}-minute run (benchmarks/README.md, "The main command, 12 minutes").
-- WordPiece vocabularies of {vocabulary_size:,} per language: no [UNK] in the output (a 5,000-word shortlist
-  leaves 7% of Spanish dev tokens unknown), learned (`bahdanau_tf.text.build_tokenizers` with `learn_wordpiece`:
-  exactly the size asked for) from a spread sample of {vocabulary_sentences:,} verses in a few seconds;
-  ``--vocabulary_sentences=0`` learns from every verse (~2-3x longer, ~1% fewer tokens per verse).
+- WordPiece vocabularies of {vocabulary_size:,} per language: no [UNK] in the output (a word
+  shortlist of that size leaves Spanish dev words unknown: ``bahdanau-data --tokenizer=word
+  --vocabulary_dir=DIR`` prints the coverage), learned (`bahdanau_tf.text.build_tokenizers` with `learn_wordpiece`:
+  exactly the size asked for) from a spread sample of {vocabulary_sentences:,} verses in a few
+  seconds; ``--vocabulary_sentences=0`` learns from every verse (longer, and a little fewer
+  tokens per verse).
 - {optimizer} {learning_rate:g}, {schedule_text},
   clipnorm {clipnorm:g}, batch {batch_size}, pairs of at most {max_length} tokens: the preset's row
   (benchmarks/README.md, "The recipe"). The CPU-sized presets use Keras's initialisers (Glorot)
