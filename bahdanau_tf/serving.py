@@ -61,8 +61,8 @@ answers the warm-up requests through a `SessionBundle`. No model server can be i
 here; the tests also load exports in a fresh process that imports only ``tensorflow`` and
 ``tensorflow_text``.
 
-Warm-up records need tensorflow-serving-api (``pip install "bahdanau_tf[serving]"``), an
-optional dependency that pins TensorFlow's version. Without it the export is written without
+Warm-up records need tensorflow-serving-api (the ``serving`` extra: ``pip install -e ".[serving]"``
+in a clone, or ``pip install tensorflow-serving-api``), an optional dependency that pins TensorFlow's version. Without it the export is written without
 warm-up records (``warmup=None``, the default) or refused up front (``warmup=True``).
 """
 
@@ -144,7 +144,7 @@ def warmup_available() -> bool:
 def _serving_apis():
     """``tensorflow_serving.apis``, or an ImportError that says how to get it.
 
-    tensorflow-serving-api is an optional dependency (``pip install "bahdanau_tf[serving]"``):
+    tensorflow-serving-api is an optional dependency (the ``serving`` extra):
     it pins TensorFlow's version, which would fight Colab's preinstalled TensorFlow.
     """
     try:
@@ -153,7 +153,7 @@ def _serving_apis():
     except ImportError as error:
         raise ImportError(
             "TF Serving request protos (warm-up records, gRPC requests, metadata) need "
-            "tensorflow-serving-api: pip install \"bahdanau_tf[serving]\". To export without "
+            "tensorflow-serving-api: pip install tensorflow-serving-api. To export without "
             "warm-up records, pass warmup=False (bahdanau-export --nowarmup)."
         ) from error
     return apis

@@ -15,13 +15,15 @@ architecture::
     model = RNNSearch.from_preset("small", source_vocabulary_size=s.vocabulary_size, ...)
     model.compile(...); model.fit(make_dataset(corpus, s, t), epochs=2)
     model.attach_tokenizers(s, t)
-    Translator.from_model(model).translate(["In the beginning God created the heavens."])
+    Translator.from_model(model).translate(["But seek God's Kingdom, and all these things will be added to you."])
     model.save("rnnsearch.keras")       # keras.saving.load_model(...) has its tokenizers
     model.save_to_preset("rnnsearch")   # bahdanau-translate --model_dir=rnnsearch
 """
 
+import importlib
 import os
 import types
+import warnings
 from typing import Any, Optional, Sequence
 
 import keras
@@ -52,7 +54,8 @@ class TranslationModel(keras.Model):
         # what the model holds besides its weights, in a plain namespace on purpose: neither
         # Keras nor tf.train tracks it, so checkpoints, weights and SavedModels stay what they
         # were (the tokenizers travel as Keras assets)
-        self._attached = types.SimpleNamespace(source_tokenizer=None, target_tokenizer=None)
+        self._attached = types.SimpleNamespace(source_tokenizer=None, target_tokenizer=None,
+                                               translator=None)
 
     def _store_config(self, sizes, **values):
         """Validates the positive ``sizes`` and keeps every constructor argument as an attribute;
@@ -172,6 +175,7 @@ class TranslationModel(keras.Model):
                                  f"{side}_vocabulary_size is {expected}.")
         self._attached.source_tokenizer = source_tokenizer
         self._attached.target_tokenizer = target_tokenizer
+        self._attached.translator = None
         return self
 
     @property
@@ -183,6 +187,31 @@ class TranslationModel(keras.Model):
     def target_tokenizer(self) -> Any:
         """The attached target tokenizer, or None."""
         return self._attached.target_tokenizer
+
+    def translate(self, sentences: "str | Sequence[str]", beam_size: Optional[int] = None,
+                  nbest: int = 1, forbid_unknown: bool = False, batch_size: int = 64) -> str | list:
+        """Deprecated: ``Translator.from_model(model).translate(...).translations``.
+
+        0.2's way to translate from Keras, kept one release with a `DeprecationWarning`; it goes
+        in 0.4. Translating is the task's job, not the network's: a
+        `bahdanau_tf.translator.Translator` is handed the model. This alias reaches the
+        translator by name at call time, so that this module never imports it; its Translator
+        is cached on the model until `attach_tokenizers` is called again.
+
+        Returns:
+            str for a str, list of str for a list (lists of ``nbest`` str when ``nbest > 1``).
+        """
+        warnings.warn("model.translate(...) is deprecated and goes in bahdanau_tf 0.4: use "
+                      "Translator.from_model(model).translate(...).translations",
+                      DeprecationWarning, stacklevel=2)
+        if self._attached.translator is None:
+            translator = importlib.import_module("bahdanau_tf.translator")
+            self._attached.translator = translator.Translator.from_model(self)
+        single = isinstance(sentences, (str, bytes))
+        output = self._attached.translator.translate(
+            [sentences] if single else list(sentences), beam_size=beam_size, nbest=nbest,
+            forbid_unknown=forbid_unknown, batch_size=batch_size)
+        return output.translations[0] if single else output.translations
 
     def save_assets(self, dir_path: str) -> None:
         """Keras's hook (``model.save("m.keras")``): writes the attached tokenizers."""

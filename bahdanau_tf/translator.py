@@ -132,7 +132,7 @@ class Translator(tf.Module):
 
         translator = Translator.from_directory("runs/rnnsearch-small",
                                                search=BeamSearch(beam_size=5, length_penalty=0.5))
-        output = translator.translate(["In the beginning God created the heavens."])
+        output = translator.translate(["But seek God's Kingdom, and all these things will be added to you."])
         output.translations[0], output.scores[0]
         bahdanau_tf.export_saved_model(translator, "/models/bahdanau")  # TF Serving, see bahdanau_tf.serving
     """
@@ -281,7 +281,7 @@ class Translator(tf.Module):
         Example:
 
             translator = Translator.from_preset("bible-en-es-small")
-            translator.translate("In the beginning God created the heavens and the earth.")
+            translator.translate("But seek God's Kingdom, and all these things will be added to you.")
         """
         if not is_model_path(name):
             raise ValueError(f"{name!r} is neither a shipped model ({', '.join(pretrained.names())}) "

@@ -139,7 +139,7 @@ def TENSORBOARD_CELL(log_dir):  # noqa: N802 (a fresh cell object per notebook)
     return tagged(new_code_cell(f'''\
 # TensorBoard inline: train/dev NLL, dev BLEU, attention images and sample translations of the
 # training below, refreshed while it runs (Colab ships TensorBoard; elsewhere
-# pip install "bahdanau_tf[tensorboard]"). Not in smoke mode: it starts a server.
+# pip install tensorboard). Not in smoke mode: it starts a server.
 import importlib.util
 
 LOG_DIR = {log_dir}
@@ -298,11 +298,12 @@ from bahdanau_tf.translator import Translator
 
 # BEAM_SIZE is 1 (greedy) in smoke mode: after a few updates a beam prefers the empty translation;
 # XLA (the default) compiles the search once per batch shape, which pays off over many batches only
-translator = Translator.from_directory(MODEL_DIR, search=BeamSearch(beam_size=BEAM_SIZE, length_penalty=0.5),
+translator = Translator.from_directory(MODEL_DIR, search=BeamSearch(beam_size=BEAM_SIZE),
                                        batching=Batching(jit_compile=False if SMOKE else None))
-sentences = ["In the beginning God created the heavens and the earth.",
-             "Jesus wept.",
-             "Love is patient and is kind."]
+# test verses (Luke 12:31, Galatians 6:5, John 4:4), which the model never trained on
+sentences = ["But seek God's Kingdom, and all these things will be added to you.",
+             "For each man will bear his own burden.",
+             "He needed to pass through Samaria."]
 output = translator.translate(sentences)
 for sentence, translation, score in zip(sentences, output.translations, output.scores):
     print(f"{sentence}\\n  -> {translation}   (log p = {score:.2f})")
@@ -351,16 +352,15 @@ lists, alignments)."""),
 from bahdanau_tf import serving
 
 EXPORT_DIR = os.path.join(OUTPUT_DIR, "export")
-# float32 whatever the training precision (what a CPU model server runs best), as bahdanau-export does
-exported = Translator.from_directory(MODEL_DIR, dtype=serving.SERVING_DTYPE,
-                                     search=BeamSearch(beam_size=BEAM_SIZE, length_penalty=0.5))
-# warmup=False: TF Serving's warm-up records need tensorflow-serving-api (notebook 03 installs it)
-export_path = serving.export_saved_model(exported, EXPORT_DIR, warmup=False)  # EXPORT_DIR/1, then /2, ...
+# what bahdanau-export --model_dir=MODEL_DIR --beam_size=BEAM_SIZE writes: float32 whatever the
+# training precision (what a CPU model server runs best), the default length penalty, no XLA in
+# the graph, warm-up records when tensorflow-serving-api is installed (notebook 03 installs it)
+exported = Translator.from_directory(MODEL_DIR, dtype=serving.SERVING_DTYPE, search=BeamSearch(beam_size=BEAM_SIZE))
+export_path = serving.export_saved_model(exported, EXPORT_DIR)  # EXPORT_DIR/1, then /2, ...
 print("exported", export_path, sorted(os.listdir(export_path)))
 
 with serving.SessionBundle(EXPORT_DIR) as served:  # the highest version, loaded as TF Serving loads it
-    result = served.run("serving_default", sentences=["In the beginning God created the heavens and the earth.",
-                                                      "Jesus wept."])
+    result = served.run("serving_default", sentences=sentences[:2])
 for translation, score in zip(result["translations"], result["scores"]):
     print(f"served: {translation.decode('utf-8')}   (score {score:.2f})")
 '''), "serving"),
@@ -509,7 +509,7 @@ translators, results, outputs = {}, {}, {}
 for name in MODELS:
     start = time.time()
     translator = Translator.from_directory(
-        os.path.join(OUTPUT_DIR, name), search=BeamSearch(beam_size=BEAM_SIZE, length_penalty=0.5),
+        os.path.join(OUTPUT_DIR, name), search=BeamSearch(beam_size=BEAM_SIZE),
         batching=Batching(jit_compile=False if SMOKE else None))  # XLA pays off over many batches
     outputs[name] = evaluation.evaluate_translator(translator, test, name=name)
     translators[name], results[name] = translator, outputs[name].report
@@ -648,9 +648,9 @@ it), adds warm-up requests that the server replays when it loads the model, and 
 version only once every op is one the stock server has and every signature answers the warm-up
 requests through the session bundle."""),
         tagged(new_code_cell('''\
-# float32 whatever the training precision (the quickstart uses mixed precision on a GPU), as bahdanau-export
-translator = Translator.from_directory(MODEL_DIR, dtype=serving.SERVING_DTYPE,
-                                       search=BeamSearch(beam_size=BEAM_SIZE, length_penalty=0.5))
+# what bahdanau-export --model_dir=MODEL_DIR --beam_size=BEAM_SIZE writes: float32 whatever the
+# training precision (the quickstart uses mixed precision on a GPU), the default length penalty
+translator = Translator.from_directory(MODEL_DIR, dtype=serving.SERVING_DTYPE, search=BeamSearch(beam_size=BEAM_SIZE))
 export_path = serving.export_saved_model(translator, EXPORT_DIR)
 for root, directories, files in sorted(os.walk(export_path)):
     depth = root[len(export_path):].count(os.sep)
@@ -689,7 +689,8 @@ for name, signature in sorted(bundle.signature_defs.items()):
 '''), "signatures"),
         new_markdown_cell("## Call the signatures: translations, n-best lists, alignments"),
         tagged(new_code_cell('''\
-SENTENCES = ["In the beginning God created the heavens and the earth.", "Jesus wept."]
+SENTENCES = ["But seek God's Kingdom, and all these things will be added to you.",  # test verses: Luke 12:31,
+             "For each man will bear his own burden."]  # Galatians 6:5
 result = bundle.run("serving_default", sentences=SENTENCES)  # Session::Run by the signature's tensor names
 for sentence, translation, score in zip(SENTENCES, result["translations"], result["scores"]):
     print(f"served: {translation.decode('utf-8')}   (score {score:.2f})")
@@ -800,8 +801,8 @@ for key, value in sorted(response.items()):
 ```sh
 docker run --rm -p 8500:8500 -p 8501:8501 \\
   -v "$PWD/bahdanau_serving/models/bahdanau:/models/bahdanau" -e MODEL_NAME=bahdanau tensorflow/serving
-python bahdanau_serving/kit/client_rest.py --server=http://localhost:8501 "In the beginning God created the heavens and the earth."
-python bahdanau_serving/kit/client_grpc.py --server=localhost:8500 --signature=translate_nbest --beam_size=8 --nbest=3 "Jesus wept."
+python bahdanau_serving/kit/client_rest.py --server=http://localhost:8501 "But seek God's Kingdom, and all these things will be added to you."
+python bahdanau_serving/kit/client_grpc.py --server=localhost:8500 --signature=translate_nbest --beam_size=8 --nbest=3 "For each man will bear his own burden."
 ```
 
 The clients are the kit this notebook wrote out above (`python -m bahdanau_tf.serving_kit DIR`

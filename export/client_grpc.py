@@ -9,10 +9,10 @@ Example:
 
     pip install tensorflow-serving-api
     python client_grpc.py --server=localhost:8500 --model=bahdanau \\
-        "In the beginning God created the heavens and the earth."
+        "But seek God's Kingdom, and all these things will be added to you."
     python client_grpc.py --signature=translate_nbest --beam_size=8 --nbest=3 "Let there be light."
     # beam_size and nbest are per row: one value for every sentence (here), or a list in Python
-    python client_grpc.py --signature=align "In the beginning"   # tokens + attention matrix
+    python client_grpc.py --signature=align "For each man will bear his own burden."   # tokens + attention matrix
 """
 
 import argparse

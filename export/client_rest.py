@@ -19,7 +19,7 @@ form of binary strings.
 Example:
 
     python client_rest.py --server=http://localhost:8501 --model=bahdanau \\
-        "In the beginning God created the heavens and the earth."
+        "But seek God's Kingdom, and all these things will be added to you."
     python client_rest.py --signature=translate_nbest --beam_size=8 --nbest=3 \\
         "And God said, Let there be light."
 """

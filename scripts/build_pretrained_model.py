@@ -26,6 +26,7 @@ import argparse
 import datetime
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -81,6 +82,12 @@ def main():
     import bahdanau_tf
     from bahdanau_tf import devices, pretrained
 
+    # model.json records the version that wrote it: the installed metadata must be this checkout's
+    with open(os.path.join(ROOT, "pyproject.toml"), encoding="utf-8") as handle:
+        checkout_version = re.search(r'^version = "([^"]+)"', handle.read(), re.M).group(1)
+    if bahdanau_tf.__version__ != checkout_version:
+        sys.exit(f"bahdanau_tf's installed metadata says {bahdanau_tf.__version__}, this checkout is "
+                 f"{checkout_version}: run pip install -e . first (model.json records the version).")
     target = pretrained.path(NAME)
     if not os.path.exists(os.path.join(target, "model.json")):
         recipe = {"command": "bahdanau-train " + " ".join(command[3:-1]),

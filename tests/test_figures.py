@@ -137,8 +137,43 @@ FIGURES = [
                                   "{chrf:.2f} | {aer:.3f} |", SHIPPED),
     # the quickstart notebook's shipped model
     Figure("colab/01_quickstart.ipynb", "English → Spanish, {updates:,} updates", SHIPPED),
+    # docs/training.md: the default preset's row of the presets table
+    Figure("docs/training.md", "it scored test BLEU {first:.2f} and {second:.2f} (two seeds, {first_updates:,} and "
+                               "{second_updates:,} updates) against the paper's cell's {paper:.2f} ({paper_updates:,} "
+                               "updates: its step is cheaper), and {one_core:.2f} against {one_core_paper:.2f} at 24 "
+                               "minutes on one core",
+           {"first": HEADLINE["bleu"], "first_updates": HEADLINE["updates"], "second": SECOND_SEED["bleu"],
+            "second_updates": SECOND_SEED["updates"], "paper": PAPER_CELL["bleu"],
+            "paper_updates": PAPER_CELL["updates"],
+            "one_core": _summary_row("rnnsearch_rnnencdec_one_core_amd_epyc.json", "rows.1")["bleu"],
+            "one_core_paper": _summary_row("rnnsearch_rnnencdec_one_core_amd_epyc.json", "rows.0")["bleu"]}),
+    Figure("docs/training.md", "it did not learn to attend in {updates:,} updates",
+           _summary_row("recipe_runs_amd_epyc.json", "rows.3")),
     # docs/training.md: the budget schedule's measured effect
-    Figure("docs/training.md", "the README's 12-minute run went from 28.37 to {bleu:.2f} test BLEU", BUDGET),
+    Figure("docs/training.md", "the README's 12-minute run went from {before:.2f} to {bleu:.2f} test BLEU",
+           dict(BUDGET, before=_run("twelve_minute_before_after_amd_epyc.json", "rows.1")["bleu"])),
+    Figure("docs/training.md", "at {updates:,} updates the schedule alone gave {budget:.2f} against a constant "
+                               "rate's {constant:.2f}",
+           {"updates": Key("recipe_budget_runs_amd_epyc.json", "rows.1.updates"),
+            "budget": Key("recipe_budget_runs_amd_epyc.json", "rows.1.bleu"),
+            "constant": Key("recipe_budget_runs_amd_epyc.json", "rows.0.bleu")}),
+    # docs/training.md: regularisation and the dev schedule at the README's budget
+    Figure("docs/training.md", "({heavy_updates:,} and {light_updates:,} updates with these knobs, {updates:,} "
+                               "without)", dict(_summary_row("recipe_runs_amd_epyc.json", "rows.2"),
+                                                heavy_updates=Key("recipe_runs_amd_epyc.json", "rows.0.updates"),
+                                                light_updates=Key("recipe_runs_amd_epyc.json", "rows.1.updates"))),
+    Figure("docs/training.md", "scored {heavy:.2f} test BLEU against the plain preset's {bleu:.2f}; dropout 0.1 with "
+                               "label smoothing 0.1 was level with it ({light:.2f})",
+           dict(_summary_row("recipe_runs_amd_epyc.json", "rows.2"),
+                heavy=Key("recipe_runs_amd_epyc.json", "rows.0.bleu"),
+                light=Key("recipe_runs_amd_epyc.json", "rows.1.bleu"))),
+    Figure("docs/training.md", "(best {best_dev_nll:.3f}, {end:.3f} at its end)",
+           dict(_summary_row("recipe_runs_amd_epyc.json", "rows.2"),
+                end=Key("recipe_runs_amd_epyc.json", "rows.2.dev_nll_at_end"))),
+    # docs/training.md: guided alignment's weight
+    Figure("docs/training.md", "scored {guided:.2f} test BLEU against the unguided run's {unguided:.2f}",
+           {"guided": Key("alignment_twelve_minute_amd_epyc.json", "rows.18.test_bleu"),
+            "unguided": Key("alignment_twelve_minute_amd_epyc.json", "rows.0.test_bleu")}),
     # docs/training.md: guided alignment at the 12-minute run's updates
     Figure("docs/training.md", "at {updates:,} updates (a 12-minute run on a 2-core {cpu})",
            _run("twelve_minute_before_after_amd_epyc.json", "rows.1")),
@@ -307,6 +342,13 @@ def test_a_quoted_figure_equals_its_results_file(figure):
     assert expected in document_text(figure.document), (
         f"{figure.document} no longer quotes {expected!r}: the document or "
         f"{sorted({key.results for key in figure.keys.values()})} changed")
+
+
+def test_the_shipped_weights_size_is_the_files():
+    """The shipped model's size that benchmarks/README.md quotes is its weights file's (MB)."""
+    weights = os.path.join(ROOT, "bahdanau_tf", "pretrained", "bible-en-es-small", "model.weights.h5")
+    expected = f"| {os.path.getsize(weights) / 1e6:.1f} MB (float16) |"
+    assert expected in document_text(os.path.join("benchmarks", "README.md")), expected
 
 
 def test_the_registry_catches_a_changed_figure(tmp_path, monkeypatch):

@@ -8,6 +8,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import h5py
 import numpy as np
+import packaging.version
 import pytest
 
 from bahdanau_tf import model_directory, pretrained
@@ -16,10 +17,11 @@ from bahdanau_tf.translator import Translator
 from helpers import random_model, save_model_dir, toy_tokenizers
 
 NAME = "bible-en-es-small"
-VERSE = "In the beginning God created the heavens and the earth."
-# the shipped model's translations (beam 5, the Translator's default)
+# a test verse (Luke 12:31), which the model never trained on: README.md's example
+VERSE = "But seek God's Kingdom, and all these things will be added to you."
+# the shipped model's translations (beam 5, the Translator's default); the second is a training verse
 EXPECTED = {
-    VERSE: "EN el principio crió los cielos y la tierra.",
+    VERSE: "Mas el reino de Dios, buscarán todas estas cosas.",
     "Jesus wept.": "Y lloró Jesús.",
 }
 
@@ -48,6 +50,10 @@ def test_the_shipped_weights_are_kerass_weights_file_in_float16_and_small():
     recipe = saved["settings"]["pretrained"]
     assert recipe["command"].startswith("bahdanau-train --preset=small ") and recipe["seed"] == 1234
     assert f"--max_steps={recipe['max_steps']}" in recipe["command"]
+    # the stamps name a version that writes this layout (0.2 wrote weights.npz), in this format
+    assert saved["format"] == model_directory.FORMAT_VERSION
+    for version in (saved["written_by"]["bahdanau_tf"], recipe["version"]):
+        assert packaging.version.Version(version) > packaging.version.Version("0.2.0"), version
 
 
 def test_loaded_by_name_in_float32_with_the_small_presets_variables(model):
@@ -65,6 +71,16 @@ def test_loaded_by_name_in_float32_with_the_small_presets_variables(model):
     assert len(stored) == len(loaded)
     for expected, value in zip(stored, loaded):  # the same values, whatever Keras's file layout
         np.testing.assert_array_equal(value, expected)
+
+
+def test_the_deprecated_model_translate_warns_and_translates(model):
+    """0.2's ``model.translate`` still answers, for one release, with a warning naming the
+    replacement."""
+    replacement = r"Translator\.from_model\(model\)\.translate\(\.\.\.\)\.translations"
+    with pytest.warns(DeprecationWarning, match=replacement):
+        assert model.translate(list(EXPECTED)) == list(EXPECTED.values())
+    with pytest.warns(DeprecationWarning, match=replacement):
+        assert model.translate(VERSE) == EXPECTED[VERSE]
 
 
 def test_translates_the_test_verse(model, tmp_path):

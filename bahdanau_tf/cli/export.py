@@ -17,7 +17,8 @@ by calling ``translate_replace_unk`` (models with attention). ``--replace_unk`` 
 ``serving_default``, ``translate_nbest`` and ``align`` replace too; ``--unk_dictionary=FILE``
 (source<TAB>target lines) is stored in the SavedModel as an asset and looked up in the graph.
 
-Warm-up records need tensorflow-serving-api (``pip install "bahdanau_tf[serving]"``). Without
+Warm-up records need tensorflow-serving-api (``pip install -e ".[serving]"`` in a clone, or
+``pip install tensorflow-serving-api``). Without
 it the model is exported without them and one line on stderr says so; ``--warmup`` asks for
 them explicitly and is refused up front when the package is missing, ``--nowarmup`` skips them.
 
@@ -79,11 +80,11 @@ def main(argv):
         # friendlier than a refusal: the model serves without them, only its first request
         # pays for the initialisation
         print(f"{PROGRAM}: tensorflow-serving-api is not installed: exporting without warm-up "
-              "records (pip install \"bahdanau_tf[serving]\" to add them).", file=sys.stderr)
+              "records (pip install tensorflow-serving-api to add them).", file=sys.stderr)
         warmup = False
     if warmup and not serving.warmup_available():
         raise common.UserError("--warmup needs tensorflow-serving-api: pip install "
-                               "\"bahdanau_tf[serving]\" (or pass --nowarmup).")
+                               "tensorflow-serving-api (or pass --nowarmup).")
     translator = Translator.from_directory(
         FLAGS.model_dir, which=FLAGS.checkpoint,
         dtype=None if FLAGS.keep_precision else serving.SERVING_DTYPE,

@@ -1,15 +1,17 @@
 r"""bahdanau-train: trains a model and leaves a model directory for translation and export.
 
-With no flags it trains the ``small`` RNNsearch on the embedded Bible corpus, English -> Spanish,
-for 12 minutes on a CPU, and writes ``./bahdanau_run`` (model.json, vocabularies, checkpoints,
-best/, averaged/, report.json, logs/ for TensorBoard, lexicon.tsv). Running it again on the same ``--output_dir``
-resumes from the last checkpoint (the vocabularies are read back from the directory, not
-rebuilt) with the run's recipe: ``--preset`` and the training flags left unset take
-``model.json``'s values; one that would change the recipe is refused (docs/training.md).
+With no flags it trains ``{default}`` ({description};
+``presets.DEFAULT``) on the embedded Bible corpus, English -> Spanish, for {minutes:g} minutes on a CPU, and writes ``./bahdanau_run`` (model.json,
+vocabularies, checkpoints, best/, averaged/, report.json, logs/ for TensorBoard, lexicon.tsv).
+Running it again on the same ``--output_dir`` resumes from the last checkpoint (the vocabularies
+are read back from the directory, not rebuilt) with the run's recipe: ``--preset`` and the
+training flags left unset take ``model.json``'s values; one that would change the recipe is
+refused (docs/training.md).
 
 Examples:
 
-    bahdanau-train                                   # small, en->es, 12 minutes
+    bahdanau-train                                   # {default}, en->es, {minutes:g} minutes
+    bahdanau-train --preset=small                    # the same with the paper's decoder cell
     bahdanau-train --preset=rnnsearch-50 --tokenizer=word --vocabulary_size=30000 \
         --max_minutes=0 --max_steps=370000 --output_dir=/data/rnnsearch50
     bahdanau-train --source_file=train.fr --target_file=train.en --dev_source_file=dev.fr \
@@ -20,31 +22,38 @@ Examples:
 
 Every training flag is a field of `bahdanau_tf.training.TrainingConfig` (the flags are made from
 its fields); a flag left unset keeps the preset's training default from
-`bahdanau_tf.presets.PRESETS` (e.g. Adadelta, batch 80, clipnorm 1 for the paper presets; Adam
-5e-3, batch 64 for ``small``).
+`bahdanau_tf.presets.PRESETS` (e.g. {paper_optimizer}, batch {paper_batch}, clipnorm {paper_clipnorm:g}
+for the paper presets; {optimizer} {learning_rate:g}, batch {batch_size} for ``{default}`` and
+``small``).
 
-Why these defaults (for a 12-minute run on a 2-core CPU):
+Why these defaults (for a {minutes:g}-minute run on a 2-core CPU):
 
-- WordPiece vocabularies of 5,000 per language: no [UNK] in the output (a 5,000-word shortlist
-  leaves 7% of Spanish dev tokens unknown), learned (`bahdanau_tf.text.build_tokenizers` with `learn_wordpiece`:
-  exactly the size asked for) from a spread sample of 8,000 verses in a few seconds;
-  ``--vocabulary_sentences=0`` learns from every verse (~2-3x longer, ~1% fewer tokens per verse).
-- Adam 5e-3, clipnorm 1, batch 64, pairs of at most 50 tokens: the ``small`` row; the
-  ``small`` model preset uses Keras's initialisers (Glorot) instead of the paper's tiny
-  N(0, 0.01^2) weights: in short runs of the default on a 2-core CPU this pair reached a lower
-  dev NLL than the paper's initialisation and than other learning rates. The paper's
-  initialisation is kept by the paper presets, with Adadelta, as in the paper.
-- the last 5 checkpoints, 100 updates apart, averaged at the end (``--average_last``): the
-  average becomes ``best/`` when its dev NLL is lower, as it is after 12 minutes of Adam at 5e-3
-  (benchmarks/README.md, "Checkpoint averaging").
+- ``{default}``: of the CPU-sized presets, the one that scored best in the README's
+  {minutes:g}-minute run (benchmarks/README.md, "The main command, 12 minutes").
+- WordPiece vocabularies of {vocabulary_size:,} per language: no [UNK] in the output (a word
+  shortlist of that size leaves Spanish dev words unknown: ``bahdanau-data --tokenizer=word
+  --vocabulary_dir=DIR`` prints the coverage), learned (`bahdanau_tf.text.build_tokenizers` with `learn_wordpiece`:
+  exactly the size asked for) from a spread sample of {vocabulary_sentences:,} verses in a few
+  seconds; ``--vocabulary_sentences=0`` learns from every verse (longer, and a little fewer
+  tokens per verse).
+- {optimizer} {learning_rate:g}, {schedule_text},
+  clipnorm {clipnorm:g}, batch {batch_size}, pairs of at most {max_length} tokens: the preset's row
+  (benchmarks/README.md, "The recipe"). The CPU-sized presets use Keras's initialisers (Glorot)
+  instead of the paper's tiny N(0, 0.01^2) weights: in short runs on a 2-core CPU they reached a
+  lower dev NLL. The paper's initialisation is kept by the paper presets, with Adadelta, as in
+  the paper.
+- the last {average_last} checkpoints, {checkpoint_every} updates apart, averaged at the end
+  (``--average_last``): the average becomes ``best/`` when its dev NLL is lower, which pays at a
+  constant rate and rarely happens once the rate has fallen to zero (benchmarks/README.md,
+  "Checkpoint averaging").
 - precision and XLA are the device's (`bahdanau_tf.devices`; the header line says which and
   why, ``model.json`` records it): float32 + XLA (lengths padded to a multiple of 8) on every
   CPU, XLA with bf16/fp16 on GPUs. On the 2-core CPUs measured (AVX2 only, and AVX-512 with
   bf16 instructions) float32 + XLA trained fastest (benchmarks/README.md, "Training": the
   tables, the CPUs and the commands); CPUs with AMX tiles get the same choice.
   ``--precision`` and ``--jit`` override the choice.
-- dev NLL on the first 500 dev pairs every 200 updates, a checkpoint every 100 (the ``small``
-  preset's ``eval_every`` and ``checkpoint_every``).
+- dev NLL on the first {dev_sentences} dev pairs every {eval_every} updates, a checkpoint every
+  {checkpoint_every} (``--dev_sentences``, the preset's ``eval_every`` and ``checkpoint_every``).
 
 The trainer is TensorFlow's (a ``tf.function`` step, XLA, ``tf.distribute``): with another Keras
 backend (``KERAS_BACKEND=jax``) it refuses to start (exit code 2). On any backend a model trains
@@ -71,6 +80,41 @@ from bahdanau_tf.cli import common  # noqa: E402  (first: TensorFlow loads quiet
 from bahdanau_tf import presets  # noqa: E402
 
 FLAGS = flags.FLAGS
+#: the README's 12-minute run: ``--max_minutes``'s default (0 means no time budget)
+DEFAULT_MAX_MINUTES = 12.0
+#: how the help text words each learning-rate schedule
+SCHEDULE_TEXT = {"constant": "a constant rate", "budget": "falling linearly to zero over the run's "
+                 "budget (``--schedule=budget``)", "halving": "halved every half epoch after epoch 5",
+                 "warmup_rsqrt": "warmed up, then decayed as 1 / sqrt(step)",
+                 "plateau": "decayed when the dev NLL stops improving"}
+
+
+def help_text(doc):
+    """The module docstring with the values it quotes filled in from `bahdanau_tf.presets` (the
+    default preset's row, `presets.DEFAULT`, and a paper preset's) and the flags' defaults: the
+    prose of ``--help`` says what a run without flags does."""
+    from bahdanau_tf import text, training
+
+    config = training.TrainingConfig.for_preset(presets.DEFAULT)
+    paper = training.TrainingConfig.for_preset("rnnsearch-50")
+    names = {"adam": "Adam", "adadelta": "Adadelta", "sgd": "SGD"}
+    preset = presets.get_preset(presets.DEFAULT)
+    return doc.format(
+        default=preset.name, description=preset.description, minutes=DEFAULT_MAX_MINUTES,
+        optimizer=names[config.optimizer], learning_rate=config.learning_rate,
+        schedule_text=SCHEDULE_TEXT.get(config.schedule, f"``--schedule={config.schedule}``"),
+        clipnorm=config.clipnorm, batch_size=config.batch_size, max_length=config.max_length,
+        average_last=config.average_last, checkpoint_every=config.checkpoint_every,
+        eval_every=config.eval_every, dev_sentences=config.dev_sentences,
+        vocabulary_size=text.DEFAULT_VOCABULARY_SIZE,
+        vocabulary_sentences=text.DEFAULT_VOCABULARY_SENTENCES,
+        paper_optimizer=names[paper.optimizer], paper_batch=paper.batch_size,
+        paper_clipnorm=paper.clipnorm)
+
+
+#: the module docstring as written, with the fields `help_text` fills in
+HELP_TEMPLATE = __doc__
+__doc__ = help_text(HELP_TEMPLATE)  # noqa: A001 (what --help prints)
 
 # === What to train, where ===
 flags.DEFINE_string("preset", presets.DEFAULT, "Model preset (default: RNNsearch at CPU size with the conditional GRU "
@@ -110,7 +154,7 @@ def _define_training_flags():
                "bucketing": [m or "none" for m in data.BUCKETING_MODES]}
     at_least_zero = {"max_steps", "seed", "dev_bleu_every", "lexicon_top_k", "average_last",
                      "early_stopping"}
-    cli_defaults = {"max_minutes": 12.0}  # the README's 12-minute run; 0 means no budget
+    cli_defaults = {"max_minutes": DEFAULT_MAX_MINUTES}
     helps = training.TrainingConfig.field_help()  # dataclasses.field(metadata={"help": ...})
     names = []
     for field in dataclasses.fields(training.TrainingConfig):

@@ -35,7 +35,7 @@ any failure (a bad line, a full disk: exit code 5) it is left as it was.
 
 Example:
 
-    echo "In the beginning God created the heavens and the earth." | \
+    echo "But seek God's Kingdom, and all these things will be added to you." | \
         bahdanau-translate --model_dir=runs/rnnsearch-small --beam_size=12
     bahdanau-translate --model_dir=runs/a --model_dir=runs/b --input_file=test.en  # ensemble
 """

@@ -6,11 +6,11 @@ Each is a model directory in this package (``model.json``, ``source_vocabulary/`
 the float32 model (`load_weights`) on any Keras backend, and checked against the SHA-256 that its
 ``model.json`` records. Wherever a model directory is accepted, its name is too::
 
-    echo "In the beginning God created the heavens and the earth." | \\
+    echo "But seek God's Kingdom, and all these things will be added to you." | \\
         bahdanau-translate --model_dir=bible-en-es-small
 
     model = RNNSearch.from_preset("bible-en-es-small")   # its tokenizers attached
-    Translator.from_model(model).translate(["Jesus wept."]).translations
+    Translator.from_model(model).translate(["For each man will bear his own burden."]).translations
 
 A name wins over a directory of the same name: write ``./bible-en-es-small`` for that one
 (docs/translating.md, "Model names and paths": the one rule of every ``from_preset`` and
