@@ -470,6 +470,10 @@ class MaxoutReadout(keras.layers.Layer):
         maxout_dim: int, l, the number of maxout units (t~ has 2l).
         vocabulary_size: int, |V| of the target language.
         kernel_initializer, bias_initializer: of all four matrices and the biases.
+        tie_embeddings: bool, W_o is the transpose of the target embedding matrix E (Press &
+            Wolf 2017; Nematus's ``tie_decoder_embeddings``), handed over by
+            `tie`: one variable, owned by the embedding layer, so it is saved and loaded
+            once. Needs l = m.
 
     Call arguments:
         states: (..., n) s_i; embeddings: (..., m) E y_{i-1}; contexts: (..., 2n) c_i.
@@ -488,19 +492,34 @@ class MaxoutReadout(keras.layers.Layer):
     def __init__(
         self, maxout_dim: int, vocabulary_size: int,
         kernel_initializer: str | keras.initializers.Initializer | None = "glorot_uniform",
-        bias_initializer: str | keras.initializers.Initializer | None = "zeros", **kwargs
+        bias_initializer: str | keras.initializers.Initializer | None = "zeros",
+        tie_embeddings: bool = False, **kwargs
     ) -> None:
         super().__init__(**kwargs)
         if int(maxout_dim) <= 0 or int(vocabulary_size) <= 0:
             raise ValueError(
                 f"`maxout_dim` and `vocabulary_size` must be positive, got {maxout_dim!r}, {vocabulary_size!r}."
             )
+        if not isinstance(tie_embeddings, bool):
+            raise ValueError(f"`tie_embeddings` must be True or False, got {tie_embeddings!r}.")
         self.maxout_dim = int(maxout_dim)
         self.vocabulary_size = int(vocabulary_size)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.tie_embeddings = tie_embeddings
+
+    def tie(self, output_embedding: keras.layers.Embedding) -> None:
+        """With ``tie_embeddings``: W_o is ``output_embedding``'s matrix (|V|, l) transposed.
+        Called before `build`, by the model that owns both layers."""
+        if not self.tie_embeddings:
+            raise ValueError("`tie` is for a readout made with `tie_embeddings=True`.")
+        # a function, not an attribute: the embedding layer stays its model's, tracked and
+        # saved once, under its own name
+        self._tied_embeddings = lambda: output_embedding.embeddings
 
     def build(self, state_dim: int, embedding_dim: int, context_dim: int) -> None:
+        if self.tie_embeddings and not hasattr(self, "_tied_embeddings"):
+            raise ValueError("A readout with `tie_embeddings` is tied (`tie`) before it is built.")
         pre = 2 * self.maxout_dim
 
         def kernel(name, rows, cols):
@@ -510,9 +529,22 @@ class MaxoutReadout(keras.layers.Layer):
         self.embedding_kernel = kernel("embedding_kernel", embedding_dim, pre)  # V_o
         self.context_kernel = kernel("context_kernel", context_dim, pre)  # C_o
         self.bias = add_own_weight(self, "bias", (pre,), self.bias_initializer)
-        self.output_kernel = kernel("output_kernel", self.maxout_dim, self.vocabulary_size)  # W_o
+        if self.tie_embeddings:
+            shape = tuple(self._tied_embeddings().shape)
+            if shape != (self.vocabulary_size, self.maxout_dim):
+                raise ValueError(f"Tied embeddings need a ({self.vocabulary_size}, {self.maxout_dim}) "
+                                 f"target embedding (|V|, l), got {shape}.")
+        else:
+            self.output_kernel = kernel("output_kernel", self.maxout_dim, self.vocabulary_size)  # W_o
         self.output_bias = add_own_weight(self, "output_bias", (self.vocabulary_size,), self.bias_initializer)
         self.built = True
+
+    def output_projection(self) -> tuple:
+        """``(W_o (l, |V|), b_o (|V|,))``: W_o the ``output_kernel`` variable, or with
+        ``tie_embeddings`` the target embedding matrix transposed (read from that variable)."""
+        if self.tie_embeddings:
+            return ops.transpose(self._tied_embeddings()), self.output_bias
+        return self.output_kernel, self.output_bias
 
     def call(self, states: Tensor, embeddings: Tensor, contexts: Tensor,
              projection: tuple | None = None) -> Tensor:
@@ -544,7 +576,7 @@ class MaxoutReadout(keras.layers.Layer):
         """logits_i = W_o t_i + b_o over the whole vocabulary, float32 (..., vocabulary_size);
         with ``projection`` = ``(kernel, bias)``, columns of W_o and b_o (a candidate list,
         gathered once per search), over those columns only."""
-        kernel, bias = (self.output_kernel, self.output_bias) if projection is None else projection
+        kernel, bias = self.output_projection() if projection is None else projection
         logits = project(maxout, cast_weight(kernel, maxout)) + cast_weight(bias, maxout)
         return ops.cast(logits, "float32")
 
@@ -554,6 +586,7 @@ class MaxoutReadout(keras.layers.Layer):
             "vocabulary_size": self.vocabulary_size,
             "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
             "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+            "tie_embeddings": self.tie_embeddings,
         }
         return {**super().get_config(), **config}
 

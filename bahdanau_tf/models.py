@@ -57,6 +57,16 @@ _SIZES = ("source_vocabulary_size", "target_vocabulary_size", "embedding_dim", "
 _DECODER_CELLS = {"paper": layers_lib.AttentionGRUCell, "cgru": cgru.CGRUAttentionCell}
 
 
+def _check_tying(tie_embeddings, maxout_dim, embedding_dim):
+    """``tie_embeddings`` validated: W_o (l, |V|) can be E^T (|V|, m)^T only where l = m."""
+    if not isinstance(tie_embeddings, bool):
+        raise ValueError(f"`tie_embeddings` must be True or False, got {tie_embeddings!r}.")
+    if tie_embeddings and int(maxout_dim) != int(embedding_dim):
+        raise ValueError(f"`tie_embeddings` needs `maxout_dim` == `embedding_dim`, got {maxout_dim!r} "
+                         f"and {embedding_dim!r}.")
+    return tie_embeddings
+
+
 def _repeat_groups(tensor, previous_ids):
     """A memory tensor with one row per group of consecutive decoder rows, one row per decoder row."""
     groups, rows = ops.shape(tensor)[0], ops.shape(previous_ids)[0]
@@ -112,6 +122,9 @@ class RNNSearch(TranslationModel):
             then reads it. Translations never read it.
         alignment_head_context: int, the units of the head's bidirectional GRU over the target
             sentence (`alignment.AlignmentHead`'s ``context``; 0: none).
+        tie_embeddings: bool, the vocabulary projection W_o is the target embedding matrix E
+            transposed, one variable (`layers.MaxoutReadout`); needs ``maxout_dim`` =
+            ``embedding_dim``.
 
     Example:
 
@@ -143,6 +156,7 @@ class RNNSearch(TranslationModel):
         decoder: str = "paper",
         alignment_head: int = 0,
         alignment_head_context: int = 0,
+        tie_embeddings: bool = False,
         **kwargs,
     ) -> None:
         super().__init__(**kwargs)
@@ -168,6 +182,7 @@ class RNNSearch(TranslationModel):
             decoder=decoder,
             alignment_head=int(alignment_head),
             alignment_head_context=int(alignment_head_context),
+            tie_embeddings=_check_tying(tie_embeddings, maxout_dim, embedding_dim),
         )
         self._store_dropouts(embedding_dropout=embedding_dropout, annotation_dropout=annotation_dropout,
                              recurrent_dropout=recurrent_dropout, readout_dropout=readout_dropout,
@@ -224,9 +239,12 @@ class RNNSearch(TranslationModel):
             target_vocabulary_size,
             kernel_initializer=init("kernel"),
             bias_initializer=init("bias"),
+            tie_embeddings=self.tie_embeddings,
             dtype=self.dtype_policy,
             name="readout",
         )
+        if self.tie_embeddings:
+            self.readout.tie(self.target_embedding)
         self.head = (AlignmentHead(self.alignment_head, score, self.alignment_head_context,
                                    dtype=self.dtype_policy, name="alignment_head")
                      if self.alignment_head else None)
@@ -354,7 +372,7 @@ class RNNSearch(TranslationModel):
         return self._teacher_forcing(inputs, training=training, features=True)[0]
 
     def output_projection(self) -> tuple:
-        return self.readout.output_kernel, self.readout.output_bias
+        return self.readout.output_projection()
 
     def attention_weights(self, inputs: tuple) -> Tensor:
         """alpha_ij of the reference translation (teacher forcing): (batch, target_len, source_len)."""
@@ -397,7 +415,7 @@ class RNNEncDec(TranslationModel):
 
     Args:
         source_vocabulary_size, target_vocabulary_size, embedding_dim, hidden_dim, maxout_dim,
-        initialization: as in `RNNSearch` (no attention sizes).
+        initialization, tie_embeddings: as in `RNNSearch` (no attention sizes).
         embedding_dropout, annotation_dropout, recurrent_dropout, readout_dropout,
             word_dropout: floats in [0, 1), regularisation in training only, 0 (none) by
             default: `bahdanau_tf.regularization` says where each applies.
@@ -418,6 +436,7 @@ class RNNEncDec(TranslationModel):
         recurrent_dropout: float = 0.0,
         readout_dropout: float = 0.0,
         word_dropout: float = 0.0,
+        tie_embeddings: bool = False,
         **kwargs,
     ) -> None:
         super().__init__(**kwargs)
@@ -431,6 +450,7 @@ class RNNEncDec(TranslationModel):
             hidden_dim=hidden_dim,
             maxout_dim=maxout_dim,
             initialization=initialization,
+            tie_embeddings=_check_tying(tie_embeddings, maxout_dim, embedding_dim),
         )
         self._store_dropouts(embedding_dropout=embedding_dropout, annotation_dropout=annotation_dropout,
                              recurrent_dropout=recurrent_dropout, readout_dropout=readout_dropout,
@@ -457,7 +477,10 @@ class RNNEncDec(TranslationModel):
             dtype=self.dtype_policy, name="target_embedding",
         )
         self.decoder_cell = layers_lib.ConditionalGRUCell(hidden_dim, name="decoder_cell", **dense())
-        self.readout = layers_lib.MaxoutReadout(maxout_dim, target_vocabulary_size, name="readout", **dense())
+        self.readout = layers_lib.MaxoutReadout(maxout_dim, target_vocabulary_size, tie_embeddings=self.tie_embeddings,
+                                                name="readout", **dense())
+        if self.tie_embeddings:
+            self.readout.tie(self.target_embedding)
 
     def build(self, input_shape: tuple | None = None) -> None:
         n = self.hidden_dim
@@ -501,7 +524,7 @@ class RNNEncDec(TranslationModel):
         return self.readout.project(self.output_features(inputs, training=training))
 
     def output_projection(self) -> tuple:
-        return self.readout.output_kernel, self.readout.output_bias
+        return self.readout.output_projection()
 
     def output_features(self, inputs: tuple, training: bool = False) -> Tensor:
         source_ids, target_input_ids = inputs

@@ -112,7 +112,8 @@ def maxout_reference(readout, s, ey, c):
         + readout.bias.numpy()
     )
     t = np.array([max(t_tilde[2 * k], t_tilde[2 * k + 1]) for k in range(len(t_tilde) // 2)])
-    return t @ readout.output_kernel.numpy() + readout.output_bias.numpy()
+    kernel, bias = readout.output_projection()  # W_o, or E^T where the readout is tied
+    return t @ np.asarray(kernel) + np.asarray(bias)
 
 
 def _attention_weights(attention):
@@ -398,7 +399,7 @@ def contract_model(preset, seed=0, **overrides):
     return model
 
 
-def check_model(preset, tmp_path, atol=1e-5):
+def check_model(preset, tmp_path, atol=1e-5, **overrides):
     """A preset's model contract (`contract_model`):
 
     - config round trip and ``.keras`` file round trip give the same logits;
@@ -407,13 +408,15 @@ def check_model(preset, tmp_path, atol=1e-5):
       ``decoding_memory``'s;
     - eager == tf.function == XLA;
     - one ``fit`` step with the package's loss moves every trainable weight.
+
+    ``overrides``: constructor arguments over the preset's (`contract_model`).
     """
     import keras
     import tensorflow as tf
 
     from bahdanau_tf import losses
 
-    model = contract_model(preset)
+    model = contract_model(preset, **overrides)
     source = np.array(CONTRACT_SOURCES, "int32")
     target_in = np.array(CONTRACT_TARGET_INPUTS, "int32")
     expected = model((source, target_in)).numpy()

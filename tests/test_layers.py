@@ -156,6 +156,38 @@ def test_maxout_readout_matches_numpy():
             np.testing.assert_allclose(logits[i, t], helpers.maxout_reference(readout, s[i, t], ey[i, t], c[i, t]), atol=1e-5)
 
 
+def test_tied_readout_projects_with_the_embedding_matrix_it_shares():
+    """tie_embeddings: W_o is E^T, read from the embedding's variable (no output kernel of its
+    own), so the logits follow E, and E's gradient sums what it gets as input and as output."""
+    rng = np.random.default_rng(4)
+    embedding = keras.layers.Embedding(9, 4)
+    embedding.build((None, None))
+    readout = layers.MaxoutReadout(maxout_dim=4, vocabulary_size=9, tie_embeddings=True)
+    readout.tie(embedding)
+    readout.build(state_dim=5, embedding_dim=4, context_dim=6)
+    _randomize(readout)
+    embedding.embeddings.assign(rng.normal(size=(9, 4)).astype("float32"))
+    assert not hasattr(readout, "output_kernel") and len(readout.weights) == 5
+    s, ey, c = (rng.normal(size=(3, d)).astype("float32") for d in (5, 4, 6))
+    for row in range(3):
+        expected = helpers.maxout_reference(readout, s[row], ey[row], c[row])
+        t = readout.features(s[row : row + 1], ey[row : row + 1], c[row : row + 1]).numpy()[0]
+        np.testing.assert_allclose(expected, t @ embedding.embeddings.numpy().T + readout.output_bias.numpy(), atol=1e-5)
+        np.testing.assert_allclose(readout(s, ey, c).numpy()[row], expected, atol=1e-5)
+    with tf.GradientTape() as tape:
+        total = tf.reduce_sum(readout(s, ey, c)[:, 3])  # one vocabulary column: one row of E
+    gradient = tape.gradient(total, embedding.embeddings)
+    gradient = tf.convert_to_tensor(gradient).numpy()
+    np.testing.assert_allclose(gradient[3], readout.features(s, ey, c).numpy().sum(axis=0), atol=1e-4)
+    assert not np.any(np.delete(gradient, 3, axis=0))
+    with pytest.raises(ValueError, match="Tied embeddings need"):
+        other = layers.MaxoutReadout(3, 9, tie_embeddings=True)
+        other.tie(embedding)
+        other.build(5, 4, 6)
+    with pytest.raises(ValueError, match="tied"):
+        layers.MaxoutReadout(4, 9, tie_embeddings=True).build(5, 4, 6)
+
+
 def test_bidirectional_encoder_matches_numpy_and_ignores_padding():
     encoder = layers.BidirectionalEncoder(vocabulary_size=20, embedding_dim=4, units=5)
     sentences = [[5, 6, 7, 8, 2], [9, 10, 2], [11, 2]]

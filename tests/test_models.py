@@ -122,6 +122,35 @@ def test_every_architecture_keeps_the_model_contract(preset, tmp_path):
     helpers.check_model(preset, tmp_path)
 
 
+@pytest.mark.parametrize("preset", ["rnnsearch-cgru-tiny", "rnnencdec-tiny"])
+def test_tied_embeddings_are_one_variable_saved_and_loaded_once(preset, tmp_path):
+    """``tie_embeddings``: the vocabulary projection is the target embedding transposed, one
+    variable in the weights, the checkpoint and model.weights.h5, and the model keeps its
+    contract (helpers.check_model)."""
+    import h5py
+
+    tied = helpers.check_model(preset, tmp_path, tie_embeddings=True, maxout_dim=8)
+    untied = helpers.contract_model(preset, maxout_dim=8)
+    assert len(tied.weights) == len(untied.weights) - 1
+    kernel, _ = tied.output_projection()
+    np.testing.assert_array_equal(np.asarray(kernel), tied.target_embedding.embeddings.numpy().T)
+    path = str(tmp_path / "model.weights.h5")  # the file of a model directory (save_to_preset)
+    tied.save_weights(path)
+    with h5py.File(path) as weights:
+        arrays = []
+        weights.visititems(lambda name, item: arrays.append(item.shape) if isinstance(item, h5py.Dataset)
+                           and not name.startswith(("optimizer", "metrics")) else None)
+    assert len(arrays) == len(tied.weights)
+    assert arrays.count(tied.target_embedding.embeddings.shape) == 1
+    loaded = type(tied).from_config(tied.get_config()).build_variables()
+    loaded.load_weights(path)
+    assert loaded.tie_embeddings
+    inputs = (np.array(helpers.CONTRACT_SOURCES, "int32"), np.array(helpers.CONTRACT_TARGET_INPUTS, "int32"))
+    np.testing.assert_array_equal(loaded(inputs), tied(inputs))
+    with pytest.raises(ValueError, match="maxout_dim"):
+        helpers.contract_model(preset, tie_embeddings=True, maxout_dim=5)
+
+
 def test_seq2seq_reads_the_source_reversed():
     model = _tiny("seq2seq-tiny")
     plain = Seq2Seq.from_config({**model.get_config(), "reverse_source": False})
