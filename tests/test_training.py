@@ -496,8 +496,8 @@ def test_resume_continues_step_weights_and_optimizer(corpora, tokenizers, tmp_pa
     first.fit(train)
     lines = []
     # another initialisation (zeros): the restore must overwrite it
-    second = training.Trainer(str(tmp_path), *tokenizers, preset="tiny", config=tiny_config(max_steps=8),
-                              log=lines.append)
+    second = training.Trainer(str(tmp_path), *tokenizers, preset="tiny",
+                              config=tiny_config(max_steps=8, checkpoint_every=3), log=lines.append)
     for variable in second.model.trainable_variables:
         variable.assign(tf.zeros_like(variable))
     assert second.restore().endswith("ckpt-6")
