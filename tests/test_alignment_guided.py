@@ -205,9 +205,9 @@ def test_a_guided_model_exports_and_serves_through_the_session_bundle(copy_runs,
         served = bundle.run("align", sentences=sentences)
         translations = bundle.run("serving_default", sentences=sentences)["translations"]
     assert [t.decode() for t in translations] == expected.translations
-    for k, alignment in enumerate(expected.alignments):
-        t, s = alignment.attention.shape
-        np.testing.assert_allclose(served["attention"][k, :t, :s], alignment.attention, atol=1e-5)
+    for k, aligned in enumerate(expected.alignments):
+        t, s = aligned.attention.shape
+        np.testing.assert_allclose(served["attention"][k, :t, :s], aligned.attention, atol=1e-5)
 
 
 def test_keras_fit_adds_the_weighted_guided_loss():
@@ -268,7 +268,7 @@ def test_the_trainer_step_adds_the_weighted_cross_entropy_to_the_nll(tmp_path):
 @pytest.mark.slow
 @pytest.mark.learning
 def test_translate_alignments_are_the_search_attentions_links(copy_runs, tmp_path):
-    from bahdanau_tf.evaluation import attention_links
+    from bahdanau_tf.alignment import attention_links
     from helpers import env_without_tensorflow_logging, run_commands
 
     model_dir = str(copy_runs["root"] / "guided")

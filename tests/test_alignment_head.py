@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 import bahdanau_tf
-from bahdanau_tf import data, training
+from bahdanau_tf import alignment, data, training
 from bahdanau_tf.alignment.head import AlignmentHead
 from bahdanau_tf.alignment import alignment_scores, attention_to_alignment
 from helpers import gru_step, learning_seed, random_model, softmax, split3, split_recurrent
@@ -161,19 +161,19 @@ def test_a_model_with_a_head_saves_loads_translates_as_without_and_serves_its_al
     np.testing.assert_array_equal(expected.scores, without.scores)
     # the alignments are the head's rows of each translation, read teacher-forced
     forced = loaded.reference_attention(sentences, expected.translations)
-    for alignment, reference in zip(expected.alignments, forced):
-        t, s = alignment.attention.shape
-        assert alignment.target_tokens == reference.target_tokens[:t]
+    for aligned, reference in zip(expected.alignments, forced):
+        t, s = aligned.attention.shape
+        assert aligned.target_tokens == reference.target_tokens[:t]
         # a translation cut at the length bound has no [END]: its last token's s_{i+1} differs
-        rows = t if alignment.target_tokens[-1:] == ["[END]"] else t - 1
-        np.testing.assert_allclose(alignment.attention[:rows], reference.attention[:rows, :s], atol=1e-5)
+        rows = t if aligned.target_tokens[-1:] == ["[END]"] else t - 1
+        np.testing.assert_allclose(aligned.attention[:rows], reference.attention[:rows, :s], atol=1e-5)
     path = bahdanau_tf.export_saved_model(loaded, str(tmp_path / "export"))
     with serving.SessionBundle(path) as bundle:
         served = bundle.run("align", sentences=sentences)
     assert [t.decode() for t in served["translations"]] == expected.translations
-    for k, alignment in enumerate(expected.alignments):
-        t, s = alignment.attention.shape
-        np.testing.assert_allclose(served["attention"][k, :t, :s], alignment.attention, atol=1e-5)
+    for k, aligned in enumerate(expected.alignments):
+        t, s = aligned.attention.shape
+        np.testing.assert_allclose(served["attention"][k, :t, :s], aligned.attention, atol=1e-5)
 
 
 @pytest.mark.slow
@@ -198,9 +198,9 @@ def test_a_head_with_target_context_saves_loads_translates_as_without_and_serves
     path = bahdanau_tf.export_saved_model(loaded, str(tmp_path / "export"))
     with serving.SessionBundle(path) as bundle:
         served = bundle.run("align", sentences=sentences)
-    for k, alignment in enumerate(expected.alignments):
-        t, s = alignment.attention.shape
-        np.testing.assert_allclose(served["attention"][k, :t, :s], alignment.attention, atol=1e-5)
+    for k, aligned in enumerate(expected.alignments):
+        t, s = aligned.attention.shape
+        np.testing.assert_allclose(served["attention"][k, :t, :s], aligned.attention, atol=1e-5)
 
 
 @pytest.mark.subprocess
