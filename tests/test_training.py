@@ -701,6 +701,20 @@ def test_plateau_decays_the_learning_rate_and_early_stopping_ends_the_run_on_a_s
                 dict(label_smoothing=0.1, sampled_softmax=50), dict(average_at="first")):
         with pytest.raises(ValueError, match=next(iter(bad)) if len(bad) == 1 else "label_smoothing"):
             tiny_config(**bad)
+    # a setting that would do nothing is refused, naming it (its flag)
+    for unused in (dict(early_stopping=2), dict(average_at="best", average_last=3)):
+        with pytest.raises(ValueError, match="it does nothing without a dev set"):
+            make_trainer(tmp_path / "no_dev", tokenizers, max_steps=2, **unused).fit(train)
+        assert not (tmp_path / "no_dev").exists()
+    for unused, phrase in ((dict(plateau_factor=0.3), "--plateau_factor=0.3 does nothing without --schedule=plateau"),
+                           (dict(plateau_patience=3), "--plateau_patience=3 does nothing without"),
+                           (dict(average_at="best", average_last=1), "--average_last of 2 or more (it is 1)")):
+        with pytest.raises(ValueError, match=re.escape(phrase)):
+            tiny_config(**unused)
+        with pytest.raises(ValueError, match=re.escape(phrase)):  # built without a preset
+            training.TrainingConfig(**unused)
+    with pytest.raises(ValueError, match="--plateau_factor=0.5 does nothing"):  # its default, given
+        training.TrainingConfig.for_preset("tiny", plateau_factor=0.5)
 
 
 def test_dev_schedule_counts_without_a_trainer():
