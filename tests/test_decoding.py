@@ -407,8 +407,8 @@ def search_parts(step_fn, batch=1, search=BeamSearch(beam_size=2, nbest=2), max_
                  memory=None, xla=False, slots=None):
     """The `SearchInputs` of a search and its state before the first step."""
     state = tf.constant([[10.0 + sentence] for sentence in range(batch)])
-    inputs = search_lib._search_inputs(step_fn, state, batch, search, max_length, memory, None,
-                                       None, None, Execution(jit_compile=xla))
+    inputs = search_lib._search_inputs(step_fn, state, batch, search, max_length, memory, None, None,
+                                       Execution(jit_compile=xla))
     return inputs, search_lib.initial_search_state(inputs, slots or batch)
 
 

@@ -74,8 +74,8 @@ class BeamSearch:
 
     Attributes:
         beam_size: int in [1, `MAX_BEAM_SIZE`], the hypotheses kept per sentence (a scalar
-            tensor also works outside XLA; the exported ``translate_nbest`` hands a vector, one
-            beam per row).
+            tensor also works outside XLA); or an int32 ``[batch]`` vector, each sentence's own
+            beam (`beam_search`; the exported ``translate_nbest`` hands one, a beam per row).
         nbest: int in [1, beam_size], the hypotheses returned per sentence.
         length_penalty: float alpha >= 0 of the GNMT length penalty (`Ranking`); 0 ranks by
             log p.
