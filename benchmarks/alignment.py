@@ -22,7 +22,7 @@ full gold the headline:
 - its attention while decoding its own translations (beam search as ``bahdanau-evaluate``),
   scored on the hypothesis words that occur once in hypothesis and reference
   (`bahdanau_tf.alignment.decoded_links`), with the dev-chosen rule;
-- eflomal (the optional extra ``bahdanau_tf[align]``), unsupervised on the text of all the
+- eflomal (the optional extra ``align``: ``pip install eflomal``), unsupervised on the text of all the
   corpus's pairs (no gold), forward, reverse, intersection and grow-diag-final-and;
 - with ``--lexicon_baseline=NAME``, the Dice co-occurrence scores of the model NAME's
   ``lexicon.tsv`` (`bahdanau_tf.lexicon.Lexicon.pair_scores`) read as attention, by the same

@@ -121,7 +121,7 @@ def test_data_align_without_eflomal_is_one_line_and_exit_code_2(refusals):
 
 
 @pytest.mark.subprocess
-@pytest.mark.skipif(not HAS_EFLOMAL, reason="the optional extra bahdanau_tf[align] is not installed")
+@pytest.mark.skipif(not HAS_EFLOMAL, reason="eflomal (the optional extra align) is not installed")
 def test_data_align_writes_a_line_of_links_per_pair(tmp_path):
     words = ["house", "small", "big", "the", "car", "is", "a"]
     rng = __import__("numpy").random.default_rng(1)

@@ -328,7 +328,7 @@ def _tracked_files():
 # ("bahdanau_tf[extra] @ git+URL"), as the notebooks do
 INDEX_HINT = re.compile(r"""pip install\s+(?:-\S+\s+)*\\?["']?bahdanau_tf\b(?!-)(?![^"'\n]*@ git\+)""")
 # hints the alignment code's move will carry over (fixed where the code lands), and this file's examples
-INDEX_HINT_ELSEWHERE = {"bahdanau_tf/word_alignment.py", "tests/test_repository.py"}
+INDEX_HINT_ELSEWHERE = {"tests/test_repository.py"}
 
 
 def test_every_install_hint_works_from_a_clone():

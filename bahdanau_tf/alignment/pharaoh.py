@@ -5,7 +5,7 @@
   index, ``j`` a target word index, both 0-based, space-separated);
 - :func:`eflomal_align`: the eflomal aligner (Östling & Tiedemann 2016) on lists of sentences,
   both directions (made one by `bahdanau_tf.alignment.symmetrization.symmetrize`); eflomal is
-  the optional extra ``bahdanau_tf[align]``.
+  the optional extra ``align`` (``pip install -e ".[align]"`` in a clone).
 
 Words are :func:`bahdanau_tf.text.split_words` words, the package's one definition (gold links,
 attention links and these all count with it).
@@ -23,8 +23,8 @@ from bahdanau_tf.text import split_words
 Link = tuple[int, int]
 
 #: what a user without the optional extra is told
-EFLOMAL_MISSING = ("eflomal is not installed: pip install 'bahdanau_tf[align]' (or pip install "
-                   "eflomal) to compute word alignments.")
+EFLOMAL_MISSING = ("eflomal is not installed: pip install eflomal (the align extra: pip install -e "
+                   "\".[align]\" in a clone) to compute word alignments.")
 
 
 def parse_pharaoh(line: str) -> set[Link]:

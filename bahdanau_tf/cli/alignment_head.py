@@ -15,7 +15,7 @@ The links (Pharaoh ``i-j``, one line per training pair) are:
   pairs, made one by ``--symmetrization`` and ``--extraction_rule``
   (`bahdanau_tf.alignment.bidirectional_links`): no external aligner;
 - ``--links=FILE``: any aligner's, e.g. eflomal's from ``bahdanau-data align``;
-- neither: eflomal's, computed here (the optional extra ``bahdanau_tf[align]``).
+- neither: eflomal's, computed here (the optional extra ``align``: ``pip install eflomal``).
 
 Examples:
 

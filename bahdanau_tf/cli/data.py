@@ -23,7 +23,7 @@ Vocabularies go to ``VOCABULARY_DIR/source`` and ``VOCABULARY_DIR/target``
 train split, or the user's files) for ``bahdanau-train --guided_alignment``: Pharaoh ``i-j``
 links, one line per pair, from eflomal in both directions, symmetrized
 (``--symmetrization``; `bahdanau_tf.alignment.pharaoh`). eflomal is the optional extra
-``bahdanau_tf[align]``; without it the command says so and exits with code 2. The test and dev
+``align`` (``pip install eflomal``); without it the command says so and exits with code 2. The test and dev
 gold links are never read.
 """
 

@@ -400,11 +400,7 @@ class Trainer(TrainingStep):
         about = "~" if run.train_pairs_estimated else ""  # a stream's counts are estimates
         dropped = (f"; dropped {about}{counts['too_long']:,} longer than {config.max_length} tokens and "
                    f"{about}{counts['empty']:,} with an empty side" if counts["kept"] < counts["total"] else "")
-        if config.schedule == "plateau" and dev_corpus is None:
-            raise ValueError("--schedule=plateau decays on the dev NLL: it needs a dev set.")
-        if config.schedule == "budget" and not (config.max_steps or config.max_minutes):
-            raise ValueError("--schedule=budget decays over the run's budget: set --max_steps or --max_minutes "
-                             "(or another --schedule).")
+        config.check_schedule(has_dev_set=dev_corpus is not None)  # (the command line checks first)
         if run.train_pairs == 0:
             raise ValueError(
                 "The training corpus is empty." if not counts["total"] else
