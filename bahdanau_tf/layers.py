@@ -686,6 +686,7 @@ class BidirectionalEncoder(keras.layers.Layer):
 
 __all__ = [
     "bidirectional_gru",
+    "gru_states",
     "BahdanauAttention",
     "ConditionalGRUCell",
     "AttentionGRUCell",
