@@ -277,9 +277,12 @@ class AttentionGRUCell(keras.layers.Layer):
         return {**self.attention.score_weights(), "context_kernel": self.gru.context_kernel,
                 "gate_kernel": self.gru.gate_kernel, "recurrent_kernel": self.gru.recurrent_kernel}
 
-    def weights_as(self, like: Tensor) -> dict:
-        """`loop_weights` as tensors of ``like``'s dtype (what `prepare` and `step` read)."""
-        return {name: cast_weight(weight, like) for name, weight in self.loop_weights().items()}
+    def weights_as(self, like: Tensor, step_only: bool = False) -> dict:
+        """`loop_weights` as tensors of ``like``'s dtype (what `prepare` and `step` read); with
+        ``step_only``, those `step` reads (not the products' and keys' kernels: a search reads
+        no weight it does not use at every step)."""
+        memory = ("context_kernel", "key_kernel", "key_bias") if step_only else ()
+        return {name: cast_weight(weight, like) for name, weight in self.loop_weights().items() if name not in memory}
 
     def prepare(self, annotations: Tensor, mask: Tensor, readout_kernel: Tensor | None = None,
                 weights: dict | None = None) -> dict:
@@ -435,8 +438,8 @@ class AttentionGRUCell(keras.layers.Layer):
 
     def call(self, projected_inputs: Tensor, h_tm1: Tensor, memory: dict, grouped: bool = False,
              recurrent_mask: Tensor | None = None) -> tuple:
-        state, alpha, _ = self.step(projected_inputs, h_tm1, memory, self.weights_as(h_tm1), recurrent_mask,
-                                    grouped=grouped)
+        state, alpha, _ = self.step(projected_inputs, h_tm1, memory, self.weights_as(h_tm1, step_only=True),
+                                    recurrent_mask, grouped=grouped)
         return state, self.attention.read(alpha, memory["annotations"], grouped=grouped), alpha
 
     def get_config(self) -> dict:
@@ -719,6 +722,7 @@ class BidirectionalEncoder(keras.layers.Layer):
 
 __all__ = [
     "bidirectional_gru",
+    "gru_states",
     "BahdanauAttention",
     "ConditionalGRUCell",
     "AttentionGRUCell",

@@ -302,7 +302,7 @@ class RNNSearch(TranslationModel):
         cell = self.decoder_cell
         embedded = self.target_embedding(previous_ids)
         new_state, attention, record = cell.step(cell.project_inputs(embedded), state, memory,
-                                                 cell.weights_as(embedded), grouped=True)
+                                                 cell.weights_as(embedded, step_only=True), grouped=True)
         features = self.readout.features(new_state, embedded, projected_contexts=record["readout_context"])
         logits = self.readout.project(features, projection)
         return logits, cell.decoding_state(new_state) if isinstance(state, (tuple, list)) else new_state, attention
