@@ -70,6 +70,7 @@ SIGTERM (after a checkpoint and the report; a second signal stops at once, exit 
 
 import dataclasses
 import os
+import signal
 import sys
 import time
 import types
@@ -202,7 +203,7 @@ _NONE_AS_FLAG = {"clipnorm": 0.0, "max_minutes": 0.0, "bucketing": "none"}
 def _keep_the_recipe(saved):
     """A resumed run keeps its recipe: --preset and each training flag left unset take the
     run's (``model.json``), so that flags.txt, model.json and report.json say the same; a flag
-    given that changes it is the trainer's to refuse (`TrainingConfig.recipe_changes`). The
+    given that changes it is refused (`training.check_kept_recipe`, before the config is built). The
     `INVOCATION_FIELDS` (this run's minutes, device settings and logging) are not the recipe."""
     from bahdanau_tf import training
 
@@ -240,6 +241,9 @@ def _training_config():
         if name == "bucketing" and value == "none":
             value = None
         changes[name] = value
+    if saved is not None:  # a changed recipe is named as such, before its settings are checked
+        recipe = saved.get("settings", {}).get("training")
+        training.check_kept_recipe(FLAGS.output_dir, recipe if isinstance(recipe, dict) else {}, changes)
     return training.TrainingConfig.for_preset(FLAGS.preset, **changes)
 
 
@@ -487,6 +491,8 @@ def main(argv):
         log(str(error))
         return common.EXIT_NON_FINITE
     except training.TrainingInterrupted as error:
+        for number in (signal.SIGINT, signal.SIGTERM):  # the checkpoint is whole: another signal
+            signal.signal(number, signal.SIG_IGN)        # would only cut the report short
         log("\n" + training.format_report(error.report))
         log(str(error))
         return 128 + error.signal_number  # 130 for SIGINT, 143 for SIGTERM

@@ -29,6 +29,26 @@ INVOCATION_FIELDS = ("max_minutes", "precision", "jit_compile", "pad_to_multiple
 CHANGEABLE_ON_RESUME = ("max_steps",)
 
 
+def check_kept_recipe(output_dir: str, saved: dict, values: dict) -> None:
+    """A resumed run keeps its training recipe: refuses ``values`` (``{field: value}``, the
+    resumed run's) where a field, not one of `INVOCATION_FIELDS` or `CHANGEABLE_ON_RESUME`,
+    differs from ``saved`` (the run's ``model.json`` ``settings["training"]``). Their state is in
+    the checkpoint (the optimizer, the schedules, the dev counters) or their effect in the
+    updates made. A field ``saved`` lacks (a run older than it) is not compared.
+
+    Raises:
+        ValueError: naming what the run was trained with and what cannot apply.
+    """
+    changes = [(name, saved[name], value) for name, value in values.items()
+               if name in saved and name not in INVOCATION_FIELDS + CHANGEABLE_ON_RESUME
+               and saved[name] != value]
+    if changes:
+        kept = ", ".join(f"--{name}={old}" for name, old, _ in changes)
+        asked = ", ".join(f"--{name}={new}" for name, _, new in changes)
+        raise ValueError(f"{output_dir!r} was trained with {kept}: a resumed run keeps its training "
+                         f"recipe, so {asked} cannot apply; drop it, or train into a new --output_dir.")
+
+
 @dataclasses.dataclass
 class TrainingConfig:
     """How to train: optimizer, batching, budgets, checkpoints and speed options.
@@ -224,16 +244,6 @@ class TrainingConfig:
         if self.label_smoothing and self.sampled_softmax:
             raise ValueError("`label_smoothing` needs the full softmax: it cannot be combined with "
                              "`sampled_softmax`.")
-
-    def recipe_changes(self, saved: dict) -> list:
-        """The recipe's changes a resumed run cannot honour: (field, saved value, value) of
-        each field, not one of `INVOCATION_FIELDS` or `CHANGEABLE_ON_RESUME`, whose value
-        differs from ``saved`` (the run's ``model.json`` ``settings["training"]``). Their state
-        is in the checkpoint (the optimizer, the schedules, the dev counters) or their effect
-        in the updates made. A field ``saved`` lacks (a run older than it) is not compared."""
-        fixed = [field.name for field in dataclasses.fields(self)
-                 if field.name not in INVOCATION_FIELDS + CHANGEABLE_ON_RESUME and field.name in saved]
-        return [(name, saved[name], getattr(self, name)) for name in fixed if saved[name] != getattr(self, name)]
 
     def check_unused(self, given) -> None:
         """Refuses a field among ``given`` (the names of the fields set) that does nothing with

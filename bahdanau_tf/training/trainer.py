@@ -26,7 +26,13 @@ from bahdanau_tf import files
 from bahdanau_tf import model_directory as model_directory_lib
 from bahdanau_tf import models as models_lib
 from bahdanau_tf import presets
-from bahdanau_tf.training.config import TrainingConfig, is_chief, make_optimizer, make_strategy
+from bahdanau_tf.training.config import (
+    TrainingConfig,
+    check_kept_recipe,
+    is_chief,
+    make_optimizer,
+    make_strategy,
+)
 from bahdanau_tf.training.dev_schedule import DevSchedule
 from bahdanau_tf.training.step import SHAPE_CAPACITY, TrainingStep
 from bahdanau_tf.training.report import (
@@ -270,18 +276,13 @@ class Trainer(TrainingStep):
         return latest
 
     def _check_recipe(self):
-        """A resumed run keeps its training recipe (``model.json``'s, `TrainingConfig.
-        recipe_changes`): another one is refused (ValueError) before anything is restored."""
+        """A resumed run keeps its training recipe (``model.json``'s,
+        `check_kept_recipe`): another one is refused (ValueError) before anything is restored."""
         if not (self.is_chief and self.directory.has_model_config()):
             return
         saved = model_directory_lib.read_model_config(self.output_dir).get("settings", {}).get("training")
-        changes = self.config.recipe_changes(saved if isinstance(saved, dict) else {})
-        if changes:
-            kept = ", ".join(f"--{name}={old}" for name, old, _ in changes)
-            asked = ", ".join(f"--{name}={new}" for name, _, new in changes)
-            raise ValueError(f"{self.output_dir!r} was trained with {kept}: a resumed run keeps its "
-                             f"training recipe, so {asked} cannot apply; drop it, or train into a new "
-                             "--output_dir.")
+        check_kept_recipe(self.output_dir, saved if isinstance(saved, dict) else {},
+                          dataclasses.asdict(self.config))
 
     def _adopt_averaged_best(self):
         """After a restore: when ``best/`` holds the average the run's end made
