@@ -38,6 +38,7 @@ than this package reads is refused with a message that names both versions; one 
 
 import dataclasses
 import glob
+import inspect
 import json
 import os
 import sys
@@ -51,7 +52,6 @@ import bahdanau_tf
 from bahdanau_tf import keras_checkpoints
 from bahdanau_tf import lexicon as lexicon_lib
 from bahdanau_tf import pretrained
-from bahdanau_tf import regularization
 from bahdanau_tf import text
 
 MODEL_CONFIG = "model.json"
@@ -257,10 +257,13 @@ def check_same_model(directory: str, model: keras.Model) -> None:
     # a checkpoint restores into either (e.g. a run started before the `small` preset's default
     # initialization changed resumes)
     ignored = {"name", "trainable", "dtype", "initialization"}
-    heads = ("alignment_head", "alignment_head_context")
+    # a directory written before an argument existed (dropout, the alignment head, tied
+    # embeddings) lacks it: it had the argument's default
+    defaults = {name: parameter.default
+                for name, parameter in inspect.signature(type(model).__init__).parameters.items()
+                if parameter.default is not inspect.Parameter.empty}
     for key in sorted((set(saved["config"]) | set(wanted["config"])) - ignored):
-        # a directory written before dropout (or the alignment head) existed has none
-        missing = 0.0 if key in (*regularization.DROPOUT_ARGUMENTS, *heads) else None
+        missing = defaults.get(key)
         old, new = saved["config"].get(key, missing), wanted["config"].get(key, missing)
         if old != new:
             differences.append(f"{key}: saved {old!r}, requested {new!r}")
