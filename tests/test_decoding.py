@@ -738,6 +738,7 @@ def test_a_sentence_in_a_refilled_slot_decodes_as_alone(slots, monkeypatch):
         assert len(counter) == alone_total
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("attention", [False, True])
 def test_every_sentence_slotted_from_the_start_goes_on_over_halves_under_xla(attention):
     """No slot to refill (slots = batch, greedy's default of 64): the search is all tail, so it
@@ -777,6 +778,7 @@ def test_every_sentence_slotted_from_the_start_goes_on_over_halves_under_xla(att
         np.testing.assert_allclose(eager.scores[sentence], alone.scores[0], rtol=1e-5)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("vocab", [9, 1500])
 def test_refilled_slots_agree_under_tf_function_and_xla(vocab):
     # 1,500 words: under XLA the selection goes through a selection.VocabularyMask (block maxima)

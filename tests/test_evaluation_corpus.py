@@ -172,6 +172,7 @@ def _without_timings(report):
     return {k: v for k, v in report.to_dict().items() if k != "timings"}
 
 
+@pytest.mark.slow
 def test_chunks_give_the_scores_of_the_whole_corpus(corpus, tokenizers, evaluated):
     """Chunks of 3 of the 10 verses: the same report, translations handed out in order."""
     model, whole, _ = evaluated

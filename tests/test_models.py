@@ -108,7 +108,7 @@ def _one_preset_per_architecture():
 
 
 @pytest.mark.parametrize("preset", [
-    pytest.param(name, marks=() if name.endswith("-tiny") else pytest.mark.slow)
+    pytest.param(name, marks=() if name in ("rnnsearch-cgru-tiny", "rnnencdec-tiny") else pytest.mark.slow)
     for name in _one_preset_per_architecture()])
 def test_every_architecture_keeps_the_model_contract(preset, tmp_path):
     """helpers.check_model: config, .keras and checkpoint round trips, teacher forcing equal to
@@ -122,7 +122,7 @@ def test_every_architecture_keeps_the_model_contract(preset, tmp_path):
     helpers.check_model(preset, tmp_path)
 
 
-@pytest.mark.parametrize("preset", ["rnnsearch-cgru-tiny", "rnnencdec-tiny"])
+@pytest.mark.parametrize("preset", ["rnnsearch-cgru-tiny", pytest.param("rnnencdec-tiny", marks=pytest.mark.slow)])
 def test_tied_embeddings_are_one_variable_saved_and_loaded_once(preset, tmp_path):
     """``tie_embeddings``: the vocabulary projection is the target embedding transposed, one
     variable in the weights, the checkpoint and model.weights.h5, and the model keeps its
@@ -330,6 +330,7 @@ def test_mixed_precision_matches_float32(preset):
     assert losses.masked_nll(target_in, logits).dtype == tf.float32
 
 
+@pytest.mark.slow
 @pytest.mark.learning
 def test_fit_and_evaluate_with_the_package_loss_and_metric():
     seed = helpers.learning_seed(1)

@@ -83,6 +83,7 @@ def test_the_deprecated_model_translate_warns_and_translates(model):
         assert model.translate(VERSE) == EXPECTED[VERSE]
 
 
+@pytest.mark.slow
 def test_translates_the_test_verse(model, tmp_path):
     assert Translator.from_model(model).translate(list(EXPECTED)).translations == list(EXPECTED.values())
     by_directory = Translator.from_directory(NAME).translate(list(EXPECTED))

@@ -463,6 +463,7 @@ def test_precision_and_jit_losses_are_close_to_float32(corpora, tokenizers, tmp_
     assert reference_report["dev_nll"] < math.log(400) - 0.5  # it did learn
 
 
+@pytest.mark.slow
 def test_another_model_config_is_refused(corpora, tokenizers, tmp_path):
     train, _ = corpora
     make_trainer(tmp_path, tokenizers, max_steps=1).fit(train)
@@ -490,6 +491,7 @@ def test_another_model_config_is_refused(corpora, tokenizers, tmp_path):
         np.testing.assert_array_equal(before, after)
 
 
+@pytest.mark.slow
 def test_resume_continues_step_weights_and_optimizer(corpora, tokenizers, tmp_path):
     train, _ = corpora
     first = make_trainer(tmp_path, tokenizers, max_steps=6, checkpoint_every=3)
@@ -673,6 +675,7 @@ def _scripted_dev(trainer, curve):
     trainer.evaluate = lambda dataset: curve[int(trainer.step.numpy())]
 
 
+@pytest.mark.slow
 def test_plateau_decays_the_learning_rate_and_early_stopping_ends_the_run_on_a_scripted_curve(
         corpora, tokenizers, tmp_path):
     train, dev = corpora

@@ -170,6 +170,7 @@ def test_a_translators_search_means_what_it_means_to_beam_search(translator):
             SENTENCES, beam_size=1)
 
 
+@pytest.mark.slow
 def test_verbose_shows_a_progress_bar_up_to_the_sentence_count(translator, capsys):
     quiet = translator.translate(SENTENCES, batch_size=2)
     assert capsys.readouterr().out == ""  # off by default
@@ -210,6 +211,7 @@ def test_a_stream_of_requests_compiles_within_the_bound_and_equals_the_graph_pat
     assert graph.compilations == 0
 
 
+@pytest.mark.slow
 def test_the_xla_signature_graph_equals_the_plain_one():
     # bahdanau-export --jit: the signatures' graph compiles its search over bucketed shapes
     source, target = tokenizers()
@@ -245,8 +247,8 @@ def test_no_unk_decoding_never_emits_unk():
     assert again.translations == plain.translations
 
 
-@pytest.mark.parametrize("members", [["tiny"], ["tiny", "tiny"], ["rnnsearch-cgru-tiny"],
-                                     ["rnnsearch-cgru-tiny", "tiny"]],
+@pytest.mark.parametrize("members", [["tiny"], *(pytest.param(members, marks=pytest.mark.slow) for members in (
+    ["tiny", "tiny"], ["rnnsearch-cgru-tiny"], ["rnnsearch-cgru-tiny", "tiny"]))],
                          ids=["one", "ensemble", "cgru", "cgru-and-paper-ensemble"])
 def test_the_compiled_search_finds_what_the_graph_search_finds(translator, members):
     """`Translator._search_ids` compiled as the other backends compile it
@@ -305,6 +307,7 @@ def test_an_ensemble_of_one_model_equals_the_model(translator):
     assert not np.allclose(pair, alone_other)
 
 
+@pytest.mark.slow
 def test_a_batch_mixing_bad_inputs_gets_an_answer_for_every_row(translator):
     long_words = (SENTENCES[1].split() * 40)[:400]  # 400 tokens, cut to 100
     bad = ["", "   \t ", b"\xff\xfe\xc3 the cat", "zebra quux the", " ".join(long_words),
@@ -412,9 +415,9 @@ def test_models_without_attention_translate_but_have_no_align_signature():
         translator.translate(SENTENCES, return_alignments=True)
 
 
-@pytest.mark.parametrize("model_class, preset", [(RNNSearch, "tiny"), (RNNSearch, "rnnsearch-cgru-tiny"),
-                                                 (RNNEncDec, "tiny")],
-                         ids=["RNNSearch", "RNNSearch-cgru", "RNNEncDec"])
+@pytest.mark.parametrize("model_class, preset", [
+    (RNNSearch, "tiny"), pytest.param(RNNSearch, "rnnsearch-cgru-tiny", marks=pytest.mark.slow),
+    pytest.param(RNNEncDec, "tiny", marks=pytest.mark.slow)], ids=["RNNSearch", "RNNSearch-cgru", "RNNEncDec"])
 def test_the_translator_keeps_its_contract(model_class, preset, tmp_path):
     """helpers.check_translator: XLA == graph search == the exported signature, and
     save -> from_directory gives the same translations."""
@@ -425,6 +428,7 @@ def test_the_translator_keeps_its_contract(model_class, preset, tmp_path):
     assert len(set(output.translations)) > 1  # the random model does not say one thing
 
 
+@pytest.mark.slow
 def test_from_directory_restores_the_same_translator(translator, tmp_path):
     model = translator.models[0]
     model_directory.write_model_config(str(tmp_path), model, translator.source_tokenizer,

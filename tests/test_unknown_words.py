@@ -49,6 +49,7 @@ def test_each_unk_becomes_its_argmax_attention_source_word_or_its_dictionary_ent
     assert any("quokka" in t.split() for t in replaced.translations)
 
 
+@pytest.mark.slow
 def test_replace_unk_in_the_serving_signatures(tmp_path):
     source, target = toy_tokenizers()
     model = random_model(seed=3, unk_bias=4.0)
