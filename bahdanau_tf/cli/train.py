@@ -263,26 +263,40 @@ _DROPOUT_HELP = {
 for _name, _text in _DROPOUT_HELP.items():
     common.define_finite_float(_name, None, _text + " Training only; default: the preset's (0), or "
                                "the resumed directory's.", lower_bound=0.0, upper_bound=0.95)
+flags.DEFINE_boolean("tie_embeddings", None, "The vocabulary projection W_o is the target "
+                     "embedding matrix transposed: one variable (Press & Wolf 2017), for RNNsearch and "
+                     "RNNencdec where maxout_dim equals embedding_dim (the CPU presets). Default: the "
+                     "preset's (untied), or the resumed directory's.")
 
 
 def _model_overrides():
-    """The dropout rates the flags set; unset ones keep the resumed run's (its ``model.json``;
-    their flags are set, so flags.txt lists them), else the preset's."""
+    """The dropout rates and the tying the flags set; unset ones keep the resumed run's (its
+    ``model.json``; their flags are set, so flags.txt lists them), else the preset's."""
+    import inspect
+
     from bahdanau_tf import regularization
 
     saved = _saved_run()
     covered = regularization.DROPOUT_ARGUMENTS[:4] if FLAGS.dropout is not None else ()
-    preset = presets.get_preset(FLAGS.preset).model
-    for name in regularization.DROPOUT_ARGUMENTS:
+    preset = presets.get_preset(FLAGS.preset)
+    chosen = (*regularization.DROPOUT_ARGUMENTS, "tie_embeddings")
+    for name in chosen:
         value = (saved or {}).get("config", {}).get(name)
         unset = FLAGS[name].value is None and name not in covered
-        if unset and value is not None and value != preset.get(name, 0.0):
+        if unset and value is not None and value != preset.model.get(name, False if name == "tie_embeddings" else 0.0):
             FLAGS[name].value = value
     overrides = {}
     if FLAGS.dropout is not None:
         overrides = dict.fromkeys(regularization.DROPOUT_ARGUMENTS[:4], FLAGS.dropout)
-    overrides.update({name: FLAGS[name].value for name in regularization.DROPOUT_ARGUMENTS
-                      if FLAGS[name].value is not None})
+    overrides.update({name: FLAGS[name].value for name in chosen if FLAGS[name].value is not None})
+    if overrides.get("tie_embeddings"):
+        if "tie_embeddings" not in inspect.signature(preset.model_class).parameters:
+            raise common.UserError(f"--tie_embeddings is for RNNsearch and RNNencdec; --preset={FLAGS.preset} "
+                                   f"is a {preset.model_class.__name__}.")
+        sizes = preset.model.get("maxout_dim"), preset.model.get("embedding_dim")
+        if sizes[0] != sizes[1]:
+            raise common.UserError(f"--tie_embeddings needs maxout_dim == embedding_dim; --preset={FLAGS.preset} "
+                                   f"has {sizes[0]} and {sizes[1]} (the CPU presets have 128 and 128).")
     return overrides
 
 
@@ -454,6 +468,7 @@ def main(argv):
     presets.get_preset(FLAGS.preset)  # an unknown preset is a usage error, before any work
     _check_guided_alignment_flags()
     config = _training_config()
+    model_overrides = _model_overrides()
     common.check_writable_dir(FLAGS.output_dir, "output_dir")
     _check_not_a_saved_model()
     log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
@@ -477,7 +492,7 @@ def main(argv):
         settings["guided_alignment_unaligned"] = FLAGS.guided_alignment_unaligned or "free"
     trainer = training.Trainer(
         FLAGS.output_dir, source_tokenizer, target_tokenizer, preset=FLAGS.preset, config=config,
-        model_overrides=_model_overrides(), strategy=strategy, settings=settings, log=log, guide=guide,
+        model_overrides=model_overrides, strategy=strategy, settings=settings, log=log, guide=guide,
     )
     try:
         resumed = trainer.restore()  # takes the directory; resumes, or refuses another model (ValueError)
