@@ -11,7 +11,7 @@ import numpy as np
 import packaging.version
 import pytest
 
-from bahdanau_tf import model_directory, pretrained
+from bahdanau_tf import model_directory, presets, pretrained
 from bahdanau_tf.models import RNNSearch, model_from_preset
 from bahdanau_tf.translator import Translator
 from helpers import random_model, save_model_dir, toy_tokenizers
@@ -48,7 +48,8 @@ def test_the_shipped_weights_are_kerass_weights_file_in_float16_and_small():
     saved = model_directory.read_model_config(NAME)  # a name reads the package's directory
     assert saved["class_name"] == "RNNSearch" and saved["settings"]["direction"] == "en-es"
     recipe = saved["settings"]["pretrained"]
-    assert recipe["command"].startswith("bahdanau-train --preset=small ") and recipe["seed"] == 1234
+    assert recipe["command"].startswith(f"bahdanau-train --preset={presets.DEFAULT} ") and recipe["seed"] == 1234
+    assert saved["settings"]["preset"] == presets.DEFAULT  # the model a newcomer meets is the default
     assert f"--max_steps={recipe['max_steps']}" in recipe["command"]
     # the stamps name a version that writes this layout (0.2 wrote weights.npz), in this format
     assert saved["format"] == model_directory.FORMAT_VERSION
@@ -56,9 +57,9 @@ def test_the_shipped_weights_are_kerass_weights_file_in_float16_and_small():
         assert packaging.version.Version(version) > packaging.version.Version("0.2.0"), version
 
 
-def test_loaded_by_name_in_float32_with_the_small_presets_variables(model):
-    """The variables (paths and shapes) of the small preset, float32, the stored values."""
-    fresh = RNNSearch.from_preset("small", source_vocabulary_size=model.source_tokenizer.vocabulary_size,
+def test_loaded_by_name_in_float32_with_the_default_presets_variables(model):
+    """The variables (paths and shapes) of the default preset, float32, the stored values."""
+    fresh = RNNSearch.from_preset(presets.DEFAULT, source_vocabulary_size=model.source_tokenizer.vocabulary_size,
                                   target_vocabulary_size=model.target_tokenizer.vocabulary_size)
     fresh.build_variables()
     # paths below the model's own name, which Keras numbers by the models made in the process
