@@ -422,7 +422,8 @@ BENCHMARKS = [
     # scale
     Figure("benchmarks/README.md", "{small:,} pairs {small_rss:,} MiB, {middle:,} {middle_rss:,} MiB, {large:,} "
                                    "{large_rss:,} MiB: flat",
-           {name: Key("corpus_scale.json", f"rows.{row}.{field}") for row, size in enumerate(("small", "middle", "large"))
+           {name: Key("corpus_scale.json", f"rows.{row}.{field}")
+            for row, size in enumerate(("small", "middle", "large"))
             for name, field in ((size, "pairs"), (f"{size}_rss", "peak_rss_mib"))}),
     Figure("benchmarks/README.md", "`bahdanau-translate` without XLA peaks at {translate:,} MiB for {lines:,} lines "
                                    "and {translate_more:,} MiB for {lines_more:,}; `bahdanau-evaluate` (XLA) at "
@@ -431,8 +432,8 @@ BENCHMARKS = [
                         translate_more="1.peak_rss_mib", lines="0.lines", lines_more="1.lines"),
                 **_fields("corpus_scale_streaming.json", "evaluate_rows", evaluate="0.peak_rss_mib",
                           evaluate_more="1.peak_rss_mib"))),
-    Figure("benchmarks/README.md", "{rss:,} MiB peak against {rss_small:,} MiB for {lines_small:,} lines, {seconds:,.0f} "
-                                   "s against {seconds_small:,.0f} s",
+    Figure("benchmarks/README.md", "{rss:,} MiB peak against {rss_small:,} MiB for {lines_small:,} lines, "
+                                   "{seconds:,.0f} s against {seconds_small:,.0f} s",
            _fields("corpus_scale_translate_1m.json", "translate_rows", rss="1.peak_rss_mib", rss_small="0.peak_rss_mib",
                    lines_small="0.lines", seconds="1.wall_seconds", seconds_small="0.wall_seconds")),
 ]
@@ -469,7 +470,8 @@ ALIGNMENT = [
     Figure("benchmarks/alignment.md", "| grow-diag-final-and links | {s500:.4f} | | | {s2000:.4f} | | | | |",
            {f"s{n}": Key(_HEAD, f"head_selection_on_dev.snapshots.cgru-gdfa-{n}.dev_aer") for n in (500, 2000)}),
     Figure("benchmarks/alignment.md", "(`--context_units=64`) | | | | {s2000:.4f} | {s3000:.4f} | **{s4000:.4f}** | | |",
-           {f"s{n}": Key(_HEAD, f"head_selection_on_dev.snapshots.cgru-ctx64-{n}.dev_aer") for n in (2000, 3000, 4000)}),
+           {f"s{n}": Key(_HEAD, f"head_selection_on_dev.snapshots.cgru-ctx64-{n}.dev_aer")
+            for n in (2000, 3000, 4000)}),
     Figure("benchmarks/alignment.md", "grow-diag-final-and links cost {cost:.3f}",
            {"cost": difference(Key(_HEAD, "head_selection_on_dev.snapshots.cgru-gdfa-2000.dev_aer"),
                                Key(_HEAD, "head_selection_on_dev.snapshots.cgru-eflomal-2000.dev_aer"))}),
@@ -488,11 +490,13 @@ ALIGNMENT = [
     # guided alignment
     Figure("benchmarks/alignment.md", "At the main command's budget ({updates:,} updates of `small`",
            {"updates": _run("twelve_minute_before_after_amd_epyc.json", "rows.1")["updates"]}),
-    Figure("benchmarks/alignment.md", "BLEU on the {test:,} test verses with gold", _fields(_GUIDED, test="test_verses_with_gold")),
+    Figure("benchmarks/alignment.md", "BLEU on the {test:,} test verses with gold",
+           _fields(_GUIDED, test="test_verses_with_gold")),
     Figure("benchmarks/alignment.md", "--guided_alignment_unaligned=end` | {bleu:.2f} | {pieces:.3f} | {best:.3f} (",
            {"bleu": Key(_GUIDED, "rows.9.test_bleu"), "pieces": Key(_GUIDED, "rows.9.aer"),
             "best": Key(_GUIDED, "rows.14.aer")}),
-    Figure("benchmarks/alignment.md", "| eflomal intersection | | **{aer:.3f}** | |", {"aer": Key(_GUIDED, "rows.29.aer")}),
+    Figure("benchmarks/alignment.md", "| eflomal intersection | | **{aer:.3f}** | |",
+           {"aer": Key(_GUIDED, "rows.29.aer")}),
     Figure("benchmarks/alignment.md", "Light guidance gained {light:.1f} BLEU but no AER; training unlinked words "
                                       "towards `[END]` cost {end:.1f} BLEU and {aer} AER",
            {"light": difference(Key(_GUIDED, "rows.18.test_bleu"), Key(_GUIDED, "rows.0.test_bleu")),
