@@ -441,6 +441,8 @@ BENCHMARKS = [
 #: benchmarks/alignment.md, in the page's order
 ALIGNMENT = [
     # the default model, stage by stage (rows of alignment_cgru_wider_ensembles_amd_epyc.json)
+    Figure("benchmarks/alignment.md", "unsupervised on the text of all {pairs:,} pairs",
+           {"pairs": Key(_STAGES, "eflomal.pairs_aligned")}),
     Figure("benchmarks/alignment.md", "(`rnnsearch-cgru-small`, {updates:,} updates, test BLEU {bleu:.2f}; no stage",
            {"updates": HEADLINE["updates"], "bleu": Key(_STAGES, "test_bleu_of_the_model.bleu")}),
     Figure("benchmarks/alignment.md", "--max_steps={updates} --max_minutes=0`, test BLEU {bleu:.2f})",
