@@ -1,0 +1,687 @@
+"""The registry of quoted figures that tests/test_figures.py checks: each `Figure` is a text with
+``{name}`` fields, the page that quotes it, and where each field's value lives (a results file
+under benchmarks/results/ and a dotted key into its JSON, or a `Computed` of such keys).
+
+The figures are grouped by page and, within a page, by section, in the page's order.
+"""
+
+from typing import Callable, NamedTuple, Optional
+
+class Key(NamedTuple):
+    """A value of a results file: the file, a dotted key (list indices are numbers), and an
+    optional conversion of the JSON value to what the document writes."""
+    results: str
+    path: str
+    convert: Optional[Callable] = None
+
+
+class Computed(NamedTuple):
+    """A value computed from several keys' values (a ratio, a difference, a range)."""
+    keys: tuple
+    combine: Callable
+
+
+def ratio(numerator, denominator):
+    return Computed((numerator, denominator), lambda a, b: a / b)
+
+
+def difference(minuend, subtrahend):
+    return Computed((minuend, subtrahend), lambda a, b: a - b)
+
+
+def span(spec, *keys):
+    """``low-high`` of the keys' values, each formatted by ``spec``."""
+    return Computed(keys, lambda *values: f"{min(values):{spec}}-{max(values):{spec}}")
+
+
+def median(values):
+    return sorted(values)[len(values) // 2]
+
+
+def wall_time(seconds):
+    """Seconds as the training report writes them (``HH:MM:SS``)."""
+    seconds = int(seconds)
+    return f"{seconds // 3600:02d}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
+
+
+def day(timestamp):
+    return timestamp[:10]
+
+
+def words(values):
+    return " ".join(values)
+
+
+def _keys(results, training, evaluation, tokens="target_tokens_per_second", bleu="bleu",
+          brevity_penalty="brevity_penalty"):
+    """A run's keys in a results file: ``training`` and ``evaluation`` are the dotted prefixes of
+    its training report's and its scores' fields; the other arguments, the names that differ
+    between the files' layouts."""
+    return {
+        "updates": Key(results, f"{training}.updates"),
+        "epochs": Key(results, f"{training}.epochs"),
+        "wall_time": Key(results, f"{training}.wall_time_seconds", wall_time),
+        "best_dev_nll": Key(results, f"{training}.best_dev_nll"),
+        "best_step": Key(results, f"{training}.best_step"),
+        "tokens_per_second": Key(results, f"{training}.{tokens}"),
+        "bleu": Key(results, f"{evaluation}.{bleu}"),
+        "brevity_penalty": Key(results, f"{evaluation}.{brevity_penalty}"),
+        "aer": Key(results, f"{evaluation}.aer"),
+        "date": Key(results, "date", day),
+        "cpu": Key(results, "machine.name"),
+        "cpu_flags": Key(results, "machine.cpu_flags", words),
+        "results_file": Key(results, ""),
+    }
+
+
+def _run(results, row):
+    """The keys of one row of a results file that lists runs."""
+    return _keys(results, row, row, bleu="test_bleu", brevity_penalty="test_bleu_brevity_penalty")
+
+
+def _main_command(results):
+    """The keys of a results file of the main command (as main_command_amd_epyc.json lays out
+    `bahdanau-train`'s report and `bahdanau-evaluate`'s scores)."""
+    return _keys(results, "training", "evaluation")
+
+
+def _summary_row(results, row):
+    """The keys of one row of `benchmarks/twelve_minute_runs.py --summarize`'s results file."""
+    return _keys(results, row, row, tokens="tokens_per_s")
+
+
+#: The run README's "Result" and its sample output quote (the main command, 12 minutes): the
+#: quiet run of the main command, written by `benchmarks/twelve_minute_runs.py --summarize`. A
+#: results file laid out as main_command_amd_epyc.json is read with `_main_command` instead.
+HEADLINE = _summary_row("main_command_cgru_amd_epyc.json", "rows.0")
+#: the same command at another seed, and at the paper's decoder cell, beside it
+SECOND_SEED = _summary_row("main_command_cgru_amd_epyc.json", "rows.1")
+PAPER_CELL = _summary_row("main_command_cgru_amd_epyc.json", "rows.3")
+#: the same command a day later, on this release's code
+RERUN = _summary_row("main_command_cgru_rerun_amd_epyc.json", "rows.0")
+#: the main command when the budget schedule came in (the paper's cell, before its backward pass)
+BUDGET = _summary_row("main_command_budget_amd_epyc.json", "rows.0")
+
+#: the default preset's train step, the conditional GRU's backward pass written out (after) and
+#: differentiated automatically (before), the first alternation of each
+CGRU_BACKWARD = {name: Key("train_step_cgru_backward_amd_epyc.json", f"alternations.{row}.{field}")
+                 for name, row, field in (("after", 0, "step_ms"), ("after_cpu", 0, "step_cpu_ms"),
+                                          ("before", 1, "step_ms"), ("before_cpu", 1, "step_cpu_ms"))}
+
+_SHIPPED_FILE = "pretrained_bible-en-es-small.json"
+_SHIPPED_SCORES = "evaluation.models.0"
+#: The shipped model `bible-en-es-small`, built and scored by scripts/build_pretrained_model.py.
+SHIPPED = {
+    "updates": Key(_SHIPPED_FILE, "recipe.max_steps"),
+    "seed": Key(_SHIPPED_FILE, "recipe.seed"),
+    "bleu": Key(_SHIPPED_FILE, f"{_SHIPPED_SCORES}.bleu.score"),
+    "brevity_penalty": Key(_SHIPPED_FILE, f"{_SHIPPED_SCORES}.bleu.brevity_penalty"),
+    "chrf": Key(_SHIPPED_FILE, f"{_SHIPPED_SCORES}.chrf.score"),
+    "aer": Key(_SHIPPED_FILE, f"{_SHIPPED_SCORES}.alignment.aer"),
+    "sentences": Key(_SHIPPED_FILE, "evaluation.num_sentences"),
+    "cpu": Key(_SHIPPED_FILE, "cpu"),
+}
+
+
+class Figure(NamedTuple):
+    document: str
+    text: str
+    keys: dict
+
+
+def _fields(results, prefix="", convert=None, **fields):
+    """``{name: Key}`` of fields under one prefix of a results file (``name=field``)."""
+    return {name: Key(results, f"{prefix}.{field}" if prefix else field, convert)
+            for name, field in fields.items()}
+
+
+def _percent(share):
+    return share * 100
+
+
+def _profile_ms(*parts):
+    """The ms per step of the named parts of train_step_profile.py's ``parts`` rows (part, phase,
+    inside a loop, ms per step, ...); no names: all the compiled ops."""
+    return lambda rows: sum(row[3] for row in rows if not parts or row[0] in parts)
+
+
+def _by_length(buckets):
+    """BLEU by source length as the tables write it: ``41.3 / 27.7 / ...``."""
+    return " / ".join(f"{bucket['bleu']:.1f}" for bucket in buckets)
+
+
+#: the embedded corpus's training pairs (bahdanau_tf/corpora/README.md): a fact of the data,
+#: not a measurement; the pairs that a length cap keeps are dataset_shapes.json's
+TRAIN_PAIRS = 27_989
+
+_ONE_CORE = "rnnsearch_rnnencdec_one_core_amd_epyc.json"
+_JITTED = "main_command_cgru_amd_epyc.json"
+_LENGTH_PENALTY = "length_penalty_dev_amd_epyc.json"
+_RECIPE = "recipe_runs_amd_epyc.json"
+_THROUGHPUT = "train_throughput_amd_epyc.json"
+_XEON_THROUGHPUT = "train_throughput.json"
+_RECURRENCE = "train_step_recurrence_backward_amd_epyc.json"
+_CONTEXT = "train_step_context_products_amd_epyc.json"
+_PROFILE = "train_step_profile_avx512_named_backward.json"
+_FLAGS = "train_step_xla_cpu_flags_amd_epyc.json"
+_DECODE_XLA = "decode_throughput_amd_epyc.json"
+_BACKENDS = "backend_agreement_three_backends_amd_epyc.json"
+_STEP = "decode_step_sapphire_rapids.json"
+_FUSED = "fused_matmuls.json"
+_CANDIDATES_5K, _CANDIDATES_30K = "candidate_lists_5k.json", "candidate_lists_30k.json"
+_RECALL = "candidate_recall.json"
+_INPUT, _LONG_LINE = "translate_input.json", "translate_input_long_line.json"
+_SERVING = "serving_latency_sapphire_rapids.json"
+_STAGES = "alignment_cgru_wider_ensembles_amd_epyc.json"
+_HEAD = "alignment_cgru_head_amd_epyc.json"
+_HEAD_STEP = "alignment_head_step_amd_epyc.json"
+_BOTH = "alignment_both_directions_amd_epyc.json"
+_GUIDED = "alignment_twelve_minute_amd_epyc.json"
+
+
+def _flag_ms(row):
+    return Key(_FLAGS, f"rows.{row}.step_ms")
+
+
+def _stage_row(row):
+    """One row of alignment.md's stage table: AER, precision, recall and the two views."""
+    return dict(_fields(_STAGES, f"rows.{row}", aer="aer", precision="precision", recall="recall"),
+                punctuation=Key(_STAGES, f"rows.{row}.views.no-punctuation"),
+                content=Key(_STAGES, f"rows.{row}.views.content-words"))
+
+
+def _stage_text(label, bold):
+    """A row of that table from its label's end on; the best rows' AERs in bold."""
+    b = "**" if bold else ""
+    return (f"{label} | {b}{{aer:.3f}}{b} | {{precision:.3f}} | {{recall:.3f}} | {b}{{punctuation:.3f}}{b} | "
+            f"{b}{{content:.3f}}{b} |")
+
+_SERVED = "runs.{round}.{loader}.batches.{batch}.median_ms"
+
+#: benchmarks/README.md, beyond the tables' rows bound above, in the page's order
+BENCHMARKS = [
+    # the main command: what the table's rows say together
+    Figure("benchmarks/README.md", "The three runs of the default, {low:.2f} to {high:.2f}, are the spread",
+           {"low": RERUN["bleu"], "high": HEADLINE["bleu"]}),
+    Figure("benchmarks/README.md", "buys {more:.0%} more updates than automatic differentiation at the same seed, "
+                                   "and {bleu:.1f} BLEU",
+           {"more": Computed((HEADLINE["updates"], Key(_JITTED, "rows.2.updates")), lambda a, b: a / b - 1),
+            "bleu": difference(HEADLINE["bleu"], Key(_JITTED, "rows.2.bleu"))}),
+    Figure("benchmarks/README.md", "ends {gain} BLEU higher",
+           {"gain": span(".1f", difference(SECOND_SEED["bleu"], PAPER_CELL["bleu"]),
+                         difference(HEADLINE["bleu"], PAPER_CELL["bleu"]))}),
+    # one core each: AER and BLEU by source length, and what they say
+    *[Figure("benchmarks/README.md", f"({{brevity_penalty:.3f}}) | {aer} | {{by_length}} |",
+             dict(_fields(_ONE_CORE, f"rows.{row}", brevity_penalty="brevity_penalty", aer="aer"),
+                  by_length=Key(_ONE_CORE, f"rows.{row}.bleu_by_length", _by_length)))
+      for row, aer in ((1, "{aer:.3f}"), (0, "{aer:.3f}"), (2, ""))],
+    Figure("benchmarks/README.md", "RNNencdec makes {times:.1f}x the updates and overfits from update {best:,}; the "
+                                   "conditional GRU leads the paper's cell by {lead:.1f} BLEU",
+           {"times": ratio(Key(_ONE_CORE, "rows.2.updates"), Key(_ONE_CORE, "rows.0.updates")),
+            "best": Key(_ONE_CORE, "rows.2.best_step"),
+            "lead": difference(Key(_ONE_CORE, "rows.1.bleu"), Key(_ONE_CORE, "rows.0.bleu"))}),
+    # the length penalty: the sweep's other rows and its reading
+    *[Figure("benchmarks/README.md", f"{label} | " + " | ".join(
+        f"{bold(alpha)}{{bleu{alpha}:.2f}}{bold(alpha)} ({{bp{alpha}:.3f}})" for alpha in range(len(rows))) + " |",
+             {**{f"bleu{alpha}": Key(_LENGTH_PENALTY, f"rows.{row}.dev_bleu") for alpha, row in enumerate(rows)},
+              **{f"bp{alpha}": Key(_LENGTH_PENALTY, f"rows.{row}.brevity_penalty") for alpha, row in enumerate(rows)}})
+      for label, rows, bold in (
+          ("pairs <= 50, 1,800 updates", (0, 1, 2, 3), lambda alpha: ""),
+          ("pairs <= 50, 1,800 updates", (5, 6, 7, 8), lambda alpha: ""),
+          ("this recipe, 2,000 updates)", (9, 10, 11), lambda alpha: "**" if alpha == 1 else ""))],
+    Figure("benchmarks/README.md", "Alpha 1.0 beats 0.5 on every model, by {gain}",
+           {"gain": span(".1f", *(difference(Key(_LENGTH_PENALTY, f"rows.{better}.dev_bleu"),
+                                             Key(_LENGTH_PENALTY, f"rows.{worse}.dev_bleu"))
+                                  for worse, better in ((0, 1), (5, 6), (9, 10), (12, 13))))}),
+    # the recipe: the heavy regularisation's row, the conditional GRU at a constant rate
+    Figure("benchmarks/README.md", "--average_at=best` | {updates:,} | {best_dev_nll:.3f} | {dev_nll_at_end:.3f} | "
+                                   "{bleu:.2f} ({brevity_penalty:.3f}) | {aer:.3f} |",
+           dict(_summary_row(_RECIPE, "rows.0"), dev_nll_at_end=Key(_RECIPE, "rows.0.dev_nll_at_end"))),
+    Figure("benchmarks/README.md", "does not learn to attend in {updates:,} updates (AER {aer:.3f}: near-uniform",
+           _summary_row(_RECIPE, "rows.3")),
+    # the budget schedule's rows at 1,800 updates, the pairs a cap of 50 drops, the main command's gain
+    *[Figure("benchmarks/README.md", f"{label} | {{updates:,}} | {{best_dev_nll:.3f}} | {{dev_nll_at_end:.3f}} | "
+                                     "{bleu:.2f} ({brevity_penalty:.3f}) | {aer:.3f} |",
+             dict(_summary_row("recipe_budget_runs_amd_epyc.json", f"rows.{row}"),
+                  dev_nll_at_end=Key("recipe_budget_runs_amd_epyc.json", f"rows.{row}.dev_nll_at_end")))
+      for label, row in (("| constant 5e-3, pairs <= 50", 0), ("| `--schedule=budget`, pairs <= 50", 1),
+                         ("--learning_rate=0.01`, pairs <= 50", 2))],
+    Figure("benchmarks/README.md", "at 50, {dropped:,} were dropped",
+           {"dropped": Computed((Key("dataset_shapes.json", "pairs"),), lambda kept: TRAIN_PAIRS - kept)}),
+    Figure("benchmarks/README.md", "`after`): +{gain:.1f} BLEU",
+           {"gain": difference(BUDGET["bleu"], _run("twelve_minute_before_after_amd_epyc.json", "rows.1")["bleu"])}),
+    Figure("benchmarks/README.md", "[main_command_amd_epyc.json](results/main_command_amd_epyc.json), {updates:,} "
+                                   "updates)", _main_command("main_command_amd_epyc.json")),
+    # training: the device's precision and XLA choice, capped to AVX2 and on the Xeon; the paper's size
+    Figure("benchmarks/README.md", "| EPYC as AVX2 | {f32:,.0f} | {bf16:,.0f} | **{jit:,.0f}** | {bf16_jit:,.0f} | "
+                                   "{ceiling} |",
+           {name: Key(_THROUGHPUT, f"rows.{row}.{field}")
+            for name, row, field in (("f32", 4, "target_tokens_per_s"), ("bf16", 6, "target_tokens_per_s"),
+                                     ("jit", 5, "target_tokens_per_s"), ("bf16_jit", 7, "target_tokens_per_s"),
+                                     ("ceiling", 5, "ceiling"))}),
+    Figure("benchmarks/README.md", "mixed bfloat16 without XLA {bf16:,.0f} and {bf16_avx2:,.0f}, float32 {f32:,.0f} "
+                                   "and {f32_avx2:,.0f}, **float32 + XLA {jit:,.0f} and {jit_avx2:,.0f}**",
+           {name: Key(_XEON_THROUGHPUT, f"rows.{row}.target_tokens_per_s")
+            for name, row in (("bf16", 0), ("bf16_avx2", 10), ("f32", 2), ("f32_avx2", 13), ("jit", 4),
+                              ("jit_avx2", 12))}),
+    Figure("benchmarks/README.md", "float32 {f32:,.1f} ms per step, float32 + XLA {jit:,.1f} ms",
+           {name: Key("train_throughput_rnnsearch50_amd_epyc.json", f"rows.{row}.step_ms")
+            for name, row in (("f32", 0), ("jit", 1))}),
+    # the written-out backward pass: speed-ups, the paper's size, the context products
+    Figure("benchmarks/README.md", "| {before:.1f} | {after:.1f} | **{speedup:.2f}x** |",
+           dict(CGRU_BACKWARD, speedup=ratio(CGRU_BACKWARD["before"], CGRU_BACKWARD["after"]))),
+    *[Figure("benchmarks/README.md", f"| {label} | {{autodiff:,.1f}} | {{written:,.1f}} | {{speedup:.2f}}x |",
+             {"written": Key(_RECURRENCE, f"rows.{written}.step_ms"),
+              "autodiff": Key(_RECURRENCE, f"rows.{written + 1}.step_ms"),
+              "speedup": ratio(Key(_RECURRENCE, f"rows.{written + 1}.step_ms"),
+                               Key(_RECURRENCE, f"rows.{written}.step_ms"))})
+      for label, written in (("Bible batches", 0), ("one batch of 80 x 30", 2))],
+    Figure("benchmarks/README.md", "{small:.2f}x at `small` and {large:.2f}x at rnnsearch-50",
+           {"small": ratio(Key(_CONTEXT, "small.rows.1.step_ms"), Key(_CONTEXT, "small.rows.0.step_ms")),
+            "large": ratio(Key(_CONTEXT, "rnnsearch-50.rows.1.step_ms"),
+                           Key(_CONTEXT, "rnnsearch-50.rows.0.step_ms"))}),
+    # where a step's time goes
+    Figure("benchmarks/README.md", "{step:.1f} ms per step unprofiled", {"step": Key(_PROFILE, "variants.0.step_ms")}),
+    Figure("benchmarks/README.md", "of {total:.1f} ms of compiled ops per step, the matmuls and element-wise work "
+                                   "outside the loops that belong to no named layer (the vocabulary projection and "
+                                   "its gradients, the readout, C h_j and U_a h_j) {other:.1f} ms ({other_share:.0%}), "
+                                   "the encoder {encoder:.1f} ms ({encoder_share:.0%}), the decoder's loops "
+                                   "{loops:.1f} ms ({loops_share:.0%}), the loss {loss:.1f} ms, the update "
+                                   "{update:.1f} ms. The vocabulary projection runs on every target position, padding "
+                                   "included ({real:,.0f} real of {padded:,.0f} per batch)",
+           dict({name: Key(_PROFILE, "variants.0.parts", _profile_ms(*parts)) for name, parts in (
+               ("total", ()), ("other", ("other",)), ("encoder", ("encoder",)),
+               ("loops", ("decoder loop (attention + GRU)",)), ("loss", ("loss (softmax cross-entropy)",)),
+               ("update", ("optimizer + clipping",)))},
+               **{f"{name}_share": ratio(Key(_PROFILE, "variants.0.parts", _profile_ms(*parts)),
+                                         Key(_PROFILE, "variants.0.parts", _profile_ms()))
+                  for name, parts in (("other", ("other",)), ("encoder", ("encoder",)),
+                                      ("loops", ("decoder loop (attention + GRU)",)))},
+               real=Key(_PROFILE, "variants.0.real_target_tokens"),
+               padded=Key(_PROFILE, "variants.0.padded_target_tokens"))),
+    # XLA:CPU's own flags (rows 0 and 10 without a flag, 2 and 9 with the vector width)
+    Figure("benchmarks/README.md", "`--xla_cpu_prefer_vector_width=512` {wide:.1f} and {wide_again:.1f} ms (about "
+                                   "{gain:.1%}, the size of the difference between the flag-less runs) for {compile} "
+                                   "s more compilation of the 6 shapes; the oneDNN, XNNPACK, XNN graph fusion and fast "
+                                   "min/max flags {others} ms; `--xla_cpu_use_thunk_runtime=false` {thunk:.1f} ms; "
+                                   "`--xla_cpu_enable_concurrency_optimized_scheduler=true` {scheduler:.1f} ms",
+           {"wide": _flag_ms(2), "wide_again": _flag_ms(9),
+            "gain": Computed(tuple(_flag_ms(row) for row in (0, 10, 2, 9)), lambda a, b, c, d: 1 - (c + d) / (a + b)),
+            "compile": Computed(tuple(Key(_FLAGS, f"rows.{row}.first_pass_s") for row in (0, 10, 2, 9)),
+                                lambda a, b, c, d: f"{min(c, d) - max(a, b):.0f}-{max(c, d) - min(a, b):.0f}"),
+            "others": span(".1f", *(_flag_ms(row) for row in (3, 4, 5, 7, 8))),
+            "thunk": _flag_ms(1), "scheduler": _flag_ms(6)}),
+    # forward + backward alone, batch shapes, sampled softmax on the Xeon
+    Figure("benchmarks/README.md", "eager {eager:,.0f}, `tf.function` {function:,.0f}, XLA {xla:,.0f} (loaded)",
+           {name: Key("forward_backward.json", f"results.small.{name}.target_tokens_per_second")
+            for name in ("eager", "function", "xla")}),
+    Figure("benchmarks/README.md", "at batch 64, {batches} batches, has {shapes} distinct shapes (XLA compilations), "
+                                   "{shapes8} with `pad_to_multiple=8` ({padding8:.1%} target padding instead of "
+                                   "{padding:.1%}; the trainer's choice under XLA), {shapes16} with 16 ({padding16:.1%})",
+           dict(_fields("dataset_shapes.json", "rows.0", batches="batches", shapes="shapes", padding="target_padding"),
+                **_fields("dataset_shapes.json", "rows.1", shapes8="shapes", padding8="target_padding"),
+                **_fields("dataset_shapes.json", "rows.2", shapes16="shapes", padding16="target_padding"))),
+    Figure("benchmarks/README.md", "{full0:.3f} / {sampled0:.3f} s per update at 30,000 target words "
+                                   "(**{speedup0:.2f}x**), {full1:.3f} / {sampled1:.3f} s at 60,000 (**{speedup1:.2f}x**), "
+                                   "{full2:.3f} / {sampled2:.3f} s at 100,000 (**{speedup2:.2f}x**)",
+           {f"{name}{row}": Key("sampled_softmax_sapphire_rapids.json", f"results.{row}.{field}")
+            for row in range(3) for name, field in (("full", "best_seconds_per_step.full"),
+                                                    ("sampled", "best_seconds_per_step.sampled"),
+                                                    ("speedup", "speedup"))}),
+    Figure("benchmarks/README.md", "{full:.3f} / {sampled:.3f} s (**",
+           _fields("sampled_softmax_amd_epyc.json", "results.0", full="best_seconds_per_step.full",
+                   sampled="best_seconds_per_step.sampled")),
+    # translating: XLA against none, the backends, one decoder step, fused matmuls
+    Figure("benchmarks/README.md", "batch 64 greedy {greedy:.1f} against {greedy_plain:.1f} sentences/s, beam 5 "
+                                   "{beam:.1f} against {beam_plain:.1f}; batch 1 median {greedy1:.1f} against "
+                                   "{greedy1_plain:.1f} ms greedy, {beam1:.1f} against {beam1_plain:.1f} ms at beam 5",
+           {name: Key(_DECODE_XLA, f"rows.{row}.{field}") for name, row, field in (
+               ("greedy", 9, "sentences_per_s"), ("greedy_plain", 8, "sentences_per_s"),
+               ("beam", 11, "sentences_per_s"), ("beam_plain", 10, "sentences_per_s"),
+               ("greedy1", 13, "median_ms"), ("greedy1_plain", 12, "median_ms"),
+               ("beam1", 15, "median_ms"), ("beam1_plain", 14, "median_ms"))}),
+    Figure("benchmarks/README.md", "the shipped model on all {sentences:,} test verses, at beam 5 and greedy: "
+                                   "{identical:,} of {sentences:,} translations on JAX (`jax.jit`) and on PyTorch "
+                                   "(eager) identical to TensorFlow's (XLA), scores within {jax:.1e} (JAX) and "
+                                   "{torch:.1e} (PyTorch)",
+           {"sentences": Key(_BACKENDS, "beams.5.jax.sentences"),
+            "identical": Computed(tuple(Key(_BACKENDS, f"beams.{beam}.{backend}.identical")
+                                        for beam in (5, 1) for backend in ("jax", "torch")), min),
+            **{backend: Computed(tuple(Key(_BACKENDS, f"beams.{beam}.{backend}.max_score_difference_identical")
+                                       for beam in (5, 1)), max) for backend in ("jax", "torch")}}),
+    *[Figure("benchmarks/README.md", f"| {label} | {{network:.2f}} / {{search:.2f}} | {{share:.0f}}% | "
+                                     "{network_plain:.2f} / {search_plain:.2f} | {share_plain:.0f}% |",
+             dict(_fields(_STEP, f"step_rows.{row}", network="network_ms", search="search_ms", share="search_share_pct"),
+                  **_fields(_STEP, f"step_rows.{row + 4}", network_plain="network_ms", search_plain="search_ms",
+                            share_plain="search_share_pct")))
+      for row, label in enumerate(("80 (16 x beam 5)", "320 (64 x beam 5)", "64 (greedy)", "5 (1 x beam 5)"))],
+    Figure("benchmarks/README.md", "is mostly the `TopK` custom calls ({topk:.0f}), XLA's reductions of the "
+                                   "log-normaliser ({reductions:.0f}) and its exp ({exp:.0f})",
+           _fields("decode_step_profile_sapphire_rapids.json", "profile.1.ops",
+                   topk="0.extra_us", reductions="1.extra_us", exp="2.extra_us")),
+    *[Figure("benchmarks/README.md", f"| {rows} | {{separate:.3f}} / {{fused:.3f}} | {{separate_plain:.3f}} / "
+                                     "{fused_plain:.3f} |",
+             dict(_fields(_FUSED, f"rows.{row}", separate="separate_ms", fused="fused_ms"),
+                  **_fields(_FUSED, f"rows.{row + 3}", separate_plain="separate_ms", fused_plain="fused_ms")))
+      for row, rows in enumerate((5, 80, 320))],
+    Figure("benchmarks/README.md", "Fusing saves {saving} of these matmuls' time under XLA",
+           {"saving": Computed(tuple(Key(_FUSED, f"rows.{row}.fused_over_separate") for row in range(3)),
+                               lambda *kept: f"{(1 - max(kept)) * 100:.0f}-{(1 - min(kept)) * 100:.0f}%")}),
+    # candidate lists and their recall
+    *[Figure("benchmarks/README.md", f"| {{vocabulary:,}} | {{mean_list:,.0f}} | {{full:.1f}} / {{lists:.1f}} | "
+                                     f"{bold}{{speedup:.2f}}x{bold} | {{bleu_full:.2f}} / {{bleu_lists:.2f}} | "
+                                     "{identical:.1%} |",
+             _fields(results, vocabulary="target_vocabulary", mean_list="mean_padded_candidate_list",
+                     full="sentences_per_second.full_softmax", lists="sentences_per_second.candidate_lists",
+                     speedup="speedup", bleu_full="bleu.full_softmax", bleu_lists="bleu.candidate_lists",
+                     identical="identical_share"))
+      for results, bold in ((_CANDIDATES_5K, ""), (_CANDIDATES_30K, "**"))],
+    Figure("benchmarks/README.md", "on {sentences:,} test verses, 2,000 frequent pieces plus a sentence's lexicon "
+                                   "entries give {ids:,.0f} ids and hold {recall:.1%} of the reference tokens (per "
+                                   "{group} verses: {group_ids:,.0f} ids, {group_recall:.1%}); with 500 frequent "
+                                   "pieces {ids500:,.0f} ids and {recall500:.1%}",
+           dict(_fields(_RECALL, sentences="sentences", group="group"),
+                **_fields(_RECALL, "rows.0", ids="sentence_list", recall="sentence_recall", group_ids="group_list",
+                          group_recall="group_recall"),
+                **_fields(_RECALL, "rows.2", ids500="sentence_list", recall500="sentence_recall"))),
+    # interactive input, long lines
+    Figure("benchmarks/README.md", "{lines:,} verses read as `bahdanau-translate` reads them, the consumer spending "
+                                   "{ms:.0f} ms per line, median of {rounds} rounds: a file and a fast pipe (`cat`) give "
+                                   "one chunk of {lines:,} lines with line-by-line answering on or off ({seconds} s)",
+           dict(_fields(_INPUT, lines="lines", ms="ms_per_line", rounds="rounds"),
+                seconds=span(".2f", *(Key(_INPUT, f"rows.{row}.seconds", median) for row in range(4))))),
+    Figure("benchmarks/README.md", "five chunks of one line ({seconds:.2f} s)",
+           {"seconds": Key(_INPUT, "rows.4.seconds", median)}),
+    Figure("benchmarks/README.md", "one line of 8 MB takes {chunks8:.3f} CPU seconds (Python's file iteration "
+                                   "{file8:.3f}), one of 32 MB {chunks32:.3f} ({file32:.3f})",
+           _fields(_LONG_LINE, "rows", median, chunks8="0.cpu_seconds", file8="1.cpu_seconds",
+                   chunks32="2.cpu_seconds", file32="3.cpu_seconds")),
+    # serving: the `new` rounds (runs 1 and 3)
+    Figure("benchmarks/README.md", "the export is {size:.1f} MB; through the model server's session bundle it loads "
+                                   "in {load:.2f} s and answers a batch of 64 in a median **{b64:.1f} / {b64_2:.1f} "
+                                   "ms**, one sentence in **{b1:.1f} / {b1_2:.1f} ms** (two rounds); "
+                                   "`tf.saved_model.load` loads in {load_saved:.2f} s and answers in {saved64:.1f} / "
+                                   "{saved64_2:.1f} and {saved1:.1f} / {saved1_2:.1f} ms",
+           {"size": Key(_SERVING, "runs.1.size_bytes", lambda size: size / 1e6),
+            "load": Key(_SERVING, "runs.1.session_bundle.load_seconds"),
+            "load_saved": Key(_SERVING, "runs.1.saved_model_load.load_seconds"),
+            **{f"{name}{suffix}": Key(_SERVING, _SERVED.format(round=run, loader=loader, batch=batch))
+               for suffix, run in (("", 1), ("_2", 3))
+               for name, loader, batch in (("b64", "session_bundle", 64), ("b1", "session_bundle", 1),
+                                           ("saved64", "saved_model_load", 64), ("saved1", "saved_model_load", 1))}}),
+    Figure("benchmarks/README.md", "Resident memory over {calls} calls of mixed and bad input: {start:,.0f}, "
+                                   "{half:,.0f}, {end:,.0f} MiB at start, half-way and end",
+           _fields(_SERVING, "runs.1.rss", calls="calls", start="start_mib", half="half_mib", end="end_mib")),
+    # alignment, in short (the stage table of alignment.md)
+    Figure("benchmarks/README.md", "(chosen on the {dev} dev verses, scored on the {test:,} test verses)",
+           _fields(_STAGES, dev="dev_verses_with_gold", test="test_verses_with_gold")),
+    Figure("benchmarks/README.md", "(`pieces`) scores AER {default:.3f}; the best system, an alignment head trained on "
+                                   "eflomal's links with both directions' heads averaged, {best:.3f}, against "
+                                   "eflomal's {eflomal:.3f}",
+           {name: Key(_STAGES, f"rows.{row}.aer") for name, row in (("default", 0), ("best", 40), ("eflomal", 43))}),
+    # scale
+    Figure("benchmarks/README.md", "{small:,} pairs {small_rss:,} MiB, {middle:,} {middle_rss:,} MiB, {large:,} "
+                                   "{large_rss:,} MiB: flat",
+           {name: Key("corpus_scale.json", f"rows.{row}.{field}")
+            for row, size in enumerate(("small", "middle", "large"))
+            for name, field in ((size, "pairs"), (f"{size}_rss", "peak_rss_mib"))}),
+    Figure("benchmarks/README.md", "`bahdanau-translate` without XLA peaks at {translate:,} MiB for {lines:,} lines "
+                                   "and {translate_more:,} MiB for {lines_more:,}; `bahdanau-evaluate` (XLA) at "
+                                   "{evaluate:,} and {evaluate_more:,} MiB for {lines:,} and {lines_more:,} pairs",
+           dict(_fields("corpus_scale_streaming.json", "translate_rows", translate="0.peak_rss_mib",
+                        translate_more="1.peak_rss_mib", lines="0.lines", lines_more="1.lines"),
+                **_fields("corpus_scale_streaming.json", "evaluate_rows", evaluate="0.peak_rss_mib",
+                          evaluate_more="1.peak_rss_mib"))),
+    Figure("benchmarks/README.md", "{rss:,} MiB peak against {rss_small:,} MiB for {lines_small:,} lines, "
+                                   "{seconds:,.0f} s against {seconds_small:,.0f} s",
+           _fields("corpus_scale_translate_1m.json", "translate_rows", rss="1.peak_rss_mib", rss_small="0.peak_rss_mib",
+                   lines_small="0.lines", seconds="1.wall_seconds", seconds_small="0.wall_seconds")),
+]
+
+#: benchmarks/alignment.md, in the page's order
+ALIGNMENT = [
+    # the default model, stage by stage (rows of alignment_cgru_wider_ensembles_amd_epyc.json)
+    Figure("benchmarks/alignment.md", "unsupervised on the text of all {pairs:,} pairs",
+           {"pairs": Key(_STAGES, "eflomal.pairs_aligned")}),
+    Figure("benchmarks/alignment.md", "(`rnnsearch-cgru-small`, {updates:,} updates, test BLEU {bleu:.2f}; no stage",
+           {"updates": HEADLINE["updates"], "bleu": Key(_STAGES, "test_bleu_of_the_model.bleu")}),
+    Figure("benchmarks/alignment.md", "--max_steps={updates} --max_minutes=0`, test BLEU {bleu:.2f})",
+           {"updates": HEADLINE["updates"], "bleu": Key(_STAGES, "test_bleu_of_the_reverse_model.bleu")}),
+    *[Figure("benchmarks/alignment.md", _stage_text(label, bold), _stage_row(row))
+      for label, row, bold in (
+          ("| `pieces`", 0, False), ("| `pieces>0.5`", 2, False), ("transposed | `sum+mutual>0.4`", 6, False),
+          ("averaged | `sum>0.4`", 9, False), ("own links | `sum>0.5`", 12, False),
+          ("eflomal's links | `pieces+mutual`", 15, False), ("a head per direction, averaged | `sum>0.3`", 19, False),
+          ("two heads per direction, averaged | `sum+mutual>0.2`", 26, False),
+          ("(the best on dev) | `sum>0.3`", 40, True), ("| eflomal intersection |", 43, True),
+          ("| eflomal grow-diag-final-and |", 44, False), ("no translation model) | `pieces+mutual`", 5, False),
+          ("| diagonal baseline |", 45, False))],
+    Figure("benchmarks/alignment.md", "it gains {gain:.3f} over the attention's best rule ({gain_content:.3f} on content "
+                                      "words). Every attention system still misses eflomal's intersection, in every "
+                                      "view; the best by {miss:.3f} on the full gold and {miss_content:.3f} on content "
+                                      "words. The full gold rewards co-occurrence: the lexicon baseline, with no "
+                                      "translation model, beats eflomal on it but is {lexicon:.3f} worse on content words",
+           {"gain": difference(_stage_row(2)["aer"], _stage_row(15)["aer"]),
+            "gain_content": difference(_stage_row(2)["content"], _stage_row(15)["content"]),
+            "miss": difference(_stage_row(40)["aer"], _stage_row(43)["aer"]),
+            "miss_content": difference(_stage_row(40)["content"], _stage_row(43)["content"]),
+            "lexicon": difference(_stage_row(5)["content"], _stage_row(43)["content"])}),
+    # the alignment head's defaults: the other snapshots, eflomal on dev, the step
+    Figure("benchmarks/alignment.md", "eflomal's intersection: {eflomal:.4f} on dev",
+           {"eflomal": Key(_HEAD, "head_selection_on_dev.eflomal_dev_aer.intersection")}),
+    Figure("benchmarks/alignment.md", "| grow-diag-final-and links | {s500:.4f} | | | {s2000:.4f} | | | | |",
+           {f"s{n}": Key(_HEAD, f"head_selection_on_dev.snapshots.cgru-gdfa-{n}.dev_aer") for n in (500, 2000)}),
+    Figure("benchmarks/alignment.md", "(`--context_units=64`) | | | | {s2000:.4f} | {s3000:.4f} | **{s4000:.4f}** | | |",
+           {f"s{n}": Key(_HEAD, f"head_selection_on_dev.snapshots.cgru-ctx64-{n}.dev_aer")
+            for n in (2000, 3000, 4000)}),
+    Figure("benchmarks/alignment.md", "grow-diag-final-and links cost {cost:.3f}",
+           {"cost": difference(Key(_HEAD, "head_selection_on_dev.snapshots.cgru-gdfa-2000.dev_aer"),
+                               Key(_HEAD, "head_selection_on_dev.snapshots.cgru-eflomal-2000.dev_aer"))}),
+    Figure("benchmarks/alignment.md", "an update runs the head alone: {after} CPU ms per update of {batch_size} pairs "
+                                      "against {before} ms with the model's forward pass inside the step",
+           {"after": span(".1f", *(Key(_HEAD_STEP, f"rounds.{row}.after_cpu_ms_per_update") for row in range(3))),
+            "before": span(".1f", *(Key(_HEAD_STEP, f"rounds.{row}.before_cpu_ms_per_update") for row in range(3))),
+            "batch_size": Key(_HEAD_STEP, "batch_size")}),
+    Figure("benchmarks/alignment.md", "{batches} batches, 3 interleaved rounds", _fields(_HEAD_STEP, batches="batches")),
+    # why the paper's cell needs a head
+    Figure("benchmarks/alignment.md", "On the first {dev} dev and {test} test verses with gold",
+           _fields(_BOTH, dev="dev_verses_with_gold", test="test_verses_with_gold")),
+    Figure("benchmarks/alignment.md", "eflomal's intersection {eflomal:.3f}. Both directions averaged chose "
+                                      "`sum>0.25` ({average:.3f})",
+           {"eflomal": Key(_BOTH, "rows.10.aer"), "average": Key(_BOTH, "rows.7.aer")}),
+    # guided alignment
+    Figure("benchmarks/alignment.md", "At the main command's budget ({updates:,} updates of `small`",
+           {"updates": _run("twelve_minute_before_after_amd_epyc.json", "rows.1")["updates"]}),
+    Figure("benchmarks/alignment.md", "BLEU on the {test:,} test verses with gold",
+           _fields(_GUIDED, test="test_verses_with_gold")),
+    Figure("benchmarks/alignment.md", "--guided_alignment_unaligned=end` | {bleu:.2f} | {pieces:.3f} | {best:.3f} (",
+           {"bleu": Key(_GUIDED, "rows.9.test_bleu"), "pieces": Key(_GUIDED, "rows.9.aer"),
+            "best": Key(_GUIDED, "rows.14.aer")}),
+    Figure("benchmarks/alignment.md", "| eflomal intersection | | **{aer:.3f}** | |",
+           {"aer": Key(_GUIDED, "rows.29.aer")}),
+    Figure("benchmarks/alignment.md", "Light guidance gained {light:.1f} BLEU but no AER; training unlinked words "
+                                      "towards `[END]` cost {end:.1f} BLEU and {aer} AER",
+           {"light": difference(Key(_GUIDED, "rows.18.test_bleu"), Key(_GUIDED, "rows.0.test_bleu")),
+            "end": difference(Key(_GUIDED, "rows.0.test_bleu"), Key(_GUIDED, "rows.9.test_bleu")),
+            "aer": span(".2f", difference(Key(_GUIDED, "rows.9.aer"), Key(_GUIDED, "rows.0.aer")),
+                        difference(Key(_GUIDED, "rows.14.aer"), Key(_GUIDED, "rows.1.aer")))}),
+    Figure("benchmarks/alignment.md", "(an optional extra, {seconds:.0f} s for the Bible",
+           {"seconds": Key(_GUIDED, "eflomal.seconds")}),
+]
+
+
+FIGURES = [
+    # README.md: the Result, the sample output of the main command, the shipped model
+    Figure("README.md", "the main command on a quiet 2-core {cpu}, {cpu_flags}, float32 + XLA, "
+                        "{date}): **{updates:,}** updates in 12 minutes, test BLEU **{bleu:.2f}** "
+                        "on the 2,051 test verses (beam 5), alignment error rate {aer:.3f} "
+                        "([results file](benchmarks/results/{results_file}))", HEADLINE),
+    Figure("README.md", "Updates {updates:,} Epochs {epochs:.2f} Wall time {wall_time}", HEADLINE),
+    Figure("README.md", "(best {best_dev_nll:.3f} there)", HEADLINE),
+    Figure("README.md", "A rerun on this release's code made **{updates:,}** updates, BLEU **{bleu:.2f}** "
+                        "([results file](benchmarks/results/{results_file}))", RERUN),
+    Figure("README.md", "English to Spanish, {updates:,} updates, test BLEU {bleu:.2f}", SHIPPED),
+    # docs/translating.md: the shipped model's card
+    Figure("docs/translating.md", "({updates:,} updates, seed {seed}", SHIPPED),
+    Figure("docs/translating.md", "| {sentences:,} | {bleu:.2f} ({brevity_penalty:.3f}) | "
+                                  "{chrf:.2f} | {aer:.3f} |", SHIPPED),
+    # the quickstart notebook's shipped model
+    Figure("colab/01_quickstart.ipynb", "English → Spanish, {updates:,} updates", SHIPPED),
+    # docs/training.md: the default preset's row of the presets table
+    Figure("docs/training.md", "it scored test BLEU {first:.2f} and {second:.2f} (two seeds, {first_updates:,} and "
+                               "{second_updates:,} updates) against the paper's cell's {paper:.2f} ({paper_updates:,} "
+                               "updates: its step is cheaper), and {one_core:.2f} against {one_core_paper:.2f} at 24 "
+                               "minutes on one core",
+           {"first": HEADLINE["bleu"], "first_updates": HEADLINE["updates"], "second": SECOND_SEED["bleu"],
+            "second_updates": SECOND_SEED["updates"], "paper": PAPER_CELL["bleu"],
+            "paper_updates": PAPER_CELL["updates"],
+            "one_core": _summary_row("rnnsearch_rnnencdec_one_core_amd_epyc.json", "rows.1")["bleu"],
+            "one_core_paper": _summary_row("rnnsearch_rnnencdec_one_core_amd_epyc.json", "rows.0")["bleu"]}),
+    Figure("docs/training.md", "it did not learn to attend in {updates:,} updates",
+           _summary_row("recipe_runs_amd_epyc.json", "rows.3")),
+    # docs/training.md: the budget schedule's measured effect
+    Figure("docs/training.md", "the README's 12-minute run went from {before:.2f} to {bleu:.2f} test BLEU",
+           dict(BUDGET, before=_run("twelve_minute_before_after_amd_epyc.json", "rows.1")["bleu"])),
+    Figure("docs/training.md", "at {updates:,} updates the schedule alone gave {budget:.2f} against a constant "
+                               "rate's {constant:.2f}",
+           {"updates": Key("recipe_budget_runs_amd_epyc.json", "rows.1.updates"),
+            "budget": Key("recipe_budget_runs_amd_epyc.json", "rows.1.bleu"),
+            "constant": Key("recipe_budget_runs_amd_epyc.json", "rows.0.bleu")}),
+    # docs/training.md: regularisation and the dev schedule at the README's budget
+    Figure("docs/training.md", "({heavy_updates:,} and {light_updates:,} updates with these knobs, {updates:,} "
+                               "without)", dict(_summary_row("recipe_runs_amd_epyc.json", "rows.2"),
+                                                heavy_updates=Key("recipe_runs_amd_epyc.json", "rows.0.updates"),
+                                                light_updates=Key("recipe_runs_amd_epyc.json", "rows.1.updates"))),
+    Figure("docs/training.md", "scored {heavy:.2f} test BLEU against the plain preset's {bleu:.2f}; dropout 0.1 with "
+                               "label smoothing 0.1 was level with it ({light:.2f})",
+           dict(_summary_row("recipe_runs_amd_epyc.json", "rows.2"),
+                heavy=Key("recipe_runs_amd_epyc.json", "rows.0.bleu"),
+                light=Key("recipe_runs_amd_epyc.json", "rows.1.bleu"))),
+    Figure("docs/training.md", "(best {best_dev_nll:.3f}, {end:.3f} at its end)",
+           dict(_summary_row("recipe_runs_amd_epyc.json", "rows.2"),
+                end=Key("recipe_runs_amd_epyc.json", "rows.2.dev_nll_at_end"))),
+    # docs/training.md: guided alignment's weight
+    Figure("docs/training.md", "scored {guided:.2f} test BLEU against the unguided run's {unguided:.2f}",
+           {"guided": Key("alignment_twelve_minute_amd_epyc.json", "rows.18.test_bleu"),
+            "unguided": Key("alignment_twelve_minute_amd_epyc.json", "rows.0.test_bleu")}),
+    # docs/training.md: guided alignment at the 12-minute run's updates
+    Figure("docs/training.md", "at {updates:,} updates (a 12-minute run on a 2-core {cpu})",
+           _run("twelve_minute_before_after_amd_epyc.json", "rows.1")),
+    # benchmarks/README.md: the main command's table, whose rows the figures above come from
+    *[Figure("benchmarks/README.md", f"| {label} | {{updates:,}} | {{epochs:.2f}} | "
+                                     "{tokens_per_second:,.0f} | {best_dev_nll:.3f} ({best_step:,}) | "
+                                     f"{bold}{{bleu:.2f}}{bold} ({{brevity_penalty:.3f}}) | {{aer:.3f}} |", keys)
+      for label, bold, keys in (
+          ("the main command (seed 1234)", "**", HEADLINE),
+          ("`--seed=7`", "**", SECOND_SEED),
+          ("the main command, rerun on this release's code", "**", RERUN),
+          ("the decoder loop differentiated automatically (`jit_autodiff`)", "",
+           _summary_row("main_command_cgru_amd_epyc.json", "rows.2")),
+          ("`--preset=small` (the paper's decoder cell)", "", PAPER_CELL))],
+    # the paper's comparison on one core, and the end-to-end precision runs
+    *[Figure("benchmarks/README.md", f"{label} | {{updates:,}} | {{best_dev_nll:.3f}} ({{best_step:,}}) | "
+                                     f"{bold}{{bleu:.2f}}{bold} ({{brevity_penalty:.3f}}) |",
+             _summary_row("rnnsearch_rnnencdec_one_core_amd_epyc.json", f"rows.{row}"))
+      for label, bold, row in (("(`rnnsearch-cgru-small`)", "**", 1), ("(`small`, the paper's cell)", "", 0),
+                               ("(`rnnencdec-small`)", "", 2))],
+    *[Figure("benchmarks/README.md", f"{label} | {{updates:,}} | {{tokens_per_second:,.0f}} | "
+                                     f"{{best_dev_nll:.3f}} | {bold}{{bleu:.2f}}{bold} ({{brevity_penalty:.3f}}) |",
+             _summary_row("twelve_minute_runs.json", f"{row}"))
+      for label, bold, row in (("float32 + XLA (the default on every CPU)", "**", 3),
+                               ("(`--precision=mixed_bfloat16 --nojit`)", "", 1), ("Xeon as AVX2 | float32 + XLA", "**", 5))],
+    # the length penalty's dev sweep: the default preset's model
+    Figure("benchmarks/README.md", "| {at_05:.2f} ({bp_05:.3f}) | **{at_10:.2f}** ({bp_10:.3f}) | | |",
+           {"at_05": Key("length_penalty_dev_amd_epyc.json", "rows.12.dev_bleu"),
+            "bp_05": Key("length_penalty_dev_amd_epyc.json", "rows.12.brevity_penalty"),
+            "at_10": Key("length_penalty_dev_amd_epyc.json", "rows.13.dev_bleu"),
+            "bp_10": Key("length_penalty_dev_amd_epyc.json", "rows.13.brevity_penalty")}),
+    # the recipe's runs
+    *[Figure("benchmarks/README.md", f"{label} | {{updates:,}} | {{best_dev_nll:.3f}} | {{dev_nll_at_end:.3f}} | "
+                                     "{bleu:.2f} ({brevity_penalty:.3f}) | {aer:.3f} |",
+             dict(_summary_row("recipe_runs_amd_epyc.json", f"rows.{row}"),
+                  dev_nll_at_end=Key("recipe_runs_amd_epyc.json", f"rows.{row}.dev_nll_at_end")))
+      for label, row in (("--schedule=plateau --average_at=best`", 1), ("`small`, no regularisation", 2),
+                         ("`--preset=rnnsearch-cgru-small`, no regularisation", 3))],
+    Figure("benchmarks/README.md", "| `--schedule=budget --max_length=80` | {updates:,} | {best_dev_nll:.3f} | "
+                                   "{dev_nll_at_end:.3f} | **{bleu:.2f}** ({brevity_penalty:.3f}) | {aer:.3f} |",
+           dict(_summary_row("recipe_budget_runs_amd_epyc.json", "rows.3"),
+                dev_nll_at_end=Key("recipe_budget_runs_amd_epyc.json", "rows.3.dev_nll_at_end"))),
+    Figure("benchmarks/README.md", "| {updates:,} | {epochs:.2f} | {tokens_per_second:,.0f} | "
+                                   "{best_dev_nll:.3f} | {dev_nll_at_end:.3f} | **{bleu:.2f}** "
+                                   "({brevity_penalty:.3f}) | {aer:.3f} |",
+           dict(BUDGET, dev_nll_at_end=Key(BUDGET["bleu"].results, "rows.0.dev_nll_at_end"))),
+    Figure("benchmarks/README.md", "against {bleu:.2f} ({updates:,} updates, AER {aer:.3f})",
+           _run("twelve_minute_before_after_amd_epyc.json", "rows.1")),
+    # checkpoint averaging: at a constant rate, and in the default's run
+    Figure("benchmarks/README.md", "ended at a dev NLL of {last:.3f} and its average reached {average:.3f}",
+           {"last": Key("main_command_amd_epyc.json", "training.dev_nll"),
+            "average": Key("main_command_amd_epyc.json", "averaged.dev_nll")}),
+    Figure("benchmarks/README.md", "the average scored {average:.3f} against the last checkpoint's {last:.3f}",
+           {"average": Key("main_command_cgru_amd_epyc.json", "rows.0.averaged.dev_nll"),
+            "last": Key("main_command_cgru_amd_epyc.json", "rows.0.dev_nll_at_end")}),
+    Figure("benchmarks/README.md", "| `bible-en-es-small` | {updates:,} | **{bleu:.2f}** "
+                                   "({brevity_penalty:.3f}) | {chrf:.2f} | {aer:.3f} |", SHIPPED),
+    # the train step: the default preset's, the device's precision and XLA choice, the backward pass
+    Figure("benchmarks/README.md", "**{step:.1f}** ms per step of 64 pairs on 12 Bible batches (6 shapes), "
+                                   "{tokens:,.0f} real target tokens/s, {ceiling} of the machine's float32 matmul "
+                                   "ceiling; the code of the main command's first run, alternated with it "
+                                   "(`--checkouts=before=DIR`), {before:.1f} ms",
+           {"step": Key("train_step_cgru_fused_reads_amd_epyc.json", "rows.0.step_ms"),
+            "tokens": Key("train_step_cgru_fused_reads_amd_epyc.json", "rows.0.target_tokens_per_s"),
+            "ceiling": Key("train_step_cgru_fused_reads_amd_epyc.json", "rows.0.ceiling"),
+            "before": Key("train_step_cgru_fused_reads_amd_epyc.json", "rows.1.step_ms")}),
+    Figure("benchmarks/README.md", "| EPYC | {f32:,.0f} | {bf16:,.0f} | **{jit:,.0f}** | {bf16_jit:,.0f} | {ceiling} |",
+           {name: Key("train_throughput_amd_epyc.json", f"rows.{row}.{field}")
+            for name, row, field in (("f32", 0, "target_tokens_per_s"), ("bf16", 1, "target_tokens_per_s"),
+                                     ("jit", 2, "target_tokens_per_s"), ("bf16_jit", 3, "target_tokens_per_s"),
+                                     ("ceiling", 2, "ceiling"))}),
+    Figure("benchmarks/README.md", "| `rnnsearch-cgru-small` (the default) | 12 Bible batches | {before:.1f} | "
+                                   "{after:.1f} |", CGRU_BACKWARD),
+    Figure("benchmarks/README.md", "| `small` | Bible batches | {autodiff:.1f} | {written:.1f} |",
+           {"written": Key("train_step_recurrence_backward_amd_epyc.json", "rows.0.step_ms"),
+            "autodiff": Key("train_step_recurrence_backward_amd_epyc.json", "rows.1.step_ms")}),
+    Figure("benchmarks/README.md", "Without a flag, {first:.1f} and {last:.1f} ms per step",
+           {"first": Key("train_step_xla_cpu_flags_amd_epyc.json", "rows.0.step_ms"),
+            "last": Key("train_step_xla_cpu_flags_amd_epyc.json", "rows.10.step_ms")}),
+    # translating: the current search, XLA against none, the backends, the candidate lists
+    Figure("benchmarks/README.md", "| greedy | **{b64:.1f}** | **{b1:.1f}** ({p90:.1f}) | {steps:.1f} |",
+           {name: Key("decode_throughput_against_earlier_main_amd_epyc.json", f"rows.{row}.{field}")
+            for name, row, field in (("b64", 4, "sentences_per_s"), ("b1", 6, "median_ms"),
+                                     ("p90", 6, "p90_ms"), ("steps", 4, "hyp_steps_per_sentence"))}),
+    Figure("benchmarks/README.md", "| beam 5 | **{b64:.1f}** | **{b1:.1f}** ({p90:.1f}) | {steps:.1f} |",
+           {name: Key("decode_throughput_against_earlier_main_amd_epyc.json", f"rows.{row}.{field}")
+            for name, row, field in (("b64", 5, "sentences_per_s"), ("b1", 7, "median_ms"),
+                                     ("p90", 7, "p90_ms"), ("steps", 5, "hyp_steps_per_sentence"))}),
+    Figure("benchmarks/README.md", "batch 64 greedy {xla:.1f} against {plain:.1f} sentences/s",
+           {"xla": Key("decode_throughput_amd_epyc.json", "rows.9.sentences_per_s"),
+            "plain": Key("decode_throughput_amd_epyc.json", "rows.8.sentences_per_s")}),
+
+    Figure("benchmarks/README.md", "| 29,472 | 4,003 | {full:.1f} / {lists:.1f} | **{speedup:.2f}x** |",
+           {"full": Key("candidate_lists_30k.json", "sentences_per_second.full_softmax"),
+            "lists": Key("candidate_lists_30k.json", "sentences_per_second.candidate_lists"),
+            "speedup": Key("candidate_lists_30k.json", "speedup")}),
+    Figure("benchmarks/README.md", "0.524 / 0.219 s (**{speedup:.2f}x**)",
+           {"speedup": Key("sampled_softmax_amd_epyc.json", "results.0.speedup")}),
+    # benchmarks/alignment.md: the default model's stages, the head's defaults, guided alignment
+    Figure("benchmarks/alignment.md", "| eflomal's intersection links (the default) | {s500} | {s1000} | {s1500} | "
+                                      "**{s2000}** | {s3000} | | {s5000} | {s6000} |",
+           {f"s{n}": Key("alignment_cgru_head_amd_epyc.json",
+                         f"head_selection_on_dev.snapshots.cgru-eflomal-{n}.dev_aer", lambda v: f"{v:.4f}")
+            for n in (500, 1000, 1500, 2000, 3000, 5000, 6000)}),
+    Figure("benchmarks/alignment.md", "after one pass of {pass_ms:.1f} CPU ms per batch",
+           {"pass_ms": Key("alignment_head_step_amd_epyc.json", "frozen_pass_cpu_ms_per_batch")}),
+    Figure("benchmarks/alignment.md", "the best rule scores {best:.3f}, the rows shifted by two (the first whose "
+                                      "query has read the word) {shifted:.3f}, the diagonal baseline {diagonal:.3f}",
+           {name: Key("alignment_both_directions_amd_epyc.json", f"rows.{row}.aer")
+            for name, row in (("best", 3), ("shifted", 2), ("diagonal", 12))}),
+    Figure("benchmarks/alignment.md", "| unguided (the main command's run) | {bleu:.2f} | {pieces:.3f} | **{best:.3f}** (",
+           {"bleu": Key("alignment_twelve_minute_amd_epyc.json", "rows.0.test_bleu"),
+            "pieces": Key("alignment_twelve_minute_amd_epyc.json", "rows.0.aer"),
+            "best": Key("alignment_twelve_minute_amd_epyc.json", "rows.1.aer")}),
+    Figure("benchmarks/alignment.md", "--guided_alignment_decay=0.5` | **{bleu:.2f}** | {pieces:.3f} | {best:.3f} (",
+           {"bleu": Key("alignment_twelve_minute_amd_epyc.json", "rows.18.test_bleu"),
+            "pieces": Key("alignment_twelve_minute_amd_epyc.json", "rows.18.aer"),
+            "best": Key("alignment_twelve_minute_amd_epyc.json", "rows.23.aer")}),
+    # the conditional GRU's written-out backward pass against its scanned loop (first alternation)
+    Figure("docs/training.md", "{after:.1f} against {before:.1f} ms per step", CGRU_BACKWARD),
+] + BENCHMARKS + ALIGNMENT
