@@ -359,11 +359,10 @@ BENCHMARKS = [
                                    "log-normaliser ({reductions:.0f}) and its exp ({exp:.0f})",
            _fields("decode_step_profile_sapphire_rapids.json", "profile.1.ops",
                    topk="0.extra_us", reductions="1.extra_us", exp="2.extra_us")),
-    *[Figure("benchmarks/README.md", f"| {rows} | {{separate:.3f}} / {{fused:.3f}} | {{separate_plain:.3f}} / "
-                                     "{fused_plain:.3f} |",
-             dict(_fields(_FUSED, f"rows.{row}", separate="separate_ms", fused="fused_ms"),
-                  **_fields(_FUSED, f"rows.{row + 3}", separate_plain="separate_ms", fused_plain="fused_ms")))
-      for row, rows in enumerate((5, 80, 320))],
+    Figure("benchmarks/README.md", "320 rows: under XLA " + ", ".join(
+        f"{{separate_{row}:.3f}} / {{fused_{row}:.3f}}" for row in range(3)) + "; without XLA " + ", ".join(
+        f"{{separate_{row}:.3f}} / {{fused_{row}:.3f}}" for row in range(3, 6)) + ".",
+           {f"{kind}_{row}": Key(_FUSED, f"rows.{row}.{kind}_ms") for row in range(6) for kind in ("separate", "fused")}),
     Figure("benchmarks/README.md", "Fusing saves {saving} of these matmuls' time under XLA",
            {"saving": Computed(tuple(Key(_FUSED, f"rows.{row}.fused_over_separate") for row in range(3)),
                                lambda *kept: f"{(1 - max(kept)) * 100:.0f}-{(1 - min(kept)) * 100:.0f}%")}),
@@ -584,11 +583,11 @@ FIGURES = [
              _summary_row("rnnsearch_rnnencdec_one_core_amd_epyc.json", f"rows.{row}"))
       for label, bold, row in (("(`rnnsearch-cgru-small`)", "**", 1), ("(`small`, the paper's cell)", "", 0),
                                ("(`rnnencdec-small`)", "", 2))],
-    *[Figure("benchmarks/README.md", f"{label} | {{updates:,}} | {{tokens_per_second:,.0f}} | "
-                                     f"{{best_dev_nll:.3f}} | {bold}{{bleu:.2f}}{bold} ({{brevity_penalty:.3f}}) |",
-             _summary_row("twelve_minute_runs.json", f"{row}"))
-      for label, bold, row in (("float32 + XLA (the default on every CPU)", "**", 3),
-                               ("(`--precision=mixed_bfloat16 --nojit`)", "", 1), ("Xeon as AVX2 | float32 + XLA", "**", 5))],
+    Figure("benchmarks/README.md", "float32 + XLA made {xla_updates:,} updates and scored {xla_bleu:.2f} test BLEU; "
+                                   "mixed bfloat16 without XLA, {bf16_updates:,} and {bf16_bleu:.2f}.",
+           {"xla_updates": Key("twelve_minute_runs.json", "3.updates"), "xla_bleu": Key("twelve_minute_runs.json", "3.bleu"),
+            "bf16_updates": Key("twelve_minute_runs.json", "1.updates"),
+            "bf16_bleu": Key("twelve_minute_runs.json", "1.bleu")}),
     # the length penalty's dev sweep: the default preset's model
     Figure("benchmarks/README.md", "| {at_05:.2f} ({bp_05:.3f}) | **{at_10:.2f}** ({bp_10:.3f}) | | |",
            {"at_05": Key("length_penalty_dev_amd_epyc.json", "rows.12.dev_bleu"),
@@ -643,6 +642,20 @@ FIGURES = [
     Figure("benchmarks/README.md", "Without a flag, {first:.1f} and {last:.1f} ms per step",
            {"first": Key("train_step_xla_cpu_flags_amd_epyc.json", "rows.0.step_ms"),
             "last": Key("train_step_xla_cpu_flags_amd_epyc.json", "rows.10.step_ms")}),
+    # one step per cell against the code before it: the train step, then translating
+    Figure("benchmarks/README.md", "{cgru_new:.1f} against {cgru_old:.1f} ms per step at the default preset, "
+                                   "{small_new:.1f} against {small_old:.1f} at `small`",
+           {name: Key("train_step_one_step_per_cell_amd_epyc.json", f"rows.{row}.step_ms")
+            for name, row in (("cgru_new", 0), ("cgru_old", 1), ("small_new", 2), ("small_old", 3))}),
+    Figure("benchmarks/README.md", "batch 64 beam 5 {beam_new:.1f} against {beam_old:.1f} sentences/s, greedy "
+                                   "{greedy_new:.1f} against {greedy_old:.1f} (the old code's rounds spread from "
+                                   "219.9 up); batch 1 median {b1_new:.1f} against {b1_old:.1f} ms greedy, "
+                                   "{b1_beam_new:.1f} against {b1_beam_old:.1f} at beam 5",
+           {name: Key("decode_one_step_per_cell_amd_epyc.json", f"rows.{row}.{field}")
+            for name, row, field in (("greedy_old", 0, "sentences_per_s"), ("beam_old", 1, "sentences_per_s"),
+                                     ("b1_old", 2, "median_ms"), ("b1_beam_old", 3, "median_ms"),
+                                     ("greedy_new", 4, "sentences_per_s"), ("beam_new", 5, "sentences_per_s"),
+                                     ("b1_new", 6, "median_ms"), ("b1_beam_new", 7, "median_ms"))}),
     # translating: the current search, XLA against none, the backends, the candidate lists
     Figure("benchmarks/README.md", "| greedy | **{b64:.1f}** | **{b1:.1f}** ({p90:.1f}) | {steps:.1f} |",
            {name: Key("decode_throughput_against_earlier_main_amd_epyc.json", f"rows.{row}.{field}")

@@ -459,6 +459,25 @@ def _check_backend():
             "unset KERAS_BACKEND, or train with model.compile + model.fit (docs/training.md).")
 
 
+def _choose_alignment_rule(dev, log):
+    """After a finished run whose dev set has gold word alignments (the embedded Bible's): the
+    extraction rule of lowest dev AER for the model's attention is chosen and saved with it
+    (`bahdanau_tf.alignment.choose_on_dev`), so that ``bahdanau-evaluate`` and
+    ``bahdanau-translate --alignments`` use it; ``bahdanau-evaluate --choose_alignment_rule``
+    chooses again."""
+    from bahdanau_tf import alignment
+    from bahdanau_tf.translator import Translator
+
+    if dev is None or alignment.dev_gold(dev) is None:
+        return
+    translator = Translator.from_directory(FLAGS.output_dir)
+    if not translator.has_attention:
+        return
+    choice = alignment.choose_on_dev(translator, dev)
+    alignment.save_chosen_rule(FLAGS.output_dir, choice)
+    log(f"Alignments: {choice.describe()}.")
+
+
 def main(argv):
     del argv
     start_time = time.time()
@@ -516,6 +535,8 @@ def main(argv):
             f"stopped at once by a second Ctrl-C or SIGTERM; {FLAGS.output_dir!r} keeps its last "
             "whole checkpoint (if it had one): rerun the same command to resume.",
             common.EXIT_SIGINT) from None
+    if trainer.is_chief:
+        _choose_alignment_rule(dev, log)
     log("\n" + training.format_report(report))
     log(f"Model directory: {os.path.abspath(FLAGS.output_dir)}")
     return 0
