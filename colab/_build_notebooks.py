@@ -169,7 +169,7 @@ def notebook(cells, accelerator=True):
 # === 01: quickstart ===
 
 QUICKSTART_PARAMETERS = [
-    ("PRESET", "small", "tiny", "model preset"),
+    ("PRESET", "rnnsearch-cgru-small", "rnnsearch-cgru-tiny", "model preset (the default, as bahdanau-train's)"),
     ("TRAIN_MINUTES", 12.0, 5.0, "wall-time budget of training"),
     ("MAX_STEPS", None, 30, "update budget (None: only the time budget)"),
     ("MAX_TRAIN_PAIRS", None, 2000, "training pairs used (None: all 27,989)"),
@@ -191,7 +191,8 @@ def quickstart():
 
 RNNsearch (Bahdanau, Cho & Bengio, *Neural Machine Translation by Jointly Learning to Align and
 Translate*, ICLR 2015) trained on the Bible that ships with the package (English → Spanish, World
-English Bible / Reina-Valera 1909). In order: install, train the `small` preset for 12 minutes,
+English Bible / Reina-Valera 1909). In order: install, train the default preset
+(`rnnsearch-cgru-small`: RNNsearch at CPU size with the conditional GRU decoder) for 12 minutes,
 translate, draw the attention like the paper's figure 3, export a SavedModel for TF Serving and call
 its `serving_default` signature.
 
@@ -205,8 +206,8 @@ budget so it runs top to bottom in about a minute; its translations are then gib
         new_markdown_cell("""\
 ## Translate now, with the model that ships with the package
 
-`bible-en-es-small`: the `small` RNNsearch trained on this corpus (English → Spanish, 2,000
-updates), loaded by name with its vocabularies. Its domain is Bible text: anything else it
+`bible-en-es-small`: the default preset's RNNsearch trained on this corpus (English → Spanish,
+2,000 updates), loaded by name with its vocabularies. Its domain is Bible text: anything else it
 answers in the Bible's words (its model card: docs/translating.md). The rest of the notebook
 trains your own."""),
         tagged(new_code_cell('''\
@@ -267,11 +268,12 @@ print(source_tokenizer.tokens([train.sources[0]]).to_list()[0][:12])
 ## Train
 
 `Trainer` runs one `tf.function` update per batch (XLA-compiled on the full run), with the preset's
-training defaults (`small`: Adam, batch 64, gradient norm clipped at 1, the paper's length
-bucketing), evaluates the dev NLL, keeps the best checkpoint and writes the model directory; at the end it
+training defaults (Adam 0.005 falling to zero over the budget, batch 64, gradient norm clipped
+at 1, the paper's length bucketing), evaluates the dev NLL, keeps the best checkpoint and writes the model directory; at the end it
 averages the last 5 checkpoints, which become the best checkpoint when their average has the lower
 dev NLL (docs/training.md, "Checkpoints and averaging"). On the
-command line: `bahdanau-train --preset=small --max_minutes=12 --output_dir=bahdanau_quickstart/model`
+command line: `bahdanau-train --max_minutes=12 --output_dir=bahdanau_quickstart/model` (the paper's
+decoder cell: `PRESET = "small"`, `--preset=small`)
 (precision and XLA follow the device, as above; `--precision` and `--jit` override them)."""),
         TENSORBOARD_CELL('os.path.join(MODEL_DIR, "logs")'),
         tagged(new_code_cell('''\

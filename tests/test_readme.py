@@ -28,7 +28,7 @@ SMOKE = [
     ('load_corpus("bible-en-es", split="train", direction="en-es")',
      'load_corpus("bible-en-es", split="train", direction="en-es").select(slice(0, 1500))'),
     ("vocabulary_size=5000", "vocabulary_size=400"),
-    ('RNNSearch.from_preset(\n    "small"', 'RNNSearch.from_preset(\n    "tiny"'),
+    ('RNNSearch.from_preset(\n    "rnnsearch-cgru-small"', 'RNNSearch.from_preset(\n    "rnnsearch-cgru-tiny"'),
     ("model.fit(dataset, epochs=1)", "model.fit(dataset.take(3), epochs=1)"),
 ]
 
