@@ -526,6 +526,8 @@ FIGURES = [
                                   "{chrf:.2f} | {aer:.3f} |", SHIPPED),
     # the quickstart notebook's shipped model
     Figure("colab/01_quickstart.ipynb", "English → Spanish, {updates:,} updates", SHIPPED),
+    # CHANGELOG.md: the shipped model
+    Figure("CHANGELOG.md", "and its recipe, {updates:,} updates)", SHIPPED),
     # docs/training.md: the default preset's row of the presets table
     Figure("docs/training.md", "it scored test BLEU {first:.2f} and {second:.2f} (two seeds, {first_updates:,} and "
                                "{second_updates:,} updates) against the paper's cell's {paper:.2f} ({paper_updates:,} "
