@@ -201,7 +201,7 @@ precision. On a CPU it runs too, with the precision and XLA setting `bahdanau-tr
 there (what 12 minutes give on a 2-core CPU: the README's "Result").
 
 This notebook is stored without outputs. Setting `{SMOKE_VARIABLE}=1` (what CI does) shrinks every
-budget so it runs top to bottom in about a minute; its translations are then gibberish."""),
+budget to a smoke run (a `tiny` preset, a few updates); its translations are then gibberish."""),
         INSTALL_CELL(),
         new_markdown_cell("""\
 ## Translate now, with the model that ships with the package
@@ -410,8 +410,8 @@ minutes (12 per model, on a GPU runtime) is a small fraction of that. Do not exp
 numbers; how clearly its trends show depends on the budget you give. Word shortlists
 as in the paper (`WordTokenizer`), `MODEL_SIZE="small"` (256 units) unless you set `"paper"`.
 
-Stored without outputs; `{SMOKE_VARIABLE}=1` (CI) shrinks every budget to a run of about a minute
-whose numbers mean nothing."""),
+Stored without outputs; `{SMOKE_VARIABLE}=1` (CI) shrinks every budget to a smoke run (a `tiny`
+preset, a few updates) whose numbers mean nothing."""),
         INSTALL_CELL(),
         parameters_cell(PAPER_PARAMETERS),
         resolve_cell(PAPER_PARAMETERS),

@@ -526,6 +526,8 @@ FIGURES = [
                                   "{chrf:.2f} | {aer:.3f} |", SHIPPED),
     # the quickstart notebook's shipped model
     Figure("colab/01_quickstart.ipynb", "English → Spanish, {updates:,} updates", SHIPPED),
+    # CHANGELOG.md: the shipped model
+    Figure("CHANGELOG.md", "and its recipe, {updates:,} updates)", SHIPPED),
     # docs/training.md: the default preset's row of the presets table
     Figure("docs/training.md", "it scored test BLEU {first:.2f} and {second:.2f} (two seeds, {first_updates:,} and "
                                "{second_updates:,} updates) against the paper's cell's {paper:.2f} ({paper_updates:,} "
@@ -547,6 +549,24 @@ FIGURES = [
             "chosen": Key("fixed_updates_1400_amd_epyc.json", "rows.2.aer"),
             "small_bleu": Key("fixed_updates_1400_amd_epyc.json", "rows.1.bleu"),
             "small_aer": Key("fixed_updates_1400_amd_epyc.json", "rows.1.aer")}),
+    # docs/training.md: the written-out backward pass against automatic differentiation, with the
+    # decoder reading C h_j against the step before, and the conditional GRU's against its scanned loop
+    Figure("docs/training.md", "the `small` step {small:.2f}x faster on Bible batches, rnnsearch-50's {large:.2f}x",
+           {"small": ratio(Key(_RECURRENCE, "rows.1.step_ms"), Key(_RECURRENCE, "rows.0.step_ms")),
+            "large": ratio(Key(_RECURRENCE, "rows.3.step_ms"), Key(_RECURRENCE, "rows.2.step_ms"))}),
+    Figure("docs/training.md", "shapes, quiet: the `small` step {small:.2f}x faster, rnnsearch-50's {large:.2f}x",
+           {"small": ratio(Key(_CONTEXT, "small.rows.1.step_ms"), Key(_CONTEXT, "small.rows.0.step_ms")),
+            "large": ratio(Key(_CONTEXT, "rnnsearch-50.rows.1.step_ms"),
+                           Key(_CONTEXT, "rnnsearch-50.rows.0.step_ms"))}),
+    Figure("docs/training.md", "{after:.1f} against {before:.1f} ms per step ({speedup:.2f}x; CPU time "
+                               "{cpu_speedup:.2f}x) in the first of two alternations",
+           dict(CGRU_BACKWARD, speedup=ratio(CGRU_BACKWARD["before"], CGRU_BACKWARD["after"]),
+                cpu_speedup=ratio(CGRU_BACKWARD["before_cpu"], CGRU_BACKWARD["after_cpu"]))),
+    # docs/training.md: the report's line of the end-of-run average (the constant-rate run, where it won)
+    Figure("docs/training.md", "`Averaged {first} .. {last}: dev NLL {dev_nll:.3f}, now best/` (the 12-minute run "
+                               "at a constant rate of [main_command_amd_epyc.json]",
+           _fields("main_command_amd_epyc.json", "averaged", first="checkpoints.0", last="checkpoints.4",
+                   dev_nll="dev_nll")),
     # docs/training.md: the budget schedule's measured effect
     Figure("docs/training.md", "the README's 12-minute run went from {before:.2f} to {bleu:.2f} test BLEU",
            dict(BUDGET, before=_run("twelve_minute_before_after_amd_epyc.json", "rows.1")["bleu"])),
@@ -704,6 +724,4 @@ FIGURES = [
            {"bleu": Key("alignment_twelve_minute_amd_epyc.json", "rows.18.test_bleu"),
             "pieces": Key("alignment_twelve_minute_amd_epyc.json", "rows.18.aer"),
             "best": Key("alignment_twelve_minute_amd_epyc.json", "rows.23.aer")}),
-    # the conditional GRU's written-out backward pass against its scanned loop (first alternation)
-    Figure("docs/training.md", "{after:.1f} against {before:.1f} ms per step", CGRU_BACKWARD),
 ] + BENCHMARKS + ALIGNMENT

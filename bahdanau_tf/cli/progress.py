@@ -1,7 +1,7 @@
 """Progress of the long commands (``bahdanau-translate``, ``bahdanau-evaluate``) on stderr.
 
-One line: sentences done / total (when known), sentences per second and the time left, e.g.
-``bahdanau-evaluate: 1,024 / 2,051 sentences  23.1 sentences/s  ETA 0:44``. On a terminal the
+One line: sentences done / total (when known), sentences per second and the time left, as
+``bahdanau-evaluate: DONE / TOTAL sentences  RATE sentences/s  ETA M:SS``. On a terminal the
 line is rewritten in place (at most 5 times a second) and ends with a newline when the work ends;
 with ``--progress`` into a file or a pipe, a line is printed every 10 seconds and at the end.
 Without ``--progress`` it shows only when stderr is a terminal: pipelines and tests see only
