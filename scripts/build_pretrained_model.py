@@ -15,7 +15,7 @@ Three stages, each skipped when its output exists (so an interrupted build resum
 2. writes the model translation uses (``best/``) into ``bahdanau_tf/pretrained/<name>/`` as
    float16 weights in Keras's ``model.weights.h5`` (`bahdanau_tf.pretrained.write_weights`), with
    its vocabularies and a ``model.json`` that records the command, the seed, the package
-   version, the date and the weights' SHA-256;
+   version, the date, the weights' SHA-256 and the alignment rule the run chose on dev;
 3. scores the packaged model (its float16 weights loaded in float32, as users get it) on the
    corpus's test split with ``bahdanau-evaluate`` (beam 5) and writes the BLEU, date and CPU
    to ``benchmarks/results/pretrained_<name>.json``.
@@ -54,7 +54,7 @@ def _train_command(run_dir, max_steps, seed):
 def write_compact(run_dir, target, recipe):
     """Writes the model translation uses of ``run_dir`` (best/) into ``target``: model.json
     (float32, the run's settings and ``recipe``), the vocabularies, float16 weights."""
-    from bahdanau_tf import model_directory, pretrained
+    from bahdanau_tf import alignment, model_directory, models, pretrained  # noqa: F401 (models: the classes)
 
     loaded = model_directory.load_model_directory(run_dir, dtype="float32")
     run = model_directory.read_model_config(run_dir)
@@ -66,6 +66,9 @@ def write_compact(run_dir, target, recipe):
                               "weights_sha256": digest}
     model_directory.write_model_config(target, loaded.model, loaded.source_tokenizer,
                                        loaded.target_tokenizer, settings, device=run.get("device"))
+    chosen = alignment.read_chosen_rule(run_dir)  # the extraction rule bahdanau-train chose on dev
+    if chosen.chosen:
+        alignment.save_chosen_rule(target, chosen)
 
 
 def main():

@@ -340,7 +340,7 @@ BENCHMARKS = [
                ("beam", 11, "sentences_per_s"), ("beam_plain", 10, "sentences_per_s"),
                ("greedy1", 13, "median_ms"), ("greedy1_plain", 12, "median_ms"),
                ("beam1", 15, "median_ms"), ("beam1_plain", 14, "median_ms"))}),
-    Figure("benchmarks/README.md", "the shipped model on all {sentences:,} test verses, at beam 5 and greedy: "
+    Figure("benchmarks/README.md", "the model shipped before (`small`) on all {sentences:,} test verses, at beam 5 and greedy: "
                                    "{identical:,} of {sentences:,} translations on JAX (`jax.jit`) and on PyTorch "
                                    "(eager) identical to TensorFlow's (XLA), scores within {jax:.1e} (JAX) and "
                                    "{torch:.1e} (PyTorch)",
