@@ -210,6 +210,7 @@ def test_a_guided_model_exports_and_serves_through_the_session_bundle(copy_runs,
         np.testing.assert_allclose(served["attention"][k, :t, :s], aligned.attention, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_keras_fit_adds_the_weighted_guided_loss():
     source, target = copy_tokenizers()
     pairs = copy_corpus(32, seed=4)

@@ -269,6 +269,7 @@ def test_make_dataset_ids_padding_and_limits(dev, tokenizers):
     assert target_out[0][: len(split_words(expected[0][1])) + 1][-1] == END
 
 
+@pytest.mark.slow
 def test_paper_bucketing_sorts_each_window(dev, tokenizers):
     en, es = tokenizers
     batch_size, window = 8, 5
@@ -452,6 +453,7 @@ def test_cardinality_is_the_number_of_batches_produced(dev, tokenizers, options)
     assert data.count_pairs(corpus, en, es, max_length=25)["kept"] == kept < len(corpus)
 
 
+@pytest.mark.slow
 def test_repeated_dataset_is_infinite_and_fit_knows_its_steps(dev):
     import keras
 
@@ -516,6 +518,7 @@ def test_filled_batches_have_batch_size_rows_and_the_same_pairs(dev, tokenizers)
         assert (target_in[rows:, 0] == START).all() and (target_out[rows:] == PAD).all()
 
 
+@pytest.mark.slow
 def test_a_stream_of_unknown_length_gives_the_same_batches(dev, tokenizers):
     """Every stage streams: a generator source (unknown cardinality) batches like the corpus."""
     en, es = tokenizers
@@ -542,6 +545,7 @@ def assert_same_batches(first, second):
             np.testing.assert_array_equal(x, y)
 
 
+@pytest.mark.slow
 def test_a_file_stream_gives_the_batches_of_the_loaded_file(tmp_path, dev, tokenizers):
     """`CorpusFiles` feeds the same stages: the batches of the loaded corpus, shuffled or not."""
     en, es = tokenizers
@@ -559,6 +563,7 @@ def first_sources(dataset, count):
     return [tuple(batch[0][0][0]) for batch in batches(dataset.take(count))]
 
 
+@pytest.mark.slow
 def test_the_shuffle_buffer_is_bounded_and_epochs_reshuffle_under_the_seed(dev, tokenizers):
     en, es = tokenizers
     corpus = dev.select(slice(0, 256))

@@ -692,6 +692,7 @@ def search_alone(model, memory, state, sentence, beam, limit, attention_length=N
                        max_length=int(limit), attention_length=attention_length)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("slots", [1, 2, 3, 7])
 def test_a_sentence_in_a_refilled_slot_decodes_as_alone(slots, monkeypatch):
     # the tail's halves at these small sizes too
@@ -813,6 +814,7 @@ def test_refilled_slots_agree_under_tf_function_and_xla(vocab):
             np.testing.assert_array_equal(eager.ids[sentence, :, :limit], alone.ids[0])
 
 
+@pytest.mark.slow
 def test_eager_tf_function_and_xla_agree():
     model = TinyModel(seed=4, vocab=9, scale=2.0)
     memory, state = model.encode(6)

@@ -108,7 +108,7 @@ def _one_preset_per_architecture():
 
 
 @pytest.mark.parametrize("preset", [
-    pytest.param(name, marks=() if name in ("rnnsearch-cgru-tiny", "rnnencdec-tiny") else pytest.mark.slow)
+    pytest.param(name, marks=() if name == "rnnsearch-cgru-tiny" else pytest.mark.slow)
     for name in _one_preset_per_architecture()])
 def test_every_architecture_keeps_the_model_contract(preset, tmp_path):
     """helpers.check_model: config, .keras and checkpoint round trips, teacher forcing equal to
@@ -122,7 +122,8 @@ def test_every_architecture_keeps_the_model_contract(preset, tmp_path):
     helpers.check_model(preset, tmp_path)
 
 
-@pytest.mark.parametrize("preset", ["rnnsearch-cgru-tiny", pytest.param("rnnencdec-tiny", marks=pytest.mark.slow)])
+@pytest.mark.slow
+@pytest.mark.parametrize("preset", ["rnnsearch-cgru-tiny", "rnnencdec-tiny"])
 def test_tied_embeddings_are_one_variable_saved_and_loaded_once(preset, tmp_path):
     """``tie_embeddings``: the vocabulary projection is the target embedding transposed, one
     variable in the weights, the checkpoint and model.weights.h5, and the model keeps its

@@ -74,6 +74,7 @@ def test_loaded_by_name_in_float32_with_the_default_presets_variables(model):
         np.testing.assert_array_equal(value, expected)
 
 
+@pytest.mark.slow
 def test_the_deprecated_model_translate_warns_and_translates(model):
     """0.2's ``model.translate`` still answers, for one release, with a warning naming the
     replacement."""

@@ -368,6 +368,7 @@ def test_attention_rows_stop_at_the_end_token_or_near_the_source_length():
     assert rows(source, ["x"] * 4) == 4
 
 
+@pytest.mark.slow
 def test_a_short_run_gives_each_train_scalar_a_curve_without_compiling_updates(
         corpora, tokenizers, tmp_path):
     train, _ = corpora
@@ -513,6 +514,7 @@ def test_resume_continues_step_weights_and_optimizer(corpora, tokenizers, tmp_pa
     assert tf.train.latest_checkpoint(str(tmp_path / "checkpoints")).endswith("ckpt-8")
 
 
+@pytest.mark.slow
 def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(corpora, tokenizers, tmp_path):
     train, _ = corpora
     trainer = make_trainer(tmp_path, tokenizers, optimizer="sgd", learning_rate=1e30, clipnorm=None,

@@ -68,6 +68,7 @@ def python_greedy(model, source_tokenizer, sentence, max_length, forbidden=()):
     return output, score
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["translator", "cgru_translator"])
 def test_beam_one_equals_a_python_greedy_loop(name, request):
     translator = request.getfixturevalue(name)
@@ -338,6 +339,7 @@ def test_a_batch_mixing_bad_inputs_gets_an_answer_for_every_row(translator):
     assert empty["translations"].shape == (0,)
 
 
+@pytest.mark.slow
 def test_alignments_have_the_tokens_and_attention_rows_that_sum_to_one(translator):
     result = translator.translate(SENTENCES, return_alignments=True)
     align = signatures_of(translator).align(tf.constant(SENTENCES))
@@ -358,6 +360,7 @@ def test_alignments_have_the_tokens_and_attention_rows_that_sum_to_one(translato
     assert max(a.attention.max() for a in result.alignments) > 0.5
 
 
+@pytest.mark.slow
 def test_conditional_gru_alignments_are_its_teacher_forced_attention_on_its_translation(cgru_translator):
     """The search's attention rows of the conditional GRU (queried with s'_i, after reading
     y_{i-1}) are the model's teacher-forced attention on the translation it found, from the
