@@ -279,18 +279,20 @@ def _model_overrides():
     saved = _saved_run()
     covered = regularization.DROPOUT_ARGUMENTS[:4] if FLAGS.dropout is not None else ()
     preset = presets.get_preset(FLAGS.preset)
+    defaults = {name: parameter.default for name, parameter in inspect.signature(preset.model_class).parameters.items()
+                if parameter.default is not inspect.Parameter.empty}  # the model's own, for what the preset leaves
     chosen = (*regularization.DROPOUT_ARGUMENTS, "tie_embeddings")
     for name in chosen:
         value = (saved or {}).get("config", {}).get(name)
         unset = FLAGS[name].value is None and name not in covered
-        if unset and value is not None and value != preset.model.get(name, False if name == "tie_embeddings" else 0.0):
+        if unset and value is not None and value != preset.model.get(name, defaults.get(name)):
             FLAGS[name].value = value
     overrides = {}
     if FLAGS.dropout is not None:
         overrides = dict.fromkeys(regularization.DROPOUT_ARGUMENTS[:4], FLAGS.dropout)
     overrides.update({name: FLAGS[name].value for name in chosen if FLAGS[name].value is not None})
     if overrides.get("tie_embeddings"):
-        if "tie_embeddings" not in inspect.signature(preset.model_class).parameters:
+        if "tie_embeddings" not in defaults:
             raise common.UserError(f"--tie_embeddings is for RNNsearch and RNNencdec; --preset={FLAGS.preset} "
                                    f"is a {preset.model_class.__name__}.")
         sizes = preset.model.get("maxout_dim"), preset.model.get("embedding_dim")
