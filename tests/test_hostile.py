@@ -264,6 +264,9 @@ CASES = [
     ("data: a vocabulary directory whose source/ is a file", "data",
      ["--vocabulary_dir={vocabulary_blocked}", "--tokenizer=word", "--vocabulary_size=50"], "", 2,
      "--vocabulary_dir='{vocabulary_blocked}': '{vocabulary_blocked}/source' is a file, not a directory"),
+    ("train: an output dir whose checkpoints/ is a file", "train",
+     ["--output_dir={checkpoints_blocked}", "--preset=tiny", "--max_steps=1"], "", 2,
+     "'{checkpoints_blocked}/checkpoints' is a file where a run keeps its checkpoints/ folder"),
     ("train: --vocabulary_dir without vocabularies", "train",
      ["--vocabulary_dir={three_columns}/sub", "--preset=tiny", "--output_dir={tmp}/vocabulary"], "", 2,
      "--vocabulary_dir='{three_columns}/sub': No tokenizer config"),
@@ -356,6 +359,8 @@ def paths(tmp_path_factory):
     (tmp / "nested_flags.txt").write_text(f"--flagfile={tmp / 'latin1_flags.txt'}\n")
     (tmp / "vocabulary_blocked").mkdir()
     (tmp / "vocabulary_blocked" / "source").write_text("a file where a directory goes\n")
+    (tmp / "checkpoints_blocked").mkdir()
+    (tmp / "checkpoints_blocked" / "checkpoints").write_text("a file where a run's folder goes\n")
     return {"tmp": str(tmp), "model": model, "damaged": damaged, "encdec": encdec,
             "npz_weights": str(tmp / "npz_weights"),
             **{name: str(tmp / name) for name in ("zeroed", "truncated", "flipped", "cut_config",
@@ -368,7 +373,8 @@ def paths(tmp_path_factory):
             # the same file by way of ~ (absl expands it)
             "latin1_flags_home": "~/" + os.path.relpath(tmp / "latin1_flags.txt", os.path.expanduser("~")),
             **{name: str(tmp / name) for name in ("other_weights", "run_with_weights",
-                                                  "preset_without_weights", "vocabulary_blocked")},
+                                                  "preset_without_weights", "vocabulary_blocked",
+                                                  "checkpoints_blocked")},
             "nested_flags": str(tmp / "nested_flags.txt"),
             "guided_run": guided_run,
             **{f"{name}_weights": str(tmp / f"{name}_weights") for name in ("empty", "truncated",

@@ -491,6 +491,10 @@ def main(argv):
     config = _training_config()
     model_overrides = _model_overrides()
     common.check_writable_dir(FLAGS.output_dir, "output_dir")
+    try:
+        training.run_directory.check_folders(FLAGS.output_dir)
+    except ValueError as error:
+        raise common.UserError(str(error)) from None
     _check_not_a_saved_model()
     log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
     strategy = training.make_strategy(FLAGS.strategy)  # before any other TensorFlow work (multi-worker)

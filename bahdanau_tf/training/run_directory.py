@@ -137,6 +137,19 @@ LOGS = "logs"
 RUN_ENTRIES = (model_directory.CHECKPOINTS, model_directory.BEST, LOGS)
 
 
+def check_folders(path: str) -> None:
+    """Refuses a model directory with a file where a run keeps one of its folders.
+
+    Raises:
+        ValueError: e.g. ``OUT/checkpoints`` is a file.
+    """
+    for name in RUN_ENTRIES + (model_directory.AVERAGED,):
+        entry = os.path.join(path, name)
+        if tf.io.gfile.exists(entry) and not tf.io.gfile.isdir(entry):
+            raise ValueError(f"{entry!r} is a file where a run keeps its {name}/ folder: move it "
+                             "away or use another --output_dir.")
+
+
 class RunDirectory:
     """A trainer's hold on its output directory.
 
@@ -195,8 +208,10 @@ class RunDirectory:
         """An existing model directory must be complete and hold ``model``'s architecture.
 
         Raises:
-            ValueError: a half-written directory, or one that holds another model.
+            ValueError: a half-written directory, one that holds another model, or a file where
+                the run keeps one of its folders.
         """
+        check_folders(self.path)
         if self.has_model_config():
             if self.is_chief:
                 model_directory.check_model_directory(self.path)
