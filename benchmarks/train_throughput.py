@@ -12,6 +12,8 @@ Variants (precision / XLA):
 * ``new_default``: what `TrainingConfig` picks on the machine (`bahdanau_tf.devices`);
 * ``float32``, ``bf16`` (mixed bfloat16), ``jit`` (float32 + XLA, lengths padded to a multiple
   of 8), ``jit_pad16`` (padded to 16), ``bf16_jit``, ``fp16`` (mixed float16);
+* ``batch96``, ``batch128``: ``new_default`` at another batch size (compare sentence pairs per
+  second, ``pairs_per_s``: a larger batch holds more tokens per step);
 * ``jit_autodiff``: ``jit`` with the recurrences differentiated automatically by TensorFlow
   (`bahdanau_tf.recurrence.automatic_differentiation`), the train step before their written-out
   backward pass, so ``--variants=jit,jit_autodiff`` compares the two in one process.
@@ -95,6 +97,9 @@ VARIANTS = {
     "bf16_jit": dict(precision="mixed_bfloat16", jit_compile=True),
     "fp16": dict(precision="mixed_float16", jit_compile=False),
     "jit_autodiff": dict(precision="float32", jit_compile=True),
+    # the device's precision and XLA at other batch sizes: compare them by ``pairs_per_s``
+    "batch96": dict(batch_size=96),
+    "batch128": dict(batch_size=128),
 }
 # variants whose recurrences TensorFlow differentiates automatically (`recurrence.automatic_differentiation`)
 AUTODIFF_VARIANTS = ("jit_autodiff",)
@@ -230,6 +235,7 @@ def measure_variants(preset, input_kind, variants):
                              step_cpu_ms=round(1000 * best_cpu[variant], 1),
                              real_target_tokens_per_step=round(tokens, 1),
                              target_tokens_per_s=round(tokens / seconds, 1),
+                             pairs_per_s=round(sum(int(b[1].shape[0]) for b in batches) / len(batches) / seconds, 1),
                              target_tokens_per_cpu_s=round(tokens / best_cpu[variant], 1),
                              gflops_per_s=round(flops / seconds / 1e9, 2)))
         return rows
@@ -252,7 +258,7 @@ def _child(spec):
 
 def _table(rows):
     header = ("machine", "preset", "input", "variant", "precision", "jit_compile", "shapes", "first_pass_s",
-              "step_ms", "step_cpu_ms", "target_tokens_per_s", "target_tokens_per_cpu_s", "gflops_per_s", "ceiling")
+              "step_ms", "step_cpu_ms", "pairs_per_s", "target_tokens_per_s", "target_tokens_per_cpu_s", "gflops_per_s", "ceiling")
     cells = [[str(row.get(h, "")) for h in header] for row in rows]
     widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(header)]
     lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths))]

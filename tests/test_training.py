@@ -145,6 +145,9 @@ def test_a_short_run_lowers_the_dev_nll_by_more_than_a_nat(corpora, tokenizers, 
     for key in ("updates", "epochs", "wall_time", "device", "train_nll", "dev_nll"):
         assert key in saved
     assert saved["epochs"] > 1  # 80 updates of 32 pairs; < 1000 of the 3000 pairs have <= 20 words
+    # the wall time by part: all of it, and the parts this run had
+    assert sum(saved["seconds"].values()) == pytest.approx(saved["wall_time_seconds"], rel=0.05, abs=1.0)
+    assert min(saved["seconds"][part] for part in ("updates", "compiling", "dev_nll", "checkpoints")) > 0
     # translation reads the best checkpoint through model_directory
     loaded = model_directory.load_model_directory(str(tmp_path))
     assert loaded.checkpoint.endswith(f"ckpt-{report['best_step']}")
@@ -335,6 +338,30 @@ def test_throughput_leaves_out_the_slowest_updates_the_step_counted_as_compiled(
     assert meter.take(tokens=1000.0, compiled=0, compiled_tokens=0.0) == pytest.approx(2500.0)
     assert meter.overall() == pytest.approx(4000 / 1.1)
     assert meter.compile_seconds == pytest.approx(14.0)
+
+
+def test_the_report_breaks_the_wall_time_into_its_parts(monkeypatch):
+    clock = [100.0]
+    monkeypatch.setattr(training.report.time, "time", lambda: clock[0])
+    run = training.report.RunState(resumed_step=0, elapsed_before=0.0, start=100.0)
+    run.throughput = training.report.Throughput()
+    for seconds in (0.5, 4.0, 0.5):  # the second update compiled
+        run.throughput.add_update(seconds)
+    run.throughput.take(tokens=30.0, compiled=1, compiled_tokens=10.0)
+    for part, seconds in (("dev_nll", 2.0), ("checkpoints", 0.5), ("dev_nll", 1.0)):
+        with training.report.timed(run, part):
+            clock[0] += seconds
+    with pytest.raises(KeyboardInterrupt), training.report.timed(run, "dev_bleu"):  # a part cut short counts
+        clock[0] += 0.3
+        raise KeyboardInterrupt
+    clock[0] = 110.0
+    shares = training.report.time_shares(run)
+    assert shares == {"updates": 1.0, "compiling": 4.0, "dev_nll": 3.0, "dev_bleu": 0.3, "checkpoints": 0.5,
+                      "averaging": 0.0, "other": 1.2}
+    report = dict(updates=3, epochs=0.1, wall_time="00:00:10", device="CPU", train_nll=None, dev_nll=None,
+                  best_dev_nll=None, best_step=None, stopped_because="max_steps=3", seconds=shares)
+    assert "Time spent    updates 10%, compiling 40%, dev NLL 30%, dev BLEU 3%, checkpoints 5%, other 12%" in (
+        training.format_report(report))
 
 
 def test_the_step_counts_the_tracing_update_and_under_xla_each_new_batch_shape(tokenizers, tmp_path):

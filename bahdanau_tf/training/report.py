@@ -6,6 +6,7 @@ throughput without compilation (`Throughput`) and the budget with its ETA (`budg
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import time
@@ -40,6 +41,34 @@ class RunState:
     train_corpus: Any = None  # the training pairs: the lexicon at the end
     averaged: dict | None = None  # the end's checkpoint average (`Trainer._average_checkpoints`)
     restored_window_tokens: float = 0.0  # the tokens of the window a resumed run goes on with
+    seconds: dict = dataclasses.field(default_factory=dict)  # `timed` parts of this call's wall time
+
+
+#: the parts of a run's wall time that `timed` measures, as the report names them
+TIMED_PARTS = {"dev_nll": "dev NLL", "dev_bleu": "dev BLEU", "checkpoints": "checkpoints",
+               "averaging": "averaging"}
+
+
+@contextlib.contextmanager
+def timed(run: RunState, part: str):
+    """Adds the wall time of the ``with`` block to ``run.seconds[part]`` (a `TIMED_PARTS` key)."""
+    started = time.time()
+    try:
+        yield
+    finally:
+        run.seconds[part] = run.seconds.get(part, 0.0) + time.time() - started
+
+
+def time_shares(run: RunState) -> dict:
+    """Where this call's wall time went, in seconds: ``updates`` (the update calls that did not
+    compile), ``compiling`` (those that did: tracing, XLA), the `TIMED_PARTS`, and ``other``
+    (setup, the data pipeline's start, progress lines, summaries)."""
+    throughput = run.throughput
+    parts = {"updates": throughput.kept_seconds if throughput else 0.0,
+             "compiling": throughput.compile_seconds if throughput else 0.0,
+             **{name: run.seconds.get(name, 0.0) for name in TIMED_PARTS}}
+    parts["other"] = max(time.time() - run.start - sum(parts.values()), 0.0) if run.start else 0.0
+    return {name: round(seconds, 1) for name, seconds in parts.items()}
 
 
 def training_report(run: RunState, *, sentences_seen: int, best_dev_nll: float, best_step: int,
@@ -73,6 +102,7 @@ def training_report(run: RunState, *, sentences_seen: int, best_dev_nll: float, 
         "preset": preset,
         "parameters": int(parameters),
         "training": dataclasses.asdict(config),
+        "seconds": time_shares(run),
     }
 
 
@@ -93,6 +123,12 @@ def format_report(report: dict) -> str:
     if averaged:
         rows.append(("Averaged", f"{averaged['checkpoints'][0]} .. {averaged['checkpoints'][-1]}: dev NLL "
                                  f"{averaged['dev_nll']:.3f}" + (", now best/" if averaged["best"] else "")))
+    seconds = report.get("seconds")
+    if seconds and sum(seconds.values()) > 0:
+        total = sum(seconds.values())
+        names = {"updates": "updates", "compiling": "compiling", **TIMED_PARTS, "other": "other"}
+        rows.append(("Time spent", ", ".join(f"{names.get(part, part)} {100 * value / total:.0f}%"
+                                             for part, value in seconds.items() if value >= 0.005 * total)))
     width = max(len(name) for name, _ in rows)
     return "\n".join(f"{name:<{width}}  {value}" for name, value in rows)
 

@@ -41,6 +41,7 @@ from bahdanau_tf.training.report import (
     Throughput,
     log_cadence,
     run_budget_progress,
+    timed,
     training_report,
 )
 from bahdanau_tf.training.run_directory import (
@@ -384,7 +385,8 @@ class Trainer(TrainingStep):
             if dev_dataset is not None and run.step % config.eval_every == 0:
                 self._evaluate_dev(run, dev_dataset)
             if run.step % config.checkpoint_every == 0:
-                self._save(run)
+                with timed(run, "checkpoints"):
+                    self._save(run)
         self._finish(run, dev_dataset)
         return run
 
@@ -489,7 +491,8 @@ class Trainer(TrainingStep):
         """The one dev evaluation path: dev NLL, its summary, the best checkpoint, the dev
         schedule (plateau decay, early stopping)."""
         self._check_finite(run)
-        run.dev_nll = self.evaluate(dev_dataset)
+        with timed(run, "dev_nll"):
+            run.dev_nll = self.evaluate(dev_dataset)
         run.dev_step = run.step
         self._last_dev_nll.assign(run.dev_nll)
         self._last_dev_step.assign(run.step)
@@ -500,12 +503,14 @@ class Trainer(TrainingStep):
         every, max_steps = self.config.dev_bleu_every, self.config.max_steps
         last = run.stopped is not None or (max_steps is not None and run.step >= max_steps)
         if every and (run.evaluations % every == 1 % every or last):
-            self._dev_translation_summaries(run)
+            with timed(run, "dev_bleu"):
+                self._dev_translation_summaries(run)
         if improved:
             self.best_dev_nll.assign(run.dev_nll)
             self.best_step.assign(run.step)
-            self._save_checkpoint(self.best_manager)
-            self._write_model_config()
+            with timed(run, "checkpoints"):
+                self._save_checkpoint(self.best_manager)
+                self._write_model_config()
         decayed = self.dev_schedule.record(improved)
         if decayed is not None:
             self.optimizer.learning_rate = decayed
@@ -579,8 +584,10 @@ class Trainer(TrainingStep):
             if evaluated:
                 self._evaluate_dev(run, dev_dataset)
             if evaluated or not self._saved_at_step(run):
-                self._save(run)
-            self._average_checkpoints(run, dev_dataset)
+                with timed(run, "checkpoints"):
+                    self._save(run)
+            with timed(run, "averaging"):
+                self._average_checkpoints(run, dev_dataset)
         self._summaries.flush()
         run.report = self._report(run)
         if run.step == run.resumed_step:  # nothing trained (a finished run rerun): keep its speed
