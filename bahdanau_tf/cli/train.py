@@ -480,6 +480,19 @@ def _choose_alignment_rule(dev, log):
     log(f"Alignments: {choice.describe()}.")
 
 
+def _check_output_dir():
+    """Refuses, before any work, an --output_dir a run cannot train into: not a writable
+    directory, a file where a run keeps a folder, a saved model without training state."""
+    from bahdanau_tf.training import run_directory
+
+    common.check_writable_dir(FLAGS.output_dir, "output_dir")
+    try:
+        run_directory.check_folders(FLAGS.output_dir)
+    except ValueError as error:
+        raise common.UserError(str(error)) from None
+    _check_not_a_saved_model()
+
+
 def main(argv):
     del argv
     start_time = time.time()
@@ -490,12 +503,7 @@ def main(argv):
     _check_guided_alignment_flags()
     config = _training_config()
     model_overrides = _model_overrides()
-    common.check_writable_dir(FLAGS.output_dir, "output_dir")
-    try:
-        training.run_directory.check_folders(FLAGS.output_dir)
-    except ValueError as error:
-        raise common.UserError(str(error)) from None
-    _check_not_a_saved_model()
+    _check_output_dir()
     log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
     strategy = training.make_strategy(FLAGS.strategy)  # before any other TensorFlow work (multi-worker)
     train = common.corpus_from_flags("train", stream=True)  # the user's files: read as needed
