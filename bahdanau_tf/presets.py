@@ -97,11 +97,13 @@ _register("rnnsearch-general-small", "RNNSearch",
           dict(_SMALL, attention_dim=256, maxout_dim=128, initialization="keras",
                score="general"),
           _REDUCED_TRAINING, "rnnsearch-small with Luong's 'general' score s^T W_a h_j")
+# tied target embeddings (Press & Wolf 2017): a lower dev NLL and a higher BLEU at every budget
+# measured (benchmarks/README.md, "The recipe")
 _register("rnnsearch-cgru-small", "RNNSearch",
           dict(_SMALL, attention_dim=256, maxout_dim=128, initialization="keras",
-               decoder="cgru"),
+               decoder="cgru", tie_embeddings=True),
           _REDUCED_TRAINING, "rnnsearch-small with Nematus's conditional GRU decoder (GRU, "
-          "attention, GRU)")
+          "attention, GRU) and the target embedding tied to the vocabulary projection")
 _register("rnnsearch-tiny", "RNNSearch", dict(_TINY, attention_dim=20, maxout_dim=12),
           _TINY_TRAINING, "RNNsearch for tests; alias 'tiny'")
 _register("rnnsearch-cgru-tiny", "RNNSearch",

@@ -379,6 +379,26 @@ def test_trains_with_the_vocabularies_bahdanau_data_built(tmp_path):
     assert loaded.model.source_vocabulary_size == loaded.model.target_vocabulary_size == 250
 
 
+def test_a_resumed_run_keeps_its_tying_when_the_preset_ties(tmp_path):
+    """The default preset ties its embeddings; a run directory trained untied (also one written
+    before the argument existed: untied) resumes untied; a flag wins over both."""
+    script = ("import json, sys\nfrom absl import flags\nfrom bahdanau_tf.cli import train\n"
+              "for saved, arguments in json.loads(sys.argv[1]):\n"
+              "    flags.FLAGS(['bahdanau-train', '--output_dir=run', *arguments])\n"
+              "    train._saved_run = lambda: saved\n"
+              "    print(json.dumps(train._model_overrides()))\n"
+              "    flags.FLAGS.unparse_flags()\n")
+    cases = [(None, []), ({"config": {"tie_embeddings": False}}, []), ({"config": {}}, []),
+             ({"config": {"tie_embeddings": True}}, []), (None, ["--notie_embeddings"]),
+             ({"config": {"tie_embeddings": False}}, ["--tie_embeddings"]),
+             ({"config": {"tie_embeddings": False}}, ["--preset=small"])]
+    result = subprocess.run([sys.executable, "-c", script, json.dumps(cases)], cwd=tmp_path, capture_output=True,
+                            text=True, timeout=300, env=env_without_tensorflow_logging())
+    assert result.returncode == 0, result.stderr[-3000:]
+    untied, tied = {"tie_embeddings": False}, {"tie_embeddings": True}
+    assert [json.loads(line) for line in result.stdout.splitlines()] == [{}, untied, untied, {}, untied, tied, {}]
+
+
 def test_the_flags_file_holds_absolute_paths_to_be_replayed_from_anywhere(tmp_path):
     """flags.txt names the run's files as absolute paths, so that ``--flagfile=RUN/flags.txt``
     reads the same files from another directory; an unset flag is not written."""

@@ -196,7 +196,7 @@ def test_presets_and_bad_arguments():
             RNNSearch(10, 10, **{"alignment_head": 4, name: value})
     cgru = model_from_preset("rnnsearch-cgru-small", source_vocabulary_size=9, target_vocabulary_size=9)
     small = presets.get_preset("small").model
-    assert presets.get_preset("rnnsearch-cgru-small").model == {**small, "decoder": "cgru"}
+    assert presets.get_preset("rnnsearch-cgru-small").model == {**small, "decoder": "cgru", "tie_embeddings": True}
     assert type(cgru.decoder_cell).__name__ == "CGRUAttentionCell"
     assert model_from_preset("small").decoder == "paper"
 

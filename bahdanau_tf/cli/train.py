@@ -271,7 +271,8 @@ flags.DEFINE_boolean("tie_embeddings", None, "The vocabulary projection W_o is t
 
 def _model_overrides():
     """The dropout rates and the tying the flags set; unset ones keep the resumed run's (its
-    ``model.json``; their flags are set, so flags.txt lists them), else the preset's."""
+    ``model.json``, where a missing argument had the model's default; their flags are set, so
+    flags.txt lists them), else the preset's."""
     import inspect
 
     from bahdanau_tf import regularization
@@ -282,8 +283,9 @@ def _model_overrides():
     defaults = {name: parameter.default for name, parameter in inspect.signature(preset.model_class).parameters.items()
                 if parameter.default is not inspect.Parameter.empty}  # the model's own, for what the preset leaves
     chosen = (*regularization.DROPOUT_ARGUMENTS, "tie_embeddings")
+    saved_config = (saved or {}).get("config")
     for name in chosen:
-        value = (saved or {}).get("config", {}).get(name)
+        value = None if saved_config is None else saved_config.get(name, defaults.get(name))
         unset = FLAGS[name].value is None and name not in covered
         if unset and value is not None and value != preset.model.get(name, defaults.get(name)):
             FLAGS[name].value = value
