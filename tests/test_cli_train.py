@@ -379,6 +379,7 @@ def test_trains_with_the_vocabularies_bahdanau_data_built(tmp_path):
     assert loaded.model.source_vocabulary_size == loaded.model.target_vocabulary_size == 250
 
 
+@pytest.mark.slow
 def test_a_resumed_run_keeps_its_tying_when_the_preset_ties(tmp_path):
     """The default preset ties its embeddings; a run directory trained untied (also one written
     before the argument existed: untied) resumes untied; a flag wins over both."""
