@@ -4,7 +4,7 @@
     python scripts/build_pretrained_model.py                 # bible-en-es-small, ~20 min on 2 cores
     python scripts/build_pretrained_model.py --run_dir=/tmp/pretrained_run --max_steps=2000
 
-Three stages, each skipped when its output exists (so an interrupted build resumes):
+Three stages; training is skipped when the run exists (so an interrupted build resumes):
 
 1. trains the default preset (`bahdanau_tf.presets.DEFAULT`: RNNsearch with the conditional GRU
    decoder, at CPU size) with its recipe on the embedded Bible corpus, English -> Spanish, with a
@@ -29,6 +29,7 @@ import datetime
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -96,14 +97,15 @@ def main():
         sys.exit(f"bahdanau_tf's installed metadata says {bahdanau_tf.__version__}, this checkout is "
                  f"{checkout_version}: run pip install -e . first (model.json records the version).")
     target = pretrained.path(NAME)
-    if not os.path.exists(os.path.join(target, "model.json")):
-        recipe = {"command": "bahdanau-train " + " ".join(command[3:-1]),
-                  "script": "python scripts/build_pretrained_model.py "
-                            f"--max_steps={args.max_steps} --seed={args.seed}",
-                  "seed": args.seed, "max_steps": args.max_steps,
-                  "version": bahdanau_tf.__version__,
-                  "date": datetime.date.today().isoformat()}
-        write_compact(args.run_dir, target, recipe)
+    # written from the run every time (seconds): an earlier build's package is never scored as this one's
+    shutil.rmtree(target, ignore_errors=True)
+    recipe = {"command": "bahdanau-train " + " ".join(command[3:-1]),
+              "script": "python scripts/build_pretrained_model.py "
+                        f"--max_steps={args.max_steps} --seed={args.seed}",
+              "seed": args.seed, "max_steps": args.max_steps,
+              "version": bahdanau_tf.__version__,
+              "date": datetime.date.today().isoformat()}
+    write_compact(args.run_dir, target, recipe)
     result_file = os.path.join(ROOT, "benchmarks", "results", f"pretrained_{NAME}.json")
     evaluation = os.path.join(args.run_dir, "pretrained_evaluation")
     _run([sys.executable, "-m", "bahdanau_tf.cli.evaluate", f"--model_dir={target}",
