@@ -394,6 +394,8 @@ def contract_model(preset, seed=0, **overrides):
     sizes = dict(SMALL_SIZES)
     sizes.update({name: value for name, value in _SMALL_OPTIONAL_SIZES.items()
                   if name in get_preset(preset).model})
+    if get_preset(preset).model.get("tie_embeddings"):  # a tied projection reads maxout units of E's width
+        sizes["maxout_dim"] = sizes["embedding_dim"]
     model = model_from_preset(preset, **{**sizes, **overrides}).build_variables()
     randomize_weights(model, seed=seed, scale=0.3)
     return model
