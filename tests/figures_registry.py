@@ -179,6 +179,15 @@ _BOTH = "alignment_both_directions_amd_epyc.json"
 _GUIDED = "alignment_twelve_minute_amd_epyc.json"
 
 
+_FIXED = "fixed_updates_1400_amd_epyc.json"
+
+
+def _fixed(row, field):
+    """A field of one run at a fixed 1,400 updates (0 untied, 1 vocabulary 3,000, 2 the rule chosen
+    on dev, 3 tied, 4 batch 128)."""
+    return Key(_FIXED, f"rows.{row}.{field}")
+
+
 def _flag_ms(row):
     return Key(_FLAGS, f"rows.{row}.step_ms")
 
@@ -520,8 +529,8 @@ FIGURES = [
     Figure("README.md", "A rerun a day later made **{updates:,}** updates, BLEU **{bleu:.2f}** "
                         "([results file](benchmarks/results/{results_file}))", RERUN),
     Figure("README.md", "took test BLEU from {bleu:.2f} to **{tied_bleu:.2f}**",
-           {"bleu": Key("fixed_updates_1400_amd_epyc.json", "rows.0.bleu"),
-            "tied_bleu": Key("fixed_updates_1400_amd_epyc.json", "rows.3.bleu")}),
+           {"bleu": _fixed(0, "bleu"),
+            "tied_bleu": _fixed(3, "bleu")}),
     Figure("README.md", "English to Spanish, {updates:,} updates, test BLEU {bleu:.2f}", SHIPPED),
     # docs/translating.md: the shipped model's card
     Figure("docs/translating.md", "({updates:,} updates, seed {seed}", SHIPPED),
@@ -544,33 +553,33 @@ FIGURES = [
     Figure("docs/training.md", "it did not learn to attend in {updates:,} updates",
            _summary_row("recipe_runs_amd_epyc.json", "rows.3")),
     Figure("benchmarks/README.md", "tied embeddings took the default from {bleu:.2f} to {tied_bleu:.2f} test BLEU",
-           {"bleu": Key("fixed_updates_1400_amd_epyc.json", "rows.0.bleu"),
-            "tied_bleu": Key("fixed_updates_1400_amd_epyc.json", "rows.3.bleu")}),
+           {"bleu": _fixed(0, "bleu"),
+            "tied_bleu": _fixed(3, "bleu")}),
     # docs/training.md: the default, tied and a smaller vocabulary at a fixed 1,400 updates
     Figure("docs/training.md", "the default before tying scored {bleu:.2f} test BLEU (AER {aer:.3f} by the default "
                                "rule `pieces`, {chosen:.3f} by the rule chosen on dev); with `--tie_embeddings` "
                                "{tied_bleu:.2f} (dev NLL {tied_nll:.3f} against {nll:.3f}; AER {tied_aer:.3f} by the "
                                "rule chosen on dev), so the default ties since; with `--vocabulary_size=3000` "
                                "{small_bleu:.2f}, its attention learned late (AER {small_aer:.3f})",
-           {"bleu": Key("fixed_updates_1400_amd_epyc.json", "rows.0.bleu"),
-            "aer": Key("fixed_updates_1400_amd_epyc.json", "rows.0.aer"),
-            "nll": Key("fixed_updates_1400_amd_epyc.json", "rows.0.best_dev_nll"),
-            "chosen": Key("fixed_updates_1400_amd_epyc.json", "rows.2.aer"),
-            "tied_bleu": Key("fixed_updates_1400_amd_epyc.json", "rows.3.bleu"),
-            "tied_nll": Key("fixed_updates_1400_amd_epyc.json", "rows.3.best_dev_nll"),
-            "tied_aer": Key("fixed_updates_1400_amd_epyc.json", "rows.3.aer"),
-            "small_bleu": Key("fixed_updates_1400_amd_epyc.json", "rows.1.bleu"),
-            "small_aer": Key("fixed_updates_1400_amd_epyc.json", "rows.1.aer")}),
+           {"bleu": _fixed(0, "bleu"),
+            "aer": _fixed(0, "aer"),
+            "nll": _fixed(0, "best_dev_nll"),
+            "chosen": _fixed(2, "aer"),
+            "tied_bleu": _fixed(3, "bleu"),
+            "tied_nll": _fixed(3, "best_dev_nll"),
+            "tied_aer": _fixed(3, "aer"),
+            "small_bleu": _fixed(1, "bleu"),
+            "small_aer": _fixed(1, "aer")}),
     Figure("docs/training.md", "Batch 128 for {updates:,} updates (the same pairs; on one core its real target "
                                "tokens/s were {tokens:,.0f} against the tied default's {tied_tokens:,.0f}, so about "
                                "the same time) scored {bleu:.2f}",
-           {"updates": Key("fixed_updates_1400_amd_epyc.json", "rows.4.updates"),
-            "tokens": Key("fixed_updates_1400_amd_epyc.json", "rows.4.tokens_per_s"),
-            "tied_tokens": Key("fixed_updates_1400_amd_epyc.json", "rows.3.tokens_per_s"),
-            "bleu": Key("fixed_updates_1400_amd_epyc.json", "rows.4.bleu")}),
+           {"updates": _fixed(4, "updates"),
+            "tokens": _fixed(4, "tokens_per_s"),
+            "tied_tokens": _fixed(3, "tokens_per_s"),
+            "bleu": _fixed(4, "bleu")}),
     Figure("docs/training.md", "updates {updates:,.0f} s, compiling new batch shapes {compiling:.0f} s, dev NLL "
                                "{dev_nll:.0f} s, dev BLEU {dev_bleu:.0f} s",
-           _fields("fixed_updates_1400_amd_epyc.json", "rows.4.seconds", updates="updates", compiling="compiling",
+           _fields(_FIXED, "rows.4.seconds", updates="updates", compiling="compiling",
                    dev_nll="dev_nll", dev_bleu="dev_bleu")),
     # docs/training.md: the written-out backward pass against automatic differentiation, with the
     # decoder reading C h_j against the step before, and the conditional GRU's against its scanned loop
