@@ -65,13 +65,17 @@ _SUTSKEVER_TRAINING = dict(optimizer="sgd", learning_rate=0.7, clipnorm=5.0, bat
 # The average of a run's last 5 checkpoints, 100 updates apart, is kept as best/ when its dev
 # NLL is lower (benchmarks/README.md, "Checkpoint averaging"). The learning rate falls linearly to zero over the run's budget (`BudgetSchedule`: 12 minutes,
 # or --max_steps), so a run ends annealed on any machine, however many updates it makes
-# (benchmarks/README.md, "The recipe").
+# (benchmarks/README.md, "The recipe"); dropout and word dropout from the epochs the run will
+# make (`bahdanau_tf.training.config.budget_regularization`): none in a short run.
 # Pairs of up to 80 tokens: all but 80 of the embedded corpus's 27,989 (at 50, 3,407 were dropped).
 _REDUCED_TRAINING = dict(optimizer="adam", learning_rate=5e-3, clipnorm=1.0, batch_size=64,
                          bucketing="paper", schedule="budget", max_length=80, eval_every=200,
-                         checkpoint_every=100, keep_checkpoints=5, average_last=5)
-# the tests' presets keep a constant rate: a test's few updates learn at the full rate
-_TINY_TRAINING = dict(_REDUCED_TRAINING, batch_size=32, schedule="constant", max_length=50)
+                         checkpoint_every=100, keep_checkpoints=5, average_last=5,
+                         regularization="budget")
+# the tests' presets keep a constant rate and no regularisation: a test's few updates learn at
+# the full rate
+_TINY_TRAINING = dict(_REDUCED_TRAINING, batch_size=32, schedule="constant", max_length=50,
+                      regularization="none")
 _PAPER_VOCABULARIES = dict(source_vocabulary_size=30000, target_vocabulary_size=30000)
 _SMALL = dict(source_vocabulary_size=8000, target_vocabulary_size=8000, embedding_dim=128,
               hidden_dim=256)

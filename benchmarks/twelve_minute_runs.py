@@ -136,7 +136,7 @@ def _directory_row(name, run_dir, evaluation_dir):
         brevity_penalty=bleu.get("brevity_penalty"), aer=alignment.get("aer"),
         bleu_by_length=_find_key(evaluation, "bleu_by_length"),
         length_penalty=_find_key(evaluation, "length_penalty"), cpu=training.get("device"),
-        seconds=training.get("seconds"),
+        seconds=training.get("seconds"), regularization=training.get("regularization"),
     )
 
 

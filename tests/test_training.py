@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bahdanau_tf import checkpoint_averaging, data, losses, model_directory, text, training
+from bahdanau_tf import checkpoint_averaging, data, losses, model_directory, regularization, text, training
 from bahdanau_tf.corpora import load_corpus
 from bahdanau_tf.decoding import Batching
 from helpers import beam, checkpoint_model_values, learning_seed
@@ -114,6 +114,72 @@ def test_the_budget_schedule_decays_linearly_to_zero_over_the_budget_spent_first
         schedule="budget", learning_rate=1e-2, max_steps=None, max_minutes=12),
         time_progress=time_progress).learning_rate
     assert float(tf.convert_to_tensor(only_time)) == pytest.approx(2.5e-3)
+
+
+def test_the_budget_rule_regularises_only_a_run_of_many_epochs():
+    rule = training.budget_regularization
+    assert rule(0.5) == rule(6.0) == {"dropout": 0.0, "word_dropout": 0.0}  # a short run: none
+    assert rule(15.0) == {"dropout": 0.1, "word_dropout": 0.05}  # half way from 6 to 24 epochs
+    assert rule(24.0) == rule(100.0) == {"dropout": 0.2, "word_dropout": 0.1}
+    grid = [rule(epochs / 4) for epochs in range(200)]
+    for name in ("dropout", "word_dropout"):  # a longer budget never gets less
+        assert all(a[name] <= b[name] for a, b in zip(grid, grid[1:]))
+    planned = training.config.planned_epochs
+    assert planned(0, 100, 1_500, None, None) == 15.0  # --max_steps: exact
+    # --max_minutes: the updates the time left allows at the pace, after the step reached
+    assert planned(200, 100, None, 600.0, 0.5) == pytest.approx(14.0)
+    assert planned(200, 100, 800, 600.0, 0.5) == 8.0  # the budget that ends first
+    assert planned(0, 100, None, 600.0, None) is None  # no pace yet
+    assert planned(0, 100, None, None, None) is None
+
+
+@pytest.mark.parametrize("own_rates", [False, True])
+def test_a_run_of_many_epochs_trains_with_the_budget_rules_dropout_and_keeps_its_model_plain(
+        corpora, tokenizers, tmp_path, own_rates):
+    train, _ = corpora
+    rates = dict(readout_dropout=0.3) if own_rates else {}
+    tf.keras.utils.set_random_seed(3)
+    trainer = training.Trainer(  # 48 updates of 32 pairs over at most 64: 24 epochs or more
+        str(tmp_path), *tokenizers, preset="tiny", model_overrides=rates,
+        config=tiny_config(seed=3, max_steps=48, regularization="budget"), log=lambda line: None)
+    report = trainer.fit(train.select(slice(0, 64)))
+    model = trainer.model
+    saved = model_directory.read_model_config(str(tmp_path))["config"]
+    if own_rates:  # rates of the model's own win: no rule
+        assert trainer.budget_regularization is None and report["regularization"] is None
+        assert saved["readout_dropout"] == 0.3
+        return
+    epochs = 48 / max(report["train_pairs"] // 32, 1)
+    assert epochs >= 24 and report["regularization"] == {"dropout": 0.2, "word_dropout": 0.1,
+                                                         "planned_epochs": epochs}
+    assert all(saved[name] == 0.0 for name in regularization.DROPOUT_ARGUMENTS)  # the model's config
+    batch = (tf.constant([[5, 6, 7, 8, 9, 10, 2]] * 4), tf.constant([[1, 7, 8, 9, 10, 11, 12]] * 4))
+    first, second = (np.array(model(batch, training=True)) for _ in range(2))
+    assert not np.allclose(first, second)  # two training passes draw two masks
+    np.testing.assert_array_equal(np.array(model(batch)), np.array(model(batch)))  # inference: none
+    trainer.budget_regularization.set_epochs(3.0)  # a short budget's rates: none
+    np.testing.assert_allclose(np.array(model(batch, training=True)), np.array(model(batch)), rtol=1e-6)
+    reader = tf.train.load_checkpoint(str(tmp_path / "checkpoints"))
+    held = sorted(float(reader.get_tensor(key)) for key in reader.get_variable_to_shape_map()
+                  if key.startswith("budget_regularization/")
+                  and reader.get_variable_to_dtype_map()[key] == tf.float32)
+    assert held == pytest.approx([0.1, 0.2])
+
+
+def test_under_a_time_budget_the_rule_decides_from_the_first_updates_pace_and_retraces(
+        corpora, tokenizers, tmp_path):
+    train, _ = corpora
+    lines = []
+    tf.keras.utils.set_random_seed(3)
+    trainer = training.Trainer(  # 64 pairs: a 12-second budget is hundreds of epochs
+        str(tmp_path), *tokenizers, preset="tiny", log=lines.append,
+        config=tiny_config(seed=3, max_minutes=0.2, log_every=5, regularization="budget"))
+    untraced = trainer._gradients
+    report = trainer.fit(train.select(slice(0, 64)))
+    decided = [line for line in lines if "(the budget rule)" in line]
+    assert len(decided) == 1 and int(decided[0].split()[1]) >= training.trainer.PACED_UPDATES
+    assert report["regularization"]["planned_epochs"] > 24
+    assert trainer.model.dropouts.rates["readout_dropout"] == 0.2 and trainer._gradients is not untraced
 
 
 def test_filled_rows_do_not_change_the_loss(tokenizers, tmp_path):

@@ -150,7 +150,7 @@ def _define_training_flags():
     from bahdanau_tf import data, training
 
     choices = {"optimizer": training.OPTIMIZERS, "schedule": training.SCHEDULES,
-               "average_at": training.AVERAGE_AT,
+               "average_at": training.AVERAGE_AT, "regularization": training.REGULARIZATIONS,
                "precision": training.PRECISIONS, "sampled_proposal": training.SAMPLED_PROPOSALS,
                "bucketing": [m or "none" for m in data.BUCKETING_MODES]}
     at_least_zero = {"max_steps", "seed", "dev_bleu_every", "lexicon_top_k", "average_last",

@@ -23,6 +23,7 @@ class RunState:
     elapsed_before: float
     step: int = 0
     train_pairs: int = 0
+    steps_per_epoch: int = 1
     train_pairs_estimated: bool = False  # a streamed corpus: estimated, not counted
     start: float = 0.0
     window_start: float = 0.0
@@ -42,6 +43,7 @@ class RunState:
     averaged: dict | None = None  # the end's checkpoint average (`Trainer._average_checkpoints`)
     restored_window_tokens: float = 0.0  # the tokens of the window a resumed run goes on with
     seconds: dict = dataclasses.field(default_factory=dict)  # `timed` parts of this call's wall time
+    regularization: dict | None = None  # the budget rule's rates and the epochs they are for
 
 
 #: the parts of a run's wall time that `timed` measures, as the report names them
@@ -103,6 +105,7 @@ def training_report(run: RunState, *, sentences_seen: int, best_dev_nll: float, 
         "parameters": int(parameters),
         "training": dataclasses.asdict(config),
         "seconds": time_shares(run),
+        "regularization": run.regularization,
     }
 
 
@@ -123,6 +126,10 @@ def format_report(report: dict) -> str:
     if averaged:
         rows.append(("Averaged", f"{averaged['checkpoints'][0]} .. {averaged['checkpoints'][-1]}: dev NLL "
                                  f"{averaged['dev_nll']:.3f}" + (", now best/" if averaged["best"] else "")))
+    rule = report.get("regularization")
+    if rule:
+        rows.append(("Regularisation", f"dropout {rule['dropout']:g}, word dropout {rule['word_dropout']:g} "
+                                       f"(the budget rule, ~{rule['planned_epochs']:.1f} epochs)"))
     seconds = report.get("seconds")
     if seconds and sum(seconds.values()) > 0:
         total = sum(seconds.values())
@@ -307,9 +314,14 @@ def run_budget_progress(run: Any, config: Any) -> str:
         minutes = (now - (run.deadline - 60 * config.max_minutes)) / 60
     else:
         minutes = (run.elapsed_before + now - run.start) / 60
+    return budget_progress(run.step, config.max_steps, minutes, config.max_minutes, run_pace(run, now))
+
+
+def run_pace(run: Any, now: float) -> float | None:
+    """Wall seconds per update of this invocation so far, dev evaluations and checkpoints
+    included, compilations left out (they do not recur); None before its first update."""
     updates = run.step - run.resumed_step
-    pace = None
-    if updates:
-        seconds = now - run.start
-        pace = max(seconds - run.throughput.compile_seconds, 0.0) / updates or seconds / updates
-    return budget_progress(run.step, config.max_steps, minutes, config.max_minutes, pace)
+    if not updates:
+        return None
+    seconds = now - run.start
+    return max(seconds - run.throughput.compile_seconds, 0.0) / updates or seconds / updates

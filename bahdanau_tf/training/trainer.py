@@ -19,6 +19,7 @@ import keras
 import tensorflow as tf
 
 from bahdanau_tf import checkpoint_averaging
+from bahdanau_tf import regularization
 from bahdanau_tf import data
 from bahdanau_tf import decoding
 from bahdanau_tf import devices
@@ -27,11 +28,13 @@ from bahdanau_tf import model_directory as model_directory_lib
 from bahdanau_tf import models as models_lib
 from bahdanau_tf import presets
 from bahdanau_tf.training.config import (
+    BudgetRegularization,
     TrainingConfig,
     check_kept_recipe,
     is_chief,
     make_optimizer,
     make_strategy,
+    planned_epochs,
 )
 from bahdanau_tf.training.dev_schedule import DevSchedule
 from bahdanau_tf.training.step import SHAPE_CAPACITY, TrainingStep
@@ -41,6 +44,7 @@ from bahdanau_tf.training.report import (
     Throughput,
     log_cadence,
     run_budget_progress,
+    run_pace,
     timed,
     training_report,
 )
@@ -54,9 +58,11 @@ from bahdanau_tf.training.summaries import Summaries, dev_translation_summaries
 from bahdanau_tf.translator import DEFAULT_SEARCH, Translator
 
 
+#: the updates whose pace estimates, under a time budget, the epochs the budget rule is for
+PACED_UPDATES = 20
 #: the checkpoint's parts that a checkpoint written before them lacks (restored without them)
 _ADDED_PARTS = ("dev_schedule", "dropout_seeds", "window_nll_sum", "window_tokens", "train_nll",
-                "dev_nll", "dev_step")
+                "dev_nll", "dev_step", "budget_regularization")
 
 
 class NonFiniteLossError(RuntimeError):
@@ -166,6 +172,11 @@ class Trainer(TrainingStep):
             self.optimizer = make_optimizer(config, steps_per_epoch=self._steps_per_epoch,
                                             time_progress=self._time_progress)
             self.optimizer.build(self.model.trainable_variables)
+            # the budget rule's dropout, unless the model has rates of its own
+            self.budget_regularization = None
+            if config.regularization == "budget" and not any(
+                    getattr(self.model, name) for name in regularization.DROPOUT_ARGUMENTS):
+                self.budget_regularization = BudgetRegularization(self.model)
             self._make_state_variables()
             self.dev_schedule = DevSchedule(config)
         self._make_checkpoints()
@@ -184,6 +195,8 @@ class Trainer(TrainingStep):
             dev_schedule=self.dev_schedule, dropout_seeds=seeds,
             window_nll_sum=self._loss_sum, window_tokens=self._token_count, train_nll=self._last_train_nll,
             dev_nll=self._last_dev_nll, dev_step=self._last_dev_step)
+        if self.budget_regularization is not None:
+            self._checkpoint_parts["budget_regularization"] = self.budget_regularization.checkpoint_parts()
         self.checkpoint = tf.train.Checkpoint(**self._checkpoint_parts)
         self._checkpoints_dir = os.path.join(self._write_dir, model_directory_lib.CHECKPOINTS)
         self._around_best = None
@@ -267,6 +280,8 @@ class Trainer(TrainingStep):
             parts = {key: value for key, value in self._checkpoint_parts.items()
                      if key in names or key not in _ADDED_PARTS}
             tf.train.Checkpoint(**parts).restore(latest).assert_existing_objects_matched()
+            if self.budget_regularization is not None and "budget_regularization" in names:
+                self.budget_regularization.restored()
             if self.config.schedule == "plateau":
                 self.optimizer.learning_rate = self.dev_schedule.learning_rate
             self._adopt_averaged_best()
@@ -370,6 +385,7 @@ class Trainer(TrainingStep):
         run.throughput = Throughput()
         run.start = run.window_start = time.time()
         run.step = run.window_step = run.resumed_step
+        self._plan_regularization(run, run.start)
         while run.stopped is None:
             run.stopped = self._budget_spent(run, deadline)
             if run.stopped:
@@ -410,6 +426,7 @@ class Trainer(TrainingStep):
                 f"No training pair is left of {counts['total']:,}{dropped}.")
         steps_per_epoch = max(1, run.train_pairs // config.batch_size)
         self._steps_per_epoch.assign(steps_per_epoch)  # read by the halving schedule
+        run.steps_per_epoch = steps_per_epoch
         self._log(
             f"Training {type(self.model).__name__} ({self.preset}, {self.model.count_params():,} parameters) on "
             f"{about}{run.train_pairs:,} of {about}{counts['total']:,} pairs{dropped} ({about}{steps_per_epoch:,} "
@@ -426,6 +443,31 @@ class Trainer(TrainingStep):
         run.dev_step = int(self._last_dev_step.numpy()) if int(self._last_dev_step.numpy()) >= 0 else None
         run.restored_window_tokens = float(self._token_count.numpy())
         return run
+
+    def _plan_regularization(self, run, now):
+        """The budget rule's rates, decided once per invocation from the epochs the run will
+        make (`planned_epochs`): at the start from ``max_steps``; under ``max_minutes`` at the
+        first progress line after `PACED_UPDATES` updates, from their pace. A change retraces
+        the step (the rates are fixed in its graph); logged."""
+        budget = self.budget_regularization
+        if budget is None or run.regularization is not None:
+            return
+        paced = run.step - run.resumed_step >= PACED_UPDATES
+        seconds_left = None if run.deadline is None else run.deadline - now
+        if seconds_left is not None and not paced:
+            return
+        epochs = planned_epochs(run.step, run.steps_per_epoch, self.config.max_steps, seconds_left,
+                                run_pace(run, now) if paced else None)
+        if epochs is None:
+            return
+        if budget.set_epochs(epochs) and run.step > run.resumed_step:
+            self._make_step_functions()  # its updates that compile again count as compiling
+            self._updates_run.assign(0)
+            self._shapes_seen.assign(tf.fill([SHAPE_CAPACITY], tf.constant(-1, "int64")))
+            self._shapes_count.assign(0)
+        run.regularization = dict(budget.rates, planned_epochs=round(epochs, 2))
+        self._log(f"step {run.step:>7,}  regularisation for ~{epochs:.1f} epochs (the budget rule): dropout "
+                  f"{budget.rates['dropout']:g}, word dropout {budget.rates['word_dropout']:g}")
 
     # === The loop's parts ===
     def _budget_spent(self, run, deadline):
@@ -481,6 +523,7 @@ class Trainer(TrainingStep):
             + "  " + run_budget_progress(run, self.config)
         )
         self._summaries.write(run.step, scalars)
+        self._plan_regularization(run, time.time())
 
     def _epoch_text(self, run):
         """``0.37``, or ``~0.37`` when the corpus's size is a stream's estimate."""

@@ -1,0 +1,96 @@
+"""The default's quality over the training budget: test BLEU and dev NLL against the minutes.
+
+Reads a results file of `twelve_minute_runs.py --summarize` whose rows are runs of the default
+at several ``--max_minutes`` (``training.max_minutes`` of each row), prints one line per budget
+(updates, epochs, the budget rule's dropout, dev NLL at its best and at the end, test BLEU) with
+the curve's two checks, and draws the curve as a PNG:
+
+- **rising**: each longer budget's test BLEU is at least the shorter one's (the mean of the
+  seeds where a budget has several);
+- **no tail**: every run's dev NLL at the end within 1% of its best.
+
+    python benchmarks/budget_curve.py \\
+        --results=benchmarks/results/budget_curve_one_core_amd_epyc.json \\
+        --png=benchmarks/results/budget_curve_one_core_amd_epyc.png
+"""
+
+import json
+import os
+import statistics
+
+from absl import app, flags
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("results", None, "A results JSON of `twelve_minute_runs.py --summarize`.")
+flags.DEFINE_string("png", None, "Where to draw the curve (default: the results file's name, .png).")
+
+#: how far above its best a run's dev NLL may end
+TAIL = 0.01
+
+
+def curve(rows):
+    """``[(minutes, [rows of that budget])]``, shortest budget first."""
+    budgets = {}
+    for row in rows:
+        budgets.setdefault(float(row["training"]["max_minutes"]), []).append(row)
+    return sorted(budgets.items())
+
+
+def checks(points):
+    """``{"rising": bool, "no_tail": bool}`` of `curve`'s points."""
+    means = [statistics.mean(row["bleu"] for row in rows) for _, rows in points]
+    rising = all(a <= b for a, b in zip(means, means[1:]))
+    no_tail = all(row["dev_nll_at_end"] <= (1 + TAIL) * row["best_dev_nll"]
+                  for _, rows in points for row in rows)
+    return {"rising": rising, "no_tail": no_tail}
+
+
+def draw(points, path, title):
+    """Test BLEU (each seed, and their mean) and the best and final dev NLL against the minutes."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(8, 3.4))
+    FigureCanvasAgg(figure)
+    bleu_axes, nll_axes = figure.subplots(1, 2)
+    minutes = [budget for budget, _ in points]
+    for budget, rows in points:
+        bleu_axes.scatter([budget] * len(rows), [row["bleu"] for row in rows], color="tab:blue", s=14)
+    bleu_axes.plot(minutes, [statistics.mean(row["bleu"] for row in rows) for _, rows in points],
+                   color="tab:blue")
+    bleu_axes.set(xscale="log", xticks=minutes, xticklabels=[f"{m:g}" for m in minutes],
+                  xlabel="budget (minutes)", ylabel="test BLEU", title="test BLEU")
+    for key, label, style in (("best_dev_nll", "best", "-"), ("dev_nll_at_end", "at the end", "--")):
+        nll_axes.plot(minutes, [statistics.mean(row[key] for row in rows) for _, rows in points],
+                      style, label=label, color="tab:orange")
+    nll_axes.set(xscale="log", xticks=minutes, xticklabels=[f"{m:g}" for m in minutes],
+                 xlabel="budget (minutes)", ylabel="dev NLL", title="dev NLL")
+    nll_axes.legend()
+    figure.suptitle(title, fontsize=9)
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+
+
+def main(argv):
+    del argv
+    if not FLAGS.results:
+        raise app.UsageError("--results is required.")
+    with open(FLAGS.results) as handle:
+        record = json.load(handle)
+    points = curve(record["rows"])
+    for budget, rows in points:
+        for row in rows:
+            rule = row.get("regularization") or {}
+            print(f"{budget:>4g} min  seed {row['training']['seed']:>5}  {row['updates']:>5,} updates  "
+                  f"{row['epochs']:5.2f} epochs  dropout {rule.get('dropout', 0):g}  "
+                  f"dev NLL best {row['best_dev_nll']:.3f} end {row['dev_nll_at_end']:.3f}  "
+                  f"test BLEU {row['bleu']:.2f}")
+    print(json.dumps(checks(points)))
+    path = FLAGS.png or os.path.splitext(FLAGS.results)[0] + ".png"
+    first = record["rows"][0]
+    draw(points, path, f"{first['preset']}, {first['cpu']}, {record['date'][:10]}")
+    print(f"Wrote {path}")
+
+
+if __name__ == "__main__":
+    app.run(main)
