@@ -48,23 +48,15 @@ def check_rates(**rates) -> dict:
     return checked
 
 
-def is_off(rate) -> bool:
-    """Whether ``rate`` is a number 0: a rate that is a variable (the trainer's budget rule,
-    `bahdanau_tf.training.config.budget_regularization`) is read in the graph, whatever it holds."""
-    return isinstance(rate, (int, float)) and not rate
-
-
-def keep_mask(shape: tuple, rate, dtype: str, seed: keras.random.SeedGenerator) -> Tensor:
-    """An inverted-dropout mask: 0 with probability ``rate`` (a float, or a float32 variable),
-    else 1 / (1 - rate)."""
+def keep_mask(shape: tuple, rate: float, dtype: str, seed: keras.random.SeedGenerator) -> Tensor:
+    """An inverted-dropout mask: 0 with probability ``rate``, else 1 / (1 - rate)."""
     kept = ops.greater_equal(keras.random.uniform(shape, seed=seed), rate)
-    kept_share = 1.0 - rate if isinstance(rate, (int, float)) else ops.cast(1.0 - rate, dtype)
-    return ops.cast(kept, dtype) / kept_share
+    return ops.cast(kept, dtype) / (1.0 - rate)
 
 
 def sequence_dropout(inputs: Tensor, rate: float, seed: keras.random.SeedGenerator) -> Tensor:
     """Dropout of (batch, time, features) with one mask per sequence (the same at every step)."""
-    if is_off(rate):
+    if not rate:
         return inputs
     shape = ops.shape(inputs)
     return inputs * keep_mask((shape[0], 1, shape[-1]), rate, inputs.dtype, seed)
@@ -72,7 +64,7 @@ def sequence_dropout(inputs: Tensor, rate: float, seed: keras.random.SeedGenerat
 
 def dropout(inputs: Tensor, rate: float, seed: keras.random.SeedGenerator) -> Tensor:
     """Dropout with a mask of its own for every element."""
-    if is_off(rate):
+    if not rate:
         return inputs
     return inputs * keep_mask(ops.shape(inputs), rate, inputs.dtype, seed)
 
@@ -80,7 +72,7 @@ def dropout(inputs: Tensor, rate: float, seed: keras.random.SeedGenerator) -> Te
 def drop_words(source_ids: Tensor, rate: float, seed: keras.random.SeedGenerator) -> Tensor:
     """Word dropout: each real source token replaced by ``[UNK]`` with probability ``rate``
     (a decision per token; ``[END]`` and padding kept)."""
-    if is_off(rate):
+    if not rate:
         return source_ids
     hit = ops.less(keras.random.uniform(ops.shape(source_ids), seed=seed), rate)
     hit = hit & ops.not_equal(source_ids, PAD_ID) & ops.not_equal(source_ids, END_ID)
@@ -124,7 +116,7 @@ class Dropouts:
     def recurrent_mask(self, state: Tensor, training: bool) -> Tensor | None:
         """One mask for the decoder state of every step of a sequence, or None (no dropout)."""
         rate = self._rate("recurrent_dropout", training)
-        if is_off(rate):
+        if not rate:
             return None
         return keep_mask(ops.shape(state), rate, state.dtype, self.seed_generator)
 
