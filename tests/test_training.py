@@ -11,6 +11,7 @@ import math
 import os
 import pathlib
 import re
+import signal
 import sys
 
 import numpy as np
@@ -139,9 +140,10 @@ def test_a_run_of_many_epochs_trains_with_the_budget_rules_dropout_and_keeps_its
     train, _ = corpora
     rates = dict(readout_dropout=0.3) if own_rates else {}
     tf.keras.utils.set_random_seed(3)
+    lines = []
     trainer = training.Trainer(  # 48 updates of 32 pairs over at most 64: 24 epochs or more
         str(tmp_path), *tokenizers, preset="tiny", model_overrides=rates,
-        config=tiny_config(seed=3, max_steps=48, regularization="budget"), log=lambda line: None)
+        config=tiny_config(seed=3, max_steps=48, regularization="budget"), log=lines.append)
     report = trainer.fit(train.select(slice(0, 64)))
     model = trainer.model
     saved = model_directory.read_model_config(str(tmp_path))["config"]
@@ -149,6 +151,8 @@ def test_a_run_of_many_epochs_trains_with_the_budget_rules_dropout_and_keeps_its
         assert trainer.budget_regularization is None and report["regularization"] is None
         assert saved["readout_dropout"] == 0.3
         return
+    # decided once, before the first update past half the budget
+    assert [line.split()[1] for line in lines if "(the budget rule)" in line] == ["24"]
     epochs = 48 / max(report["train_pairs"] // 32, 1)
     assert epochs >= 24 and report["regularization"] == {"dropout": 0.2, "word_dropout": 0.1,
                                                          "planned_epochs": epochs}
@@ -166,7 +170,7 @@ def test_a_run_of_many_epochs_trains_with_the_budget_rules_dropout_and_keeps_its
     assert held == pytest.approx([0.1, 0.2])
 
 
-def test_under_a_time_budget_the_rule_decides_from_the_first_updates_pace_and_retraces(
+def test_under_a_time_budget_the_rule_decides_half_way_from_the_pace_and_retraces(
         corpora, tokenizers, tmp_path):
     train, _ = corpora
     lines = []
@@ -177,7 +181,7 @@ def test_under_a_time_budget_the_rule_decides_from_the_first_updates_pace_and_re
     untraced = trainer._gradients
     report = trainer.fit(train.select(slice(0, 64)))
     decided = [line for line in lines if "(the budget rule)" in line]
-    assert len(decided) == 1 and int(decided[0].split()[1]) >= training.trainer.PACED_UPDATES
+    assert len(decided) == 1 and 0 < int(decided[0].split()[1].replace(",", "")) < report["updates"]
     assert report["regularization"]["planned_epochs"] > 24
     assert trainer.model.dropouts.rates["readout_dropout"] == 0.2 and trainer._gradients is not untraced
 
@@ -862,6 +866,40 @@ def test_a_run_with_dropout_smoothing_and_plateau_resumes_bit_exactly(corpora, t
     assert report["averaged"]["steps"] == [4, 6, 8]
     assert sorted(os.listdir(tmp_path / "straight" / "around_best")) == sorted(
         f"ckpt-{step}.{suffix}" for step in (4, 6, 8, 10) for suffix in ("data-00000-of-00001", "index"))
+
+
+@pytest.mark.slow
+def test_a_run_whose_budget_rule_drops_resumes_bit_exactly_from_before_and_after_its_decision(
+        corpora, tokenizers, tmp_path):
+    train = corpora[0].select(slice(0, 64))  # 20 updates of 32 pairs: 10 epochs or more
+
+    def trainer_for(directory, max_steps):
+        tf.keras.utils.set_random_seed(7)
+        config = tiny_config(seed=7, max_steps=max_steps, checkpoint_every=4, regularization="budget")
+        return training.Trainer(str(directory), *tokenizers, preset="rnnsearch-cgru-tiny", config=config,
+                                log=lambda line: None)
+
+    straight = trainer_for(tmp_path / "straight", 20)
+    report = straight.fit(train)
+    assert report["regularization"]["dropout"] > 0  # the rule dropped from update 11 on
+    for cut in (8, 16):  # stopped by SIGTERM before the decision, and after it
+        directory = tmp_path / f"cut{cut}"
+        first = trainer_for(directory, 20)
+        spent = first._budget_spent
+
+        def budget_spent(run, deadline, first=first, spent=spent, cut=cut):
+            if run.step == cut:
+                first._signals.received = signal.SIGTERM
+            return spent(run, deadline)
+
+        first._budget_spent = budget_spent
+        with pytest.raises(training.TrainingInterrupted):
+            first.fit(train)
+        resumed = trainer_for(directory, 20)
+        assert resumed.restore().endswith(f"ckpt-{cut}")
+        resumed.fit(train)
+        for a, b in zip(weights(straight), weights(resumed)):
+            np.testing.assert_array_equal(a, b)
 
 
 # one leg of a run (a fresh process): `action` "run", "sigterm" (SIGTERM while update `at` runs)

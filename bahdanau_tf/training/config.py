@@ -103,9 +103,9 @@ class TrainingConfig:
         'where the uninterrupted one would.')
     regularization: str = _field("none",
         '``"none"`` or ``"budget"``: dropout and word dropout chosen from the epochs the run will '
-        "make (`budget_regularization`: none up to 6 epochs, rising to 0.2 / 0.1 at 24), from "
-        "``max_steps``, or under ``max_minutes`` from the run's measured pace; a model given "
-        'dropout rates of its own keeps them. The CPU presets use ``"budget"``.')
+        "make (`budget_regularization`: none up to 6 epochs, rising to 0.2 / 0.1 at 24), decided "
+        "half-way through the budget and held to its end; a model given dropout rates of its own "
+        'keeps them. The CPU presets use ``"budget"``.')
     label_smoothing: float = _field(0.0,
         'Train on the label-smoothed cross-entropy (`bahdanau_tf.losses.smoothed_token_nll`: '
         'the target is (1 - eps) one-hot + eps uniform over the vocabulary), in [0, 1); the '
@@ -420,9 +420,9 @@ class BudgetRegularization:
     own): ``dropout`` for the target embeddings, the annotations, the decoder state and the
     readout, ``word_dropout`` for the source words. The rates are Python numbers, fixed in the
     traced training pass (a rate of 0 adds no op); the model's config, weights and inference
-    passes are unchanged. The trainer sets them once per invocation (`set_epochs`), then
-    retraces its step, and checkpoints them (`checkpoint_parts`) with the seed state. Build it
-    in the strategy's scope.
+    passes are unchanged. The trainer sets them once per invocation, half-way through the
+    budget (`set_epochs`), then retraces its step, and checkpoints them (`checkpoint_parts`)
+    with the seed state. Build it in the strategy's scope.
     """
 
     def __init__(self, model) -> None:

@@ -314,14 +314,9 @@ def run_budget_progress(run: Any, config: Any) -> str:
         minutes = (now - (run.deadline - 60 * config.max_minutes)) / 60
     else:
         minutes = (run.elapsed_before + now - run.start) / 60
-    return budget_progress(run.step, config.max_steps, minutes, config.max_minutes, run_pace(run, now))
-
-
-def run_pace(run: Any, now: float) -> float | None:
-    """Wall seconds per update of this invocation so far, dev evaluations and checkpoints
-    included, compilations left out (they do not recur); None before its first update."""
     updates = run.step - run.resumed_step
-    if not updates:
-        return None
-    seconds = now - run.start
-    return max(seconds - run.throughput.compile_seconds, 0.0) / updates or seconds / updates
+    pace = None
+    if updates:
+        seconds = now - run.start
+        pace = max(seconds - run.throughput.compile_seconds, 0.0) / updates or seconds / updates
+    return budget_progress(run.step, config.max_steps, minutes, config.max_minutes, pace)

@@ -44,7 +44,6 @@ from bahdanau_tf.training.report import (
     Throughput,
     log_cadence,
     run_budget_progress,
-    run_pace,
     timed,
     training_report,
 )
@@ -58,8 +57,9 @@ from bahdanau_tf.training.summaries import Summaries, dev_translation_summaries
 from bahdanau_tf.translator import DEFAULT_SEARCH, Translator
 
 
-#: the updates whose pace estimates, under a time budget, the epochs the budget rule is for
-PACED_UPDATES = 20
+#: the share of its budget after which a run's budget rule decides its dropout (late dropout,
+#: Liu et al. 2023: the overfitting it is for comes late; and the pace is known by then)
+RULE_DECIDES_AT = 0.5
 #: the checkpoint's parts that a checkpoint written before them lacks (restored without them)
 _ADDED_PARTS = ("dev_schedule", "dropout_seeds", "window_nll_sum", "window_tokens", "train_nll",
                 "dev_nll", "dev_step", "budget_regularization")
@@ -385,7 +385,6 @@ class Trainer(TrainingStep):
         run.throughput = Throughput()
         run.start = run.window_start = time.time()
         run.step = run.window_step = run.resumed_step
-        self._plan_regularization(run, run.start)
         while run.stopped is None:
             run.stopped = self._budget_spent(run, deadline)
             if run.stopped:
@@ -393,6 +392,7 @@ class Trainer(TrainingStep):
             started = time.time()
             if deadline is not None and config.schedule == "budget":
                 self._time_progress.assign(1.0 - (deadline - started) / (60.0 * config.max_minutes))
+            self._plan_regularization(run, started)
             self.train_step(iterator)
             run.throughput.add_update(time.time() - started)
             run.step += 1
@@ -445,22 +445,25 @@ class Trainer(TrainingStep):
         return run
 
     def _plan_regularization(self, run, now):
-        """The budget rule's rates, decided once per invocation from the epochs the run will
-        make (`planned_epochs`): at the start from ``max_steps``; under ``max_minutes`` at the
-        first progress line after `PACED_UPDATES` updates, from their pace. A change retraces
-        the step (the rates are fixed in its graph); logged."""
-        budget = self.budget_regularization
+        """The budget rule's rates, decided once per invocation, before the first update past
+        `RULE_DECIDES_AT` of the budget (``max_steps``, or the minutes, whichever is further
+        spent), from the epochs the run will make (`planned_epochs`): ``max_steps`` exactly,
+        the minutes at this invocation's pace so far. A change retraces the step (the rates are
+        fixed in its graph); logged. Under ``max_steps`` the decision falls at the same update
+        in a resumed run."""
+        budget, config = self.budget_regularization, self.config
         if budget is None or run.regularization is not None:
             return
-        paced = run.step - run.resumed_step >= PACED_UPDATES
+        spent = [run.step / config.max_steps] if config.max_steps else []
+        if run.deadline is not None:
+            spent.append(1.0 - (run.deadline - now) / (60.0 * config.max_minutes))
+        updates = run.step - run.resumed_step
+        if not spent or max(spent) < RULE_DECIDES_AT or (run.deadline is not None and not updates):
+            return
+        pace = (now - run.start) / updates if updates else None
         seconds_left = None if run.deadline is None else run.deadline - now
-        if seconds_left is not None and not paced:
-            return
-        epochs = planned_epochs(run.step, run.steps_per_epoch, self.config.max_steps, seconds_left,
-                                run_pace(run, now) if paced else None)
-        if epochs is None:
-            return
-        if budget.set_epochs(epochs) and run.step > run.resumed_step:
+        epochs = planned_epochs(run.step, run.steps_per_epoch, config.max_steps, seconds_left, pace)
+        if budget.set_epochs(epochs) and updates:
             self._make_step_functions()  # its updates that compile again count as compiling
             self._updates_run.assign(0)
             self._shapes_seen.assign(tf.fill([SHAPE_CAPACITY], tf.constant(-1, "int64")))
@@ -523,7 +526,6 @@ class Trainer(TrainingStep):
             + "  " + run_budget_progress(run, self.config)
         )
         self._summaries.write(run.step, scalars)
-        self._plan_regularization(run, time.time())
 
     def _epoch_text(self, run):
         """``0.37``, or ``~0.37`` when the corpus's size is a stream's estimate."""
