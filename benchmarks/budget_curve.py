@@ -11,7 +11,7 @@ the curve's two checks, and draws the curve as a PNG:
 
     python benchmarks/budget_curve.py \\
         --results=benchmarks/results/budget_curve_one_core_amd_epyc.json \\
-        --png=benchmarks/results/budget_curve_one_core_amd_epyc.png
+        --png=benchmarks/results/budget_curve_one_core_amd_epyc.png --how="one core per run"
 """
 
 import json
@@ -23,6 +23,8 @@ from absl import app, flags
 FLAGS = flags.FLAGS
 flags.DEFINE_string("results", None, "A results JSON of `twelve_minute_runs.py --summarize`.")
 flags.DEFINE_string("png", None, "Where to draw the curve (default: the results file's name, .png).")
+flags.DEFINE_string("how", "", "How the runs were made, for the figure's title (the results file "
+                    "records the machine, not the cores a run was pinned to).")
 
 #: how far above its best a run's dev NLL may end
 TAIL = 0.01
@@ -58,14 +60,15 @@ def draw(points, path, title):
         bleu_axes.scatter([budget] * len(rows), [row["bleu"] for row in rows], color="tab:blue", s=14)
     bleu_axes.plot(minutes, [statistics.mean(row["bleu"] for row in rows) for _, rows in points],
                    color="tab:blue")
-    bleu_axes.set(xscale="log", xticks=minutes, xticklabels=[f"{m:g}" for m in minutes],
-                  xlabel="budget (minutes)", ylabel="test BLEU", title="test BLEU")
+    bleu_axes.set(xscale="log", xlabel="budget (minutes)", ylabel="test BLEU", title="test BLEU")
     for key, label, style in (("best_dev_nll", "best", "-"), ("dev_nll_at_end", "at the end", "--")):
         nll_axes.plot(minutes, [statistics.mean(row[key] for row in rows) for _, rows in points],
                       style, label=label, color="tab:orange")
-    nll_axes.set(xscale="log", xticks=minutes, xticklabels=[f"{m:g}" for m in minutes],
-                 xlabel="budget (minutes)", ylabel="dev NLL", title="dev NLL")
+    nll_axes.set(xscale="log", xlabel="budget (minutes)", ylabel="dev NLL", title="dev NLL")
     nll_axes.legend()
+    for axes in (bleu_axes, nll_axes):
+        axes.minorticks_off()
+        axes.set(xticks=minutes, xticklabels=[f"{m:g}" for m in minutes])
     figure.suptitle(title, fontsize=9)
     figure.tight_layout()
     figure.savefig(path, dpi=100)
@@ -88,7 +91,8 @@ def main(argv):
     print(json.dumps(checks(points)))
     path = FLAGS.png or os.path.splitext(FLAGS.results)[0] + ".png"
     first = record["rows"][0]
-    draw(points, path, f"{first['preset']}, {first['cpu']}, {record['date'][:10]}")
+    how = f", {FLAGS.how}" if FLAGS.how else ""
+    draw(points, path, f"{first['preset']}, {first['cpu']}{how}, {record['date'][:10]}")
     print(f"Wrote {path}")
 
 

@@ -45,6 +45,16 @@ class RunState:
     seconds: dict = dataclasses.field(default_factory=dict)  # `timed` parts of this call's wall time
     regularization: dict | None = None  # the budget rule's rates and the epochs they are for
 
+    def pace(self, now: float) -> float | None:
+        """Wall seconds per update of this invocation until ``now``, dev evaluations and
+        checkpoints included, compilations left out (they do not recur); None before its first
+        update."""
+        updates = self.step - self.resumed_step
+        if not updates:
+            return None
+        seconds = now - self.start
+        return max(seconds - self.throughput.compile_seconds, 0.0) / updates or seconds / updates
+
 
 #: the parts of a run's wall time that `timed` measures, as the report names them
 TIMED_PARTS = {"dev_nll": "dev NLL", "dev_bleu": "dev BLEU", "checkpoints": "checkpoints",
@@ -314,9 +324,4 @@ def run_budget_progress(run: Any, config: Any) -> str:
         minutes = (now - (run.deadline - 60 * config.max_minutes)) / 60
     else:
         minutes = (run.elapsed_before + now - run.start) / 60
-    updates = run.step - run.resumed_step
-    pace = None
-    if updates:
-        seconds = now - run.start
-        pace = max(seconds - run.throughput.compile_seconds, 0.0) / updates or seconds / updates
-    return budget_progress(run.step, config.max_steps, minutes, config.max_minutes, pace)
+    return budget_progress(run.step, config.max_steps, minutes, config.max_minutes, run.pace(now))

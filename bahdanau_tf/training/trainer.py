@@ -19,7 +19,6 @@ import keras
 import tensorflow as tf
 
 from bahdanau_tf import checkpoint_averaging
-from bahdanau_tf import regularization
 from bahdanau_tf import data
 from bahdanau_tf import decoding
 from bahdanau_tf import devices
@@ -27,6 +26,7 @@ from bahdanau_tf import files
 from bahdanau_tf import model_directory as model_directory_lib
 from bahdanau_tf import models as models_lib
 from bahdanau_tf import presets
+from bahdanau_tf import regularization
 from bahdanau_tf.training.config import (
     BudgetRegularization,
     TrainingConfig,
@@ -392,7 +392,8 @@ class Trainer(TrainingStep):
             started = time.time()
             if deadline is not None and config.schedule == "budget":
                 self._time_progress.assign(1.0 - (deadline - started) / (60.0 * config.max_minutes))
-            self._plan_regularization(run, started)
+            if run.deadline is None:
+                self._plan_regularization(run, started)
             self.train_step(iterator)
             run.throughput.add_update(time.time() - started)
             run.step += 1
@@ -445,12 +446,13 @@ class Trainer(TrainingStep):
         return run
 
     def _plan_regularization(self, run, now):
-        """The budget rule's rates, decided once per invocation, before the first update past
-        `RULE_DECIDES_AT` of the budget (``max_steps``, or the minutes, whichever is further
-        spent), from the epochs the run will make (`planned_epochs`): ``max_steps`` exactly,
-        the minutes at this invocation's pace so far. A change retraces the step (the rates are
-        fixed in its graph); logged. Under ``max_steps`` the decision falls at the same update
-        in a resumed run."""
+        """The budget rule's rates, decided once per invocation when `RULE_DECIDES_AT` of the
+        budget is spent (``max_steps``, or the minutes, whichever is further spent), from the
+        epochs the run will make (`planned_epochs`). Under ``max_steps`` alone: before the first
+        update past that share, so a resumed run decides at the same update. Under a time budget:
+        at the first progress line past it, the minutes left taken at this invocation's pace so
+        far (`RunState.pace`: its compilations, counted at progress lines, left out). A change
+        retraces the step (the rates are fixed in its graph); logged."""
         budget, config = self.budget_regularization, self.config
         if budget is None or run.regularization is not None:
             return
@@ -460,9 +462,8 @@ class Trainer(TrainingStep):
         updates = run.step - run.resumed_step
         if not spent or max(spent) < RULE_DECIDES_AT or (run.deadline is not None and not updates):
             return
-        pace = (now - run.start) / updates if updates else None
         seconds_left = None if run.deadline is None else run.deadline - now
-        epochs = planned_epochs(run.step, run.steps_per_epoch, config.max_steps, seconds_left, pace)
+        epochs = planned_epochs(run.step, run.steps_per_epoch, config.max_steps, seconds_left, run.pace(now))
         if budget.set_epochs(epochs) and updates:
             self._make_step_functions()  # its updates that compile again count as compiling
             self._updates_run.assign(0)
@@ -526,6 +527,8 @@ class Trainer(TrainingStep):
             + "  " + run_budget_progress(run, self.config)
         )
         self._summaries.write(run.step, scalars)
+        if run.deadline is not None:
+            self._plan_regularization(run, time.time())
 
     def _epoch_text(self, run):
         """``0.37``, or ``~0.37`` when the corpus's size is a stream's estimate."""
