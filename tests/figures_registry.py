@@ -188,6 +188,16 @@ def _fixed(row, field):
     return Key(_FIXED, f"rows.{row}.{field}")
 
 
+_CURVE = "budget_curve_one_core_amd_epyc.json"
+_RULE_STEP = "train_step_budget_rule_amd_epyc.json"
+
+
+def _curve(row):
+    """The fields of one run of the budget curve (0-5: 3, 6, 12, 12 at seed 7, 24, 48 minutes)."""
+    return _fields(_CURVE, f"rows.{row}", updates="updates", epochs="epochs", best="best_dev_nll",
+                   end="dev_nll_at_end", bleu="bleu", bp="brevity_penalty")
+
+
 def _flag_ms(row):
     return Key(_FLAGS, f"rows.{row}.step_ms")
 
@@ -555,6 +565,18 @@ FIGURES = [
     Figure("benchmarks/README.md", "tied embeddings took the default from {bleu:.2f} to {tied_bleu:.2f} test BLEU",
            {"bleu": _fixed(0, "bleu"),
             "tied_bleu": _fixed(3, "bleu")}),
+    # docs/training.md: the default over the budget, and its step against the code before the rule
+    *[Figure("docs/training.md", f"| {name} | {{updates:,}} | {{epochs:.2f}} | {{best:.3f}} | {{end:.3f}} | "
+                                 "{bleu:.2f} ({bp:.3f}) |", _curve(row))
+      for row, name in enumerate(("3 minutes", "6 minutes", "12 minutes", "12 minutes, `--seed=7`",
+                                  "24 minutes", "48 minutes"))],
+    Figure("docs/training.md", "On one core of this machine 12 minutes make {updates:,} updates (the README's 12 "
+                               "minutes on both cores of a faster EPYC: {headline:,})",
+           {"updates": _curve(2)["updates"], "headline": HEADLINE["updates"]}),
+    Figure("docs/training.md", "trains the step it trained before: {new} against {before} ms per step",
+           _fields(_RULE_STEP, new="rows.0.step_ms", before="rows.1.step_ms")),
+    Figure("benchmarks/README.md", "rises with the budget, to {bleu:.2f} at 48 minutes ({updates:,} updates)",
+           _curve(5)),
     # docs/training.md: the default, tied and a smaller vocabulary at a fixed 1,400 updates
     Figure("docs/training.md", "the default before tying scored {bleu:.2f} test BLEU (AER {aer:.3f} by the default "
                                "rule `pieces`, {chosen:.3f} by the rule chosen on dev); with `--tie_embeddings` "
