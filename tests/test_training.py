@@ -134,23 +134,29 @@ def test_the_budget_rule_regularises_only_a_run_of_many_epochs():
     assert planned(0, 100, None, None, None) is None
 
 
-@pytest.mark.parametrize("own_rates", [False, True])
+def test_the_budget_rule_is_off_for_a_model_with_dropout_of_its_own(
+        tokenizers, tmp_path):
+    def rule(directory, **rates):
+        return training.Trainer(str(directory), *tokenizers, preset="tiny", model_overrides=rates,
+                                config=tiny_config(max_steps=10, regularization="budget"),
+                                log=lambda line: None).budget_regularization
+
+    assert rule(tmp_path / "own", readout_dropout=0.3) is None  # rates of the model's own win
+    assert rule(tmp_path / "rule").rates == {"dropout": 0.0, "word_dropout": 0.0}  # until it decides
+
+
+@pytest.mark.slow
 def test_a_run_of_many_epochs_trains_with_the_budget_rules_dropout_and_keeps_its_model_plain(
-        corpora, tokenizers, tmp_path, own_rates):
+        corpora, tokenizers, tmp_path):
     train, _ = corpora
-    rates = dict(readout_dropout=0.3) if own_rates else {}
     tf.keras.utils.set_random_seed(3)
     lines = []
     trainer = training.Trainer(  # 48 updates of 32 pairs over at most 64: 24 epochs or more
-        str(tmp_path), *tokenizers, preset="tiny", model_overrides=rates,
+        str(tmp_path), *tokenizers, preset="tiny",
         config=tiny_config(seed=3, max_steps=48, regularization="budget"), log=lines.append)
     report = trainer.fit(train.select(slice(0, 64)))
     model = trainer.model
     saved = model_directory.read_model_config(str(tmp_path))["config"]
-    if own_rates:  # rates of the model's own win: no rule
-        assert trainer.budget_regularization is None and report["regularization"] is None
-        assert saved["readout_dropout"] == 0.3
-        return
     # decided once, before the first update past half the budget
     assert [line.split()[1] for line in lines if "(the budget rule)" in line] == ["24"]
     epochs = 48 / max(report["train_pairs"] // 32, 1)
