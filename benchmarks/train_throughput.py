@@ -14,8 +14,6 @@ Variants (precision / XLA):
   of 8), ``jit_pad16`` (padded to 16), ``bf16_jit``, ``fp16`` (mixed float16);
 * ``batch96``, ``batch128``: ``new_default`` at another batch size (compare sentence pairs per
   second, ``pairs_per_s``: a larger batch holds more tokens per step);
-* ``no_budget_rule``: ``new_default`` without the budget rule's dropout (``regularization="none"``:
-  what the rule's ops cost a run too short for it to regularise);
 * ``jit_autodiff``: ``jit`` with the recurrences differentiated automatically by TensorFlow
   (`bahdanau_tf.recurrence.automatic_differentiation`), the train step before their written-out
   backward pass, so ``--variants=jit,jit_autodiff`` compares the two in one process.
@@ -102,8 +100,6 @@ VARIANTS = {
     # the device's precision and XLA at other batch sizes: compare them by ``pairs_per_s``
     "batch96": dict(batch_size=96),
     "batch128": dict(batch_size=128),
-    # the CPU presets' budget rule off: its dropout ops (at rate 0 in a short run) left out
-    "no_budget_rule": dict(regularization="none"),
 }
 # variants whose recurrences TensorFlow differentiates automatically (`recurrence.automatic_differentiation`)
 AUTODIFF_VARIANTS = ("jit_autodiff",)
