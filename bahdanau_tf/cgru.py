@@ -100,13 +100,13 @@ class CGRUAttentionCell(AttentionGRUCell):
                 "second_recurrent_kernel": self.context_recurrent_kernel}
 
     def _second_reads(self, intermediate, weights, recurrent_mask):
-        """What reads s'_i: ``(query W_a s'_i, [U'_z | U'_r] (s'_i * mask))``; one
-        matmul by a ``read_kernel`` [W_a | U'_z | U'_r] when the weights hold one (no mask sets
-        the two apart then)."""
-        if "read_kernel" in weights:
-            return ops.split(ops.matmul(intermediate, weights["read_kernel"]), [self.attention.units], -1)
+        """What reads s'_i, through the recurrent mask (as Nematus's query reads the dropped-out
+        state): ``(query W_a s'_i, [U'_z | U'_r] s'_i)``; one matmul by a ``read_kernel``
+        [W_a | U'_z | U'_r] when the weights hold one (a training loop's)."""
         read = intermediate if recurrent_mask is None else intermediate * recurrent_mask
-        return ops.matmul(intermediate, weights["query_kernel"]), ops.matmul(read, weights["second_gate_kernel"])
+        if "read_kernel" in weights:
+            return ops.split(ops.matmul(read, weights["read_kernel"]), [self.attention.units], -1)
+        return ops.matmul(read, weights["query_kernel"]), ops.matmul(read, weights["second_gate_kernel"])
 
     def step(self, projected_inputs: Tensor, state: Tensor, memory: dict, weights: dict,
              recurrent_mask: Tensor | None = None, grouped: bool = False) -> tuple:
@@ -115,8 +115,8 @@ class CGRUAttentionCell(AttentionGRUCell):
 
         Args: as the paper cell's `AttentionGRUCell.step`, but ``state`` is s_{i-1} only (the
         query reads y_{i-1}: no step before can compute it); a ``read_kernel`` [W_a | U'_z |
-        U'_r] replaces ``query_kernel`` and ``second_gate_kernel`` (both read s'_i; without
-        recurrent dropout, one matmul).
+        U'_r] replaces ``query_kernel`` and ``second_gate_kernel`` (both read s'_i through the
+        recurrent mask: one matmul).
 
         Returns:
             ``(s_i, alpha_i, record)``; the record holds ``RECORDED`` and ``readout_context``.
@@ -139,16 +139,11 @@ class CGRUAttentionCell(AttentionGRUCell):
         return state
 
     def loop_step_weights(self, weights: dict, recurrent_mask: Tensor | None = None) -> dict:
-        """The weights `step` reads in a training loop: without recurrent dropout W_a and
-        [U'_z | U'_r] read s'_i, one ``read_kernel``."""
+        """The weights `step` reads in a training loop: W_a and [U'_z | U'_r] read s'_i (through
+        the recurrent mask, if any), one ``read_kernel``."""
         names = ("gate_kernel", "recurrent_kernel", "score_vector", "context_bias", "second_recurrent_kernel")
-        step_weights = {name: weights[name] for name in names}
-        if recurrent_mask is None:
-            step_weights["read_kernel"] = ops.concatenate([weights["query_kernel"], weights["second_gate_kernel"]],
-                                                          axis=-1)
-        else:
-            step_weights.update(query_kernel=weights["query_kernel"], second_gate_kernel=weights["second_gate_kernel"])
-        return step_weights
+        return {**{name: weights[name] for name in names},
+                "read_kernel": ops.concatenate([weights["query_kernel"], weights["second_gate_kernel"]], axis=-1)}
 
     def step_backward(self, d_state: Tensor, d_alpha: Tensor, h_tm1: Tensor, alpha: Tensor, record: dict,
                       memory: dict, weights: dict, recurrent_mask: Tensor | None = None) -> tuple:
@@ -160,12 +155,9 @@ class CGRUAttentionCell(AttentionGRUCell):
                                                     recurrent_mask)
         d_keys, d_score_vector, d_query = self.attention.align_gradient(d_alpha, d_second, alpha, record["query"],
                                                                         memory, weights["score_vector"])
-        if "read_kernel" in weights:  # [W_a | U'_z | U'_r] read s'_i: one matmul
-            d_intermediate = d_mix + read_gradient(d_second, d_read, weights["read_kernel"], more=d_query)
-        else:
-            d_intermediate = (through_mask(d_mix, read_gradient(d_second, d_read, weights["second_gate_kernel"]),
-                                           recurrent_mask)
-                              + ops.matmul(d_query, weights["query_kernel"]))
+        # [W_a | U'_z | U'_r] read s'_i through the mask: one matmul
+        d_intermediate = through_mask(d_mix, read_gradient(d_second, d_read, weights["read_kernel"], more=d_query),
+                                      recurrent_mask)
         d_first, d_mix, d_read = gru_step_gradient(d_intermediate, h_tm1, record["z"], record["r"],
                                                    record["candidate"], weights["recurrent_kernel"], recurrent_mask)
         d_read = read_gradient(d_first, d_read, weights["gate_kernel"])
@@ -182,7 +174,7 @@ class CGRUAttentionCell(AttentionGRUCell):
         d_gate, d_recurrent = recurrence.gru_weight_gradients(reads, records["r"], steps["inputs"])
         d_second_gate, d_second_recurrent = recurrence.gru_weight_gradients(intermediate_reads, records["second_r"],
                                                                             d_context)
-        return {"query_kernel": recurrence.kernel_gradient(intermediates, steps["query"]),
+        return {"query_kernel": recurrence.kernel_gradient(intermediate_reads, steps["query"]),
                 "context_bias": ops.cast(ops.sum(ops.cast(d_context, "float32"), axis=(0, 1)), d_context.dtype),
                 "gate_kernel": d_gate, "recurrent_kernel": d_recurrent,
                 "second_gate_kernel": d_second_gate, "second_recurrent_kernel": d_second_recurrent}

@@ -16,7 +16,9 @@ The models (`bahdanau_tf.models`) take the same five constructor arguments, all 
   does the same). A decoder cell takes the mask as its ``recurrent_mask`` call argument; the
   `Seq2Seq` decoder's LSTMs take the rate as Keras's ``recurrent_dropout``;
 - ``readout_dropout``: what the vocabulary projection reads (the maxout units t_i; the top
-  decoder LSTM's output for `Seq2Seq`), a mask per position;
+  decoder LSTM's output for `Seq2Seq`), one mask per sentence (Nematus's hidden dropout shares
+  its mask across time steps; a mask per position costs a random draw per element, a third of
+  the train step on a CPU under XLA: benchmarks/train_throughput.py's ``dropout`` variant);
 - ``word_dropout``: source tokens replaced by ``[UNK]`` before they are embedded, each token
   decided alone (a per-token decision, Sennrich & Zhang 2019's word dropout; ``[END]`` and
   padding are never replaced).
@@ -25,7 +27,9 @@ All are active only in a training pass (``training=True``): `decode_step`, trans
 exported signatures and the served graph never apply them, so a model's translations depend on
 its weights only. A model with a rate above 0 owns a ``keras.random.SeedGenerator`` (seeded from
 Keras's global seed, `keras.utils.set_random_seed`); a model without keeps exactly the
-variables it had.
+variables it had. A trainer's rule may instead hold the rates in variables it changes during the
+run (`Dropouts.follow`, `bahdanau_tf.training.budget`): the training pass then draws every mask
+at any value, 0 included, and a new rate needs no new trace.
 """
 
 import keras
@@ -54,9 +58,14 @@ def keep_mask(shape: tuple, rate: float, dtype: str, seed: keras.random.SeedGene
     return ops.cast(kept, dtype) / (1.0 - rate)
 
 
+def _applies(rate) -> bool:
+    """Whether a rate draws a mask: a number above 0, or a variable (any value)."""
+    return bool(rate) if isinstance(rate, (int, float)) else True
+
+
 def sequence_dropout(inputs: Tensor, rate: float, seed: keras.random.SeedGenerator) -> Tensor:
     """Dropout of (batch, time, features) with one mask per sequence (the same at every step)."""
-    if not rate:
+    if not _applies(rate):
         return inputs
     shape = ops.shape(inputs)
     return inputs * keep_mask((shape[0], 1, shape[-1]), rate, inputs.dtype, seed)
@@ -64,7 +73,7 @@ def sequence_dropout(inputs: Tensor, rate: float, seed: keras.random.SeedGenerat
 
 def dropout(inputs: Tensor, rate: float, seed: keras.random.SeedGenerator) -> Tensor:
     """Dropout with a mask of its own for every element."""
-    if not rate:
+    if not _applies(rate):
         return inputs
     return inputs * keep_mask(ops.shape(inputs), rate, inputs.dtype, seed)
 
@@ -72,7 +81,7 @@ def dropout(inputs: Tensor, rate: float, seed: keras.random.SeedGenerator) -> Te
 def drop_words(source_ids: Tensor, rate: float, seed: keras.random.SeedGenerator) -> Tensor:
     """Word dropout: each real source token replaced by ``[UNK]`` with probability ``rate``
     (a decision per token; ``[END]`` and padding kept)."""
-    if not rate:
+    if not _applies(rate):
         return source_ids
     hit = ops.less(keras.random.uniform(ops.shape(source_ids), seed=seed), rate)
     hit = hit & ops.not_equal(source_ids, PAD_ID) & ops.not_equal(source_ids, END_ID)
@@ -94,6 +103,13 @@ class Dropouts:
         self.seed_generator = seed_generator
         self.rates = rates
 
+    def follow(self, rates: dict, seed_generator: keras.random.SeedGenerator) -> None:
+        """Draws from now on at ``rates`` (``{name: rate}`` of `DROPOUT_ARGUMENTS`, numbers or
+        scalar variables a trainer changes as it goes) with ``seed_generator``: a training
+        pass traced after this reads the variables, so changing them retraces nothing."""
+        self.rates = {name: rates.get(name, 0.0) for name in DROPOUT_ARGUMENTS}
+        self.seed_generator = seed_generator
+
     def _rate(self, name, training):
         return self.rates[name] if training else 0.0
 
@@ -108,7 +124,8 @@ class Dropouts:
         return sequence_dropout(annotations, rate, self.seed_generator)
 
     def readout(self, features: Tensor, training: bool) -> Tensor:
-        return dropout(features, self._rate("readout_dropout", training), self.seed_generator)
+        """``readout_dropout`` of (batch, time, features), one mask per sentence."""
+        return sequence_dropout(features, self._rate("readout_dropout", training), self.seed_generator)
 
     def words(self, source_ids: Tensor, training: bool) -> Tensor:
         return drop_words(source_ids, self._rate("word_dropout", training), self.seed_generator)
@@ -116,7 +133,7 @@ class Dropouts:
     def recurrent_mask(self, state: Tensor, training: bool) -> Tensor | None:
         """One mask for the decoder state of every step of a sequence, or None (no dropout)."""
         rate = self._rate("recurrent_dropout", training)
-        if not rate:
+        if not _applies(rate):
             return None
         return keep_mask(ops.shape(state), rate, state.dtype, self.seed_generator)
 

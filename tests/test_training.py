@@ -119,30 +119,79 @@ def test_the_budget_schedule_decays_linearly_to_zero_over_the_budget_spent_first
 
 def test_the_budget_rule_regularises_only_a_run_of_many_epochs():
     rule = training.budget_regularization
-    assert rule(0.5) == rule(6.0) == {"dropout": 0.0, "word_dropout": 0.0}  # a short run: none
-    assert rule(15.0) == {"dropout": 0.1, "word_dropout": 0.05}  # half way from 6 to 24 epochs
-    assert rule(24.0) == rule(100.0) == {"dropout": 0.2, "word_dropout": 0.1}
+    assert rule(0.5) == rule(4.0) == rule(4.7) == {"dropout": 0.0, "word_dropout": 0.0}  # a short run: none
+    assert rule(8.0) == {"dropout": 0.1, "word_dropout": 0.05}  # half way from 4 to 12 epochs
+    assert rule(6.4) == {"dropout": 0.06, "word_dropout": 0.03}  # in tenths of the full rates
+    assert rule(12.0) == rule(100.0) == {"dropout": 0.2, "word_dropout": 0.1}
     grid = [rule(epochs / 4) for epochs in range(200)]
     for name in ("dropout", "word_dropout"):  # a longer budget never gets less
         assert all(a[name] <= b[name] for a, b in zip(grid, grid[1:]))
-    planned = training.config.planned_epochs
-    assert planned(0, 100, 1_500, None, None) == 15.0  # --max_steps: exact
-    # --max_minutes: the updates the time left allows at the pace, after the step reached
-    assert planned(200, 100, None, 600.0, 0.5) == pytest.approx(14.0)
-    assert planned(200, 100, 800, 600.0, 0.5) == 8.0  # the budget that ends first
-    assert planned(0, 100, None, 600.0, None) is None  # no pace yet
-    assert planned(0, 100, None, None, None) is None
 
 
-def test_the_budget_rule_is_off_for_a_model_with_dropout_of_its_own(
-        tokenizers, tmp_path):
+def test_the_budget_plans_from_its_wall_clock_pace_with_compilations_and_evaluations_in_it():
+    steps = training.budget.Budget(max_steps=1_500, max_minutes=None, start_time=0.0, steps_per_epoch=100)
+    assert steps.planned_epochs(0, 0.0) == 15.0  # --max_steps: exact, before any update
+    budget = training.budget.Budget(max_steps=None, max_minutes=10, start_time=0.0, steps_per_epoch=100)
+    assert budget.planned_epochs(0, 0.0) is None  # no pace yet
+    # a scripted clock: 20 s compiling, then 0.5 s an update, and a 5 s dev evaluation every 100 updates
+    clock, step = 20.0, 0
+    while clock < 300.0:
+        budget.record(step, clock)
+        clock += 0.5 + (5.0 if step and step % 100 == 0 else 0.0)
+        step += 1
+    # the window (the last 2 minutes) holds two or three evaluations and no compilation
+    pace = 0.5 + 5.0 / 100
+    assert budget.pace(step, clock) == pytest.approx(pace, rel=0.05)
+    assert budget.planned_epochs(step, clock) == pytest.approx((step + (600.0 - clock) / pace) / 100, rel=0.03)
+    early = training.budget.Budget(max_steps=None, max_minutes=10, start_time=0.0, steps_per_epoch=100)
+    early.record(0, 20.0)
+    early.record(80, 60.0)  # a minute in: the compilation is in the window
+    assert early.pace(80, 60.0) == pytest.approx(0.75)
+    assert early.planned_epochs(80, 60.0) == pytest.approx((80 + 540.0 / 0.75) / 100)
+    both = training.budget.Budget(max_steps=900, max_minutes=10, start_time=0.0, steps_per_epoch=100)
+    both.record(100, 50.0)
+    assert both.planned_epochs(100, 50.0) == 9.0  # the budget that ends first
+    assert (both.time_share(150.0), both.out_of_time(599.0), both.out_of_time(600.0)) == (0.25, False, True)
+
+
+def test_the_budget_rule_plans_at_the_start_and_again_as_the_pace_is_known(tokenizers, tmp_path):
+    trainer = training.Trainer(str(tmp_path), *tokenizers, preset="tiny", log=lambda line: None,
+                               config=tiny_config(max_steps=10, regularization="budget"))
+    rule = trainer.budget_rule
+    exact = training.budget.Budget(max_steps=1_200, max_minutes=None, start_time=0.0, steps_per_epoch=100)
+    assert "~12.0 epochs" in rule.update(exact, 0, 0.0)  # update 0: the full rates
+    assert rule.rates == {"dropout": 0.2, "word_dropout": 0.1}
+    assert rule.update(exact, 5, 1.0) is None  # an update budget plans once
+    timed = training.budget.Budget(max_steps=None, max_minutes=20, start_time=0.0, steps_per_epoch=100)
+    rule = training.BudgetRule(trainer.model)
+    for second in range(0, 60):  # two updates a second, but no plan in the first minute
+        timed.record(2 * second, float(second))
+        assert rule.update(timed, 2 * second, float(second)) is None
+    timed.record(120, 60.0)
+    # 120 + 1,140 s x 2 updates a second = 2,400 updates: 24 epochs
+    assert "~24.0 epochs" in rule.update(timed, 120, 60.0) and rule.first_planned == 24.0
+    timed.record(140, 70.0)
+    assert rule.update(timed, 140, 70.0) is None  # the next plan is due 30 s later
+    for second in range(71, 201):  # the pace falls to an update every 10 s: fewer epochs, no dropout
+        timed.record(140 + (second - 70) // 10, float(second))
+    line = rule.update(timed, 153, 200.0)
+    assert line is not None and rule.planned == pytest.approx((153 + 1_000 / timed.pace(153, 200.0)) / 100)
+    assert rule.planned < 4.0 and rule.rates == {"dropout": 0.0, "word_dropout": 0.0}
+    assert rule.record()["first_planned_epochs"] == 24.0
+
+
+def test_the_budget_rule_is_off_for_a_model_given_dropout_even_zero(tokenizers, tmp_path):
+    lines = []
+
     def rule(directory, **rates):
         return training.Trainer(str(directory), *tokenizers, preset="tiny", model_overrides=rates,
                                 config=tiny_config(max_steps=10, regularization="budget"),
-                                log=lambda line: None).budget_regularization
+                                log=lines.append).budget_rule
 
     assert rule(tmp_path / "own", readout_dropout=0.3) is None  # rates of the model's own win
-    assert rule(tmp_path / "rule").rates == {"dropout": 0.0, "word_dropout": 0.0}  # until it decides
+    assert rule(tmp_path / "zero", embedding_dropout=0.0, word_dropout=0.0) is None  # explicit 0 too
+    assert lines[-1].startswith("Dropout as given (embedding_dropout=0, word_dropout=0)")
+    assert rule(tmp_path / "rule").rates == {"dropout": 0.0, "word_dropout": 0.0}  # until it plans
 
 
 @pytest.mark.slow
@@ -151,25 +200,27 @@ def test_a_run_of_many_epochs_trains_with_the_budget_rules_dropout_and_keeps_its
     train, _ = corpora
     tf.keras.utils.set_random_seed(3)
     lines = []
-    trainer = training.Trainer(  # 48 updates of 32 pairs over at most 64: 24 epochs or more
+    trainer = training.Trainer(  # 24 updates of 32 pairs over at most 64: 12 epochs or more
         str(tmp_path), *tokenizers, preset="tiny",
-        config=tiny_config(seed=3, max_steps=48, regularization="budget"), log=lines.append)
+        config=tiny_config(seed=3, max_steps=24, regularization="budget"), log=lines.append)
+    untraced = trainer.train_step
     report = trainer.fit(train.select(slice(0, 64)))
     model = trainer.model
     saved = model_directory.read_model_config(str(tmp_path))["config"]
-    # decided once, before the first update past half the budget
-    assert [line.split()[1] for line in lines if "(the budget rule)" in line] == ["24"]
-    epochs = 48 / max(report["train_pairs"] // 32, 1)
-    assert epochs >= 24 and report["regularization"] == {"dropout": 0.2, "word_dropout": 0.1,
-                                                         "planned_epochs": epochs}
+    # planned once, before the first update
+    assert [line.split()[1] for line in lines if "(the budget rule)" in line] == ["0"]
+    epochs = 24 / max(report["train_pairs"] // 32, 1)
+    assert epochs >= 12 and report["regularization"] == {"dropout": 0.2, "word_dropout": 0.1,
+                                                         "planned_epochs": epochs, "first_planned_epochs": epochs}
     assert all(saved[name] == 0.0 for name in regularization.DROPOUT_ARGUMENTS)  # the model's config
     batch = (tf.constant([[5, 6, 7, 8, 9, 10, 2]] * 4), tf.constant([[1, 7, 8, 9, 10, 11, 12]] * 4))
     first, second = (np.array(model(batch, training=True)) for _ in range(2))
     assert not np.allclose(first, second)  # two training passes draw two masks
     np.testing.assert_array_equal(np.array(model(batch)), np.array(model(batch)))  # inference: none
-    trainer.budget_regularization.set_epochs(3.0)  # a short budget's rates: none
+    trainer.budget_rule.set_epochs(3.0)  # a short budget's rates: none, in the same traced step
     np.testing.assert_allclose(np.array(model(batch, training=True)), np.array(model(batch)), rtol=1e-5,
                                atol=1e-6)
+    assert trainer.train_step is untraced and trainer.train_step.experimental_get_tracing_count() == 1
     reader = tf.train.load_checkpoint(str(tmp_path / "checkpoints"))
     held = sorted(float(reader.get_tensor(key)) for key in reader.get_variable_to_shape_map()
                   if key.startswith("budget_regularization/")
@@ -178,7 +229,7 @@ def test_a_run_of_many_epochs_trains_with_the_budget_rules_dropout_and_keeps_its
 
 
 @pytest.mark.slow
-def test_under_a_time_budget_the_rule_decides_half_way_from_the_pace_and_retraces(
+def test_under_a_time_budget_the_rule_plans_early_from_the_pace_and_never_retraces(
         corpora, tokenizers, tmp_path):
     train, _ = corpora
     lines = []
@@ -186,19 +237,15 @@ def test_under_a_time_budget_the_rule_decides_half_way_from_the_pace_and_retrace
     trainer = training.Trainer(  # at most 40 pairs, one update an epoch: a few updates are epochs
         str(tmp_path), *tokenizers, preset="tiny", log=lines.append,
         config=tiny_config(seed=3, max_minutes=0.2, log_every=5, regularization="budget"))
-    untraced = trainer._gradients
     report = trainer.fit(train.select(slice(0, 40)))
     decided = [int(line.split()[1].replace(",", "")) for line in lines if "(the budget rule)" in line]
-    assert len(decided) == 1 and 0 < decided[0] < report["updates"]
+    assert decided and 0 < decided[0] < report["updates"] // 2  # planned in the first tenth of the minutes
     rule = report["regularization"]
-    # the updates at the half-way point and those the other half allows at their pace, one update
-    # an epoch
-    assert rule["planned_epochs"] > decided[0]
     assert {"dropout": rule["dropout"], "word_dropout": rule["word_dropout"]} == \
         training.budget_regularization(rule["planned_epochs"])
-    assert rule["dropout"] > 0  # 7 epochs or more: the step was traced again with the rates
-    assert trainer.model.dropouts.rates["readout_dropout"] == rule["dropout"]
-    assert trainer._gradients is not untraced
+    assert rule["dropout"] > 0  # 12 epochs or more: the masks drawn at the rule's rates
+    # one trace of the step for the whole run: the rates are variables the traced step reads
+    assert trainer.train_step.experimental_get_tracing_count() == 1
 
 
 def test_filled_rows_do_not_change_the_loss(tokenizers, tmp_path):
@@ -458,7 +505,7 @@ def test_the_step_counts_the_tracing_update_and_under_xla_each_new_batch_shape(t
 
 
 def test_budget_progress_shows_the_limit_that_binds_and_its_eta():
-    progress = training.report.budget_progress
+    progress = training.budget.budget_progress
     # 20 updates left at 1 s each end the run before the 11.5 minutes left: max_steps binds
     assert progress(30, 50, 0.5, 12.0, 1.0) == "30 / 50 steps  ETA 0.3 min"
     # 970 updates left would take 16 min, 3 min are left: the time budget binds
@@ -709,7 +756,7 @@ print(json.dumps({"replicas": replica_gap(mirrored), "single": worst_single,
 _WORKER = _COMMON + r'''
 strategy = tf.distribute.MultiWorkerMirroredStrategy()  # before any other TensorFlow op
 ''' + _SETUP + r'''
-trainer = fit(sys.argv[1], strategy)
+trainer = fit(sys.argv[1], strategy, regularization="budget")  # the workers plan the rule together
 np.savez(sys.argv[2], *[np.array(v) for v in trainer.model.trainable_variables])
 print(json.dumps({"replicas": strategy.num_replicas_in_sync}))
 '''
@@ -884,7 +931,7 @@ def test_a_run_with_dropout_smoothing_and_plateau_resumes_bit_exactly(corpora, t
 
 
 @pytest.mark.slow
-def test_a_run_whose_budget_rule_drops_resumes_bit_exactly_from_before_and_after_its_decision(
+def test_a_run_whose_budget_rule_drops_resumes_bit_exactly_across_its_plan(
         corpora, tokenizers, tmp_path):
     train = corpora[0].select(slice(0, 64))  # 20 updates of 32 pairs: 10 epochs or more
 
@@ -896,16 +943,16 @@ def test_a_run_whose_budget_rule_drops_resumes_bit_exactly_from_before_and_after
 
     straight = trainer_for(tmp_path / "straight", 20)
     report = straight.fit(train)
-    assert report["regularization"]["dropout"] > 0  # the rule dropped from update 11 on
-    for cut in (8, 16):  # stopped by SIGTERM before the decision, and after it
+    assert report["regularization"]["dropout"] > 0  # the rule dropped from update 0 on
+    for cut in (1, 16):  # stopped by SIGTERM right after the plan, and later
         directory = tmp_path / f"cut{cut}"
         first = trainer_for(directory, 20)
         spent = first._budget_spent
 
-        def budget_spent(run, deadline, first=first, spent=spent, cut=cut):
+        def budget_spent(run, first=first, spent=spent, cut=cut):
             if run.step == cut:
                 first._signals.received = signal.SIGTERM
-            return spent(run, deadline)
+            return spent(run)
 
         first._budget_spent = budget_spent
         with pytest.raises(training.TrainingInterrupted):

@@ -293,6 +293,10 @@ def _model_overrides():
     if FLAGS.dropout is not None:
         overrides = dict.fromkeys(regularization.DROPOUT_ARGUMENTS[:4], FLAGS.dropout)
     overrides.update({name: FLAGS[name].value for name in chosen if FLAGS[name].value is not None})
+    given = [name for name in ("dropout", *regularization.DROPOUT_ARGUMENTS) if FLAGS[name].present]
+    if FLAGS["regularization"].present and FLAGS.regularization == "budget" and given:
+        raise common.UserError(f"--regularization=budget chooses the dropout itself; --{given[0]} gives it: "
+                               "drop one of them.")
     if overrides.get("tie_embeddings"):
         if "tie_embeddings" not in defaults:
             raise common.UserError(f"--tie_embeddings is for RNNsearch and RNNencdec; --preset={FLAGS.preset} "
@@ -505,6 +509,9 @@ def main(argv):
     _check_guided_alignment_flags()
     config = _training_config()
     model_overrides = _model_overrides()
+    if FLAGS["regularization"].present and config.regularization == "budget" and not (
+            config.max_steps or config.max_minutes):
+        raise common.UserError("--regularization=budget plans from the budget: give --max_steps or --max_minutes.")
     _check_output_dir()
     log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
     strategy = training.make_strategy(FLAGS.strategy)  # before any other TensorFlow work (multi-worker)

@@ -1,6 +1,7 @@
 """Training (DESIGN §2): the paper's procedure in one `tf.function` step, under `tf.distribute`.
 
-The package, by job: `config` (`TrainingConfig`, optimizer, schedules, strategy), `trainer`
+The package, by job: `config` (`TrainingConfig`, optimizer, schedules, strategy), `budget` (the
+budget spent, the pace, the plan of epochs, the ETA and the budget rule's dropout), `trainer`
 (the `Trainer` loop), `dev_schedule` (decay on a dev plateau, early stopping), `run_directory`
 (lock, signals, ``model.json`` / ``report.json``, a failed start cleaned up), `summaries` (TensorBoard), `report` (table 2). Guided alignment (the trainer's
 ``guided_alignment=`` term) and the alignment head are `bahdanau_tf.alignment`'s. Every public name is
@@ -49,12 +50,12 @@ from bahdanau_tf.training.config import (
     TrainingConfig,
     BudgetSchedule,
     WarmupRsqrtSchedule,
-    budget_regularization,
     check_kept_recipe,
     is_chief,
     make_optimizer,
     make_strategy,
 )
+from bahdanau_tf.training.budget import Budget, BudgetRule, budget_regularization
 from bahdanau_tf.checkpoint_averaging import AroundBest  # the checkpoints around the best dev point
 from bahdanau_tf.training.dev_schedule import DevSchedule
 from bahdanau_tf.training.report import RunState, format_report, training_report
@@ -70,6 +71,8 @@ from bahdanau_tf.training.trainer import NonFiniteLossError, Trainer
 
 __all__ = [
     "AroundBest",
+    "Budget",
+    "BudgetRule",
     "DevSchedule",
     "Trainer",
     "TrainingConfig",

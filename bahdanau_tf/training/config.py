@@ -8,7 +8,6 @@ import tensorflow as tf
 from bahdanau_tf import data
 from bahdanau_tf import devices
 from bahdanau_tf import presets
-from bahdanau_tf import regularization
 
 
 def _field(default, help_text: str):
@@ -103,9 +102,10 @@ class TrainingConfig:
         'where the uninterrupted one would.')
     regularization: str = _field("none",
         '``"none"`` or ``"budget"``: dropout and word dropout chosen from the epochs the run will '
-        "make (`budget_regularization`: none up to 6 epochs, rising to 0.2 / 0.1 at 24), decided "
-        "half-way through the budget and held to its end; a model given dropout rates of its own "
-        'keeps them. The CPU presets use ``"budget"``.')
+        "make (`bahdanau_tf.training.budget.budget_regularization`: none up to 4 epochs, rising to "
+        "0.2 / 0.1 at 12), planned from the start of the run (at once under ``max_steps``, after a "
+        "minute under ``max_minutes``, then again as the pace is better known); dropout rates given "
+        'to the model (0 included) switch it off. The CPU presets use ``"budget"``.')
     label_smoothing: float = _field(0.0,
         'Train on the label-smoothed cross-entropy (`bahdanau_tf.losses.smoothed_token_nll`: '
         'the target is (1 - eps) one-hot + eps uniform over the vocabulary), in [0, 1); the '
@@ -377,86 +377,6 @@ class BudgetSchedule(keras.optimizers.schedules.LearningRateSchedule):
     def get_config(self):
         return dict(peak_learning_rate=self.peak_learning_rate, max_steps=self.max_steps,
                     time_progress=float(self.time_progress))
-
-
-#: the budget rule: no regularisation for a run of up to `ONSET_EPOCHS` epochs (a shorter run
-#: ends before the recipe overfits, and dropout only slows its learning), the full rates from
-#: `FULL_EPOCHS` on, linear between (benchmarks/README.md, "The recipe over the budget")
-ONSET_EPOCHS, FULL_EPOCHS = 6.0, 24.0
-FULL_RATES = {"dropout": 0.2, "word_dropout": 0.1}
-
-
-def budget_regularization(epochs: float) -> dict:
-    """The regularisation of a run that will make ``epochs`` epochs: ``{"dropout": rate,
-    "word_dropout": rate}``, 0 up to `ONSET_EPOCHS`, `FULL_RATES` from `FULL_EPOCHS`, linear
-    between; rounded to 0.01, so that the jitter of a time budget's estimate seldom changes a rate.
-
-    Example:
-        budget_regularization(15.0)  # {'dropout': 0.1, 'word_dropout': 0.05}
-        budget_regularization(4.0)  # {'dropout': 0.0, 'word_dropout': 0.0}
-    """
-    strength = min(max((epochs - ONSET_EPOCHS) / (FULL_EPOCHS - ONSET_EPOCHS), 0.0), 1.0)
-    return {name: round(rate * strength, 2) for name, rate in FULL_RATES.items()}
-
-
-def planned_epochs(step: int, steps_per_epoch: int, max_steps: int | None,
-                   seconds_left: float | None, seconds_per_update: float | None) -> float | None:
-    """The epochs a run will have made when its budget ends: ``max_steps``, or the updates the
-    wall-time budget left (``seconds_left``) allows at ``seconds_per_update`` after ``step``,
-    whichever is fewer; None when neither is known (no budget, or a time budget not yet paced).
-    """
-    ends = []
-    if max_steps:
-        ends.append(max_steps)
-    if seconds_left is not None and seconds_per_update:
-        ends.append(step + max(seconds_left, 0.0) / seconds_per_update)
-    return min(ends) / max(steps_per_epoch, 1) if ends else None
-
-
-class BudgetRegularization:
-    """The budget rule's rates (`budget_regularization`), given to a model's training pass.
-
-    Sets ``model.dropouts`` (`bahdanau_tf.regularization.Dropouts`, with a seed generator of its
-    own): ``dropout`` for the target embeddings, the annotations, the decoder state and the
-    readout, ``word_dropout`` for the source words. The rates are Python numbers, fixed in the
-    traced training pass (a rate of 0 adds no op); the model's config, weights and inference
-    passes are unchanged. The trainer sets them once per invocation, half-way through the
-    budget (`set_epochs`), then retraces its step, and checkpoints them (`checkpoint_parts`)
-    with the seed state. Build it in the strategy's scope.
-    """
-
-    def __init__(self, model) -> None:
-        self.model = model
-        self.seed_generator = keras.random.SeedGenerator(name="budget_dropout_seed")
-        self._held = {name: tf.Variable(0.0, trainable=False, name=f"budget_{name}") for name in FULL_RATES}
-        self.rates = dict.fromkeys(FULL_RATES, 0.0)
-        self._give()
-
-    def _give(self):
-        rates = dict.fromkeys(regularization.DROPOUT_ARGUMENTS[:4], self.rates["dropout"])
-        self.model.dropouts = regularization.Dropouts(self.seed_generator, **rates,
-                                                      word_dropout=self.rates["word_dropout"])
-
-    def set_epochs(self, epochs: float) -> bool:
-        """Gives the rates of a run planned to make ``epochs`` epochs; whether a rate changed."""
-        return self.set_rates(budget_regularization(epochs))
-
-    def set_rates(self, rates: dict) -> bool:
-        """Gives ``rates`` (`FULL_RATES`'s keys); whether a rate changed."""
-        changed = rates != self.rates
-        self.rates = dict(rates)
-        for name, variable in self._held.items():
-            variable.assign(rates[name])
-        self._give()
-        return changed
-
-    def restored(self) -> None:
-        """Gives the rates a restored checkpoint held."""
-        self.set_rates({name: round(float(variable.numpy()), 4) for name, variable in self._held.items()})
-
-    def checkpoint_parts(self) -> list:
-        """The rates and the seed state: a resumed run draws the masks the uninterrupted one would."""
-        return [self._held["dropout"], self._held["word_dropout"], self.seed_generator.state.value]
 
 
 class WarmupRsqrtSchedule(keras.optimizers.schedules.LearningRateSchedule):

@@ -32,7 +32,7 @@ class RunState:
     dev_nll: float | None = None
     dev_step: int | None = None
     evaluations: int = 0
-    deadline: float | None = None
+    budget: Any = None  # the run's `bahdanau_tf.training.budget.Budget`
     dev_bleu: float | None = None
     throughput: Any = None  # the run's `Throughput`
     cadence: Any = None  # the run's `LogCadence`
@@ -44,16 +44,6 @@ class RunState:
     restored_window_tokens: float = 0.0  # the tokens of the window a resumed run goes on with
     seconds: dict = dataclasses.field(default_factory=dict)  # `timed` parts of this call's wall time
     regularization: dict | None = None  # the budget rule's rates and the epochs they are for
-
-    def pace(self, now: float) -> float | None:
-        """Wall seconds per update of this invocation until ``now``, dev evaluations and
-        checkpoints included, compilations left out (they do not recur); None before its first
-        update."""
-        updates = self.step - self.resumed_step
-        if not updates:
-            return None
-        seconds = now - self.start
-        return max(seconds - self.throughput.compile_seconds, 0.0) / updates or seconds / updates
 
 
 #: the parts of a run's wall time that `timed` measures, as the report names them
@@ -138,8 +128,9 @@ def format_report(report: dict) -> str:
                                  f"{averaged['dev_nll']:.3f}" + (", now best/" if averaged["best"] else "")))
     rule = report.get("regularization")
     if rule:
+        planned = rule.get("planned_epochs")
         rows.append(("Regularisation", f"dropout {rule['dropout']:g}, word dropout {rule['word_dropout']:g} "
-                                       f"(the budget rule, ~{rule['planned_epochs']:.1f} epochs)"))
+                                       f"(the budget rule{'' if planned is None else f', ~{planned:.1f} epochs'})"))
     seconds = report.get("seconds")
     if seconds and sum(seconds.values()) > 0:
         total = sum(seconds.values())
@@ -279,49 +270,3 @@ class Throughput:
     def overall(self) -> float | None:
         """The rate over every window taken so far (the report's ``target_tokens_per_second``)."""
         return self.kept_tokens / self.kept_seconds if self.kept_seconds > 0 else None
-
-
-# === The budget and the ETA ===
-def budget_progress(step: int, max_steps: int | None, minutes: float, max_minutes: float | None,
-                    seconds_per_step: float | None) -> str:
-    """The progress line's budget: the limit that binds, and the time left under it.
-
-    The binding limit is the one that ends the run first at the run's average pace so far:
-    ``max_steps`` gives ``30 / 50 steps  ETA 0.3 min`` (steps left x ``seconds_per_step``),
-    ``max_minutes`` gives ``2.1 / 5.0 min  ETA 2.9 min`` (the deadline, exact). Without a budget:
-    the minutes trained. The pace is an average over the whole run, not over the last window, so
-    the ETA falls steadily instead of jumping with each window (compilation, dev evaluation).
-
-    Args:
-        step: int, the updates done (resumed ones included, as ``max_steps`` counts them).
-        max_steps: int or None, the update budget.
-        minutes: float, minutes of this run so far (counted against ``max_minutes``).
-        max_minutes: float or None, this run's wall-time budget.
-        seconds_per_step: float or None, the average wall time per update (None: unknown yet).
-
-    Example:
-
-        budget_progress(30, 50, 0.5, 12.0, 1.0)  # '30 / 50 steps  ETA 0.3 min'
-    """
-    time_left = None if max_minutes is None else max(max_minutes - minutes, 0.0) * 60.0
-    steps_left = None
-    if max_steps is not None and seconds_per_step is not None:
-        steps_left = max(max_steps - step, 0) * seconds_per_step
-    if max_steps is not None and (time_left is None or (steps_left is not None and steps_left <= time_left)):
-        text = f"{step:,} / {max_steps:,} steps"
-        return text if steps_left is None else f"{text}  ETA {steps_left / 60:.1f} min"
-    if time_left is not None:
-        return f"{minutes:.1f} / {max_minutes:.1f} min  ETA {time_left / 60:.1f} min"
-    return f"{minutes:.1f} min"
-
-
-def run_budget_progress(run: Any, config: Any) -> str:
-    """A run's binding budget and its ETA (`budget_progress`), at the run's average pace: wall
-    time per update since the start, dev evaluations and checkpoints included, compilations left
-    out (they do not recur). ``run`` is the trainer's run state, ``config`` its `TrainingConfig`."""
-    now = time.time()
-    if run.deadline is not None:
-        minutes = (now - (run.deadline - 60 * config.max_minutes)) / 60
-    else:
-        minutes = (run.elapsed_before + now - run.start) / 60
-    return budget_progress(run.step, config.max_steps, minutes, config.max_minutes, run.pace(now))

@@ -27,14 +27,13 @@ from bahdanau_tf import model_directory as model_directory_lib
 from bahdanau_tf import models as models_lib
 from bahdanau_tf import presets
 from bahdanau_tf import regularization
+from bahdanau_tf.training.budget import Budget, BudgetRule
 from bahdanau_tf.training.config import (
-    BudgetRegularization,
     TrainingConfig,
     check_kept_recipe,
     is_chief,
     make_optimizer,
     make_strategy,
-    planned_epochs,
 )
 from bahdanau_tf.training.dev_schedule import DevSchedule
 from bahdanau_tf.training.step import SHAPE_CAPACITY, TrainingStep
@@ -43,7 +42,6 @@ from bahdanau_tf.training.report import (
     RunState,
     Throughput,
     log_cadence,
-    run_budget_progress,
     timed,
     training_report,
 )
@@ -57,9 +55,6 @@ from bahdanau_tf.training.summaries import Summaries, dev_translation_summaries
 from bahdanau_tf.translator import DEFAULT_SEARCH, Translator
 
 
-#: the share of its budget after which a run's budget rule decides its dropout (late dropout,
-#: Liu et al. 2023: the overfitting it is for comes late; and the pace is known by then)
-RULE_DECIDES_AT = 0.5
 #: the checkpoint's parts that a checkpoint written before them lacks (restored without them)
 _ADDED_PARTS = ("dev_schedule", "dropout_seeds", "window_nll_sum", "window_tokens", "train_nll",
                 "dev_nll", "dev_step", "budget_regularization")
@@ -172,11 +167,15 @@ class Trainer(TrainingStep):
             self.optimizer = make_optimizer(config, steps_per_epoch=self._steps_per_epoch,
                                             time_progress=self._time_progress)
             self.optimizer.build(self.model.trainable_variables)
-            # the budget rule's dropout, unless the model has rates of its own
-            self.budget_regularization = None
-            if config.regularization == "budget" and not any(
-                    getattr(self.model, name) for name in regularization.DROPOUT_ARGUMENTS):
-                self.budget_regularization = BudgetRegularization(self.model)
+            # the budget rule's dropout, unless the model has rates of its own (given, 0 included)
+            own = [name for name in regularization.DROPOUT_ARGUMENTS
+                   if name in self.model_overrides or getattr(self.model, name)]
+            self.budget_rule = BudgetRule(self.model) if config.regularization == "budget" and not own else None
+            if self.budget_rule is not None:
+                self.budget_rule.attach()
+            if config.regularization == "budget" and own:
+                self._log(f"Dropout as given ({', '.join(f'{name}={getattr(self.model, name):g}' for name in own)}): "
+                          "the budget rule (--regularization=budget) is off.")
             self._make_state_variables()
             self.dev_schedule = DevSchedule(config)
         self._make_checkpoints()
@@ -195,8 +194,8 @@ class Trainer(TrainingStep):
             dev_schedule=self.dev_schedule, dropout_seeds=seeds,
             window_nll_sum=self._loss_sum, window_tokens=self._token_count, train_nll=self._last_train_nll,
             dev_nll=self._last_dev_nll, dev_step=self._last_dev_step)
-        if self.budget_regularization is not None:
-            self._checkpoint_parts["budget_regularization"] = self.budget_regularization.checkpoint_parts()
+        if self.budget_rule is not None:
+            self._checkpoint_parts["budget_regularization"] = self.budget_rule.checkpoint_parts()
         self.checkpoint = tf.train.Checkpoint(**self._checkpoint_parts)
         self._checkpoints_dir = os.path.join(self._write_dir, model_directory_lib.CHECKPOINTS)
         self._around_best = None
@@ -280,8 +279,6 @@ class Trainer(TrainingStep):
             parts = {key: value for key, value in self._checkpoint_parts.items()
                      if key in names or key not in _ADDED_PARTS}
             tf.train.Checkpoint(**parts).restore(latest).assert_existing_objects_matched()
-            if self.budget_regularization is not None and "budget_regularization" in names:
-                self.budget_regularization.restored()
             if self.config.schedule == "plateau":
                 self.optimizer.learning_rate = self.dev_schedule.learning_rate
             self._adopt_averaged_best()
@@ -294,11 +291,24 @@ class Trainer(TrainingStep):
     def _check_recipe(self):
         """A resumed run keeps its training recipe (``model.json``'s,
         `check_kept_recipe`): another one is refused (ValueError) before anything is restored."""
-        if not (self.is_chief and self.directory.has_model_config()):
+        if not self.directory.has_model_config():
             return
         saved = model_directory_lib.read_model_config(self.output_dir).get("settings", {}).get("training")
-        check_kept_recipe(self.output_dir, saved if isinstance(saved, dict) else {},
-                          dataclasses.asdict(self.config))
+        saved = saved if isinstance(saved, dict) else {}
+        if "regularization" not in saved and self.budget_rule is not None:
+            self._keep_older_recipe()
+        if self.is_chief:
+            check_kept_recipe(self.output_dir, saved, dataclasses.asdict(self.config))
+
+    def _keep_older_recipe(self):
+        """A run trained by a release before the budget rule resumes without it (its recipe)."""
+        self.budget_rule.detach()
+        self.budget_rule = None
+        self.config.regularization = "none"
+        self._checkpoint_parts.pop("budget_regularization")
+        self.checkpoint = tf.train.Checkpoint(**self._checkpoint_parts)
+        self._log(f"{self.output_dir!r} was trained without the budget rule: it resumes without it "
+                  "(--regularization=none).")
 
     def _adopt_averaged_best(self):
         """After a restore: when ``best/`` holds the average the run's end made
@@ -374,7 +384,6 @@ class Trainer(TrainingStep):
     def _fit(self, train_corpus, dev_corpus, start_time):
         config = self.config
         run = self._start_run(train_corpus, dev_corpus, start_time)
-        deadline = run.deadline
         if run.resumed_step:
             self._log(f"Skipping the {run.resumed_step} batches already trained on (same seeded data order).")
         iterator = iter(self.train_dataset(train_corpus, skip_batches=run.resumed_step))
@@ -386,14 +395,11 @@ class Trainer(TrainingStep):
         run.start = run.window_start = time.time()
         run.step = run.window_step = run.resumed_step
         while run.stopped is None:
-            run.stopped = self._budget_spent(run, deadline)
+            run.stopped = self._budget_spent(run)
             if run.stopped:
                 break
             started = time.time()
-            if deadline is not None and config.schedule == "budget":
-                self._time_progress.assign(1.0 - (deadline - started) / (60.0 * config.max_minutes))
-            if run.deadline is None:
-                self._plan_regularization(run, started)
+            self._follow_budget(run, started)
             self.train_step(iterator)
             run.throughput.add_update(time.time() - started)
             run.step += 1
@@ -413,7 +419,6 @@ class Trainer(TrainingStep):
         config = self.config
         run = RunState(resumed_step=int(self.step.numpy()), elapsed_before=float(self.elapsed_seconds.numpy()),
                        dev_corpus=dev_corpus, train_corpus=train_corpus)
-        run.deadline = None if config.max_minutes is None else start_time + 60 * config.max_minutes
         counts = data.count_pairs(train_corpus, self.source_tokenizer, self.target_tokenizer,
                                   config.max_length)
         run.train_pairs, run.train_pairs_estimated = counts["kept"], counts["estimated"]
@@ -428,6 +433,10 @@ class Trainer(TrainingStep):
         steps_per_epoch = max(1, run.train_pairs // config.batch_size)
         self._steps_per_epoch.assign(steps_per_epoch)  # read by the halving schedule
         run.steps_per_epoch = steps_per_epoch
+        run.budget = Budget(config.max_steps, config.max_minutes, start_time, steps_per_epoch, run.resumed_step)
+        if self.budget_rule is not None and not (config.max_steps or config.max_minutes):
+            self._log("No budget (--max_steps, --max_minutes) to plan from: the budget rule keeps its rates "
+                      f"({self.budget_rule.rates['dropout']:g} dropout).")
         self._log(
             f"Training {type(self.model).__name__} ({self.preset}, {self.model.count_params():,} parameters) on "
             f"{about}{run.train_pairs:,} of {about}{counts['total']:,} pairs{dropped} ({about}{steps_per_epoch:,} "
@@ -445,43 +454,33 @@ class Trainer(TrainingStep):
         run.restored_window_tokens = float(self._token_count.numpy())
         return run
 
-    def _plan_regularization(self, run, now):
-        """The budget rule's rates, decided once per invocation when `RULE_DECIDES_AT` of the
-        budget is spent (``max_steps``, or the minutes, whichever is further spent), from the
-        epochs the run will make (`planned_epochs`). Under ``max_steps`` alone: before the first
-        update past that share, so a resumed run decides at the same update. Under a time budget:
-        at the first progress line past it, the minutes left taken at this invocation's pace so
-        far (`RunState.pace`: its compilations, counted at progress lines, left out). A change
-        retraces the step (the rates are fixed in its graph); logged."""
-        budget, config = self.budget_regularization, self.config
-        if budget is None or run.regularization is not None:
+    def _follow_budget(self, run, now):
+        """Before each update: the budget's share spent (the ``"budget"`` schedule reads it) and
+        the budget rule's plan (`BudgetRule.update`; on several workers, at the updates where
+        they vote on the deadline, from their mean plan)."""
+        run.budget.record(run.step, now)
+        if self.config.schedule == "budget":
+            self._time_progress.assign(run.budget.time_share(now))
+        if self.budget_rule is None:
             return
-        spent = [run.step / config.max_steps] if config.max_steps else []
-        if run.deadline is not None:
-            spent.append(1.0 - (run.deadline - now) / (60.0 * config.max_minutes))
-        updates = run.step - run.resumed_step
-        if not spent or max(spent) < RULE_DECIDES_AT or (run.deadline is not None and not updates):
-            return
-        seconds_left = None if run.deadline is None else run.deadline - now
-        epochs = planned_epochs(run.step, run.steps_per_epoch, config.max_steps, seconds_left, run.pace(now))
-        if budget.set_epochs(epochs) and updates:
-            self._make_step_functions()  # its updates that compile again count as compiling
-            self._updates_run.assign(0)
-            self._shapes_seen.assign(tf.fill([SHAPE_CAPACITY], tf.constant(-1, "int64")))
-            self._shapes_count.assign(0)
-        run.regularization = dict(budget.rates, planned_epochs=round(epochs, 2))
-        self._log(f"step {run.step:>7,}  regularisation for ~{epochs:.1f} epochs (the budget rule): dropout "
-                  f"{budget.rates['dropout']:g}, word dropout {budget.rates['word_dropout']:g}")
+        agree = None
+        if self._workers() > 1:
+            if not self._vote_due(run):
+                return
+            agree = lambda values: [value / self._workers() for value in self._all_sum(values)]  # noqa: E731
+        line = self.budget_rule.update(run.budget, run.step, now, agree)
+        if line is not None:
+            self._log(line)
 
     # === The loop's parts ===
-    def _budget_spent(self, run, deadline):
+    def _budget_spent(self, run):
         """Why training stops now (a budget or early stopping), or None to go on."""
         config = self.config
         if self._signals.received is not None:
             return f"{self._signals.name} at update {run.step}"
         if config.max_steps is not None and run.step >= config.max_steps:
             return f"max_steps={config.max_steps}"
-        if deadline is not None and self._out_of_time(deadline, run.step, run.resumed_step):
+        if run.budget.deadline is not None and self._out_of_time(run):
             return f"max_minutes={config.max_minutes:g}"
         return self.dev_schedule.stop_reason()
 
@@ -524,11 +523,9 @@ class Trainer(TrainingStep):
             f"train NLL {run.train_nll:.3f}  |grad| {float(self._grad_norm.numpy()):.2f}  "
             f"lr {learning_rate:.3g}  "
             + ("compiling" if tokens_per_second is None else f"{tokens_per_second:,.0f} tok/s")
-            + "  " + run_budget_progress(run, self.config)
+            + "  " + run.budget.progress(run.step, time.time())
         )
         self._summaries.write(run.step, scalars)
-        if run.deadline is not None:
-            self._plan_regularization(run, time.time())
 
     def _epoch_text(self, run):
         """``0.37``, or ``~0.37`` when the corpus's size is a stream's estimate."""
@@ -705,17 +702,26 @@ class Trainer(TrainingStep):
         run.dev_bleu = dev_translation_summaries(self._summaries, self._dev_translator, sample,
                                                  run.step, self._log)
 
-    def _out_of_time(self, deadline, step, resumed_step):
+    def _out_of_time(self, run):
         """Whether the wall-time budget is spent; agreed on by all workers of a multi-worker run."""
-        if getattr(self.strategy.extended, "_num_workers", 1) <= 1:
-            return time.time() >= deadline
+        if self._workers() <= 1:
+            return run.budget.out_of_time(time.time())
         # every worker must stop at the same step (collectives would hang otherwise): decide
-        # every log_every (or DEFAULT_LOG_EVERY) updates only, by an all-reduce of the verdicts
-        if (step - resumed_step) % (self.config.log_every or DEFAULT_LOG_EVERY):
-            return False
-        late = tf.constant(1.0 if time.time() >= deadline else 0.0)
-        votes = self.strategy.run(lambda: tf.identity(late))
-        return float(self.strategy.reduce("sum", votes, axis=None)) > 0
+        # at the voting updates only, by an all-reduce of the verdicts
+        return self._vote_due(run) and self._all_sum([float(run.budget.out_of_time(time.time()))])[0] > 0
+
+    def _workers(self):
+        return getattr(self.strategy.extended, "_num_workers", 1)
+
+    def _vote_due(self, run):
+        """Whether the workers vote at this update: every ``log_every`` (or DEFAULT_LOG_EVERY)."""
+        return (run.step - run.resumed_step) % (self.config.log_every or DEFAULT_LOG_EVERY) == 0
+
+    def _all_sum(self, values):
+        """The sums of ``values`` (floats) over the workers."""
+        local = tf.constant(values, "float32")
+        votes = self.strategy.run(lambda: tf.identity(local))
+        return [float(value) for value in self.strategy.reduce("sum", votes, axis=None).numpy()]
 
     def _current_learning_rate(self):
         value = self.optimizer.learning_rate  # the schedule's value at the current step, if any
@@ -724,6 +730,8 @@ class Trainer(TrainingStep):
         return float(tf.convert_to_tensor(value))
 
     def _report(self, run):
+        if self.budget_rule is not None:
+            run.regularization = self.budget_rule.record()
         return training_report(
             run, sentences_seen=int(self.sentences_seen.numpy()),
             best_dev_nll=float(self.best_dev_nll.numpy()), best_step=int(self.best_step.numpy()),

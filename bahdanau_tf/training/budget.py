@@ -1,0 +1,246 @@
+"""The run's budget: what it allows, what is spent, the pace, the plan of epochs, the ETA, and
+the regularisation the plan calls for (the budget rule).
+
+A run has an update budget (``max_steps``, counted over resumed runs), a wall-time budget (this
+invocation's ``max_minutes``, from its start), both, or neither. `Budget` is the one place that
+knows them: the spent share (the learning rate's `BudgetSchedule` reads it), whether the time
+is up, the pace (wall seconds per update over the last minutes, everything in it: compilations,
+dev evaluations, checkpoints), the plan (the updates, and so the epochs, the run will have made
+when its budget ends) and the progress line's ETA.
+
+`BudgetRule` gives a model's training pass the dropout the plan calls for
+(`budget_regularization`): none for a run too short to overfit, rising with the epochs planned.
+It decides from the start of the run: at update 0 under ``max_steps`` (the plan is exact), and
+under a time budget once the first compilations are behind it (`FIRST_PLAN_SECONDS`), then again
+every `REPLAN_SECONDS` as the pace is better known. The rates are variables read by the traced
+step, so a new rate costs no new trace; on several workers the plan is averaged over them, so
+every replica draws at the same rates.
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+import time
+from typing import Callable
+
+import keras
+import tensorflow as tf
+
+from bahdanau_tf import regularization
+
+#: the budget rule: no regularisation for a run planned to make up to `ONSET_EPOCHS` epochs (it
+#: ends before the recipe overfits, and dropout only slows its learning), the full rates from
+#: `FULL_EPOCHS` on, linear between, in tenths of the full rates (benchmarks/README.md, "The
+#: recipe over the budget")
+ONSET_EPOCHS, FULL_EPOCHS = 4.0, 12.0
+FULL_RATES = {"dropout": 0.2, "word_dropout": 0.1}
+#: a share of the full rates below this is too small to matter: none
+SMALLEST_SHARE = 0.25
+#: a time budget's first plan: this long into the invocation (its first compilations behind it),
+#: or `FIRST_PLAN_SHARE` of its minutes when that comes first
+FIRST_PLAN_SECONDS, FIRST_PLAN_SHARE = 60.0, 0.1
+#: how often a time budget's plan is made again (`REPLAN_SHARE` of its minutes when that is
+#: sooner), and the window its pace is taken over
+REPLAN_SECONDS, REPLAN_SHARE, PACE_WINDOW_SECONDS = 30.0, 0.05, 120.0
+
+
+def budget_regularization(epochs: float) -> dict:
+    """The regularisation of a run planned to make ``epochs`` epochs: ``{"dropout": rate,
+    "word_dropout": rate}``, 0 up to `ONSET_EPOCHS`, `FULL_RATES` from `FULL_EPOCHS`, linear
+    between in tenths of the full rates (so the jitter of a time budget's plan seldom changes
+    a rate), 0 below `SMALLEST_SHARE` of them.
+
+    Example:
+        budget_regularization(8.0)  # {'dropout': 0.1, 'word_dropout': 0.05}
+        budget_regularization(4.0)  # {'dropout': 0.0, 'word_dropout': 0.0}
+    """
+    share = round(min(max((epochs - ONSET_EPOCHS) / (FULL_EPOCHS - ONSET_EPOCHS), 0.0), 1.0), 1)
+    if share < SMALLEST_SHARE:
+        share = 0.0
+    return {name: round(rate * share, 3) for name, rate in FULL_RATES.items()}
+
+
+class Budget:
+    """A run's budget, what it has spent, its pace and its plan.
+
+    Args:
+        max_steps: int or None, the update budget (counted over resumed runs).
+        max_minutes: float or None, this invocation's wall-time budget.
+        start_time: ``time.time()`` at which the wall-time budget started.
+        steps_per_epoch: int, the updates of one epoch.
+        step: int, the updates made before this invocation (a resumed run's).
+
+    Example:
+
+        budget = Budget(max_steps=None, max_minutes=12, start_time=time.time(), steps_per_epoch=436)
+        budget.record(step, time.time())  # once per update
+        budget.planned_epochs(step, time.time())  # None until the pace is known
+    """
+
+    def __init__(self, max_steps: int | None, max_minutes: float | None, start_time: float,
+                 steps_per_epoch: int, step: int = 0) -> None:
+        self.max_steps, self.max_minutes = max_steps, max_minutes
+        self.start_time, self.steps_per_epoch = start_time, max(int(steps_per_epoch), 1)
+        self.deadline = None if max_minutes is None else start_time + 60.0 * max_minutes
+        self.first_step = step
+        self._samples = collections.deque([(start_time, step)])  # (time, step), the pace's window
+
+    def record(self, step: int, now: float) -> None:
+        """Notes that ``step`` updates were made by ``now`` (the pace's samples, one a second)."""
+        if now - self._samples[-1][0] >= 1.0:
+            self._samples.append((now, step))
+        while len(self._samples) > 2 and now - self._samples[1][0] >= PACE_WINDOW_SECONDS:
+            self._samples.popleft()
+
+    def seconds(self, now: float) -> float:
+        """The wall seconds of this invocation's budget spent by ``now``."""
+        return max(now - self.start_time, 0.0)
+
+    def time_share(self, now: float) -> float:
+        """The spent share of the minutes, in [0, 1] (0 without a time budget)."""
+        if self.deadline is None:
+            return 0.0
+        return min(self.seconds(now) / (60.0 * self.max_minutes), 1.0)
+
+    def out_of_time(self, now: float) -> bool:
+        return self.deadline is not None and now >= self.deadline
+
+    def pace(self, step: int, now: float) -> float | None:
+        """Wall seconds per update over the last `PACE_WINDOW_SECONDS` (the whole invocation while
+        it is shorter), everything in it; None before this invocation's first update."""
+        then, step_then = self._samples[0]
+        if step <= step_then:
+            return None
+        return (now - then) / (step - step_then)
+
+    def planned_updates(self, step: int, now: float) -> float | None:
+        """The updates the run will have made when its budget ends: ``max_steps``, or those the
+        minutes left allow at the pace, whichever is fewer; None when neither is known."""
+        ends = [self.max_steps] if self.max_steps else []
+        pace = self.pace(step, now)
+        if self.deadline is not None and pace:
+            ends.append(step + max(self.deadline - now, 0.0) / pace)
+        return min(ends) if ends else None
+
+    def planned_epochs(self, step: int, now: float) -> float | None:
+        updates = self.planned_updates(step, now)
+        return None if updates is None else updates / self.steps_per_epoch
+
+    def progress(self, step: int, now: float) -> str:
+        """The progress line's budget: the limit that ends the run first at the pace, and the
+        time left under it (``30 / 50 steps  ETA 0.3 min``, ``2.1 / 5.0 min  ETA 2.9 min``;
+        without a budget, the minutes of this invocation)."""
+        return budget_progress(step, self.max_steps, self.seconds(now) / 60.0, self.max_minutes,
+                               self.pace(step, now))
+
+
+def budget_progress(step: int, max_steps: int | None, minutes: float, max_minutes: float | None,
+                    seconds_per_step: float | None) -> str:
+    """The budget that binds, and the time left under it: ``max_steps`` when the steps left take
+    no longer at ``seconds_per_step`` than the minutes left, else ``max_minutes``.
+
+    Example:
+
+        budget_progress(30, 50, 0.5, 12.0, 1.0)  # '30 / 50 steps  ETA 0.3 min'
+    """
+    time_left = None if max_minutes is None else max(max_minutes - minutes, 0.0) * 60.0
+    steps_left = None
+    if max_steps is not None and seconds_per_step is not None:
+        steps_left = max(max_steps - step, 0) * seconds_per_step
+    if max_steps is not None and (time_left is None or (steps_left is not None and steps_left <= time_left)):
+        text = f"{step:,} / {max_steps:,} steps"
+        return text if steps_left is None else f"{text}  ETA {steps_left / 60:.1f} min"
+    if time_left is not None:
+        return f"{minutes:.1f} / {max_minutes:.1f} min  ETA {time_left / 60:.1f} min"
+    return f"{minutes:.1f} min"
+
+
+class BudgetRule:
+    """The budget rule's dropout (`budget_regularization`) in a model's training pass.
+
+    Holds the rates in variables that ``model.dropouts`` follows (`regularization.Dropouts.follow`):
+    ``dropout`` for the embeddings, the annotations, the decoder state and the readout,
+    ``word_dropout`` for the source words; the model's config, weights and inference passes are
+    unchanged. The rates and the seed state are checkpointed (`checkpoint_parts`), so a resumed
+    run draws the masks the uninterrupted one would. Build it in the strategy's scope.
+
+    Args:
+        model: a `TranslationModel` without dropout of its own.
+    """
+
+    def __init__(self, model) -> None:
+        self.model = model
+        self.seed_generator = keras.random.SeedGenerator(name="budget_dropout_seed")
+        self._held = {name: tf.Variable(0.0, trainable=False, name=f"budget_{name}") for name in FULL_RATES}
+        self.planned = None  # the epochs of the last plan, and of the first (the report's)
+        self.first_planned = None
+        self._next_plan = None
+
+    def attach(self) -> None:
+        """Makes the model's training pass draw at the held rates (before its first trace)."""
+        dropout, words = self._held["dropout"], self._held["word_dropout"]
+        rates = dict.fromkeys(regularization.DROPOUT_ARGUMENTS[:4], dropout)
+        self.model.dropouts.follow(dict(rates, word_dropout=words), self.seed_generator)
+
+    def detach(self) -> None:
+        """Gives the model's training pass its own rates back (none)."""
+        model = self.model
+        model.dropouts.follow({name: getattr(model, name) for name in regularization.DROPOUT_ARGUMENTS},
+                              getattr(model, "seed_generator", None))
+
+    @property
+    def rates(self) -> dict:
+        return {name: round(float(variable.numpy()), 4) for name, variable in self._held.items()}
+
+    def set_epochs(self, epochs: float) -> bool:
+        """Holds the rates of a run planned to make ``epochs`` epochs; whether a rate changed."""
+        rates = budget_regularization(epochs)
+        changed = rates != self.rates
+        for name, variable in self._held.items():
+            variable.assign(rates[name])
+        self.planned = epochs
+        if self.first_planned is None:
+            self.first_planned = epochs
+        return changed
+
+    def update(self, budget: Budget, step: int, now: float,
+               agree: Callable[[list], list] | None = None) -> str | None:
+        """Plans when a plan is due and holds its rates; the log line of a change, else None.
+
+        Due: under an update budget alone, once (the plan is exact); under a time budget,
+        `FIRST_PLAN_SECONDS` into the invocation (or `FIRST_PLAN_SHARE` of its minutes), then
+        every `REPLAN_SECONDS` (or `REPLAN_SHARE` of its minutes). ``agree`` (several workers; every worker calls it at the same
+        updates) averages ``[due, epochs]`` over them: they plan together, from the mean plan.
+        """
+        if self._next_plan is None:  # this invocation's first call
+            self._next_plan = -math.inf if budget.deadline is None else budget.start_time + min(
+                FIRST_PLAN_SECONDS, FIRST_PLAN_SHARE * 60.0 * budget.max_minutes)
+        exact_done = budget.deadline is None and self.planned is not None
+        epochs = None if exact_done or now < self._next_plan else budget.planned_epochs(step, now)
+        if agree is not None:
+            due, mean = agree([float(epochs is not None), epochs or 0.0])
+            epochs = mean / due if due > 0 else None
+        if epochs is None:
+            return None
+        self._next_plan = now + (REPLAN_SECONDS if budget.deadline is None
+                                 else min(REPLAN_SECONDS, REPLAN_SHARE * 60.0 * budget.max_minutes))
+        if not self.set_epochs(epochs):
+            return None
+        rates = self.rates
+        return (f"step {step:>7,}  regularisation for ~{epochs:.1f} epochs (the budget rule): dropout "
+                f"{rates['dropout']:g}, word dropout {rates['word_dropout']:g}")
+
+    def record(self) -> dict:
+        """What the report says of the rule: the rates at the end, the epochs of the last and
+        of the first plan."""
+        return dict(self.rates, planned_epochs=None if self.planned is None else round(self.planned, 2),
+                    first_planned_epochs=None if self.first_planned is None else round(self.first_planned, 2))
+
+    def checkpoint_parts(self) -> list:
+        """The rates and the seed state: a resumed run draws the masks the uninterrupted one would."""
+        return [self._held["dropout"], self._held["word_dropout"], self.seed_generator.state.value]
+
+
+__all__ = ["Budget", "BudgetRule", "FULL_EPOCHS", "FULL_RATES", "ONSET_EPOCHS", "budget_progress",
+           "budget_regularization"]
