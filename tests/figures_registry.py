@@ -190,6 +190,9 @@ def _fixed(row, field):
 
 _CURVE = "budget_curve_one_core_amd_epyc.json"
 _RULE_STEP = "train_step_budget_rule_amd_epyc.json"
+#: the default's floor (`bahdanau_tf.presets.UPDATES_FLOOR`): the fewest updates of the curve's
+#: runs that scored over 20 test BLEU, rounded down to 50
+FLOOR = Key(_CURVE, "rows", lambda rows: min(row["updates"] for row in rows if row["bleu"] > 20) // 50 * 50)
 
 
 def _curve(row):
@@ -565,6 +568,27 @@ FIGURES = [
     Figure("benchmarks/README.md", "tied embeddings took the default from {bleu:.2f} to {tied_bleu:.2f} test BLEU",
            {"bleu": _fixed(0, "bleu"),
             "tied_bleu": _fixed(3, "bleu")}),
+    # README.md and docs/training.md: the budget's floor (presets.UPDATES_FLOOR, bound to the
+    # curve by tests/test_training.py) and the updates 12 minutes made on the machines measured
+    Figure("README.md", "the default needs about {floor:,} before it translates usefully (12 minutes on one core of a "
+                        "2-core EPYC without AVX-512 made {updates:,}, test BLEU {bleu:.2f}; 24 minutes {updates24:,}, "
+                        "{bleu24:.2f})",
+           {"floor": FLOOR, "updates": _curve(2)["updates"], "bleu": _curve(2)["bleu"],
+            "updates24": _curve(4)["updates"], "bleu24": _curve(4)["bleu"]}),
+    Figure("docs/training.md", "The default needs about {floor:,} updates before it translates usefully", {"floor": FLOOR}),
+    Figure("docs/training.md", "BLEU, rounded down to 50): {updates:,} updates scored test BLEU {bleu:.2f}, {updates24:,} "
+                               "scored {bleu24:.2f} and {updates48:,} {bleu48:.2f}",
+           {"updates": _curve(2)["updates"], "bleu": _curve(2)["bleu"], "updates24": _curve(4)["updates"],
+            "bleu24": _curve(4)["bleu"], "updates48": _curve(5)["updates"], "bleu48": _curve(5)["bleu"]}),
+    Figure("docs/training.md", "{updates:,} updates, at a fixed count, {bleu:.2f}",
+           {"updates": _fixed(3, "updates"), "bleu": _fixed(3, "bleu")}),
+    Figure("docs/training.md", "make is the machine's: {updates:,} on one core of a 2-core EPYC without AVX-512 (the "
+                               "curve's run), {headline:,} on both cores of a 2-core EPYC with AVX-512",
+           {"updates": _curve(2)["updates"], "headline": Key(_JITTED, "rows.0.updates")}),
+    Figure("docs/training.md", "Warning: {updates:,} updates, fewer than the ~{floor:,} that",
+           {"updates": _curve(2)["updates"], "floor": FLOOR}),
+    Figure("docs/training.md", "made {paper:,} updates in the 12 minutes where the default made {default:,}",
+           {"paper": Key(_JITTED, "rows.3.updates"), "default": Key(_JITTED, "rows.0.updates")}),
     # docs/training.md: the default over the budget, and its step against the code before the rule
     *[Figure("docs/training.md", f"| {name} | {{updates:,}} | {{epochs:.2f}} | {{best:.3f}} | {{end:.3f}} | "
                                  "{bleu:.2f} ({bp:.3f}) |", _curve(row))
