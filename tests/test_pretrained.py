@@ -57,6 +57,17 @@ def test_the_shipped_weights_are_kerass_weights_file_in_float16_and_small():
         assert packaging.version.Version(version) > packaging.version.Version("0.2.0"), version
 
 
+def test_the_shipped_models_description_is_the_model(model):
+    """`pretrained.MODELS` says what the model is: its preset, decoder, tying, parameters, updates."""
+    saved = model_directory.read_model_config(NAME)
+    said = pretrained.MODELS[NAME]
+    assert said.startswith(f"the default preset's RNNsearch ({saved['settings']['preset']}: the conditional GRU "
+                           "decoder, tied target embeddings; ")
+    assert (model.decoder, model.tie_embeddings, saved["settings"]["preset"]) == ("cgru", True, presets.DEFAULT)
+    assert f"; {model.count_params():,} parameters)" in said
+    assert said.endswith(f"English -> Spanish, {saved['settings']['pretrained']['max_steps']:,} updates")
+
+
 def test_loaded_by_name_in_float32_with_the_default_presets_variables(model):
     """The variables (paths and shapes) of the default preset, float32, the stored values."""
     fresh = RNNSearch.from_preset(presets.DEFAULT, source_vocabulary_size=model.source_tokenizer.vocabulary_size,
