@@ -120,7 +120,11 @@ SHIPPED = {
     "aer": Key(_SHIPPED_FILE, f"{_SHIPPED_SCORES}.alignment.aer"),
     "sentences": Key(_SHIPPED_FILE, "evaluation.num_sentences"),
     "cpu": Key(_SHIPPED_FILE, "cpu"),
+    "date": Key(_SHIPPED_FILE, "recipe.date"),
+    "rule": Key(_SHIPPED_FILE, f"{_SHIPPED_SCORES}.settings.alignment_rule.rule"),
 }
+#: the shipped model's card, beside its weights
+SHIPPED_CARD = "bahdanau_tf/pretrained/bible-en-es-small/README.md"
 
 
 class Figure(NamedTuple):
@@ -549,6 +553,18 @@ FIGURES = [
     Figure("docs/translating.md", "({updates:,} updates, seed {seed}", SHIPPED),
     Figure("docs/translating.md", "| {sentences:,} | {bleu:.2f} ({brevity_penalty:.3f}) | "
                                   "{chrf:.2f} | {aer:.3f} |", SHIPPED),
+    # the shipped model's card, beside its weights
+    Figure(SHIPPED_CARD, "- type: bleu value: {bleu:.2f} name: BLEU", SHIPPED),
+    Figure(SHIPPED_CARD, "- type: chrf value: {chrf:.2f} name: chrF", SHIPPED),
+    Figure(SHIPPED_CARD, "A small model trained for {updates:,} updates on", SHIPPED),
+    Figure(SHIPPED_CARD, "`python scripts/build_pretrained_model.py --max_steps={updates} --seed={seed}`, which runs "
+                         "`bahdanau-train --preset=rnnsearch-cgru-small --direction=en-es --max_minutes=0 "
+                         "--max_steps={updates} --seed={seed} --precision=float32`", SHIPPED),
+    Figure(SHIPPED_CARD, "falling linearly to zero over the {updates:,} updates", SHIPPED),
+    Figure(SHIPPED_CARD, "float32, on a {cpu}, {date}.", SHIPPED),
+    Figure(SHIPPED_CARD, "gold alignments (`{rule}`)", SHIPPED),
+    Figure(SHIPPED_CARD, "The test split's {sentences:,} verse pairs", SHIPPED),
+    Figure(SHIPPED_CARD, "| {sentences:,} | {bleu:.2f} ({brevity_penalty:.3f}) | {chrf:.2f} | {aer:.3f} |", SHIPPED),
     # the quickstart notebook's shipped model
     Figure("colab/01_quickstart.ipynb", "English → Spanish, {updates:,} updates", SHIPPED),
     # CHANGELOG.md: the shipped model

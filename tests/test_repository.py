@@ -105,10 +105,11 @@ def test_the_wheels_metadata_carries_the_long_description(tmp_path_factory):
     assert description.strip() == load_setup_py().long_description().strip()
     assert _relative_links(description) == []
     # the package data a user needs from a wheel (BUILD.md lists it): the corpus, the shipped
-    # model, the serving kit, the licence
+    # model and its card, the serving kit, the licence
     for name in ("bahdanau_tf/corpora/bible-en-es.tsv.gz", "bahdanau_tf/_serving_kit/models.config",
                  "bahdanau_tf/pretrained/bible-en-es-small/model.weights.h5",
-                 "bahdanau_tf/pretrained/bible-en-es-small/model.json", "bahdanau_tf/py.typed"):
+                 "bahdanau_tf/pretrained/bible-en-es-small/model.json",
+                 "bahdanau_tf/pretrained/bible-en-es-small/README.md", "bahdanau_tf/py.typed"):
         assert name in names, name
     assert any(n.endswith(".dist-info/licenses/LICENSE") or n.endswith(".dist-info/LICENSE")
                for n in names)
