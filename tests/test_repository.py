@@ -350,9 +350,15 @@ def test_every_install_hint_works_from_a_clone():
 def test_build_md_lists_every_extra_and_the_python_versions_agree():
     project = pyproject()["project"]
     build, readme = read("BUILD.md"), read("README.md")
-    for extra in project["optional-dependencies"]:
+    for extra, requirements in project["optional-dependencies"].items():
         assert re.search(rf'pip install -e "\.\[(?:\w+,)*{extra}(?:,\w+)*\]"', build), extra
         assert f"`[{extra}]`" in readme, extra
+        # the extra's own line lists what it installs, every package of it
+        listed = re.search(rf'pip install -e "\.\[{extra}\]" +# \+ ([^:(\n]+)', build)
+        if listed:
+            said = {name.strip().lower() for name in listed.group(1).split(",")}
+            names = {re.match(r"[\w.\[\]-]+", requirement).group(0).lower() for requirement in requirements}
+            assert said == names, (extra, said ^ names)
     # requires-python, the classifiers, README and BUILD.md: the same minor versions
     lower, upper = re.fullmatch(r">=3\.(\d+),<3\.(\d+)", project["requires-python"]).groups()
     minors = list(range(int(lower), int(upper)))
