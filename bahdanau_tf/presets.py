@@ -47,6 +47,11 @@ ALIASES = {"small": "rnnsearch-small", "tiny": "rnnsearch-tiny"}
 #: what ``bahdanau-train`` and `Trainer` train unless told: the reduced preset that scored best
 #: in the README's 12 minutes (benchmarks/README.md, "The main command, 12 minutes")
 DEFAULT = "rnnsearch-cgru-small"
+#: the updates a preset needs before it translates the embedded corpus usefully, where measured:
+#: the fewest updates of the default's runs over the budget that scored over 20 test BLEU, rounded
+#: down to 50 (docs/training.md, "The budget's floor";
+#: benchmarks/results/budget_curve_one_core_amd_epyc.json). A run's report warns below it.
+UPDATES_FLOOR = {"rnnsearch-cgru-small": 700}
 
 
 def _register(name, class_name, model, training, description):
@@ -134,9 +139,14 @@ def get_preset(name: str) -> Preset:
     return preset
 
 
+def updates_floor(name: str) -> int | None:
+    """The `UPDATES_FLOOR` of a preset name (aliases resolved); None where it is not measured."""
+    return UPDATES_FLOOR.get(ALIASES.get(name, name))
+
+
 def preset_names() -> list:
     """Every name `model_from_preset` accepts (registry names and aliases)."""
     return sorted(set(PRESETS) | set(ALIASES))
 
 
-__all__ = ["Preset", "PRESETS", "ALIASES", "get_preset", "preset_names"]
+__all__ = ["Preset", "PRESETS", "ALIASES", "UPDATES_FLOOR", "get_preset", "preset_names", "updates_floor"]

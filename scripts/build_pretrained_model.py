@@ -15,7 +15,8 @@ Three stages; training is skipped when the run exists (so an interrupted build r
 2. writes the model translation uses (``best/``) into ``bahdanau_tf/pretrained/<name>/`` as
    float16 weights in Keras's ``model.weights.h5`` (`bahdanau_tf.pretrained.write_weights`), with
    its vocabularies and a ``model.json`` that records the command, the seed, the package
-   version, the date, the weights' SHA-256 and the alignment rule the run chose on dev;
+   version, the date, the weights' SHA-256 and the alignment rule the run chose on dev (the
+   model card, ``README.md``, is kept: tests/test_figures.py then names the figures that moved);
 3. scores the packaged model (its float16 weights loaded in float32, as users get it) on the
    corpus's test split with ``bahdanau-evaluate`` (beam 5) and writes the BLEU, date and CPU
    to ``benchmarks/results/pretrained_<name>.json``.
@@ -37,6 +38,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 NAME = "bible-en-es-small"
+CARD = "README.md"  #: the model card beside the weights, kept by a rebuild
 
 
 def _run(args, env):
@@ -72,6 +74,15 @@ def write_compact(run_dir, target, recipe):
         alignment.save_chosen_rule(target, chosen)
 
 
+def _read_card(target):
+    """The model card (`CARD`) of the model being rebuilt, kept across the rebuild; None if none."""
+    try:
+        with open(os.path.join(target, CARD), encoding="utf-8") as handle:
+            return handle.read()
+    except FileNotFoundError:
+        return None
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--run_dir", default=os.path.join(ROOT, "pretrained_run"),
@@ -97,6 +108,7 @@ def main():
         sys.exit(f"bahdanau_tf's installed metadata says {bahdanau_tf.__version__}, this checkout is "
                  f"{checkout_version}: run pip install -e . first (model.json records the version).")
     target = pretrained.path(NAME)
+    card = _read_card(target)
     # written from the run every time (seconds): an earlier build's package is never scored as this one's
     shutil.rmtree(target, ignore_errors=True)
     recipe = {"command": "bahdanau-train " + " ".join(command[3:-1]),
@@ -106,6 +118,9 @@ def main():
               "version": bahdanau_tf.__version__,
               "date": datetime.date.today().isoformat()}
     write_compact(args.run_dir, target, recipe)
+    if card is not None:  # its figures are the results file's: tests/test_figures.py says which changed
+        with open(os.path.join(target, CARD), "w", encoding="utf-8") as handle:
+            handle.write(card)
     result_file = os.path.join(ROOT, "benchmarks", "results", f"pretrained_{NAME}.json")
     evaluation = os.path.join(args.run_dir, "pretrained_evaluation")
     _run([sys.executable, "-m", "bahdanau_tf.cli.evaluate", f"--model_dir={target}",

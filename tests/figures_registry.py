@@ -120,7 +120,11 @@ SHIPPED = {
     "aer": Key(_SHIPPED_FILE, f"{_SHIPPED_SCORES}.alignment.aer"),
     "sentences": Key(_SHIPPED_FILE, "evaluation.num_sentences"),
     "cpu": Key(_SHIPPED_FILE, "cpu"),
+    "date": Key(_SHIPPED_FILE, "recipe.date"),
+    "rule": Key(_SHIPPED_FILE, f"{_SHIPPED_SCORES}.settings.alignment_rule.rule"),
 }
+#: the shipped model's card, beside its weights
+SHIPPED_CARD = "bahdanau_tf/pretrained/bible-en-es-small/README.md"
 
 
 class Figure(NamedTuple):
@@ -190,6 +194,9 @@ def _fixed(row, field):
 
 _CURVE = "budget_curve_one_core_amd_epyc.json"
 _RULE_STEP = "train_step_budget_rule_amd_epyc.json"
+#: the default's floor (`bahdanau_tf.presets.UPDATES_FLOOR`): the fewest updates of the curve's
+#: runs that scored over 20 test BLEU, rounded down to 50
+FLOOR = Key(_CURVE, "rows", lambda rows: min(row["updates"] for row in rows if row["bleu"] > 20) // 50 * 50)
 
 
 def _curve(row):
@@ -546,6 +553,18 @@ FIGURES = [
     Figure("docs/translating.md", "({updates:,} updates, seed {seed}", SHIPPED),
     Figure("docs/translating.md", "| {sentences:,} | {bleu:.2f} ({brevity_penalty:.3f}) | "
                                   "{chrf:.2f} | {aer:.3f} |", SHIPPED),
+    # the shipped model's card, beside its weights
+    Figure(SHIPPED_CARD, "- type: bleu value: {bleu:.2f} name: BLEU", SHIPPED),
+    Figure(SHIPPED_CARD, "- type: chrf value: {chrf:.2f} name: chrF", SHIPPED),
+    Figure(SHIPPED_CARD, "A small model trained for {updates:,} updates on", SHIPPED),
+    Figure(SHIPPED_CARD, "`python scripts/build_pretrained_model.py --max_steps={updates} --seed={seed}`, which runs "
+                         "`bahdanau-train --preset=rnnsearch-cgru-small --direction=en-es --max_minutes=0 "
+                         "--max_steps={updates} --seed={seed} --precision=float32`", SHIPPED),
+    Figure(SHIPPED_CARD, "falling linearly to zero over the {updates:,} updates", SHIPPED),
+    Figure(SHIPPED_CARD, "float32, on a {cpu}, {date}.", SHIPPED),
+    Figure(SHIPPED_CARD, "gold alignments (`{rule}`)", SHIPPED),
+    Figure(SHIPPED_CARD, "The test split's {sentences:,} verse pairs", SHIPPED),
+    Figure(SHIPPED_CARD, "| {sentences:,} | {bleu:.2f} ({brevity_penalty:.3f}) | {chrf:.2f} | {aer:.3f} |", SHIPPED),
     # the quickstart notebook's shipped model
     Figure("colab/01_quickstart.ipynb", "English → Spanish, {updates:,} updates", SHIPPED),
     # CHANGELOG.md: the shipped model
@@ -565,6 +584,27 @@ FIGURES = [
     Figure("benchmarks/README.md", "tied embeddings took the default from {bleu:.2f} to {tied_bleu:.2f} test BLEU",
            {"bleu": _fixed(0, "bleu"),
             "tied_bleu": _fixed(3, "bleu")}),
+    # README.md and docs/training.md: the budget's floor (presets.UPDATES_FLOOR, bound to the
+    # curve by tests/test_training.py) and the updates 12 minutes made on the machines measured
+    Figure("README.md", "the default needs about {floor:,} before it translates usefully (12 minutes on one core of a "
+                        "2-core EPYC without AVX-512 made {updates:,}, test BLEU {bleu:.2f}; 24 minutes {updates24:,}, "
+                        "{bleu24:.2f})",
+           {"floor": FLOOR, "updates": _curve(2)["updates"], "bleu": _curve(2)["bleu"],
+            "updates24": _curve(4)["updates"], "bleu24": _curve(4)["bleu"]}),
+    Figure("docs/training.md", "The default needs about {floor:,} updates before it translates usefully", {"floor": FLOOR}),
+    Figure("docs/training.md", "BLEU, rounded down to 50): {updates:,} updates scored test BLEU {bleu:.2f}, {updates24:,} "
+                               "scored {bleu24:.2f} and {updates48:,} {bleu48:.2f}",
+           {"updates": _curve(2)["updates"], "bleu": _curve(2)["bleu"], "updates24": _curve(4)["updates"],
+            "bleu24": _curve(4)["bleu"], "updates48": _curve(5)["updates"], "bleu48": _curve(5)["bleu"]}),
+    Figure("docs/training.md", "{updates:,} updates, at a fixed count, {bleu:.2f}",
+           {"updates": _fixed(3, "updates"), "bleu": _fixed(3, "bleu")}),
+    Figure("docs/training.md", "make is the machine's: {updates:,} on one core of a 2-core EPYC without AVX-512 (the "
+                               "curve's run), {headline:,} on both cores of a 2-core EPYC with AVX-512",
+           {"updates": _curve(2)["updates"], "headline": Key(_JITTED, "rows.0.updates")}),
+    Figure("docs/training.md", "Warning: {updates:,} updates, fewer than the ~{floor:,} that",
+           {"updates": _curve(2)["updates"], "floor": FLOOR}),
+    Figure("docs/training.md", "made {paper:,} updates in the 12 minutes where the default made {default:,}",
+           {"paper": Key(_JITTED, "rows.3.updates"), "default": Key(_JITTED, "rows.0.updates")}),
     # docs/training.md: the default over the budget, and its step against the code before the rule
     *[Figure("docs/training.md", f"| {name} | {{updates:,}} | {{epochs:.2f}} | {{best:.3f}} | {{end:.3f}} | "
                                  "{bleu:.2f} ({bp:.3f}) |", _curve(row))

@@ -108,11 +108,16 @@ def test_every_results_file_names_its_cpu():
 
 
 # === The documented command lines ===
-DOCUMENTS_WITH_COMMANDS = ["README.md", "BUILD.md", os.path.join("export", "README.md")] + sorted(
-    os.path.join("docs", name) for name in os.listdir(os.path.join(ROOT, "docs")) if name.endswith(".md"))
+DOCUMENTS_WITH_COMMANDS = ["README.md", "BUILD.md", os.path.join("export", "README.md"),
+                           os.path.join("bahdanau_tf", "pretrained", "bible-en-es-small", "README.md"),
+                           os.path.join("bahdanau_tf", "corpora", "README.md"), os.path.join("colab", "README.md")] + sorted(
+    os.path.join(folder, name) for folder in ("docs", "benchmarks")
+    for name in os.listdir(os.path.join(ROOT, folder)) if name.endswith(".md"))
+#: every command line (pyproject.toml's scripts): ``bahdanau-X`` runs the module ``bahdanau_tf.cli.X``
+COMMANDS = ("data", "train", "translate", "evaluate", "export", "average", "alignment-head")
 # a command line: bahdanau-X and what follows it on its line (backslash continuations joined),
 # up to the end of inline code, a pipe or a shell separator
-COMMAND_LINE = re.compile(r"bahdanau-(data|train|translate|evaluate|export|average)\b([^`|;&)\n]*)")
+COMMAND_LINE = re.compile(rf"bahdanau-({'|'.join(COMMANDS)})(?![\w-])([^`|;&)\n]*)")
 
 
 def documented_flags():
@@ -139,14 +144,18 @@ def accepted_flags(help_text):
 
 @pytest.mark.subprocess
 def test_every_documented_flag_exists(tmp_path):
-    """Each ``--flag`` that README.md, BUILD.md, export/README.md and docs/ write after a command
-    is a flag of that command (its ``--helpfull``; the commands as rows of one process)."""
+    """Each ``--flag`` that the pages of `DOCUMENTS_WITH_COMMANDS` (README.md, BUILD.md, docs/,
+    benchmarks/, export/, the model card, ...) write after a command is a flag of that command
+    (its ``--helpfull``; the commands as rows of one process)."""
     from helpers import run_commands
 
+    with open(os.path.join(ROOT, "pyproject.toml"), encoding="utf-8") as handle:  # [project.scripts]
+        modules = dict(re.findall(r'^bahdanau-([\w-]+) = "bahdanau_tf\.cli\.(\w+):run"$', handle.read(), re.M))
+    assert set(modules) == set(COMMANDS), "a command the test does not read"
     documented = documented_flags()
-    assert {"train", "translate", "evaluate", "export"} <= set(documented)
+    assert set(COMMANDS) == set(documented), set(COMMANDS) - set(documented)
     commands = sorted(documented)
-    results = run_commands([(command, ["--helpfull"], "") for command in commands], str(tmp_path))
+    results = run_commands([(modules[command], ["--helpfull"], "") for command in commands], str(tmp_path))
     unknown = {}
     for command, result in zip(commands, results):
         accepted = accepted_flags(result["stdout"])  # absl's --helpfull exits with 1

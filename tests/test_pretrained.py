@@ -19,11 +19,17 @@ from helpers import random_model, save_model_dir, toy_tokenizers
 NAME = "bible-en-es-small"
 # a test verse (Luke 12:31), which the model never trained on: README.md's example
 VERSE = "But seek God's Kingdom, and all these things will be added to you."
+# outside its domain: the docs' example of what it does with other text
+OTHER_TEXT = "The weather is nice today."
 # the shipped model's translations (beam 5, the Translator's default); the second is a training verse
 EXPECTED = {
     VERSE: "Mas buscad el reino de Dios, y todas estas cosas os añadirán.",
     "Jesus wept.": "Y lloró Jesús.",
+    OTHER_TEXT: "El principio de hoy es este negocio.",
 }
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+#: the model card beside the weights
+CARD = os.path.join("bahdanau_tf", "pretrained", NAME, "README.md")
 
 
 @pytest.fixture(scope="module")
@@ -55,6 +61,40 @@ def test_the_shipped_weights_are_kerass_weights_file_in_float16_and_small():
     assert saved["format"] == model_directory.FORMAT_VERSION
     for version in (saved["written_by"]["bahdanau_tf"], recipe["version"]):
         assert packaging.version.Version(version) > packaging.version.Version("0.2.0"), version
+
+
+def test_the_shipped_models_description_is_the_model(model):
+    """`pretrained.MODELS` says what the model is: its preset, decoder, tying, parameters, updates."""
+    saved = model_directory.read_model_config(NAME)
+    said = pretrained.MODELS[NAME]
+    assert said.startswith(f"the default preset's RNNsearch ({saved['settings']['preset']}: the conditional GRU "
+                           "decoder, tied target embeddings; ")
+    assert (model.decoder, model.tie_embeddings, saved["settings"]["preset"]) == ("cgru", True, presets.DEFAULT)
+    assert f"; {model.count_params():,} parameters)" in said
+    assert said.endswith(f"English -> Spanish, {saved['settings']['pretrained']['max_steps']:,} updates")
+
+
+def _document(name):
+    with open(os.path.join(ROOT, name), encoding="utf-8") as handle:
+        return " ".join(handle.read().split())
+
+
+def test_the_model_card_and_the_docs_quote_what_the_model_is_and_writes(model):
+    """The card beside the weights (and README.md, docs/translating.md) quote the translations
+    that `test_translates_the_test_verse` checks; the card, the model's parameters and preset; a
+    model directory with its card loads (the checks take no extra file amiss)."""
+    for document in ("README.md", os.path.join("docs", "translating.md"), CARD):
+        said = _document(document)
+        for source in (VERSE, OTHER_TEXT):
+            assert EXPECTED[source] in said, (document, source)
+    card = _document(CARD)
+    assert card.startswith("--- language: - en - es license: apache-2.0 ")
+    assert f"the default preset, `{presets.DEFAULT}` (" in card
+    assert f"; {model.count_params():,} parameters)" in card
+    assert "[model card](../bahdanau_tf/pretrained/bible-en-es-small/README.md)" in _document(
+        os.path.join("docs", "translating.md"))
+    assert os.path.isfile(os.path.join(pretrained.path(NAME), "README.md"))
+    assert model_directory.check_model_directory(pretrained.path(NAME))["settings"]["preset"] == presets.DEFAULT
 
 
 def test_loaded_by_name_in_float32_with_the_default_presets_variables(model):

@@ -105,10 +105,11 @@ def test_the_wheels_metadata_carries_the_long_description(tmp_path_factory):
     assert description.strip() == load_setup_py().long_description().strip()
     assert _relative_links(description) == []
     # the package data a user needs from a wheel (BUILD.md lists it): the corpus, the shipped
-    # model, the serving kit, the licence
+    # model and its card, the serving kit, the licence
     for name in ("bahdanau_tf/corpora/bible-en-es.tsv.gz", "bahdanau_tf/_serving_kit/models.config",
                  "bahdanau_tf/pretrained/bible-en-es-small/model.weights.h5",
-                 "bahdanau_tf/pretrained/bible-en-es-small/model.json", "bahdanau_tf/py.typed"):
+                 "bahdanau_tf/pretrained/bible-en-es-small/model.json",
+                 "bahdanau_tf/pretrained/bible-en-es-small/README.md", "bahdanau_tf/py.typed"):
         assert name in names, name
     assert any(n.endswith(".dist-info/licenses/LICENSE") or n.endswith(".dist-info/LICENSE")
                for n in names)
@@ -349,9 +350,15 @@ def test_every_install_hint_works_from_a_clone():
 def test_build_md_lists_every_extra_and_the_python_versions_agree():
     project = pyproject()["project"]
     build, readme = read("BUILD.md"), read("README.md")
-    for extra in project["optional-dependencies"]:
+    for extra, requirements in project["optional-dependencies"].items():
         assert re.search(rf'pip install -e "\.\[(?:\w+,)*{extra}(?:,\w+)*\]"', build), extra
         assert f"`[{extra}]`" in readme, extra
+        # the extra's own line lists what it installs, every package of it
+        listed = re.search(rf'pip install -e "\.\[{extra}\]" +# \+ ([^:(\n]+)', build)
+        if listed:
+            said = {name.strip().lower() for name in listed.group(1).split(",")}
+            names = {re.match(r"[\w.\[\]-]+", requirement).group(0).lower() for requirement in requirements}
+            assert said == names, (extra, said ^ names)
     # requires-python, the classifiers, README and BUILD.md: the same minor versions
     lower, upper = re.fullmatch(r">=3\.(\d+),<3\.(\d+)", project["requires-python"]).groups()
     minors = list(range(int(lower), int(upper)))

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bahdanau_tf import checkpoint_averaging, data, losses, model_directory, regularization, text, training
+from bahdanau_tf import checkpoint_averaging, data, losses, model_directory, presets, regularization, text, training
 from bahdanau_tf.corpora import load_corpus
 from bahdanau_tf.decoding import Batching
 from helpers import beam, checkpoint_model_values, learning_seed
@@ -494,6 +494,46 @@ def test_the_report_breaks_the_wall_time_into_its_parts(monkeypatch):
                   best_dev_nll=None, best_step=None, stopped_because="max_steps=3", seconds=shares)
     assert "Time spent    updates 10%, compiling 40%, dev NLL 30%, dev BLEU 3%, checkpoints 5%, other 12%" in (
         training.format_report(report))
+
+
+def _scripted_report(preset, updates):
+    """The report of a run of ``preset`` that made ``updates`` updates (`training_report` of a
+    `RunState`, as the trainer builds it at the end)."""
+    run = training.report.RunState(resumed_step=0, elapsed_before=0.0, step=updates, train_pairs=27_000,
+                                   start=0.0, stopped=f"max_steps={updates}")
+    return training.training_report(run, sentences_seen=64 * updates, best_dev_nll=math.inf, best_step=0,
+                                     replicas=1, preset=preset, parameters=1,
+                                     config=training.TrainingConfig.for_preset(preset))
+
+
+def test_a_run_below_its_presets_floor_ends_its_report_with_one_warning():
+    """The default below ``presets.UPDATES_FLOOR``: one line at the end naming what to do; at the
+    floor and above, and for a preset whose floor is not measured, none."""
+    floor = presets.UPDATES_FLOOR[presets.DEFAULT]
+    lines = training.format_report(_scripted_report(presets.DEFAULT, floor - 1)).splitlines()
+    assert lines[0] == f"Updates       {floor - 1:,}"
+    assert [line for line in lines if "Warning" in line] == [lines[-1]], lines
+    assert lines[-1].startswith(f"Warning: {floor - 1:,} updates, fewer than the ~{floor:,} that {presets.DEFAULT} "
+                                "needs before it translates usefully"), lines[-1]
+    for advice in ("more minutes (--max_minutes)", "a faster machine or a GPU", "a smaller preset"):
+        assert advice in lines[-1]
+    for preset, updates in ((presets.DEFAULT, floor), (presets.DEFAULT, 10 * floor), ("tiny", 3),
+                            ("rnnsearch-50", 268)):
+        report = training.format_report(_scripted_report(preset, updates))
+        assert "Warning" not in report and report.splitlines()[-1].startswith("Stopped"), report
+
+
+def test_the_floor_is_where_the_default_began_to_translate_in_its_measured_runs():
+    """``presets.UPDATES_FLOOR`` against the runs it comes from: the fewest updates of a run of the
+    default's budget curve that scored over 20 test BLEU, rounded down to 50; every run below it
+    scored under 5."""
+    path = pathlib.Path(__file__).parents[1] / "benchmarks" / "results" / "budget_curve_one_core_amd_epyc.json"
+    rows = json.loads(path.read_text(encoding="utf-8"))["rows"]
+    floor = presets.UPDATES_FLOOR[presets.DEFAULT]
+    assert {row["preset"] for row in rows} == {presets.DEFAULT}
+    useful = min(row["updates"] for row in rows if row["bleu"] > 20)
+    assert useful // 50 * 50 == floor, useful
+    assert all(row["bleu"] < 5 for row in rows if row["updates"] < floor)
 
 
 def test_the_step_counts_the_tracing_update_and_under_xla_each_new_batch_shape(tokenizers, tmp_path):

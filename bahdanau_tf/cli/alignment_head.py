@@ -42,8 +42,8 @@ common.define_model_dir_flags("The trained model (a bahdanau-train output direct
 flags.DEFINE_string("output_dir", None, "Where to write the model with its head (a new directory).")
 common.define_corpus_flags()
 flags.DEFINE_string("links", None, "Word links of the training pairs (Pharaoh i-j, one line per pair).")
-flags.DEFINE_string("reverse_model_dir", None, "A model of the other direction: the links are "
-                    "both models' attention made one (--symmetrization, --extraction_rule).")
+flags.DEFINE_string("reverse_model_dir", None, "A model of the other direction (read as --model_dir "
+                    "is): the links are both models' attention made one (--symmetrization, --extraction_rule).")
 flags.DEFINE_enum("symmetrization", "average", ["intersection", "grow-diag-final-and", "average"],
                   "With --reverse_model_dir: how the two directions are made one.")
 flags.DEFINE_string("extraction_rule", "sum>0.25", "With --reverse_model_dir: the rule that "

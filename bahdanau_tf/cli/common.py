@@ -114,13 +114,18 @@ def define_model_dir_flags(help_text="Training output directory (or save_to_pres
                                       ".keras file); repeat for an ensemble."):
     """Which trained model(s): ``--model_dir`` (repeatable) and ``--checkpoint``; the help names
     the shipped models, which the flag also takes."""
-    shipped = ", ".join(pretrained.names())
-    define_model_dir_flag(f"{help_text} An existing path is a path; else the name of a shipped "
-                         f"model ({shipped}).")
+    define_model_dir_flag(f"{help_text} {model_name_rule()}")
     _define_once(flags.DEFINE_enum, "checkpoint", "best", ["best", "latest", "averaged"],
                  "Which checkpoint to load: the best dev NLL (falls back to the latest, with a "
                  "warning, when there is none), the latest, or the average of the last "
                  "checkpoints that bahdanau-average made.")
+
+
+def model_name_rule():
+    """How ``--model_dir`` reads its value (`bahdanau_tf.pretrained.resolve`), for ``--help``."""
+    names = pretrained.names()
+    return (f"A shipped model's name ({', '.join(names)}) is that model, whatever the current "
+            f"directory holds (./{names[0]} is a directory of that name); anything else is a path.")
 
 
 def define_model_dir_flag(help_text):

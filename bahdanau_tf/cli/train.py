@@ -11,7 +11,7 @@ refused (docs/training.md).
 Examples:
 
     bahdanau-train                                   # {default}, en->es, {minutes:g} minutes
-    bahdanau-train --preset=small                    # the same with the paper's decoder cell
+    bahdanau-train --preset=small                    # the same with {small}
     bahdanau-train --preset=rnnsearch-50 --tokenizer=word --vocabulary_size=30000 \
         --max_minutes=0 --max_steps=370000 --output_dir=/data/rnnsearch50
     bahdanau-train --source_file=train.fr --target_file=train.en --dev_source_file=dev.fr \
@@ -90,6 +90,27 @@ SCHEDULE_TEXT = {"constant": "a constant rate", "budget": "falling linearly to z
                  "plateau": "decayed when the dev NLL stops improving"}
 
 
+#: how ``--help`` words a model argument's value where a preset differs from the default preset
+ARGUMENT_WORDS = {("decoder", "paper"): "the paper's decoder cell",
+                  ("decoder", "cgru"): "the conditional GRU decoder",
+                  ("tie_embeddings", False): "untied embeddings", ("tie_embeddings", True): "tied embeddings"}
+
+
+def differences_from_default(name):
+    """How preset ``name``'s model differs from the default preset's, in words, from their
+    `bahdanau_tf.presets` rows (the class's defaults where a row leaves an argument)."""
+    import inspect
+
+    def arguments(preset):
+        parameters = inspect.signature(preset.model_class).parameters.items()
+        return {**{key: parameter.default for key, parameter in parameters
+                   if parameter.default is not inspect.Parameter.empty}, **preset.model}
+
+    mine, default = arguments(presets.get_preset(name)), arguments(presets.get_preset(presets.DEFAULT))
+    changed = [key for key in default if mine.get(key) != default[key]]
+    return " and ".join(ARGUMENT_WORDS.get((key, mine.get(key)), f"{key}={mine.get(key)}") for key in changed)
+
+
 def help_text(doc):
     """The module docstring with the values it quotes filled in from `bahdanau_tf.presets` (the
     default preset's row, `presets.DEFAULT`, and a paper preset's) and the flags' defaults: the
@@ -102,6 +123,7 @@ def help_text(doc):
     preset = presets.get_preset(presets.DEFAULT)
     return doc.format(
         default=preset.name, description=preset.description, minutes=DEFAULT_MAX_MINUTES,
+        small=differences_from_default("small"),
         optimizer=names[config.optimizer], learning_rate=config.learning_rate,
         schedule_text=SCHEDULE_TEXT.get(config.schedule, f"``--schedule={config.schedule}``"),
         clipnorm=config.clipnorm, batch_size=config.batch_size, max_length=config.max_length,
@@ -118,8 +140,8 @@ HELP_TEMPLATE = __doc__
 __doc__ = help_text(HELP_TEMPLATE)  # noqa: A001 (what --help prints)
 
 # === What to train, where ===
-flags.DEFINE_string("preset", presets.DEFAULT, "Model preset (default: RNNsearch at CPU size with the conditional GRU "
-                    "decoder; small: the same with the paper's decoder cell), one of "
+flags.DEFINE_string("preset", presets.DEFAULT, f"Model preset (default: {presets.DEFAULT}, {presets.get_preset(presets.DEFAULT).description}; "
+                    f"small: the same with {differences_from_default('small')}), one of "
                     + ", ".join(presets.preset_names()) + ".")
 flags.DEFINE_string("output_dir", "bahdanau_run", "The model directory (one of its own, not the "
                     "current directory); an existing one is resumed.")
@@ -146,6 +168,25 @@ GUIDED_ALIGNMENT_FLAGS = ("guided_alignment_weight", "guided_alignment_decay",
 
 
 # === Training: one flag per TrainingConfig field ===
+def _show(value):
+    """A default as ``--help`` writes it (absl's spelling of booleans)."""
+    return str(value).lower() if isinstance(value, bool) else f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def training_default_text(field, help_text):
+    """What ``--help`` says of a training flag's default, from `bahdanau_tf.presets`: the preset's
+    (the default preset's value named) where a preset sets the field, else the
+    `TrainingConfig` default (nothing where the help already says what None means)."""
+    from bahdanau_tf import training
+
+    if any(field.name in preset.training for preset in presets.PRESETS.values()):
+        value = getattr(training.TrainingConfig.for_preset(presets.DEFAULT), field.name)
+        return f" (default: the preset's; {presets.DEFAULT}: {_show(value)})"
+    if field.default is None:
+        return "" if "None (default)" in help_text else " (default: none)"
+    return f" (default: {_show(field.default)})"
+
+
 def _define_training_flags():
     from bahdanau_tf import data, training
 
@@ -163,7 +204,8 @@ def _define_training_flags():
         if isinstance(kind, types.UnionType):
             kind = next(t for t in kind.__args__ if t is not type(None))
         default = cli_defaults.get(name)
-        text = helps.get(name, name) + (" (default: the preset's)" if default is None else "")
+        text = helps.get(name, name)
+        text += training_default_text(field, text) if default is None else ""
         if name in choices:
             flags.DEFINE_enum(name, None, list(choices[name]), text)
         elif kind is bool:
@@ -260,13 +302,40 @@ _DROPOUT_HELP = {
     "readout_dropout": "Dropout of what the vocabulary projection reads (the maxout units t_i).",
     "word_dropout": "Each source token replaced by [UNK] with this probability (per token).",
 }
+
+
+def preset_default_text(argument):
+    """What ``--help`` says of a model argument's default, from `bahdanau_tf.presets`: each
+    preset's value (the model class's where the row leaves it), or, for a dropout rate under
+    ``regularization="budget"``, the budget rule's; presets whose class lacks it left out."""
+    import inspect
+
+    from bahdanau_tf import regularization
+
+    rule = argument in regularization.DROPOUT_ARGUMENTS
+    groups = {}
+    for name, preset in sorted(presets.PRESETS.items()):
+        parameters = inspect.signature(preset.model_class).parameters
+        if argument not in parameters:
+            continue
+        if rule and preset.training.get("regularization") == "budget":
+            said = "the budget rule's (--regularization=budget, which a nonzero dropout flag turns off)"
+        else:
+            said = _show(preset.model.get(argument, parameters[argument].default))
+        groups.setdefault(said, []).append(name)
+    parts = sorted(groups.items(), key=lambda item: len(item[1]))
+    *named, (others, _) = parts
+    text = "; ".join(f"{said} for {', '.join(names)}" for said, names in named)
+    return f"default: the preset's, or the resumed directory's: {text + '; ' if text else ''}{others} for the others."
+
+
 for _name, _text in _DROPOUT_HELP.items():
-    common.define_finite_float(_name, None, _text + " Training only; default: the preset's (0), or "
-                               "the resumed directory's.", lower_bound=0.0, upper_bound=0.95)
+    common.define_finite_float(_name, None, f"{_text} Training only; {preset_default_text(_name)}",
+                               lower_bound=0.0, upper_bound=0.95)
 flags.DEFINE_boolean("tie_embeddings", None, "The vocabulary projection W_o is the target "
                      "embedding matrix transposed: one variable (Press & Wolf 2017), for RNNsearch and "
-                     "RNNencdec where maxout_dim equals embedding_dim (the CPU presets). Default: the "
-                     "preset's (untied), or the resumed directory's.")
+                     "RNNencdec where maxout_dim equals embedding_dim (the CPU presets). "
+                     f"D{preset_default_text('tie_embeddings')[1:]}")
 
 
 def _model_overrides():

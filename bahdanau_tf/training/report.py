@@ -12,7 +12,7 @@ import math
 import time
 from typing import Any
 
-from bahdanau_tf import devices
+from bahdanau_tf import devices, presets
 
 
 @dataclasses.dataclass
@@ -138,7 +138,20 @@ def format_report(report: dict) -> str:
         rows.append(("Time spent", ", ".join(f"{names.get(part, part)} {100 * value / total:.0f}%"
                                              for part, value in seconds.items() if value >= 0.005 * total)))
     width = max(len(name) for name, _ in rows)
-    return "\n".join(f"{name:<{width}}  {value}" for name, value in rows)
+    warning = floor_warning(report)
+    return "\n".join([f"{name:<{width}}  {value}" for name, value in rows] + ([warning] if warning else []))
+
+
+def floor_warning(report: dict) -> str | None:
+    """The report's last line when the run made fewer updates than its preset needs before it
+    translates usefully (`bahdanau_tf.presets.UPDATES_FLOOR`), naming what gives it more; None
+    when it made enough, or where the preset's floor is not measured."""
+    floor = presets.updates_floor(report.get("preset") or "")
+    if floor is None or report["updates"] >= floor:
+        return None
+    return (f"Warning: {report['updates']:,} updates, fewer than the ~{floor:,} that {report['preset']} needs "
+            "before it translates usefully (docs/training.md, \"The budget's floor\"): give it more minutes "
+            "(--max_minutes), a faster machine or a GPU, or a smaller preset.")
 
 
 # === When to log ===
