@@ -72,12 +72,12 @@ import tensorflow as tf
 from keras import ops
 
 from bahdanau_tf import decoding, devices, lexicon, model_directory, pretrained, unknown_words
+from bahdanau_tf.presets import is_model_path
 from bahdanau_tf.decoding import chunks, portable
 from bahdanau_tf.decoding.batching import check_int
 from bahdanau_tf.special_tokens import END_TOKEN, PAD_ID, START_ID, UNK_ID
 from bahdanau_tf.text_graph import (SENTENCES, Alignment, TextGraph, TranslationOutput, alignments_of,
                                     decode_strings)
-from bahdanau_tf.translation_model import is_model_path
 
 DEFAULT_BEAM_SIZE = 5
 DEFAULT_LENGTH_PENALTY = 1.0  # GNMT alpha, see the module docstring
@@ -263,7 +263,7 @@ class Translator(tf.Module):
     def from_preset(cls, name, dtype="auto", **kwargs) -> "Translator":
         """The Translator of a model that ships with the package (`bahdanau_tf.pretrained`),
         or of a trained model's path, by the rule of every ``from_preset``
-        (`bahdanau_tf.translation_model.is_model_path`).
+        (`bahdanau_tf.presets.is_model_path`).
 
         Args:
             name: str, a shipped model's name, e.g. ``"bible-en-es-small"``

@@ -1,41 +1,6 @@
-"""The models: `RNNSearch` (the paper), `RNNEncDec` (its baseline) and `Seq2Seq` (Sutskever et al.).
-
-All three share one interface (DESIGN §6), so training, beam search and export treat them alike:
-
-- ``model((source_ids, target_input_ids), training=False) -> logits`` (teacher forcing),
-  float32 (batch, target_len, target_vocabulary_size);
-- ``model.encode(source_ids) -> memory``, a dict of tensors with a leading batch dimension;
-- ``model.initial_state(memory) -> state``, a tensor or nest of tensors (batch, ...);
-- ``model.decoding_memory(memory) -> memory`` and ``model.decoding_state(state) -> state``,
-  what a search hands `decode_step`: `encode`'s memory with what no step changes computed once
-  per sentence, and the initial state in the form the search carries (`RNNSearch`: the
-  context's projections, and the attention query carried with the state, see there);
-  ``decode_step`` also accepts `encode`'s memory and `initial_state`'s state as they are;
-- ``model.decode_step(previous_ids, state, memory, projection=None) -> (logits, state,
-  attention)``, one decoder step; ``attention`` is (batch, source_len) float32, or None for
-  models without attention. ``projection``, a ``(kernel, bias)`` pair of columns of
-  ``output_projection()`` (candidate-list decoding, `bahdanau_tf.lexicon.CandidateLists`),
-  replaces the vocabulary projection, so the logits cover those columns only.
-  ``memory`` may hold one row per *group* of consecutive rows of ``previous_ids`` and
-  ``state`` (beam search's beams of a sentence: `encode`'s output as it is, not repeated per
-  beam), or one row per row.
-
-Teacher forcing runs the same decoder cell step as `decode_step`, over all steps in one loop
-(the cell's ``sequence``; in a training pass on TensorFlow with the backward pass written out,
-`bahdanau_tf.backprop`); input projections and attention keys are computed before the loop and
-the readout after it (DESIGN §2), so only the attention and the GRU recurrence run per step.
-
-The models are written in ``keras.ops``: the same weights give the same logits and steps on
-TensorFlow, JAX and PyTorch, and a ``.keras`` file saved on one backend loads on another. The
-package's trainer, search in an exported graph and SavedModel export are TensorFlow's.
-
-Presets live in one registry, `bahdanau_tf.presets.PRESETS`: each
-row names its model class, its constructor arguments and its training defaults.
-
-The shared base, `bahdanau_tf.translation_model.TranslationModel`, holds the presets, the config,
-the tokenizers and saving; translating is the task's (``Translator.from_model(model)``,
-`bahdanau_tf.translator`), above this module, which never imports it.
-"""
+"""`RNNSearch`: the paper's model (Bahdanau, Cho & Bengio 2015), with the paper's decoder cell or
+Nematus's conditional GRU; the interface it shares with the baselines is `bahdanau_tf.models`'
+docstring."""
 
 import functools
 from typing import Any
@@ -43,36 +8,17 @@ from typing import Any
 import keras
 from keras import ops
 
-from bahdanau_tf import cgru, initializers
-from bahdanau_tf import layers as layers_lib
-from bahdanau_tf import tensor_ops
-from bahdanau_tf.alignment.head import AlignmentHead
-from bahdanau_tf.presets import get_preset
+import bahdanau_tf.models.cgru as cgru
+import bahdanau_tf.models.initializers as initializers
+import bahdanau_tf.models.layers as layers_lib
+import bahdanau_tf.models.tensor_ops as tensor_ops
+from bahdanau_tf.models.alignment_head import AlignmentHead
+from bahdanau_tf.models.base import SIZES, TranslationModel, check_tying
+from bahdanau_tf.models.tensor_ops import Tensor
 from bahdanau_tf.special_tokens import END_ID, PAD_ID
-from bahdanau_tf.tensor_ops import Tensor
-from bahdanau_tf.translation_model import TranslationModel, is_model_path, load_trained
 
-_SIZES = ("source_vocabulary_size", "target_vocabulary_size", "embedding_dim", "hidden_dim")
-# RNNSearch's decoder cells: the paper's, and Nematus's conditional GRU (`bahdanau_tf.cgru`)
+# RNNSearch's decoder cells: the paper's, and Nematus's conditional GRU (`bahdanau_tf.models.cgru`)
 _DECODER_CELLS = {"paper": layers_lib.AttentionGRUCell, "cgru": cgru.CGRUAttentionCell}
-
-
-def _check_tying(tie_embeddings, maxout_dim, embedding_dim):
-    """``tie_embeddings`` validated: W_o (l, |V|) can be E^T (|V|, m)^T only where l = m."""
-    if not isinstance(tie_embeddings, bool):
-        raise ValueError(f"`tie_embeddings` must be True or False, got {tie_embeddings!r}.")
-    if tie_embeddings and int(maxout_dim) != int(embedding_dim):
-        raise ValueError(f"`tie_embeddings` needs `maxout_dim` == `embedding_dim`, got {maxout_dim!r} "
-                         f"and {embedding_dim!r}.")
-    return tie_embeddings
-
-
-def _repeat_groups(tensor, previous_ids):
-    """A memory tensor with one row per group of consecutive decoder rows, one row per decoder row."""
-    groups, rows = ops.shape(tensor)[0], ops.shape(previous_ids)[0]
-    if isinstance(groups, int) and isinstance(rows, int):  # static shapes (always on JAX)
-        return ops.repeat(tensor, rows // max(groups, 1), axis=0)
-    return ops.repeat(tensor, rows // ops.maximum(groups, 1), axis=0)
 
 
 def _next_tokens(target_input_ids):
@@ -110,7 +56,7 @@ class RNNSearch(TranslationModel):
             3.39 against 4.01 after 4.5 minutes of the default run, Adam 5e-3).
         embedding_dropout, annotation_dropout, recurrent_dropout, readout_dropout,
             word_dropout: floats in [0, 1), regularisation in training only, 0 (none) by
-            default: `bahdanau_tf.regularization` says where each applies.
+            default: `bahdanau_tf.models.regularization` says where each applies.
         decoder: the decoder cell, ``"paper"`` (`layers.AttentionGRUCell`: the attention
             queried with s_{i-1}, then one GRU whose gates read E y_{i-1} and c_i) or
             ``"cgru"`` (`cgru.CGRUAttentionCell`, Nematus's conditional GRU, Sennrich et al.
@@ -170,7 +116,7 @@ class RNNSearch(TranslationModel):
         init = functools.partial(initializers.initializer_for, initialization)  # a new instance per layer
         # === Config ===
         self._store_config(
-            _SIZES + ("attention_dim", "maxout_dim"),
+            SIZES + ("attention_dim", "maxout_dim"),
             source_vocabulary_size=source_vocabulary_size,
             target_vocabulary_size=target_vocabulary_size,
             embedding_dim=embedding_dim,
@@ -182,7 +128,7 @@ class RNNSearch(TranslationModel):
             decoder=decoder,
             alignment_head=int(alignment_head),
             alignment_head_context=int(alignment_head_context),
-            tie_embeddings=_check_tying(tie_embeddings, maxout_dim, embedding_dim),
+            tie_embeddings=check_tying(tie_embeddings, maxout_dim, embedding_dim),
         )
         self._store_dropouts(embedding_dropout=embedding_dropout, annotation_dropout=annotation_dropout,
                              recurrent_dropout=recurrent_dropout, readout_dropout=readout_dropout,
@@ -405,335 +351,4 @@ class RNNSearch(TranslationModel):
         return self._teacher_forcing(inputs, training=training, attention=True)
 
 
-@keras.saving.register_keras_serializable(package="bahdanau_tf")
-class RNNEncDec(TranslationModel):
-    """RNNencdec, the paper's baseline (Cho et al. 2014a): one fixed-length context vector.
-
-    A unidirectional GRU reads the source; its last state gives c = tanh(V h_Tx). The decoder is
-    the same conditional GRU as RNNsearch's, but reads the same c at every step, starts from
-    s_0 = tanh(V' c), and has the same maxout readout (with c in place of c_i).
-
-    Args:
-        source_vocabulary_size, target_vocabulary_size, embedding_dim, hidden_dim, maxout_dim,
-        initialization, tie_embeddings: as in `RNNSearch` (no attention sizes).
-        embedding_dropout, annotation_dropout, recurrent_dropout, readout_dropout,
-            word_dropout: floats in [0, 1), regularisation in training only, 0 (none) by
-            default: `bahdanau_tf.regularization` says where each applies.
-    """
-
-    preset_prefix = "rnnencdec"
-
-    def __init__(
-        self,
-        source_vocabulary_size: int,
-        target_vocabulary_size: int,
-        embedding_dim: int = 620,
-        hidden_dim: int = 1000,
-        maxout_dim: int = 500,
-        initialization: str = "paper",
-        embedding_dropout: float = 0.0,
-        annotation_dropout: float = 0.0,
-        recurrent_dropout: float = 0.0,
-        readout_dropout: float = 0.0,
-        word_dropout: float = 0.0,
-        tie_embeddings: bool = False,
-        **kwargs,
-    ) -> None:
-        super().__init__(**kwargs)
-        init = functools.partial(initializers.initializer_for, initialization)  # a new instance per layer
-        # === Config ===
-        self._store_config(
-            _SIZES + ("maxout_dim",),
-            source_vocabulary_size=source_vocabulary_size,
-            target_vocabulary_size=target_vocabulary_size,
-            embedding_dim=embedding_dim,
-            hidden_dim=hidden_dim,
-            maxout_dim=maxout_dim,
-            initialization=initialization,
-            tie_embeddings=_check_tying(tie_embeddings, maxout_dim, embedding_dim),
-        )
-        self._store_dropouts(embedding_dropout=embedding_dropout, annotation_dropout=annotation_dropout,
-                             recurrent_dropout=recurrent_dropout, readout_dropout=readout_dropout,
-                             word_dropout=word_dropout)
-        # === Layers ===
-        def dense():  # a layer's initializers: new instances, so no two layers share a draw
-            return dict(kernel_initializer=init("kernel"), bias_initializer=init("bias"), dtype=self.dtype_policy)
-
-        self.source_embedding = keras.layers.Embedding(
-            source_vocabulary_size, embedding_dim, embeddings_initializer=init("embedding"),
-            dtype=self.dtype_policy, name="source_embedding",
-        )
-        self.encoder_gru = keras.layers.GRU(
-            hidden_dim,
-            reset_after=False,
-            recurrent_initializer=initializers.BlockOrthogonal(),
-            name="encoder_gru",
-            **dense(),
-        )
-        self.context_dense = keras.layers.Dense(hidden_dim, activation="tanh", name="context", **dense())  # V
-        self.initial_state_dense = keras.layers.Dense(hidden_dim, activation="tanh", name="initial_state", **dense())
-        self.target_embedding = keras.layers.Embedding(
-            target_vocabulary_size, embedding_dim, embeddings_initializer=init("embedding"),
-            dtype=self.dtype_policy, name="target_embedding",
-        )
-        self.decoder_cell = layers_lib.ConditionalGRUCell(hidden_dim, name="decoder_cell", **dense())
-        self.readout = layers_lib.MaxoutReadout(maxout_dim, target_vocabulary_size, tie_embeddings=self.tie_embeddings,
-                                                name="readout", **dense())
-        if self.tie_embeddings:
-            self.readout.tie(self.target_embedding)
-
-    def build(self, input_shape: tuple | None = None) -> None:
-        n = self.hidden_dim
-        self.source_embedding.build((None, None))
-        self.encoder_gru.build((None, None, self.embedding_dim))
-        self.context_dense.build((None, n))
-        self.initial_state_dense.build((None, n))
-        self.target_embedding.build((None, None))
-        self.decoder_cell.build(input_dim=self.embedding_dim, context_dim=n)
-        self.readout.build(state_dim=n, embedding_dim=self.embedding_dim, context_dim=n)
-        self.built = True
-
-    def encode(self, source_ids: Tensor, training: bool = False) -> dict:
-        """The fixed context c = tanh(V h_Tx) and its projection into the decoder's gates.
-
-        Returns:
-            dict with ``context`` (batch, n) and ``projected_context`` (batch, 3n).
-        """
-        source_ids = self.dropouts.words(source_ids, training)
-        mask = ops.not_equal(source_ids, PAD_ID)
-        embedded = self.dropouts.embeddings(self.source_embedding(source_ids), training)
-        last_state = self.encoder_gru(embedded, mask=mask, training=training)
-        context = self.context_dense(self.dropouts.annotations(last_state, training))
-        return {"context": context, "projected_context": self.decoder_cell.project_context(context)}
-
-    def initial_state(self, memory: dict) -> Tensor:
-        """s_0 = tanh(V' c)."""
-        return self.initial_state_dense(memory["context"])
-
-    def decode_step(self, previous_ids: Tensor, state: Any, memory: dict,
-                    projection: tuple | None = None) -> tuple:
-        """One decoder step; returns ``(logits, state, None)`` (there is no attention).
-        ``projection``: as for `RNNSearch.decode_step`."""
-        embedded = self.target_embedding(previous_ids)
-        context, projected_context = (_repeat_groups(memory[key], previous_ids)
-                                      for key in ("context", "projected_context"))
-        state = self.decoder_cell(self.decoder_cell.project_inputs(embedded), state, projected_context)
-        return self.readout(state, embedded, context, projection=projection), state, None
-
-    def call(self, inputs: tuple, training: bool = False) -> Tensor:
-        return self.readout.project(self.output_features(inputs, training=training))
-
-    def output_projection(self) -> tuple:
-        return self.readout.output_projection()
-
-    def output_features(self, inputs: tuple, training: bool = False) -> Tensor:
-        source_ids, target_input_ids = inputs
-        memory = self.encode(source_ids, training=training)
-        embedded = self.dropouts.embeddings(self.target_embedding(target_input_ids), training)
-        projected = self.decoder_cell.project_inputs(embedded)
-        # c is the same at every step: its projection is computed once, outside the loop
-        projected_context = memory["projected_context"]
-        initial_state = self.initial_state(memory)
-        recurrent_mask = self.dropouts.recurrent_mask(initial_state, training)  # one per sequence
-        with tensor_ops.weights_read_once(self.decoder_cell):
-            states = self.decoder_cell.sequence(tensor_ops.time_major(projected), initial_state,
-                                                projected_context, recurrent_mask, training)
-        states = tensor_ops.stack_time(states)
-        contexts = ops.broadcast_to(memory["context"][:, None, :], ops.shape(states))
-        return self.dropouts.readout(self.readout.features(states, embedded, contexts), training)
-
-
-@keras.saving.register_keras_serializable(package="bahdanau_tf")
-class Seq2Seq(TranslationModel):
-    """Sutskever, Vinyals & Le (2014): deep LSTM encoder and decoder, source read in reverse.
-
-    The encoder's final (h, c) of each layer initialise the decoder's layer of the same depth; the
-    top decoder layer feeds a softmax over the target vocabulary. Only the real tokens of each
-    source are reversed (padding stays at the end).
-
-    Args:
-        source_vocabulary_size, target_vocabulary_size: ints.
-        embedding_dim: int (1000 in the paper).
-        hidden_dim: int, cells per layer (1000).
-        num_layers: int (4).
-        reverse_source: bool, read the source backwards (True, the paper's trick).
-        init_scale: float, weights ~ U(-init_scale, init_scale) (0.08).
-        embedding_dropout, annotation_dropout, recurrent_dropout, readout_dropout,
-            word_dropout: floats in [0, 1), regularisation in training only, 0 (none) by
-            default: `bahdanau_tf.regularization` says where each applies.
-            Here ``recurrent_dropout`` is the decoder LSTMs' own (Keras's, one mask per
-            sequence; with it Keras computes each gate by its own matmul, so the logits equal
-            those without it up to float rounding) and ``annotation_dropout`` drops the outputs
-            of every LSTM layer that feeds another.
-    """
-
-    preset_prefix = "seq2seq"
-
-    def __init__(
-        self,
-        source_vocabulary_size: int,
-        target_vocabulary_size: int,
-        embedding_dim: int = 1000,
-        hidden_dim: int = 1000,
-        num_layers: int = 4,
-        reverse_source: bool = True,
-        init_scale: float = 0.08,
-        embedding_dropout: float = 0.0,
-        annotation_dropout: float = 0.0,
-        recurrent_dropout: float = 0.0,
-        readout_dropout: float = 0.0,
-        word_dropout: float = 0.0,
-        **kwargs,
-    ) -> None:
-        super().__init__(**kwargs)
-        # === Config ===
-        self._store_config(
-            _SIZES + ("num_layers",),
-            source_vocabulary_size=source_vocabulary_size,
-            target_vocabulary_size=target_vocabulary_size,
-            embedding_dim=embedding_dim,
-            hidden_dim=hidden_dim,
-            num_layers=num_layers,
-            reverse_source=bool(reverse_source),
-            init_scale=float(init_scale),
-        )
-        self._store_dropouts(embedding_dropout=embedding_dropout, annotation_dropout=annotation_dropout,
-                             recurrent_dropout=recurrent_dropout, readout_dropout=readout_dropout,
-                             word_dropout=word_dropout)
-        # === Layers ===
-        self._make_layers()
-
-    def _make_layers(self) -> None:
-        """The embeddings, the encoder's and the decoder's LSTMs and the output layer, from the
-        stored config; every weight ~ U(-init_scale, init_scale), each its own draw."""
-        source_vocabulary_size, target_vocabulary_size = (self.source_vocabulary_size,
-                                                          self.target_vocabulary_size)
-        embedding_dim, hidden_dim, num_layers = self.embedding_dim, self.hidden_dim, self.num_layers
-
-        def uniform():  # a new instance for every weight: each gets its own draw
-            return keras.initializers.RandomUniform(-self.init_scale, self.init_scale)
-
-        def weights():
-            return dict(kernel_initializer=uniform(), recurrent_initializer=uniform(), dtype=self.dtype_policy)
-
-        self.source_embedding = keras.layers.Embedding(
-            source_vocabulary_size, embedding_dim, embeddings_initializer=uniform(), dtype=self.dtype_policy,
-            name="source_embedding",
-        )
-        self.target_embedding = keras.layers.Embedding(
-            target_vocabulary_size, embedding_dim, embeddings_initializer=uniform(), dtype=self.dtype_policy,
-            name="target_embedding",
-        )
-        self.encoder_layers = [keras.layers.LSTM(hidden_dim, return_sequences=True, return_state=True,
-                                                 name=f"encoder_lstm_{i}", **weights())
-                               for i in range(num_layers)]
-        self.decoder_layers = [keras.layers.LSTM(hidden_dim, return_sequences=True, return_state=True,
-                                                 name=f"decoder_lstm_{i}",
-                                                 recurrent_dropout=self.recurrent_dropout, **weights())
-                               for i in range(num_layers)]
-        self.output_dense = keras.layers.Dense(
-            target_vocabulary_size, kernel_initializer=uniform(), dtype=self.dtype_policy, name="output"
-        )
-        # tf.train.Checkpoint follows attributes, not the lists Keras 3 wraps (without these, the
-        # checkpoints held no LSTM weight): each LSTM is also an attribute of its own
-        for index, (encoder, decoder) in enumerate(zip(self.encoder_layers, self.decoder_layers)):
-            setattr(self, f"encoder_lstm_{index}", encoder)
-            setattr(self, f"decoder_lstm_{index}", decoder)
-
-    def build(self, input_shape: tuple | None = None) -> None:
-        self.source_embedding.build((None, None))
-        self.target_embedding.build((None, None))
-        for index, (encoder, decoder) in enumerate(zip(self.encoder_layers, self.decoder_layers)):
-            input_dim = self.embedding_dim if index == 0 else self.hidden_dim
-            encoder.build((None, None, input_dim))
-            decoder.build((None, None, input_dim))
-        self.output_dense.build((None, self.hidden_dim))
-        self.built = True
-
-    def encode(self, source_ids: Tensor, training: bool = False) -> dict:
-        """The final (h, c) of every encoder layer, after reading the source backwards.
-
-        Returns:
-            dict with ``states``: a tuple of ``(h, c)`` pairs, each (batch, hidden_dim).
-        """
-        source_ids = self.dropouts.words(source_ids, training)
-        mask = ops.not_equal(source_ids, PAD_ID)
-        if self.reverse_source:
-            lengths = ops.sum(ops.cast(mask, "int32"), axis=1)
-            source_ids = tensor_ops.reverse_within_lengths(source_ids, lengths)
-        x = self.dropouts.embeddings(self.source_embedding(source_ids), training)
-        states = []
-        for index, layer in enumerate(self.encoder_layers):
-            if index:  # the output of the layer below
-                x = self.dropouts.annotations(x, training)
-            x, h, c = layer(x, mask=mask, training=training)
-            states.append((h, c))
-        return {"states": tuple(states)}
-
-    def initial_state(self, memory: dict) -> tuple:
-        return memory["states"]
-
-    def decode_step(self, previous_ids: Tensor, state: Any, memory: dict,
-                    projection: tuple | None = None) -> tuple:
-        """One decoder step; returns ``(logits, state, None)``. ``projection``: as for
-        `RNNSearch.decode_step`."""
-        x = self.target_embedding(previous_ids)
-        new_state = []
-        for layer, (h, c) in zip(self.decoder_layers, state):
-            x, (h, c) = layer.cell(x, [h, c])
-            new_state.append((h, c))
-        if projection is None:
-            return ops.cast(self.output_dense(x), "float32"), tuple(new_state), None
-        kernel, bias = projection
-        logits = ops.matmul(x, ops.cast(kernel, x.dtype)) + ops.cast(bias, x.dtype)
-        return ops.cast(logits, "float32"), tuple(new_state), None
-
-    def call(self, inputs: tuple, training: bool = False) -> Tensor:
-        return ops.cast(self.output_dense(self.output_features(inputs, training=training)), "float32")
-
-    def output_features(self, inputs: tuple, training: bool = False) -> Tensor:
-        source_ids, target_input_ids = inputs
-        state = self.encode(source_ids, training=training)["states"]
-        x = self.dropouts.embeddings(self.target_embedding(target_input_ids), training)
-        for index, (layer, (h, c)) in enumerate(zip(self.decoder_layers, state)):
-            if index:  # the output of the layer below
-                x = self.dropouts.annotations(x, training)
-            x, _, _ = layer(x, initial_state=[h, c], training=training)
-        return self.dropouts.readout(x, training)
-
-    def output_projection(self) -> tuple:
-        return self.output_dense.kernel, self.output_dense.bias
-
-
-MODEL_CLASSES = {cls.__name__: cls for cls in (RNNSearch, RNNEncDec, Seq2Seq)}
-
-
-def model_from_preset(name: str, **overrides) -> TranslationModel:
-    """The model of a preset name, whichever class owns it; or a trained model from a path.
-
-    ``name`` may also be a preset directory or a ``.keras`` file (see `RNNSearch.from_preset`):
-    the trained model, its tokenizers attached; ``overrides`` may then only set ``dtype``.
-
-    Example:
-
-    >>> model = model_from_preset("rnnencdec-30", source_vocabulary_size=100,
-    ...                           target_vocabulary_size=100)
-    >>> type(model).__name__
-    'RNNEncDec'
-    """
-    if is_model_path(name):
-        return load_trained(name, overrides)
-    preset = get_preset(name)
-    return preset.model_class(**{**preset.model, **overrides})
-
-
-def model_from_config(class_name: str, config: dict) -> TranslationModel:
-    """Rebuilds a model from ``type(model).__name__`` and ``model.get_config()``."""
-    if class_name not in MODEL_CLASSES:
-        raise ValueError(f"Unknown model class {class_name!r}; expected one of "
-                         f"{sorted(MODEL_CLASSES)}.")
-    return MODEL_CLASSES[class_name].from_config(config)
-
-
-__all__ = ["RNNSearch", "RNNEncDec", "Seq2Seq", "model_from_preset", "model_from_config"]
-
+__all__ = ["RNNSearch"]

@@ -8,7 +8,7 @@ import tensorflow as tf
 from bahdanau_tf import data
 from bahdanau_tf import devices
 from bahdanau_tf import presets
-from bahdanau_tf import regularization
+from bahdanau_tf.models import regularization
 
 
 def _field(default, help_text: str):
@@ -416,7 +416,7 @@ def planned_epochs(step: int, steps_per_epoch: int, max_steps: int | None,
 class BudgetRegularization:
     """The budget rule's rates (`budget_regularization`), given to a model's training pass.
 
-    Sets ``model.dropouts`` (`bahdanau_tf.regularization.Dropouts`, with a seed generator of its
+    Sets ``model.dropouts`` (`bahdanau_tf.models.regularization.Dropouts`, with a seed generator of its
     own): ``dropout`` for the target embeddings, the annotations, the decoder state and the
     readout, ``word_dropout`` for the source words. The rates are Python numbers, fixed in the
     traced training pass (a rate of 0 adds no op); the model's config, weights and inference
