@@ -380,3 +380,26 @@ def test_the_network_builds_and_trains_on_jax_where_tensorflow_cannot_be_importe
     assert report["tried"] == [] and report["imported"] == []
     assert np.isfinite(report["loss"]) and report["loss"] > 0
     assert report["changed"] == report["weights"]  # every trainable weight took the update
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason="jax is not installed (the backends extra)")
+def test_the_jax_benchmark_trains_from_arrays_without_tensorflow(tmp_path):
+    """benchmarks/jax_train.py: ``write`` turns the corpus into arrays (TensorFlow's
+    tokenizers), ``train`` trains the default preset on JAX from them with TensorFlow
+    unimportable and writes its record."""
+    script, arrays, output = os.path.join(REPO, "benchmarks", "jax_train.py"), tmp_path / "a.npz", tmp_path / "r.json"
+    env = {**env_without_tensorflow_logging(), "PYTHONPATH": REPO}
+    written = subprocess.run([sys.executable, script, "write", f"--arrays={arrays}", "--vocabulary_size=300",
+                              "--vocabulary_sentences=500", "--train_pairs=300"], capture_output=True, text=True,
+                             env=env, timeout=600)
+    assert written.returncode == 0, written.stderr[-3000:]
+    trained = subprocess.run([sys.executable, script, "train", f"--arrays={arrays}", "--updates=2", "--warmup=1",
+                              "--dev_sentences=32", f"--output={output}"], capture_output=True, text=True,
+                             env={**env, "KERAS_BACKEND": "jax"}, timeout=600)
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    record = json.loads(output.read_text())
+    assert record["preset"] == "rnnsearch-cgru-small" and record["updates"] == 2
+    assert record["machine"]["jax_backend"] == "cpu" and record["cpu"] and record["date"]
+    assert record["updates_per_second"] > 0 and record["target_tokens_per_second"] > 0
+    assert 0 < record["dev_nll"] < 10  # about ln(300) = 5.7 for a model this young
