@@ -8,9 +8,11 @@ Example:
 
 The names below are imported on first use (PEP 562), so that ``import bahdanau_tf`` does not
 import TensorFlow: the command lines (`bahdanau_tf.cli`) set TensorFlow's log levels before it
-loads. Keras's registry of the package's layers, models and losses (what
-``keras.saving.load_model("model.keras")`` needs) is filled as soon as TensorFlow and Keras
-are imported, by whoever imports them first.
+loads. The network (`bahdanau_tf.models`: the layers, cells and models) needs Keras alone, so
+``from bahdanau_tf import RNNSearch`` works on every Keras backend, TensorFlow installed or not.
+Keras's registry of the package's layers and models (what
+``keras.saving.load_model("model.keras")`` needs) is filled as soon as Keras is imported, and
+that of its losses once TensorFlow is too, by whoever imports them first.
 """
 
 import importlib
@@ -27,8 +29,8 @@ except importlib.metadata.PackageNotFoundError:  # a source tree on sys.path, no
 # public name -> the module that defines it
 _EXPORTS = {
     **dict.fromkeys(["AttentionGRUCell", "BahdanauAttention", "BidirectionalEncoder",
-                     "ConditionalGRUCell", "MaxoutReadout"], "layers"),
-    "CGRUAttentionCell": "cgru",
+                     "ConditionalGRUCell", "MaxoutReadout"], "models.layers"),
+    "CGRUAttentionCell": "models.cgru",
     **dict.fromkeys(["MaskedAccuracy", "MaskedSparseCategoricalCrossentropy"], "losses"),
     **dict.fromkeys(["RNNEncDec", "RNNSearch", "Seq2Seq", "model_from_preset"], "models"),
     **dict.fromkeys(["Trainer", "TrainingConfig"], "training"),
@@ -43,11 +45,12 @@ _EXPORTS = {
     "make_dataset": "data",
     "quiet_tensorflow": "quiet",
 }
-_SUBMODULES = ("alignment", "cgru", "corpora", "data", "decoding", "devices", "evaluation", "layers", "losses",
+_SUBMODULES = ("alignment", "corpora", "data", "decoding", "devices", "evaluation", "losses",
                "model_directory", "models", "presets", "serving", "signatures", "special_tokens",
-               "text", "training", "translation_model", "translator", "wordpiece")
-# the modules whose classes are registered with keras.saving
-_KERAS_OBJECT_MODULES = ("layers", "cgru", "losses", "models")
+               "text", "training", "translator", "wordpiece")
+# the modules whose classes are registered with keras.saving, and what they need imported first:
+# the network Keras alone, the losses TensorFlow too
+_KERAS_OBJECT_MODULES = {"models": ("keras",), "losses": ("keras", "tensorflow")}
 
 __all__ = sorted(_EXPORTS) + list(_SUBMODULES)
 
@@ -68,13 +71,21 @@ def __dir__():
 
 
 def _register_keras_objects():
-    for module in _KERAS_OBJECT_MODULES:
-        importlib.import_module(f"{__name__}.{module}")
+    """Imports each module of `_KERAS_OBJECT_MODULES` whose prerequisites are imported; returns
+    whether any is left for later."""
+    left = False
+    for module, needs in _KERAS_OBJECT_MODULES.items():
+        if all(name in sys.modules for name in needs):
+            importlib.import_module(f"{__name__}.{module}")
+        else:
+            left = True
+    return left
 
 
 class _AfterTensorFlowImport(importlib.abc.MetaPathFinder):
-    """Registers the Keras objects once the outermost import of TensorFlow or Keras is done:
-    either imports the other, and only then are both usable."""
+    """Registers the Keras objects once the outermost import of TensorFlow or Keras is done
+    (either may import the other, and is usable only at the end of it): the network's after
+    Keras, the losses' after TensorFlow too."""
 
     depth = 0
 
@@ -96,17 +107,16 @@ class _AfterTensorFlowImport(importlib.abc.MetaPathFinder):
                 execute(module)
             finally:
                 self.depth -= 1
-            if self.depth == 0 and all(n in sys.modules for n in ("tensorflow", "keras")):
-                sys.meta_path.remove(self)
+            if self.depth == 0 and "keras" in sys.modules:
                 try:
-                    _register_keras_objects()
+                    if not _register_keras_objects() and self in sys.meta_path:
+                        sys.meta_path.remove(self)
                 except Exception:  # noqa: BLE001 — never break someone else's import: the
                     pass  # package's own import raises the error where it is used
         spec.loader.exec_module = exec_module
         return spec
 
 
-if "tensorflow" in sys.modules and "keras" in sys.modules:
-    _register_keras_objects()
-elif not any(isinstance(f, _AfterTensorFlowImport) for f in sys.meta_path):
+if not ("keras" in sys.modules and not _register_keras_objects()) and not any(
+        isinstance(f, _AfterTensorFlowImport) for f in sys.meta_path):
     sys.meta_path.insert(0, _AfterTensorFlowImport())

@@ -117,7 +117,7 @@ def sampled_token_nll(target_ids: tf.Tensor, features: tf.Tensor, kernel: tf.Ten
 
     Args:
         target_ids: int (batch, target_len), padding 0.
-        features: (batch, target_len, d), `bahdanau_tf.translation_model.TranslationModel.output_features`.
+        features: (batch, target_len, d), `bahdanau_tf.models.base.TranslationModel.output_features`.
         kernel, bias: (d, |V|) and (|V|,), ``output_projection()``.
         sampled_values: `batch_candidates`'s or `sample_candidates`'s triple.
     """

@@ -482,7 +482,7 @@ class ModelDirectory:
     source_tokenizer: object
     target_tokenizer: object
     settings: dict
-    checkpoint: str
+    checkpoint: str | None  # None: fresh weights (load_weights=False)
 
 
 def _load_keras_file(path, dtype=None, expected=None):
@@ -506,7 +506,8 @@ def _load_keras_file(path, dtype=None, expected=None):
 
 
 def load_model_directory(directory: str | os.PathLike, which: str = "best",
-                         dtype: str | None = None, model_class: type | None = None) -> "ModelDirectory":
+                         dtype: str | None = None, model_class: type | None = None,
+                         load_weights: bool = True) -> "ModelDirectory":
     """Loads a trained model directory, or a ``.keras`` file.
 
     Args:
@@ -519,6 +520,8 @@ def load_model_directory(directory: str | os.PathLike, which: str = "best",
             trained under mixed precision).
         model_class: optional, the class the directory must hold (``RNNSearch.from_preset``
             hands its own); None: the class ``model.json`` names, from Keras's registry.
+        load_weights: bool, False: the saved architecture with fresh, untrained weights (its
+            tokenizers attached; ``checkpoint`` is None), as keras-hub's ``from_preset``.
 
     Returns:
         `ModelDirectory`; its model has the tokenizers attached (``Translator.from_model`` takes it).
@@ -530,7 +533,8 @@ def load_model_directory(directory: str | os.PathLike, which: str = "best",
     """
     directory = pretrained.resolve(directory)
     if is_keras_file(directory):
-        return _load_keras_file(os.fspath(directory), dtype=dtype, expected=model_class)
+        loaded = _load_keras_file(os.fspath(directory), dtype=dtype, expected=model_class)
+        return loaded if load_weights else _untrained(loaded)
     saved = check_model_directory(directory)
     config = dict(saved["config"])
     if dtype is not None:
@@ -540,7 +544,8 @@ def load_model_directory(directory: str | os.PathLike, which: str = "best",
     except ValueError as error:
         raise ValueError(f"{os.fspath(directory)!r} {error}") from None
     warnings = []  # said only once the model is loaded: a refusal is one line
-    checkpoint, failure = _load_weights(directory, model, which, saved, warnings)
+    checkpoint, failure = (_load_weights(directory, model, which, saved, warnings) if load_weights
+                           else (None, None))
     if failure is not None:
         raise ValueError(f"The checkpoint {checkpoint!r} does not hold the model of "
                          f"{os.path.join(os.fspath(directory), MODEL_CONFIG)!r} (edited, or from "
@@ -556,6 +561,26 @@ def load_model_directory(directory: str | os.PathLike, which: str = "best",
         settings=saved.get("settings", {}),
         checkpoint=checkpoint,
     )
+
+
+def _untrained(loaded):
+    """A loaded `ModelDirectory` with its model's architecture rebuilt on fresh weights."""
+    model = type(loaded.model).from_config(loaded.model.get_config()).build_variables()
+    model.attach_tokenizers(loaded.source_tokenizer, loaded.target_tokenizer)
+    return ModelDirectory(model=model, source_tokenizer=loaded.source_tokenizer,
+                          target_tokenizer=loaded.target_tokenizer, settings=loaded.settings, checkpoint=None)
+
+
+def load_trained(path, overrides: dict, model_class: type | None = None, load_weights: bool = True):
+    """The model of a preset directory, a ``.keras`` file or a shipped model's name, its
+    tokenizers attached: what ``from_preset`` of a trained model returns (handed the class)."""
+    overrides = dict(overrides)
+    dtype = overrides.pop("dtype", None)
+    if overrides:
+        raise ValueError(f"{os.fspath(path)!r} holds a trained model: its architecture cannot "
+                         f"be changed (got {sorted(overrides)}); only dtype can be given.")
+    return load_model_directory(os.fspath(path), dtype=dtype, model_class=model_class,
+                                load_weights=load_weights).model
 
 
 def _load_weights(directory, model, which, saved, warnings):

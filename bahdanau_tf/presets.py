@@ -9,8 +9,11 @@ registers it, so this module sits below the models.
 """
 
 import dataclasses
+import os
 
 import keras
+
+from bahdanau_tf import pretrained
 
 _PAPER_SIZES = dict(embedding_dim=620, hidden_dim=1000, maxout_dim=500)
 
@@ -149,4 +152,23 @@ def preset_names() -> list:
     return sorted(set(PRESETS) | set(ALIASES))
 
 
-__all__ = ["Preset", "PRESETS", "ALIASES", "UPDATES_FLOOR", "get_preset", "preset_names", "updates_floor"]
+def is_model_path(name) -> bool:
+    """True for a trained model to load, False for an architecture preset's name: the one rule
+    of every ``from_preset`` (docs/translating.md, "Model names and paths").
+
+    A name is looked up first: an architecture preset's (or its alias) is False, a shipped
+    model's (`bahdanau_tf.pretrained`) True, whatever the current directory holds. Anything
+    else is a path (True) when it exists, is written as one (a ``/``, a leading ``.`` or
+    ``~``) or names a ``.keras`` file; a bare word that is none of these is False (an unknown
+    preset, named as such).
+    """
+    name = os.fspath(name)
+    if name in PRESETS or name in ALIASES:
+        return False
+    written_as_path = (os.sep in name or (os.altsep and os.altsep in name)
+                       or name.startswith((".", "~")) or name.endswith(".keras"))
+    return name in pretrained.MODELS or written_as_path or os.path.exists(name)
+
+
+__all__ = ["Preset", "PRESETS", "ALIASES", "UPDATES_FLOOR", "get_preset", "is_model_path", "preset_names",
+           "updates_floor"]

@@ -72,17 +72,17 @@ import tensorflow as tf
 from keras import ops
 
 from bahdanau_tf import decoding, devices, lexicon, model_directory, pretrained, unknown_words
+from bahdanau_tf.presets import is_model_path
 from bahdanau_tf.decoding import chunks, portable
 from bahdanau_tf.decoding.batching import check_int
 from bahdanau_tf.special_tokens import END_TOKEN, PAD_ID, START_ID, UNK_ID
 from bahdanau_tf.text_graph import (SENTENCES, Alignment, TextGraph, TranslationOutput, alignments_of,
                                     decode_strings)
-from bahdanau_tf.translation_model import is_model_path
 
 DEFAULT_BEAM_SIZE = 5
-DEFAULT_LENGTH_PENALTY = 1.0  # GNMT alpha, see the module docstring
+DEFAULT_LENGTH_PENALTY = decoding.DEFAULT_LENGTH_PENALTY  # GNMT alpha, see the module docstring
 # the default search: serving_default's, and translate's unless told otherwise
-DEFAULT_SEARCH = decoding.BeamSearch(beam_size=DEFAULT_BEAM_SIZE, length_penalty=DEFAULT_LENGTH_PENALTY)
+DEFAULT_SEARCH = decoding.BeamSearch(beam_size=DEFAULT_BEAM_SIZE)  # DEFAULT_LENGTH_PENALTY
 # a batch's search without XLA: source ids, their lengths and limits, forbid_unknown
 _SEARCH_INPUTS = [tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([None], tf.int32),
                   tf.TensorSpec([None], tf.int32), tf.TensorSpec([], tf.bool)]
@@ -112,7 +112,7 @@ class Translator(tf.Module):
         source_tokenizer: a `bahdanau_tf.text` tokenizer of the source language.
         target_tokenizer: the target language's tokenizer.
         search: a `bahdanau_tf.decoding.BeamSearch` of the default ``beam_size`` (5; 1 is
-            greedy search) and ``length_penalty`` (the GNMT alpha >= 0, 0.5; 0 ranks by
+            greedy search) and ``length_penalty`` (the GNMT alpha >= 0, `DEFAULT_LENGTH_PENALTY`; 0 ranks by
             log p(y | x)): `translate`'s default and the exported signatures'.
         limits: a `bahdanau_tf.decoding.LengthLimits`, the source cut and the output limit.
         batching: a `bahdanau_tf.decoding.Batching`, how the search runs (XLA, chunks, slots,
@@ -131,7 +131,7 @@ class Translator(tf.Module):
     Example:
 
         translator = Translator.from_directory("runs/rnnsearch-small",
-                                               search=BeamSearch(beam_size=5, length_penalty=0.5))
+                                               search=BeamSearch(beam_size=12))
         output = translator.translate(["But seek God's Kingdom, and all these things will be added to you."])
         output.translations[0], output.scores[0]
         bahdanau_tf.export_saved_model(translator, "/models/bahdanau")  # TF Serving, see bahdanau_tf.serving
@@ -263,7 +263,7 @@ class Translator(tf.Module):
     def from_preset(cls, name, dtype="auto", **kwargs) -> "Translator":
         """The Translator of a model that ships with the package (`bahdanau_tf.pretrained`),
         or of a trained model's path, by the rule of every ``from_preset``
-        (`bahdanau_tf.translation_model.is_model_path`).
+        (`bahdanau_tf.presets.is_model_path`).
 
         Args:
             name: str, a shipped model's name, e.g. ``"bible-en-es-small"``

@@ -15,7 +15,7 @@ Variants (precision / XLA):
 * ``batch96``, ``batch128``: ``new_default`` at another batch size (compare sentence pairs per
   second, ``pairs_per_s``: a larger batch holds more tokens per step);
 * ``jit_autodiff``: ``jit`` with the recurrences differentiated automatically by TensorFlow
-  (`bahdanau_tf.recurrence.automatic_differentiation`), the train step before their written-out
+  (`bahdanau_tf.models.recurrence.automatic_differentiation`), the train step before their written-out
   backward pass, so ``--variants=jit,jit_autodiff`` compares the two in one process.
 
 Machines: ``native`` and ``avx2``, an AVX2/FMA-only CPU emulated on this one (see
@@ -184,7 +184,7 @@ def _run_pass(trainer, iterator, steps, variant):
 
     autodiff = contextlib.nullcontext()
     if variant in AUTODIFF_VARIANTS:  # imported only here: a checkout from before the module has none
-        from bahdanau_tf import recurrence
+        from bahdanau_tf.models import recurrence
 
         autodiff = recurrence.automatic_differentiation()
     start, cpu_start = time.time(), time.process_time()

@@ -349,7 +349,7 @@ def check_layer(layer, call, build=None, atol=1e-5):
     weights gives the same outputs, every weight gets a gradient, eager == tf.function == XLA.
 
     Args:
-        layer: an unbuilt layer of `bahdanau_tf.layers`.
+        layer: an unbuilt layer of `bahdanau_tf.models.layers`.
         call: ``call(layer) -> outputs``, one call on fixed inputs.
         build: optional ``build(layer)``, for layers whose ``build`` takes sizes, not a shape.
 

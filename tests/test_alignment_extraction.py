@@ -331,7 +331,7 @@ def test_decoded_links_carry_gold_over_to_uniquely_matched_words():
 @pytest.mark.subprocess
 def test_importing_the_alignment_wing_first_still_registers_the_models():
     """`bahdanau_tf.alignment` imported before anything else imports Keras, whose import
-    registers the models, whose RNNSearch imports `alignment.head`: the registry is whole."""
+    registers the models (with the alignment head's layer): the registry is whole."""
     import subprocess
     import sys
 

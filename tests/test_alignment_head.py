@@ -9,7 +9,7 @@ import tensorflow as tf
 
 import bahdanau_tf
 from bahdanau_tf import alignment, data, training
-from bahdanau_tf.alignment.head import AlignmentHead
+from bahdanau_tf.models.alignment_head import AlignmentHead
 from bahdanau_tf.alignment import alignment_scores, attention_to_alignment
 from helpers import gru_step, learning_seed, random_model, softmax, split3, split_recurrent
 from test_alignment_guided import SOURCE_WORDS, TARGET_WORDS, copy_corpus, copy_tokenizers, diagonal

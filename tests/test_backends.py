@@ -330,3 +330,76 @@ def test_a_model_directory_saved_on_the_other_backend_loads_on_tensorflow(backen
     model = RNNSearch.from_preset(str(directory))
     np.testing.assert_allclose(np.asarray(model((SOURCE, TARGET_IN))), backends["other"]["fitted/logits"],
                                rtol=0, atol=1e-5)
+
+
+# Run where TensorFlow cannot be imported: a finder refuses tensorflow and tensorflow_text (and
+# records each try), on Keras's JAX backend; argv: the package's import path.
+WITHOUT_TENSORFLOW_SCRIPT = r'''
+import importlib.abc, json, os, sys
+os.environ["KERAS_BACKEND"] = "jax"
+tried = []
+
+class Unimportable(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("tensorflow", "tensorflow_text"):
+            tried.append(name)
+            raise ImportError(f"{name} is not installed here")
+
+sys.meta_path.insert(0, Unimportable())
+import numpy as np
+from bahdanau_tf.models import RNNSearch
+from bahdanau_tf import RNNSearch as FromThePackage
+import keras
+
+model = RNNSearch.from_preset("rnnsearch-cgru-small")
+model.compile(optimizer=keras.optimizers.Adam(1e-3),
+              loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+rng = np.random.default_rng(0)
+source = rng.integers(4, 8000, (4, 9)).astype("int32")
+target = rng.integers(4, 8000, (4, 7)).astype("int32")
+target_in = np.concatenate([np.ones((4, 1), "int32"), target[:, :-1]], axis=1)
+before = [np.array(w) for w in model.trainable_weights]
+loss = float(model.train_on_batch((source, target_in), target))
+changed = sum(not np.array_equal(b, np.array(w)) for b, w in zip(before, model.trainable_weights))
+print(json.dumps({"loss": loss, "changed": changed, "weights": len(before), "tried": tried,
+                  "same_class": FromThePackage is RNNSearch, "backend": keras.backend.backend(),
+                  "imported": sorted(n for n in sys.modules if n.split(".")[0] in ("tensorflow", "tensorflow_text"))}))
+'''
+
+
+@pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason="jax is not installed (the backends extra)")
+def test_the_network_builds_and_trains_on_jax_where_tensorflow_cannot_be_imported():
+    """`bahdanau_tf.models` needs Keras alone: the default preset builds and makes one update
+    on JAX in a process where importing TensorFlow or tensorflow-text raises, and nothing
+    tried to import them."""
+    result = subprocess.run([sys.executable, "-c", WITHOUT_TENSORFLOW_SCRIPT], capture_output=True,
+                            text=True, env={**env_without_tensorflow_logging(), "PYTHONPATH": REPO}, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["backend"] == "jax" and report["same_class"]
+    assert report["tried"] == [] and report["imported"] == []
+    assert np.isfinite(report["loss"]) and report["loss"] > 0
+    assert report["changed"] == report["weights"]  # every trainable weight took the update
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason="jax is not installed (the backends extra)")
+def test_the_jax_benchmark_trains_from_arrays_without_tensorflow(tmp_path):
+    """benchmarks/jax_train.py: ``write`` turns the corpus into arrays (TensorFlow's
+    tokenizers), ``train`` trains the default preset on JAX from them with TensorFlow
+    unimportable and writes its record."""
+    script, arrays, output = os.path.join(REPO, "benchmarks", "jax_train.py"), tmp_path / "a.npz", tmp_path / "r.json"
+    env = {**env_without_tensorflow_logging(), "PYTHONPATH": REPO}
+    written = subprocess.run([sys.executable, script, "write", f"--arrays={arrays}", "--vocabulary_size=300",
+                              "--vocabulary_sentences=500", "--train_pairs=300"], capture_output=True, text=True,
+                             env=env, timeout=600)
+    assert written.returncode == 0, written.stderr[-3000:]
+    trained = subprocess.run([sys.executable, script, "train", f"--arrays={arrays}", "--updates=2", "--warmup=1",
+                              "--dev_sentences=32", f"--output={output}"], capture_output=True, text=True,
+                             env={**env, "KERAS_BACKEND": "jax"}, timeout=600)
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    record = json.loads(output.read_text())
+    assert record["preset"] == "rnnsearch-cgru-small" and record["updates"] == 2
+    assert record["machine"]["jax_backend"] == "cpu" and record["cpu"] and record["date"]
+    assert record["updates_per_second"] > 0 and record["target_tokens_per_second"] > 0
+    assert 0 < record["dev_nll"] < 10  # about ln(300) = 5.7 for a model this young

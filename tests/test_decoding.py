@@ -13,6 +13,8 @@ The search is written in ``keras.ops``; here it runs on the TensorFlow backend (
 ``tf.function`` and under XLA); tests/test_backends.py runs it on JAX.
 """
 
+# The scripted and brute-force references rank by log p: their searches say length_penalty=0.0
+# (every search's default is decoding.DEFAULT_LENGTH_PENALTY).
 import itertools
 import math
 import os
@@ -88,7 +90,7 @@ def dummy_state(batch):
 
 def run_scripted(step_fn, batch=1, max_length=100, attention_length=None, buffer_length=None,
                  **settings):
-    return beam_search(step_fn, dummy_state(batch), batch, BeamSearch(**settings), max_length,
+    return beam_search(step_fn, dummy_state(batch), batch, BeamSearch(**{"length_penalty": 0.0, **settings}), max_length,
                        attention_length=attention_length,
                        execution=Execution(buffer_length=buffer_length))
 
@@ -275,7 +277,7 @@ def test_scripted_length_penalty_ranks_during_the_search():
 def test_nbest_larger_than_the_hypothesis_count_reports_empty_slots():
     # vocabulary [PAD, START, END, UNK]: only END and UNK can be generated, max 1 token
     step_fn = lambda ids, step, state: (tf.zeros([tf.shape(ids)[0], 4]), state, None)
-    out = beam_search(step_fn, dummy_state(1), 1, BeamSearch(beam_size=4, nbest=4), max_length=1)
+    out = beam_search(step_fn, dummy_state(1), 1, BeamSearch(length_penalty=0.0, beam_size=4, nbest=4), max_length=1)
     assert out.ids.numpy()[0, :, 0].tolist() == [END_ID, UNK_ID, PAD_ID, PAD_ID]
     assert out.lengths.numpy().tolist() == [[1, 1, 0, 0]]
     assert np.isneginf(out.scores.numpy()[0, 2:]).all()
@@ -300,15 +302,15 @@ def test_the_settings_are_checked_where_they_are_built():
     """One message per bad value, from the settings type itself, whoever is handed it
     (`beam_search` or a Translator)."""
     widest = decoding.MAX_BEAM_SIZE
-    refusals = ((lambda: BeamSearch(beam_size=widest + 1), f"beam_size must be an int in [1, {widest}], got {widest + 1}"),
-                (lambda: BeamSearch(beam_size=2.5), "beam_size must be an int in [1, 64], got 2.5"),
-                (lambda: BeamSearch(beam_size=True), "beam_size must be an int in [1, 64], got True"),
-                (lambda: BeamSearch(beam_size=2, nbest=3), "nbest must be an int in [1, 2], got 3"),
+    refusals = ((lambda: BeamSearch(length_penalty=0.0, beam_size=widest + 1), f"beam_size must be an int in [1, {widest}], got {widest + 1}"),
+                (lambda: BeamSearch(length_penalty=0.0, beam_size=2.5), "beam_size must be an int in [1, 64], got 2.5"),
+                (lambda: BeamSearch(length_penalty=0.0, beam_size=True), "beam_size must be an int in [1, 64], got True"),
+                (lambda: BeamSearch(length_penalty=0.0, beam_size=2, nbest=3), "nbest must be an int in [1, 2], got 3"),
                 (lambda: BeamSearch(length_penalty="0.5"), "length_penalty must be a float >= 0, got '0.5'"),
                 (lambda: BeamSearch(length_penalty=float("nan")), "length_penalty must be a float >= 0, got nan"),
-                (lambda: BeamSearch(return_attention=1), "return_attention must be a bool, got 1"),
-                (lambda: BeamSearch(forbid_ids=(END_ID,)), "forbid_ids must not contain end_id"),
-                (lambda: BeamSearch(beam_size=tf.constant(0)), "beam_size must be an int in [1, 64], got 0"),
+                (lambda: BeamSearch(length_penalty=0.0, return_attention=1), "return_attention must be a bool, got 1"),
+                (lambda: BeamSearch(length_penalty=0.0, forbid_ids=(END_ID,)), "forbid_ids must not contain end_id"),
+                (lambda: BeamSearch(length_penalty=0.0, beam_size=tf.constant(0)), "beam_size must be an int in [1, 64], got 0"),
                 (lambda: Execution(jit_compile="yes"), "jit_compile must be a bool, got 'yes'"),
                 (lambda: Execution(buffer_length=0), "buffer_length must be an int >= 1, got 0"))
     for build, message in refusals:
@@ -316,7 +318,7 @@ def test_the_settings_are_checked_where_they_are_built():
             build()
     # NumPy values become Python values: one key for the compiled searches
     assert BeamSearch(beam_size=np.int64(3), length_penalty=np.float32(0.5)) == BeamSearch(beam_size=3, length_penalty=0.5)
-    assert isinstance(BeamSearch(beam_size=tf.constant([2, 3])).beam_size, tf.Tensor)  # per-row beams
+    assert isinstance(BeamSearch(length_penalty=0.0, beam_size=tf.constant([2, 3])).beam_size, tf.Tensor)  # per-row beams
 
 
 @pytest.mark.parametrize("jit", [False, True])
@@ -403,7 +405,7 @@ def token_state_step_fn(step_fn):
     return step
 
 
-def search_parts(step_fn, batch=1, search=BeamSearch(beam_size=2, nbest=2), max_length=10,
+def search_parts(step_fn, batch=1, search=BeamSearch(length_penalty=0.0, beam_size=2, nbest=2), max_length=10,
                  memory=None, xla=False, slots=None):
     """The `SearchInputs` of a search and its state before the first step."""
     state = tf.constant([[10.0 + sentence] for sentence in range(batch)])
@@ -658,7 +660,7 @@ def test_beam_one_equals_a_python_greedy_loop():
     expected_ids, expected_lengths, expected_scores = python_greedy(step_fn, state, 8, 9)
     assert len(set(expected_lengths)) > 1  # some stop early, some run to the limit
     for out in [greedy_search(step_fn, state, 8, max_length=9),
-                beam_search(step_fn, state, 8, BeamSearch(beam_size=1), max_length=9)]:
+                beam_search(step_fn, state, 8, BeamSearch(length_penalty=0.0, beam_size=1), max_length=9)]:
         np.testing.assert_array_equal(out.ids.numpy()[:, 0], expected_ids)
         np.testing.assert_array_equal(out.lengths.numpy()[:, 0], expected_lengths)
         np.testing.assert_allclose(out.scores.numpy()[:, 0], expected_scores, rtol=1e-5)
@@ -669,13 +671,13 @@ def test_a_sentence_decodes_the_same_alone_and_in_a_batch():
     memory, state = model.encode(5)
     limits = np.array([4, 11, 6, 2, 9])
     batched = beam_search(model.step_fn(tile_beams(memory, 4)), state, 5,
-                          BeamSearch(beam_size=4, nbest=3, return_attention=True),
+                          BeamSearch(length_penalty=0.0, beam_size=4, nbest=3, return_attention=True),
                           max_length=tf.constant(limits), attention_length=model.source_len)
     assert batched.ids.shape == (5, 3, 11)
     for sentence, limit in enumerate(limits):
         alone = beam_search(model.step_fn(tile_beams(select(memory, sentence), 4)),
                             select(state, sentence), 1,
-                            BeamSearch(beam_size=4, nbest=3, return_attention=True),
+                            BeamSearch(length_penalty=0.0, beam_size=4, nbest=3, return_attention=True),
                             max_length=int(limit), attention_length=model.source_len)
         assert alone.ids.shape == (1, 3, limit)
         np.testing.assert_array_equal(batched.ids.numpy()[sentence, :, :limit], alone.ids[0])
@@ -688,7 +690,7 @@ def test_a_sentence_decodes_the_same_alone_and_in_a_batch():
 
 def search_alone(model, memory, state, sentence, beam, limit, attention_length=None, **settings):
     return beam_search(model.step_fn(tile_beams(select(memory, sentence), beam)),
-                       select(state, sentence), 1, BeamSearch(beam_size=beam, **settings),
+                       select(state, sentence), 1, BeamSearch(length_penalty=0.0, beam_size=beam, **settings),
                        max_length=int(limit), attention_length=attention_length)
 
 
@@ -893,7 +895,7 @@ def test_scripted_ties_agree_under_tf_function_and_xla():
     step_fn, _ = scripted_step_fn(SCRIPT_3, DEFAULT_3)
 
     def decode(state):
-        return beam_search(step_fn, state, tf.shape(state)[0], BeamSearch(beam_size=3, nbest=3),
+        return beam_search(step_fn, state, tf.shape(state)[0], BeamSearch(length_penalty=0.0, beam_size=3, nbest=3),
                            max_length=4)
 
     eager = decode(dummy_state(2))
@@ -908,10 +910,10 @@ def test_ensemble_of_one_equals_the_model():
     model = TinyModel(seed=5, vocab=10, scale=2.0)
     memory, state = model.encode(4)
     step_fn = model.step_fn(tile_beams(memory, 3))
-    alone = beam_search(step_fn, state, 4, BeamSearch(beam_size=3, nbest=3, return_attention=True),
+    alone = beam_search(step_fn, state, 4, BeamSearch(length_penalty=0.0, beam_size=3, nbest=3, return_attention=True),
                         max_length=7, attention_length=model.source_len)
     ensemble = beam_search(ensemble_step_fn([step_fn]), (state,), 4,
-                           BeamSearch(beam_size=3, nbest=3, return_attention=True), max_length=7,
+                           BeamSearch(length_penalty=0.0, beam_size=3, nbest=3, return_attention=True), max_length=7,
                            attention_length=model.source_len)
     np.testing.assert_array_equal(ensemble.ids, alone.ids)
     np.testing.assert_array_equal(ensemble.lengths, alone.lengths)
@@ -945,9 +947,9 @@ def test_ensemble_of_two_averages_probabilities():
     model = TinyModel(seed=8, vocab=10, scale=2.0)
     memory, state = model.encode(3)
     step_fn = model.step_fn(tile_beams(memory, 2))
-    alone = beam_search(step_fn, state, 3, BeamSearch(beam_size=2), max_length=6)
+    alone = beam_search(step_fn, state, 3, BeamSearch(length_penalty=0.0, beam_size=2), max_length=6)
     pair = beam_search(ensemble_step_fn([step_fn, step_fn]), (state, state), 3,
-                       BeamSearch(beam_size=2), max_length=6)
+                       BeamSearch(length_penalty=0.0, beam_size=2), max_length=6)
     np.testing.assert_array_equal(pair.ids, alone.ids)
     np.testing.assert_allclose(pair.scores, alone.scores, rtol=1e-5)
 
@@ -979,7 +981,7 @@ def test_attention_rows_follow_the_beam_reordering():
     bias = tf.constant(np.random.default_rng(0).normal(size=(batch, vocab)), tf.float32)
     state = (tf.zeros([batch, max_length]), bias)
     out = beam_search(step_fn, state, batch,
-                      BeamSearch(beam_size=beam, nbest=beam, return_attention=True),
+                      BeamSearch(length_penalty=0.0, beam_size=beam, nbest=beam, return_attention=True),
                       max_length=max_length, attention_length=max_length)
     ids, lengths, attention = out.ids.numpy(), out.lengths.numpy(), out.attention.numpy()
     assert attention.shape == (batch, beam, max_length, max_length)
@@ -1009,12 +1011,12 @@ def test_dynamic_beam_size_and_nbest_in_tf_function():
     @tf.function(input_signature=[tf.TensorSpec([], tf.int32), tf.TensorSpec([], tf.int32)])
     def decode(beam, nbest):
         return beam_search(model.step_fn(tile_beams(memory, beam)), state, 3,
-                           BeamSearch(beam_size=beam, nbest=nbest), max_length=6)
+                           BeamSearch(length_penalty=0.0, beam_size=beam, nbest=nbest), max_length=6)
 
     for beam, nbest in [(1, 1), (4, 2)]:
         dynamic = decode(tf.constant(beam), tf.constant(nbest))
         static = beam_search(model.step_fn(tile_beams(memory, beam)), state, 3,
-                             BeamSearch(beam_size=beam, nbest=nbest), max_length=6)
+                             BeamSearch(length_penalty=0.0, beam_size=beam, nbest=nbest), max_length=6)
         np.testing.assert_array_equal(dynamic.ids, static.ids)
         np.testing.assert_allclose(dynamic.scores, static.scores, rtol=1e-6)
     with pytest.raises(tf.errors.InvalidArgumentError):
@@ -1047,7 +1049,7 @@ def test_wide_beam_matches_brute_force_on_rnnsearch():
     check_wide_beam_is_exhaustive(make_step_fn, memory, state, 2, 0.0, (END_ID, UNK_ID, 4))
     # The returned scores are the model's teacher-forced log-probabilities (its training path).
     out = beam_search(make_step_fn(tile_beams(memory, 5)), state, 2,
-                      BeamSearch(beam_size=5, nbest=5), max_length=4)
+                      BeamSearch(length_penalty=0.0, beam_size=5, nbest=5), max_length=4)
     ids, lengths = out.ids.numpy(), out.lengths.numpy()
     for sentence in range(2):
         targets = ids[sentence]  # [5, 4]

@@ -1,5 +1,6 @@
-"""The package's layering: no import cycle (function-local imports counted) and no module
-reaching another's private names (STYLE.md, "Who may import whom")."""
+"""The package's layering: no import cycle (function-local imports and `importlib` calls
+counted), a network that imports only Keras, and no module reaching another's private names
+(STYLE.md, "Who may import whom")."""
 
 import ast
 import pathlib
@@ -19,10 +20,33 @@ def _modules():
     return modules
 
 
-def _imports(tree, modules):
-    """(imported package module, imported names, alias) of every import statement, at any depth."""
+#: the imports the network makes of what sits above it, each inside one function, called only
+#: where that function is: (module, function) -> what it may import there
+NETWORK_CALLS_UP = {
+    ("bahdanau_tf.models.base", "translate"): {"bahdanau_tf.translator"},  # deprecated, goes in 0.4
+}
+
+
+def _imported_by_call(node):
+    """The module a call ``importlib.import_module("name")`` or ``__import__("name")`` names."""
+    function = node.func
+    name = function.attr if isinstance(function, ast.Attribute) else getattr(function, "id", None)
+    if name in ("import_module", "__import__") and node.args and isinstance(node.args[0], ast.Constant):
+        return node.args[0].value
+    return None
+
+
+def _imports(tree, modules, skip=()):
+    """(imported package module, imported names, alias) of every import statement and every
+    `importlib` call naming a module, at any depth; not inside the functions named in ``skip``."""
+    skipped = {id(n) for f in ast.walk(tree) if isinstance(f, ast.FunctionDef) and f.name in skip
+               for n in ast.walk(f)}
     for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.Call) and _imported_by_call(node) in modules:
+            yield _imported_by_call(node), [], None
+        elif isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.name in modules:
                     yield alias.name, [], alias.asname or alias.name
@@ -35,10 +59,12 @@ def _imports(tree, modules):
                     yield node.module, [alias.name], None
 
 
-def _graph(modules):
+def _graph(modules, skip=None):
+    """{module: the package modules it imports}; ``skip``: {(module, function)} left out."""
     graph = {name: set() for name in modules}
     for name, tree in modules.items():
-        for target, _, _ in _imports(tree, modules):
+        functions = {function for module, function in (skip or ()) if module == name}
+        for target, _, _ in _imports(tree, modules, functions):
             # a package's own __init__ re-exports its submodules: that is not a dependency back
             if target != name and not (name.startswith(target + ".") and target == "bahdanau_tf"):
                 graph[name].add(target)
@@ -80,20 +106,63 @@ def test_no_import_cycle_even_through_function_local_imports():
         deps.discard("bahdanau_tf")
     assert _cycles(graph) == []
     # the layers the README lists: the network above the on-disk format and the task
-    assert "bahdanau_tf.models" not in graph["bahdanau_tf.model_directory"]
-    assert "bahdanau_tf.models" not in graph["bahdanau_tf.translator"]
+    for lower in ("bahdanau_tf.model_directory", "bahdanau_tf.translator"):
+        assert not {n for n in _reached(graph, lower) if n.startswith("bahdanau_tf.models")}, lower
     assert "bahdanau_tf.training" not in graph["bahdanau_tf.data"]
 
 
 def test_the_network_imports_neither_the_task_nor_the_export():
-    """The models (and their base) reach neither the Translator, the signatures nor the
-    SavedModel export, directly or through any module they import (function-local imports
-    counted): the task is handed the model, not the reverse."""
-    graph = _graph(_modules())
+    """The network (`bahdanau_tf.models`) reaches neither the Translator, the signatures nor
+    the SavedModel export, directly or through any module it imports (function-local imports
+    and importlib calls counted): the task is handed the model, not the reverse. The one
+    exception is the deprecated ``model.translate`` alias (`NETWORK_CALLS_UP`), which no
+    import of the translator's reaches back."""
+    graph = _graph(_modules(), skip=NETWORK_CALLS_UP)
     graph.pop("bahdanau_tf")
-    for network in ("bahdanau_tf.models", "bahdanau_tf.translation_model"):
-        upward = _reached(graph, network) & {"bahdanau_tf.translator", "bahdanau_tf.signatures", "bahdanau_tf.serving"}
+    task = {"bahdanau_tf.translator", "bahdanau_tf.signatures", "bahdanau_tf.serving"}
+    for network in (name for name in graph if name.startswith("bahdanau_tf.models")):
+        upward = _reached(graph, network) & task
         assert not upward, f"{network} reaches {sorted(upward)}"
+    # what the exception imports never reaches the network, so no circle can close through it
+    for targets in NETWORK_CALLS_UP.values():
+        for target in targets:
+            assert not {n for n in _reached(graph, target) if n.startswith("bahdanau_tf.models")}, target
+
+
+def _top_level_imports(tree):
+    """The names of the modules imported outside every function and class body."""
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            yield node.module
+            yield from (f"{node.module}.{alias.name}" for alias in node.names)
+
+
+def test_the_network_imports_only_keras_at_import_time():
+    """What importing `bahdanau_tf.models` runs imports Keras, NumPy and the standard library,
+    and of the package only the network, the presets, the shipped models' list and the special
+    ids: never TensorFlow, tensorflow-text, the model directory, the tokenizers nor the
+    alignment wing (tests/test_backends.py runs it where TensorFlow cannot be imported)."""
+    modules = _modules()
+    allowed = {"bahdanau_tf.presets", "bahdanau_tf.pretrained", "bahdanau_tf.special_tokens"}
+    todo, seen, foreign = ["bahdanau_tf.models"], set(), set()
+    while todo:
+        name = todo.pop()
+        seen.add(name)
+        for imported in _top_level_imports(modules[name]):
+            if imported.split(".")[0] != "bahdanau_tf":
+                foreign.add(imported.split(".")[0])
+                continue
+            while imported not in modules:
+                imported = imported.rpartition(".")[0]
+            if imported not in seen and imported != "bahdanau_tf":
+                todo.append(imported)
+    outside = {name for name in seen if not name.startswith("bahdanau_tf.models")} - allowed
+    assert not outside, f"the network imports {sorted(outside)} at import time"
+    assert foreign <= {"keras", "numpy", "__future__", "contextlib", "contextvars", "dataclasses",
+                       "functools", "hashlib", "json", "logging", "os", "sys", "types", "typing",
+                       "warnings", "zlib"}, sorted(foreign)
 
 
 def test_the_translator_reaches_neither_the_signatures_nor_the_export():

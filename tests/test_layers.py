@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bahdanau_tf import cgru, initializers, layers, presets
-from bahdanau_tf.alignment import head as alignment_head
-from bahdanau_tf.alignment.head import AlignmentHead
+from bahdanau_tf import presets
+from bahdanau_tf.models import cgru, initializers, layers
+import bahdanau_tf.models.alignment_head as alignment_head
+from bahdanau_tf.models.alignment_head import AlignmentHead
 
 
 def _randomize(layer, seed=0, scale=0.3):
@@ -227,7 +228,7 @@ _SEQUENCE = [_RNG.normal(size=(3, 5, d)).astype("float32") for d in (4, 2, 6)]
 _SOURCE = np.array([[5, 6, 7, 2], [9, 2, 0, 0], [11, 2, 0, 0]], "int32")
 _TARGET_MASK = np.arange(5)[None, :] < np.array([5, 3, 1])[:, None]
 
-# (layer, call, build): every layer of bahdanau_tf.layers through helpers.check_layer
+# (layer, call, build): every layer of bahdanau_tf.models.layers through helpers.check_layer
 LAYER_CONTRACTS = {
     "BahdanauAttention-additive": (
         lambda: layers.BahdanauAttention(7, score="additive", name="att"),

@@ -114,14 +114,35 @@ def test_loaded_by_name_in_float32_with_the_default_presets_variables(model):
         np.testing.assert_array_equal(value, expected)
 
 
+def test_load_weights_false_gives_the_shipped_models_architecture_untrained(model):
+    """keras-hub's ``load_weights=False``: the shipped model's architecture and tokenizers,
+    fresh weights; without it, the trained weights."""
+    bare = RNNSearch.from_preset(NAME, load_weights=False)
+    assert bare.get_config() == {**model.get_config(), "name": bare.name}
+    assert bare.source_tokenizer.vocabulary_size == model.source_tokenizer.vocabulary_size
+    layout = lambda m: [(v.path.split("/", 1)[1], tuple(v.shape)) for v in m.weights]  # noqa: E731
+    assert layout(bare) == layout(model)
+    differ = [not np.array_equal(np.asarray(a), np.asarray(b)) for a, b in zip(bare.weights, model.weights)]
+    assert sum(differ) >= len(differ) - 3  # fresh draws (zero-initialised biases may agree)
+    trained = RNNSearch.from_preset(NAME)
+    for a, b in zip(trained.weights, model.weights):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_an_architecture_preset_says_it_is_untrained(caplog):
+    with caplog.at_level("INFO", logger="bahdanau_tf"):
+        RNNSearch.from_preset("tiny", source_vocabulary_size=20, target_vocabulary_size=20)
+    assert any("rnnsearch-tiny: an untrained architecture" in r.getMessage() for r in caplog.records)
+
+
 @pytest.mark.slow
 def test_the_deprecated_model_translate_warns_and_translates(model):
     """0.2's ``model.translate`` still answers, for one release, with a warning naming the
-    replacement."""
+    replacement, of the category Python shows a user's module (not only ``__main__``)."""
     replacement = r"Translator\.from_model\(model\)\.translate\(\.\.\.\)\.translations"
-    with pytest.warns(DeprecationWarning, match=replacement):
+    with pytest.warns(FutureWarning, match=replacement):
         assert model.translate(list(EXPECTED)) == list(EXPECTED.values())
-    with pytest.warns(DeprecationWarning, match=replacement):
+    with pytest.warns(FutureWarning, match=replacement):
         assert model.translate(VERSE) == EXPECTED[VERSE]
 
 

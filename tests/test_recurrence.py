@@ -1,4 +1,4 @@
-"""The recurrences' written-out backward pass (bahdanau_tf.backprop, the cells' step_backward)
+"""The recurrences' written-out backward pass (bahdanau_tf.models.backprop, the cells' step_backward)
 against automatic differentiation: one step of each decoder cell, then every weight's gradient
 of a loss, for each model, with padding, recurrent dropout, attention weights in the loss,
 eagerly and under XLA, in float32 and mixed precision."""
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bahdanau_tf import backprop, cgru, layers, recurrence
+from bahdanau_tf.models import backprop, cgru, layers, recurrence
 from bahdanau_tf.models import RNNEncDec, RNNSearch, Seq2Seq
 from tests import helpers
 

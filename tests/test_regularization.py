@@ -1,4 +1,4 @@
-"""Tests of bahdanau_tf.regularization: the masks, and dropout in the training pass only, for
+"""Tests of bahdanau_tf.models.regularization: the masks, and dropout in the training pass only, for
 every model (inference, translations and the served graph unchanged)."""
 
 import functools
@@ -9,7 +9,8 @@ import pytest
 import tensorflow as tf
 
 import helpers
-from bahdanau_tf import layers, models, regularization, serving
+from bahdanau_tf import models, serving
+from bahdanau_tf.models import layers, regularization
 from bahdanau_tf.decoding import Batching
 from bahdanau_tf.presets import get_preset
 from bahdanau_tf.special_tokens import END_ID, PAD_ID, UNK_ID

@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bahdanau_tf import checkpoint_averaging, data, losses, model_directory, presets, regularization, text, training
+from bahdanau_tf import checkpoint_averaging, data, losses, model_directory, presets, text, training
+from bahdanau_tf.models import regularization
 from bahdanau_tf.corpora import load_corpus
 from bahdanau_tf.decoding import Batching
 from helpers import beam, checkpoint_model_values, learning_seed

@@ -4,8 +4,8 @@ chosen on dev.
 Its modules, from the bottom up (each imports only the ones above it in this list, and none
 imports the models, the translator or the command lines: a `Translator` is handed in):
 
-- :mod:`~bahdanau_tf.alignment.head`: `AlignmentHead`, an attention whose query has read the
-  target word it aligns (a layer, the sibling of `bahdanau_tf.layers`);
+- :mod:`~bahdanau_tf.models.alignment_head`: `AlignmentHead`, an attention whose query has read the
+  target word it aligns (a layer, the sibling of `bahdanau_tf.models.layers`);
 - :mod:`~bahdanau_tf.alignment.pharaoh`: Pharaoh ``i-j`` files and the eflomal aligner;
 - :mod:`~bahdanau_tf.alignment.extraction`: attention -> word links, one direction, by an
   `ExtractionRule`;
@@ -36,12 +36,6 @@ Example:
     print(choice.rule, choice.dev_aer)
 """
 
-# Keras first: its import registers the package's models (`bahdanau_tf._register_keras_objects`),
-# whose RNNSearch imports `alignment.head`; begun from inside head.py, that import would meet
-# head.py half-run
-import keras  # noqa: F401, I001
-
-from bahdanau_tf.alignment.head import AlignmentHead
 from bahdanau_tf.alignment.pharaoh import (
     EFLOMAL_MISSING,
     eflomal_align,
@@ -94,6 +88,7 @@ from bahdanau_tf.alignment.dev_choice import (
     save_chosen_rule,
 )
 from bahdanau_tf.alignment.guided import AlignmentGuide, GuidedAlignmentModel, check_word_links
+from bahdanau_tf.models.alignment_head import AlignmentHead  # the layer, part of the network
 from bahdanau_tf.alignment.head_training import train_alignment_head, with_alignment_head
 
 __all__ = [

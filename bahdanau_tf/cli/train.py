@@ -289,7 +289,7 @@ def _training_config():
     return training.TrainingConfig.for_preset(FLAGS.preset, **changes)
 
 
-# === Regularisation: the model's dropout (bahdanau_tf.regularization), over the preset's ===
+# === Regularisation: the model's dropout (bahdanau_tf.models.regularization), over the preset's ===
 common.define_finite_float("dropout", None, "Sets embedding_dropout, annotation_dropout, "
                            "recurrent_dropout and readout_dropout at once (each flag of its own wins).",
                            lower_bound=0.0, upper_bound=0.95)
@@ -344,7 +344,7 @@ def _model_overrides():
     flags.txt lists them), else the preset's."""
     import inspect
 
-    from bahdanau_tf import regularization
+    from bahdanau_tf.models import regularization
 
     saved = _saved_run()
     covered = regularization.DROPOUT_ARGUMENTS[:4] if FLAGS.dropout is not None else ()

@@ -52,11 +52,11 @@ the step it is done.
 from bahdanau_tf.decoding.batching import MAX_BEAM_SIZE, Batching, LengthLimits
 from bahdanau_tf.decoding.search import (BeamSearch, BeamSearchOutput, Execution, beam_search,
                                          greedy_search)
-from bahdanau_tf.decoding.rules import Ranking, length_penalty_factor, never_mask
+from bahdanau_tf.decoding.rules import DEFAULT_LENGTH_PENALTY, Ranking, length_penalty_factor, never_mask
 from bahdanau_tf.decoding.selection import VocabularyMask, static_int, top_k, vocabulary_mask
 from bahdanau_tf.decoding.step_functions import StepFn, StepModel, ensemble_step_fn, tile_beams
 
-__all__ = ["MAX_BEAM_SIZE", "Batching", "BeamSearch", "BeamSearchOutput", "Execution", "LengthLimits",
+__all__ = ["DEFAULT_LENGTH_PENALTY", "MAX_BEAM_SIZE", "Batching", "BeamSearch", "BeamSearchOutput", "Execution", "LengthLimits",
            "Ranking", "StepFn", "StepModel", "VocabularyMask", "beam_search",
            "ensemble_step_fn", "greedy_search", "length_penalty_factor", "never_mask",
            "static_int", "tile_beams", "top_k", "vocabulary_mask"]

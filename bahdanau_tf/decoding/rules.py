@@ -49,6 +49,11 @@ def take(x, indices, axis=0):
     return ops.take(x, indices, axis=axis)
 
 
+#: the GNMT length penalty's alpha of every search unless told (`BeamSearch`, the Translator,
+#: ``--length_penalty``): chosen on the dev split (benchmarks/README.md, "The length penalty")
+DEFAULT_LENGTH_PENALTY = 1.0
+
+
 def length_penalty_factor(lengths, alpha):
     """GNMT length penalty ``((5 + length) / 6) ** alpha`` (Wu et al. 2016, eq. 14).
 

@@ -30,8 +30,8 @@ import tensorflow as tf
 from keras import ops
 
 from bahdanau_tf.decoding.batching import MAX_BEAM_SIZE, check_int
-from bahdanau_tf.decoding.rules import (Ranking, best_hypotheses, never_generated, on_tensorflow,
-                                        sentences_done, take)
+from bahdanau_tf.decoding.rules import (DEFAULT_LENGTH_PENALTY, Ranking, best_hypotheses, never_generated,
+                                        on_tensorflow, sentences_done, take)
 from bahdanau_tf.decoding.selection import Vocabulary, search_vocabulary, select, static_int
 from bahdanau_tf.decoding.step_functions import StepFn, tile_beams
 from bahdanau_tf.special_tokens import END_ID, PAD_ID, START_ID
@@ -78,7 +78,7 @@ class BeamSearch:
             beam (`beam_search`; the exported ``translate_nbest`` hands one, a beam per row).
         nbest: int in [1, beam_size], the hypotheses returned per sentence.
         length_penalty: float alpha >= 0 of the GNMT length penalty (`Ranking`); 0 ranks by
-            log p.
+            log p; `DEFAULT_LENGTH_PENALTY` unless told.
         forbid_ids: token ids never generated (a tuple, or an int32 tensor), e.g.
             ``(UNK_ID,)`` for the paper's "No UNK" mode; must not contain ``end_id``.
             ``PAD_ID`` and ``start_id`` are never generated anyway.
@@ -97,7 +97,7 @@ class BeamSearch:
 
     beam_size: Any = 5
     nbest: Any = 1
-    length_penalty: Any = 0.0
+    length_penalty: Any = DEFAULT_LENGTH_PENALTY
     forbid_ids: Any = ()
     return_attention: bool = False
     start_id: Any = START_ID

@@ -18,7 +18,7 @@ StepFn = Callable[..., tuple]
 class StepModel(Protocol):
     """What a search needs of a model: the step contract of `bahdanau_tf.models` (DESIGN §6).
 
-    `bahdanau_tf.translation_model.TranslationModel` and its subclasses conform; any object
+    `bahdanau_tf.models.base.TranslationModel` and its subclasses conform; any object
     with these members does (``isinstance(model, StepModel)`` checks their presence, once, where
     a `bahdanau_tf.translator.Translator` is built).
 

@@ -27,7 +27,7 @@ from typing import Callable
 import keras
 import tensorflow as tf
 
-from bahdanau_tf import regularization
+from bahdanau_tf.models import regularization
 
 #: the budget rule: no regularisation for a run planned to make up to `ONSET_EPOCHS` epochs (it
 #: ends before the recipe overfits, and dropout only slows its learning), the full rates from

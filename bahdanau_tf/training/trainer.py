@@ -26,7 +26,7 @@ from bahdanau_tf import files
 from bahdanau_tf import model_directory as model_directory_lib
 from bahdanau_tf import models as models_lib
 from bahdanau_tf import presets
-from bahdanau_tf import regularization
+from bahdanau_tf.models import regularization
 from bahdanau_tf.training.budget import Budget, BudgetRule
 from bahdanau_tf.training.config import (
     TrainingConfig,

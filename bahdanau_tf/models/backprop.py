@@ -6,7 +6,7 @@ automatically. Two loops, each one ``tf.custom_gradient``, the way cuDNN and the
 toolkits compute a recurrence's gradient:
 
 - `gru_states`: the paper's GRU over precomputed input projections (the encoder's two
-  directions, RNNencdec's decoder), its step and backward step `bahdanau_tf.recurrence`'s;
+  directions, RNNencdec's decoder), its step and backward step `bahdanau_tf.models.recurrence`'s;
 - `decoder_states`: any decoder cell over all steps of teacher forcing, driven through the
   cell's own ``prepare``, ``step`` and ``step_backward`` (the paper's cell,
   `layers.AttentionGRUCell`; Nematus's conditional GRU, `cgru.CGRUAttentionCell`): this loop
@@ -33,9 +33,9 @@ one. The step's largest matmul, (batch, 2n) x (2n, 3n), thus leaves the loop bot
 
 import tensorflow as tf
 
-from bahdanau_tf import recurrence
-from bahdanau_tf.recurrence import gru_gates, gru_step_gradient, mix, read_gradient, through_mask, transposed
-from bahdanau_tf.tensor_ops import Tensor
+import bahdanau_tf.models.recurrence as recurrence
+from bahdanau_tf.models.recurrence import gru_gates, gru_step_gradient, mix, read_gradient, through_mask, transposed
+from bahdanau_tf.models.tensor_ops import Tensor
 
 
 def _loop(step, elements, carry, output_dtypes, reverse=False):

@@ -3,24 +3,24 @@
 Bahdanau, Cho & Bengio (2015), section 3 and appendix A:
 
 - `BahdanauAttention`: the alignment model, equations (5)-(6) (plus Luong's scores as options),
-  `bahdanau_tf.attention`'s, here with the layers that use it.
+  `bahdanau_tf.models.attention`'s, here with the layers that use it.
 - `ConditionalGRUCell`: a GRU whose gates also read a context vector c (Cho et al. 2014a).
 - `AttentionGRUCell`: the RNNsearch decoder cell, attention + conditional GRU, one step.
 - `MaxoutReadout`: the deep output with one maxout layer and the vocabulary projection.
 - `BidirectionalEncoder`: embedding + bidirectional GRU giving the annotations h_j.
 
-The recurrent matrices start as the paper's (appendix B.1): `bahdanau_tf.initializers`'
+The recurrent matrices start as the paper's (appendix B.1): `bahdanau_tf.models.initializers`'
 `BlockOrthogonal`. The GRU step (`gru_step`) and its backward step are
-`bahdanau_tf.recurrence`'s; a decoder cell's step and backward step are the cell's own
+`bahdanau_tf.models.recurrence`'s; a decoder cell's step and backward step are the cell's own
 (`AttentionGRUCell.step`, `AttentionGRUCell.step_backward`); a training pass on TensorFlow
-runs the loops of `bahdanau_tf.backprop`, whose backward pass is written out, and every other
+runs the loops of `bahdanau_tf.models.backprop`, whose backward pass is written out, and every other
 pass scans the steps.
 
 Every layer casts its float32 variables to the dtype of its inputs, so the same code runs in
 float32 and under the ``mixed_bfloat16`` / ``mixed_float16`` policies and also when a method other
 than ``call`` (e.g. ``project_inputs``) is used from inside a decoding loop. Attention softmaxes
 are computed in float32. The same weights give the same numbers on TensorFlow, JAX and PyTorch;
-`bahdanau_tf.tensor_ops` holds the two operations that take a TensorFlow-specific form there.
+`bahdanau_tf.models.tensor_ops` holds the two operations that take a TensorFlow-specific form there.
 """
 
 from typing import Any
@@ -28,21 +28,21 @@ from typing import Any
 import keras
 from keras import ops
 
-from bahdanau_tf import recurrence
-from bahdanau_tf.attention import BahdanauAttention
-from bahdanau_tf.initializers import BlockOrthogonal, add_own_weight, own_draw
-from bahdanau_tf.recurrence import gru_gates, gru_step, gru_step_gradient, mix, read_gradient, through_mask
-from bahdanau_tf.regularization import check_rates, sequence_dropout
+import bahdanau_tf.models.recurrence as recurrence
+from bahdanau_tf.models.attention import BahdanauAttention
+from bahdanau_tf.models.initializers import BlockOrthogonal, add_own_weight, own_draw
+from bahdanau_tf.models.recurrence import gru_gates, gru_step, gru_step_gradient, mix, read_gradient, through_mask
+from bahdanau_tf.models.regularization import check_rates, sequence_dropout
 from bahdanau_tf.special_tokens import PAD_ID
-from bahdanau_tf.tensor_ops import (Tensor, cast_weight, masked_softmax, project,
+from bahdanau_tf.models.tensor_ops import (Tensor, cast_weight, masked_softmax, project,
                                     reverse_within_lengths, scan_states, stack_time, time_major, weights_read_once)
 
 def _written_out(training):
-    """`bahdanau_tf.backprop`, the loops whose backward pass is written out, in a training pass
+    """`bahdanau_tf.models.backprop`, the loops whose backward pass is written out, in a training pass
     on TensorFlow (outside `recurrence.automatic_differentiation`); else None."""
     if not training or recurrence.automatic_differentiation_asked():
         return None
-    from bahdanau_tf import backprop  # noqa: PLC0415 — it imports TensorFlow: on that backend only
+    import bahdanau_tf.models.backprop as backprop  # noqa: PLC0415 — it imports TensorFlow: on that backend only
 
     return backprop
 
@@ -52,7 +52,7 @@ def gru_states(projected: Tensor, initial_state: Tensor, gate_kernel: Tensor, re
     """Every state of the GRU over ``projected`` (time, ..., 3n): (time, ..., n).
 
     Args: as `recurrence.gru_step`'s, with a leading time axis on ``projected``;
-    ``initial_state`` (..., n). A training pass on TensorFlow runs `bahdanau_tf.backprop`'s
+    ``initial_state`` (..., n). A training pass on TensorFlow runs `bahdanau_tf.models.backprop`'s
     loop, whose backward pass is written out; otherwise the steps are scanned
     (`recurrence.scanned_gru_states`). The states are the same either way.
     """
@@ -151,7 +151,7 @@ class ConditionalGRUCell(keras.layers.Layer):
         """Every state s_i over time-major ``projected_inputs`` (time, batch, 3 * units), with one
         ``projected_context`` (batch, 3 * units) read at every step (RNNencdec's fixed c):
         (time, batch, units). A training pass on TensorFlow runs the backward pass of
-        `bahdanau_tf.backprop.gru_states` (`gru_states`)."""
+        `bahdanau_tf.models.backprop.gru_states` (`gru_states`)."""
         return gru_states(projected_inputs + projected_context[None], initial_state,
                           cast_weight(self.gate_kernel, initial_state),
                           cast_weight(self.recurrent_kernel, initial_state), recurrent_mask, training)
@@ -179,8 +179,8 @@ class AttentionGRUCell(keras.layers.Layer):
     products C h_j, the keys, the mask), and everything that steps the cell runs it: the Keras
     call, the search (`bahdanau_tf.models.RNNSearch.decode_step`) and teacher forcing
     (`sequence`: scanned, or in a training pass on TensorFlow the loop of
-    `bahdanau_tf.backprop.decoder_states`, which runs `step_backward`, written beside it).
-    A subclass with another step (`bahdanau_tf.cgru.CGRUAttentionCell`) writes these methods
+    `bahdanau_tf.models.backprop.decoder_states`, which runs `step_backward`, written beside it).
+    A subclass with another step (`bahdanau_tf.models.cgru.CGRUAttentionCell`) writes these methods
     and the model needs nothing else.
 
     Args:
@@ -201,7 +201,7 @@ class AttentionGRUCell(keras.layers.Layer):
             (beam search's beams of one sentence), see `BahdanauAttention.attend`.
         recurrent_mask: optional (batch, units), recurrent dropout: s_{i-1} times this mask is
             what the attention query and the GRU's recurrent matmuls read (`gru_step`); the
-            model draws it once per sequence (`bahdanau_tf.regularization.Dropouts`).
+            model draws it once per sequence (`bahdanau_tf.models.regularization.Dropouts`).
 
     Returns:
         ``(s_i, c_i, alpha_i)``: (batch, units), (batch, 2n), float32 (batch, source_len).
@@ -405,7 +405,7 @@ class AttentionGRUCell(keras.layers.Layer):
         ``mask`` (`RNNSearch.encode`'s).
 
         A training pass on TensorFlow with the additive score runs
-        `bahdanau_tf.backprop.decoder_states`, whose backward pass is written out (`step_backward`);
+        `bahdanau_tf.models.backprop.decoder_states`, whose backward pass is written out (`step_backward`);
         otherwise `step` is scanned and differentiated automatically.
 
         Returns:
@@ -627,7 +627,7 @@ class BidirectionalEncoder(keras.layers.Layer):
     projections of both directions for all positions are one matmul before the loop (DESIGN §2),
     and one loop steps both directions at once (a batched matmul over the direction axis), which
     halves the sequential steps. The backward direction reads each sentence reversed within its
-    own length (`bahdanau_tf.tensor_ops.reverse_within_lengths`), so no padding ever enters a
+    own length (`bahdanau_tf.models.tensor_ops.reverse_within_lengths`), so no padding ever enters a
     recurrence. The weights are stacked over the direction axis: index 0 forward, 1 backward.
 
     Args:
@@ -636,7 +636,7 @@ class BidirectionalEncoder(keras.layers.Layer):
         units: int, n, the size of each direction (annotations have 2n).
         kernel_initializer, recurrent_initializer, bias_initializer, embeddings_initializer.
         embedding_dropout: float in [0, 1), dropout of the embedded source in training, one
-            mask per sentence (`bahdanau_tf.regularization`); 0 (default) makes no seed
+            mask per sentence (`bahdanau_tf.models.regularization`); 0 (default) makes no seed
             generator.
 
     Call arguments:

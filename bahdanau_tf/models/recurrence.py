@@ -16,7 +16,7 @@ This module owns that step and its backward step, in ``keras.ops`` (every backen
 - `contexts`: c_i = sum_j alpha_ij h_j of all steps at once, after a decoder's loop.
 
 In a training pass on TensorFlow the loops' backward pass is written out
-(`bahdanau_tf.backprop`, which imports TensorFlow and is loaded on that backend only):
+(`bahdanau_tf.models.backprop`, which imports TensorFlow and is loaded on that backend only):
 `layers.gru_states` and the decoder cells' ``sequence`` choose it. Everywhere else (JAX,
 PyTorch, a pass that is not training, Luong's score) the loops are scans and the backend's
 automatic differentiation computes the gradient; `automatic_differentiation` asks for that on
@@ -28,7 +28,7 @@ import contextvars
 
 from keras import ops
 
-from bahdanau_tf.tensor_ops import Tensor, scan_states, tensorflow_module
+from bahdanau_tf.models.tensor_ops import Tensor, scan_states, tensorflow_module
 
 # True inside `automatic_differentiation`
 _AUTODIFF = contextvars.ContextVar("bahdanau_recurrence_autodiff", default=False)
@@ -37,7 +37,7 @@ _AUTODIFF = contextvars.ContextVar("bahdanau_recurrence_autodiff", default=False
 @contextlib.contextmanager
 def automatic_differentiation():
     """Within the block, training passes differentiate the loops automatically on TensorFlow too
-    (the backward pass before `bahdanau_tf.backprop`; the tests compare the two)."""
+    (the backward pass before `bahdanau_tf.models.backprop`; the tests compare the two)."""
     token = _AUTODIFF.set(True)
     try:
         yield
@@ -90,7 +90,7 @@ def gru_step(projected_inputs: Tensor, h_tm1: Tensor, gate_kernel: Tensor,
         recurrent_kernel: (n, n) U, or batched (..., n, n).
         recurrent_mask: optional (..., n), a dropout mask on h_tm1 where the recurrent matmuls
             read it (not in the update gate's interpolation), the same at every step of a
-            sequence (`bahdanau_tf.regularization`).
+            sequence (`bahdanau_tf.models.regularization`).
     """
     z, _, candidate = gru_gates(projected_inputs, h_tm1, gate_kernel, recurrent_kernel, recurrent_mask)
     return mix(h_tm1, z, candidate)

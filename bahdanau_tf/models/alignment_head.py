@@ -1,6 +1,6 @@
 """The alignment head: P(source position j | target token i), queried by what has read y_i.
 
-A sibling of `bahdanau_tf.layers`: `AlignmentHead` is a second `layers.BahdanauAttention` over
+A sibling of `bahdanau_tf.models.layers`: `AlignmentHead` is a second `layers.BahdanauAttention` over
 the annotations, part of `bahdanau_tf.models.RNNSearch` when it is built with
 ``alignment_head=UNITS``, trained after the translation model with its weights frozen
 (`bahdanau_tf.alignment.train_alignment_head`, ``bahdanau-alignment-head``).
@@ -9,9 +9,9 @@ the annotations, part of `bahdanau_tf.models.RNNSearch` when it is built with
 import keras
 from keras import ops
 
-from bahdanau_tf.initializers import BlockOrthogonal, own_draw
-from bahdanau_tf.layers import BahdanauAttention, bidirectional_gru
-from bahdanau_tf.tensor_ops import Tensor
+from bahdanau_tf.models.initializers import BlockOrthogonal, own_draw
+from bahdanau_tf.models.layers import BahdanauAttention, bidirectional_gru
+from bahdanau_tf.models.tensor_ops import Tensor
 
 
 @keras.saving.register_keras_serializable(package="bahdanau_tf")

@@ -1,4 +1,4 @@
-"""Nematus's conditional GRU decoder cell (Sennrich et al. 2017), a sibling of `bahdanau_tf.layers`.
+"""Nematus's conditional GRU decoder cell (Sennrich et al. 2017), a sibling of `bahdanau_tf.models.layers`.
 
 Sennrich et al., "Nematus: a Toolkit for Neural Machine Translation" (EACL 2017), section 2: the
 decoder of the RNN systems that led WMT 2016-2017. In the paper's cell (`layers.AttentionGRUCell`)
@@ -20,11 +20,11 @@ import keras
 
 from keras import ops
 
-from bahdanau_tf import recurrence
-from bahdanau_tf.initializers import add_own_weight
-from bahdanau_tf.layers import AttentionGRUCell
-from bahdanau_tf.recurrence import gru_gates, gru_step_gradient, mix, read_gradient, through_mask
-from bahdanau_tf.tensor_ops import Tensor
+import bahdanau_tf.models.recurrence as recurrence
+from bahdanau_tf.models.initializers import add_own_weight
+from bahdanau_tf.models.layers import AttentionGRUCell
+from bahdanau_tf.models.recurrence import gru_gates, gru_step_gradient, mix, read_gradient, through_mask
+from bahdanau_tf.models.tensor_ops import Tensor
 
 
 @keras.saving.register_keras_serializable(package="bahdanau_tf")
@@ -41,7 +41,7 @@ class CGRUAttentionCell(AttentionGRUCell):
     without asking which: `project_inputs` (E y_{i-1}'s projections, for all steps before the
     loop), `prepare` (the products W' h_j and the keys, once per sentence), `step` (what the
     call, the search and teacher forcing run), `step_backward` beside it (what a training pass
-    on TensorFlow runs backwards, `bahdanau_tf.backprop.decoder_states`) and `sequence` over all
+    on TensorFlow runs backwards, `bahdanau_tf.models.backprop.decoder_states`) and `sequence` over all
     steps. The inherited ``gru`` holds what plays the same role in both cells: the kernel of
     E y_{i-1} (with GRU_1's recurrent matrices and bias) and ``context_kernel``, the kernel of
     c_i, here GRU_2's input kernel; this cell adds GRU_2's recurrent matrices and bias
@@ -51,7 +51,7 @@ class CGRUAttentionCell(AttentionGRUCell):
     Because the query s'_i reads y_{i-1}, it cannot be computed at the end of the step
     before, as the search does for the paper's cell (`decoding_state`).
 
-    Args: as `bahdanau_tf.layers.AttentionGRUCell`'s; ``recurrent_initializer`` is also
+    Args: as `bahdanau_tf.models.layers.AttentionGRUCell`'s; ``recurrent_initializer`` is also
     GRU_2's, ``bias_initializer`` also GRU_2's bias's.
 
     Call arguments:

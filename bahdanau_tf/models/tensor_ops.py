@@ -154,5 +154,14 @@ def stack_time(tensor: Tensor) -> Tensor:
     return time_major(tensor)
 
 
+def repeat_groups(tensor, previous_ids):
+    """A memory tensor with one row per group of consecutive decoder rows, one row per decoder row."""
+    groups, rows = ops.shape(tensor)[0], ops.shape(previous_ids)[0]
+    if isinstance(groups, int) and isinstance(rows, int):  # static shapes (always on JAX)
+        return ops.repeat(tensor, rows // max(groups, 1), axis=0)
+    return ops.repeat(tensor, rows // ops.maximum(groups, 1), axis=0)
+
+
+
 __all__ = ["Tensor", "tensorflow_module", "masked_softmax", "cast_weight", "weights_read_once", "project", "dot_vector", "scan_states",
-           "reverse_within_lengths", "time_major", "stack_time"]
+           "reverse_within_lengths", "time_major", "stack_time", "repeat_groups"]

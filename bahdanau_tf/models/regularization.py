@@ -36,7 +36,7 @@ import keras
 from keras import ops
 
 from bahdanau_tf.special_tokens import END_ID, PAD_ID, UNK_ID
-from bahdanau_tf.tensor_ops import Tensor
+from bahdanau_tf.models.tensor_ops import Tensor
 
 DROPOUT_ARGUMENTS = ("embedding_dropout", "annotation_dropout", "recurrent_dropout",
                      "readout_dropout", "word_dropout")
@@ -91,7 +91,7 @@ def drop_words(source_ids: Tensor, rate: float, seed: keras.random.SeedGenerator
 class Dropouts:
     """A model's five rates and its seed generator: what its training pass draws masks from.
 
-    `bahdanau_tf.translation_model.TranslationModel` keeps one as ``model.dropouts``; each
+    `bahdanau_tf.models.base.TranslationModel` keeps one as ``model.dropouts``; each
     method returns its input unchanged outside training or at rate 0.
 
     Args:

@@ -10,8 +10,9 @@
 import zlib
 
 import keras
-import tensorflow as tf
 from keras import ops
+
+from bahdanau_tf.models.tensor_ops import Tensor
 
 
 @keras.saving.register_keras_serializable(package="bahdanau_tf")
@@ -30,7 +31,7 @@ class BlockOrthogonal(keras.initializers.Initializer):
     def __init__(self, seed: int | None = None) -> None:
         self.seed = seed
 
-    def __call__(self, shape: tuple, dtype: str | None = None) -> tf.Tensor:
+    def __call__(self, shape: tuple, dtype: str | None = None) -> Tensor:
         rows, cols = int(shape[-2]), int(shape[-1])
         if cols % rows:
             raise ValueError(f"BlockOrthogonal needs a shape (..., n, k * n), got {tuple(shape)}.")

@@ -6,11 +6,13 @@ the registry's presets (`from_preset`), ``get_config``, the tokenizers a model k
 ``load_assets`` hooks), `save_to_preset`, and the decoding half of the step contract that
 `bahdanau_tf.decoding.StepModel` spells out (``decoding_memory``, ``decoding_state``).
 
-Who may import whom: loading from disk is not the network's job, so `from_preset` and
-`save_to_preset` hand a path and the class to `bahdanau_tf.model_directory`, below this module;
-translating is the task's, above it: ``Translator.from_model(model).translate(...)``
-(`bahdanau_tf.translator`), which is handed the model. A registry name gives an untrained
-architecture::
+Who may import whom: this module imports only Keras at import time, so the network runs where
+TensorFlow is not installed. Reading and writing a trained model is the loader's job, as in
+keras-hub: `from_preset` (for a trained model), `save_to_preset` and Keras's asset hooks hand a
+path and the class to `bahdanau_tf.model_directory` (TensorFlow, tensorflow-text), imported when
+one of them is called; it never imports the network. Translating is the task's:
+``Translator.from_model(model).translate(...)`` (`bahdanau_tf.translator`), which is handed the
+model. A registry name gives an untrained architecture::
 
     model = RNNSearch.from_preset("small", source_vocabulary_size=s.vocabulary_size, ...)
     model.compile(...); model.fit(make_dataset(corpus, s, t), epochs=2)
@@ -20,19 +22,21 @@ architecture::
     model.save_to_preset("rnnsearch")   # bahdanau-translate --model_dir=rnnsearch
 """
 
-import importlib
-import os
+import logging
+import sys
 import types
 import warnings
 from typing import Any, Optional, Sequence
 
 import keras
-import tensorflow as tf
 from keras import ops
 
-from bahdanau_tf import model_directory, pretrained
-from bahdanau_tf import regularization
-from bahdanau_tf.presets import ALIASES, PRESETS
+import bahdanau_tf.models.regularization as regularization
+from bahdanau_tf.models.tensor_ops import Tensor
+from bahdanau_tf.presets import PRESETS, get_preset, is_model_path
+
+#: the sizes every model checks to be positive ints
+SIZES = ("source_vocabulary_size", "target_vocabulary_size", "embedding_dim", "hidden_dim")
 
 
 class TranslationModel(keras.Model):
@@ -66,7 +70,7 @@ class TranslationModel(keras.Model):
         self._config_names = list(values)
 
     def _store_dropouts(self, **rates):
-        """Validates and keeps the dropout rates (`bahdanau_tf.regularization`) as attributes
+        """Validates and keeps the dropout rates (`bahdanau_tf.models.regularization`) as attributes
         returned by `get_config`; ``self.dropouts`` draws the training pass's masks, from a
         seed generator the model owns only when a rate is above 0."""
         rates = regularization.check_rates(**rates)
@@ -77,7 +81,7 @@ class TranslationModel(keras.Model):
             self.seed_generator = keras.random.SeedGenerator(name="dropout_seed")
         self.dropouts = regularization.Dropouts(getattr(self, "seed_generator", None), **rates)
 
-    def output_features(self, inputs: tuple, training: bool = False) -> tf.Tensor:
+    def output_features(self, inputs: tuple, training: bool = False) -> Tensor:
         """What the vocabulary projection reads, teacher-forced: ``model(inputs)`` equals
         ``features @ kernel + bias`` with ``(kernel, bias) = model.output_projection()``.
 
@@ -106,7 +110,7 @@ class TranslationModel(keras.Model):
         return sorted(name for name, preset in PRESETS.items() if preset.class_name == cls.__name__)
 
     @classmethod
-    def from_preset(cls, name: str, **overrides) -> "TranslationModel":
+    def from_preset(cls, name: str, load_weights: bool = True, **overrides) -> "TranslationModel":
         """A registry preset's architecture, or a trained model from a preset directory or file.
 
         Args:
@@ -116,7 +120,10 @@ class TranslationModel(keras.Model):
                 of a ``.keras`` file: the trained model with its tokenizers attached
                 (`bahdanau_tf.model_directory.load_model_directory`, handed this class); or a
                 shipped model's name (``"bible-en-es-small"``). A name wins over a directory
-                of the same name (write ``./small``): `is_model_path`'s rule.
+                of the same name (write ``./small``): `bahdanau_tf.presets.is_model_path`'s rule.
+            load_weights: bool, as keras-hub's: False gives a trained model's architecture
+                with fresh, untrained weights (and its tokenizers); an architecture preset is
+                untrained either way.
             **overrides: constructor arguments, e.g. ``source_vocabulary_size=8000``; for a
                 path only ``dtype`` (e.g. ``"float32"`` for a model trained in mixed precision).
 
@@ -126,7 +133,9 @@ class TranslationModel(keras.Model):
             FileNotFoundError: a path that does not exist ("No such model directory").
         """
         if f"{cls.preset_prefix}-{name}" not in PRESETS and is_model_path(name):
-            return load_trained(name, overrides, model_class=cls)
+            from bahdanau_tf import model_directory  # noqa: PLC0415 — the loader, TensorFlow's: only for a trained model
+
+            return model_directory.load_trained(name, overrides, model_class=cls, load_weights=load_weights)
         preset = PRESETS.get(name)
         if preset is None or preset.model_class is not cls:
             preset = PRESETS.get(f"{cls.preset_prefix}-{name}")
@@ -135,7 +144,7 @@ class TranslationModel(keras.Model):
             hint = f" It is a preset of {other.model_class.__name__}." if other is not None else ""
             raise ValueError(f"Unknown preset {name!r} for {cls.__name__}; choose one of "
                              f"{cls.preset_names()}.{hint}")
-        return cls(**{**preset.model, **overrides})
+        return _untrained(preset, overrides)
 
     def get_config(self) -> dict:
         return {**super().get_config(), **{name: getattr(self, name) for name in self._config_names}}
@@ -150,7 +159,8 @@ class TranslationModel(keras.Model):
         """Keras's ``fit``; a ``tf.data.Dataset`` is taken as batched (``make_dataset``
         shuffles), so Keras's default ``shuffle=True``, which it ignores for a dataset with a
         warning, is not passed for one."""
-        if isinstance(x, tf.data.Dataset) and "shuffle" not in kwargs and len(args) < 8:
+        tf = sys.modules.get("tensorflow")  # a dataset exists only where TensorFlow was imported
+        if tf is not None and isinstance(x, tf.data.Dataset) and "shuffle" not in kwargs and len(args) < 8:
             kwargs["shuffle"] = False  # the 9th positional argument of Keras's fit
         return super().fit(x, *args, **kwargs)
 
@@ -192,21 +202,23 @@ class TranslationModel(keras.Model):
                   nbest: int = 1, forbid_unknown: bool = False, batch_size: int = 64) -> str | list:
         """Deprecated: ``Translator.from_model(model).translate(...).translations``.
 
-        0.2's way to translate from Keras, kept one release with a `DeprecationWarning`; it goes
-        in 0.4. Translating is the task's job, not the network's: a
-        `bahdanau_tf.translator.Translator` is handed the model. This alias reaches the
-        translator by name at call time, so that this module never imports it; its Translator
-        is cached on the model until `attach_tokenizers` is called again.
+        0.2's way to translate from Keras, kept one release with a `FutureWarning` (the category
+        Python shows a user's code); it goes in 0.4. Translating is the task's job, not the
+        network's: a `bahdanau_tf.translator.Translator` is handed the model. This alias
+        imports the translator when called (the one import of the task by the network, which
+        the translator never imports back); its Translator is cached on the model until
+        `attach_tokenizers` is called again.
 
         Returns:
             str for a str, list of str for a list (lists of ``nbest`` str when ``nbest > 1``).
         """
         warnings.warn("model.translate(...) is deprecated and goes in bahdanau_tf 0.4: use "
                       "Translator.from_model(model).translate(...).translations",
-                      DeprecationWarning, stacklevel=2)
+                      FutureWarning, stacklevel=2)
         if self._attached.translator is None:
-            translator = importlib.import_module("bahdanau_tf.translator")
-            self._attached.translator = translator.Translator.from_model(self)
+            from bahdanau_tf.translator import Translator  # noqa: PLC0415 — the deprecated alias only
+
+            self._attached.translator = Translator.from_model(self)
         single = isinstance(sentences, (str, bytes))
         output = self._attached.translator.translate(
             [sentences] if single else list(sentences), beam_size=beam_size, nbest=nbest,
@@ -216,10 +228,14 @@ class TranslationModel(keras.Model):
     def save_assets(self, dir_path: str) -> None:
         """Keras's hook (``model.save("m.keras")``): writes the attached tokenizers."""
         if self.source_tokenizer is not None:
+            from bahdanau_tf import model_directory  # noqa: PLC0415 — the loader, TensorFlow's
+
             model_directory.save_vocabularies(dir_path, self.source_tokenizer, self.target_tokenizer)
 
     def load_assets(self, dir_path: str) -> None:
         """Keras's hook (``keras.saving.load_model``): attaches the saved tokenizers, if any."""
+        from bahdanau_tf import model_directory  # noqa: PLC0415 — the loader, TensorFlow's
+
         tokenizers = model_directory.load_asset_vocabularies(dir_path)
         if tokenizers is not None:
             self.attach_tokenizers(*tokenizers)
@@ -250,6 +266,8 @@ class TranslationModel(keras.Model):
         if self.source_tokenizer is None:
             raise ValueError("save_to_preset needs the model's tokenizers: call "
                              "model.attach_tokenizers(source_tokenizer, target_tokenizer) first.")
+        from bahdanau_tf import model_directory  # noqa: PLC0415 — the loader, TensorFlow's
+
         return model_directory.save_model_directory(preset_dir, self, self.source_tokenizer,
                                                     self.target_tokenizer, overwrite=overwrite)
 
@@ -266,38 +284,57 @@ class TranslationModel(keras.Model):
         (`RNNSearch` carries its next attention query with it)."""
         return state
 
-    def attention_weights(self, inputs: tuple) -> tf.Tensor:
+    def attention_weights(self, inputs: tuple) -> Tensor:
         """Teacher-forced attention (batch, target_len, source_len); models with attention only."""
         raise NotImplementedError(f"{type(self).__name__} has no attention.")
 
 
-def is_model_path(name) -> bool:
-    """True for a trained model to load, False for an architecture preset's name: the one rule
-    of every ``from_preset`` (docs/translating.md, "Model names and paths").
+def _untrained(preset, overrides):
+    """A registry preset's model: an architecture, its weights fresh; the log says so."""
+    logging.getLogger("bahdanau_tf").info(
+        "%s: an untrained architecture (fresh weights); a trained model is loaded from a path or "
+        "a shipped model's name, e.g. from_preset(%r)", preset.name, "bible-en-es-small")
+    return preset.model_class(**{**preset.model, **overrides})
 
-    A name is looked up first: an architecture preset's (or its alias) is False, a shipped
-    model's (`bahdanau_tf.pretrained`) True, whatever the current directory holds. Anything
-    else is a path (True) when it exists, is written as one (a ``/``, a leading ``.`` or
-    ``~``) or names a ``.keras`` file; a bare word that is none of these is False (an unknown
-    preset, named as such).
+
+def model_from_preset(name: str, load_weights: bool = True, **overrides) -> TranslationModel:
+    """The model of a preset name, whichever class owns it; or a trained model from a path.
+
+    ``name`` may also be a preset directory, a ``.keras`` file or a shipped model's name (see
+    `RNNSearch.from_preset`): the trained model, its tokenizers attached (its architecture
+    alone with ``load_weights=False``); ``overrides`` may then only set ``dtype``.
+
+    Example:
+
+    >>> model = model_from_preset("rnnencdec-30", source_vocabulary_size=100,
+    ...                           target_vocabulary_size=100)
+    >>> type(model).__name__
+    'RNNEncDec'
     """
-    name = os.fspath(name)
-    if name in PRESETS or name in ALIASES:
-        return False
-    written_as_path = (os.sep in name or (os.altsep and os.altsep in name)
-                       or name.startswith((".", "~")) or name.endswith(".keras"))
-    return name in pretrained.MODELS or written_as_path or os.path.exists(name)
+    if is_model_path(name):
+        from bahdanau_tf import model_directory  # noqa: PLC0415 — the loader, TensorFlow's: only for a trained model
+
+        return model_directory.load_trained(name, overrides, load_weights=load_weights)
+    return _untrained(get_preset(name), overrides)
 
 
-def load_trained(path, overrides, model_class=None):
-    """The model of a preset directory or ``.keras`` file, its tokenizers attached."""
-    overrides = dict(overrides)
-    dtype = overrides.pop("dtype", None)
-    if overrides:
-        raise ValueError(f"{os.fspath(path)!r} holds a trained model: its architecture cannot "
-                         f"be changed (got {sorted(overrides)}); only dtype can be given.")
-    return model_directory.load_model_directory(os.fspath(path), dtype=dtype,
-                                                model_class=model_class).model
+def model_from_config(class_name: str, config: dict) -> TranslationModel:
+    """Rebuilds a model from ``type(model).__name__`` and ``model.get_config()``."""
+    cls = keras.saving.get_registered_object(f"bahdanau_tf>{class_name}")
+    if not (isinstance(cls, type) and issubclass(cls, TranslationModel)):
+        raise ValueError(f"Unknown model class {class_name!r}; expected one of "
+                         f"{sorted(c.__name__ for c in TranslationModel.__subclasses__())}.")
+    return cls.from_config(config)
+
+
+def check_tying(tie_embeddings, maxout_dim, embedding_dim):
+    """``tie_embeddings`` validated: W_o (l, |V|) can be E^T (|V|, m)^T only where l = m."""
+    if not isinstance(tie_embeddings, bool):
+        raise ValueError(f"`tie_embeddings` must be True or False, got {tie_embeddings!r}.")
+    if tie_embeddings and int(maxout_dim) != int(embedding_dim):
+        raise ValueError(f"`tie_embeddings` needs `maxout_dim` == `embedding_dim`, got {maxout_dim!r} "
+                         f"and {embedding_dim!r}.")
+    return tie_embeddings
 
 
 def _check_positive(**sizes):
@@ -306,4 +343,4 @@ def _check_positive(**sizes):
             raise ValueError(f"`{name}` must be a positive int, got {value!r}.")
 
 
-__all__ = ["TranslationModel", "is_model_path", "load_trained"]
+__all__ = ["SIZES", "TranslationModel", "check_tying", "model_from_config", "model_from_preset"]

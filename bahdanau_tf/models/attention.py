@@ -14,8 +14,8 @@ e_ij = v_a^T tanh(W_a s_{i-1} + U_a h_j), alpha_ij = softmax_j(e_ij), c_i = sum_
 import keras
 from keras import ops
 
-from bahdanau_tf.initializers import add_own_weight
-from bahdanau_tf.tensor_ops import Tensor, cast_weight, dot_vector, masked_softmax, project
+from bahdanau_tf.models.initializers import add_own_weight
+from bahdanau_tf.models.tensor_ops import Tensor, cast_weight, dot_vector, masked_softmax, project
 
 _SCORES = ("additive", "general")
 
