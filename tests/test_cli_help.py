@@ -83,7 +83,7 @@ def test_the_dropout_and_tying_flags_state_each_presets_default():
     """Each preset's default as its row gives it: the budget rule's dropout where the preset's
     training says ``regularization="budget"``, its model's rate (0) elsewhere; tied where the
     constructed model ties (the default preset), untied elsewhere."""
-    from bahdanau_tf import regularization
+    from bahdanau_tf.models import regularization
 
     for name, preset in presets.PRESETS.items():
         budget = training.TrainingConfig.for_preset(name).regularization == "budget"

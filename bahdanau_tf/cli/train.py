@@ -310,7 +310,7 @@ def preset_default_text(argument):
     ``regularization="budget"``, the budget rule's; presets whose class lacks it left out."""
     import inspect
 
-    from bahdanau_tf import regularization
+    from bahdanau_tf.models import regularization
 
     rule = argument in regularization.DROPOUT_ARGUMENTS
     groups = {}
