@@ -242,5 +242,38 @@ class BudgetRule:
         return [self._held["dropout"], self._held["word_dropout"], self.seed_generator.state.value]
 
 
-__all__ = ["Budget", "BudgetRule", "FULL_EPOCHS", "FULL_RATES", "ONSET_EPOCHS", "budget_progress",
+class WorkerVote:
+    """The workers of a multi-worker run deciding together what each would decide alone (the
+    deadline, the budget rule's plan): at the same updates, every ``every``-th of the
+    invocation, by an all-reduce; collectives would hang if one worker stopped before another.
+
+    Args:
+        strategy: the run's `tf.distribute.Strategy`.
+        every: int, the updates between votes.
+    """
+
+    def __init__(self, strategy: tf.distribute.Strategy, every: int) -> None:
+        self.strategy, self.every = strategy, every
+        self.workers = getattr(strategy.extended, "_num_workers", 1)
+
+    def due(self, updates: int) -> bool:
+        """Whether the workers vote after ``updates`` updates of this invocation."""
+        return updates % self.every == 0
+
+    def mean(self, values: list) -> list:
+        """The means of ``values`` (floats) over the workers."""
+        local = tf.constant(values, "float32")
+        votes = self.strategy.run(lambda: tf.identity(local))
+        return [float(value) / self.workers for value in self.strategy.reduce("sum", votes, axis=None).numpy()]
+
+    def out_of_time(self, budget: Budget, updates: int, now: float) -> bool:
+        """Whether the wall-time budget is spent: on one worker, by the clock; on several, when
+        any worker's is, at a voting update."""
+        if self.workers <= 1:
+            return budget.out_of_time(now)
+        return budget.deadline is not None and self.due(updates) and self.mean(
+            [float(budget.out_of_time(now))])[0] > 0
+
+
+__all__ = ["Budget", "BudgetRule", "WorkerVote", "FULL_EPOCHS", "FULL_RATES", "ONSET_EPOCHS", "budget_progress",
            "budget_regularization"]

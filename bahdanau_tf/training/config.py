@@ -292,6 +292,16 @@ class TrainingConfig:
         which = "" if len(self.device_chose) == 2 else f" of {self.device_chose[0]}"
         return f"{words} (device choice{which}: {self.device_choice.reason})"
 
+    def device_record(self) -> dict:
+        """What ``model.json`` records about the device and the speed settings used on it."""
+        return {
+            "machine": devices.detect().to_json(),
+            "precision": self.precision,
+            "jit_compile": bool(self.jit_compile),
+            "chosen_by_device": list(self.device_chose),  # the others were set explicitly
+            "reason": self.device_choice.reason if self.device_choice is not None else None,
+        }
+
     @property
     def padding_multiple(self) -> int:
         """The `pad_to_multiple` in effect: 8 under XLA, 1 without, unless set."""

@@ -7,6 +7,7 @@ listed in `bahdanau_tf.training.Trainer`'s docstring.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import math
 import time
@@ -14,7 +15,9 @@ import time
 import tensorflow as tf
 from tensorflow.core.framework import summary_pb2
 
+from bahdanau_tf import decoding
 from bahdanau_tf import evaluation
+from bahdanau_tf.translator import DEFAULT_SEARCH, Translator
 from bahdanau_tf.special_tokens import END_TOKEN
 
 #: the attention images' sentences: the shortest of the dev sample with at least this many words
@@ -149,3 +152,29 @@ def dev_translation_summaries(summaries: Summaries, translator, sample, step: in
     summaries.write(step, {"dev/bleu": bleu}, images=images,
                     texts={"dev/translations": "\n".join(rows)})
     return bleu
+
+
+class DevTranslations:
+    """What the trainer shows of its model's translations at a dev evaluation
+    (`dev_translation_summaries`): a greedy translator of the model being trained, built at its
+    first use, XLA or not as the training step (a run without XLA compiles nothing for it), over
+    the first ``dev_bleu_sentences`` of the dev pairs the dev NLL is taken on.
+
+    Args:
+        model, source_tokenizer, target_tokenizer: the trainer's.
+        config: the `TrainingConfig`.
+    """
+
+    def __init__(self, model, source_tokenizer, target_tokenizer, config) -> None:
+        self.parts = (model, source_tokenizer, target_tokenizer)
+        self.jit_compile = bool(config.jit_compile)
+        self.sentences = min(config.dev_bleu_sentences, config.dev_sentences)
+        self.translator = None
+
+    def __call__(self, summaries: Summaries, dev_corpus, step: int, log) -> float:
+        """The dev BLEU at ``step``, its summaries written."""
+        if self.translator is None:
+            self.translator = Translator(*self.parts, search=dataclasses.replace(DEFAULT_SEARCH, beam_size=1),
+                                         batching=decoding.Batching(jit_compile=self.jit_compile))
+        sample = dev_corpus.select(slice(0, self.sentences))
+        return dev_translation_summaries(summaries, self.translator, sample, step, log)

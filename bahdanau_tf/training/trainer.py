@@ -20,14 +20,13 @@ import tensorflow as tf
 
 from bahdanau_tf import checkpoint_averaging
 from bahdanau_tf import data
-from bahdanau_tf import decoding
 from bahdanau_tf import devices
 from bahdanau_tf import files
 from bahdanau_tf import model_directory as model_directory_lib
 from bahdanau_tf import models as models_lib
 from bahdanau_tf import presets
 from bahdanau_tf.models import regularization
-from bahdanau_tf.training.budget import Budget, BudgetRule
+from bahdanau_tf.training.budget import Budget, BudgetRule, WorkerVote
 from bahdanau_tf.training.config import (
     TrainingConfig,
     check_kept_recipe,
@@ -51,8 +50,7 @@ from bahdanau_tf.training.run_directory import (
     StopSignals,
     TrainingInterrupted,
 )
-from bahdanau_tf.training.summaries import Summaries, dev_translation_summaries
-from bahdanau_tf.translator import DEFAULT_SEARCH, Translator
+from bahdanau_tf.training.summaries import DevTranslations, Summaries
 
 
 #: the checkpoint's parts that a checkpoint written before them lacks (restored without them)
@@ -136,9 +134,10 @@ class Trainer(TrainingStep):
         self._restored = None
         self.directory = RunDirectory(output_dir, self.is_chief)
         self._signals = StopSignals(self._log)
+        self._vote = WorkerVote(strategy, self.config.log_every or DEFAULT_LOG_EVERY)
         self._summaries = Summaries(None)
-        self._dev_translator = None
         self._build()
+        self._dev_translations = DevTranslations(self.model, source_tokenizer, target_tokenizer, self.config)
 
     # === Construction ===
     def _build(self):
@@ -322,23 +321,12 @@ class Trainer(TrainingStep):
         """``model.json`` and the vocabularies, with the first checkpoint (see `restore`)."""
         settings = {"preset": self.preset, "training": dataclasses.asdict(self.config), **self.settings}
         self.directory.write_model_config(self.model, self.source_tokenizer, self.target_tokenizer,
-                                          settings, device=self._device_record())
+                                          settings, device=self.config.device_record())
 
     def close(self):
         """Releases the output directory (`fit` does it when it returns or raises)."""
         self.directory.release()
         self._restored = None
-
-    def _device_record(self):
-        """What ``model.json`` records about the device and the speed settings used on it."""
-        config = self.config
-        return {
-            "machine": devices.detect().to_json(),
-            "precision": config.precision,
-            "jit_compile": bool(config.jit_compile),
-            "chosen_by_device": list(config.device_chose),  # the others were set explicitly
-            "reason": config.device_choice.reason if config.device_choice is not None else None,
-        }
 
     # === The loop ===
     def fit(self, train_corpus: Any, dev_corpus: Any = None, start_time: float | None = None) -> dict:
@@ -464,10 +452,10 @@ class Trainer(TrainingStep):
         if self.budget_rule is None:
             return
         agree = None
-        if self._workers() > 1:
-            if not self._vote_due(run):
+        if self._vote.workers > 1:
+            if not self._vote.due(run.step - run.resumed_step):
                 return
-            agree = lambda values: [value / self._workers() for value in self._all_sum(values)]  # noqa: E731
+            agree = self._vote.mean
         line = self.budget_rule.update(run.budget, run.step, now, agree)
         if line is not None:
             self._log(line)
@@ -480,7 +468,7 @@ class Trainer(TrainingStep):
             return f"{self._signals.name} at update {run.step}"
         if config.max_steps is not None and run.step >= config.max_steps:
             return f"max_steps={config.max_steps}"
-        if run.budget.deadline is not None and self._out_of_time(run):
+        if self._vote.out_of_time(run.budget, run.step - run.resumed_step, time.time()):
             return f"max_minutes={config.max_minutes:g}"
         return self.dev_schedule.stop_reason()
 
@@ -549,7 +537,8 @@ class Trainer(TrainingStep):
         last = run.stopped is not None or (max_steps is not None and run.step >= max_steps)
         if every and (run.evaluations % every == 1 % every or last):
             with timed(run, "dev_bleu"):
-                self._dev_translation_summaries(run)
+                if self._summaries and run.dev_corpus is not None and len(run.dev_corpus):
+                    run.dev_bleu = self._dev_translations(self._summaries, run.dev_corpus, run.step, self._log)
         if improved:
             self.best_dev_nll.assign(run.dev_nll)
             self.best_step.assign(run.step)
@@ -686,42 +675,6 @@ class Trainer(TrainingStep):
         if self.config.lexicon_top_k and self._signals.received is None:
             self.directory.write_lexicon(run.train_corpus, self.source_tokenizer, self.target_tokenizer,
                                          self.config.lexicon_top_k, self._log)
-
-    def _dev_translation_summaries(self, run):
-        """Dev BLEU (greedy, on the dev sample), sample translations and attention images."""
-        if not self._summaries or run.dev_corpus is None or not len(run.dev_corpus):
-            return
-        if self._dev_translator is None:
-            # XLA or not as the training step: a run without XLA compiles nothing for its dev BLEU
-            self._dev_translator = Translator(self.model, self.source_tokenizer, self.target_tokenizer,
-                                              search=dataclasses.replace(DEFAULT_SEARCH, beam_size=1),
-                                              batching=decoding.Batching(jit_compile=bool(self.config.jit_compile)))
-        # the first dev_bleu_sentences of the dev pairs the dev NLL is taken on
-        count = min(self.config.dev_bleu_sentences, self.config.dev_sentences)
-        sample = run.dev_corpus.select(slice(0, count))
-        run.dev_bleu = dev_translation_summaries(self._summaries, self._dev_translator, sample,
-                                                 run.step, self._log)
-
-    def _out_of_time(self, run):
-        """Whether the wall-time budget is spent; agreed on by all workers of a multi-worker run."""
-        if self._workers() <= 1:
-            return run.budget.out_of_time(time.time())
-        # every worker must stop at the same step (collectives would hang otherwise): decide
-        # at the voting updates only, by an all-reduce of the verdicts
-        return self._vote_due(run) and self._all_sum([float(run.budget.out_of_time(time.time()))])[0] > 0
-
-    def _workers(self):
-        return getattr(self.strategy.extended, "_num_workers", 1)
-
-    def _vote_due(self, run):
-        """Whether the workers vote at this update: every ``log_every`` (or DEFAULT_LOG_EVERY)."""
-        return (run.step - run.resumed_step) % (self.config.log_every or DEFAULT_LOG_EVERY) == 0
-
-    def _all_sum(self, values):
-        """The sums of ``values`` (floats) over the workers."""
-        local = tf.constant(values, "float32")
-        votes = self.strategy.run(lambda: tf.identity(local))
-        return [float(value) for value in self.strategy.reduce("sum", votes, axis=None).numpy()]
 
     def _current_learning_rate(self):
         value = self.optimizer.learning_rate  # the schedule's value at the current step, if any
