@@ -97,6 +97,11 @@ VARIANTS = {
     "bf16_jit": dict(precision="mixed_bfloat16", jit_compile=True),
     "fp16": dict(precision="mixed_float16", jit_compile=False),
     "jit_autodiff": dict(precision="float32", jit_compile=True),
+    # dropout's cost in the step: none (the rule off), the budget rule at 0 and at its full rates
+    # (`bahdanau_tf.training.budget`: the rates are variables the step reads at any value)
+    "no_dropout": dict(regularization="none"),
+    "rule_zero": dict(regularization="budget"),
+    "rule_full": dict(regularization="budget"),
     # the device's precision and XLA at other batch sizes: compare them by ``pairs_per_s``
     "batch96": dict(batch_size=96),
     "batch128": dict(batch_size=128),
@@ -175,6 +180,8 @@ def _prepare(preset, input_kind, variant, train, tokenizers, directories):
         dataset = dataset.repeat()
         steps = FLAGS.corpus_batches
     trainer = training.Trainer(directories.pop(), *tokenizers, preset=preset, config=config, log=lambda line: None)
+    if variant == "rule_full":
+        trainer.budget_rule.set_epochs(training.budget.FULL_EPOCHS)
     return trainer, iter(trainer.strategy.experimental_distribute_dataset(dataset)), steps, batches, config
 
 
