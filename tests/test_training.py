@@ -231,14 +231,24 @@ def test_a_run_of_many_epochs_trains_with_the_budget_rules_dropout_and_keeps_its
 
 @pytest.mark.slow
 def test_under_a_time_budget_the_rule_plans_early_from_the_pace_and_never_retraces(
-        corpora, tokenizers, tmp_path):
+        corpora, tokenizers, tmp_path, monkeypatch):
+    import time
+
     train, _ = corpora
     lines = []
     tf.keras.utils.set_random_seed(3)
     trainer = training.Trainer(  # at most 40 pairs, one update an epoch: a few updates are epochs
         str(tmp_path), *tokenizers, preset="tiny", log=lines.append,
         config=tiny_config(seed=3, max_minutes=0.2, log_every=5, regularization="budget"))
+    clock = [1_000.0]
+
+    def scripted():  # a clock that moves 10 ms a reading: the run's updates, whatever the CPU's speed
+        clock[0] += 0.01
+        return clock[0]
+
+    monkeypatch.setattr(time, "time", scripted)
     report = trainer.fit(train.select(slice(0, 40)))
+    monkeypatch.undo()
     decided = [int(line.split()[1].replace(",", "")) for line in lines if "(the budget rule)" in line]
     assert decided and 0 < decided[0] < report["updates"] // 2  # planned in the first tenth of the minutes
     rule = report["regularization"]
