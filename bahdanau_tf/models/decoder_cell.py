@@ -123,7 +123,8 @@ class DecoderCell(keras.layers.Layer):
         ``(s_i, c_i, alpha_i)``: (batch, units), (batch, 2n), float32 (batch, source_len).
     """
 
-    #: what every cell writes; the base's are placeholders
+    #: what every cell writes (the base's ``build`` and ``get_config`` cover the attention alone;
+    #: its other members here are placeholders)
     WRITTEN_BY_EACH_CELL = ("build", "project_inputs", "get_config", "Weights", "Record", "StepGradients",
                             "loop_weights", "step")
     #: what a cell writes for `bahdanau_tf.models.backprop.decoder_states`
