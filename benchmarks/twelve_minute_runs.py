@@ -115,6 +115,33 @@ def _find_key(report, key):
     return None
 
 
+def _dev_curve(run_dir):
+    """``[[update, dev NLL], ...]`` of every dev evaluation, from the run's TensorBoard logs
+    (``RUN/logs``; empty without them)."""
+    import glob
+
+    import tensorflow as tf  # noqa: PLC0415 — in the summarizing process only
+
+    points = {}
+    for path in sorted(glob.glob(os.path.join(run_dir, "logs", "**", "events.out.tfevents.*"), recursive=True)):
+        for event in tf.compat.v1.train.summary_iterator(path):
+            for value in event.summary.value:
+                if value.tag == "dev/nll":
+                    points[int(event.step)] = round(float(tf.make_ndarray(value.tensor)), 4)
+    return [[step, points[step]] for step in sorted(points)]
+
+
+def worst_rise(curve, after_step):
+    """The largest share by which a dev NLL of ``curve`` stood above the running best before it,
+    over the evaluations after update ``after_step`` (0.0: never above it)."""
+    best, worst = float("inf"), 0.0
+    for step, nll in curve:
+        if step > after_step and best < float("inf"):
+            worst = max(worst, nll / best - 1.0)
+        best = min(best, nll)
+    return round(worst, 4)
+
+
 def _directory_row(name, run_dir, evaluation_dir):
     """One table row from a trained model directory and its evaluation."""
     with open(os.path.join(run_dir, "report.json")) as handle:
@@ -125,6 +152,8 @@ def _directory_row(name, run_dir, evaluation_dir):
         evaluation = json.load(handle)
     bleu = _find_bleu(evaluation) or {}
     alignment = _find_key(evaluation, "alignment") or {}
+    curve = _dev_curve(run_dir)
+    per_epoch = training["train_pairs"] // training["training"]["batch_size"]  # the updates of one epoch
     return dict(
         config=name, preset=training.get("preset"), training=training.get("training"),
         model=model.get("config"),
@@ -137,6 +166,7 @@ def _directory_row(name, run_dir, evaluation_dir):
         bleu_by_length=_find_key(evaluation, "bleu_by_length"),
         length_penalty=_find_key(evaluation, "length_penalty"), cpu=training.get("device"),
         seconds=training.get("seconds"), regularization=training.get("regularization"),
+        dev_curve=curve, worst_rise_after_first_epoch=worst_rise(curve, per_epoch),
     )
 
 
@@ -148,7 +178,8 @@ def summarize(pairs, output):
     for pair in pairs:
         name, _, run_dir = pair.partition("=")
         rows.append(_directory_row(name, run_dir, os.path.join(run_dir, "evaluation")))
-        print(json.dumps({k: v for k, v in rows[-1].items() if k not in ("training", "model", "bleu_by_length")}))
+        print(json.dumps({k: v for k, v in rows[-1].items()
+                          if k not in ("training", "model", "bleu_by_length", "dev_curve")}))
     record = dict(benchmark="twelve_minute_runs", machine=devices.benchmark_record(),
                   date=time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()), rows=rows)
     with open(output, "w") as handle:

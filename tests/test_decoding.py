@@ -690,7 +690,7 @@ def test_a_sentence_decodes_the_same_alone_and_in_a_batch():
 
 def search_alone(model, memory, state, sentence, beam, limit, attention_length=None, **settings):
     return beam_search(model.step_fn(tile_beams(select(memory, sentence), beam)),
-                       select(state, sentence), 1, BeamSearch(length_penalty=0.0, beam_size=beam, **settings),
+                       select(state, sentence), 1, BeamSearch(**{"length_penalty": 0.0, "beam_size": beam, **settings}),
                        max_length=int(limit), attention_length=attention_length)
 
 

@@ -137,11 +137,10 @@ def test_cgru_cell_step_matches_nematus_equations_and_reads_products_alike():
     # the search's form: the products with another map's beside C h_j, one row per group of beams
     readout_map = rng.normal(size=(6, 2)).astype("float32")
     search_memory = cell.prepare(annotations, mask, readout_kernel=readout_map)
-    got_state, got_weights, record = cell.step(cell.project_inputs(ey), h, search_memory, cell.weights_as(h),
-                                               grouped=True)
-    np.testing.assert_allclose(got_state, state, atol=1e-5)
-    np.testing.assert_allclose(got_weights, weights, atol=1e-6)
-    np.testing.assert_allclose(record["readout_context"], context @ readout_map, atol=1e-5)
+    step = cell.step(cell.project_inputs(ey), h, search_memory, cell.step_weights_as(h), grouped=True)
+    np.testing.assert_allclose(step.state, state, atol=1e-5)
+    np.testing.assert_allclose(step.alpha, weights, atol=1e-6)
+    np.testing.assert_allclose(step.readout_context, context @ readout_map, atol=1e-5)
 
 
 def test_maxout_readout_matches_numpy():

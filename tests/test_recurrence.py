@@ -31,8 +31,9 @@ def _step_inputs(cell_class, masked, seed=7, batch=3, units=5, lengths=(4, 2, 3)
     source_len = max(lengths)
     annotations = tf.constant(rng.normal(size=(batch, source_len, 6)), "float32")
     mask = tf.constant(np.arange(source_len)[None, :] < np.array(lengths)[:, None])
-    weights = {name: tf.identity(tensor) for name, tensor in cell.weights_as(annotations).items()}
-    memory = cell.prepare(annotations, mask, weights=weights)
+    loop_weights = cell.weights_as(annotations)
+    weights = loop_weights.step._make(None if w is None else tf.identity(w) for w in loop_weights.step)
+    memory = cell.prepare(annotations, mask, weights=loop_weights.memory)
     inputs = tf.constant(rng.normal(size=(batch, 3 * units)), "float32")
     state = tf.constant(rng.normal(size=(batch, units)), "float32")
     recurrent_mask = tf.constant(rng.integers(0, 2, (batch, units)) * 2.0, "float32") if masked else None
@@ -49,27 +50,26 @@ def test_one_step_backward_equals_automatic_differentiation(name, masked):
     (alpha_ij times it is d C h_j), of v_a, and `loop_gradients`' weights (one step), for a
     loss of s_i and alpha_i with random weights. A wrong term names its piece."""
     cell, inputs, state, memory, recurrent_mask, weights, (d_state, d_alpha) = _step_inputs(CELLS[name], masked)
-    products, keys = memory["products"], memory["keys"]
-    sources = {"state": state, "inputs": inputs, "products": products, "keys": keys, **weights}
+    named_weights = {name: w for name, w in weights._asdict().items() if w is not None}
+    sources = {"state": state, "inputs": inputs, "products": memory.products, "keys": memory.keys, **named_weights}
     with tf.GradientTape() as tape:
         tape.watch(list(sources.values()))
-        step_weights = cell.loop_step_weights(weights, recurrent_mask)
-        h, alpha, record = cell.step(inputs, state, dict(memory, products=products, keys=keys), step_weights,
-                                     recurrent_mask)
-        loss = tf.reduce_sum(h * d_state) + tf.reduce_sum(alpha * d_alpha)
+        step_weights = cell.fuse(weights)
+        step = cell.step(inputs, state, memory, step_weights, recurrent_mask)
+        loss = tf.reduce_sum(step.state * d_state) + tf.reduce_sum(step.alpha * d_alpha)
     automatic = dict(zip(sources, tape.gradient(loss, list(sources.values()))))
 
-    transposed = {key: recurrence.transposed(w) if len(w.shape) == 2 else w for key, w in step_weights.items()}
-    d_previous, d_keys, d_score_vector, steps = cell.step_backward(d_state, d_alpha, state, alpha, record, memory,
-                                                                   transposed, recurrent_mask)
-    d_read = steps.get("context", steps["inputs"])
+    backward = cell.step_backward(d_state, d_alpha, state, step.alpha, step.record, memory,
+                                  recurrence.transposed_matrices(step_weights), recurrent_mask)
+    steps, d_read = backward.gradients, backward.gradients.products_read
     reads = state if recurrent_mask is None else state * recurrent_mask
-    ours = {"state": d_previous, "inputs": steps["inputs"], "keys": d_keys, "score_vector": d_score_vector,
-            "products": tf.cast(alpha, d_read.dtype)[:, :, None] * d_read[:, None, :],
-            **cell.loop_gradients(weights, reads[None], {key: record[key][None] for key in cell.RECORDED},
-                                  {key: value[None] for key, value in steps.items()}, recurrent_mask)}
-    assert set(ours) - {"state", "inputs", "products", "keys"} == set(weights) - {
-        "context_kernel", "key_kernel", "key_bias"}  # the memory's: the loop's (the model tests)
+    stacked = {key: value[None] for key, value in steps._asdict().items()}
+    loop_gradients = cell.loop_gradients(reads[None], step.record._make(r[None] for r in step.record),
+                                         steps._make(stacked.values()), backward.d_score_vector, recurrent_mask)
+    ours = {"state": backward.d_state, "inputs": steps.inputs, "keys": backward.d_keys,
+            "products": tf.cast(step.alpha, d_read.dtype)[:, :, None] * d_read[:, None, :],
+            **{name: w for name, w in loop_gradients._asdict().items() if w is not None}}
+    assert set(ours) - {"state", "inputs", "products", "keys"} == set(named_weights)  # the memory's: the loop's
     wrong = [piece for piece, gradient in ours.items()
              if not np.allclose(gradient, automatic[piece], rtol=1e-5, atol=1e-5)]
     assert not wrong, wrong  # every piece that differs, not only the first

@@ -3,10 +3,10 @@
 `RNNSearch` (the paper, rnnsearch.py), `RNNEncDec` (its baseline) and `Seq2Seq` (Sutskever et
 al.; baselines.py), their base `TranslationModel` (base.py), and below them the layers they are
 made of: the GRU step and its backward step (recurrence.py), the alignment model
-(attention.py), the decoder cells (layers.py: the paper's cell, the maxout readout, the
-encoder; cgru.py: Nematus's conditional GRU), the alignment head
-(alignment_head.py), dropout (regularization.py), the paper's initialisation (initializers.py)
-and the tensor helpers (tensor_ops.py). Nothing here imports TensorFlow, tensorflow-text, the
+(attention.py), the decoder cells (decoder_cell.py: their interface and base class; layers.py:
+the paper's cell, the maxout readout, the encoder; cgru.py: Nematus's conditional GRU), the
+alignment head (alignment_head.py), dropout (regularization.py), the paper's initialisation
+(initializers.py) and the tensor helpers (tensor_ops.py). Nothing here imports TensorFlow, tensorflow-text, the
 model directory, the tokenizers or the alignment package at import time: on the TensorFlow
 backend a training pass loads backprop.py (its loops with the backward pass written out), and
 loading or saving a trained model loads the loader (`bahdanau_tf.model_directory`), handed the

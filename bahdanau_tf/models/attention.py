@@ -129,17 +129,17 @@ class BahdanauAttention(keras.layers.Layer):
             "query_kernel",)
         return {name: getattr(self, name) for name in names}
 
-    def compute_keys(self, memory: Tensor, weights: dict | None = None) -> Tensor:
-        """U_a h_j (+ bias) for every source position: (batch, source_len, units); ``weights``:
-        `score_weights`' as tensors, in place of the variables.
+    def compute_keys(self, memory: Tensor, key_kernel: Tensor | None = None, key_bias: Tensor | None = None) -> Tensor:
+        """U_a h_j (+ bias) for every source position: (batch, source_len, units);
+        ``key_kernel`` and ``key_bias``: tensors in place of the variables.
 
         For the general score the keys are the annotations themselves.
         """
         if self.score != "additive":
             return memory
-        weights = weights or self.score_weights()
-        return (project(memory, cast_weight(weights["key_kernel"], memory))
-                + cast_weight(weights["key_bias"], memory))
+        key_kernel = self.key_kernel if key_kernel is None else key_kernel
+        key_bias = self.key_bias if key_bias is None else key_bias
+        return project(memory, cast_weight(key_kernel, memory)) + cast_weight(key_bias, memory)
 
     def project_query(self, query: Tensor) -> Tensor:
         """W_a s_{i-1}: the only part of the alignment model that depends on the decoder step."""
@@ -185,12 +185,12 @@ class BahdanauAttention(keras.layers.Layer):
         return cast_weight(self.score_vector if score_vector is None else score_vector, like)
 
     @staticmethod
-    def align_gradient(d_alpha: Tensor, d_read: Tensor, alpha: Tensor, projected_query: Tensor, memory: dict,
+    def align_gradient(d_alpha: Tensor, d_read: Tensor, alpha: Tensor, projected_query: Tensor, memory: tuple,
                        score_vector: Tensor) -> tuple:
-        """One step's `align` (additive score) and `read` of ``memory["products"]`` backwards:
+        """One step's `align` (additive score) and `read` of ``memory.products`` backwards:
         ``(d keys, d v_a, d projected query)`` from the gradients of alpha_i (float32) and of
         what the step read off the products (sum_j alpha_ij products_j)."""
-        products, keys, mask = memory["products"], memory["keys"], memory["mask"]
+        products, keys, mask = memory.products, memory.keys, memory.mask
         d_alpha = d_alpha + ops.cast(ops.squeeze(ops.matmul(products, d_read[:, :, None]), -1), "float32")
         # alpha = softmax(e) over the real positions
         d_scores = alpha * (d_alpha - ops.sum(alpha * d_alpha, axis=-1, keepdims=True))

@@ -1,19 +1,21 @@
 """A training pass's loops on TensorFlow, their backward pass written out (``tf.custom_gradient``).
 
 Loaded on the TensorFlow backend only, by whoever runs a training pass (`layers.gru_states`,
-`layers.AttentionGRUCell.sequence`); every other backend differentiates the scanned steps
+`decoder_cell.DecoderCell.sequence`); every other backend differentiates the scanned steps
 automatically. Two loops, each one ``tf.custom_gradient``, the way cuDNN and the fast RNN
 toolkits compute a recurrence's gradient:
 
 - `gru_states`: the paper's GRU over precomputed input projections (the encoder's two
   directions, RNNencdec's decoder), its step and backward step `bahdanau_tf.models.recurrence`'s;
 - `decoder_states`: any decoder cell over all steps of teacher forcing, driven through the
-  cell's own ``prepare``, ``step`` and ``step_backward`` (the paper's cell,
+  interface `bahdanau_tf.models.decoder_cell` writes down, the cell's own ``prepare``,
+  ``fuse``, ``step``, ``step_backward`` and ``loop_gradients`` (the paper's cell,
   `layers.AttentionGRUCell`; Nematus's conditional GRU, `cgru.CGRUAttentionCell`): this loop
-  knows no cell's equations, only the attention's memory every cell reads.
+  knows no cell's equations or weights, only the memory every cell reads (`Memory`, from the
+  weights `MemoryWeights`).
 
-The forward loop keeps what the cell's record names (the gates z, r, the candidate s~, the
-attention query; `step`'s record) and the attention weights; the backward loop runs, in
+The forward loop keeps the cell's ``Record`` (the gates z, r, the candidate s~, the attention
+query, ...) and the attention weights; the backward loop runs, in
 reverse, only the work that depends on the step after it: the gradient with respect to the
 state, a few (batch, n) matmuls by transposed weights per step (the weights transposed once,
 before the loop). The recurrent matrices', the query matrix W_a's and the context matrix C's
@@ -34,7 +36,8 @@ one. The step's largest matmul, (batch, 2n) x (2n, 3n), thus leaves the loop bot
 import tensorflow as tf
 
 import bahdanau_tf.models.recurrence as recurrence
-from bahdanau_tf.models.recurrence import gru_gates, gru_step_gradient, mix, read_gradient, through_mask, transposed
+from bahdanau_tf.models.recurrence import (gru_gates, gru_step_gradient, mix, read_gradient, through_mask, transposed,
+                                           transposed_matrices)
 from bahdanau_tf.models.tensor_ops import Tensor
 
 
@@ -125,60 +128,62 @@ def _gru_states(recurrent_mask):
 # === Every decoder cell ===
 
 def decoder_states(cell, projected: Tensor, initial_state: Tensor, annotations: Tensor, mask: Tensor,
-                   weights: dict, recurrent_mask: Tensor | None = None) -> tuple:
+                   weights: tuple, recurrent_mask: Tensor | None = None) -> tuple:
     """A decoder cell over all steps of teacher forcing, its backward pass written out.
 
     Args:
-        cell: a decoder cell (`layers.AttentionGRUCell` or a subclass) with the additive score:
-            its ``prepare``, ``loop_step_weights``, ``step`` (whose record holds ``RECORDED``),
-            ``step_backward`` (whose per-step gradients are ``STEP_GRADIENTS``, ``"inputs"``
-            first) and ``loop_gradients``.
-        projected: (time, batch, 3n), the cell's input projections of E y_{i-1}.
+        cell: a decoder cell (`bahdanau_tf.models.decoder_cell.DecoderCell`) with the additive
+            score that writes its backward step: its ``prepare``, ``fuse``, ``step`` (whose
+            ``Record`` the loop keeps), ``step_backward`` and ``loop_gradients``.
+        projected: (time, batch, k), the cell's input projections of E y_{i-1}.
         initial_state: (batch, n), s_0.
         annotations: (batch, source_len, 2n); mask: bool (batch, source_len).
-        weights: the cell's ``loop_weights()`` by name, as tensors in the compute dtype.
+        weights: the cell's ``weights_as`` (`decoder_cell.LoopWeights`), tensors in the compute
+            dtype.
         recurrent_mask: optional (batch, n), recurrent dropout (`recurrence.gru_step`).
 
     Returns:
         ``(s_i, c_i, alpha_i)`` for all steps: (time, batch, n), (time, batch, 2n) and float32
         (time, batch, source_len); the numbers of scanning the cell's ``step``.
     """
-    names = tuple(weights)
-    function = _decoder_states(cell, names, mask, recurrent_mask)
-    return function(projected, initial_state, annotations, *(weights[name] for name in names))
+    # the step's weights that hold a tensor (a field may be None: the fused kernels' place)
+    step_names = tuple(name for name, value in zip(weights.step._fields, weights.step) if value is not None)
+    function = _decoder_states(cell, weights, step_names, mask, recurrent_mask)
+    return function(projected, initial_state, annotations, *weights.memory,
+                    *(getattr(weights.step, name) for name in step_names))
 
 
 def _forward(cell, projected, initial_state, memory, step_weights, recurrent_mask):
-    """The forward loop: ``(s, alpha, record)`` of all steps, the record's ``cell.RECORDED``."""
+    """The forward loop: ``(s, alpha, record)`` of all steps, the record the cell's ``Record``
+    with each field stacked."""
 
     def step(h_tm1, x):
-        h, alpha, record = cell.step(x[0], h_tm1, memory, step_weights, recurrent_mask)
-        return h, (h, alpha) + tuple(record[name] for name in cell.RECORDED)
+        h, alpha, record, _ = cell.step(x[0], h_tm1, memory, step_weights, recurrent_mask)
+        return h, (h, alpha) + tuple(record)
 
     dtype = projected.dtype
-    stacked = _loop(step, (projected,), initial_state, [dtype, "float32"] + [dtype] * len(cell.RECORDED))[1]
-    return stacked[0], stacked[1], dict(zip(cell.RECORDED, stacked[2:]))
+    stacked = _loop(step, (projected,), initial_state, [dtype, "float32"] + [dtype] * len(cell.Record._fields))[1]
+    return stacked[0], stacked[1], cell.Record._make(stacked[2:])
 
 
-def _backward(cell, elements, initial_state, memory, backward_weights, recurrent_mask):
+def _backward(cell, elements, initial_state, memory, transposed_weights, recurrent_mask):
     """The backward loop, from the last step, over ``elements`` (d s_i, d alpha_i, s_{i-1},
-    alpha_i, then the record's ``cell.RECORDED``): ``(d s_0, d keys, d v_a, the stacked
-    per-step gradients by ``cell.STEP_GRADIENTS``)``; the keys' and v_a's are summed in it."""
+    alpha_i, then the fields of the stacked ``Record``): ``(d s_0, d keys, d v_a, the stacked
+    ``StepGradients``)``; the keys' and v_a's are summed in it."""
 
     def back(carry, saved):
         d_h, d_keys, d_score_vector = carry
         d_state, d_alpha, h_tm1, alpha = saved[:4]
-        d_h, d_step_keys, d_step_vector, step_gradients = cell.step_backward(
-            d_h + d_state, d_alpha, h_tm1, alpha, dict(zip(cell.RECORDED, saved[4:])), memory,
-            backward_weights, recurrent_mask)
-        carry = (d_h, d_keys + d_step_keys, d_score_vector + d_step_vector)
-        return carry, tuple(step_gradients[name] for name in cell.STEP_GRADIENTS)
+        step = cell.step_backward(d_h + d_state, d_alpha, h_tm1, alpha, cell.Record._make(saved[4:]), memory,
+                                  transposed_weights, recurrent_mask)
+        carry = (step.d_state, d_keys + step.d_keys, d_score_vector + step.d_score_vector)
+        return carry, tuple(step.gradients)
 
-    score_vector = backward_weights["score_vector"]
-    carry = (tf.zeros_like(initial_state), tf.zeros_like(memory["keys"]), tf.zeros_like(score_vector))
+    keys = memory.keys
+    carry = (tf.zeros_like(initial_state), tf.zeros_like(keys), tf.zeros_like(keys[0, 0]))  # v_a: (n',)
     (d_initial, d_keys, d_score_vector), stacked = _loop(
-        back, elements, carry, [initial_state.dtype] * len(cell.STEP_GRADIENTS), reverse=True)
-    return d_initial, d_keys, d_score_vector, dict(zip(cell.STEP_GRADIENTS, stacked))
+        back, elements, carry, [initial_state.dtype] * len(cell.StepGradients._fields), reverse=True)
+    return d_initial, d_keys, d_score_vector, cell.StepGradients._make(stacked)
 
 
 def _output_gradients(outputs, upstream, annotations):
@@ -194,11 +199,12 @@ def _output_gradients(outputs, upstream, annotations):
 
 
 def _memory_gradients(alphas, annotations, d_contexts, d_products_read, d_keys, weights):
-    """``(d annotations, {d C, d U_a, d key bias})`` after the loop, from d c_i (batch major),
-    the gradients of the steps' reads of the products (time major) and the keys' gradient:
-    C h_j's gradient is sum_i alpha_ij d(C c_i); with the keys', through [C | U_a] in one
-    matmul (both read h_j)."""
-    kernel = tf.concat([weights["context_kernel"], weights["key_kernel"]], -1)
+    """``(d annotations, the gradients of the memory's weights)`` after the loop, from d c_i
+    (batch major), the gradients of the steps' reads of the products (time major) and the
+    keys' gradient: C h_j's gradient is sum_i alpha_ij d(C c_i); with the keys', through
+    [C | U_a] in one matmul (both read h_j). ``weights``: `decoder_cell.MemoryWeights`, as is
+    every cell's memory."""
+    kernel = tf.concat([weights.context_kernel, weights.key_kernel], -1)
     batch_major = tf.cast(tf.transpose(alphas, [1, 0, 2]), annotations.dtype)  # (batch, time, source_len)
     d_products = tf.matmul(batch_major, tf.transpose(d_products_read, [1, 0, 2]), transpose_a=True)
     d_both = tf.concat([d_products, d_keys], -1)
@@ -207,40 +213,38 @@ def _memory_gradients(alphas, annotations, d_contexts, d_products_read, d_keys, 
     d_context_kernel, d_key_kernel = tf.split(recurrence.kernel_gradient(annotations, d_both),
                                               [d_products.shape[-1], -1], -1)
     d_key_bias = tf.cast(tf.reduce_sum(tf.cast(d_keys, "float32"), [0, 1]), d_keys.dtype)
-    return d_annotations, {"context_kernel": d_context_kernel, "key_kernel": d_key_kernel, "key_bias": d_key_bias}
+    return d_annotations, weights._make((d_context_kernel, d_key_kernel, d_key_bias))
 
 
-def _decoder_states(cell, names, mask, recurrent_mask):
+def _decoder_states(cell, structure, step_names, mask, recurrent_mask):
     """`decoder_states` as a ``tf.custom_gradient`` of (projected, s_0, annotations, the
-    weights in the order of ``names``); the masks get no gradient."""
+    memory's weights, the step's weights named ``step_names``), ``structure`` the
+    `decoder_cell.LoopWeights` they fill; the masks get no gradient."""
+    memory_count = len(structure.memory)
 
     @tf.custom_gradient
     def states(projected, initial_state, annotations, *tensors):
-        weights = dict(zip(names, tensors))
-        memory = cell.prepare(annotations, mask, weights=weights)  # C h_j and U_a h_j, once
-        step_weights = cell.loop_step_weights(weights, recurrent_mask)
+        weights = structure._replace(memory=structure.memory._make(tensors[:memory_count]),
+                                     step=structure.step._replace(**dict(zip(step_names, tensors[memory_count:]))))
+        memory = cell.prepare(annotations, mask, weights=weights.memory)  # C h_j and U_a h_j, once
+        step_weights = cell.fuse(weights.step)
         h, alphas, records = _forward(cell, projected, initial_state, memory, step_weights, recurrent_mask)
         contexts = recurrence.contexts(alphas, annotations)
 
         def gradient(*upstream):
             d_states, d_contexts, d_alphas = _output_gradients((h, contexts, alphas), upstream, annotations)
             previous, reads = _previous_reads(h, initial_state, recurrent_mask)
-            # the kernels transposed once, before the loop
-            backward_weights = {name: transposed(w) if len(w.shape) == 2 else w for name, w in step_weights.items()}
             d_initial, d_keys, d_score_vector, steps = _backward(
-                cell, (d_states, d_alphas, previous, alphas) + tuple(records[name] for name in cell.RECORDED),
-                initial_state, memory, backward_weights, recurrent_mask)
-            # what the steps read off the products: a cell whose inputs and context enter one
-            # sum (the paper's) has one gradient for both
-            d_annotations, gradients = _memory_gradients(alphas, annotations, d_contexts,
-                                                         steps.get("context", steps["inputs"]), d_keys, weights)
-            gradients.update(cell.loop_gradients(weights, reads, records, steps, recurrent_mask),
-                             score_vector=d_score_vector)
-            return (steps["inputs"], d_initial, d_annotations) + tuple(gradients[name] for name in names)
+                cell, (d_states, d_alphas, previous, alphas) + tuple(records), initial_state, memory,
+                transposed_matrices(step_weights), recurrent_mask)  # the kernels transposed once, before the loop
+            d_annotations, d_memory = _memory_gradients(alphas, annotations, d_contexts, steps.products_read, d_keys,
+                                                        weights.memory)
+            d_step = cell.loop_gradients(reads, records, steps, d_score_vector, recurrent_mask)
+            return ((steps.inputs, d_initial, d_annotations) + tuple(d_memory)
+                    + tuple(getattr(d_step, name) for name in step_names))
 
         return (h, contexts, alphas), _named_like_autodiff(gradient)
 
     return states
-
 
 __all__ = ["decoder_states", "gru_states"]

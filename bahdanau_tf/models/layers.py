@@ -23,28 +23,21 @@ are computed in float32. The same weights give the same numbers on TensorFlow, J
 `bahdanau_tf.models.tensor_ops` holds the two operations that take a TensorFlow-specific form there.
 """
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import keras
 from keras import ops
 
 import bahdanau_tf.models.recurrence as recurrence
 from bahdanau_tf.models.attention import BahdanauAttention
+from bahdanau_tf.models.decoder_cell import (BackwardStep, DecoderCell, LoopWeights, Memory, Step,
+                                             written_out_loops)
 from bahdanau_tf.models.initializers import BlockOrthogonal, add_own_weight, own_draw
 from bahdanau_tf.models.recurrence import gru_gates, gru_step, gru_step_gradient, mix, read_gradient, through_mask
 from bahdanau_tf.models.regularization import check_rates, sequence_dropout
 from bahdanau_tf.special_tokens import PAD_ID
 from bahdanau_tf.models.tensor_ops import (Tensor, cast_weight, masked_softmax, project,
-                                    reverse_within_lengths, scan_states, stack_time, time_major, weights_read_once)
-
-def _written_out(training):
-    """`bahdanau_tf.models.backprop`, the loops whose backward pass is written out, in a training pass
-    on TensorFlow (outside `recurrence.automatic_differentiation`); else None."""
-    if not training or recurrence.automatic_differentiation_asked():
-        return None
-    import bahdanau_tf.models.backprop as backprop  # noqa: PLC0415 — it imports TensorFlow: on that backend only
-
-    return backprop
+                                    reverse_within_lengths, stack_time, time_major, weights_read_once)
 
 
 def gru_states(projected: Tensor, initial_state: Tensor, gate_kernel: Tensor, recurrent_kernel: Tensor,
@@ -56,7 +49,7 @@ def gru_states(projected: Tensor, initial_state: Tensor, gate_kernel: Tensor, re
     loop, whose backward pass is written out; otherwise the steps are scanned
     (`recurrence.scanned_gru_states`). The states are the same either way.
     """
-    backprop = _written_out(training)
+    backprop = written_out_loops(training)
     function = recurrence.scanned_gru_states if backprop is None else backprop.gru_states
     return function(projected, initial_state, gate_kernel, recurrent_kernel, recurrent_mask)
 
@@ -167,7 +160,7 @@ class ConditionalGRUCell(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="bahdanau_tf")
-class AttentionGRUCell(keras.layers.Layer):
+class AttentionGRUCell(DecoderCell):
     """The RNNsearch decoder cell: attention over the annotations, then the conditional GRU.
 
     One step (paper, section 3.1 and appendix A.2.2):
@@ -175,36 +168,24 @@ class AttentionGRUCell(keras.layers.Layer):
         c_i = sum_j alpha_ij h_j,  alpha_i = softmax(v_a^T tanh(W_a s_{i-1} + U_a h_j))
         s_i = GRU(E y_{i-1}, s_{i-1}, c_i)     # c_i in all three gates
 
-    The step is written once, `step`, on the memory `prepare` forms once per sentence (the
-    products C h_j, the keys, the mask), and everything that steps the cell runs it: the Keras
-    call, the search (`bahdanau_tf.models.RNNSearch.decode_step`) and teacher forcing
-    (`sequence`: scanned, or in a training pass on TensorFlow the loop of
-    `bahdanau_tf.models.backprop.decoder_states`, which runs `step_backward`, written beside it).
-    A subclass with another step (`bahdanau_tf.models.cgru.CGRUAttentionCell`) writes these methods
-    and the model needs nothing else.
+    A `bahdanau_tf.models.decoder_cell.DecoderCell`: the step is written once, `step`, on the
+    memory `prepare` forms once per sentence (the products C h_j, the keys, the mask), and
+    everything that steps the cell runs it: the Keras call, the search
+    (`bahdanau_tf.models.RNNSearch.decode_step`) and teacher forcing (`sequence`: scanned, or in
+    a training pass on TensorFlow the loop of `bahdanau_tf.models.backprop.decoder_states`,
+    which runs `step_backward`, written beside it). C is the GRU's ``context_kernel``.
 
     Args:
         units: int, n, the decoder state size.
         attention_units: int, n', the alignment model's hidden size.
         score: attention score, ``"additive"`` (the paper) or ``"general"`` (Luong).
         kernel_initializer, recurrent_initializer, bias_initializer: of the GRU
-            (see `ConditionalGRUCell`).
+            (see `ConditionalGRUCell`); ``bias_initializer`` also of the keys' bias.
         attention_initializer: of W_a and U_a; ``score_initializer``: of v_a.
 
-    Call arguments:
-        projected_inputs: (batch, 3 * units), `project_inputs(E y_{i-1})`.
-        h_tm1: (batch, units), s_{i-1}.
-        memory: dict from `prepare`: ``annotations`` (batch, source_len, 2n), ``products``
-            C h_j (batch, source_len, 3n), ``keys`` (batch, source_len, n'), ``mask`` bool
-            (batch, source_len).
-        grouped: bool, the memory holds one row per group of consecutive rows of ``h_tm1``
-            (beam search's beams of one sentence), see `BahdanauAttention.attend`.
-        recurrent_mask: optional (batch, units), recurrent dropout: s_{i-1} times this mask is
-            what the attention query and the GRU's recurrent matmuls read (`gru_step`); the
-            model draws it once per sequence (`bahdanau_tf.models.regularization.Dropouts`).
-
-    Returns:
-        ``(s_i, c_i, alpha_i)``: (batch, units), (batch, 2n), float32 (batch, source_len).
+    Call arguments and returns: `DecoderCell`'s; ``memory`` from `prepare`, ``projected_inputs``
+    (batch, 3 * units). With ``recurrent_mask``, s_{i-1} times the mask is what the attention
+    query and the GRU's recurrent matmuls read (`gru_step`).
 
     Example:
 
@@ -215,6 +196,36 @@ class AttentionGRUCell(keras.layers.Layer):
     >>> [round(float(a), 3) for a in alpha[0]]
     [0.333, 0.333, 0.333, 0.0, 0.0]
     """
+
+    class Weights(NamedTuple):
+        """The step's weights by role: a search's (W_a and [U_z | U_r] apart) or a training
+        loop's (`fuse`: both in ``read_kernel``, those two None)."""
+
+        query_kernel: Tensor | None  # W_a (n, n')
+        score_vector: Tensor | None  # v_a (n',); None with the general score
+        gate_kernel: Tensor | None  # [U_z | U_r] (n, 2n)
+        recurrent_kernel: Tensor  # U (n, n)
+        read_kernel: Tensor | None = None  # [W_a | U_z | U_r] (n, n' + 2n): both read s_{i-1}
+
+    class Record(NamedTuple):
+        """What `step` keeps for `step_backward`: the query W_a s_{i-1}, the GRU's gates and
+        candidate."""
+
+        query: Tensor
+        z: Tensor
+        r: Tensor
+        candidate: Tensor
+
+    class StepGradients(NamedTuple):
+        """`step_backward`'s per-step gradients: d of the projected inputs, of the query."""
+
+        inputs: Tensor
+        query: Tensor
+
+        @property
+        def products_read(self) -> Tensor:
+            """d C c_i: the inputs' projections and C c_i enter one sum."""
+            return self.inputs
 
     def __init__(
         self,
@@ -228,20 +239,9 @@ class AttentionGRUCell(keras.layers.Layer):
         score_initializer: str | keras.initializers.Initializer | None = "zeros",
         **kwargs,
     ) -> None:
-        super().__init__(**kwargs)
-        self.units = int(units)
-        self.attention_units = int(attention_units)
-        self.score = score
+        super().__init__(units, attention_units, score=score, attention_initializer=attention_initializer,
+                         score_initializer=score_initializer, bias_initializer=bias_initializer, **kwargs)
         # === Layers ===
-        self.attention = BahdanauAttention(
-            attention_units,
-            score=score,
-            kernel_initializer=attention_initializer,
-            score_initializer=score_initializer,
-            bias_initializer=bias_initializer,
-            dtype=self.dtype_policy,
-            name="attention",
-        )
         self.gru = ConditionalGRUCell(
             units,
             kernel_initializer=kernel_initializer,
@@ -252,7 +252,7 @@ class AttentionGRUCell(keras.layers.Layer):
         )
 
     def build(self, input_dim: int, memory_dim: int) -> None:
-        self.attention.build((None, self.units), (None, None, int(memory_dim)))
+        super().build(input_dim, memory_dim)
         self.gru.build(input_dim=input_dim, context_dim=memory_dim)
         self.built = True
 
@@ -263,196 +263,95 @@ class AttentionGRUCell(keras.layers.Layer):
         """The GRU's [C_z; C_r; C] c, for c_i or the annotations h_j: (..., 3 * units)."""
         return self.gru.project_context(context)
 
+    def loop_weights(self) -> LoopWeights:
+        """The memory's (C: the GRU's ``context_kernel``) and the step's: the attention's W_a and
+        v_a, the GRU's ``gate_kernel`` and ``recurrent_kernel``."""
+        score, gru = self.attention.score_weights(), self.gru
+        return LoopWeights(self.memory_weights(gru.context_kernel),
+                           AttentionGRUCell.Weights(score["query_kernel"], score.get("score_vector"),
+                                                    gru.gate_kernel, gru.recurrent_kernel))
+
     # === The step ===
 
-    #: the names of `step`'s record that `step_backward` reads (a training loop keeps them)
-    RECORDED = ("query", "z", "r", "candidate")
-    #: the names of `step_backward`'s per-step gradients: d of the projected inputs, of the query
-    STEP_GRADIENTS = ("inputs", "query")
-
-    def loop_weights(self) -> dict:
-        """The weights a step reads, by name: the attention's (`BahdanauAttention.score_weights`),
-        ``context_kernel`` C (what multiplies c_i), the GRU's ``gate_kernel`` and
-        ``recurrent_kernel``."""
-        return {**self.attention.score_weights(), "context_kernel": self.gru.context_kernel,
-                "gate_kernel": self.gru.gate_kernel, "recurrent_kernel": self.gru.recurrent_kernel}
-
-    def weights_as(self, like: Tensor, step_only: bool = False) -> dict:
-        """`loop_weights` as tensors of ``like``'s dtype (what `prepare` and `step` read); with
-        ``step_only``, those `step` reads (not the products' and keys' kernels: a search reads
-        no weight it does not use at every step)."""
-        memory = ("context_kernel", "key_kernel", "key_bias") if step_only else ()
-        return {name: cast_weight(weight, like) for name, weight in self.loop_weights().items() if name not in memory}
-
-    def prepare(self, annotations: Tensor, mask: Tensor, readout_kernel: Tensor | None = None,
-                weights: dict | None = None) -> dict:
-        """What every step reads, computed once per sentence: the named memory.
-
-        A step multiplies c_i by a fixed matrix only (here the GRU's C), and C c_i = sum_j
-        alpha_ij (C h_j): the products C h_j are formed here, and a step reads C c_i off them
-        with its alpha_i (`BahdanauAttention.read`) instead of forming c_i.
-
-        Args:
-            annotations: (batch, source_len, 2n); mask: bool (batch, source_len).
-            readout_kernel: optional (2n, k), another matrix that multiplies c_i (the deep
-                output's C_o in a search): its products follow C h_j's, and `step` reads them
-                with the same alpha_i (its record's ``readout_context``).
-            weights: `loop_weights` as tensors, in place of the variables.
-
-        Returns:
-            dict with ``annotations``, ``products`` (batch, source_len, 3n [+ k]), ``keys``
-            (batch, source_len, n') (`BahdanauAttention.compute_keys`) and ``mask``.
-        """
-        weights = weights or self.loop_weights()
-        products = project(annotations, cast_weight(weights["context_kernel"], annotations))
-        if readout_kernel is not None:
-            products = ops.concatenate([products, project(annotations, cast_weight(readout_kernel, annotations))],
-                                       axis=-1)
-        return {"annotations": annotations, "products": products,
-                "keys": self.attention.compute_keys(annotations, weights), "mask": mask}
-
-    def _attend(self, query, memory, weights, grouped):
-        """alpha_i and sum_j alpha_ij of the products (C c_i, then the readout's columns)."""
-        alpha = self.attention.align(query, memory["keys"], memory["mask"], grouped=grouped,
-                                     score_vector=weights.get("score_vector"))
-        return alpha, self.attention.read(alpha, memory["products"], grouped=grouped)
-
-    def step(self, projected_inputs: Tensor, state: Any, memory: dict, weights: dict,
-             recurrent_mask: Tensor | None = None, grouped: bool = False) -> tuple:
+    def step(self, projected_inputs: Tensor, state: Any, memory: Memory, weights: Weights,
+             recurrent_mask: Tensor | None = None, grouped: bool = False) -> Step:
         """One step: alpha_i from the query W_a s_{i-1}, C c_i read off the products, the GRU.
 
         Args:
             projected_inputs: (batch, 3n), `project_inputs(E y_{i-1})`.
             state: (batch, n) s_{i-1}, or ``(s_{i-1}, W_a s_{i-1})`` as a search carries it
                 (`decoding_state`).
-            memory: `prepare`'s (its ``products``, ``keys``, ``mask``).
-            weights: `weights_as`'s; a ``read_kernel`` [W_a | U_z | U_r] replaces
-                ``query_kernel`` and ``gate_kernel``: both read s_{i-1}, in one matmul.
+            memory: `prepare`'s.
+            weights: ``Weights``, `step_weights_as`' or `fuse`'s.
             recurrent_mask: optional (batch, n), recurrent dropout (`gru_step`); the query
                 reads s_{i-1} through it too.
             grouped: as in `BahdanauAttention.attend`.
 
         Returns:
-            ``(s_i, alpha_i, record)``: (batch, n), float32 (batch, source_len), and a dict of
-            what the step computed: ``RECORDED`` (the query, the GRU's z, r, s~), and
-            ``readout_context``, what it read off the products' columns past C h_j's.
+            `Step`: s_i (batch, n), alpha_i float32 (batch, source_len), the ``Record``, and
+            the ``readout_context``, what the step read off the products' columns past C h_j's.
         """
         h_tm1, query = state if isinstance(state, (tuple, list)) else (state, None)
         read = h_tm1 if recurrent_mask is None else h_tm1 * recurrent_mask
         recurrent_gates = None
-        if query is None and "read_kernel" in weights:  # W_a and [U_z | U_r] in one matmul
-            query, recurrent_gates = ops.split(ops.matmul(read, weights["read_kernel"]), [self.attention.units], -1)
+        if query is None and weights.read_kernel is not None:  # W_a and [U_z | U_r] in one matmul
+            query, recurrent_gates = ops.split(ops.matmul(read, weights.read_kernel), [self.attention.units], -1)
         elif query is None:
-            query = ops.matmul(read, weights["query_kernel"])
-        alpha, products_read = self._attend(query, memory, weights, grouped)
+            query = ops.matmul(read, weights.query_kernel)
+        alpha, products_read = self.attend(query, memory, weights.score_vector, grouped)
         z, r, candidate = gru_gates(projected_inputs + products_read[:, : 3 * self.units], h_tm1,
-                                    weights.get("gate_kernel"), weights["recurrent_kernel"], recurrent_mask,
-                                    recurrent_gates)
-        record = {"query": query, "z": z, "r": r, "candidate": candidate,
-                  "readout_context": products_read[:, 3 * self.units :]}
-        return mix(h_tm1, z, candidate), alpha, record
+                                    weights.gate_kernel, weights.recurrent_kernel, recurrent_mask, recurrent_gates)
+        return Step(mix(h_tm1, z, candidate), alpha, self.Record(query, z, r, candidate),
+                    products_read[:, 3 * self.units :])
 
     def decoding_state(self, state: Tensor) -> tuple:
         """s as a search carries it: ``(s, W_a s)``, the next step's query computed as soon as s
         is (`bahdanau_tf.models.RNNSearch.decoding_state` says why)."""
         return (state, self.attention.project_query(state))
 
-    # === The step backwards, and the loop's weights ===
+    # === The step backwards ===
 
-    def loop_step_weights(self, weights: dict, recurrent_mask: Tensor | None = None) -> dict:
-        """The weights `step` reads in a training loop, from `loop_weights`' tensors: W_a and
-        [U_z | U_r] read s_{i-1}, one ``read_kernel``."""
-        return {"read_kernel": ops.concatenate([weights["query_kernel"], weights["gate_kernel"]], axis=-1),
-                "score_vector": weights["score_vector"], "recurrent_kernel": weights["recurrent_kernel"]}
+    def fuse(self, weights: Weights) -> Weights:
+        """W_a and [U_z | U_r] read s_{i-1}: one ``read_kernel`` [W_a | U_z | U_r]."""
+        return weights._replace(read_kernel=ops.concatenate([weights.query_kernel, weights.gate_kernel], axis=-1),
+                                query_kernel=None, gate_kernel=None)
 
-    def step_backward(self, d_state: Tensor, d_alpha: Tensor, h_tm1: Tensor, alpha: Tensor, record: dict,
-                      memory: dict, weights: dict, recurrent_mask: Tensor | None = None) -> tuple:
+    def step_backward(self, d_state: Tensor, d_alpha: Tensor, h_tm1: Tensor, alpha: Tensor, record: Record,
+                      memory: Memory, transposed: Weights, recurrent_mask: Tensor | None = None) -> BackwardStep:
         """`step` backwards (additive score), from the gradients of s_i and alpha_i.
 
         Args:
             d_state: (batch, n); d_alpha: float32 (batch, source_len), with what c_i's gradient
-                gives it. h_tm1, alpha, record: the step's s_{i-1}, alpha_i and record.
-            memory: `prepare`'s. weights: `loop_step_weights`', each kernel transposed.
-
-        Returns:
-            ``(d s_{i-1}, d keys, d v_a, per-step gradients by ``STEP_GRADIENTS``)``.
+                gives it. h_tm1, alpha, record: the step's s_{i-1}, alpha_i and ``Record``.
+            memory: `prepare`'s. transposed: `fuse`'s weights, each matrix transposed
+                (`decoder_cell.transposed_matrices`).
         """
-        d_x, d_mix, d_read = gru_step_gradient(d_state, h_tm1, record["z"], record["r"], record["candidate"],
-                                               weights["recurrent_kernel"], recurrent_mask)
-        d_keys, d_score_vector, d_query = self.attention.align_gradient(d_alpha, d_x, alpha, record["query"],
-                                                                        memory, weights["score_vector"])
-        d_read = read_gradient(d_x, d_read, weights["read_kernel"], more=d_query)
-        return through_mask(d_mix, d_read, recurrent_mask), d_keys, d_score_vector, {"inputs": d_x, "query": d_query}
+        d_x, d_mix, d_read = gru_step_gradient(d_state, h_tm1, record.z, record.r, record.candidate,
+                                               transposed.recurrent_kernel, recurrent_mask)
+        d_keys, d_score_vector, d_query = self.attention.align_gradient(d_alpha, d_x, alpha, record.query,
+                                                                        memory, transposed.score_vector)
+        d_read = read_gradient(d_x, d_read, transposed.read_kernel, more=d_query)
+        return BackwardStep(through_mask(d_mix, d_read, recurrent_mask), d_keys, d_score_vector,
+                            self.StepGradients(d_x, d_query))
 
-    def loop_gradients(self, weights: dict, reads: Tensor, records: dict, steps: dict,
-                       recurrent_mask: Tensor | None = None) -> dict:
+    def loop_gradients(self, reads: Tensor, records: Record, steps: StepGradients, d_score_vector: Tensor,
+                       recurrent_mask: Tensor | None = None) -> Weights:
         """The gradients of the weights only the step's GRU and query read, after a training
         loop, each one matmul over all steps: from what the steps' matmuls read of s_{i-1}
         (time, batch, n), the stacked records and `step_backward`'s stacked gradients."""
-        d_inputs = steps["inputs"]
+        d_inputs = steps.inputs
         d_query_kernel, d_gate = ops.split(
-            recurrence.kernel_gradient(reads, ops.concatenate([steps["query"], d_inputs[..., : 2 * self.units]], -1)),
+            recurrence.kernel_gradient(reads, ops.concatenate([steps.query, d_inputs[..., : 2 * self.units]], -1)),
             [self.attention.units], -1)
-        d_recurrent = recurrence.kernel_gradient(records["r"] * reads, d_inputs[..., 2 * self.units :])
-        return {"query_kernel": d_query_kernel, "gate_kernel": d_gate, "recurrent_kernel": d_recurrent}
-
-    # === All steps ===
-
-    def sequence(self, projected_inputs: Tensor, initial_state: Tensor, memory: dict,
-                 recurrent_mask: Tensor | None = None, weights: bool = False, training: bool = False) -> tuple:
-        """Teacher forcing: the cell over all steps of time-major ``projected_inputs`` (time,
-        batch, 3 * units), from s_0 ``initial_state``, on ``memory`` ``annotations`` and
-        ``mask`` (`RNNSearch.encode`'s).
-
-        A training pass on TensorFlow with the additive score runs
-        `bahdanau_tf.models.backprop.decoder_states`, whose backward pass is written out (`step_backward`);
-        otherwise `step` is scanned and differentiated automatically.
-
-        Returns:
-            ``(s_i, c_i, alpha_i)`` of all steps, time major; ``alpha_i`` (float32) only with
-            ``weights``, else None.
-        """
-        backprop = _written_out(training) if self.score == "additive" else None
-        annotations, mask = memory["annotations"], memory["mask"]
-        if backprop is not None:
-            states, contexts, alphas = backprop.decoder_states(self, projected_inputs, initial_state, annotations,
-                                                               mask, self.weights_as(initial_state), recurrent_mask)
-        else:
-            states, alphas = self.scanned_sequence(projected_inputs, initial_state, annotations, mask,
-                                                   recurrent_mask)
-            contexts = recurrence.contexts(alphas, annotations)
-        return states, contexts, alphas if weights else None
-
-    def scanned_sequence(self, projected_inputs: Tensor, initial_state: Tensor, annotations: Tensor,
-                         mask: Tensor, recurrent_mask: Tensor | None = None) -> tuple:
-        """`step` scanned over all steps: ``(s_i, alpha_i)``, time major (the contexts c_i are
-        one batched matmul after the loop, `recurrence.contexts`)."""
-        weights = self.weights_as(initial_state)
-        memory = self.prepare(annotations, mask, weights=weights)
-        initializer = (initial_state, ops.zeros(ops.shape(mask), "float32"))
-
-        def step(carry, projected_t):
-            return self.step(projected_t, carry[0], memory, weights, recurrent_mask)[:2]
-
-        return scan_states(step, projected_inputs, initializer)
-
-    def call(self, projected_inputs: Tensor, h_tm1: Tensor, memory: dict, grouped: bool = False,
-             recurrent_mask: Tensor | None = None) -> tuple:
-        state, alpha, _ = self.step(projected_inputs, h_tm1, memory, self.weights_as(h_tm1, step_only=True),
-                                    recurrent_mask, grouped=grouped)
-        return state, self.attention.read(alpha, memory["annotations"], grouped=grouped), alpha
+        d_recurrent = recurrence.kernel_gradient(records.r * reads, d_inputs[..., 2 * self.units :])
+        return self.Weights(d_query_kernel, d_score_vector, d_gate, d_recurrent)
 
     def get_config(self) -> dict:
-        gru_config, attention_config = self.gru.get_config(), self.attention.get_config()
+        gru_config = self.gru.get_config()
         config = {
-            "units": self.units,
-            "attention_units": self.attention_units,
-            "score": self.score,
             "kernel_initializer": gru_config["kernel_initializer"],
             "recurrent_initializer": gru_config["recurrent_initializer"],
             "bias_initializer": gru_config["bias_initializer"],
-            "attention_initializer": attention_config["kernel_initializer"],
-            "score_initializer": attention_config["score_initializer"],
         }
         return {**super().get_config(), **config}
 

@@ -11,8 +11,9 @@ This module owns that step and its backward step, in ``keras.ops`` (every backen
 - `gru_step_gradient`, `read_gradient`, `through_mask`: that step backwards, from the gradient
   of its new state; each decoder cell's backward step, written beside its step
   (`layers.AttentionGRUCell.step_backward`), is made of them;
-- `kernel_gradient`, `gru_weight_gradients`, `transposed`: a weight's gradient over all steps as
-  one matmul after a backward loop, and the transposed kernels that loop reads;
+- `kernel_gradient`, `gru_weight_gradients`, `transposed`, `transposed_matrices`: a weight's
+  gradient over all steps as one matmul after a backward loop, and the transposed kernels that
+  loop reads;
 - `contexts`: c_i = sum_j alpha_ij h_j of all steps at once, after a decoder's loop.
 
 In a training pass on TensorFlow the loops' backward pass is written out
@@ -143,6 +144,12 @@ def transposed(kernel: Tensor) -> Tensor:
     return ops.swapaxes(kernel, -1, -2)
 
 
+def transposed_matrices(weights: tuple) -> tuple:
+    """A NamedTuple of a decoder cell's weights (its ``Weights``) with each matrix `transposed`
+    (W^T in W's field; vectors and None as they are): what its backward step reads."""
+    return weights._make(transposed(w) if w is not None and len(w.shape) == 2 else w for w in weights)
+
+
 # === After a backward loop ===
 
 def kernel_gradient(rows: Tensor, gradients: Tensor) -> Tensor:
@@ -170,4 +177,4 @@ def contexts(alphas: Tensor, annotations: Tensor) -> Tensor:
 
 __all__ = ["automatic_differentiation", "automatic_differentiation_asked", "contexts", "gru_gates",
            "gru_step", "gru_step_gradient", "gru_weight_gradients", "kernel_gradient", "mix", "read_gradient",
-           "scanned_gru_states", "through_mask", "transposed"]
+           "scanned_gru_states", "through_mask", "transposed", "transposed_matrices"]

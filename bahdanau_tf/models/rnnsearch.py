@@ -13,6 +13,7 @@ import bahdanau_tf.models.initializers as initializers
 import bahdanau_tf.models.layers as layers_lib
 import bahdanau_tf.models.tensor_ops as tensor_ops
 from bahdanau_tf.models.alignment_head import AlignmentHead
+from bahdanau_tf.models.decoder_cell import Memory
 from bahdanau_tf.models.base import SIZES, TranslationModel, check_tying
 from bahdanau_tf.models.tensor_ops import Tensor
 from bahdanau_tf.special_tokens import END_ID, PAD_ID
@@ -247,11 +248,13 @@ class RNNSearch(TranslationModel):
             memory = self.decoding_memory(memory)
         cell = self.decoder_cell
         embedded = self.target_embedding(previous_ids)
-        new_state, attention, record = cell.step(cell.project_inputs(embedded), state, memory,
-                                                 cell.weights_as(embedded, step_only=True), grouped=True)
-        features = self.readout.features(new_state, embedded, projected_contexts=record["readout_context"])
+        step = cell.step(cell.project_inputs(embedded), state,
+                         Memory(memory["products"], memory["keys"], memory["mask"]), cell.step_weights_as(embedded),
+                         grouped=True)
+        features = self.readout.features(step.state, embedded, projected_contexts=step.readout_context)
         logits = self.readout.project(features, projection)
-        return logits, cell.decoding_state(new_state) if isinstance(state, (tuple, list)) else new_state, attention
+        new_state = cell.decoding_state(step.state) if isinstance(state, (tuple, list)) else step.state
+        return logits, new_state, step.alpha
 
     def decoding_state(self, state: Tensor) -> Any:
         """s as a search carries it, the decoder cell's ``decoding_state``: the paper's cell
@@ -288,11 +291,11 @@ class RNNSearch(TranslationModel):
         """
         prepared = self.decoder_cell.prepare(memory["annotations"], memory["mask"],
                                              readout_kernel=self.readout.context_kernel)
-        return {name: prepared[name] for name in ("products", "keys", "mask")}
+        return {"products": prepared.products, "keys": prepared.keys, "mask": prepared.mask}
 
     def _teacher_forcing(self, inputs, training=False, features=False, attention=False, head=False):
         """``(logits or features, alpha or None)``: the decoder over all steps of the reference
-        (`layers.AttentionGRUCell.sequence`); alpha only when asked for; with ``head``, the
+        (`decoder_cell.DecoderCell.sequence`); alpha only when asked for; with ``head``, the
         annotations, mask and states `alignment_head_inputs` hands on."""
         source_ids, target_input_ids = inputs
         memory = self.encode(source_ids, training=training)
@@ -301,8 +304,9 @@ class RNNSearch(TranslationModel):
         projected = self.decoder_cell.project_inputs(embedded)  # (batch, target_len, 3n), before the loop
         recurrent_mask = self.dropouts.recurrent_mask(initial_state, training)  # one per sequence
         with tensor_ops.weights_read_once(self.decoder_cell):  # not once per step (see there)
-            outputs = self.decoder_cell.sequence(tensor_ops.time_major(projected), initial_state, memory,
-                                                 recurrent_mask, weights=attention, training=training)
+            outputs = self.decoder_cell.sequence(tensor_ops.time_major(projected), initial_state,
+                                                 memory["annotations"], memory["mask"], recurrent_mask,
+                                                 weights=attention, training=training)
         states, contexts = tensor_ops.stack_time(outputs[0]), tensor_ops.stack_time(outputs[1])
         weights = tensor_ops.stack_time(outputs[2]) if attention else None
         if head:
