@@ -31,8 +31,8 @@ from bahdanau_tf.models import regularization
 
 #: the budget rule: no regularisation for a run planned to make up to `ONSET_EPOCHS` epochs (it
 #: ends before the recipe overfits, and dropout only slows its learning), the full rates from
-#: `FULL_EPOCHS` on, linear between, in tenths of the full rates (docs/training.md, "Dropout
-#: over the budget")
+#: `FULL_EPOCHS` on, linear between, in tenths of the full rates
+#: (docs/training.md, "Dropout over the budget")
 ONSET_EPOCHS, FULL_EPOCHS = 4.0, 12.0
 FULL_RATES = {"dropout": 0.2, "word_dropout": 0.1}
 #: a share of the full rates below this is too small to matter: none
