@@ -47,6 +47,7 @@ from typing import Any
 
 import keras
 import tensorflow as tf
+from google.protobuf import text_format
 
 import bahdanau_tf
 from bahdanau_tf import keras_checkpoints
@@ -372,15 +373,49 @@ def checkpoint_problems(prefix: str) -> list:
     return []
 
 
+def checkpoint_state(directory: str):
+    """``directory``'s ``checkpoint`` state file (``tf.train.get_checkpoint_state``), every
+    path in it a checkpoint of ``directory``; None without one.
+
+    A checkpoint is named by its file name in its own folder: a path into another folder (an
+    absolute one an earlier release wrote, then the run copied or moved) names the checkpoint
+    of that name here, so that a copy never reads, nor deletes, its original's files.
+    """
+    state = tf.train.get_checkpoint_state(directory)
+    if state is None:
+        return None
+    state.model_checkpoint_path = os.path.join(directory, os.path.basename(state.model_checkpoint_path))
+    paths = [os.path.join(directory, os.path.basename(path)) for path in state.all_model_checkpoint_paths]
+    del state.all_model_checkpoint_paths[:]
+    state.all_model_checkpoint_paths.extend(paths)
+    return state
+
+
+def write_checkpoint_state(directory: str, state) -> None:
+    """Writes ``state`` (`checkpoint_state`'s, changed) as ``directory``'s ``checkpoint`` file,
+    each checkpoint by its file name (the run moves with its folder), atomically: beside it,
+    then renamed over it."""
+    relative = type(state)()
+    relative.CopyFrom(state)
+    relative.model_checkpoint_path = os.path.basename(state.model_checkpoint_path)
+    del relative.all_model_checkpoint_paths[:]
+    relative.all_model_checkpoint_paths.extend(os.path.basename(path) for path in state.all_model_checkpoint_paths)
+    target = os.path.join(directory, "checkpoint")
+    with tf.io.gfile.GFile(target + ".tmp", "w") as handle:
+        handle.write(text_format.MessageToString(relative))
+    tf.io.gfile.rename(target + ".tmp", target, overwrite=True)
+
+
 def listed_checkpoint(directory: str) -> str | None:
-    """The checkpoint the ``checkpoint`` state file names, whether or not its files exist.
+    """The checkpoint the ``checkpoint`` state file names (`checkpoint_state`), whether or not
+    its files exist.
 
     (``tf.train.latest_checkpoint`` answers None for a damaged one, which would hide it.)
     """
-    state = tf.train.get_checkpoint_state(directory)
+    state = checkpoint_state(directory)
     if state is None or not state.model_checkpoint_path:
         return None
-    return state.model_checkpoint_path  # joined with ``directory`` by TensorFlow when relative
+    return state.model_checkpoint_path
 
 
 def latest_checkpoint(directory: str, which: str = "best", warn=None) -> str | None:

@@ -626,6 +626,52 @@ def test_resume_continues_step_weights_and_optimizer(corpora, tokenizers, tmp_pa
     assert tf.train.latest_checkpoint(str(tmp_path / "checkpoints")).endswith("ckpt-8")
 
 
+def _file_checksums(directory):
+    import hashlib
+
+    return {os.path.relpath(os.path.join(root, name), directory):
+            hashlib.sha256(pathlib.Path(root, name).read_bytes()).hexdigest()
+            for root, _, names in os.walk(directory) for name in names}
+
+
+@pytest.mark.slow
+def test_a_copied_or_moved_run_resumes_its_own_checkpoints_and_leaves_the_original_alone(
+        corpora, tokenizers, tmp_path):
+    """A run with pruned checkpoints, copied (``cp -a``) or moved, resumes from its own files to
+    the weights the original resumed would reach; the original's files are untouched. The moved
+    one's state file names its checkpoints by absolute paths, as an earlier release wrote it."""
+    import subprocess
+
+    train, _ = corpora
+    settings = dict(checkpoint_every=2, keep_checkpoints=2, average_last=0)
+    make_trainer(tmp_path / "original", tokenizers, max_steps=6, **settings).fit(train)
+    folder = tmp_path / "original" / "checkpoints"
+    assert "ckpt-2.index" not in os.listdir(folder)  # pruned
+    assert "/" not in (folder / "checkpoint").read_text()  # the state names files, not paths
+    subprocess.run(["cp", "-a", str(tmp_path / "original"), str(tmp_path / "copy")], check=True)
+    subprocess.run(["cp", "-a", str(tmp_path / "original"), str(tmp_path / "before_move")], check=True)
+    state = model_directory.checkpoint_state(str(tmp_path / "before_move" / "checkpoints"))
+    tf.compat.v1.train.update_checkpoint_state(  # what an earlier release left: absolute paths
+        str(tmp_path / "before_move" / "checkpoints"), state.model_checkpoint_path,
+        all_model_checkpoint_paths=list(state.all_model_checkpoint_paths))
+    os.rename(tmp_path / "before_move", tmp_path / "moved")
+    before = _file_checksums(tmp_path / "original")
+    resumed = {}
+    for name in ("copy", "moved", "original"):
+        if name == "original":
+            assert _file_checksums(tmp_path / "original") == before  # untouched by the others
+        trainer = make_trainer(tmp_path / name, tokenizers, max_steps=10, **settings)
+        assert trainer.restore().endswith(os.path.join(name, "checkpoints", "ckpt-6"))
+        trainer.fit(train)
+        resumed[name] = weights(trainer)
+        assert [os.path.basename(path) for path in checkpoint_averaging.run_checkpoints(
+            str(tmp_path / name))] == ["ckpt-8", "ckpt-10"]
+        assert "/" not in (tmp_path / name / "checkpoints" / "checkpoint").read_text()
+    for name in ("copy", "moved"):
+        for got, expected in zip(resumed[name], resumed["original"]):
+            np.testing.assert_array_equal(got, expected)
+
+
 @pytest.mark.slow
 def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(corpora, tokenizers, tmp_path):
     train, _ = corpora
