@@ -181,7 +181,7 @@ def average_checkpoints(directory: str | os.PathLike, last: int, output: str | N
         path = average_checkpoints("runs/small", last=5)
         translator = Translator.from_directory("runs/small", which="averaged")
     """
-    directory = os.fspath(pretrained.resolve(directory))
+    directory = os.fspath(pretrained.resolve(directory, written=True))  # a run (a shipped model has none)
     saved = model_directory.check_model_directory(directory)
     weights = model_directory.WEIGHTS
     if tf.io.gfile.exists(os.path.join(directory, weights)):  # a shipped or saved model

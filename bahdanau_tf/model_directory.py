@@ -157,12 +157,15 @@ def record_averaged(directory: str, tag: dict) -> None:
 
 def tag_model_config(directory: str, key: str, value) -> None:
     """Records ``value`` (JSON) as ``key`` of ``model.json`` (written beside it and renamed):
-    what is learned about a trained model later (`AVERAGED_TAG`, an alignment rule chosen on dev)."""
+    what is learned about a trained model later (`AVERAGED_TAG`, an alignment rule chosen on dev).
+    ``directory`` is a path (`pretrained.as_path`): the file rewritten is the one read."""
+    directory = pretrained.as_path(directory)
     _write_json(os.path.join(directory, MODEL_CONFIG), {**read_model_config(directory), key: value})
 
 
 def update_settings(directory: str, **settings) -> None:
     """Rewrites ``model.json``'s run settings with ``settings`` (a resumed run's ``training``)."""
+    directory = pretrained.as_path(directory)
     saved = read_model_config(directory)
     _write_json(os.path.join(directory, MODEL_CONFIG),
                 {**saved, "settings": {**saved.get("settings", {}), **settings}})

@@ -518,3 +518,42 @@ def test_a_resumed_run_keeps_its_recipe_refuses_another_and_records_it_in_one_pl
     assert "was trained with --schedule=plateau" in errors[0] and "--schedule=constant cannot apply" in errors[0]
     assert snapshot() == before
 
+
+
+def _tree_checksums(directory):
+    import hashlib
+
+    return {os.path.relpath(os.path.join(root, name), directory):
+            hashlib.sha256(open(os.path.join(root, name), "rb").read()).hexdigest()
+            for root, _, names in os.walk(directory) for name in names}
+
+
+@pytest.mark.slow
+def test_a_run_named_like_the_shipped_model_trains_scores_and_keeps_its_own_model_json(tmp_path):
+    """``--output_dir=bible-en-es-small`` (the shipped model's name) trains into
+    ./bible-en-es-small, chooses the alignment rule on its own model at its end and keeps its
+    own model.json; ``bahdanau-evaluate --choose_alignment_rule`` of that local directory chooses
+    on it too; the run resumes; the shipped model is untouched."""
+    from bahdanau_tf import pretrained
+
+    shipped = pretrained.path("bible-en-es-small")
+    before = _tree_checksums(shipped)
+    run = ["--preset=tiny", "--max_train_pairs=200", "--max_minutes=0", "--jit=false",
+           "--dev_bleu_every=0", "--lexicon_top_k=0", "--output_dir=bible-en-es-small"]
+    trained, scored, resumed = run_commands(
+        [("train", [*run, "--max_steps=2"], ""),
+         ("evaluate", ["--model_dir=bible-en-es-small", "--choose_alignment_rule", "--max_sentences=2",
+                       "--nojit_compile", "--output_dir=evaluation"], ""),
+         ("train", [*run, "--max_steps=3"], "")],
+        cwd=str(tmp_path))
+    local = tmp_path / "bible-en-es-small"
+    assert trained["code"] == 0, trained["stderr"][-3000:]
+    saved = json.loads((local / "model.json").read_text())
+    assert saved["settings"]["preset"] == "tiny" and "pretrained" not in saved["settings"]
+    assert saved["alignment"]["corpus"] == "bible-en-es/dev"  # chosen on the run's own model
+    assert scored["code"] == 0, scored["stderr"][-3000:]
+    rescored = json.loads((local / "model.json").read_text())
+    assert rescored == saved  # the same model chose the same rule: its own model.json kept
+    assert resumed["code"] == 0 and "holds a model: resuming" in resumed["stderr"], resumed["stderr"][-3000:]
+    assert report_of(local)["updates"] == 3
+    assert _tree_checksums(shipped) == before

@@ -79,6 +79,7 @@ from absl import flags
 
 from bahdanau_tf.cli import common  # noqa: E402  (first: TensorFlow loads quietly)
 from bahdanau_tf import presets  # noqa: E402
+from bahdanau_tf import pretrained  # noqa: E402
 
 FLAGS = flags.FLAGS
 #: the README's 12-minute run: ``--max_minutes``'s default (0 means no time budget)
@@ -499,6 +500,7 @@ def main(argv):
     del argv
     start_time = time.time()
     _check_backend()
+    FLAGS.output_dir = pretrained.as_path(FLAGS.output_dir)  # a path, even when named like a shipped model
     from bahdanau_tf import training
 
     presets.get_preset(FLAGS.preset)  # an unknown preset is a usage error, before any work

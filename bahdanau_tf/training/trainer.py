@@ -26,6 +26,7 @@ from bahdanau_tf import files
 from bahdanau_tf import model_directory as model_directory_lib
 from bahdanau_tf import models as models_lib
 from bahdanau_tf import presets
+from bahdanau_tf import pretrained
 from bahdanau_tf import regularization
 from bahdanau_tf.training.config import (
     BudgetRegularization,
@@ -123,6 +124,7 @@ class Trainer(TrainingStep):
         log: Callable[[str], None] | None = None,
         guide: Any = None,
     ) -> None:
+        output_dir = pretrained.as_path(output_dir)  # a path, even when named like a shipped model
         self.output_dir = output_dir
         self.source_tokenizer = source_tokenizer
         self.target_tokenizer = target_tokenizer
