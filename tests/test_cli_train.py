@@ -557,3 +557,32 @@ def test_a_run_named_like_the_shipped_model_trains_scores_and_keeps_its_own_mode
     assert resumed["code"] == 0 and "holds a model: resuming" in resumed["stderr"], resumed["stderr"][-3000:]
     assert report_of(local)["updates"] == 3
     assert _tree_checksums(shipped) == before
+
+
+def test_a_guided_run_trains_to_its_end_with_its_guide_and_resumes(tmp_path):
+    """The guided alignment command runs to its end: it reports its guide, its update differs
+    from the unguided run's of the same seed and batch by the guided term alone (the same first
+    NLL, other weights), model.json names the links, and the run resumes with them."""
+    pairs = [("a dog and a cat ran to the house", "un perro y un gato corrieron a la casa"),
+             ("the cat", "el gato"), ("the dog ran", "el perro corrió"), ("a house", "una casa")]
+    (tmp_path / "g.tsv").write_text("".join(f"{s}\t{t}\n" for s, t in pairs), encoding="utf-8")
+    (tmp_path / "g.links").write_text("".join(" ".join(f"{i}-{i}" for i in range(len(s.split()))) + "\n"
+                                              for s, _ in pairs))
+    run = ["--preset=tiny", "--tsv=g.tsv", "--tokenizer=word", "--vocabulary_size=60", "--max_minutes=0",
+           "--lexicon_top_k=0", "--nojit_compile", "--dev_bleu_every=0", "--seed=3"]
+    guided, unguided, resumed = train_rows(
+        tmp_path, [*run, "--max_steps=1", "--guided_alignment=g.links", "--output_dir=run"],
+        [*run, "--max_steps=1", "--output_dir=plain"],
+        [*run, "--max_steps=2", "--guided_alignment=g.links", "--output_dir=run"])
+    for result in (guided, unguided, resumed):
+        assert result.returncode == 0, result.stderr[-3000:]
+    assert re.search(r"^Guided alignment: \d+ token links of 4 pairs from g\.links", guided.stderr, re.M)
+    first_nll = [re.search(r"^step +1 .*train NLL (\S+)", result.stderr, re.M).group(1)
+                 for result in (guided, unguided)]
+    assert first_nll[0] == first_nll[1]  # the same model and batch: the NLL is the same...
+    weights = [model_directory.load_model_directory(str(tmp_path / name), which="latest").model.get_weights()
+               for name in ("run", "plain")]
+    assert any(not np.array_equal(a, b) for a, b in zip(*weights))  # ...the update is not
+    saved = model_directory.read_model_config(str(tmp_path / "run"))["settings"]
+    assert saved["guided_alignment"] == str(tmp_path / "g.links")
+    assert "holds a model: resuming" in resumed.stderr and report_of(tmp_path / "run")["updates"] == 2

@@ -381,7 +381,7 @@ def _alignment_links(train):
     error naming the line."""
     if not FLAGS.guided_alignment:
         return None
-    from bahdanau_tf import alignment, training
+    from bahdanau_tf import alignment
 
     try:
         links = alignment.read_pharaoh(FLAGS.guided_alignment)
@@ -403,7 +403,7 @@ def _alignment_guide(train, links, source_tokenizer, target_tokenizer, log):
     """The `AlignmentGuide` of the checked ``links`` (`_alignment_links`), or None."""
     if links is None:
         return None
-    from bahdanau_tf import training
+    from bahdanau_tf import alignment
 
     start = time.time()
     guide = alignment.AlignmentGuide.build(train.pairs(), links, source_tokenizer, target_tokenizer,
