@@ -963,8 +963,9 @@ def test_a_run_whose_budget_rule_drops_resumes_bit_exactly_from_before_and_after
             np.testing.assert_array_equal(a, b)
 
 
-# one leg of a run (a fresh process): `action` "run", "sigterm" (SIGTERM while update `at` runs)
-# or "sigkill" (SIGKILL once the checkpoint of update `at` is written); prints the updates at
+# one leg of a run (a fresh process): `action` "run", "sigterm" (SIGTERM while update `at` runs),
+# "sigkill" (SIGKILL once the checkpoint of update `at` is written) or "sigkill_before_copy"
+# (SIGKILL between that checkpoint and its around_best/ copy); prints the updates at
 # which its learning rate decayed
 _LEG = _COMMON + r"""
 import signal
@@ -1000,6 +1001,13 @@ def save_then_die(run, **changes):
         os.kill(os.getpid(), signal.SIGKILL)
 
 trainer.train_step, trainer._save = train_step, save_then_die
+if action == "sigkill_before_copy":  # between the checkpoint and its around_best/ copy
+    copy = trainer._around_best.write
+    def copy_or_die(model, step, best_step):
+        if step == at:
+            os.kill(os.getpid(), signal.SIGKILL)
+        copy(model, step, best_step)
+    trainer._around_best.write = copy_or_die
 try:
     trainer.fit(train, dev)
 except training.TrainingInterrupted:
@@ -1046,7 +1054,8 @@ def test_a_run_stopped_between_evaluations_or_killed_after_a_checkpoint_resumes_
     import subprocess
 
     chains = {"straight": [("run", 0)], "stopped": [("sigterm", 14), ("sigterm", 22), ("run", 0)],
-              "killed": [("sigkill", 12), ("sigkill", 24), ("run", 0)]}
+              "killed": [("sigkill", 12), ("sigkill", 24), ("run", 0)],
+              "killed_before_copy": [("sigkill_before_copy", 16), ("run", 0)]}
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     decays = {name: [] for name in chains}
     for index in range(3):  # the chains side by side, leg by leg
@@ -1055,15 +1064,15 @@ def test_a_run_stopped_between_evaluations_or_killed_after_a_checkpoint_resumes_
                 for name, chain in chains.items() if index < len(chain)}
         for name, process in legs.items():
             out, err = process.communicate(timeout=600)
-            killed = chains[name][index][0] == "sigkill"
+            killed = chains[name][index][0].startswith("sigkill")
             assert process.returncode == (-9 if killed else 0), err[-3000:]
             if not killed:
                 decays[name] += json.loads(out.strip().splitlines()[-1])
-    assert decays == {"straight": [16], "stopped": [16], "killed": []}  # 16: before the kill at 24
+    assert decays == {"straight": [16], "stopped": [16], "killed": [], "killed_before_copy": []}  # 16: before a kill
     straight = _run_directory_state(tmp_path / "straight")
     assert straight["checkpoints"] == ["ckpt-16", "ckpt-20", "ckpt-24"]
     assert straight["averaged_tag"]["steps"] == [16, 20, 24] and straight["report"]["best_step"] == 20
-    for name in ("stopped", "killed"):
+    for name in ("stopped", "killed", "killed_before_copy"):
         resumed = _run_directory_state(tmp_path / name)
         for key in ("checkpoints", "averaged_tag", "best", "report"):
             assert resumed[key] == straight[key], (name, key)

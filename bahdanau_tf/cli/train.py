@@ -294,10 +294,11 @@ def _model_overrides():
     if FLAGS.dropout is not None:
         overrides = dict.fromkeys(regularization.DROPOUT_ARGUMENTS[:4], FLAGS.dropout)
     overrides.update({name: FLAGS[name].value for name in chosen if FLAGS[name].value is not None})
+    if "tie_embeddings" in overrides and "tie_embeddings" not in defaults:  # either way: no tying to set
+        flag = "--tie_embeddings" if overrides["tie_embeddings"] else "--notie_embeddings"
+        raise common.UserError(f"{flag} is for RNNsearch and RNNencdec; --preset={FLAGS.preset} "
+                               f"is a {preset.model_class.__name__}.")
     if overrides.get("tie_embeddings"):
-        if "tie_embeddings" not in defaults:
-            raise common.UserError(f"--tie_embeddings is for RNNsearch and RNNencdec; --preset={FLAGS.preset} "
-                                   f"is a {preset.model_class.__name__}.")
         sizes = preset.model.get("maxout_dim"), preset.model.get("embedding_dim")
         if sizes[0] != sizes[1]:
             raise common.UserError(f"--tie_embeddings needs maxout_dim == embedding_dim; --preset={FLAGS.preset} "
@@ -490,7 +491,7 @@ def _check_output_dir():
 
     common.check_writable_dir(FLAGS.output_dir, "output_dir")
     try:
-        run_directory.check_folders(FLAGS.output_dir)
+        run_directory.check_folders(FLAGS.output_dir, more_files=(FLAGS_FILE,))
     except ValueError as error:
         raise common.UserError(str(error)) from None
     _check_not_a_saved_model()

@@ -287,11 +287,22 @@ class Trainer(TrainingStep):
             if self.config.schedule == "plateau":
                 self.optimizer.learning_rate = self.dev_schedule.learning_rate
             self._adopt_averaged_best()
+            self._copy_around_best()
             self._log(
                 f"Resuming from {latest}: step {int(self.step.numpy())}, "
                 f"{self.elapsed_seconds.numpy() / 60:.1f} min trained so far."
             )
         return latest
+
+    def _copy_around_best(self):
+        """The restored checkpoint, one of the run's own (at its cadence, or its last step),
+        copied into ``around_best/`` again: a run killed between a checkpoint and its copy
+        resumes with ``around_best/`` as the uninterrupted run has it (a signal's checkpoint,
+        off the cadence, has no copy there)."""
+        step = int(self.step.numpy())
+        if self._around_best is not None and (step % self.config.checkpoint_every == 0
+                                              or step == self.config.max_steps):
+            self._around_best.write(self.model, step, int(self.best_step.numpy()))
 
     def _check_recipe(self):
         """A resumed run keeps its training recipe (``model.json``'s,
