@@ -616,7 +616,8 @@ def _load_weights(directory, model, which, saved, warnings):
         return weights, None
     if not tf.io.gfile.exists(weights):  # a trainer's run, or saved before model.weights.h5
         checkpoint = latest_checkpoint(directory, which, warn=warnings.append)
-        if checkpoint is None and saved.get("settings", {}).get("saved_by") == SAVED_BY:
+        settings = saved.get("settings") or {}
+        if checkpoint is None and (settings.get("saved_by") == SAVED_BY or "pretrained" in settings):
             raise FileNotFoundError(f"{weights!r} is missing: the weights of the saved model in "
                                     f"{os.fspath(directory)!r} (its {MODEL_CONFIG} says so); copy the directory again.")
         if checkpoint is None:

@@ -234,8 +234,10 @@ def test_the_flags_no_other_test_runs_translate_evaluate_export_average_data_hea
                       "--name=mine", "--attention_plots=1", "--attention_plot_max_words=10",
                       "--noprogress", "--read_lines=2", "--no_unk=off", "--nojit_compile",
                       "--output_dir=e_files"], ""),
-        ("evaluate", ["--model_dir=en-es", "--tsv=train.tsv", "--alignment_rule=sum", "--max_sentences=2",
-                      "--output_dir=e_tsv", "--nojit_compile"], ""),
+        ("evaluate", ["--model_dir=en-es", "--tsv=train.tsv", "--max_sentences=2", "--output_dir=e_tsv",
+                      "--nojit_compile"], ""),
+        ("evaluate", ["--model_dir=en-es", "--alignment_rule=sum", "--max_sentences=2",
+                      "--output_dir=e_rule", "--nojit_compile"], ""),
         ("evaluate", ["--model_dir=es-en", "--reverse_model_dir=en-es", "--corpus=bible-en-es",
                       "--split=dev", "--direction=es-en", "--max_sentences=2", "--output_dir=e_dev",
                       "--nojit_compile"], ""),
@@ -262,13 +264,15 @@ def test_the_flags_no_other_test_runs_translate_evaluate_export_average_data_hea
     results = run_commands(rows, cwd=str(tmp_path))
     for (command, flags, _), result in zip(rows, results):
         assert result["code"] == 0, (command, flags, result["stderr"][-3000:])
-    translate, e_files, e_tsv, e_dev, e_ensemble, *_ = results
+    translate, e_files, e_tsv, e_rule, e_dev, e_ensemble, *_ = results
     assert len((tmp_path / "out.txt").read_text().splitlines()) == 2 * 3  # --nbest=2, three lines
     assert "[UNK]" not in (tmp_path / "out.txt").read_text()  # --forbid_unknown
     report = json.loads((tmp_path / "e_files" / "report.json").read_text())
     assert report["models"][0]["model"] == "mine" and len(report["models"][0]["attention_plots"]) == 1
     assert report["num_sentences"] == 3
     assert json.loads((tmp_path / "e_tsv" / "report.json").read_text())["num_sentences"] == 2
+    rule = json.loads((tmp_path / "e_rule" / "report.json").read_text())["models"][0]["settings"]
+    assert rule["alignment_rule"]["rule"] == "sum", rule
     assert "both directions" in e_dev["stdout"] or "symmetrization" in e_dev["stderr"], e_dev["stderr"][-2000:]
     assert json.loads((tmp_path / "e_ensemble" / "report.json").read_text())["models"][0]["model"].startswith("ensemble(")
     assert (tmp_path / "exported" / "mine" / "3" / "saved_model.pb").is_file()

@@ -208,6 +208,9 @@ CASES = [
     # a copy of the shipped model whose model.weights.h5 is damaged, or the format before 0.3
     *[(f"translate: {name} model.weights.h5", "translate", [f"--model_dir={{{name}_weights}}"], "a\n", 2,
        "model.weights.h5' is damaged") for name in ("empty", "truncated", "random")],
+    ("translate: a shipped model's copy without its model.weights.h5", "translate",
+     ["--model_dir={shipped_without_weights}"], "a\n", 2,
+     "model.weights.h5' is missing: the weights of the saved model"),
     ("translate: a shipped model of 0.2 (weights.npz)", "translate", ["--model_dir={npz_weights}"], "a\n", 2,
      "keeps its weights in weights.npz, the shipped models' format before bahdanau_tf 0.3"),
     # an output is a directory of its own: empty or the current one ({tmp}, where the rows run)
@@ -367,6 +370,8 @@ def paths(tmp_path_factory):
         shutil.copytree(pretrained.path("bible-en-es-small"), tmp / f"{name}_weights")
         weights = tmp / f"{name}_weights" / pretrained.WEIGHTS
         weights.write_bytes(damage(weights.read_bytes()))
+    shutil.copytree(pretrained.path("bible-en-es-small"), tmp / "shipped_without_weights")
+    os.remove(tmp / "shipped_without_weights" / "model.weights.h5")
     shutil.copytree(pretrained.path("bible-en-es-small"), tmp / "npz_weights")
     (tmp / "npz_weights" / pretrained.WEIGHTS).rename(tmp / "npz_weights" / "weights.npz")
     _weights_of_others(tmp, source, target)
@@ -394,7 +399,8 @@ def paths(tmp_path_factory):
             "latin1_flags_home": "~/" + os.path.relpath(tmp / "latin1_flags.txt", os.path.expanduser("~")),
             **{name: str(tmp / name) for name in ("other_weights", "run_with_weights",
                                                   "preset_without_weights", "vocabulary_blocked",
-                                                  "checkpoints_blocked", "blocked")},
+                                                  "checkpoints_blocked", "blocked",
+                                                  "shipped_without_weights")},
             "nested_flags": str(tmp / "nested_flags.txt"),
             "guided_run": guided_run,
             **{f"{name}_weights": str(tmp / f"{name}_weights") for name in ("empty", "truncated",

@@ -157,6 +157,12 @@ def _check_alignment_flags():
         raise common.UserError(f"{' and '.join(given)}: give one way to pick the alignment rule.")
     if (FLAGS.choose_alignment_rule or FLAGS.reverse_model_dir) and (FLAGS.ensemble or len(FLAGS.model_dir) > 1):
         raise common.UserError(f"{given[0]} chooses a rule for one model: give one --model_dir.")
+    files = [f"--{name}" for name in ("tsv", "source_file", "target_file") if FLAGS[name].value]
+    if given and files:
+        raise common.UserError(f"{given[0]} works on the gold word alignments of the embedded corpus; "
+                               f"{files[0]} has none: evaluate without it, or on the embedded corpus.")
+    if given:
+        common.require_attention(FLAGS.model_dir, f"{given[0]} needs")
     if FLAGS.alignment_rule:
         from bahdanau_tf import alignment
 
