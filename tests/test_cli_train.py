@@ -586,3 +586,17 @@ def test_a_guided_run_trains_to_its_end_with_its_guide_and_resumes(tmp_path):
     saved = model_directory.read_model_config(str(tmp_path / "run"))["settings"]
     assert saved["guided_alignment"] == str(tmp_path / "g.links")
     assert "holds a model: resuming" in resumed.stderr and report_of(tmp_path / "run")["updates"] == 2
+
+
+@pytest.mark.slow
+def test_a_run_that_prunes_its_checkpoints_prints_no_library_warning(tmp_path):
+    """The default command's quiet stderr holds through the first checkpoint pruning (which
+    called a deprecated TensorFlow function): no TensorFlow, absl or Python warning line."""
+    out = tmp_path / "run"
+    result = train("--preset=tiny", "--max_steps=3", "--checkpoint_every=1", "--keep_checkpoints=2",
+                   "--average_last=2", "--max_train_pairs=200", "--dev_sentences=8", "--dev_bleu_every=0",
+                   f"--output_dir={out}", env=env_without_tensorflow_logging())
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert not (out / "checkpoints" / "ckpt-1.index").exists()  # pruned
+    assert foreign_lines(result.stderr) == [], result.stderr
+    assert not re.search(r"deprecat", result.stderr, re.I), result.stderr
