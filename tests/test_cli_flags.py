@@ -256,7 +256,7 @@ def test_the_flags_no_other_test_runs_translate_evaluate_export_average_data_hea
         ("data", ["--corpus=bible-en-es", "--direction=es-en", "--json"], ""),
         ("alignment_head", ["--model_dir=en-es", "--reverse_model_dir=es-en", "--corpus=bible-en-es",
                             "--direction=en-es", "--max_train_pairs=8", "--steps=1", "--seed=3",
-                            "--symmetrization=intersection", "--extraction_rule=sum>0.3",
+                            "--symmetrization=grow-diag-final-and", "--extraction_rule=sum>0.01",
                             "--learning_rate=0.01", "--unaligned=free", "--write_links=head.links",
                             "--output_dir=head_reverse"], ""),
         ("alignment_head", ["--model_dir=en-es", "--source_file=train.en", "--target_file=train.es",
