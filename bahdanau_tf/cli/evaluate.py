@@ -174,6 +174,14 @@ def _check_alignment_flags():
         common.reverse_model_dir("reverse_model_dir", FLAGS.model_dir[0], FLAGS.direction)
     if FLAGS.choose_alignment_rule:
         _check_written_model_dir()
+    if not given:  # the saved rules, read before any model is loaded: a damaged one is one line
+        from bahdanau_tf import alignment
+
+        for directory in FLAGS.model_dir:
+            try:
+                alignment.read_chosen_rule(directory)
+            except OSError:
+                continue  # no model.json: the loader names what is missing
 
 
 def _check_written_model_dir():
