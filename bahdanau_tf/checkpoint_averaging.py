@@ -184,6 +184,7 @@ def average_checkpoints(directory: str | os.PathLike, last: int, output: str | N
     directory = os.fspath(pretrained.resolve(directory, written=True))  # a run (a shipped model has none)
     saved = model_directory.check_model_directory(directory)
     weights = model_directory.WEIGHTS
+    model_directory.check_one_source(directory)
     if tf.io.gfile.exists(os.path.join(directory, weights)):  # a shipped or saved model
         raise ValueError(f"{directory!r} holds one set of weights ({weights}), no training "
                          "checkpoints to average.")

@@ -470,6 +470,16 @@ def latest_checkpoint(directory: str, which: str = "best", warn=None) -> str | N
     return latest
 
 
+def check_one_source(directory) -> None:
+    """Refuses (ValueError) a directory that holds both a `WEIGHTS` file and training
+    checkpoints: which one is the model is not chosen silently, by any reader or writer."""
+    checkpoints = [name + "/" for name in (BEST, CHECKPOINTS, AVERAGED)
+                   if listed_checkpoint(os.path.join(directory, name))]
+    if tf.io.gfile.exists(os.path.join(directory, WEIGHTS)) and checkpoints:
+        raise ValueError(f"{os.fspath(directory)!r} holds two sources of weights, {WEIGHTS} and training "
+                         f"checkpoints ({', '.join(checkpoints)}): move one of them out of the directory.")
+
+
 def _saved_by_save_to_preset(directory, averaged=False):
     """Whether `save_model_directory` wrote ``directory`` (no best/ by design); with
     ``averaged``, as `checkpoint_averaging.average_checkpoints` (``output=``) does."""
@@ -603,11 +613,7 @@ def _load_weights(directory, model, which, saved, warnings):
     if which not in WHICH:
         raise ValueError(f"`which` must be one of {', '.join(map(repr, WHICH))}, got {which!r}.")
     weights = os.path.join(directory, WEIGHTS)
-    checkpoints = [name + "/" for name in (BEST, CHECKPOINTS, AVERAGED)
-                   if listed_checkpoint(os.path.join(directory, name))]
-    if tf.io.gfile.exists(weights) and checkpoints:  # one source of weights: no choice made silently
-        raise ValueError(f"{os.fspath(directory)!r} holds two sources of weights, {WEIGHTS} and training "
-                         f"checkpoints ({', '.join(checkpoints)}): move one of them out of the directory.")
+    check_one_source(directory)
     if which == "averaged" and tf.io.gfile.exists(weights) and not isinstance(saved.get(AVERAGED_TAG), dict):
         raise FileNotFoundError(f"{os.fspath(directory)!r} holds one set of weights ({WEIGHTS}), "
                                 f"with no {AVERAGED}/ checkpoint; use another --checkpoint.")

@@ -240,6 +240,11 @@ CASES = [
     ("translate: a run directory holding a model.weights.h5 too", "translate",
      ["--model_dir={run_with_weights}", "--checkpoint=latest"], "a\n", 2,
      "holds two sources of weights, model.weights.h5 and training checkpoints (checkpoints/)"),
+    *[(f"{command}: a run directory holding a model.weights.h5 too", command,
+       ["--model_dir={run_with_weights}", "--last=1"] if command == "average" else
+       ["--output_dir={run_with_weights}", "--preset=tiny", "--max_steps=2", "--max_minutes=0"], "", 2,
+       "holds two sources of weights, model.weights.h5 and training checkpoints (checkpoints/)")
+      for command in ("average", "train")],
     ("translate: a saved model without its model.weights.h5", "translate",
      ["--model_dir={preset_without_weights}"], "a\n", 2,
      "model.weights.h5' is missing: the weights of the saved model"),

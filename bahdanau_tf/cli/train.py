@@ -446,6 +446,10 @@ def _check_not_a_saved_model():
         settings = model_directory.read_model_config(FLAGS.output_dir).get("settings") or {}
     except (OSError, ValueError):
         settings = {}  # a new run; a damaged directory is named when the trainer takes it
+    try:
+        model_directory.check_one_source(FLAGS.output_dir)  # a run holding a stray weights file
+    except ValueError as error:
+        raise common.UserError(f"--output_dir={FLAGS.output_dir!r}: {error}") from None
     weights = os.path.join(FLAGS.output_dir, model_directory.WEIGHTS)
     if os.path.exists(weights) or settings.get("saved_by") == model_directory.SAVED_BY:
         raise common.UserError(
