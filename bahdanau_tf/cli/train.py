@@ -509,10 +509,10 @@ def main(argv):
     from bahdanau_tf import training
 
     presets.get_preset(FLAGS.preset)  # an unknown preset is a usage error, before any work
+    _check_output_dir()  # before its model.json is read
     _check_guided_alignment_flags()
     config = _training_config()
     model_overrides = _model_overrides()
-    _check_output_dir()
     log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
     strategy = training.make_strategy(FLAGS.strategy)  # before any other TensorFlow work (multi-worker)
     train = common.corpus_from_flags("train", stream=True)  # the user's files: read as needed
