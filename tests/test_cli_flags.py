@@ -266,7 +266,8 @@ def test_the_flags_no_other_test_runs_translate_evaluate_export_average_data_hea
     for (command, flags, _), result in zip(rows, results):
         assert result["code"] == 0, (command, flags, result["stderr"][-3000:])
     translate, e_files, e_tsv, e_rule, e_dev, e_ensemble, *_ = results
-    assert len((tmp_path / "out.txt").read_text().splitlines()) == 2 * 3  # --nbest=2, three lines
+    lines = (tmp_path / "out.txt").read_text().splitlines()
+    assert [len(line.split("\t")) for line in lines] == [2 * 2] * 3  # --nbest=2 --scores, three lines
     assert "[UNK]" not in (tmp_path / "out.txt").read_text()  # --forbid_unknown
     report = json.loads((tmp_path / "e_files" / "report.json").read_text())
     assert report["models"][0]["model"] == "mine" and len(report["models"][0]["attention_plots"]) == 1
