@@ -245,10 +245,9 @@ def test_the_flags_no_other_test_runs_translate_evaluate_export_average_data_hea
         ("evaluate", ["--model_dir=en-es", "--model_dir=again", "--ensemble", "--max_sentences=2",
                       "--target_file=dev.es", "--source_file=dev.en", "--output_dir=e_ensemble",
                       "--nojit_compile"], ""),
+        ("export", ["--model_dir=en-es", "--export_dir=exported", "--version=3", "--nojit", "--nowarmup"], ""),
         ("export", ["--model_dir=en-es", *search, "--export_dir=exported", "--model_name=mine",
-                    "--version=3", "--keep_precision", "--nojit", "--nowarmup"], ""),
-        ("export", ["--model_dir=en-es", "--export_dir=exported", "--model_name=mine", "--version=3",
-                    "--overwrite", "--nojit", "--nowarmup"], ""),
+                    "--version=3", "--overwrite", "--keep_precision", "--nojit", "--warmup"], ""),
         ("average", ["--model_dir=en-es", "--last=2", "--output=averaged"], ""),
         ("data", ["--source_file=train.en", "--target_file=train.es", "--tokenizer=word",
                   "--vocabulary_size=40", "--vocabulary_sentences=3", "--vocabulary_dir=vocabulary"], ""),
@@ -278,7 +277,10 @@ def test_the_flags_no_other_test_runs_translate_evaluate_export_average_data_hea
     assert "chosen on the dev gold" in e_dev["stderr"], e_dev["stderr"][-2000:]  # with the reverse model
     ensemble = json.loads((tmp_path / "e_ensemble" / "report.json").read_text())["models"][0]["model"]
     assert ensemble.startswith("ensemble("), ensemble
-    assert (tmp_path / "exported" / "mine" / "3" / "saved_model.pb").is_file()
+    assert (tmp_path / "exported" / "3" / "saved_model.pb").is_file()  # --version=3, then --overwrite
+    assert sorted(os.listdir(tmp_path / "exported")) == ["3"]
+    warmup = tmp_path / "exported" / "3" / "assets.extra" / "tf_serving_warmup_requests"
+    assert b"mine" in warmup.read_bytes()  # --model_name, in the warm-up requests
     assert (tmp_path / "averaged" / "model.weights.h5").is_file()
     assert {"source", "target"} <= set(os.listdir(tmp_path / "vocabulary"))
     assert (tmp_path / "head.links").is_file()
