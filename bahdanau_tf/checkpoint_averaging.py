@@ -43,7 +43,7 @@ def checkpoint_number(path: str) -> int:
 def run_checkpoints(directory: str) -> list:
     """The checkpoints of a run's ``checkpoints/`` (those its ``checkpoint`` state file keeps,
     less any whose deletion began: `kept_checkpoints`), oldest first."""
-    state = tf.train.get_checkpoint_state(os.path.join(directory, model_directory.CHECKPOINTS))
+    state = model_directory.checkpoint_state(os.path.join(directory, model_directory.CHECKPOINTS))
     paths = list(state.all_model_checkpoint_paths) if state is not None else []
     return kept_checkpoints(sorted(paths, key=checkpoint_number))
 
@@ -69,26 +69,25 @@ def keep_run_checkpoints(directory: str, keep: int, every: int) -> list:
     goes past) is a point to resume from, not one of the run's checkpoints: it is kept until the
     next save, and meanwhile takes no older checkpoint's place. So a resumed run keeps (and
     averages, `checkpoints_to_average`) the checkpoints the uninterrupted one keeps; for an
-    uninterrupted run this is ``tf.train.CheckpointManager(max_to_keep=keep)``'s rule.
+    uninterrupted run this is ``tf.train.CheckpointManager(max_to_keep=keep)``'s rule. The
+    state file names the kept ones by file name (`model_directory.write_checkpoint_state`):
+    a copied or moved run keeps, and deletes, its own checkpoints only.
     """
     folder = os.path.join(directory, model_directory.CHECKPOINTS)
-    state = tf.train.get_checkpoint_state(folder)
+    state = model_directory.checkpoint_state(folder)
     if state is None:
         return []
     paths, latest = list(state.all_model_checkpoint_paths), state.model_checkpoint_path
     kept = [path for path in paths if path == latest or checkpoint_number(path) % every == 0][-keep:]
-    dropped = [path for path in paths if path not in kept]
-    if not dropped:
-        return kept
-    for path in dropped:  # as tf.train.CheckpointManager: the .index first, then the data
+    for path in (path for path in paths if path not in kept):  # as tf.train.CheckpointManager: the .index first, then the data
         for name in [path + ".index", *sorted(tf.io.gfile.glob(glob.escape(path) + ".data-*"))]:
             if tf.io.gfile.exists(name):
                 tf.io.gfile.remove(name)
     stamps = dict(zip(paths, state.all_model_checkpoint_timestamps))
-    tf.compat.v1.train.update_checkpoint_state(
-        folder, latest, all_model_checkpoint_paths=kept,
-        all_model_checkpoint_timestamps=[stamps[path] for path in kept] if stamps else None,
-        last_preserved_timestamp=state.last_preserved_timestamp)
+    del state.all_model_checkpoint_paths[:], state.all_model_checkpoint_timestamps[:]
+    state.all_model_checkpoint_paths.extend(kept)
+    state.all_model_checkpoint_timestamps.extend(stamps[path] for path in kept if stamps)
+    model_directory.write_checkpoint_state(folder, state)
     return kept
 
 
@@ -182,9 +181,10 @@ def average_checkpoints(directory: str | os.PathLike, last: int, output: str | N
         path = average_checkpoints("runs/small", last=5)
         translator = Translator.from_directory("runs/small", which="averaged")
     """
-    directory = os.fspath(pretrained.resolve(directory))
+    directory = os.fspath(pretrained.resolve(directory, written=True))  # a run (a shipped model has none)
     saved = model_directory.check_model_directory(directory)
     weights = model_directory.WEIGHTS
+    model_directory.check_one_source(directory)
     if tf.io.gfile.exists(os.path.join(directory, weights)):  # a shipped or saved model
         raise ValueError(f"{directory!r} holds one set of weights ({weights}), no training "
                          "checkpoints to average.")

@@ -47,6 +47,7 @@ from typing import Any
 
 import keras
 import tensorflow as tf
+from google.protobuf import text_format
 
 import bahdanau_tf
 from bahdanau_tf import keras_checkpoints
@@ -156,12 +157,15 @@ def record_averaged(directory: str, tag: dict) -> None:
 
 def tag_model_config(directory: str, key: str, value) -> None:
     """Records ``value`` (JSON) as ``key`` of ``model.json`` (written beside it and renamed):
-    what is learned about a trained model later (`AVERAGED_TAG`, an alignment rule chosen on dev)."""
+    what is learned about a trained model later (`AVERAGED_TAG`, an alignment rule chosen on dev).
+    ``directory`` is a path (`pretrained.as_path`): the file rewritten is the one read."""
+    directory = pretrained.as_path(directory)
     _write_json(os.path.join(directory, MODEL_CONFIG), {**read_model_config(directory), key: value})
 
 
 def update_settings(directory: str, **settings) -> None:
     """Rewrites ``model.json``'s run settings with ``settings`` (a resumed run's ``training``)."""
+    directory = pretrained.as_path(directory)
     saved = read_model_config(directory)
     _write_json(os.path.join(directory, MODEL_CONFIG),
                 {**saved, "settings": {**saved.get("settings", {}), **settings}})
@@ -372,15 +376,49 @@ def checkpoint_problems(prefix: str) -> list:
     return []
 
 
+def checkpoint_state(directory: str):
+    """``directory``'s ``checkpoint`` state file (``tf.train.get_checkpoint_state``), every
+    path in it a checkpoint of ``directory``; None without one.
+
+    A checkpoint is named by its file name in its own folder: a path into another folder (an
+    absolute one an earlier release wrote, then the run copied or moved) names the checkpoint
+    of that name here, so that a copy never reads, nor deletes, its original's files.
+    """
+    state = tf.train.get_checkpoint_state(directory)
+    if state is None:
+        return None
+    state.model_checkpoint_path = os.path.join(directory, os.path.basename(state.model_checkpoint_path))
+    paths = [os.path.join(directory, os.path.basename(path)) for path in state.all_model_checkpoint_paths]
+    del state.all_model_checkpoint_paths[:]
+    state.all_model_checkpoint_paths.extend(paths)
+    return state
+
+
+def write_checkpoint_state(directory: str, state) -> None:
+    """Writes ``state`` (`checkpoint_state`'s, changed) as ``directory``'s ``checkpoint`` file,
+    each checkpoint by its file name (the run moves with its folder), atomically: beside it,
+    then renamed over it."""
+    relative = type(state)()
+    relative.CopyFrom(state)
+    relative.model_checkpoint_path = os.path.basename(state.model_checkpoint_path)
+    del relative.all_model_checkpoint_paths[:]
+    relative.all_model_checkpoint_paths.extend(os.path.basename(path) for path in state.all_model_checkpoint_paths)
+    target = os.path.join(directory, "checkpoint")
+    with tf.io.gfile.GFile(target + ".tmp", "w") as handle:
+        handle.write(text_format.MessageToString(relative))
+    tf.io.gfile.rename(target + ".tmp", target, overwrite=True)
+
+
 def listed_checkpoint(directory: str) -> str | None:
-    """The checkpoint the ``checkpoint`` state file names, whether or not its files exist.
+    """The checkpoint the ``checkpoint`` state file names (`checkpoint_state`), whether or not
+    its files exist.
 
     (``tf.train.latest_checkpoint`` answers None for a damaged one, which would hide it.)
     """
-    state = tf.train.get_checkpoint_state(directory)
+    state = checkpoint_state(directory)
     if state is None or not state.model_checkpoint_path:
         return None
-    return state.model_checkpoint_path  # joined with ``directory`` by TensorFlow when relative
+    return state.model_checkpoint_path
 
 
 def latest_checkpoint(directory: str, which: str = "best", warn=None) -> str | None:
@@ -430,6 +468,16 @@ def latest_checkpoint(directory: str, which: str = "best", warn=None) -> str | N
         if missing:
             raise ValueError(f"The checkpoint {latest!r} is damaged: {', '.join(missing)}.")
     return latest
+
+
+def check_one_source(directory) -> None:
+    """Refuses (ValueError) a directory that holds both a `WEIGHTS` file and training
+    checkpoints: which one is the model is not chosen silently, by any reader or writer."""
+    checkpoints = [name + "/" for name in (BEST, CHECKPOINTS, AVERAGED)
+                   if listed_checkpoint(os.path.join(directory, name))]
+    if tf.io.gfile.exists(os.path.join(directory, WEIGHTS)) and checkpoints:
+        raise ValueError(f"{os.fspath(directory)!r} holds two sources of weights, {WEIGHTS} and training "
+                         f"checkpoints ({', '.join(checkpoints)}): move one of them out of the directory.")
 
 
 def _saved_by_save_to_preset(directory, averaged=False):
@@ -590,11 +638,7 @@ def _load_weights(directory, model, which, saved, warnings):
     if which not in WHICH:
         raise ValueError(f"`which` must be one of {', '.join(map(repr, WHICH))}, got {which!r}.")
     weights = os.path.join(directory, WEIGHTS)
-    checkpoints = [name + "/" for name in (BEST, CHECKPOINTS, AVERAGED)
-                   if listed_checkpoint(os.path.join(directory, name))]
-    if tf.io.gfile.exists(weights) and checkpoints:  # one source of weights: no choice made silently
-        raise ValueError(f"{os.fspath(directory)!r} holds two sources of weights, {WEIGHTS} and training "
-                         f"checkpoints ({', '.join(checkpoints)}): move one of them out of the directory.")
+    check_one_source(directory)
     if which == "averaged" and tf.io.gfile.exists(weights) and not isinstance(saved.get(AVERAGED_TAG), dict):
         raise FileNotFoundError(f"{os.fspath(directory)!r} holds one set of weights ({WEIGHTS}), "
                                 f"with no {AVERAGED}/ checkpoint; use another --checkpoint.")
@@ -603,7 +647,8 @@ def _load_weights(directory, model, which, saved, warnings):
         return weights, None
     if not tf.io.gfile.exists(weights):  # a trainer's run, or saved before model.weights.h5
         checkpoint = latest_checkpoint(directory, which, warn=warnings.append)
-        if checkpoint is None and saved.get("settings", {}).get("saved_by") == SAVED_BY:
+        settings = saved.get("settings") or {}
+        if checkpoint is None and (settings.get("saved_by") == SAVED_BY or "pretrained" in settings):
             raise FileNotFoundError(f"{weights!r} is missing: the weights of the saved model in "
                                     f"{os.fspath(directory)!r} (its {MODEL_CONFIG} says so); copy the directory again.")
         if checkpoint is None:

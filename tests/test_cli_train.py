@@ -518,3 +518,85 @@ def test_a_resumed_run_keeps_its_recipe_refuses_another_and_records_it_in_one_pl
     assert "was trained with --schedule=plateau" in errors[0] and "--schedule=constant cannot apply" in errors[0]
     assert snapshot() == before
 
+
+
+def _tree_checksums(directory):
+    import hashlib
+
+    return {os.path.relpath(os.path.join(root, name), directory):
+            hashlib.sha256(open(os.path.join(root, name), "rb").read()).hexdigest()
+            for root, _, names in os.walk(directory) for name in names}
+
+
+@pytest.mark.slow
+def test_a_run_named_like_the_shipped_model_trains_scores_and_keeps_its_own_model_json(tmp_path):
+    """``--output_dir=bible-en-es-small`` (the shipped model's name) trains into
+    ./bible-en-es-small, chooses the alignment rule on its own model at its end and keeps its
+    own model.json; ``bahdanau-evaluate --choose_alignment_rule`` of that local directory chooses
+    on it too; the run resumes; the shipped model is untouched."""
+    from bahdanau_tf import pretrained
+
+    shipped = pretrained.path("bible-en-es-small")
+    before = _tree_checksums(shipped)
+    run = ["--preset=tiny", "--max_train_pairs=200", "--max_minutes=0", "--jit=false",
+           "--dev_bleu_every=0", "--lexicon_top_k=0", "--output_dir=bible-en-es-small"]
+    trained, scored, resumed = run_commands(
+        [("train", [*run, "--max_steps=2"], ""),
+         ("evaluate", ["--model_dir=bible-en-es-small", "--choose_alignment_rule", "--max_sentences=2",
+                       "--nojit_compile", "--output_dir=evaluation"], ""),
+         ("train", [*run, "--max_steps=3"], "")],
+        cwd=str(tmp_path))
+    local = tmp_path / "bible-en-es-small"
+    assert trained["code"] == 0, trained["stderr"][-3000:]
+    saved = json.loads((local / "model.json").read_text())
+    assert saved["settings"]["preset"] == "tiny" and "pretrained" not in saved["settings"]
+    assert saved["alignment"]["corpus"] == "bible-en-es/dev"  # chosen on the run's own model
+    assert scored["code"] == 0, scored["stderr"][-3000:]
+    rescored = json.loads((local / "model.json").read_text())
+    assert rescored == saved  # the same model chose the same rule: its own model.json kept
+    assert resumed["code"] == 0 and "holds a model: resuming" in resumed["stderr"], resumed["stderr"][-3000:]
+    assert report_of(local)["updates"] == 3
+    assert _tree_checksums(shipped) == before
+
+
+def test_a_guided_run_trains_to_its_end_with_its_guide_and_resumes(tmp_path):
+    """The guided alignment command runs to its end: it reports its guide, its update differs
+    from the unguided run's of the same seed and batch by the guided term alone (the same first
+    NLL, other weights), model.json names the links, and the run resumes with them."""
+    pairs = [("a dog and a cat ran to the house", "un perro y un gato corrieron a la casa"),
+             ("the cat", "el gato"), ("the dog ran", "el perro corrió"), ("a house", "una casa")]
+    (tmp_path / "g.tsv").write_text("".join(f"{s}\t{t}\n" for s, t in pairs), encoding="utf-8")
+    (tmp_path / "g.links").write_text("".join(" ".join(f"{i}-{i}" for i in range(len(s.split()))) + "\n"
+                                              for s, _ in pairs))
+    run = ["--preset=tiny", "--tsv=g.tsv", "--tokenizer=word", "--vocabulary_size=60", "--max_minutes=0",
+           "--lexicon_top_k=0", "--nojit_compile", "--dev_bleu_every=0", "--seed=3"]
+    guided, unguided, resumed = train_rows(
+        tmp_path, [*run, "--max_steps=1", "--guided_alignment=g.links", "--output_dir=run"],
+        [*run, "--max_steps=1", "--output_dir=plain"],
+        [*run, "--max_steps=2", "--guided_alignment=g.links", "--output_dir=run"])
+    for result in (guided, unguided, resumed):
+        assert result.returncode == 0, result.stderr[-3000:]
+    assert re.search(r"^Guided alignment: \d+ token links of 4 pairs from g\.links", guided.stderr, re.M)
+    first_nll = [re.search(r"^step +1 .*train NLL (\S+)", result.stderr, re.M).group(1)
+                 for result in (guided, unguided)]
+    assert first_nll[0] == first_nll[1]  # the same model and batch: the NLL is the same...
+    weights = [model_directory.load_model_directory(str(tmp_path / name), which="latest").model.get_weights()
+               for name in ("run", "plain")]
+    assert any(not np.array_equal(a, b) for a, b in zip(*weights))  # ...the update is not
+    saved = model_directory.read_model_config(str(tmp_path / "run"))["settings"]
+    assert saved["guided_alignment"] == str(tmp_path / "g.links")
+    assert "holds a model: resuming" in resumed.stderr and report_of(tmp_path / "run")["updates"] == 2
+
+
+@pytest.mark.slow
+def test_a_run_that_prunes_its_checkpoints_prints_no_library_warning(tmp_path):
+    """The default command's quiet stderr holds through the first checkpoint pruning (which
+    called a deprecated TensorFlow function): no TensorFlow, absl or Python warning line."""
+    out = tmp_path / "run"
+    result = train("--preset=tiny", "--max_steps=3", "--checkpoint_every=1", "--keep_checkpoints=2",
+                   "--average_last=2", "--max_train_pairs=200", "--dev_sentences=8", "--dev_bleu_every=0",
+                   f"--output_dir={out}", env=env_without_tensorflow_logging())
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert not (out / "checkpoints" / "ckpt-1.index").exists()  # pruned
+    assert foreign_lines(result.stderr) == [], result.stderr
+    assert not re.search(r"deprecat", result.stderr, re.I), result.stderr

@@ -51,6 +51,9 @@ CASES = [
     ("train: dropout of one", "train", ["--dropout=1", "--output_dir={tmp}/dropout"], "", 2, "--dropout"),
     ("train: tied embeddings of a Seq2Seq", "train", ["--preset=seq2seq-small", "--tie_embeddings",
                                                       "--output_dir={tmp}/tied_seq2seq"], "", 2, "is a Seq2Seq"),
+    ("train: untied embeddings of a Seq2Seq", "train", ["--preset=seq2seq-small", "--notie_embeddings",
+                                                        "--output_dir={tmp}/untied_seq2seq"], "", 2,
+     "--notie_embeddings is for RNNsearch and RNNencdec; --preset=seq2seq-small is a Seq2Seq"),
     ("train: tied embeddings of other widths", "train", ["--preset=rnnsearch-50", "--tie_embeddings",
                                                          "--output_dir={tmp}/tied_50"], "", 2,
      "--preset=rnnsearch-50 has 500 and 620"),
@@ -205,6 +208,9 @@ CASES = [
     # a copy of the shipped model whose model.weights.h5 is damaged, or the format before 0.3
     *[(f"translate: {name} model.weights.h5", "translate", [f"--model_dir={{{name}_weights}}"], "a\n", 2,
        "model.weights.h5' is damaged") for name in ("empty", "truncated", "random")],
+    ("translate: a shipped model's copy without its model.weights.h5", "translate",
+     ["--model_dir={shipped_without_weights}"], "a\n", 2,
+     "model.weights.h5' is missing: the weights of the saved model"),
     ("translate: a shipped model of 0.2 (weights.npz)", "translate", ["--model_dir={npz_weights}"], "a\n", 2,
      "keeps its weights in weights.npz, the shipped models' format before bahdanau_tf 0.3"),
     # an output is a directory of its own: empty or the current one ({tmp}, where the rows run)
@@ -234,6 +240,11 @@ CASES = [
     ("translate: a run directory holding a model.weights.h5 too", "translate",
      ["--model_dir={run_with_weights}", "--checkpoint=latest"], "a\n", 2,
      "holds two sources of weights, model.weights.h5 and training checkpoints (checkpoints/)"),
+    *[(f"{command}: a run directory holding a model.weights.h5 too", command,
+       ["--model_dir={run_with_weights}", "--last=1"] if command == "average" else
+       ["--output_dir={run_with_weights}", "--preset=tiny", "--max_steps=2", "--max_minutes=0"], "", 2,
+       "holds two sources of weights, model.weights.h5 and training checkpoints (checkpoints/)")
+      for command in ("average", "train")],
     ("translate: a saved model without its model.weights.h5", "translate",
      ["--model_dir={preset_without_weights}"], "a\n", 2,
      "model.weights.h5' is missing: the weights of the saved model"),
@@ -267,6 +278,17 @@ CASES = [
     ("train: an output dir whose checkpoints/ is a file", "train",
      ["--output_dir={checkpoints_blocked}", "--preset=tiny", "--max_steps=1"], "", 2,
      "'{checkpoints_blocked}/checkpoints' is a file where a run keeps its checkpoints/ folder"),
+    # what a run writes, blocked in --output_dir: refused before any work, not at its end
+    ("train: a file named around_best", "train",
+     ["--output_dir={blocked}/around_best_file", "--preset=tiny", "--max_steps=1"], "", 2,
+     "around_best_file/around_best' is a file where a run keeps its around_best/ folder"),
+    ("train: a dangling checkpoints symlink", "train",
+     ["--output_dir={blocked}/dangling", "--preset=tiny", "--max_steps=1"], "", 2,
+     "dangling/checkpoints' is a symbolic link to nothing"),
+    *[(f"train: a folder named {name}", "train",
+       [f"--output_dir={{blocked}}/folder_{name}", "--preset=tiny", "--max_steps=1"], "", 2,
+       f"folder_{name}/{name}' is a folder where a run writes its {name} file")
+      for name in ("model.json", "flags.txt", "report.json")],
     ("train: --vocabulary_dir without vocabularies", "train",
      ["--vocabulary_dir={three_columns}/sub", "--preset=tiny", "--output_dir={tmp}/vocabulary"], "", 2,
      "--vocabulary_dir='{three_columns}/sub': No tokenizer config"),
@@ -353,12 +375,20 @@ def paths(tmp_path_factory):
         shutil.copytree(pretrained.path("bible-en-es-small"), tmp / f"{name}_weights")
         weights = tmp / f"{name}_weights" / pretrained.WEIGHTS
         weights.write_bytes(damage(weights.read_bytes()))
+    shutil.copytree(pretrained.path("bible-en-es-small"), tmp / "shipped_without_weights")
+    os.remove(tmp / "shipped_without_weights" / "model.weights.h5")
     shutil.copytree(pretrained.path("bible-en-es-small"), tmp / "npz_weights")
     (tmp / "npz_weights" / pretrained.WEIGHTS).rename(tmp / "npz_weights" / "weights.npz")
     _weights_of_others(tmp, source, target)
     (tmp / "nested_flags.txt").write_text(f"--flagfile={tmp / 'latin1_flags.txt'}\n")
     (tmp / "vocabulary_blocked").mkdir()
     (tmp / "vocabulary_blocked" / "source").write_text("a file where a directory goes\n")
+    (tmp / "blocked" / "around_best_file").mkdir(parents=True)
+    (tmp / "blocked" / "around_best_file" / "around_best").write_text("a file where a folder goes\n")
+    (tmp / "blocked" / "dangling").mkdir()
+    os.symlink(tmp / "nowhere", tmp / "blocked" / "dangling" / "checkpoints")
+    for name in ("model.json", "flags.txt", "report.json"):
+        (tmp / "blocked" / f"folder_{name}" / name).mkdir(parents=True)
     (tmp / "checkpoints_blocked").mkdir()
     (tmp / "checkpoints_blocked" / "checkpoints").write_text("a file where a run's folder goes\n")
     return {"tmp": str(tmp), "model": model, "damaged": damaged, "encdec": encdec,
@@ -374,7 +404,8 @@ def paths(tmp_path_factory):
             "latin1_flags_home": "~/" + os.path.relpath(tmp / "latin1_flags.txt", os.path.expanduser("~")),
             **{name: str(tmp / name) for name in ("other_weights", "run_with_weights",
                                                   "preset_without_weights", "vocabulary_blocked",
-                                                  "checkpoints_blocked")},
+                                                  "checkpoints_blocked", "blocked",
+                                                  "shipped_without_weights")},
             "nested_flags": str(tmp / "nested_flags.txt"),
             "guided_run": guided_run,
             **{f"{name}_weights": str(tmp / f"{name}_weights") for name in ("empty", "truncated",

@@ -11,6 +11,7 @@ import re
 import pytest
 
 from bahdanau_tf import alignment
+from bahdanau_tf.models import RNNEncDec
 from helpers import random_model, run_commands, save_model_dir, toy_tokenizers, training_run
 
 # every test here starts a Python process
@@ -49,6 +50,30 @@ CASES = [
     ("evaluate: a rule chosen for an ensemble", "evaluate",
      ["--model_dir={en_es}", "--model_dir={en_es_again}", "--ensemble", "--choose_alignment_rule",
       "--output_dir={tmp}/e3"], "chooses a rule for one model"),
+    ("evaluate: a rule chosen for the shipped model", "evaluate",
+     ["--model_dir=bible-en-es-small", "--choose_alignment_rule", "--output_dir={tmp}/e5"],
+     "--model_dir='bible-en-es-small' is a shipped model, which is not written"),
+    *[(f"evaluate: {flag} on the user's files", "evaluate",
+       ["--model_dir={en_es}", flag, "--tsv={pairs}", "--output_dir={tmp}/e6"],
+       f"{flag.split('=')[0]} works on the gold word alignments of the embedded corpus; --tsv has none")
+      for flag in ("--alignment_rule=sum", "--choose_alignment_rule", "--reverse_model_dir={es_en}")],
+    ("evaluate: an alignment rule without attention", "evaluate",
+     ["--model_dir={encdec}", "--alignment_rule=sum", "--output_dir={tmp}/e7"],
+     "--alignment_rule needs models with attention (RNNsearch): "),
+    ("evaluate: choosing a rule without attention", "evaluate",
+     ["--model_dir={encdec}", "--choose_alignment_rule", "--output_dir={tmp}/e8"],
+     "--choose_alignment_rule needs models with attention (RNNsearch): "),
+    # a hand-edited alignment record in model.json: named, by every reader
+    *[(f"{command}: a saved rule whose {key} is {value!r}", command,
+       [f"--model_dir={{edited_{key}}}", *extra], f"model.json's 'alignment': {key!r} is {value!r}, not")
+      for key, value in (("dev_aer", "low"), ("dev_sentences", 1.5))
+      for command, extra in (("translate", ["--alignments"]), ("evaluate", ["--output_dir={tmp}/e9"]))],
+    ("translate: --alignments with a saved rule of both directions", "translate",
+     ["--model_dir={both_directions}", "--alignments"],
+     "saves a rule of both directions (sum, intersection), which needs a reverse model"),
+    ("evaluate: reverse model of the same direction, no direction recorded", "evaluate",
+     ["--model_dir={plain}", "--reverse_model_dir={plain_again}", "--output_dir={tmp}/e10"],
+     "translates the same direction as --model_dir (its source vocabulary is"),
     ("evaluate: two ways to pick the rule", "evaluate",
      ["--model_dir={en_es}", "--alignment_rule=sum", "--choose_alignment_rule", "--output_dir={tmp}/e4"],
      "give one way to pick the alignment rule"),
@@ -69,6 +94,20 @@ def paths(tmp_path_factory):
     os.makedirs(paths["tmp"])
     for name, direction in (("en_es", "en-es"), ("es_en", "es-en"), ("en_es_again", "en-es")):
         paths[name] = _model_dir(root / name, direction)
+    paths["encdec"] = save_model_dir(root / "encdec", random_model(RNNEncDec), *toy_tokenizers(),
+                                     settings={"direction": "en-es"})
+    (root / "pairs.tsv").write_text("the cat\tel gato\n")
+    for name in ("plain", "plain_again"):  # the user's files: no direction recorded
+        paths[name] = save_model_dir(root / name, random_model(), *toy_tokenizers())
+    record = {"rule": "sum", "symmetrization": None, "dev_aer": 0.5, "default_dev_aer": 0.6,
+              "dev_sentences": 10, "corpus": "bible-en-es/dev"}
+    for name, change in (("edited_dev_aer", {"dev_aer": "low"}), ("edited_dev_sentences", {"dev_sentences": 1.5}),
+                         ("both_directions", {"symmetrization": "intersection"})):
+        paths[name] = _model_dir(root / name, "en-es")
+        saved = json.loads((root / name / "model.json").read_text())
+        saved["alignment"] = {**record, **change}
+        (root / name / "model.json").write_text(json.dumps(saved))
+    paths["pairs"] = str(root / "pairs.tsv")
     return paths
 
 

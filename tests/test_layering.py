@@ -213,3 +213,33 @@ def test_every_tf_function_of_the_package_is_traced_without_autograph():
                 assert node.args and isinstance(node.args[0], ast.Call) and \
                     getattr(node.args[0].func, "id", None) == "_graph_only", \
                     f"{name}: line {node.lineno}: a tf.data function without _graph_only"
+
+
+def test_no_name_is_used_undefined_in_the_package_its_tests_scripts_or_benchmarks():
+    """pyflakes's undefined names (a name used but never bound: a function-local import of
+    the wrong module, a typo) over every Python file of the repository: each would fail only
+    when its line runs."""
+    from pyflakes import api, messages, reporter
+
+    undefined = (messages.UndefinedName, messages.UndefinedLocal, messages.UndefinedExport)
+    found = []
+
+    class Collect(reporter.Reporter):
+        def __init__(self):
+            pass
+
+        def flake(self, message):
+            if isinstance(message, undefined):
+                found.append(str(message))
+
+        def syntaxError(self, filename, msg, lineno, offset, text):  # noqa: N802 - pyflakes's name
+            found.append(f"{filename}:{lineno}: {msg}")
+
+        def unexpectedError(self, filename, msg):  # noqa: N802 - pyflakes's name
+            found.append(f"{filename}: {msg}")
+
+    root = PACKAGE.parent
+    for folder in ("bahdanau_tf", "tests", "scripts", "benchmarks"):
+        for path in sorted((root / folder).rglob("*.py")):
+            api.checkPath(str(path), Collect())
+    assert not found, "\n".join(found)

@@ -724,6 +724,52 @@ def test_resume_continues_step_weights_and_optimizer(corpora, tokenizers, tmp_pa
     assert tf.train.latest_checkpoint(str(tmp_path / "checkpoints")).endswith("ckpt-8")
 
 
+def _file_checksums(directory):
+    import hashlib
+
+    return {os.path.relpath(os.path.join(root, name), directory):
+            hashlib.sha256(pathlib.Path(root, name).read_bytes()).hexdigest()
+            for root, _, names in os.walk(directory) for name in names}
+
+
+@pytest.mark.slow
+def test_a_copied_or_moved_run_resumes_its_own_checkpoints_and_leaves_the_original_alone(
+        corpora, tokenizers, tmp_path):
+    """A run with pruned checkpoints, copied (``cp -a``) or moved, resumes from its own files to
+    the weights the original resumed would reach; the original's files are untouched. The moved
+    one's state file names its checkpoints by absolute paths, as an earlier release wrote it."""
+    import subprocess
+
+    train, _ = corpora
+    settings = dict(checkpoint_every=2, keep_checkpoints=2, average_last=0)
+    make_trainer(tmp_path / "original", tokenizers, max_steps=6, **settings).fit(train)
+    folder = tmp_path / "original" / "checkpoints"
+    assert "ckpt-2.index" not in os.listdir(folder)  # pruned
+    assert "/" not in (folder / "checkpoint").read_text()  # the state names files, not paths
+    subprocess.run(["cp", "-a", str(tmp_path / "original"), str(tmp_path / "copy")], check=True)
+    subprocess.run(["cp", "-a", str(tmp_path / "original"), str(tmp_path / "before_move")], check=True)
+    state = model_directory.checkpoint_state(str(tmp_path / "before_move" / "checkpoints"))
+    tf.compat.v1.train.update_checkpoint_state(  # what an earlier release left: absolute paths
+        str(tmp_path / "before_move" / "checkpoints"), state.model_checkpoint_path,
+        all_model_checkpoint_paths=list(state.all_model_checkpoint_paths))
+    os.rename(tmp_path / "before_move", tmp_path / "moved")
+    before = _file_checksums(tmp_path / "original")
+    resumed = {}
+    for name in ("copy", "moved", "original"):
+        if name == "original":
+            assert _file_checksums(tmp_path / "original") == before  # untouched by the others
+        trainer = make_trainer(tmp_path / name, tokenizers, max_steps=10, **settings)
+        assert trainer.restore().endswith(os.path.join(name, "checkpoints", "ckpt-6"))
+        trainer.fit(train)
+        resumed[name] = weights(trainer)
+        assert [os.path.basename(path) for path in checkpoint_averaging.run_checkpoints(
+            str(tmp_path / name))] == ["ckpt-8", "ckpt-10"]
+        assert "/" not in (tmp_path / name / "checkpoints" / "checkpoint").read_text()
+    for name in ("copy", "moved"):
+        for got, expected in zip(resumed[name], resumed["original"]):
+            np.testing.assert_array_equal(got, expected)
+
+
 @pytest.mark.slow
 def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(corpora, tokenizers, tmp_path):
     train, _ = corpora
@@ -1015,8 +1061,9 @@ def test_a_run_whose_budget_rule_drops_resumes_bit_exactly_across_its_plan(
             np.testing.assert_array_equal(a, b)
 
 
-# one leg of a run (a fresh process): `action` "run", "sigterm" (SIGTERM while update `at` runs)
-# or "sigkill" (SIGKILL once the checkpoint of update `at` is written); prints the updates at
+# one leg of a run (a fresh process): `action` "run", "sigterm" (SIGTERM while update `at` runs),
+# "sigkill" (SIGKILL once the checkpoint of update `at` is written) or "sigkill_before_copy"
+# (SIGKILL between that checkpoint and its around_best/ copy); prints the updates at
 # which its learning rate decayed
 _LEG = _COMMON + r"""
 import signal
@@ -1052,6 +1099,13 @@ def save_then_die(run, **changes):
         os.kill(os.getpid(), signal.SIGKILL)
 
 trainer.train_step, trainer._save = train_step, save_then_die
+if action == "sigkill_before_copy":  # between the checkpoint and its around_best/ copy
+    copy = trainer._around_best.write
+    def copy_or_die(model, step, best_step):
+        if step == at:
+            os.kill(os.getpid(), signal.SIGKILL)
+        copy(model, step, best_step)
+    trainer._around_best.write = copy_or_die
 try:
     trainer.fit(train, dev)
 except training.TrainingInterrupted:
@@ -1098,7 +1152,8 @@ def test_a_run_stopped_between_evaluations_or_killed_after_a_checkpoint_resumes_
     import subprocess
 
     chains = {"straight": [("run", 0)], "stopped": [("sigterm", 14), ("sigterm", 22), ("run", 0)],
-              "killed": [("sigkill", 12), ("sigkill", 24), ("run", 0)]}
+              "killed": [("sigkill", 12), ("sigkill", 24), ("run", 0)],
+              "killed_before_copy": [("sigkill_before_copy", 16), ("run", 0)]}
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     decays = {name: [] for name in chains}
     for index in range(3):  # the chains side by side, leg by leg
@@ -1107,15 +1162,15 @@ def test_a_run_stopped_between_evaluations_or_killed_after_a_checkpoint_resumes_
                 for name, chain in chains.items() if index < len(chain)}
         for name, process in legs.items():
             out, err = process.communicate(timeout=600)
-            killed = chains[name][index][0] == "sigkill"
+            killed = chains[name][index][0].startswith("sigkill")
             assert process.returncode == (-9 if killed else 0), err[-3000:]
             if not killed:
                 decays[name] += json.loads(out.strip().splitlines()[-1])
-    assert decays == {"straight": [16], "stopped": [16], "killed": []}  # 16: before the kill at 24
+    assert decays == {"straight": [16], "stopped": [16], "killed": [], "killed_before_copy": []}  # 16: before a kill
     straight = _run_directory_state(tmp_path / "straight")
     assert straight["checkpoints"] == ["ckpt-16", "ckpt-20", "ckpt-24"]
     assert straight["averaged_tag"]["steps"] == [16, 20, 24] and straight["report"]["best_step"] == 20
-    for name in ("stopped", "killed"):
+    for name in ("stopped", "killed", "killed_before_copy"):
         resumed = _run_directory_state(tmp_path / name)
         for key in ("checkpoints", "averaged_tag", "best", "report"):
             assert resumed[key] == straight[key], (name, key)

@@ -30,7 +30,8 @@ from bahdanau_tf import model_directory
 from bahdanau_tf.alignment.error_rate import alignment_scores, gold_links
 from bahdanau_tf.alignment.extraction import (DEFAULT_RULE, POOLINGS, ExtractionRule, attention_links,
                                               best_links, token_word_ids, word_attention)
-from bahdanau_tf.alignment.symmetrization import average_word_attention, bidirectional_links, symmetrize
+from bahdanau_tf.alignment.symmetrization import (SYMMETRIZATIONS, average_word_attention, bidirectional_links,
+                                                 symmetrize)
 
 #: the key of ``model.json`` that holds a `ChosenRule`
 ALIGNMENT_KEY = "alignment"
@@ -118,6 +119,17 @@ class ChosenRule:
         """The inverse of `to_dict`. Raises ValueError on a record that is not one."""
         if not isinstance(record, dict) or not isinstance(record.get("rule"), str):
             raise ValueError(f"not a chosen alignment rule: {record!r}")
+        number = lambda value: isinstance(value, (int, float)) and not isinstance(value, bool)  # noqa: E731
+        kinds = {"dev_aer": (lambda value: value is None or number(value), "a number or null"),
+                 "default_dev_aer": (lambda value: value is None or number(value), "a number or null"),
+                 "dev_sentences": (lambda value: isinstance(value, int) and not isinstance(value, bool)
+                                   and value >= 0, "a whole number"),
+                 "corpus": (lambda value: value is None or isinstance(value, str), "a name or null"),
+                 "symmetrization": (lambda value: value is None or value in SYMMETRIZATIONS,
+                                    f"one of {', '.join(SYMMETRIZATIONS)} or null")}
+        for key, (fits, what) in kinds.items():
+            if key in record and not fits(record[key]):
+                raise ValueError(f"{key!r} is {record[key]!r}, not {what}")
         fields = {f.name for f in dataclasses.fields(cls)} - {"rule"}
         return cls(ExtractionRule.parse(record["rule"]),
                    **{k: v for k, v in record.items() if k in fields})

@@ -45,6 +45,10 @@ def main(argv):
     if len(FLAGS.model_dir) != 1:
         raise common.UserError(f"--model_dir is given {len(FLAGS.model_dir)} times: average one "
                                "run at a time.")
+    from bahdanau_tf import pretrained
+
+    # a run's checkpoints: an existing path is that path (the shipped models have none)
+    FLAGS.model_dir = [pretrained.resolve(FLAGS.model_dir[0], written=True)]
     if FLAGS.last is None:
         raise common.UserError("--last is required (how many of the latest checkpoints to average).")
     common.require_tensorflow("it reads and writes the trainer's TensorFlow checkpoints "

@@ -290,7 +290,32 @@ def reverse_model_dir(flag, model_dir, direction=None):
     if reverse and direction and reverse.split("-")[::-1] != direction.split("-"):
         raise UserError(f"--{flag}={given!r} translates {reverse}: it must translate the other "
                         f"direction than --model_dir ({direction}), {'-'.join(direction.split('-')[::-1])}.")
+    if not (reverse and direction) and _same_direction(pretrained.resolve(model_dir), path):
+        raise UserError(f"--{flag}={given!r} translates the same direction as --model_dir (its source "
+                        "vocabulary is --model_dir's source one, not its target one): give a model "
+                        "of the other direction.")
     return path
+
+
+def _same_direction(forward, reverse):
+    """Whether two model directories without a recorded direction translate the same way: the
+    reverse one's source vocabulary shares more with the forward one's source vocabulary than
+    with its target one (False when a vocabulary file is missing: a ``.keras`` file)."""
+    from bahdanau_tf import model_directory
+
+    def words(directory, side):
+        path = os.path.join(directory, side, "vocabulary.txt")
+        if not os.path.isfile(path):
+            return None
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return set(handle.read().split())
+
+    source = words(forward, model_directory.SOURCE_VOCABULARY)
+    other_source = words(reverse, model_directory.SOURCE_VOCABULARY)
+    other_target = words(reverse, model_directory.TARGET_VOCABULARY)
+    if source is None or other_source is None or other_target is None:
+        return False
+    return len(source & other_source) > len(source & other_target)
 
 
 def dev_split(direction=None):

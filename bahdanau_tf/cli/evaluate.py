@@ -157,6 +157,12 @@ def _check_alignment_flags():
         raise common.UserError(f"{' and '.join(given)}: give one way to pick the alignment rule.")
     if (FLAGS.choose_alignment_rule or FLAGS.reverse_model_dir) and (FLAGS.ensemble or len(FLAGS.model_dir) > 1):
         raise common.UserError(f"{given[0]} chooses a rule for one model: give one --model_dir.")
+    files = [f"--{name}" for name in ("tsv", "source_file", "target_file") if FLAGS[name].value]
+    if given and files:
+        raise common.UserError(f"{given[0]} works on the gold word alignments of the embedded corpus; "
+                               f"{files[0]} has none: evaluate without it, or on the embedded corpus.")
+    if given:
+        common.require_attention(FLAGS.model_dir, f"{given[0]} needs")
     if FLAGS.alignment_rule:
         from bahdanau_tf import alignment
 
@@ -166,9 +172,33 @@ def _check_alignment_flags():
             raise common.UserError(f"--alignment_rule={FLAGS.alignment_rule!r}: {error}") from None
     if FLAGS.reverse_model_dir:
         common.reverse_model_dir("reverse_model_dir", FLAGS.model_dir[0], FLAGS.direction)
-    if FLAGS.choose_alignment_rule and not os.access(FLAGS.model_dir[0], os.W_OK):
+    if FLAGS.choose_alignment_rule:
+        _check_written_model_dir()
+    if not given:  # the saved rules, read before any model is loaded: a damaged one is one line
+        from bahdanau_tf import alignment
+
+        for directory in FLAGS.model_dir:
+            try:
+                alignment.read_chosen_rule(directory)
+            except OSError:
+                continue  # no model.json: the loader names what is missing
+
+
+def _check_written_model_dir():
+    """--choose_alignment_rule writes into --model_dir: an existing path is that path (not the
+    shipped model of its name), a shipped model is refused (the package's files are not
+    written), and so is a directory that is not writable."""
+    from bahdanau_tf import pretrained
+
+    given = FLAGS.model_dir[0]
+    FLAGS.model_dir = [pretrained.resolve(given, written=True), *FLAGS.model_dir[1:]]
+    if pretrained.is_shipped(pretrained.resolve(FLAGS.model_dir[0])):
+        raise common.UserError(f"--choose_alignment_rule saves the rule with the model, but "
+                               f"--model_dir={given!r} is a shipped model, which is not written: "
+                               "choose on a copy of it (cp -r), or evaluate without the flag.")
+    if not os.access(FLAGS.model_dir[0], os.W_OK):
         raise common.UserError(f"--choose_alignment_rule saves the rule in --model_dir="
-                               f"{FLAGS.model_dir[0]!r}, which is not writable (a shipped model?).")
+                               f"{given!r}, which is not writable.")
 
 
 def _alignment_choice(translator, model_dir, direction):

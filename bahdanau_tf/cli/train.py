@@ -79,6 +79,7 @@ from absl import flags
 
 from bahdanau_tf.cli import common  # noqa: E402  (first: TensorFlow loads quietly)
 from bahdanau_tf import presets  # noqa: E402
+from bahdanau_tf import pretrained  # noqa: E402
 
 FLAGS = flags.FLAGS
 #: the README's 12-minute run: ``--max_minutes``'s default (0 means no time budget)
@@ -366,10 +367,11 @@ def _model_overrides():
     if FLAGS["regularization"].present and FLAGS.regularization == "budget" and given:
         raise common.UserError(f"--regularization=budget chooses the dropout itself; --{given[0]} gives it: "
                                "drop one of them.")
+    if "tie_embeddings" in overrides and "tie_embeddings" not in defaults:  # either way: no tying to set
+        flag = "--tie_embeddings" if overrides["tie_embeddings"] else "--notie_embeddings"
+        raise common.UserError(f"{flag} is for RNNsearch and RNNencdec; --preset={FLAGS.preset} "
+                               f"is a {preset.model_class.__name__}.")
     if overrides.get("tie_embeddings"):
-        if "tie_embeddings" not in defaults:
-            raise common.UserError(f"--tie_embeddings is for RNNsearch and RNNencdec; --preset={FLAGS.preset} "
-                                   f"is a {preset.model_class.__name__}.")
         sizes = preset.model.get("maxout_dim"), preset.model.get("embedding_dim")
         if sizes[0] != sizes[1]:
             raise common.UserError(f"--tie_embeddings needs maxout_dim == embedding_dim; --preset={FLAGS.preset} "
@@ -453,7 +455,7 @@ def _alignment_links(train):
     error naming the line."""
     if not FLAGS.guided_alignment:
         return None
-    from bahdanau_tf import alignment, training
+    from bahdanau_tf import alignment
 
     try:
         links = alignment.read_pharaoh(FLAGS.guided_alignment)
@@ -475,7 +477,7 @@ def _alignment_guide(train, links, source_tokenizer, target_tokenizer, log):
     """The `AlignmentGuide` of the checked ``links`` (`_alignment_links`), or None."""
     if links is None:
         return None
-    from bahdanau_tf import training
+    from bahdanau_tf import alignment
 
     start = time.time()
     guide = alignment.AlignmentGuide.build(train.pairs(), links, source_tokenizer, target_tokenizer,
@@ -517,6 +519,10 @@ def _check_not_a_saved_model():
         settings = model_directory.read_model_config(FLAGS.output_dir).get("settings") or {}
     except (OSError, ValueError):
         settings = {}  # a new run; a damaged directory is named when the trainer takes it
+    try:
+        model_directory.check_one_source(FLAGS.output_dir)  # a run holding a stray weights file
+    except ValueError as error:
+        raise common.UserError(f"--output_dir={FLAGS.output_dir!r}: {error}") from None
     weights = os.path.join(FLAGS.output_dir, model_directory.WEIGHTS)
     if os.path.exists(weights) or settings.get("saved_by") == model_directory.SAVED_BY:
         raise common.UserError(
@@ -562,7 +568,7 @@ def _check_output_dir():
 
     common.check_writable_dir(FLAGS.output_dir, "output_dir")
     try:
-        run_directory.check_folders(FLAGS.output_dir)
+        run_directory.check_folders(FLAGS.output_dir, more_files=(FLAGS_FILE,))
     except ValueError as error:
         raise common.UserError(str(error)) from None
     _check_not_a_saved_model()
@@ -572,16 +578,17 @@ def main(argv):
     del argv
     start_time = time.time()
     _check_backend()
+    FLAGS.output_dir = pretrained.as_path(FLAGS.output_dir)  # a path, even when named like a shipped model
     from bahdanau_tf import training
 
     presets.get_preset(FLAGS.preset)  # an unknown preset is a usage error, before any work
+    _check_output_dir()  # before its model.json is read
     _check_guided_alignment_flags()
     config = _training_config()
     model_overrides = _model_overrides()
     if FLAGS["regularization"].present and config.regularization == "budget" and not (
             config.max_steps or config.max_minutes):
         raise common.UserError("--regularization=budget plans from the budget: give --max_steps or --max_minutes.")
-    _check_output_dir()
     log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
     strategy = training.make_strategy(FLAGS.strategy)  # before any other TensorFlow work (multi-worker)
     train = common.corpus_from_flags("train", stream=True)  # the user's files: read as needed

@@ -103,6 +103,22 @@ def aligned(translator, lines, translations, nbest):
     return [row[0] for row in rows] if nbest == 1 else rows
 
 
+def _check_saved_rule():
+    """The rule --alignments reads from one model's model.json (`aligned`): one of both
+    directions needs a reverse model, which translate has not: refused, as a damaged record."""
+    from bahdanau_tf import alignment
+
+    if len(FLAGS.model_dir) != 1:
+        return
+    choice = alignment.read_chosen_rule(FLAGS.model_dir[0])  # ValueError: a damaged record, named
+    if choice.symmetrization is not None:
+        raise common.UserError(
+            f"--alignments: {FLAGS.model_dir[0]!r} saves a rule of both directions ({choice.rule}, "
+            f"{choice.symmetrization}), which needs a reverse model: bahdanau-evaluate "
+            "--reverse_model_dir scores it; save a rule of one direction (bahdanau-evaluate "
+            "--choose_alignment_rule) to translate with links.")
+
+
 def main(argv):
     del argv
     common.require_model_dirs()
@@ -115,6 +131,7 @@ def main(argv):
 
     if FLAGS.alignments:
         common.require_attention(FLAGS.model_dir, "--alignments needs")
+        _check_saved_rule()
     unk = common.unk_options()
     candidates = common.candidate_options(FLAGS.model_dir)
     chunks = line_chunks(FLAGS.input_file, FLAGS.read_lines, interactive=True)

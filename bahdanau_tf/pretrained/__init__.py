@@ -45,11 +45,28 @@ def path(name: str) -> str:
     return os.path.join(DIRECTORY, name)
 
 
-def resolve(name_or_path):
+def resolve(name_or_path, written=False):
     """The directory of a shipped model's name (also where the current directory holds one of
-    that name: write ``./NAME`` for it); anything else (a path) as it is."""
+    that name: write ``./NAME`` for it); anything else (a path) as it is.
+
+    With ``written`` (a directory the caller writes into: a run's output, a model its alignment
+    rule or average is saved with), an existing path is that path (`as_path`): a run or model
+    of the user's is never read as the shipped model of its name."""
+    if written and os.path.exists(name_or_path):
+        return as_path(name_or_path)
     text = name_or_path if isinstance(name_or_path, str) else None
     return path(text) if text in MODELS else name_or_path
+
+
+def as_path(directory):
+    """``directory`` spelt as a path whatever it is named: ``./NAME`` for a shipped model's name
+    (which `resolve` leaves as it is), anything else as it is."""
+    return os.path.join(os.curdir, directory) if isinstance(directory, str) and directory in MODELS else directory
+
+
+def is_shipped(directory) -> bool:
+    """Whether ``directory`` (resolved, `resolve`) is a shipped model's folder in this package."""
+    return any(os.path.realpath(directory) == os.path.realpath(path(name)) for name in MODELS)
 
 
 def is_compact(directory) -> bool:
@@ -120,4 +137,4 @@ def load_weights(model, file: str, sha256: str) -> None:
         raise ValueError(f"{file!r} holds another model's weights: {cause}") from None
 
 
-__all__ = ["MODELS", "names", "path", "resolve", "is_compact", "write_weights", "load_weights"]
+__all__ = ["MODELS", "as_path", "is_shipped", "names", "path", "resolve", "is_compact", "write_weights", "load_weights"]

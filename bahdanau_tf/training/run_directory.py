@@ -28,6 +28,7 @@ import tensorflow as tf
 from bahdanau_tf import files
 from bahdanau_tf import lexicon as lexicon_lib
 from bahdanau_tf import model_directory
+from bahdanau_tf.checkpoint_averaging import AROUND_BEST
 
 #: the training pairs the end-of-run lexicon counts at most (the whole embedded corpus)
 LEXICON_PAIRS = 100_000
@@ -137,16 +138,29 @@ LOGS = "logs"
 RUN_ENTRIES = (model_directory.CHECKPOINTS, model_directory.BEST, LOGS)
 
 
-def check_folders(path: str) -> None:
-    """Refuses a model directory with a file where a run keeps one of its folders.
+#: the files a run writes into its model directory (``flags.txt`` is the command line's)
+RUN_FILES = (model_directory.MODEL_CONFIG, model_directory.REPORT, model_directory.LEXICON)
+
+
+def check_folders(path: str, more_files: tuple = ()) -> None:
+    """Refuses a model directory with a file where a run keeps one of its folders, a folder
+    where it writes one of its files (`RUN_FILES`, ``more_files``), or a dangling symbolic
+    link in either place: before any work, not when the run writes there.
 
     Raises:
-        ValueError: e.g. ``OUT/checkpoints`` is a file.
+        ValueError: e.g. ``OUT/checkpoints`` is a file, ``OUT/report.json`` a folder.
     """
-    for name in RUN_ENTRIES + (model_directory.AVERAGED,):
+    folders = RUN_ENTRIES + (model_directory.AVERAGED, AROUND_BEST)
+    for name in folders + RUN_FILES + tuple(more_files):
         entry = os.path.join(path, name)
-        if tf.io.gfile.exists(entry) and not tf.io.gfile.isdir(entry):
+        if os.path.islink(entry) and not os.path.exists(entry):
+            raise ValueError(f"{entry!r} is a symbolic link to nothing ({os.readlink(entry)!r}), where "
+                             f"a run keeps its {name}: remove it or use another --output_dir.")
+        if name in folders and tf.io.gfile.exists(entry) and not tf.io.gfile.isdir(entry):
             raise ValueError(f"{entry!r} is a file where a run keeps its {name}/ folder: move it "
+                             "away or use another --output_dir.")
+        if name not in folders and tf.io.gfile.isdir(entry):
+            raise ValueError(f"{entry!r} is a folder where a run writes its {name} file: move it "
                              "away or use another --output_dir.")
 
 

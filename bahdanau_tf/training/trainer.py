@@ -25,6 +25,7 @@ from bahdanau_tf import files
 from bahdanau_tf import model_directory as model_directory_lib
 from bahdanau_tf import models as models_lib
 from bahdanau_tf import presets
+from bahdanau_tf import pretrained
 from bahdanau_tf.models import regularization
 from bahdanau_tf.training.budget import Budget, BudgetRule, WorkerVote
 from bahdanau_tf.training.config import (
@@ -116,6 +117,7 @@ class Trainer(TrainingStep):
         log: Callable[[str], None] | None = None,
         guide: Any = None,
     ) -> None:
+        output_dir = pretrained.as_path(output_dir)  # a path, even when named like a shipped model
         self.output_dir = output_dir
         self.source_tokenizer = source_tokenizer
         self.target_tokenizer = target_tokenizer
@@ -281,11 +283,22 @@ class Trainer(TrainingStep):
             if self.config.schedule == "plateau":
                 self.optimizer.learning_rate = self.dev_schedule.learning_rate
             self._adopt_averaged_best()
+            self._copy_around_best()
             self._log(
                 f"Resuming from {latest}: step {int(self.step.numpy())}, "
                 f"{self.elapsed_seconds.numpy() / 60:.1f} min trained so far."
             )
         return latest
+
+    def _copy_around_best(self):
+        """The restored checkpoint, one of the run's own (at its cadence, or its last step),
+        copied into ``around_best/`` again: a run killed between a checkpoint and its copy
+        resumes with ``around_best/`` as the uninterrupted run has it (a signal's checkpoint,
+        off the cadence, has no copy there)."""
+        step = int(self.step.numpy())
+        if self._around_best is not None and (step % self.config.checkpoint_every == 0
+                                              or step == self.config.max_steps):
+            self._around_best.write(self.model, step, int(self.best_step.numpy()))
 
     def _check_recipe(self):
         """A resumed run keeps its training recipe (``model.json``'s,
