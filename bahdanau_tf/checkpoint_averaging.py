@@ -320,6 +320,14 @@ class AroundBest:
             for name in tf.io.gfile.glob(self.path(old) + ".*"):
                 tf.io.gfile.remove(name)
 
+    def write_restored(self, model, step: int, best_step: int, checkpoint_every: int,
+                       max_steps: int | None) -> None:
+        """A restored checkpoint of the run's own (at its cadence, or its last step) written
+        again: a run killed between a checkpoint and its copy here resumes with this folder as
+        the uninterrupted run has it (a signal's checkpoint, off the cadence, has no copy)."""
+        if step % checkpoint_every == 0 or step == max_steps:
+            self.write(model, step, best_step)
+
     def chosen(self, best_step: int, last_step: int) -> list:
         """Paths of the copies to average: the ``size`` nearest ``best_step``, none past
         ``last_step`` (a resumed run's copies of steps it has not reached again)."""

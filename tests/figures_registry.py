@@ -194,6 +194,7 @@ def _fixed(row, field):
 
 _CURVE = "budget_curve_one_core_amd_epyc.json"
 _RULE_STEP = "train_step_budget_rule_amd_epyc.json"
+_DROPOUT_STEP = "train_step_dropout_amd_epyc.json"
 #: the default's floor (`bahdanau_tf.presets.UPDATES_FLOOR`): the fewest updates of the curve's
 #: runs that scored over 20 test BLEU, rounded down to 50
 FLOOR = Key(_CURVE, "rows", lambda rows: min(row["updates"] for row in rows if row["bleu"] > 20) // 50 * 50)
@@ -615,6 +616,12 @@ FIGURES = [
            {"updates": _curve(2)["updates"], "headline": HEADLINE["updates"]}),
     Figure("docs/training.md", "trains the step it trained before: {new} against {before} ms per step",
            _fields(_RULE_STEP, new="rows.0.step_ms", before="rows.1.step_ms")),
+    Figure("benchmarks/README.md", "on Bible batches {none} ms without dropout ops, {zero} ms with the budget rule "
+                                   "at 0, {full} ms at its full rates ({more:.1%} more)",
+           {"none": Key(_DROPOUT_STEP, "rows.3.step_cpu_ms"), "zero": Key(_DROPOUT_STEP, "rows.4.step_cpu_ms"),
+            "full": Key(_DROPOUT_STEP, "rows.5.step_cpu_ms"),
+            "more": Computed((Key(_DROPOUT_STEP, "rows.5.step_cpu_ms"), Key(_DROPOUT_STEP, "rows.3.step_cpu_ms")),
+                             lambda a, b: a / b - 1)}),
     Figure("benchmarks/README.md", "rises with the budget, to {bleu:.2f} at 48 minutes ({updates:,} updates)",
            _curve(5)),
     # docs/training.md: the default, tied and a smaller vocabulary at a fixed 1,400 updates

@@ -22,8 +22,6 @@ from __future__ import annotations
 import collections
 import math
 import time
-from typing import Callable
-
 import keras
 import tensorflow as tf
 
@@ -204,15 +202,21 @@ class BudgetRule:
             self.first_planned = epochs
         return changed
 
-    def update(self, budget: Budget, step: int, now: float,
-               agree: Callable[[list], list] | None = None) -> str | None:
+    def update(self, budget: Budget, step: int, now: float, vote: WorkerVote | None = None,
+               updates: int = 0) -> str | None:
         """Plans when a plan is due and holds its rates; the log line of a change, else None.
 
         Due: under an update budget alone, once (the plan is exact); under a time budget,
         `FIRST_PLAN_SECONDS` into the invocation (or `FIRST_PLAN_SHARE` of its minutes), then
-        every `REPLAN_SECONDS` (or `REPLAN_SHARE` of its minutes). ``agree`` (several workers; every worker calls it at the same
-        updates) averages ``[due, epochs]`` over them: they plan together, from the mean plan.
+        every `REPLAN_SECONDS` (or `REPLAN_SHARE` of its minutes). On several workers (``vote``,
+        ``updates`` of this invocation) they plan together at the voting updates, from the mean
+        of ``[due, epochs]`` over them.
         """
+        agree = None
+        if vote is not None and vote.workers > 1:
+            if not vote.due(updates):
+                return None
+            agree = vote.mean
         if self._next_plan is None:  # this invocation's first call
             self._next_plan = -math.inf if budget.deadline is None else budget.start_time + min(
                 FIRST_PLAN_SECONDS, FIRST_PLAN_SHARE * 60.0 * budget.max_minutes)

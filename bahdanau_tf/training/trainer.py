@@ -283,22 +283,14 @@ class Trainer(TrainingStep):
             if self.config.schedule == "plateau":
                 self.optimizer.learning_rate = self.dev_schedule.learning_rate
             self._adopt_averaged_best()
-            self._copy_around_best()
+            if self._around_best is not None:
+                self._around_best.write_restored(self.model, int(self.step.numpy()), int(self.best_step.numpy()),
+                                                 self.config.checkpoint_every, self.config.max_steps)
             self._log(
                 f"Resuming from {latest}: step {int(self.step.numpy())}, "
                 f"{self.elapsed_seconds.numpy() / 60:.1f} min trained so far."
             )
         return latest
-
-    def _copy_around_best(self):
-        """The restored checkpoint, one of the run's own (at its cadence, or its last step),
-        copied into ``around_best/`` again: a run killed between a checkpoint and its copy
-        resumes with ``around_best/`` as the uninterrupted run has it (a signal's checkpoint,
-        off the cadence, has no copy there)."""
-        step = int(self.step.numpy())
-        if self._around_best is not None and (step % self.config.checkpoint_every == 0
-                                              or step == self.config.max_steps):
-            self._around_best.write(self.model, step, int(self.best_step.numpy()))
 
     def _check_recipe(self):
         """A resumed run keeps its training recipe (``model.json``'s,
@@ -462,16 +454,10 @@ class Trainer(TrainingStep):
         run.budget.record(run.step, now)
         if self.config.schedule == "budget":
             self._time_progress.assign(run.budget.time_share(now))
-        if self.budget_rule is None:
-            return
-        agree = None
-        if self._vote.workers > 1:
-            if not self._vote.due(run.step - run.resumed_step):
-                return
-            agree = self._vote.mean
-        line = self.budget_rule.update(run.budget, run.step, now, agree)
-        if line is not None:
-            self._log(line)
+        if self.budget_rule is not None:
+            line = self.budget_rule.update(run.budget, run.step, now, self._vote, run.step - run.resumed_step)
+            if line is not None:
+                self._log(line)
 
     # === The loop's parts ===
     def _budget_spent(self, run):
