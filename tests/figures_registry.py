@@ -195,6 +195,7 @@ def _fixed(row, field):
 _CURVE = "budget_curve_one_core_amd_epyc.json"
 _RULE_STEP = "train_step_budget_rule_amd_epyc.json"
 _DROPOUT_STEP = "train_step_dropout_amd_epyc.json"
+_FIXED_6000 = "fixed_updates_6000_amd_epyc.json"
 #: the default's floor (`bahdanau_tf.presets.UPDATES_FLOOR`): the fewest updates of the curve's
 #: runs that scored over 20 test BLEU, rounded down to 50
 FLOOR = Key(_CURVE, "rows", lambda rows: min(row["updates"] for row in rows if row["bleu"] > 20) // 50 * 50)
@@ -614,6 +615,13 @@ FIGURES = [
     Figure("docs/training.md", "On one core of this machine 12 minutes make {updates:,} updates (the README's 12 "
                                "minutes on both cores of a faster EPYC: {headline:,})",
            {"updates": _curve(2)["updates"], "headline": HEADLINE["updates"]}),
+    # docs/training.md: the budget rule at a fixed 6,000 updates, against the release before
+    *[Figure("docs/training.md", f"| {name} | {{dropout:g}} / {{words:g}} from {start} | {b}{{best:.3f}}{b} | "
+                                 f"{{rise:.1%}} | {b}{{bleu:.2f}}{b} ({{bp:.3f}}) | {{aer:.3f}} |",
+             _fields(_FIXED_6000, f"rows.{row}", dropout="regularization.dropout",
+                     words="regularization.word_dropout", best="best_dev_nll", rise="worst_rise_after_first_epoch",
+                     bleu="bleu", bp="brevity_penalty", aer="aer"))
+      for row, name, start, b in ((0, "the release before", "half-way", ""), (1, "**the default**", "update 0", "**"))],
     Figure("docs/training.md", "trains the step it trained before: {new} against {before} ms per step",
            _fields(_RULE_STEP, new="rows.0.step_ms", before="rows.1.step_ms")),
     Figure("benchmarks/README.md", "on Bible batches {none} ms without dropout ops, {zero} ms with the budget rule "
