@@ -574,6 +574,13 @@ def _check_output_dir():
     _check_not_a_saved_model()
 
 
+def _check_regularization(config):
+    """``--regularization=budget`` given explicitly plans from a budget: refused without one."""
+    if FLAGS["regularization"].present and config.regularization == "budget" and not (
+            config.max_steps or config.max_minutes):
+        raise common.UserError("--regularization=budget plans from the budget: give --max_steps or --max_minutes.")
+
+
 def main(argv):
     del argv
     start_time = time.time()
@@ -586,9 +593,7 @@ def main(argv):
     _check_guided_alignment_flags()
     config = _training_config()
     model_overrides = _model_overrides()
-    if FLAGS["regularization"].present and config.regularization == "budget" and not (
-            config.max_steps or config.max_minutes):
-        raise common.UserError("--regularization=budget plans from the budget: give --max_steps or --max_minutes.")
+    _check_regularization(config)
     log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
     strategy = training.make_strategy(FLAGS.strategy)  # before any other TensorFlow work (multi-worker)
     train = common.corpus_from_flags("train", stream=True)  # the user's files: read as needed
