@@ -5,7 +5,7 @@ document that quotes it, and where each field's value lives (a results file unde
 benchmarks/results/ and a dotted key into its JSON, or a `Computed` value of several such keys).
 The test formats the text from the files and looks for it in the document (runs of whitespace,
 line breaks included, count as one space), so a figure edited on one side only fails.
-`HEADLINE` (in the registry) is the run that README's "Result" and its sample output quote: to
+`SHIPPING` (in the registry) is the run that README's "Result" and its sample output quote: to
 point them at a new run, change its file and keys there, then the README's figures, until this
 test passes.
 """
@@ -18,7 +18,7 @@ import sys
 
 import pytest
 
-from figures_registry import FIGURES, HEADLINE, Computed, Figure, Key
+from figures_registry import FIGURES, SHIPPING, Computed, Figure, Key
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "benchmarks", "results")
@@ -69,7 +69,7 @@ def test_the_shipped_weights_size_is_the_files():
 
 def test_the_registry_catches_a_changed_figure(tmp_path, monkeypatch):
     """A results file that says another BLEU than the document: the figure is not found."""
-    figure, key = FIGURES[0], HEADLINE["bleu"]
+    figure, key = FIGURES[0], SHIPPING["bleu"]
     with open(os.path.join(RESULTS, key.results), encoding="utf-8") as handle:
         record = json.load(handle)
     *parents, last = [int(part) if part.isdigit() else part for part in key.path.split(".")]
