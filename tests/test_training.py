@@ -210,9 +210,10 @@ def test_a_run_of_many_epochs_trains_with_the_budget_rules_dropout_and_keeps_its
     saved = model_directory.read_model_config(str(tmp_path))["config"]
     # planned once, before the first update
     assert [line.split()[1] for line in lines if "(the budget rule)" in line] == ["0"]
-    epochs = 24 / max(report["train_pairs"] // 32, 1)
-    assert epochs >= 12 and report["regularization"] == {"dropout": 0.2, "word_dropout": 0.1,
-                                                         "planned_epochs": epochs, "first_planned_epochs": epochs}
+    epochs = 24 * 32 / report["train_pairs"]  # the pairs the updates hold, over the corpus's
+    assert epochs >= 12 and report["regularization"] == {
+        "dropout": 0.2, "word_dropout": 0.1, "planned_epochs": pytest.approx(epochs, abs=0.01),
+        "first_planned_epochs": pytest.approx(epochs, abs=0.01)}
     assert all(saved[name] == 0.0 for name in regularization.DROPOUT_ARGUMENTS)  # the model's config
     batch = (tf.constant([[5, 6, 7, 8, 9, 10, 2]] * 4), tf.constant([[1, 7, 8, 9, 10, 11, 12]] * 4))
     first, second = (np.array(model(batch, training=True)) for _ in range(2))

@@ -66,7 +66,8 @@ class Budget:
         max_steps: int or None, the update budget (counted over resumed runs).
         max_minutes: float or None, this invocation's wall-time budget.
         start_time: ``time.time()`` at which the wall-time budget started.
-        steps_per_epoch: int, the updates of one epoch.
+        steps_per_epoch: float, the updates of one epoch (the pairs over the batch size: below
+            1 for a corpus smaller than a batch, whose every update is several epochs).
         step: int, the updates made before this invocation (a resumed run's).
 
     Example:
@@ -77,9 +78,9 @@ class Budget:
     """
 
     def __init__(self, max_steps: int | None, max_minutes: float | None, start_time: float,
-                 steps_per_epoch: int, step: int = 0) -> None:
+                 steps_per_epoch: float, step: int = 0) -> None:
         self.max_steps, self.max_minutes = max_steps, max_minutes
-        self.start_time, self.steps_per_epoch = start_time, max(int(steps_per_epoch), 1)
+        self.start_time, self.steps_per_epoch = start_time, float(steps_per_epoch)
         self.deadline = None if max_minutes is None else start_time + 60.0 * max_minutes
         self.first_step = step
         self._samples = collections.deque([(start_time, step)])  # (time, step), the pace's window
