@@ -152,7 +152,7 @@ def test_a_translators_search_means_what_it_means_to_beam_search(translator):
     greedy = [python_greedy(model, source, s, n)[0] for s, n in zip(SENTENCES, limits)]
     used = [token for ids in greedy for token in ids if token != END_ID]
     token = max(set(used), key=used.count)  # the word the greedy translations use most
-    search = BeamSearch(beam_size=1, forbid_ids=(token,), return_attention=True)
+    search = BeamSearch(beam_size=1, forbid_ids=(token,), return_attention=True, length_penalty=0.0)
     custom = Translator(model, source, target, search=search, **graph)
     out = custom.translate(SENTENCES)
     for sentence, limit, text, score in zip(SENTENCES, limits, out.translations, out.scores):
