@@ -82,7 +82,6 @@ class Budget:
         self.max_steps, self.max_minutes = max_steps, max_minutes
         self.start_time, self.steps_per_epoch = start_time, float(steps_per_epoch)
         self.deadline = None if max_minutes is None else start_time + 60.0 * max_minutes
-        self.first_step = step
         self._samples = collections.deque([(start_time, step)])  # (time, step), the pace's window
 
     def record(self, step: int, now: float) -> None:
