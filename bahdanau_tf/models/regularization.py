@@ -36,7 +36,7 @@ import keras
 from keras import ops
 
 from bahdanau_tf.special_tokens import END_ID, PAD_ID, UNK_ID
-from bahdanau_tf.models.tensor_ops import Tensor
+from bahdanau_tf.models.tensor_ops import Tensor, uniform
 
 DROPOUT_ARGUMENTS = ("embedding_dropout", "annotation_dropout", "recurrent_dropout",
                      "readout_dropout", "word_dropout")
@@ -54,7 +54,7 @@ def check_rates(**rates) -> dict:
 
 def keep_mask(shape: tuple, rate: float, dtype: str, seed: keras.random.SeedGenerator) -> Tensor:
     """An inverted-dropout mask: 0 with probability ``rate``, else 1 / (1 - rate)."""
-    kept = ops.greater_equal(keras.random.uniform(shape, seed=seed), rate)
+    kept = ops.greater_equal(uniform(shape, seed), rate)
     return ops.cast(kept, dtype) / (1.0 - rate)
 
 
@@ -83,7 +83,7 @@ def drop_words(source_ids: Tensor, rate: float, seed: keras.random.SeedGenerator
     (a decision per token; ``[END]`` and padding kept)."""
     if not _applies(rate):
         return source_ids
-    hit = ops.less(keras.random.uniform(ops.shape(source_ids), seed=seed), rate)
+    hit = ops.less(uniform(ops.shape(source_ids), seed), rate)
     hit = hit & ops.not_equal(source_ids, PAD_ID) & ops.not_equal(source_ids, END_ID)
     return ops.where(hit, ops.cast(UNK_ID, source_ids.dtype), source_ids)
 

@@ -1,15 +1,19 @@
-"""Tensor helpers of the layers and models, in ``keras.ops``, with two TensorFlow twins.
+"""Tensor helpers of the layers and models, in ``keras.ops``, with three TensorFlow twins.
 
-Everything here runs on every Keras backend (TensorFlow, JAX, PyTorch). Two operations have a
+Everything here runs on every Keras backend (TensorFlow, JAX, PyTorch). Three operations have a
 TensorFlow form that is faster than their ``keras.ops`` one inside the trainer's XLA step, and
-`scan_states` and `reverse_within_lengths` use it when the backend is TensorFlow: the same
-numbers, another graph.
+`scan_states`, `reverse_within_lengths` and `uniform` use it when the backend is TensorFlow
+(the first two: the same numbers, another graph).
 
 - `scan_states`: a recurrence over the time axis returning every state (``tf.scan`` on
   TensorFlow; ``keras.ops.scan`` elsewhere, whose TensorFlow form carries its state through a
   ``TensorArray``).
 - `reverse_within_lengths`: each sequence reversed within its own length, padding left in
   place (``tf.reverse_sequence``, whose gradient is itself; elsewhere a gather).
+- `uniform`: U[0, 1) draws from a ``keras.random.SeedGenerator`` (dropout's masks), with
+  TensorFlow's Philox generator named (``keras.random.uniform`` leaves TensorFlow to select
+  one, and the selected one is the slow path inside XLA: benchmarks/train_throughput.py's
+  ``no_dropout`` and ``rule_full`` variants).
 - `masked_softmax`: the attention's softmax over the real source positions only.
 - `weights_read_once` and `cast_weight`: a layer's variables read once before a loop.
 - `project`, `dot_vector`: products over the last axis as one 2-D matmul.
@@ -41,6 +45,16 @@ def tensorflow_module():
     import tensorflow as tf  # noqa: PLC0415 — the backend's own module, only when it is the backend
 
     return tf
+
+
+def uniform(shape: tuple, seed: keras.random.SeedGenerator) -> Tensor:
+    """float32 U[0, 1) of ``shape``, the next draw of ``seed`` (on TensorFlow: the Philox generator)."""
+    tf = tensorflow_module()
+    if tf is None:
+        return keras.random.uniform(shape, seed=seed)
+    state = seed.next()  # int64 on TensorFlow; its stateless generators take int32 under XLA
+    return tf.random.stateless_uniform(shape, seed=tf.cast(tf.math.floormod(state, tf.int32.max - 1), "int32"),
+                                       alg="philox")
 
 
 def masked_softmax(scores: Tensor, mask: Tensor) -> Tensor:
