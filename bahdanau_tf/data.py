@@ -330,18 +330,29 @@ def pad_batch(batch, multiple: int, max_length: int | None = None):
     XLA compiles one program per input shape; rounded-up lengths leave a few shapes an epoch
     instead of hundreds, for more padding columns (masked everywhere;
     benchmarks/dataset_shapes.py counts them, benchmarks/README.md has the numbers). Lengths
-    never exceed ``max_length + 1``, the longest a batch can be.
+    never exceed ``max_length + 1``, the longest a batch can be. Where the two rounded lengths
+    are at most one multiple apart, both take the longer: a translation's sides are mostly of
+    one length, so the rare batch whose sides round apart reuses that program.
     """
     (source, target_in), target_out = batch
-
-    def pad(ids, cap):
-        length = tf.shape(ids)[1]
-        padded = tf.minimum(_round_up(length, multiple), cap) if cap else _round_up(length, multiple)
-        padded = tf.maximum(padded, length)
-        return tf.pad(ids, [[0, 0], [0, padded - length]])
-
     cap = None if max_length is None else max_length + 1  # the longest pair plus [END]/[START]
-    return (pad(source, cap), pad(target_in, cap)), pad(target_out, cap)
+
+    def padded(ids):
+        length = tf.shape(ids)[1]
+        rounded = tf.minimum(_round_up(length, multiple), cap) if cap else _round_up(length, multiple)
+        return tf.maximum(rounded, length)
+
+    source_length, target_length = padded(source), padded(target_in)
+    common = tf.maximum(source_length, target_length)
+    if multiple > 1:  # (1: the lengths as they are)
+        near = tf.abs(source_length - target_length) <= multiple
+        source_length = tf.where(near, common, source_length)
+        target_length = tf.where(near, common, target_length)
+
+    def pad(ids, length):
+        return tf.pad(ids, [[0, 0], [0, length - tf.shape(ids)[1]]])
+
+    return (pad(source, source_length), pad(target_in, target_length)), pad(target_out, target_length)
 
 
 def pad_lengths(multiple: int | None, max_length: int | None = None):
