@@ -17,11 +17,15 @@ sublayers in ``_modules``, not among its attributes), and the checkpoint is read
 A saved model's ``model.weights.h5`` is read by Keras (`load_weights_file`), once it is known to
 hold this model's weights and nothing else: Keras gives each of the model's layers the entries
 at its own path and ignores the rest, so another model's file (``rnnsearch-cgru-tiny``'s, whose
-extra layer ``tiny`` lacks) would load without a word.
+extra layer ``tiny`` lacks) would load without a word. A model that held an alignment head
+among its own layers (``alignment_head`` in its config) wrote the head's entries beside its
+own; its file loads into the task it now is, `bahdanau_tf.models.RNNSearchAligner`.
 """
 
 import collections
 import contextlib
+import os
+import tempfile
 
 import keras
 import numpy as np
@@ -166,7 +170,39 @@ def load_weights_file(model: keras.Model, path: str) -> None:
         differ = ", ".join(([f"{len(extra)} not of this model ({_shapes(extra)})"] if extra else [])
                            + ([f"none for {len(missing)} of its ({_shapes(missing)})"] if missing else []))
         raise ValueError(f"it holds {theirs.total()} weights where the model has {ours.total()}: {differ}")
-    model.load_weights(path)
+    if getattr(model, "backbone", None) is None or not _head_inside_the_model(path):
+        model.load_weights(path)
+        return
+    with _task_layout(path) as rewritten:
+        model.load_weights(rewritten)
+
+
+#: the group of the alignment head's entries in a weights file, the task's and the model's alike
+_HEAD = "head"
+
+
+def _head_inside_the_model(path):
+    """True for the weights file of a model that held its alignment head among its own layers
+    (config key ``alignment_head``): the head's entries under ``head/``, the model's at the root."""
+    import h5py  # Keras's own dependency
+
+    with h5py.File(path, "r") as handle:
+        return _HEAD in handle and "backbone" not in handle
+
+
+@contextlib.contextmanager
+def _task_layout(path):
+    """Such a file laid out as its task's (`bahdanau_tf.models.RNNSearchAligner`): the model's
+    entries below ``backbone/``, the head's where they were; a temporary file, removed after."""
+    import h5py  # Keras's own dependency
+
+    with tempfile.TemporaryDirectory() as scratch:
+        rewritten = os.path.join(scratch, "task.weights.h5")
+        with h5py.File(path, "r") as old, h5py.File(rewritten, "w") as new:
+            for key in old:
+                if key != _OPTIMIZER:
+                    old.copy(old[key], new, name=key if key == _HEAD else f"backbone/{key}")
+        yield rewritten
 
 
 def _shapes(shapes, most=3):

@@ -42,6 +42,7 @@ import inspect
 import json
 import os
 import sys
+import tempfile
 import zipfile
 from typing import Any
 
@@ -266,6 +267,7 @@ def check_same_model(directory: str, model: keras.Model) -> None:
     defaults = {name: parameter.default
                 for name, parameter in inspect.signature(type(model).__init__).parameters.items()
                 if parameter.default is not inspect.Parameter.empty}
+    defaults.update(getattr(model, "retired_arguments", {}))  # keys a saved config may still hold
     for key in sorted((set(saved["config"]) | set(wanted["config"])) - ignored):
         missing = defaults.get(key)
         old, new = saved["config"].get(key, missing), wanted["config"].get(key, missing)
@@ -535,8 +537,9 @@ class ModelDirectory:
 
 def _load_keras_file(path, dtype=None, expected=None):
     """A `ModelDirectory` of a ``.keras`` file whose model carries its tokenizers."""
-    _keras_file_config(path)  # a clear error for a missing or foreign file
-    model = keras.saving.load_model(path, compile=False)
+    config = _keras_file_config(path)  # a clear error for a missing or foreign file
+    model = (_load_head_inside(path) if config["config"].get("alignment_head") else
+             keras.saving.load_model(path, compile=False))
     if not _is_translation_model(model):
         raise ValueError(f"{path!r} holds a {type(model).__name__}, not a bahdanau_tf model.")
     if expected is not None and not isinstance(model, expected):
@@ -551,6 +554,23 @@ def _load_keras_file(path, dtype=None, expected=None):
         model = rebuilt.attach_tokenizers(model.source_tokenizer, model.target_tokenizer)
     return ModelDirectory(model=model, source_tokenizer=model.source_tokenizer,
                           target_tokenizer=model.target_tokenizer, settings={}, checkpoint=path)
+
+
+def _load_head_inside(path):
+    """The model of a ``.keras`` file whose model held its alignment head among its own layers
+    (``alignment_head`` in its config): the task it now is (``RNNSearch.from_config``), its
+    weights read from that file's layout (`keras_checkpoints.load_weights_file`), its tokenizers."""
+    with zipfile.ZipFile(path) as archive, tempfile.TemporaryDirectory() as scratch:
+        archive.extractall(scratch, [name for name in archive.namelist()
+                                     if name == _KERAS_WEIGHTS or name.startswith("assets/")])
+        model = keras.saving.deserialize_keras_object(json.loads(archive.read("config.json")))
+        keras_checkpoints.load_weights_file(model.build_variables(), os.path.join(scratch, _KERAS_WEIGHTS))
+        tokenizers = load_asset_vocabularies(os.path.join(scratch, "assets"))
+    return model.attach_tokenizers(*tokenizers) if tokenizers else model
+
+
+#: the weights file inside a ``.keras`` archive
+_KERAS_WEIGHTS = "model.weights.h5"
 
 
 def load_model_directory(directory: str | os.PathLike, which: str = "best",

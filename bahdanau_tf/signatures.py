@@ -26,8 +26,8 @@ needs:
   ``source_lengths`` int32 ``[batch]``, ``target_tokens`` ``[batch, target_len]`` (``[END]``
   included when emitted), ``target_lengths`` int32 ``[batch]`` and ``attention`` float32
   ``[batch, target_len, source_len]`` (row i: α_ij of target token i; zero padding) — what
-  the paper's figure 3 draws; for models with an alignment head (`bahdanau_tf.alignment_head.
-  AlignmentHead`), the head's P(source j | target token i) of the translation instead;
+  the paper's figure 3 draws; for models with an alignment head (`bahdanau_tf.models.
+  RNNSearchAligner`), the head's P(source j | target token i) of the translation instead;
 - ``translate_replace_unk(sentences)`` (models with attention only): ``translations``,
   ``scores`` like ``serving_default``, with every generated ``[UNK]`` replaced by the source
   word the attention weighted most at that step, or by its entry in the export's dictionary

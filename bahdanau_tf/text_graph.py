@@ -87,7 +87,7 @@ class TextGraph:
         limits: `bahdanau_tf.decoding.LengthLimits`, the source cut and the output limit.
         unk_dictionary: None or a `bahdanau_tf.unknown_words.UnknownWordDictionary`, what
             [UNK] replacement looks up.
-        heads: the models whose alignment heads (`bahdanau_tf.alignment.AlignmentHead`) give
+        heads: the models whose alignment heads (`bahdanau_tf.models.RNNSearchAligner`) give
             the alignments' rows (their mean), instead of the search's attention; () for none.
 
     Example:

@@ -601,8 +601,8 @@ class Translator(tf.Module):
         """Teacher-forced attention of given translations (e.g. the references), for AER.
 
         The decoder reads ``targets`` instead of its own output; a model with an alignment head
-        gives the head's P(source j | token i) (`RNNSearch.alignment_weights`); for an ensemble
-        the members' rows are averaged. Sources are cut like `translate` cuts them.
+        (`bahdanau_tf.models.RNNSearchAligner`) gives the head's P(source j | token i); for an
+        ensemble the members' rows are averaged. Sources are cut like `translate` cuts them.
 
         Args:
             sources: list of str.

@@ -3,6 +3,10 @@ alignment_head): a NumPy reference of the head, a diagonal alignment learned on 
 with the translation weights untouched, and a model with a head saved, loaded, exported and
 served through the session bundle."""
 
+import json
+import os
+import tarfile
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -11,7 +15,8 @@ import bahdanau_tf
 from bahdanau_tf import alignment, data, training
 from bahdanau_tf.models.alignment_head import AlignmentHead
 from bahdanau_tf.alignment import alignment_scores, attention_to_alignment
-from helpers import gru_step, learning_seed, random_model, softmax, split3, split_recurrent
+from helpers import TOY_SOURCE_WORDS, TOY_TARGET_WORDS, gru_step, learning_seed, random_model, softmax, split3, \
+    split_recurrent
 from test_alignment_guided import SOURCE_WORDS, TARGET_WORDS, copy_corpus, copy_tokenizers, diagonal
 
 SIZES = dict(source_vocabulary_size=len(SOURCE_WORDS) + 4, target_vocabulary_size=len(TARGET_WORDS) + 4,
@@ -41,9 +46,7 @@ def test_the_head_against_numpy():
             np.testing.assert_allclose(got[row, i], expected, atol=1e-5)
 
 
-def test_a_target_context_needs_a_head_and_a_size_of_zero_or_more():
-    with pytest.raises(ValueError, match="needs an alignment head"):
-        random_model(alignment_head_context=4)  # without a head it would do nothing
+def test_a_target_context_has_a_size_of_zero_or_more():
     with pytest.raises(ValueError, match="must be >= 0"):
         AlignmentHead(4, context=-1)
 
@@ -85,6 +88,37 @@ def test_the_head_with_target_context_against_numpy():
             np.testing.assert_allclose(got[row, i], expected, atol=1e-5)
 
 
+#: a model directory and a ``.keras`` file of an `RNNSearch` that held its alignment head among its
+#: layers (``alignment_head=2, alignment_head_context=2`` in its config, the head's weights beside
+#: the model's in the file), as that code wrote them, and the rows its head and attention gave
+HEAD_INSIDE = os.path.join(os.path.dirname(__file__), "data", "alignment_head_inside_rnnsearch.tar.gz")
+
+
+def test_a_model_that_held_its_head_among_its_layers_loads_as_the_task_with_the_same_rows(tmp_path):
+    from bahdanau_tf import model_directory
+    from bahdanau_tf.translator import Translator
+
+    with tarfile.open(HEAD_INSIDE) as archive:
+        archive.extractall(tmp_path, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
+    expected = json.loads((tmp_path / "expected.json").read_text())
+    inputs = (np.array(expected["source_ids"]), np.array(expected["target_input_ids"]))
+    for path in (tmp_path / "directory", tmp_path / "model.keras", tmp_path / "saved_again"):
+        assert model_directory.read_model_config(path)["config"].get("alignment_head", 0) in (0, 2)
+        model = model_directory.load_model_directory(str(path)).model
+        assert type(model) is alignment.RNNSearchAligner and (model.head.units, model.head.context) == (2, 2)
+        np.testing.assert_allclose(model.alignment_weights(inputs), expected["alignment_weights"], atol=1e-6)
+        np.testing.assert_allclose(model.attention_weights(inputs), expected["attention_weights"], atol=1e-6)
+        if path.name == "directory":  # the task saved in its own layout loads the same
+            model.save_to_preset(str(tmp_path / "saved_again"))
+    # the Translator reads the head's rows: "cat sat on" / "gato se" are ids 5 6 7 [END] / 5 6 [END]
+    sources = [" ".join(TOY_SOURCE_WORDS[i - 4] for i in row if i > 3) for row in expected["source_ids"]]
+    targets = [" ".join(TOY_TARGET_WORDS[i - 4] for i in row if i > 3) for row in expected["target_input_ids"]]
+    forced = Translator.from_directory(str(tmp_path / "directory")).reference_attention(sources, targets)
+    for aligned, rows in zip(forced, np.array(expected["alignment_weights"])):
+        t, s = aligned.attention.shape
+        np.testing.assert_allclose(aligned.attention, rows[:t, :s], atol=1e-6)
+
+
 def _head_aer(model, pairs, tokenizers):
     """AER of the head's argmax links against the diagonal on ``pairs``."""
     dataset = data.make_dataset(pairs, *tokenizers, batch_size=len(pairs), bucketing=None,
@@ -112,6 +146,7 @@ def copy_head():
     tokenizers = copy_tokenizers()
     pairs, test = copy_corpus(640, seed=1, distinct=True), copy_corpus(64, seed=2, distinct=True)
     base = random_model(seed=learning_seed(11), **SIZES).attach_tokenizers(*tokenizers)
+    before = [np.array(weight) for weight in base.weights]
     model = alignment.with_alignment_head(base, units=32)
     guide = alignment.AlignmentGuide.build(pairs, [diagonal(p) for p in pairs], *tokenizers,
                                           unaligned="end")
@@ -123,7 +158,7 @@ def copy_head():
         aer = _head_aer(model, test, tokenizers)
         if aer < 0.1:
             break
-    return {"base": base, "model": model, "aer": aer, "updates": updates, "history": history,
+    return {"base": base, "before": before, "model": model, "aer": aer, "updates": updates, "history": history,
             "tokenizers": tokenizers, "test": test}
 
 
@@ -132,10 +167,9 @@ def copy_head():
 def test_the_head_learns_a_diagonal_alignment_and_leaves_the_translation_weights(copy_head):
     assert copy_head["aer"] < 0.1, (copy_head["updates"], copy_head["aer"], copy_head["history"])
     base, model = copy_head["base"], copy_head["model"]
-    heads = [v for v in model.weights if "alignment_head" in v.path]
-    assert len(base.weights) + len(heads) == len(model.weights)
-    for a, b in zip(base.weights, [v for v in model.weights if "alignment_head" not in v.path]):
-        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    assert model.backbone is base and len(base.weights) + len(model.head.weights) == len(model.weights)
+    for before, after in zip(copy_head["before"], base.weights):
+        np.testing.assert_array_equal(before, np.asarray(after))
     # the model's own attention is not diagonal: the head learned it
     assert _head_aer(base, copy_head["test"], copy_head["tokenizers"]) > 0.5
 
@@ -151,7 +185,7 @@ def test_a_model_with_a_head_saves_loads_translates_as_without_and_serves_its_al
     directory = model.save_to_preset(str(tmp_path / "with_head"))
     options = dict(search=beam(2), batching=Batching(jit_compile=False))
     loaded = Translator.from_directory(directory, **options)
-    assert loaded.models[0].alignment_head == 32
+    assert isinstance(loaded.models[0], alignment.RNNSearchAligner) and loaded.models[0].head.units == 32
     for a, b in zip(model.weights, loaded.models[0].weights):  # the head restored with the rest
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     sentences = [source for source, _ in copy_head["test"][:6]] + [""]
@@ -188,7 +222,7 @@ def test_a_head_with_target_context_saves_loads_translates_as_without_and_serves
     model = alignment.with_alignment_head(base, units=8, context=4)
     options = dict(search=beam(2), batching=Batching(jit_compile=False))
     loaded = Translator.from_directory(model.save_to_preset(str(tmp_path / "with_head")), **options)
-    assert loaded.models[0].alignment_head_context == 4
+    assert loaded.models[0].head.context == 4
     for a, b in zip(model.weights, loaded.models[0].weights):  # the head's GRU restored with the rest
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     sentences = [source for source, _ in copy_corpus(5, seed=2)] + [""]
@@ -226,9 +260,8 @@ def test_the_command_trains_a_head_into_a_new_directory_and_refuses_bad_links(tm
     done, short, no_output = run_commands(rows, cwd=tmp_path)
     assert done["code"] == 0, done["stderr"]
     loaded = model_directory.load_model_directory(str(tmp_path / "head"))
-    assert loaded.model.alignment_head == 8 and loaded.model.alignment_head_context == 4
-    translation = [v for v in loaded.model.weights if "alignment_head" not in v.path]
-    for a, b in zip(base.weights, translation):
+    assert (loaded.model.head.units, loaded.model.head.context) == (8, 4)
+    for a, b in zip(base.weights, loaded.model.backbone.weights):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     for result, message in ((short, "1 lines of alignments for 40 training pairs"),
                             (no_output, "--output_dir is required")):

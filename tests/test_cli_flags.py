@@ -285,4 +285,4 @@ def test_the_flags_no_other_test_runs_translate_evaluate_export_average_data_hea
     assert {"source", "target"} <= set(os.listdir(tmp_path / "vocabulary"))
     assert (tmp_path / "head.links").is_file()
     for head in ("head_reverse", "head_files"):
-        assert _recipe(tmp_path / head)["config"]["alignment_head"] > 0
+        assert _recipe(tmp_path / head)["config"]["backbone"]["class_name"] == "RNNSearch"

@@ -54,17 +54,21 @@ def test_model_json_records_the_writers_versions_and_a_newer_format_is_refused(s
 
 
 def test_a_directory_written_before_an_argument_existed_holds_the_same_model(saved):
-    """A model.json without an argument added since (tied embeddings, dropout, the alignment
-    head) had that argument's default: the model it holds is the same, so a run resumes; a
-    value that differs from the default is still named."""
+    """A model.json without an argument added since (tied embeddings, dropout) had that
+    argument's default, and one with a retired argument at the value that meant none (the
+    alignment head's units and context, 0: the shipped model's model.json) holds the model
+    without it: the model it holds is the same, so a run resumes; a value that differs from
+    the default is still named."""
     directory, model = saved
     path = os.path.join(directory, model_directory.MODEL_CONFIG)
     config = json.load(open(path, encoding="utf-8"))
-    for name in ("tie_embeddings", "embedding_dropout", "word_dropout", "alignment_head"):
+    for name in ("tie_embeddings", "embedding_dropout", "word_dropout"):
         assert name in config["config"], sorted(config["config"])
         del config["config"][name]
+    config["config"].update(alignment_head=0, alignment_head_context=0)
     json.dump(config, open(path, "w", encoding="utf-8"))
     model_directory.check_same_model(directory, model)
+    assert type(model_directory.load_model_directory(directory).model) is type(model)
     other = random_model(seed=3, embedding_dropout=0.1)
     with pytest.raises(ValueError, match=r"holds a different model \(embedding_dropout: saved 0\.0, requested 0\.1\)"):
         model_directory.check_same_model(directory, other)

@@ -1,5 +1,6 @@
 """Models: NumPy references, masking, step/teacher-forcing consistency, round trips, learning."""
 
+import json
 import os
 import re
 
@@ -10,7 +11,7 @@ import pytest
 import tensorflow as tf
 
 from bahdanau_tf import losses, presets
-from bahdanau_tf.models import RNNEncDec, RNNSearch, Seq2Seq, model_from_preset
+from bahdanau_tf.models import RNNEncDec, RNNSearch, RNNSearchAligner, Seq2Seq, model_from_preset
 
 SOURCES = [[5, 6, 7, 8, 9, 2], [10, 11, 2], [12, 2]]
 TARGET_INPUTS = [[1, 13, 14, 15], [1, 16, 17, 0], [1, 18, 0, 0]]
@@ -122,6 +123,46 @@ def test_every_architecture_keeps_the_model_contract(preset, tmp_path):
     helpers.check_model(preset, tmp_path)
 
 
+def test_the_aligner_is_a_task_that_translates_as_its_backbone_and_round_trips(tmp_path):
+    """`RNNSearchAligner`: the backbone's logits, steps and attention as they are; the head's
+    rows apart from the attention; its config (the backbone nested) and its ``.keras`` file give
+    the same task back, tokenizers included; a config holding the head's keys of a model that
+    held it gives the model (0) or the task (units)."""
+    backbone = helpers.random_model(seed=2).attach_tokenizers(*helpers.toy_tokenizers())
+    task = RNNSearchAligner(backbone, units=6, context=3)
+    source, target_in = np.array([[5, 6, 7, 2], [8, 2, 0, 0]]), np.array([[1, 5, 6], [1, 7, 0]])
+    for weight in task.head.weights:  # the head's rows far from uniform
+        weight.assign(np.random.default_rng(0).normal(0.0, 1.0, weight.shape).astype("float32"))
+    np.testing.assert_array_equal(task((source, target_in)), backbone((source, target_in)))
+    memory = task.encode(source)
+    state = task.decoding_state(task.initial_state(memory))
+    step = task.decode_step(np.array([1, 1]), state, task.decoding_memory(memory))
+    expected = backbone.decode_step(np.array([1, 1]), state, backbone.decoding_memory(memory))
+    for got, want in zip(tf.nest.flatten(step), tf.nest.flatten(expected)):
+        np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(backbone.alignment_weights((source, target_in)),
+                                  backbone.attention_weights((source, target_in)))
+    rows = np.asarray(task.alignment_weights((source, target_in)))
+    assert np.abs(rows - np.asarray(backbone.attention_weights((source, target_in)))).max() > 0.05
+    assert task.source_tokenizer is backbone.source_tokenizer and len(task.weights) == len(backbone.weights) + 8
+    config = json.loads(json.dumps(task.get_config()))
+    clone = RNNSearchAligner.from_config(config).build_variables()
+    assert json.loads(json.dumps(clone.get_config())) == config
+    clone.set_weights(task.get_weights())
+    np.testing.assert_array_equal(clone.alignment_weights((source, target_in)), rows)
+    path = str(tmp_path / "task.keras")
+    task.save(path)
+    loaded = keras.saving.load_model(path)
+    assert type(loaded) is RNNSearchAligner and type(loaded.backbone) is RNNSearch
+    assert loaded.source_tokenizer.vocabulary_size == backbone.source_vocabulary_size
+    np.testing.assert_allclose(loaded.alignment_weights((source, target_in)), rows, atol=1e-6)
+    held = {**backbone.get_config(), "alignment_head": 0, "alignment_head_context": 0}
+    assert type(RNNSearch.from_config(held)) is RNNSearch
+    wrapped = RNNSearch.from_config({**held, "alignment_head": 6, "alignment_head_context": 3})
+    assert (type(wrapped), wrapped.units, wrapped.context) == (RNNSearchAligner, 6, 3)
+    assert wrapped.backbone.get_config() == RNNSearch.from_config(held).get_config()
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("preset", ["rnnsearch-cgru-tiny", "rnnencdec-tiny"])
 def test_tied_embeddings_are_one_variable_saved_and_loaded_once(preset, tmp_path):
@@ -190,10 +231,14 @@ def test_presets_and_bad_arguments():
         RNNSearch(10, 10, initialization="xavier")
     with pytest.raises(ValueError, match="decoder.*'lstm'"):
         RNNSearch(10, 10, decoder="lstm")
-    for name, value in (("alignment_head", 2.5), ("alignment_head", -1), ("alignment_head", True),
-                        ("alignment_head_context", "8")):
-        with pytest.raises(ValueError, match=f"`{name}` must be an int >= 0 .*{re.escape(repr(value))}"):
-            RNNSearch(10, 10, **{"alignment_head": 4, name: value})
+    for name, value, least in (("units", 2.5, 1), ("units", 0, 1), ("units", True, 1), ("context", "8", 0),
+                               ("context", -1, 0)):
+        with pytest.raises(ValueError, match=f"`{name}` must be an int >= {least}, got {re.escape(repr(value))}"):
+            RNNSearchAligner(RNNSearch(10, 10), **{"units": 4, name: value})
+    with pytest.raises(ValueError, match="needs an RNNSearch backbone, got RNNEncDec"):
+        RNNSearchAligner(RNNEncDec(10, 10))
+    with pytest.raises(ValueError, match=r"a task on a trained model.*RNNSearchAligner\(model, units"):
+        RNNSearch(10, 10, alignment_head=4)
     cgru = model_from_preset("rnnsearch-cgru-small", source_vocabulary_size=9, target_vocabulary_size=9)
     small = presets.get_preset("small").model
     assert presets.get_preset("rnnsearch-cgru-small").model == {**small, "decoder": "cgru", "tie_embeddings": True}

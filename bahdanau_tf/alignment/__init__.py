@@ -2,10 +2,12 @@
 chosen on dev.
 
 Its modules, from the bottom up (each imports only the ones above it in this list, and none
-imports the models, the translator or the command lines: a `Translator` is handed in):
+imports the translator or the command lines: a `Translator` is handed in):
 
 - :mod:`~bahdanau_tf.models.alignment_head`: `AlignmentHead`, an attention whose query has read the
-  target word it aligns (a layer, the sibling of `bahdanau_tf.models.layers`);
+  target word it aligns (a layer, the sibling of `bahdanau_tf.models.layers`), and
+  :mod:`~bahdanau_tf.models.aligner`: `RNNSearchAligner`, the task that puts it on a trained
+  `RNNSearch` (both part of the network);
 - :mod:`~bahdanau_tf.alignment.pharaoh`: Pharaoh ``i-j`` files and the eflomal aligner;
 - :mod:`~bahdanau_tf.alignment.extraction`: attention -> word links, one direction, by an
   `ExtractionRule`;
@@ -89,6 +91,7 @@ from bahdanau_tf.alignment.dev_choice import (
 )
 from bahdanau_tf.alignment.guided import AlignmentGuide, GuidedAlignmentModel, check_word_links
 from bahdanau_tf.models.alignment_head import AlignmentHead  # the layer, part of the network
+from bahdanau_tf.models.aligner import RNNSearchAligner  # the task, part of the network
 from bahdanau_tf.alignment.head_training import train_alignment_head, with_alignment_head
 
 __all__ = [
@@ -107,6 +110,7 @@ __all__ = [
     "ExtractionRule",
     "GuidedAlignmentModel",
     "Link",
+    "RNNSearchAligner",
     "RuleGrid",
     "alignment_counts",
     "alignment_error_rate",

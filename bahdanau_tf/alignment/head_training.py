@@ -4,7 +4,8 @@
 aligns (Garg et al. 2019; Chen et al. 2020's Shift-AET: an alignment module trained on the
 model's own symmetrised links while the translation model stays fixed). Here:
 
-- :func:`with_alignment_head`: the same model, same weights, with a new (untrained) head;
+- :func:`with_alignment_head`: the task `bahdanau_tf.models.RNNSearchAligner`, the trained model
+  (its backbone, the same object) with a new (untrained) head;
 - :func:`train_alignment_head`: trains the head alone on teacher-forced batches of
   `bahdanau_tf.data.make_dataset` carrying the attention targets q of word links
   (`AlignmentGuide.stage`), the cross-entropy of `bahdanau_tf.losses.guided_alignment_nll`
@@ -20,7 +21,7 @@ built with ``unaligned="end"``.
 
 Example:
 
-    model = with_alignment_head(loaded.model, units=128)
+    model = with_alignment_head(loaded.model, units=128)  # an RNNSearchAligner
     guide = AlignmentGuide.build(pairs, links, source, target, unaligned="end")
     batches = make_dataset(pairs, source, target, batch_size=64).apply(guide.stage())  # one pass
     train_alignment_head(model, batches, steps=2000)
@@ -34,6 +35,7 @@ import numpy as np
 import tensorflow as tf
 
 from bahdanau_tf import losses
+from bahdanau_tf.models.aligner import RNNSearchAligner
 
 #: the head's default size and training settings (`train_alignment_head`)
 DEFAULT_UNITS = 128
@@ -41,40 +43,25 @@ DEFAULT_CONTEXT = 0
 DEFAULT_LEARNING_RATE = 5e-3
 
 
-def _relative_path(variable) -> str:
-    """A variable's path below its model (the model's own name dropped)."""
-    return variable.path.partition("/")[2]
+def with_alignment_head(model, units: int = DEFAULT_UNITS, context: int = DEFAULT_CONTEXT) -> RNNSearchAligner:
+    """The task `bahdanau_tf.models.RNNSearchAligner` of ``model`` (an `RNNSearch`) with a new
+    alignment head of ``units`` units (and a target-side GRU of ``context`` units,
+    `bahdanau_tf.alignment.AlignmentHead`), built.
 
-
-def with_alignment_head(model, units: int = DEFAULT_UNITS, context: int = DEFAULT_CONTEXT):
-    """A copy of ``model`` (an `RNNSearch`) with a new alignment head of ``units`` units (and a
-    target-side GRU of ``context`` units, `bahdanau_tf.alignment.AlignmentHead`).
-
-    Every translation weight is copied (an existing head is replaced), so the copy translates
-    exactly as ``model`` does; its tokenizers are attached when ``model`` has them.
+    ``model`` itself is the task's backbone, not copied: the task translates exactly as it does,
+    with its tokenizers. A task's head is replaced (its backbone gets the new one).
 
     Raises:
         ValueError: a model without attention, ``units`` < 1 or ``context`` < 0.
     """
-    if not getattr(model, "has_attention", False) or not hasattr(model, "alignment_weights"):
+    backbone = model.backbone if isinstance(model, RNNSearchAligner) else model
+    if not getattr(backbone, "has_attention", False) or not hasattr(backbone, "alignment_head_inputs"):
         raise ValueError(f"an alignment head needs an RNNSearch model, got {type(model).__name__}.")
-    if int(units) < 1:
-        raise ValueError(f"`units` must be positive, got {units!r}.")
-    if int(context) < 0:
-        raise ValueError(f"`context` must be >= 0, got {context!r}.")
-    copy = type(model).from_config({**model.get_config(), "alignment_head": int(units),
-                                     "alignment_head_context": int(context)})
-    copy.build_variables()
-    weights = {_relative_path(v): v for v in model.weights if v.path.split("/")[1:2] != ["alignment_head"]}
-    for variable in copy.weights:
-        path = _relative_path(variable)
-        if path in weights:
-            variable.assign(weights.pop(path))
-    if weights:
-        raise ValueError(f"weights not copied to the model with a head: {sorted(weights)}")
-    if getattr(model, "source_tokenizer", None) is not None:
-        copy.attach_tokenizers(model.source_tokenizer, model.target_tokenizer)
-    return copy
+    if not backbone.built:
+        backbone.build_variables()
+    task = RNNSearchAligner(backbone, units, context)
+    task.build()
+    return task
 
 
 def _frozen_features(model, element_spec):
@@ -85,7 +72,7 @@ def _frozen_features(model, element_spec):
 
     @tf.function(autograph=False, input_signature=signature)
     def features(source, target_in, target_out):
-        annotations, mask, states, embeddings, target_mask = model.alignment_head_inputs(
+        annotations, mask, states, embeddings, target_mask = model.backbone.alignment_head_inputs(
             (source, target_in), target_out)
         return (tf.cast(annotations, tf.float16), mask, tf.cast(states, tf.float16),
                 tf.cast(embeddings, tf.float16), target_mask)
@@ -96,7 +83,7 @@ def _frozen_features(model, element_spec):
 def _head_step(model, optimizer):
     """One update of the head's weights on one batch of cached features; returns the loss."""
     variables = model.head.trainable_variables
-    n, m = model.hidden_dim, model.embedding_dim  # the feature sizes the head's query is built of
+    n, m = model.backbone.hidden_dim, model.backbone.embedding_dim  # the sizes of the head's query's parts
     signature = [tf.TensorSpec(shape, dtype) for shape, dtype in
                  (((None, None, 2 * n), tf.float16), ((None, None), tf.bool), ((None, None, n), tf.float16),
                   ((None, None, m), tf.float16), ((None, None), tf.bool), ((None, None, None), tf.float32))]
@@ -134,16 +121,17 @@ def _cached_batches(model, dataset, steps: int, seed: int):
 
 def train_alignment_head(model, dataset, steps: int, learning_rate: float = DEFAULT_LEARNING_RATE,
                          log=None, log_every: int = 100, seed: int = 1234) -> list:
-    """Trains ``model``'s alignment head alone (Adam), for ``steps`` updates on ``dataset``.
+    """Trains the alignment head of ``model`` (a `bahdanau_tf.models.RNNSearchAligner`) alone
+    (Adam), for ``steps`` updates on ``dataset``.
 
-    The translation weights are frozen, so the model's annotations, states and target
+    The backbone's weights are frozen (only the head's are updated), so its annotations, states and target
     embeddings of a batch never change while the head trains: they are computed once per batch
     of ``dataset`` (one compiled forward pass), kept in memory in float16, and each update runs
     the head alone on them. A finite ``dataset`` (one epoch) is read once and its batches come
     again, shuffled, until ``steps`` updates are made.
 
     Args:
-        model: an `RNNSearch` with a head (`with_alignment_head`).
+        model: an `RNNSearchAligner` (`with_alignment_head`).
         dataset: batches ``((source, target_in, q), target_out)`` (`AlignmentGuide.stage`).
         steps: int, the number of updates.
         learning_rate: float, Adam's.
@@ -155,9 +143,9 @@ def train_alignment_head(model, dataset, steps: int, learning_rate: float = DEFA
         shorter).
 
     Raises:
-        ValueError: a model without a head, ``steps`` < 1 or an empty dataset.
+        ValueError: not an `RNNSearchAligner`, ``steps`` < 1 or an empty dataset.
     """
-    if getattr(model, "head", None) is None:
+    if not isinstance(model, RNNSearchAligner):
         raise ValueError("the model has no alignment head: with_alignment_head(model) first.")
     if int(steps) < 1:
         raise ValueError(f"`steps` must be positive, got {steps!r}.")

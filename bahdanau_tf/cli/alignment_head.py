@@ -3,7 +3,8 @@ r"""bahdanau-alignment-head: trains an alignment head on a trained model, its we
 Reads ``--model_dir`` (an RNNsearch), adds a `bahdanau_tf.alignment.AlignmentHead` (an attention
 whose query has read the target word it aligns), trains the head alone on teacher-forced
 training pairs towards word links, and writes the model with its head to ``--output_dir`` (a
-new model directory: config and weights, the head included; ``--model_dir`` is only read).
+new model directory holding the task `bahdanau_tf.models.RNNSearchAligner`: the model and the
+head, config and weights; ``--model_dir`` is only read).
 Translations are the model's without the head, by construction; ``bahdanau-translate
 --alignments``, ``bahdanau-evaluate``'s AER and the exported ``align`` signature then read the
 head (docs/evaluation.md, "The alignment head").

@@ -5,7 +5,8 @@ al.; baselines.py), their base `TranslationModel` (base.py), and below them the 
 made of: the GRU step and its backward step (recurrence.py), the alignment model
 (attention.py), the decoder cells (decoder_cell.py: their interface and base class; layers.py:
 the paper's cell, the maxout readout, the encoder; cgru.py: Nematus's conditional GRU), the
-alignment head (alignment_head.py), dropout (regularization.py), the paper's initialisation
+alignment head (alignment_head.py) and the task that puts it on a trained `RNNSearch`
+(`RNNSearchAligner`, aligner.py), dropout (regularization.py), the paper's initialisation
 (initializers.py) and the tensor helpers (tensor_ops.py). Nothing here imports TensorFlow, tensorflow-text, the
 model directory, the tokenizers or the alignment package at import time: on the TensorFlow
 backend a training pass loads backprop.py (its loops with the backward pass written out), and
@@ -52,10 +53,11 @@ the tokenizers and saving; translating is the task's (``Translator.from_model(mo
 
 from bahdanau_tf.models.base import TranslationModel, model_from_config, model_from_preset
 from bahdanau_tf.models.rnnsearch import RNNSearch
+from bahdanau_tf.models.aligner import RNNSearchAligner
 from bahdanau_tf.models.baselines import RNNEncDec, Seq2Seq
 
 #: the three model classes by name
 MODEL_CLASSES = {cls.__name__: cls for cls in (RNNSearch, RNNEncDec, Seq2Seq)}
 
-__all__ = ["MODEL_CLASSES", "RNNEncDec", "RNNSearch", "Seq2Seq", "TranslationModel",
+__all__ = ["MODEL_CLASSES", "RNNEncDec", "RNNSearch", "RNNSearchAligner", "Seq2Seq", "TranslationModel",
            "model_from_config", "model_from_preset"]

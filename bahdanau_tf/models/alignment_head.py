@@ -1,9 +1,9 @@
 """The alignment head: P(source position j | target token i), queried by what has read y_i.
 
 A sibling of `bahdanau_tf.models.layers`: `AlignmentHead` is a second `layers.BahdanauAttention` over
-the annotations, part of `bahdanau_tf.models.RNNSearch` when it is built with
-``alignment_head=UNITS``, trained after the translation model with its weights frozen
-(`bahdanau_tf.alignment.train_alignment_head`, ``bahdanau-alignment-head``).
+the annotations, put on a trained `bahdanau_tf.models.RNNSearch` by the task
+`bahdanau_tf.models.aligner.RNNSearchAligner` and trained after it, the translation weights
+frozen (`bahdanau_tf.alignment.train_alignment_head`, ``bahdanau-alignment-head``).
 """
 
 import keras
@@ -28,7 +28,7 @@ class AlignmentHead(keras.layers.Layer):
     does: q_i = [E y_i ; s_i ; s_{i+1} ; g->_i ; g<-_i], the states of a bidirectional GRU of
     ``context`` units (the paper's GRU, `layers.bidirectional_gru`) over [E y_k ; s_k] of the
     target tokens, the backward one starting at each sentence's last real token. Its inputs are
-    stop-gradient: trained after the translation model (`bahdanau_tf.training.
+    stop-gradient: trained after the translation model (`bahdanau_tf.alignment.
     train_alignment_head`), it leaves translation untouched. Weight on the source ``[END]``
     means "no word" (Och & Ney's NULL), as the extraction rules read it.
 

@@ -52,6 +52,9 @@ class TranslationModel(keras.Model):
     preset_prefix = ""
     #: whether ``decode_step`` returns attention weights (alignments, the ``align`` signature)
     has_attention = False
+    #: config keys the constructor no longer takes, each with the value that meant the model
+    #: without it (``from_config`` drops them; a saved config that holds them is the same model)
+    retired_arguments: dict = {}
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)

@@ -12,7 +12,7 @@ import bahdanau_tf.models.cgru as cgru
 import bahdanau_tf.models.initializers as initializers
 import bahdanau_tf.models.layers as layers_lib
 import bahdanau_tf.models.tensor_ops as tensor_ops
-from bahdanau_tf.models.alignment_head import AlignmentHead
+from bahdanau_tf.models.aligner import RNNSearchAligner
 from bahdanau_tf.models.decoder_cell import Memory
 from bahdanau_tf.models.base import SIZES, TranslationModel, check_tying
 from bahdanau_tf.models.tensor_ops import Tensor
@@ -35,7 +35,8 @@ def _next_tokens(target_input_ids):
 class RNNSearch(TranslationModel):
     """RNNsearch: bidirectional GRU encoder, additive attention, a GRU decoder whose gates read
     the context, with a maxout deep output (Bahdanau, Cho & Bengio 2015, section 3 and
-    appendix A); or, with ``decoder="cgru"``, Nematus's conditional GRU decoder.
+    appendix A); or, with ``decoder="cgru"``, Nematus's conditional GRU decoder. An alignment
+    head is a task on a trained model: `aligner.RNNSearchAligner` (``bahdanau-alignment-head``).
 
     Args:
         source_vocabulary_size: int, K_x (including the 4 special ids).
@@ -63,12 +64,6 @@ class RNNSearch(TranslationModel):
             ``"cgru"`` (`cgru.CGRUAttentionCell`, Nematus's conditional GRU, Sennrich et al.
             2017: a GRU reads E y_{i-1}, its state queries the attention, a second GRU reads
             c_i; preset ``rnnsearch-cgru-small``). The readout reads s_i, E y_{i-1}, c_i either way.
-        alignment_head: int, the units of an `alignment.AlignmentHead` (0: none), an
-            attention whose query has read the word it aligns; trained after the model with its
-            weights frozen (`bahdanau_tf.alignment.train_alignment_head`), `alignment_weights`
-            then reads it. Translations never read it.
-        alignment_head_context: int, the units of the head's bidirectional GRU over the target
-            sentence (`alignment.AlignmentHead`'s ``context``; 0: none).
         tie_embeddings: bool, the vocabulary projection W_o is the target embedding matrix E
             transposed, one variable (`layers.MaxoutReadout`); needs ``maxout_dim`` =
             ``embedding_dim``.
@@ -84,6 +79,9 @@ class RNNSearch(TranslationModel):
 
     preset_prefix = "rnnsearch"
     has_attention = True
+    #: an alignment head's units and context held in the model's own config (model directories
+    #: and ``.keras`` files written so hold them), 0 without one: `from_config` reads them
+    retired_arguments = {"alignment_head": 0, "alignment_head_context": 0}
 
     def __init__(
         self,
@@ -101,19 +99,15 @@ class RNNSearch(TranslationModel):
         readout_dropout: float = 0.0,
         word_dropout: float = 0.0,
         decoder: str = "paper",
-        alignment_head: int = 0,
-        alignment_head_context: int = 0,
         tie_embeddings: bool = False,
         **kwargs,
     ) -> None:
+        if set(kwargs) & set(self.retired_arguments):
+            raise ValueError("An alignment head is a task on a trained model, not an RNNSearch argument: "
+                             "RNNSearchAligner(model, units, context) (bahdanau_tf.models).")
         super().__init__(**kwargs)
         if decoder not in _DECODER_CELLS:
             raise ValueError(f"`decoder` must be one of {tuple(_DECODER_CELLS)}, got {decoder!r}.")
-        for name, value in (("alignment_head", alignment_head), ("alignment_head_context", alignment_head_context)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:  # int(2.5) would hide it
-                raise ValueError(f"`{name}` must be an int >= 0 (0: none), got {value!r}.")
-        if alignment_head_context and not alignment_head:  # it would have no effect
-            raise ValueError("`alignment_head_context` needs an alignment head (`alignment_head` > 0).")
         init = functools.partial(initializers.initializer_for, initialization)  # a new instance per layer
         # === Config ===
         self._store_config(
@@ -127,8 +121,6 @@ class RNNSearch(TranslationModel):
             score=score,
             initialization=initialization,
             decoder=decoder,
-            alignment_head=int(alignment_head),
-            alignment_head_context=int(alignment_head_context),
             tie_embeddings=check_tying(tie_embeddings, maxout_dim, embedding_dim),
         )
         self._store_dropouts(embedding_dropout=embedding_dropout, annotation_dropout=annotation_dropout,
@@ -192,9 +184,6 @@ class RNNSearch(TranslationModel):
         )
         if self.tie_embeddings:
             self.readout.tie(self.target_embedding)
-        self.head = (AlignmentHead(self.alignment_head, score, self.alignment_head_context,
-                                   dtype=self.dtype_policy, name="alignment_head")
-                     if self.alignment_head else None)
 
     def build(self, input_shape: tuple | None = None) -> None:
         annotation_dim = 2 * self.hidden_dim
@@ -203,10 +192,18 @@ class RNNSearch(TranslationModel):
         self.target_embedding.build((None, None))
         self.decoder_cell.build(input_dim=self.embedding_dim, memory_dim=annotation_dim)
         self.readout.build(state_dim=self.hidden_dim, embedding_dim=self.embedding_dim, context_dim=annotation_dim)
-        if self.head is not None:
-            self.head.build((None, None, annotation_dim), (None, None), (None, None, self.hidden_dim),
-                            (None, None, self.embedding_dim))
         self.built = True
+
+    @classmethod
+    def from_config(cls, config: dict) -> "RNNSearch | RNNSearchAligner":
+        """The model of `get_config`. A config holding `retired_arguments` (a head's units and
+        context inside the model's own config) gives the model where the units are 0, else an
+        `aligner.RNNSearchAligner` of the model with that head (whose weights
+        `bahdanau_tf.keras_checkpoints.load_weights_file` finds in such a model's file)."""
+        config = dict(config)
+        units, context = (config.pop(name, default) for name, default in cls.retired_arguments.items())
+        model = cls(**config)
+        return RNNSearchAligner(model, units, context) if units else model
 
     def encode(self, source_ids: Tensor, training: bool = False) -> dict:
         """The annotations and the source mask: the decoder's memory (what no step changes is
@@ -342,12 +339,10 @@ class RNNSearch(TranslationModel):
         return annotations, mask, states * real, self.target_embedding(target_out), target_mask
 
     def alignment_weights(self, inputs: tuple, target_out: Tensor | None = None) -> Tensor:
-        """P(source j | target token i) (batch, target_len, source_len) float32: the alignment
-        head's when the model has one (``alignment_head``), else `attention_weights` (row i
-        predicts token i). ``target_out`` as in `alignment_head_inputs`."""
-        if self.head is None:
-            return self.attention_weights(inputs)
-        return self.head(*self.alignment_head_inputs(inputs, target_out))
+        """P(source j | target token i) (batch, target_len, source_len) float32: the model's
+        `attention_weights` (row i predicts token i; ``target_out`` is not read). An alignment
+        head's are its task's (`aligner.RNNSearchAligner.alignment_weights`)."""
+        return self.attention_weights(inputs)
 
     def logits_and_attention(self, inputs: tuple, training: bool = False) -> tuple:
         """(logits (batch, target_len, K_y), alpha_ij (batch, target_len, source_len) float32)
