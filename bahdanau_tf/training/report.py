@@ -10,7 +10,7 @@ import contextlib
 import dataclasses
 import math
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 from bahdanau_tf import devices, presets
 
@@ -38,12 +38,17 @@ class RunState:
     cadence: Any = None  # the run's `LogCadence`
     stopped: str | None = None
     report: dict | None = None
-    dev_corpus: Any = None  # the dev pairs: dev BLEU and the TensorBoard samples
-    train_corpus: Any = None  # the training pairs: the lexicon at the end
     averaged: dict | None = None  # the end's checkpoint average (`Trainer._average_checkpoints`)
     restored_window_tokens: float = 0.0  # the tokens of the window a resumed run goes on with
     seconds: dict = dataclasses.field(default_factory=dict)  # `timed` parts of this call's wall time
     regularization: dict | None = None  # the budget rule's rates and the epochs they are for
+
+
+class DevSet(NamedTuple):
+    """A run's dev pairs (dev BLEU's sample) and their batches (the dev NLL)."""
+
+    corpus: Any
+    dataset: Any  # a tf.data.Dataset
 
 
 #: the parts of a run's wall time that `timed` measures, as the report names them

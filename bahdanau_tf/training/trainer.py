@@ -39,6 +39,7 @@ from bahdanau_tf.training.dev_schedule import DevSchedule
 from bahdanau_tf.training.step import SHAPE_CAPACITY, TrainingStep
 from bahdanau_tf.training.report import (
     DEFAULT_LOG_EVERY,
+    DevSet,
     RunState,
     Throughput,
     log_cadence,
@@ -380,7 +381,8 @@ class Trainer(TrainingStep):
         if run.resumed_step:
             self._log(f"Skipping the {run.resumed_step} batches already trained on (same seeded data order).")
         iterator = iter(self.train_dataset(train_corpus, skip_batches=run.resumed_step))
-        dev_dataset = self.dev_dataset(dev_corpus) if dev_corpus is not None and len(dev_corpus) else None
+        dev = (DevSet(dev_corpus, self.dev_dataset(dev_corpus)) if dev_corpus is not None and len(dev_corpus)
+               else None)
         self._summaries = Summaries(os.path.join(self.output_dir, LOGS)
                                     if config.summaries and self.is_chief else None)
         run.cadence = log_cadence(config.max_steps, config.max_minutes, config.log_every)
@@ -398,20 +400,19 @@ class Trainer(TrainingStep):
             run.step += 1
             if run.cadence.due(run.step, time.time() - run.window_start):
                 self._log_progress(run)
-            if dev_dataset is not None and run.step % config.eval_every == 0:
-                self._evaluate_dev(run, dev_dataset)
+            if dev is not None and run.step % config.eval_every == 0:
+                self._evaluate_dev(run, dev)
             if run.step % config.checkpoint_every == 0:
                 with timed(run, "checkpoints"):
                     self._save(run)
-        self._finish(run, dev_dataset)
+        self._finish(run, dev, train_corpus)
         return run
 
     def _start_run(self, train_corpus, dev_corpus, start_time):
         """The run's state (`RunState`): the corpus counted and checked, the header line, and
         what the checkpoint holds of the figures so far (the last train and dev NLL)."""
         config = self.config
-        run = RunState(resumed_step=int(self.step.numpy()), elapsed_before=float(self.elapsed_seconds.numpy()),
-                       dev_corpus=dev_corpus, train_corpus=train_corpus)
+        run = RunState(resumed_step=int(self.step.numpy()), elapsed_before=float(self.elapsed_seconds.numpy()))
         counts = data.count_pairs(train_corpus, self.source_tokenizer, self.target_tokenizer,
                                   config.max_length)
         run.train_pairs, run.train_pairs_estimated = counts["kept"], counts["estimated"]
@@ -520,12 +521,12 @@ class Trainer(TrainingStep):
         epoch = float(self.sentences_seen.numpy()) / run.train_pairs
         return f"{'~' if run.train_pairs_estimated else ''}{epoch:.2f}"
 
-    def _evaluate_dev(self, run, dev_dataset):
+    def _evaluate_dev(self, run, dev):
         """The one dev evaluation path: dev NLL, its summary, the best checkpoint, the dev
         schedule (plateau decay, early stopping)."""
         self._check_finite(run)
         with timed(run, "dev_nll"):
-            run.dev_nll = self.evaluate(dev_dataset)
+            run.dev_nll = self.evaluate(dev.dataset)
         run.dev_step = run.step
         self._last_dev_nll.assign(run.dev_nll)
         self._last_dev_step.assign(run.step)
@@ -537,8 +538,8 @@ class Trainer(TrainingStep):
         last = run.stopped is not None or (max_steps is not None and run.step >= max_steps)
         if every and (run.evaluations % every == 1 % every or last):
             with timed(run, "dev_bleu"):
-                if self._summaries and run.dev_corpus is not None and len(run.dev_corpus):
-                    run.dev_bleu = self._dev_translations(self._summaries, run.dev_corpus, run.step, self._log)
+                if self._summaries:
+                    run.dev_bleu = self._dev_translations(self._summaries, dev.corpus, run.step, self._log)
         if improved:
             self.best_dev_nll.assign(run.dev_nll)
             self.best_step.assign(run.step)
@@ -598,7 +599,7 @@ class Trainer(TrainingStep):
         latest = model_directory_lib.listed_checkpoint(self._checkpoints_dir)
         return latest is not None and checkpoint_averaging.checkpoint_number(latest) == run.step
 
-    def _finish(self, run, dev_dataset):
+    def _finish(self, run, dev, train_corpus):
         """The end of a run: last train NLL, a dev point at the last step, checkpoint, average,
         report. After a signal: the checkpoint only, as the run stands (no dev evaluation of
         its own, the train NLL's window left open), so that the resumed run goes on exactly as
@@ -614,14 +615,14 @@ class Trainer(TrainingStep):
         else:
             if float(self._token_count.numpy()):  # the last window (also one a resumed run goes on with)
                 self._take_window(run, read_started)
-            evaluated = dev_dataset is not None and run.dev_step != run.step
+            evaluated = dev is not None and run.dev_step != run.step
             if evaluated:
-                self._evaluate_dev(run, dev_dataset)
+                self._evaluate_dev(run, dev)
             if evaluated or not self._saved_at_step(run):
                 with timed(run, "checkpoints"):
                     self._save(run)
             with timed(run, "averaging"):
-                self._average_checkpoints(run, dev_dataset)
+                self._average_checkpoints(run, None if dev is None else dev.dataset)
         self._summaries.flush()
         run.report = self._report(run)
         if run.step == run.resumed_step:  # nothing trained (a finished run rerun): keep its speed
@@ -629,7 +630,7 @@ class Trainer(TrainingStep):
             if run.report["target_tokens_per_second"] is None and previous is not None:
                 run.report["target_tokens_per_second"] = previous
         self.directory.write_report(run.report)
-        self._write_lexicon(run)
+        self._write_lexicon(train_corpus)
         self._cleanup()
 
     def _average_checkpoints(self, run, dev_dataset):
@@ -669,11 +670,11 @@ class Trainer(TrainingStep):
                   f"{dev_nll:.3f}, " + ("lower than the best checkpoint's: best/ is the average."
                                          if better else "not lower than the best checkpoint's: best/ is kept."))
 
-    def _write_lexicon(self, run):
+    def _write_lexicon(self, train_corpus):
         """``OUT/lexicon.tsv`` (`TrainingConfig.lexicon_top_k`), by the chief, not after a
         signal (the run must stop promptly): `RunDirectory.write_lexicon`."""
         if self.config.lexicon_top_k and self._signals.received is None:
-            self.directory.write_lexicon(run.train_corpus, self.source_tokenizer, self.target_tokenizer,
+            self.directory.write_lexicon(train_corpus, self.source_tokenizer, self.target_tokenizer,
                                          self.config.lexicon_top_k, self._log)
 
     def _current_learning_rate(self):
