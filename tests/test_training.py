@@ -129,7 +129,7 @@ def test_the_budget_rule_regularises_only_a_run_of_many_epochs():
         assert all(a[name] <= b[name] for a, b in zip(grid, grid[1:]))
 
 
-def test_the_budget_plans_from_its_wall_clock_pace_with_compilations_and_evaluations_in_it():
+def test_the_budget_plans_from_its_wall_clock_pace_with_evaluations_in_it_and_compilations_out():
     steps = training.budget.Budget(max_steps=1_500, max_minutes=None, start_time=0.0, steps_per_epoch=100)
     assert steps.planned_epochs(0, 0.0) == 15.0  # --max_steps: exact, before any update
     budget = training.budget.Budget(max_steps=None, max_minutes=10, start_time=0.0, steps_per_epoch=100)
@@ -144,11 +144,21 @@ def test_the_budget_plans_from_its_wall_clock_pace_with_compilations_and_evaluat
     pace = 0.5 + 5.0 / 100
     assert budget.pace(step, clock) == pytest.approx(pace, rel=0.05)
     assert budget.planned_epochs(step, clock) == pytest.approx((step + (600.0 - clock) / pace) / 100, rel=0.03)
+    # a minute in: 5 s of start-up, a first update that compiles for 15 s, then 0.5 s an update
+    # with a 5 s dev evaluation between two of them; the compilation is paid once, the
+    # evaluations recur: the pace leaves the one out and keeps the other
     early = training.budget.Budget(max_steps=None, max_minutes=10, start_time=0.0, steps_per_epoch=100)
-    early.record(0, 20.0)
-    early.record(80, 60.0)  # a minute in: the compilation is in the window
-    assert early.pace(80, 60.0) == pytest.approx(0.75)
-    assert early.planned_epochs(80, 60.0) == pytest.approx((80 + 540.0 / 0.75) / 100)
+    clock = 5.0
+    for step in range(81):
+        early.record(step, clock)
+        seconds = 15.0 if step == 0 else 0.5
+        clock += seconds
+        early.add_update(seconds, clock)
+        clock += 5.0 if step == 40 else 0.0
+    assert clock == 65.0
+    pace = (65.0 - 5.0 - (15.0 - 0.5)) / 81
+    assert early.pace(81, clock) == pytest.approx(pace)
+    assert early.planned_epochs(81, clock) == pytest.approx((81 + 535.0 / pace) / 100)
     both = training.budget.Budget(max_steps=900, max_minutes=10, start_time=0.0, steps_per_epoch=100)
     both.record(100, 50.0)
     assert both.planned_epochs(100, 50.0) == 9.0  # the budget that ends first

@@ -4,8 +4,9 @@ the regularisation the plan calls for (the budget rule).
 A run has an update budget (``max_steps``, counted over resumed runs), a wall-time budget (this
 invocation's ``max_minutes``, from its start), both, or neither. `Budget` is the one place that
 knows them: the spent share (the learning rate's `BudgetSchedule` reads it), whether the time
-is up, the pace (wall seconds per update over the last minutes, everything in it: compilations,
-dev evaluations, checkpoints), the plan (the updates, and so the epochs, the run will have made
+is up, the pace (wall seconds per update over the last minutes from the first update on,
+everything that recurs in it: dev evaluations, checkpoints, progress lines; not the one-off
+compilation of a new batch shape), the plan (the updates, and so the epochs, the run will have made
 when its budget ends) and the progress line's ETA.
 
 `BudgetRule` gives a model's training pass the dropout the plan calls for
@@ -41,6 +42,9 @@ FIRST_PLAN_SECONDS, FIRST_PLAN_SHARE = 60.0, 0.1
 #: how often a time budget's plan is made again (`REPLAN_SHARE` of its minutes when that is
 #: sooner), and the window its pace is taken over
 REPLAN_SECONDS, REPLAN_SHARE, PACE_WINDOW_SECONDS = 30.0, 0.05, 120.0
+#: an update this many times slower than the window's median one compiled (a new batch shape, a
+#: first trace): a cost paid once, whose time beyond the median the pace leaves out
+ONE_OFF_FACTOR = 10.0
 
 
 def budget_regularization(epochs: float) -> dict:
@@ -68,28 +72,43 @@ class Budget:
         start_time: ``time.time()`` at which the wall-time budget started.
         steps_per_epoch: float, the updates of one epoch (the pairs over the batch size: below
             1 for a corpus smaller than a batch, whose every update is several epochs).
-        step: int, the updates made before this invocation (a resumed run's).
 
     Example:
 
         budget = Budget(max_steps=None, max_minutes=12, start_time=time.time(), steps_per_epoch=436)
-        budget.record(step, time.time())  # once per update
+        budget.record(step, time.time())  # before each update
+        budget.add_update(seconds, time.time())  # after it
         budget.planned_epochs(step, time.time())  # None until the pace is known
     """
 
     def __init__(self, max_steps: int | None, max_minutes: float | None, start_time: float,
-                 steps_per_epoch: float, step: int = 0) -> None:
+                 steps_per_epoch: float) -> None:
         self.max_steps, self.max_minutes = max_steps, max_minutes
         self.start_time, self.steps_per_epoch = start_time, float(steps_per_epoch)
         self.deadline = None if max_minutes is None else start_time + 60.0 * max_minutes
-        self._samples = collections.deque([(start_time, step)])  # (time, step), the pace's window
+        self._samples = collections.deque()  # (time, step), the pace's window, from the first update
+        self._updates = collections.deque()  # (end time, seconds) of the updates in the window
 
     def record(self, step: int, now: float) -> None:
         """Notes that ``step`` updates were made by ``now`` (the pace's samples, one a second)."""
-        if now - self._samples[-1][0] >= 1.0:
+        if not self._samples or now - self._samples[-1][0] >= 1.0:
             self._samples.append((now, step))
         while len(self._samples) > 2 and now - self._samples[1][0] >= PACE_WINDOW_SECONDS:
             self._samples.popleft()
+
+    def add_update(self, seconds: float, now: float) -> None:
+        """Notes an update of ``seconds`` that ended at ``now`` (the pace tells compilations by them)."""
+        self._updates.append((now, seconds))
+        while self._samples and self._updates[0][0] <= self._samples[0][0]:
+            self._updates.popleft()
+
+    def _one_off_seconds(self) -> float:
+        """The window's compiling updates' seconds beyond its median update's (`ONE_OFF_FACTOR`)."""
+        if not self._updates:
+            return 0.0
+        seconds = sorted(update for _, update in self._updates)
+        median = seconds[len(seconds) // 2]
+        return sum(update - median for update in seconds if update > ONE_OFF_FACTOR * median)
 
     def seconds(self, now: float) -> float:
         """The wall seconds of this invocation's budget spent by ``now``."""
@@ -105,12 +124,13 @@ class Budget:
         return self.deadline is not None and now >= self.deadline
 
     def pace(self, step: int, now: float) -> float | None:
-        """Wall seconds per update over the last `PACE_WINDOW_SECONDS` (the whole invocation while
-        it is shorter), everything in it; None before this invocation's first update."""
-        then, step_then = self._samples[0]
-        if step <= step_then:
+        """Wall seconds per update over the last `PACE_WINDOW_SECONDS` (from this invocation's first
+        update while it is shorter), everything that recurs in it: the compiling updates'
+        time beyond a median update's is left out; None before this invocation's first update."""
+        if not self._samples or step <= self._samples[0][1]:
             return None
-        return (now - then) / (step - step_then)
+        then, step_then = self._samples[0]
+        return max(now - then - self._one_off_seconds(), 0.0) / (step - step_then) or None
 
     def planned_updates(self, step: int, now: float) -> float | None:
         """The updates the run will have made when its budget ends: ``max_steps``, or those the

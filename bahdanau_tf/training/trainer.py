@@ -396,7 +396,9 @@ class Trainer(TrainingStep):
             started = time.time()
             self._follow_budget(run, started)
             self.train_step(iterator)
-            run.throughput.add_update(time.time() - started)
+            ended = time.time()
+            run.throughput.add_update(ended - started)
+            run.budget.add_update(ended - started, ended)
             run.step += 1
             if run.cadence.due(run.step, time.time() - run.window_start):
                 self._log_progress(run)
@@ -427,8 +429,7 @@ class Trainer(TrainingStep):
         steps_per_epoch = max(1, run.train_pairs // config.batch_size)
         self._steps_per_epoch.assign(steps_per_epoch)  # read by the halving schedule
         run.steps_per_epoch = steps_per_epoch
-        run.budget = Budget(config.max_steps, config.max_minutes, start_time, run.train_pairs / config.batch_size,
-                            run.resumed_step)
+        run.budget = Budget(config.max_steps, config.max_minutes, start_time, run.train_pairs / config.batch_size)
         if self.budget_rule is not None and not (config.max_steps or config.max_minutes):
             self._log("No budget (--max_steps, --max_minutes) to plan from: the budget rule keeps its rates "
                       f"({self.budget_rule.rates['dropout']:g} dropout).")
