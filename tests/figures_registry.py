@@ -617,11 +617,10 @@ FIGURES = [
                                "minutes on both cores of a faster EPYC: {headline:,})",
            {"updates": _curve(2)["updates"], "headline": HEADLINE["updates"]}),
     # docs/training.md: the budget rule's plan in the README's 12 minutes
-    Figure("docs/training.md", "the last plan said {planned:.2f} epochs and the run made {epochs:.2f}; the first, a "
-                               "minute in with the compilations in the pace, {first:.1f}; the rates ended at "
-                               "{dropout:g} / {words:g}; {updates:,} updates against the previous release's "
-                               "{previous:,} just before it on the same machine, {compiling:.1%} of the wall time "
-                               "compiling",
+    Figure("docs/training.md", "the first plan, a minute in, said {first:.2f} epochs, the last {planned:.2f}, and the "
+                               "run made {epochs:.2f}; the rates ended at {dropout:g} / {words:g}; {updates:,} updates "
+                               "against the previous release's {previous:,} just before it on the same machine, "
+                               "{compiling:.1%} of the wall time compiling",
            {**_fields("main_command_budget_rule_amd_epyc.json", "rows.1", planned="regularization.planned_epochs",
                       epochs="epochs", first="regularization.first_planned_epochs",
                       dropout="regularization.dropout", words="regularization.word_dropout", updates="updates"),
@@ -629,6 +628,11 @@ FIGURES = [
             "compiling": Computed((Key("main_command_budget_rule_amd_epyc.json", "rows.1.seconds.compiling"),
                                    Key("main_command_budget_rule_amd_epyc.json", "rows.1.wall_time_seconds")),
                                   lambda a, b: a / b)}),
+    Figure("docs/training.md", "(its first plan {first:.2f} epochs) made {updates:,} updates and scored {bleu:.2f}: "
+                               "its attention learned to align late (dev NLL {late:.3f} at update 400)",
+           {**_fields("main_command_budget_rule_amd_epyc.json", "rows.2", first="regularization.first_planned_epochs",
+                      updates="updates", bleu="bleu"),
+            "late": Key("main_command_budget_rule_amd_epyc.json", "rows.2.dev_curve.1.1")}),
     # docs/training.md: the budget rule at a fixed 6,000 updates, against the release before
     *[Figure("docs/training.md", f"| {name} | {{dropout:g}} / {{words:g}} from {start} | {b}{{best:.3f}}{b} | "
                                  f"{{rise:.1%}} | {b}{{bleu:.2f}}{b} ({{bp:.3f}}) | {{aer:.3f}} |",
@@ -644,6 +648,17 @@ FIGURES = [
             "full": Key(_DROPOUT_STEP, "rows.5.step_cpu_ms"),
             "more": Computed((Key(_DROPOUT_STEP, "rows.5.step_cpu_ms"), Key(_DROPOUT_STEP, "rows.3.step_cpu_ms")),
                              lambda a, b: a / b - 1)}),
+    Figure("benchmarks/README.md", "the default's step {new} against {before} ms, `small`'s {new_small} against "
+                                   "{before_small} ms",
+           _fields("train_step_against_previous_amd_epyc.json", new="rows.0.step_ms", before="rows.1.step_ms",
+                   new_small="rows.2.step_ms", before_small="rows.3.step_ms")),
+    Figure("benchmarks/README.md", "{greedy} against {greedy_old} sentences/s greedy and {beam} against {beam_old} at "
+                                   "beam 5 (batch 64), a median {one} against {one_old} ms greedy and {one5} against "
+                                   "{one5_old} ms at beam 5 (batch 1)",
+           _fields("decode_against_previous_amd_epyc.json", greedy="rows.4.sentences_per_s",
+                   greedy_old="rows.0.sentences_per_s", beam="rows.5.sentences_per_s", beam_old="rows.1.sentences_per_s",
+                   one="rows.6.median_ms", one_old="rows.2.median_ms", one5="rows.7.median_ms",
+                   one5_old="rows.3.median_ms")),
     Figure("benchmarks/README.md", "rises with the budget, to {bleu:.2f} at 48 minutes ({updates:,} updates)",
            _curve(5)),
     # docs/training.md: the default, tied and a smaller vocabulary at a fixed 1,400 updates
