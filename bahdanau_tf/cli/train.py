@@ -581,6 +581,21 @@ def _check_regularization(config):
         raise common.UserError("--regularization=budget plans from the budget: give --max_steps or --max_minutes.")
 
 
+def _run_settings(train, source_tokenizer, guide) -> dict:
+    """What ``model.json`` records of the run beside its config: the corpus and direction, the
+    tokenizer, the command line, and the guide's links file when it trains with one."""
+    settings = {
+        "corpus": train.name,
+        "direction": train.direction,
+        "tokenizer": source_tokenizer.kind,
+        "command": " ".join(sys.argv),
+    }
+    if guide is not None:
+        settings["guided_alignment"] = os.path.abspath(FLAGS.guided_alignment)
+        settings["guided_alignment_unaligned"] = FLAGS.guided_alignment_unaligned or "free"
+    return settings
+
+
 def main(argv):
     del argv
     start_time = time.time()
@@ -603,16 +618,8 @@ def main(argv):
     links = _alignment_links(train)  # a links file that does not match: refused before any work
     config.check_schedule(has_dev_set=dev is not None)  # (the trainer checks again: for library users)
     source_tokenizer, target_tokenizer = _tokenizers(train, log)
-    settings = {
-        "corpus": train.name,
-        "direction": train.direction,
-        "tokenizer": source_tokenizer.kind,
-        "command": " ".join(sys.argv),
-    }
     guide = _alignment_guide(train, links, source_tokenizer, target_tokenizer, log)
-    if guide is not None:
-        settings["guided_alignment"] = os.path.abspath(FLAGS.guided_alignment)
-        settings["guided_alignment_unaligned"] = FLAGS.guided_alignment_unaligned or "free"
+    settings = _run_settings(train, source_tokenizer, guide)
     trainer = training.Trainer(
         FLAGS.output_dir, source_tokenizer, target_tokenizer, preset=FLAGS.preset, config=config,
         model_overrides=model_overrides, strategy=strategy, settings=settings, log=log, guide=guide,
