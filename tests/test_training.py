@@ -129,7 +129,7 @@ def test_the_budget_rule_regularises_only_a_run_of_many_epochs():
         assert all(a[name] <= b[name] for a, b in zip(grid, grid[1:]))
 
 
-def test_the_budget_plans_from_its_wall_clock_pace_with_evaluations_in_it_and_compilations_out():
+def test_the_budget_plans_from_its_wall_clock_pace_with_evaluations_charged_and_compilations_out():
     steps = training.budget.Budget(max_steps=1_500, max_minutes=None, start_time=0.0, steps_per_epoch=100)
     assert steps.planned_epochs(0, 0.0) == 15.0  # --max_steps: exact, before any update
     budget = training.budget.Budget(max_steps=None, max_minutes=10, start_time=0.0, steps_per_epoch=100)
@@ -159,6 +159,24 @@ def test_the_budget_plans_from_its_wall_clock_pace_with_evaluations_in_it_and_co
     pace = (65.0 - 5.0 - (15.0 - 0.5)) / 81
     assert early.pace(81, clock) == pytest.approx(pace)
     assert early.planned_epochs(81, clock) == pytest.approx((81 + 535.0 / pace) / 100)
+    # dev evaluations every 100 updates, told to the budget: the first builds its graphs (12 s),
+    # the later ones cost 2 s; the pace charges 2 s every 100 updates wherever its window falls,
+    # and nothing for evaluations before one is known after the first
+    charged = training.budget.Budget(max_steps=None, max_minutes=10, start_time=0.0, steps_per_epoch=100,
+                                     eval_every=100)
+    clock = 5.0
+    for step in range(250):
+        charged.record(step, clock)
+        clock += 0.5
+        charged.add_update(0.5, clock)
+        if step + 1 in (100, 200):
+            seconds = 12.0 if step + 1 == 100 else 2.0
+            clock += seconds
+            charged.add_evaluation(seconds, clock)
+        if step + 1 == 150:
+            assert charged.pace(150, clock) == pytest.approx(0.5)
+    assert charged.pace(250, clock) == pytest.approx(0.5 + 2.0 / 100)
+    assert charged.planned_epochs(250, clock) == pytest.approx((250 + (600.0 - clock) / 0.52) / 100)
     both = training.budget.Budget(max_steps=900, max_minutes=10, start_time=0.0, steps_per_epoch=100)
     both.record(100, 50.0)
     assert both.planned_epochs(100, 50.0) == 9.0  # the budget that ends first
@@ -180,7 +198,7 @@ def test_the_budget_rule_plans_at_the_start_and_again_as_the_pace_is_known(token
         assert rule.update(timed, 2 * second, float(second)) is None
     timed.record(120, 60.0)
     # 120 + 1,140 s x 2 updates a second = 2,400 updates: 24 epochs
-    assert "~24.0 epochs" in rule.update(timed, 120, 60.0) and rule.first_planned == 24.0
+    assert "~24.0 epochs" in rule.update(timed, 120, 60.0) and rule.plans == [24.0]
     timed.record(140, 70.0)
     assert rule.update(timed, 140, 70.0) is None  # the next plan is due 30 s later
     for second in range(71, 201):  # the pace falls to an update every 10 s: fewer epochs, no dropout
@@ -188,7 +206,9 @@ def test_the_budget_rule_plans_at_the_start_and_again_as_the_pace_is_known(token
     line = rule.update(timed, 153, 200.0)
     assert line is not None and rule.planned == pytest.approx((153 + 1_000 / timed.pace(153, 200.0)) / 100)
     assert rule.planned < 4.0 and rule.rates == {"dropout": 0.0, "word_dropout": 0.0}
-    assert rule.record()["first_planned_epochs"] == 24.0
+    record = rule.record()
+    assert (record["first_planned_epochs"], record["most_planned_epochs"]) == (24.0, 24.0)
+    assert record["fewest_planned_epochs"] == record["planned_epochs"] == round(rule.planned, 2)
 
 
 def test_the_budget_rule_is_off_for_a_model_given_dropout_even_zero(tokenizers, tmp_path):
@@ -223,7 +243,9 @@ def test_a_run_of_many_epochs_trains_with_the_budget_rules_dropout_and_keeps_its
     epochs = 24 * 32 / report["train_pairs"]  # the pairs the updates hold, over the corpus's
     assert epochs >= 12 and report["regularization"] == {
         "dropout": 0.2, "word_dropout": 0.1, "planned_epochs": pytest.approx(epochs, abs=0.01),
-        "first_planned_epochs": pytest.approx(epochs, abs=0.01)}
+        "first_planned_epochs": pytest.approx(epochs, abs=0.01),
+        "fewest_planned_epochs": pytest.approx(epochs, abs=0.01),
+        "most_planned_epochs": pytest.approx(epochs, abs=0.01)}
     assert all(saved[name] == 0.0 for name in regularization.DROPOUT_ARGUMENTS)  # the model's config
     batch = (tf.constant([[5, 6, 7, 8, 9, 10, 2]] * 4), tf.constant([[1, 7, 8, 9, 10, 11, 12]] * 4))
     first, second = (np.array(model(batch, training=True)) for _ in range(2))

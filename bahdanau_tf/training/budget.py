@@ -5,9 +5,10 @@ A run has an update budget (``max_steps``, counted over resumed runs), a wall-ti
 invocation's ``max_minutes``, from its start), both, or neither. `Budget` is the one place that
 knows them: the spent share (the learning rate's `BudgetSchedule` reads it), whether the time
 is up, the pace (wall seconds per update over the last minutes from the first update on,
-everything that recurs in it: dev evaluations, checkpoints, progress lines; not the one-off
-compilation of a new batch shape), the plan (the updates, and so the epochs, the run will have made
-when its budget ends) and the progress line's ETA.
+everything that recurs in it: checkpoints, progress lines, and the dev evaluations charged by
+their schedule at what they cost once their graphs are built; not the one-off compilation of a
+new batch shape or of the first evaluation), the plan (the updates, and so the epochs, the run
+will have made when its budget ends) and the progress line's ETA.
 
 `BudgetRule` gives a model's training pass the dropout the plan calls for
 (`budget_regularization`): none for a run too short to overfit, rising with the epochs planned.
@@ -72,22 +73,26 @@ class Budget:
         start_time: ``time.time()`` at which the wall-time budget started.
         steps_per_epoch: float, the updates of one epoch (the pairs over the batch size: below
             1 for a corpus smaller than a batch, whose every update is several epochs).
+        eval_every: int or None, the updates between two dev evaluations (None: no dev set).
 
     Example:
 
         budget = Budget(max_steps=None, max_minutes=12, start_time=time.time(), steps_per_epoch=436)
         budget.record(step, time.time())  # before each update
         budget.add_update(seconds, time.time())  # after it
+        budget.add_evaluation(seconds, time.time())  # after a dev evaluation on the schedule
         budget.planned_epochs(step, time.time())  # None until the pace is known
     """
 
     def __init__(self, max_steps: int | None, max_minutes: float | None, start_time: float,
-                 steps_per_epoch: float) -> None:
+                 steps_per_epoch: float, eval_every: int | None = None) -> None:
         self.max_steps, self.max_minutes = max_steps, max_minutes
         self.start_time, self.steps_per_epoch = start_time, float(steps_per_epoch)
+        self.eval_every = eval_every
         self.deadline = None if max_minutes is None else start_time + 60.0 * max_minutes
         self._samples = collections.deque()  # (time, step), the pace's window, from the first update
         self._updates = collections.deque()  # (end time, seconds) of the updates in the window
+        self._evaluations = []  # (end time, seconds) of this invocation's dev evaluations
 
     def record(self, step: int, now: float) -> None:
         """Notes that ``step`` updates were made by ``now`` (the pace's samples, one a second)."""
@@ -101,6 +106,21 @@ class Budget:
         self._updates.append((now, seconds))
         while self._samples and self._updates[0][0] <= self._samples[0][0]:
             self._updates.popleft()
+
+    def add_evaluation(self, seconds: float, now: float) -> None:
+        """Notes a dev evaluation on the ``eval_every`` schedule of ``seconds`` that ended at ``now``."""
+        self._evaluations.append((now, seconds))
+
+    def evaluation_seconds(self) -> float:
+        """What a dev evaluation costs: the mean of this invocation's after its first (which
+        builds the evaluation's graphs, a cost paid once); 0 until one is known."""
+        later = [seconds for _, seconds in self._evaluations[1:]]
+        return sum(later) / len(later) if later else 0.0
+
+    def _window_evaluation_seconds(self) -> float:
+        """The seconds of the window spent in dev evaluations (charged by schedule instead)."""
+        start = self._samples[0][0]
+        return sum(min(seconds, end - start) for end, seconds in self._evaluations if end > start)
 
     def _one_off_seconds(self) -> float:
         """The window's compiling updates' seconds beyond its median update's (`ONE_OFF_FACTOR`)."""
@@ -124,13 +144,17 @@ class Budget:
         return self.deadline is not None and now >= self.deadline
 
     def pace(self, step: int, now: float) -> float | None:
-        """Wall seconds per update over the last `PACE_WINDOW_SECONDS` (from this invocation's first
-        update while it is shorter), everything that recurs in it: the compiling updates'
-        time beyond a median update's is left out; None before this invocation's first update."""
+        """Wall seconds per update: over the last `PACE_WINDOW_SECONDS` (from this invocation's
+        first update while it is shorter), everything that recurs in it but the dev evaluations,
+        less the compiling updates' time beyond a median update's; plus the dev evaluations
+        charged by their schedule (`evaluation_seconds` every ``eval_every`` updates). None before
+        this invocation's first update."""
         if not self._samples or step <= self._samples[0][1]:
             return None
         then, step_then = self._samples[0]
-        return max(now - then - self._one_off_seconds(), 0.0) / (step - step_then) or None
+        set_aside = self._one_off_seconds() + self._window_evaluation_seconds()
+        training = max(now - then - set_aside, 0.0) / (step - step_then)
+        return training + (self.evaluation_seconds() / self.eval_every if self.eval_every else 0.0) or None
 
     def planned_updates(self, step: int, now: float) -> float | None:
         """The updates the run will have made when its budget ends: ``max_steps``, or those the
@@ -191,8 +215,7 @@ class BudgetRule:
         self.model = model
         self.seed_generator = keras.random.SeedGenerator(name="budget_dropout_seed")
         self._held = {name: tf.Variable(0.0, trainable=False, name=f"budget_{name}") for name in FULL_RATES}
-        self.planned = None  # the epochs of the last plan, and of the first (the report's)
-        self.first_planned = None
+        self.plans = []  # the epochs of this invocation's plans, in order (the report's)
         self._next_plan = None
 
     def attach(self) -> None:
@@ -217,10 +240,13 @@ class BudgetRule:
         changed = rates != self.rates
         for name, variable in self._held.items():
             variable.assign(rates[name])
-        self.planned = epochs
-        if self.first_planned is None:
-            self.first_planned = epochs
+        self.plans.append(epochs)
         return changed
+
+    @property
+    def planned(self) -> float | None:
+        """The epochs of the last plan (None before the first)."""
+        return self.plans[-1] if self.plans else None
 
     def update(self, budget: Budget, step: int, now: float, vote: WorkerVote | None = None,
                updates: int = 0) -> str | None:
@@ -256,10 +282,13 @@ class BudgetRule:
                 f"{rates['dropout']:g}, word dropout {rates['word_dropout']:g}")
 
     def record(self) -> dict:
-        """What the report says of the rule: the rates at the end, the epochs of the last and
-        of the first plan."""
-        return dict(self.rates, planned_epochs=None if self.planned is None else round(self.planned, 2),
-                    first_planned_epochs=None if self.first_planned is None else round(self.first_planned, 2))
+        """What the report says of the rule: the rates at the end, the epochs of the last plan,
+        of the first, and the fewest and most of any plan (each to 0.01)."""
+        plans = self.plans or [None]
+        epochs = {"planned_epochs": plans[-1], "first_planned_epochs": plans[0],
+                  "fewest_planned_epochs": min(plans, key=lambda plan: plan or 0.0),
+                  "most_planned_epochs": max(plans, key=lambda plan: plan or 0.0)}
+        return dict(self.rates, **{key: None if plan is None else round(plan, 2) for key, plan in epochs.items()})
 
     def checkpoint_parts(self) -> list:
         """The rates and the seed state: a resumed run draws the masks the uninterrupted one would."""

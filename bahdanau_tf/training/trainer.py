@@ -403,7 +403,10 @@ class Trainer(TrainingStep):
             if run.cadence.due(run.step, time.time() - run.window_start):
                 self._log_progress(run)
             if dev is not None and run.step % config.eval_every == 0:
+                evaluated = time.time()
                 self._evaluate_dev(run, dev)
+                now = time.time()
+                run.budget.add_evaluation(now - evaluated, now)
             if run.step % config.checkpoint_every == 0:
                 with timed(run, "checkpoints"):
                     self._save(run)
@@ -429,7 +432,8 @@ class Trainer(TrainingStep):
         steps_per_epoch = max(1, run.train_pairs // config.batch_size)
         self._steps_per_epoch.assign(steps_per_epoch)  # read by the halving schedule
         run.steps_per_epoch = steps_per_epoch
-        run.budget = Budget(config.max_steps, config.max_minutes, start_time, run.train_pairs / config.batch_size)
+        run.budget = Budget(config.max_steps, config.max_minutes, start_time, run.train_pairs / config.batch_size,
+                            config.eval_every if dev_corpus is not None and len(dev_corpus) else None)
         if self.budget_rule is not None and not (config.max_steps or config.max_minutes):
             self._log("No budget (--max_steps, --max_minutes) to plan from: the budget rule keeps its rates "
                       f"({self.budget_rule.rates['dropout']:g} dropout).")
