@@ -91,6 +91,61 @@ def _step_pieces(model, candidate_size):
     return pieces
 
 
+def _timed_translations(variants, sources):
+    """Each variant's translations (the first, warm-up call), its warm-up seconds, and its best
+    seconds over ``--rounds`` more calls."""
+    outputs, warmup, best = {}, {}, {name: float("inf") for name in variants}
+    for name, translator in variants.items():
+        started = time.perf_counter()
+        outputs[name] = translator.translate(sources, batch_size=FLAGS.batch_size).translations
+        warmup[name] = time.perf_counter() - started
+    for _ in range(FLAGS.rounds):
+        for name, translator in variants.items():
+            started = time.perf_counter()
+            translator.translate(sources, batch_size=FLAGS.batch_size)
+            best[name] = min(best[name], time.perf_counter() - started)
+    return outputs, warmup, best
+
+
+def _padded_list_sizes(listed, sources):
+    """The candidate-list length of each batch's chunk (sorted by length, as translate cuts them)."""
+    import numpy as np
+
+    order = sorted(range(len(sources)), key=lambda i: -len(sources[i]))
+    sizes = []
+    for start in range(0, len(order), FLAGS.batch_size):
+        chunk = np.asarray([sources[i] for i in order[start:start + FLAGS.batch_size]], object)
+        ids, _ = listed.text_graph.source_ids(chunk)
+        sizes.append(int(listed._candidate_size(ids.numpy())))
+    return sizes
+
+
+def _hypothesis_steps(full, candidates, search, sources):
+    """Decoder steps per sentence (hypotheses x steps) with the full softmax and with the lists."""
+    from bahdanau_tf.translator import Translator
+
+    counting = _machines.CountingModel(full.models[0])
+    steps = {}
+    for name, extra in (("full_softmax", {}), ("candidate_lists", {"candidates": candidates})):
+        counter = Translator(counting, full.source_tokenizer, full.target_tokenizer, search=search, **extra)
+        counting.counter.assign(0)
+        counter.translate(sources, batch_size=FLAGS.batch_size)
+        steps[name] = int(counting.counter.numpy()) / len(sources)
+    return steps
+
+
+def _print(record):
+    print(f"{'variant':<18}{'sentences/s':>14}{'BLEU':>8}{'output tokens':>15}{'hypothesis-steps':>18}")
+    for name in record["bleu"]:
+        print(f"{name:<18}{record['sentences_per_second'][name]:>14.1f}{record['bleu'][name]:>8.2f}"
+              f"{record['mean_output_tokens'][name]:>15.1f}{record['hypothesis_steps_per_sentence'][name]:>18.1f}")
+    print(f"speedup {record['speedup']:.2f}x, identical {100 * record['identical_share']:.1f}%, "
+          f"target vocabulary {record['target_vocabulary']:,}, mean padded list "
+          f"{record['mean_padded_candidate_list']:.0f}")
+    for name, value in record["step_pieces"].items():
+        print(f"  {name:<32}{value:8.3f}")
+
+
 def main(argv):
     del argv
     import numpy as np
@@ -112,37 +167,12 @@ def main(argv):
     full = Translator.from_directory(FLAGS.model_dir, search=search)
     listed = Translator(full.models, full.source_tokenizer, full.target_tokenizer, search=search,
                         candidates=candidates)
-    variants = {"full_softmax": full, "candidate_lists": listed}
-    outputs, best, warmup = {}, {name: float("inf") for name in variants}, {}
-    for name, translator in variants.items():
-        started = time.perf_counter()
-        outputs[name] = translator.translate(sources, batch_size=FLAGS.batch_size).translations
-        warmup[name] = time.perf_counter() - started
-    for _ in range(FLAGS.rounds):
-        for name, translator in variants.items():
-            started = time.perf_counter()
-            translator.translate(sources, batch_size=FLAGS.batch_size)
-            best[name] = min(best[name], time.perf_counter() - started)
-    # the mean candidate-list length of a batch's chunks (sorted by length, as translate cuts them)
-    order = sorted(range(len(sources)), key=lambda i: -len(sources[i]))
-    sizes = []
-    for start in range(0, len(order), FLAGS.batch_size):
-        ids, _ = listed.text_graph.source_ids(np.asarray([sources[i] for i in order[start:start + FLAGS.batch_size]], object))
-        sizes.append(int(listed._candidate_size(ids.numpy())))
-    vocabulary = full.target_tokenizer.vocabulary_size
-    counting = _machines.CountingModel(full.models[0])
-    hypothesis_steps = {}
-    for name, extra in (("full_softmax", {}), ("candidate_lists", {"candidates": candidates})):
-        counter = Translator(counting, full.source_tokenizer, full.target_tokenizer, search=search, **extra)
-        counting.counter.assign(0)
-        counter.translate(sources, batch_size=FLAGS.batch_size)
-        hypothesis_steps[name] = int(counting.counter.numpy()) / len(sources)
-    output_tokens = {name: float(np.mean(full.target_tokenizer.tokenize(tf.constant(out)).row_lengths()))
-                     for name, out in outputs.items()}
+    outputs, warmup, best = _timed_translations({"full_softmax": full, "candidate_lists": listed}, sources)
+    sizes = _padded_list_sizes(listed, sources)
     record = {
         "machine": devices.benchmark_record(),
         "model_dir": os.path.abspath(FLAGS.model_dir),
-        "target_vocabulary": vocabulary,
+        "target_vocabulary": full.target_tokenizer.vocabulary_size,
         "sentences": len(sources), "beam_size": FLAGS.beam_size, "batch_size": FLAGS.batch_size,
         "frequent": FLAGS.frequent, "per_word": FLAGS.per_word,
         "mean_padded_candidate_list": float(np.mean(sizes)),
@@ -151,19 +181,13 @@ def main(argv):
         "speedup": best["full_softmax"] / best["candidate_lists"],
         "identical_share": float(np.mean([a == b for a, b in zip(outputs["full_softmax"], outputs["candidate_lists"])])),
         "bleu": {name: sacrebleu.corpus_bleu(out, [references]).score for name, out in outputs.items()},
-        "mean_output_tokens": output_tokens,
-        "hypothesis_steps_per_sentence": hypothesis_steps,
+        "mean_output_tokens": {name: float(np.mean(full.target_tokenizer.tokenize(tf.constant(out)).row_lengths()))
+                               for name, out in outputs.items()},
+        "hypothesis_steps_per_sentence": _hypothesis_steps(full, candidates, search, sources),
         "step_pieces_at_rows": FLAGS.step_rows,
         "step_pieces": _step_pieces(full.models[0], int(np.mean(sizes))),
     }
-    print(f"{'variant':<18}{'sentences/s':>14}{'BLEU':>8}{'output tokens':>15}{'hypothesis-steps':>18}")
-    for name in variants:
-        print(f"{name:<18}{record['sentences_per_second'][name]:>14.1f}{record['bleu'][name]:>8.2f}"
-              f"{output_tokens[name]:>15.1f}{hypothesis_steps[name]:>18.1f}")
-    print(f"speedup {record['speedup']:.2f}x, identical {100 * record['identical_share']:.1f}%, "
-          f"target vocabulary {vocabulary:,}, mean padded list {record['mean_padded_candidate_list']:.0f}")
-    for name, value in record["step_pieces"].items():
-        print(f"  {name:<32}{value:8.3f}")
+    _print(record)
     _machines.write_json(FLAGS.output, record)
 
 

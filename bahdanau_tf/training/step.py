@@ -50,6 +50,13 @@ class TrainingStep:
         # one trace for all dev shapes
         self.eval_step = tf.function(self._eval_step, reduce_retracing=True, autograph=False)
 
+    def _current_learning_rate(self) -> float:
+        """The optimizer's learning rate now (its schedule's value at the current step, if any)."""
+        value = self.optimizer.learning_rate
+        if isinstance(value, keras.Variable):
+            value = value.value
+        return float(tf.convert_to_tensor(value))
+
     @tf.function(autograph=False)
     def _weights_finite(self):
         return tf.reduce_all([tf.reduce_all(tf.math.is_finite(v)) for v in self.model.trainable_variables])

@@ -682,12 +682,6 @@ class Trainer(TrainingStep):
             self.directory.write_lexicon(train_corpus, self.source_tokenizer, self.target_tokenizer,
                                          self.config.lexicon_top_k, self._log)
 
-    def _current_learning_rate(self):
-        value = self.optimizer.learning_rate  # the schedule's value at the current step, if any
-        if isinstance(value, keras.Variable):
-            value = value.value
-        return float(tf.convert_to_tensor(value))
-
     def _report(self, run):
         if self.budget_rule is not None:
             run.regularization = self.budget_rule.record()
