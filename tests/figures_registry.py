@@ -205,6 +205,20 @@ _FIXED_6000 = "fixed_updates_6000_amd_epyc.json"
 FLOOR = Key(_CURVE, "rows", lambda rows: min(row["updates"] for row in rows if row["bleu"] > 20) // 50 * 50)
 
 
+_BOTH_CURVE = "budget_curve_amd_epyc.json"
+
+
+def _both_curve(row):
+    """One run of the curve on both cores (0-4: 6, 12, 12 at seed 7, 24, 48 minutes)."""
+    return dict(_fields(_BOTH_CURVE, f"rows.{row}", updates="updates", epochs="epochs", best="best_dev_nll",
+                        end="dev_nll_at_end", bleu="bleu", bp="brevity_penalty", dropout="regularization.dropout",
+                        at400="dev_curve.1.1"),
+                rise=Key(_BOTH_CURVE, f"rows.{row}.worst_rise_after_first_epoch", _percent),
+                off=Computed(tuple(Key(_BOTH_CURVE, f"rows.{row}.{field}") for field in (
+                    "regularization.fewest_planned_epochs", "regularization.most_planned_epochs", "epochs")),
+                    lambda fewest, most, epochs: 100 * max(abs(fewest / epochs - 1), abs(most / epochs - 1))))
+
+
 def _curve(row):
     """The fields of one run of the budget curve (0-5: 3, 6, 12, 12 at seed 7, 24, 48 minutes)."""
     return _fields(_CURVE, f"rows.{row}", updates="updates", epochs="epochs", best="best_dev_nll",
@@ -616,6 +630,23 @@ FIGURES = [
     Figure("docs/training.md", "On one core of this machine 12 minutes make {updates:,} updates (the README's 12 "
                                "minutes on both cores of a faster EPYC: {headline:,})",
            {"updates": _curve(2)["updates"], "headline": HEADLINE["updates"]}),
+    # docs/training.md: the curve on both cores
+    Figure("README.md", "the same command later on the same machine scored {late:.2f}, its attention learning "
+                        "to align late, and {seed7:.2f} with `--seed=7`",
+           {"late": _both_curve(1)["bleu"], "seed7": _both_curve(2)["bleu"]}),
+    *[Figure("docs/training.md", f"| {name} | {{updates:,}} | {{epochs:.2f}} | {{dropout:g}} | {{best:.3f}} | "
+                                 "{end:.3f} | {rise:.1f}% | {off:.1f}% | {bleu:.2f} ({bp:.3f}) |", _both_curve(row))
+      for row, name in enumerate(("6 minutes", "12 minutes", "12 minutes, `--seed=7`", "24 minutes", "48 minutes"))],
+    Figure("docs/training.md", "(dev NLL {late:.3f} at update 400, the seed-7 run's {seed7:.3f}, the 6-,",
+           {"late": _both_curve(1)["at400"], "seed7": _both_curve(2)["at400"]}),
+    Figure("docs/training.md", "24- and 48-minute runs' {six:.3f}, {day:.3f} and {long:.3f}), and it ended {gap:.2f} "
+                               "BLEU below the seed-7 run",
+           {"six": _both_curve(0)["at400"], "day": _both_curve(3)["at400"], "long": _both_curve(4)["at400"],
+            "gap": difference(_both_curve(2)["bleu"], _both_curve(1)["bleu"])}),
+    Figure("benchmarks/README.md", "one run at a time ([budget_curve_amd_epyc.json](results/budget_curve_amd_epyc.json)): "
+                                   "{bleu:.2f} at 48 minutes ({updates:,} updates); a 12-minute run whose attention "
+                                   "aligned late scored {late:.2f}",
+           {"bleu": _both_curve(4)["bleu"], "updates": _both_curve(4)["updates"], "late": _both_curve(1)["bleu"]}),
     # docs/training.md: the budget rule's plan in the README's 12 minutes
     Figure("docs/training.md", "the first plan, a minute in, said {first:.2f} epochs, the last {planned:.2f}, and the "
                                "run made {epochs:.2f}; the rates ended at {dropout:g} / {words:g}; {updates:,} updates "
