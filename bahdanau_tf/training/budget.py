@@ -284,11 +284,10 @@ class BudgetRule:
     def record(self) -> dict:
         """What the report says of the rule: the rates at the end, the epochs of the last plan,
         of the first, and the fewest and most of any plan (each to 0.01)."""
-        plans = self.plans or [None]
-        epochs = {"planned_epochs": plans[-1], "first_planned_epochs": plans[0],
-                  "fewest_planned_epochs": min(plans, key=lambda plan: plan or 0.0),
-                  "most_planned_epochs": max(plans, key=lambda plan: plan or 0.0)}
-        return dict(self.rates, **{key: None if plan is None else round(plan, 2) for key, plan in epochs.items()})
+        plans = [round(plan, 2) for plan in self.plans]
+        return dict(self.rates, planned_epochs=plans[-1] if plans else None,
+                    first_planned_epochs=plans[0] if plans else None,
+                    fewest_planned_epochs=min(plans, default=None), most_planned_epochs=max(plans, default=None))
 
     def checkpoint_parts(self) -> list:
         """The rates and the seed state: a resumed run draws the masks the uninterrupted one would."""
