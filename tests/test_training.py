@@ -211,6 +211,39 @@ def test_the_budget_rule_plans_at_the_start_and_again_as_the_pace_is_known(token
     assert record["fewest_planned_epochs"] == record["planned_epochs"] == round(rule.planned, 2)
 
 
+def test_a_time_budgets_first_plan_waits_until_a_dev_evaluation_is_costed(tokenizers, tmp_path):
+    model = training.Trainer(str(tmp_path), *tokenizers, preset="tiny", log=lambda line: None,
+                             config=tiny_config(max_steps=10, regularization="budget")).model
+
+    def first_plan(eval_every, first_evaluation, later_evaluation):
+        """Two updates a second and a dev evaluation every ``eval_every`` updates under a
+        10-minute budget: when the rule first plans, and the budget it planned from."""
+        budget = training.budget.Budget(max_steps=None, max_minutes=10, start_time=0.0, steps_per_epoch=100,
+                                        eval_every=eval_every)
+        rule, clock, step = training.BudgetRule(model), 0.0, 0
+        while rule.update(budget, step, clock) is None:
+            budget.record(step, clock)
+            clock += 0.5
+            budget.add_update(0.5, clock)
+            step += 1
+            if step % eval_every == 0:
+                seconds = first_evaluation if step == eval_every else later_evaluation
+                clock += seconds
+                budget.add_evaluation(seconds, clock)
+        return step, clock, budget, rule
+
+    # the first evaluation (update 100, at 50 s) builds its graphs for 20 s; the second (update
+    # 200, at 120 s) costs 5 s: the plan waits for it, past the first minute, and charges 5 s
+    # every 100 updates
+    step, clock, budget, rule = first_plan(100, 20.0, 5.0)
+    assert (step, clock) == (200, 125.0)
+    assert budget.pace(step, clock) == pytest.approx(0.5 + 5.0 / 100)
+    assert rule.planned == pytest.approx((200 + 475.0 / 0.55) / 100)
+    # evaluations too far apart to time a second early: the plan is made at 40% of the minutes
+    step, clock, budget, rule = first_plan(1_000, 20.0, 5.0)
+    assert clock == 240.0 and rule.planned == pytest.approx((step + 360.0 / 0.5) / 100, rel=0.01)
+
+
 def test_the_budget_rule_is_off_for_a_model_given_dropout_even_zero(tokenizers, tmp_path):
     lines = []
 

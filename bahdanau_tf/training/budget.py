@@ -13,8 +13,9 @@ will have made when its budget ends) and the progress line's ETA.
 `BudgetRule` gives a model's training pass the dropout the plan calls for
 (`budget_regularization`): none for a run too short to overfit, rising with the epochs planned.
 It decides from the start of the run: at update 0 under ``max_steps`` (the plan is exact), and
-under a time budget once the first compilations are behind it (`FIRST_PLAN_SECONDS`), then again
-every `REPLAN_SECONDS` as the pace is better known. The rates are variables read by the traced
+under a time budget once the first compilations are behind it (`FIRST_PLAN_SECONDS`) and a dev
+evaluation's cost is known (the second evaluation), then again every `REPLAN_SECONDS` as the
+pace is better known. The rates are variables read by the traced
 step, so a new rate costs no new trace; on several workers the plan is averaged over them, so
 every replica draws at the same rates.
 """
@@ -38,8 +39,10 @@ FULL_RATES = {"dropout": 0.2, "word_dropout": 0.1}
 #: a share of the full rates below this is too small to matter: none
 SMALLEST_SHARE = 0.25
 #: a time budget's first plan: this long into the invocation (its first compilations behind it),
-#: or `FIRST_PLAN_SHARE` of its minutes when that comes first
-FIRST_PLAN_SECONDS, FIRST_PLAN_SHARE = 60.0, 0.1
+#: or `FIRST_PLAN_SHARE` of its minutes when that comes first; with dev evaluations, not before
+#: one's cost is known (`Budget.knows_evaluations`) unless `LATEST_FIRST_PLAN_SHARE` of the
+#: minutes is spent (a plan so late would regularise too little of the run to matter)
+FIRST_PLAN_SECONDS, FIRST_PLAN_SHARE, LATEST_FIRST_PLAN_SHARE = 60.0, 0.1, 0.4
 #: how often a time budget's plan is made again (`REPLAN_SHARE` of its minutes when that is
 #: sooner), and the window its pace is taken over
 REPLAN_SECONDS, REPLAN_SHARE, PACE_WINDOW_SECONDS = 30.0, 0.05, 120.0
@@ -110,6 +113,11 @@ class Budget:
     def add_evaluation(self, seconds: float, now: float) -> None:
         """Notes a dev evaluation on the ``eval_every`` schedule of ``seconds`` that ended at ``now``."""
         self._evaluations.append((now, seconds))
+
+    def knows_evaluations(self) -> bool:
+        """Whether the pace can charge the dev evaluations: none are scheduled, or one after the
+        first (whose time is their cost once their graphs are built) has been timed."""
+        return not self.eval_every or len(self._evaluations) >= 2
 
     def evaluation_seconds(self) -> float:
         """What a dev evaluation costs: the mean of this invocation's after its first (which
@@ -253,7 +261,8 @@ class BudgetRule:
         """Plans when a plan is due and holds its rates; the log line of a change, else None.
 
         Due: under an update budget alone, once (the plan is exact); under a time budget,
-        `FIRST_PLAN_SECONDS` into the invocation (or `FIRST_PLAN_SHARE` of its minutes), then
+        `FIRST_PLAN_SECONDS` into the invocation (or `FIRST_PLAN_SHARE` of its minutes) once a
+        dev evaluation's cost is known (or `LATEST_FIRST_PLAN_SHARE` of the minutes is spent), then
         every `REPLAN_SECONDS` (or `REPLAN_SHARE` of its minutes). On several workers (``vote``,
         ``updates`` of this invocation) they plan together at the voting updates, from the mean
         of ``[due, epochs]`` over them.
@@ -267,7 +276,8 @@ class BudgetRule:
             self._next_plan = -math.inf if budget.deadline is None else budget.start_time + min(
                 FIRST_PLAN_SECONDS, FIRST_PLAN_SHARE * 60.0 * budget.max_minutes)
         exact_done = budget.deadline is None and self.planned is not None
-        epochs = None if exact_done or now < self._next_plan else budget.planned_epochs(step, now)
+        epochs = None if exact_done or now < self._next_plan or not self._knows_enough(budget, now) \
+            else budget.planned_epochs(step, now)
         if agree is not None:
             due, mean = agree([float(epochs is not None), epochs or 0.0])
             epochs = mean / due if due > 0 else None
@@ -280,6 +290,12 @@ class BudgetRule:
         rates = self.rates
         return (f"step {step:>7,}  regularisation for ~{epochs:.1f} epochs (the budget rule): dropout "
                 f"{rates['dropout']:g}, word dropout {rates['word_dropout']:g}")
+
+    def _knows_enough(self, budget: Budget, now: float) -> bool:
+        """Whether a plan can charge everything that recurs: a time budget's first waits until a
+        dev evaluation's cost is known, or `LATEST_FIRST_PLAN_SHARE` of the minutes is spent."""
+        return (budget.deadline is None or self.planned is not None or budget.knows_evaluations()
+                or budget.time_share(now) >= LATEST_FIRST_PLAN_SHARE)
 
     def record(self) -> dict:
         """What the report says of the rule: the rates at the end, the epochs of the last plan,

@@ -103,8 +103,9 @@ class TrainingConfig:
     regularization: str = _field("none",
         '``"none"`` or ``"budget"``: dropout and word dropout chosen from the epochs the run will '
         "make (`bahdanau_tf.training.budget.budget_regularization`: none up to 4 epochs, rising to "
-        "0.2 / 0.1 at 12), planned from the start of the run (at once under ``max_steps``, after a "
-        "minute under ``max_minutes``, then again as the pace is better known); dropout rates given "
+        "0.2 / 0.1 at 12), planned from the start of the run (at once under ``max_steps``; under "
+        "``max_minutes`` after a minute and the second dev evaluation, then again as the pace is "
+        "better known); dropout rates given "
         'to the model (0 included) switch it off. The CPU presets use ``"budget"``.')
     label_smoothing: float = _field(0.0,
         'Train on the label-smoothed cross-entropy (`bahdanau_tf.losses.smoothed_token_nll`: '
