@@ -71,9 +71,9 @@ _SUTSKEVER_TRAINING = dict(optimizer="sgd", learning_rate=0.7, clipnorm=5.0, bat
 # (`bahdanau_tf.devices`), see the measurements in `bahdanau_tf.cli.train` and
 # benchmarks/train_throughput.py.
 # The average of a run's last 5 checkpoints, 100 updates apart, is kept as best/ when its dev
-# NLL is lower (benchmarks/README.md, "Checkpoint averaging"). The learning rate falls linearly to zero over the run's budget (`BudgetSchedule`: 12 minutes,
+# NLL is lower (benchmarks/recipe.md, "Checkpoint averaging"). The learning rate falls linearly to zero over the run's budget (`BudgetSchedule`: 12 minutes,
 # or --max_steps), so a run ends annealed on any machine, however many updates it makes
-# (benchmarks/README.md, "The recipe"); dropout and word dropout from the epochs the run will
+# (benchmarks/recipe.md); dropout and word dropout from the epochs the run will
 # make (`bahdanau_tf.training.config.budget_regularization`): none in a short run.
 # Pairs of up to 80 tokens: all but 80 of the embedded corpus's 27,989 (at 50, 3,407 were dropped).
 _REDUCED_TRAINING = dict(optimizer="adam", learning_rate=5e-3, clipnorm=1.0, batch_size=64,
@@ -110,7 +110,7 @@ _register("rnnsearch-general-small", "RNNSearch",
                score="general"),
           _REDUCED_TRAINING, "rnnsearch-small with Luong's 'general' score s^T W_a h_j")
 # tied target embeddings (Press & Wolf 2017): a lower dev NLL and a higher BLEU at every budget
-# measured (benchmarks/README.md, "The recipe"); Adam at 3e-3, where at 5e-3 the attention of
+# measured (benchmarks/recipe.md); Adam at 3e-3, where at 5e-3 the attention of
 # most seeds learned to align late (docs/training.md, "When the attention aligns")
 _register("rnnsearch-cgru-small", "RNNSearch",
           dict(_SMALL, attention_dim=256, maxout_dim=128, initialization="keras",

@@ -40,6 +40,7 @@ from absl import app, flags
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _machines  # noqa: E402
+import _run_logs  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("output_dir", None, "Where the model directories, evaluations and summary go.")
@@ -115,22 +116,6 @@ def _find_key(report, key):
     return None
 
 
-def _dev_curve(run_dir):
-    """``[[update, dev NLL], ...]`` of every dev evaluation, from the run's TensorBoard logs
-    (``RUN/logs``; empty without them)."""
-    import glob
-
-    import tensorflow as tf  # noqa: PLC0415 — in the summarizing process only
-
-    points = {}
-    for path in sorted(glob.glob(os.path.join(run_dir, "logs", "**", "events.out.tfevents.*"), recursive=True)):
-        for event in tf.compat.v1.train.summary_iterator(path):
-            for value in event.summary.value:
-                if value.tag == "dev/nll":
-                    points[int(event.step)] = round(float(tf.make_ndarray(value.tensor)), 4)
-    return [[step, points[step]] for step in sorted(points)]
-
-
 def worst_rise(curve, after_step):
     """The largest share by which a dev NLL of ``curve`` stood above the running best before it,
     over the evaluations after update ``after_step`` (0.0: never above it)."""
@@ -152,7 +137,7 @@ def _directory_row(name, run_dir, evaluation_dir):
         evaluation = json.load(handle)
     bleu = _find_bleu(evaluation) or {}
     alignment = _find_key(evaluation, "alignment") or {}
-    curve = _dev_curve(run_dir)
+    curve = _run_logs.dev_curve(run_dir)
     per_epoch = training["train_pairs"] // training["training"]["batch_size"]  # the updates of one epoch
     return dict(
         config=name, preset=training.get("preset"), training=training.get("training"),

@@ -219,6 +219,15 @@ def _both_curve(row):
                     lambda fewest, most, epochs: 100 * max(abs(fewest / epochs - 1), abs(most / epochs - 1))))
 
 
+_ONSET = "attention_onset_amd_epyc.json"
+
+
+def _onset(row):
+    """The dev NLL at update 400 of one run of the attention's onset (0-3: Adam 5e-3 at seeds 1-4;
+    4: seed 1 without dropout; 5-7: the default, Adam 3e-3, at seeds 1-3)."""
+    return Key(_ONSET, f"rows.{row}.dev_nll_at_stop")
+
+
 def _curve(row):
     """The fields of one run of the budget curve (0-5: 3, 6, 12, 12 at seed 7, 24, 48 minutes)."""
     return _fields(_CURVE, f"rows.{row}", updates="updates", epochs="epochs", best="best_dev_nll",
@@ -280,23 +289,23 @@ BENCHMARKS = [
                                              Key(_LENGTH_PENALTY, f"rows.{worse}.dev_bleu"))
                                   for worse, better in ((0, 1), (5, 6), (9, 10), (12, 13))))}),
     # the recipe: the heavy regularisation's row, the conditional GRU at a constant rate
-    Figure("benchmarks/README.md", "--average_at=best` | {updates:,} | {best_dev_nll:.3f} | {dev_nll_at_end:.3f} | "
+    Figure("benchmarks/recipe.md", "--average_at=best` | {updates:,} | {best_dev_nll:.3f} | {dev_nll_at_end:.3f} | "
                                    "{bleu:.2f} ({brevity_penalty:.3f}) | {aer:.3f} |",
            dict(_summary_row(_RECIPE, "rows.0"), dev_nll_at_end=Key(_RECIPE, "rows.0.dev_nll_at_end"))),
-    Figure("benchmarks/README.md", "does not learn to attend in {updates:,} updates (AER {aer:.3f}: near-uniform",
+    Figure("benchmarks/recipe.md", "does not learn to attend in {updates:,} updates (AER {aer:.3f}: near-uniform",
            _summary_row(_RECIPE, "rows.3")),
     # the budget schedule's rows at 1,800 updates, the pairs a cap of 50 drops, the main command's gain
-    *[Figure("benchmarks/README.md", f"{label} | {{updates:,}} | {{best_dev_nll:.3f}} | {{dev_nll_at_end:.3f}} | "
+    *[Figure("benchmarks/recipe.md", f"{label} | {{updates:,}} | {{best_dev_nll:.3f}} | {{dev_nll_at_end:.3f}} | "
                                      "{bleu:.2f} ({brevity_penalty:.3f}) | {aer:.3f} |",
              dict(_summary_row("recipe_budget_runs_amd_epyc.json", f"rows.{row}"),
                   dev_nll_at_end=Key("recipe_budget_runs_amd_epyc.json", f"rows.{row}.dev_nll_at_end")))
       for label, row in (("| constant 5e-3, pairs <= 50", 0), ("| `--schedule=budget`, pairs <= 50", 1),
                          ("--learning_rate=0.01`, pairs <= 50", 2))],
-    Figure("benchmarks/README.md", "at 50, {dropped:,} were dropped",
+    Figure("benchmarks/recipe.md", "at 50, {dropped:,} were dropped",
            {"dropped": Computed((Key("dataset_shapes.json", "pairs"),), lambda kept: TRAIN_PAIRS - kept)}),
-    Figure("benchmarks/README.md", "`after`): +{gain:.1f} BLEU",
+    Figure("benchmarks/recipe.md", "`after`): +{gain:.1f} BLEU",
            {"gain": difference(BUDGET["bleu"], _run("twelve_minute_before_after_amd_epyc.json", "rows.1")["bleu"])}),
-    Figure("benchmarks/README.md", "[main_command_amd_epyc.json](results/main_command_amd_epyc.json), {updates:,} "
+    Figure("benchmarks/recipe.md", "[main_command_amd_epyc.json](results/main_command_amd_epyc.json), {updates:,} "
                                    "updates)", _main_command("main_command_amd_epyc.json")),
     # training: the device's precision and XLA choice, capped to AVX2 and on the Xeon; the paper's size
     Figure("benchmarks/README.md", "| EPYC as AVX2 | {f32:,.0f} | {bf16:,.0f} | **{jit:,.0f}** | {bf16_jit:,.0f} | "
@@ -643,10 +652,18 @@ FIGURES = [
                                "BLEU below the seed-7 run",
            {"six": _both_curve(0)["at400"], "day": _both_curve(3)["at400"], "long": _both_curve(4)["at400"],
             "gap": difference(_both_curve(2)["bleu"], _both_curve(1)["bleu"])}),
-    Figure("benchmarks/README.md", "one run at a time ([budget_curve_amd_epyc.json](results/budget_curve_amd_epyc.json)): "
+    Figure("benchmarks/recipe.md", "one run at a time ([budget_curve_amd_epyc.json](results/budget_curve_amd_epyc.json)): "
                                    "{bleu:.2f} at 48 minutes ({updates:,} updates); a 12-minute run whose attention "
                                    "aligned late scored {late:.2f}",
            {"bleu": _both_curve(4)["bleu"], "updates": _both_curve(4)["updates"], "late": _both_curve(1)["bleu"]}),
+    # docs/training.md and benchmarks/recipe.md: when the attention aligns, seed by seed
+    *[Figure("docs/training.md", f"| {label} | " + " | ".join(f"{bold}{{s{k}:.3f}}{bold}" for k in range(len(rows)))
+             + " |" + " |" * (4 - len(rows)), {f"s{k}": _onset(row) for k, row in enumerate(rows)})
+      for label, bold, rows in (("Adam 5e-3", "", (0, 1, 2, 3)), ("Adam 5e-3, no dropout", "", (4,)),
+                                ("**Adam 3e-3** (the default)", "**", (5, 6, 7)))],
+    Figure("benchmarks/recipe.md", "2026-11-28): at Adam 5e-3 {low5:.3f}-{high5:.3f} for every seed, without dropout "
+                                   "too; at 3e-3, the default's rate since, {low3:.3f}-{high3:.3f}",
+           {"low5": _onset(1), "high5": _onset(3), "low3": _onset(6), "high3": _onset(7)}),
     # docs/training.md: the budget rule's plan in the README's 12 minutes
     Figure("docs/training.md", "the first plan, a minute in, said {first:.2f} epochs, the last {planned:.2f}, and the "
                                "run made {epochs:.2f}; the rates ended at {dropout:g} / {words:g}; {updates:,} updates "
@@ -690,7 +707,7 @@ FIGURES = [
                    greedy_old="rows.0.sentences_per_s", beam="rows.5.sentences_per_s", beam_old="rows.1.sentences_per_s",
                    one="rows.6.median_ms", one_old="rows.2.median_ms", one5="rows.7.median_ms",
                    one5_old="rows.3.median_ms")),
-    Figure("benchmarks/README.md", "rises with the budget, to {bleu:.2f} at 48 minutes ({updates:,} updates)",
+    Figure("benchmarks/recipe.md", "rises with the budget, to {bleu:.2f} at 48 minutes ({updates:,} updates)",
            _curve(5)),
     # docs/training.md: the default, tied and a smaller vocabulary at a fixed 1,400 updates
     Figure("docs/training.md", "the default before tying scored {bleu:.2f} test BLEU (AER {aer:.3f} by the default "
@@ -793,27 +810,27 @@ FIGURES = [
             "at_10": Key("length_penalty_dev_amd_epyc.json", "rows.13.dev_bleu"),
             "bp_10": Key("length_penalty_dev_amd_epyc.json", "rows.13.brevity_penalty")}),
     # the recipe's runs
-    *[Figure("benchmarks/README.md", f"{label} | {{updates:,}} | {{best_dev_nll:.3f}} | {{dev_nll_at_end:.3f}} | "
+    *[Figure("benchmarks/recipe.md", f"{label} | {{updates:,}} | {{best_dev_nll:.3f}} | {{dev_nll_at_end:.3f}} | "
                                      "{bleu:.2f} ({brevity_penalty:.3f}) | {aer:.3f} |",
              dict(_summary_row("recipe_runs_amd_epyc.json", f"rows.{row}"),
                   dev_nll_at_end=Key("recipe_runs_amd_epyc.json", f"rows.{row}.dev_nll_at_end")))
       for label, row in (("--schedule=plateau --average_at=best`", 1), ("`small`, no regularisation", 2),
                          ("`--preset=rnnsearch-cgru-small`, no regularisation", 3))],
-    Figure("benchmarks/README.md", "| `--schedule=budget --max_length=80` | {updates:,} | {best_dev_nll:.3f} | "
+    Figure("benchmarks/recipe.md", "| `--schedule=budget --max_length=80` | {updates:,} | {best_dev_nll:.3f} | "
                                    "{dev_nll_at_end:.3f} | **{bleu:.2f}** ({brevity_penalty:.3f}) | {aer:.3f} |",
            dict(_summary_row("recipe_budget_runs_amd_epyc.json", "rows.3"),
                 dev_nll_at_end=Key("recipe_budget_runs_amd_epyc.json", "rows.3.dev_nll_at_end"))),
-    Figure("benchmarks/README.md", "| {updates:,} | {epochs:.2f} | {tokens_per_second:,.0f} | "
+    Figure("benchmarks/recipe.md", "| {updates:,} | {epochs:.2f} | {tokens_per_second:,.0f} | "
                                    "{best_dev_nll:.3f} | {dev_nll_at_end:.3f} | **{bleu:.2f}** "
                                    "({brevity_penalty:.3f}) | {aer:.3f} |",
            dict(BUDGET, dev_nll_at_end=Key(BUDGET["bleu"].results, "rows.0.dev_nll_at_end"))),
-    Figure("benchmarks/README.md", "against {bleu:.2f} ({updates:,} updates, AER {aer:.3f})",
+    Figure("benchmarks/recipe.md", "against {bleu:.2f} ({updates:,} updates, AER {aer:.3f})",
            _run("twelve_minute_before_after_amd_epyc.json", "rows.1")),
     # checkpoint averaging: at a constant rate, and in the default's run
-    Figure("benchmarks/README.md", "ended at a dev NLL of {last:.3f} and its average reached {average:.3f}",
+    Figure("benchmarks/recipe.md", "ended at a dev NLL of {last:.3f} and its average reached {average:.3f}",
            {"last": Key("main_command_amd_epyc.json", "training.dev_nll"),
             "average": Key("main_command_amd_epyc.json", "averaged.dev_nll")}),
-    Figure("benchmarks/README.md", "the average scored {average:.3f} against the last checkpoint's {last:.3f}",
+    Figure("benchmarks/recipe.md", "the average scored {average:.3f} against the last checkpoint's {last:.3f}",
            {"average": Key("main_command_cgru_amd_epyc.json", "rows.0.averaged.dev_nll"),
             "last": Key("main_command_cgru_amd_epyc.json", "rows.0.dev_nll_at_end")}),
     Figure("benchmarks/README.md", "| `bible-en-es-small` | {updates:,} | **{bleu:.2f}** "

@@ -23,8 +23,7 @@ Examples:
 Every training flag is a field of `bahdanau_tf.training.TrainingConfig` (the flags are made from
 its fields); a flag left unset keeps the preset's training default from
 `bahdanau_tf.presets.PRESETS` (e.g. {paper_optimizer}, batch {paper_batch}, clipnorm {paper_clipnorm:g}
-for the paper presets; {optimizer} {learning_rate:g}, batch {batch_size} for ``{default}`` and
-``small``).
+for the paper presets; {optimizer} {learning_rate:g}, batch {batch_size} for ``{default}``).
 
 Why these defaults (for a {minutes:g}-minute run on a 2-core CPU):
 
@@ -38,13 +37,13 @@ Why these defaults (for a {minutes:g}-minute run on a 2-core CPU):
   tokens per verse).
 - {optimizer} {learning_rate:g}, {schedule_text},
   clipnorm {clipnorm:g}, batch {batch_size}, pairs of at most {max_length} tokens: the preset's row
-  (benchmarks/README.md, "The recipe"). The CPU-sized presets use Keras's initialisers (Glorot)
+  (benchmarks/recipe.md). The CPU-sized presets use Keras's initialisers (Glorot)
   instead of the paper's tiny N(0, 0.01^2) weights: in short runs on a 2-core CPU they reached a
   lower dev NLL. The paper's initialisation is kept by the paper presets, with Adadelta, as in
   the paper.
 - the last {average_last} checkpoints, {checkpoint_every} updates apart, averaged at the end
   (``--average_last``): the average becomes ``best/`` when its dev NLL is lower, which pays at a
-  constant rate and rarely happens once the rate has fallen to zero (benchmarks/README.md,
+  constant rate and rarely happens once the rate has fallen to zero (benchmarks/recipe.md,
   "Checkpoint averaging").
 - precision and XLA are the device's (`bahdanau_tf.devices`; the header line says which and
   why, ``model.json`` records it): float32 + XLA (lengths padded to a multiple of 8) on every
