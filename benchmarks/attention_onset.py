@@ -59,17 +59,21 @@ def _start(run_dir, seed, extra, core):
     return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT), log
 
 
-def _stop_after(process, log, stop):
-    """Waits for the dev evaluation at update ``stop``, then stops the run as Ctrl-C would."""
+def _stop_after(running, stop):
+    """Waits for each run's dev evaluation at update ``stop``, then stops it as Ctrl-C would."""
     mark = f"step {stop:>7,}  dev NLL"
-    while process.poll() is None:
-        with open(log.name) as handle:
-            if mark in handle.read():
-                process.send_signal(signal.SIGINT)
-                break
+    waiting = list(running)
+    while waiting:
+        for process, log in list(waiting):
+            with open(log.name) as handle:
+                reached = mark in handle.read()
+            if reached or process.poll() is not None:
+                if process.poll() is None:
+                    process.send_signal(signal.SIGINT)
+                process.wait()
+                log.close()
+                waiting.remove((process, log))
         time.sleep(2)
-    process.wait()
-    log.close()
 
 
 def run_all(variants, seeds):
@@ -80,10 +84,9 @@ def run_all(variants, seeds):
         running = []
         for (name, extra, seed), core in zip(jobs[start:start + len(FLAGS.cores)], FLAGS.cores):
             run_dir = os.path.join(FLAGS.output_dir, f"{name}-seed{seed}")
-            running.append((name, seed, run_dir, *_start(run_dir, seed, extra, core)))
-        for name, seed, run_dir, process, log in running:
-            _stop_after(process, log, FLAGS.stop)
+            running.append(_start(run_dir, seed, extra, core))
             done.append((name, seed, run_dir))
+        _stop_after(running, FLAGS.stop)
     return done
 
 
