@@ -67,9 +67,9 @@ _PAPER_TRAINING = dict(optimizer="adadelta", learning_rate=1.0, clipnorm=1.0, ba
 # Sutskever et al. 2014: SGD 0.7 halved every half epoch after epoch 5, norm <= 5, batch 128.
 _SUTSKEVER_TRAINING = dict(optimizer="sgd", learning_rate=0.7, clipnorm=5.0, batch_size=128,
                            bucketing="paper", schedule="halving", max_length=50)
-# What most users want on small data and a CPU: Adam 5e-3; precision and XLA are the device's
-# (`bahdanau_tf.devices`), see the measurements in `bahdanau_tf.cli.train` and
-# benchmarks/train_throughput.py.
+# What most users want on small data and a CPU: Adam 5e-3 (the default preset's row: 3e-3);
+# precision and XLA are the device's (`bahdanau_tf.devices`), see the measurements in
+# `bahdanau_tf.cli.train` and benchmarks/train_throughput.py.
 # The average of a run's last 5 checkpoints, 100 updates apart, is kept as best/ when its dev
 # NLL is lower (benchmarks/recipe.md, "Checkpoint averaging"). The learning rate falls linearly to zero over the run's budget (`BudgetSchedule`: 12 minutes,
 # or --max_steps), so a run ends annealed on any machine, however many updates it makes
