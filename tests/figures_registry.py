@@ -212,15 +212,22 @@ FLOOR = Key(_CURVE, "rows", lambda rows: min(row["updates"] for row in rows if r
 _BOTH_CURVE = "budget_curve_amd_epyc.json"
 
 
-def _both_curve(row):
-    """One run of the curve on both cores (0-4: 6, 12, 12 at seed 7, 24, 48 minutes)."""
-    return dict(_fields(_BOTH_CURVE, f"rows.{row}", updates="updates", epochs="epochs", best="best_dev_nll",
+def _run_of_curve(results, row):
+    """One run of a budget curve on both cores (`benchmarks/budget_curve.py`'s rows): its
+    updates, epochs, dropout, dev NLL (best, at the end, at update 400), worst rise, furthest
+    plan (percent off the epochs made) and test BLEU."""
+    return dict(_fields(results, f"rows.{row}", updates="updates", epochs="epochs", best="best_dev_nll",
                         end="dev_nll_at_end", bleu="bleu", bp="brevity_penalty", dropout="regularization.dropout",
                         at400="dev_curve.1.1"),
-                rise=Key(_BOTH_CURVE, f"rows.{row}.worst_rise_after_first_epoch", _percent),
-                off=Computed(tuple(Key(_BOTH_CURVE, f"rows.{row}.{field}") for field in (
+                rise=Key(results, f"rows.{row}.worst_rise_after_first_epoch", _percent),
+                off=Computed(tuple(Key(results, f"rows.{row}.{field}") for field in (
                     "regularization.fewest_planned_epochs", "regularization.most_planned_epochs", "epochs")),
                     lambda fewest, most, epochs: 100 * max(abs(fewest / epochs - 1), abs(most / epochs - 1))))
+
+
+def _both_curve(row):
+    """One run of the curve at Adam 5e-3 (0-4: 6, 12, 12 at seed 7, 24, 48 minutes)."""
+    return _run_of_curve(_BOTH_CURVE, row)
 
 
 _ONSET = "attention_onset_amd_epyc.json"
@@ -236,14 +243,8 @@ _CURVE_3E3 = "budget_curve_adam3e-3_amd_epyc.json"
 
 
 def _curve_3e3(row):
-    """One run of the default's curve at Adam 3e-3 on both cores (0-3: 6, 12, 12 at seed 7, 24 minutes)."""
-    return dict(_fields(_CURVE_3E3, f"rows.{row}", updates="updates", epochs="epochs", best="best_dev_nll",
-                        end="dev_nll_at_end", bleu="bleu", bp="brevity_penalty", dropout="regularization.dropout",
-                        at400="dev_curve.1.1"),
-                rise=Key(_CURVE_3E3, f"rows.{row}.worst_rise_after_first_epoch", _percent),
-                off=Computed(tuple(Key(_CURVE_3E3, f"rows.{row}.{field}") for field in (
-                    "regularization.fewest_planned_epochs", "regularization.most_planned_epochs", "epochs")),
-                    lambda fewest, most, epochs: 100 * max(abs(fewest / epochs - 1), abs(most / epochs - 1))))
+    """One run of the default's curve at Adam 3e-3 (0-3: 6, 12, 12 at seed 7, 24 minutes)."""
+    return _run_of_curve(_CURVE_3E3, row)
 
 
 def _curve(row):
