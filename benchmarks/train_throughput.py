@@ -14,6 +14,9 @@ Variants (precision / XLA):
   of 8), ``jit_pad16`` (padded to 16), ``bf16_jit``, ``fp16`` (mixed float16);
 * ``batch96``, ``batch128``: ``new_default`` at another batch size (compare sentence pairs per
   second, ``pairs_per_s``: a larger batch holds more tokens per step);
+* ``no_dropout``, ``rule_zero``, ``rule_full``: dropout's cost (the budget rule off, at 0, at its
+  full rates); ``label_smoothing``: ``new_default`` with label smoothing 0.1 (its loss is not
+  the fused softmax cross-entropy);
 * ``jit_autodiff``: ``jit`` with the recurrences differentiated automatically by TensorFlow
   (`bahdanau_tf.models.recurrence.automatic_differentiation`), the train step before their written-out
   backward pass, so ``--variants=jit,jit_autodiff`` compares the two in one process.
@@ -102,6 +105,8 @@ VARIANTS = {
     "no_dropout": dict(regularization="none"),
     "rule_zero": dict(regularization="budget"),
     "rule_full": dict(regularization="budget"),
+    # label smoothing's cost: its loss is not the fused softmax cross-entropy (`losses.smoothed_token_nll`)
+    "label_smoothing": dict(label_smoothing=0.1),
     # the device's precision and XLA at other batch sizes: compare them by ``pairs_per_s``
     "batch96": dict(batch_size=96),
     "batch128": dict(batch_size=128),
