@@ -110,7 +110,8 @@ class TrainingConfig:
     label_smoothing: float = _field(0.0,
         'Train on the label-smoothed cross-entropy (`bahdanau_tf.losses.smoothed_token_nll`: '
         'the target is (1 - eps) one-hot + eps uniform over the vocabulary), in [0, 1); the '
-        'train and dev NLL shown and reported stay the plain NLL. Not with ``sampled_softmax``.')
+        'train and dev NLL shown and reported stay the plain NLL. Not with ``sampled_softmax``. '
+        'The default preset uses 0.1.')
     eval_every: int = _field(500,
         'Steps between dev NLL evaluations.')
     dev_sentences: int = _field(500,
