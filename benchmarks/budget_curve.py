@@ -22,6 +22,7 @@ the curve's two checks, and draws the curve as a PNG:
 import json
 import os
 import statistics
+import textwrap
 
 from absl import app, flags
 
@@ -86,7 +87,7 @@ def draw(points, path, title):
     for axes in (bleu_axes, nll_axes):
         axes.minorticks_off()
         axes.set(xticks=minutes, xticklabels=[f"{m:g}" for m in minutes])
-    figure.suptitle(title, fontsize=9)
+    figure.suptitle(textwrap.fill(title, 100), fontsize=9)  # a long title on two lines
     figure.tight_layout()
     figure.savefig(path, dpi=100)
 
