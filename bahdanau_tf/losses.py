@@ -32,7 +32,7 @@ def token_nll(target_ids, logits):
     return nll * ops.cast(ops.not_equal(target_ids, PAD_ID), "float32")
 
 
-def smoothed_token_nll(target_ids, logits, label_smoothing: float) -> tuple:
+def smoothed_token_nll(target_ids, logits, label_smoothing) -> tuple:
     """Per-token NLL and label-smoothed cross-entropy, 0 at padding: two float32 (batch, target_len).
 
     Label smoothing (Szegedy et al. 2016; Nematus and OpenNMT-tf use 0.1): the target
@@ -40,10 +40,12 @@ def smoothed_token_nll(target_ids, logits, label_smoothing: float) -> tuple:
     ``(1 - eps) * NLL + eps * mean_k(-log p_k)``, Keras's ``label_smoothing`` of its
     categorical cross-entropy. The plain NLL is returned beside it: the trainer minimises the
     smoothed loss and reports the NLL (train and dev NLL stay comparable across settings).
-    Both share one log-sum-exp. Without smoothing (0, the default) the mean over the
-    vocabulary is not computed: the smoothed loss is the NLL itself, `token_nll`'s.
+    Both share one log-sum-exp. ``label_smoothing`` is a float, or a scalar tensor or variable
+    read as the step runs (the budget rule's, which may be 0). Without smoothing (a float 0, the
+    default) the mean over the vocabulary is not computed: the smoothed loss is the NLL itself,
+    `token_nll`'s.
     """
-    if not label_smoothing:
+    if isinstance(label_smoothing, (int, float)) and not label_smoothing:
         # the fused softmax cross-entropy: its gradient is one pass over (tokens, |V|), not a
         # log-sum-exp's and a gather's scattered back and summed (benchmarks/train_step_profile.py);
         # nor is a mean over the vocabulary computed that 0 would multiply
@@ -56,7 +58,8 @@ def smoothed_token_nll(target_ids, logits, label_smoothing: float) -> tuple:
     mask = ops.cast(ops.not_equal(target_ids, PAD_ID), "float32")
     nll = (log_normalizer - target_logits) * mask
     uniform = (log_normalizer - ops.mean(logits, axis=-1)) * mask  # mean over the vocabulary of -log p
-    return nll, (1.0 - label_smoothing) * nll + label_smoothing * uniform
+    epsilon = ops.cast(label_smoothing, "float32")
+    return nll, (1.0 - epsilon) * nll + epsilon * uniform
 
 
 def sample_candidates(target_ids: tf.Tensor, num_sampled: int, vocabulary_size: int) -> tuple:

@@ -119,14 +119,49 @@ def test_the_budget_schedule_decays_linearly_to_zero_over_the_budget_spent_first
 
 
 def test_the_budget_rule_regularises_only_a_run_of_many_epochs():
-    rule = training.budget_regularization
-    assert rule(0.5) == rule(4.0) == rule(4.7) == {"dropout": 0.0, "word_dropout": 0.0}  # a short run: none
-    assert rule(8.0) == {"dropout": 0.1, "word_dropout": 0.05}  # half way from 4 to 12 epochs
-    assert rule(6.4) == {"dropout": 0.06, "word_dropout": 0.03}  # in tenths of the full rates
-    assert rule(12.0) == rule(100.0) == {"dropout": 0.2, "word_dropout": 0.1}
-    grid = [rule(epochs / 4) for epochs in range(200)]
-    for name in ("dropout", "word_dropout"):  # a longer budget never gets less
+    def rule(epochs, label_smoothing=0.0):
+        rates = training.budget_regularization(epochs, label_smoothing)
+        return {name: rates[name] for name in ("dropout", "word_dropout")}, rates["label_smoothing"]
+
+    # a short run: none, its label smoothing withheld too
+    assert rule(0.5, 0.1) == rule(4.0, 0.1) == rule(4.7, 0.1) == ({"dropout": 0.0, "word_dropout": 0.0}, 0.0)
+    assert rule(8.0, 0.1) == ({"dropout": 0.1, "word_dropout": 0.05}, 0.1)  # half way from 4 to 12 epochs
+    assert rule(6.4) == ({"dropout": 0.06, "word_dropout": 0.03}, 0.0)  # in tenths; no smoothing asked
+    assert rule(12.0, 0.2) == rule(100.0, 0.2) == ({"dropout": 0.2, "word_dropout": 0.1}, 0.2)
+    grid = [training.budget_regularization(epochs / 4, 0.1) for epochs in range(200)]
+    for name in ("dropout", "word_dropout", "label_smoothing"):  # a longer budget never gets less
         assert all(a[name] <= b[name] for a, b in zip(grid, grid[1:]))
+    # the smoothing starts with the dropout, at the update where the dropout does
+    assert all((rates["label_smoothing"] > 0) == (rates["dropout"] > 0) for rates in grid)
+
+
+def test_the_step_learns_the_label_smoothing_the_rule_holds_in_one_trace(tokenizers, tmp_path):
+    trainer = make_trainer(tmp_path, tokenizers, label_smoothing=0.1, regularization="budget")
+    rule = trainer.budget_rule
+    source, target_in = tf.constant([[5, 6, 7, 8, 2], [9, 10, 11, 2, 0]]), tf.constant([[1, 7, 8, 9], [1, 12, 13, 0]])
+    target_out = tf.constant([[7, 8, 9, 2], [12, 13, 2, 0]])
+    tokens = tf.constant(float(np.count_nonzero(target_out.numpy())))
+
+    def reference(epsilon):  # Keras's smoothed cross-entropy, no dropout (the rule has not planned)
+        with tf.GradientTape() as tape:
+            logits = trainer.model((source, target_in), training=True)
+            loss = tf.keras.losses.categorical_crossentropy(
+                tf.one_hot(target_out, logits.shape[-1]), logits, from_logits=True, label_smoothing=epsilon)
+            loss = tf.reduce_sum(loss * tf.cast(target_out != 0, "float32")) / tokens
+        return tape.gradient(loss, trainer.model.trainable_variables)
+
+    for held in (0.0, 0.1, 0.0):  # before the rule's onset, after it, and a short plan again
+        rule.label_smoothing.assign(held)
+        _, gradients = trainer._gradients(source, target_in, target_out, tokens)
+        for got, want in zip(gradients, reference(held)):
+            np.testing.assert_allclose(np.asarray(tf.convert_to_tensor(got)), np.asarray(tf.convert_to_tensor(want)),
+                                       rtol=2e-4, atol=1e-6)
+    assert trainer._gradients.experimental_get_tracing_count() == 1
+    rule.set_epochs(3.0)
+    assert rule.rates["label_smoothing"] == 0.0
+    assert rule.set_epochs(12.0) and float(rule.label_smoothing.numpy()) == pytest.approx(0.1)
+    line = training.BudgetRule(trainer.model, 0.1).update(training.budget.Budget(1_200, None, 0.0, 100), 0, 0.0)
+    assert line.endswith("dropout 0.2, word dropout 0.1, label smoothing 0.1")
 
 
 def test_the_budget_plans_from_its_wall_clock_pace_with_evaluations_charged_and_compilations_out():
@@ -189,7 +224,7 @@ def test_the_budget_rule_plans_at_the_start_and_again_as_the_pace_is_known(token
     rule = trainer.budget_rule
     exact = training.budget.Budget(max_steps=1_200, max_minutes=None, start_time=0.0, steps_per_epoch=100)
     assert "~12.0 epochs" in rule.update(exact, 0, 0.0)  # update 0: the full rates
-    assert rule.rates == {"dropout": 0.2, "word_dropout": 0.1}
+    assert rule.rates == {"dropout": 0.2, "word_dropout": 0.1, "label_smoothing": 0.0}
     assert rule.update(exact, 5, 1.0) is None  # an update budget plans once
     timed = training.budget.Budget(max_steps=None, max_minutes=20, start_time=0.0, steps_per_epoch=100)
     rule = training.BudgetRule(trainer.model)
@@ -205,7 +240,7 @@ def test_the_budget_rule_plans_at_the_start_and_again_as_the_pace_is_known(token
         timed.record(140 + (second - 70) // 10, float(second))
     line = rule.update(timed, 153, 200.0)
     assert line is not None and rule.planned == pytest.approx((153 + 1_000 / timed.pace(153, 200.0)) / 100)
-    assert rule.planned < 4.0 and rule.rates == {"dropout": 0.0, "word_dropout": 0.0}
+    assert rule.planned < 4.0 and rule.rates == {"dropout": 0.0, "word_dropout": 0.0, "label_smoothing": 0.0}
     record = rule.record()
     assert (record["first_planned_epochs"], record["most_planned_epochs"]) == (24.0, 24.0)
     assert record["fewest_planned_epochs"] == record["planned_epochs"] == round(rule.planned, 2)
@@ -255,7 +290,8 @@ def test_the_budget_rule_is_off_for_a_model_given_dropout_even_zero(tokenizers, 
     assert rule(tmp_path / "own", readout_dropout=0.3) is None  # rates of the model's own win
     assert rule(tmp_path / "zero", embedding_dropout=0.0, word_dropout=0.0) is None  # explicit 0 too
     assert lines[-1].startswith("Dropout as given (embedding_dropout=0, word_dropout=0)")
-    assert rule(tmp_path / "rule").rates == {"dropout": 0.0, "word_dropout": 0.0}  # until it plans
+    assert rule(tmp_path / "rule").rates == {"dropout": 0.0, "word_dropout": 0.0,
+                                              "label_smoothing": 0.0}  # until it plans
 
 
 @pytest.mark.slow
@@ -275,7 +311,7 @@ def test_a_run_of_many_epochs_trains_with_the_budget_rules_dropout_and_keeps_its
     assert [line.split()[1] for line in lines if "(the budget rule)" in line] == ["0"]
     epochs = 24 * 32 / report["train_pairs"]  # the pairs the updates hold, over the corpus's
     assert epochs >= 12 and report["regularization"] == {
-        "dropout": 0.2, "word_dropout": 0.1, "planned_epochs": pytest.approx(epochs, abs=0.01),
+        "dropout": 0.2, "word_dropout": 0.1, "label_smoothing": 0.0, "planned_epochs": pytest.approx(epochs, abs=0.01),
         "first_planned_epochs": pytest.approx(epochs, abs=0.01),
         "fewest_planned_epochs": pytest.approx(epochs, abs=0.01),
         "most_planned_epochs": pytest.approx(epochs, abs=0.01)}
@@ -318,7 +354,7 @@ def test_under_a_time_budget_the_rule_plans_early_from_the_pace_and_never_retrac
     decided = [int(line.split()[1].replace(",", "")) for line in lines if "(the budget rule)" in line]
     assert decided and 0 < decided[0] < report["updates"] // 2  # planned in the first tenth of the minutes
     rule = report["regularization"]
-    assert {"dropout": rule["dropout"], "word_dropout": rule["word_dropout"]} == \
+    assert {name: rule[name] for name in ("dropout", "word_dropout", "label_smoothing")} == \
         training.budget_regularization(rule["planned_epochs"])
     assert rule["dropout"] > 0  # 12 epochs or more: the masks drawn at the rule's rates
     # one trace of the step for the whole run: the rates are variables the traced step reads
@@ -1100,13 +1136,18 @@ def test_a_run_whose_budget_rule_drops_resumes_bit_exactly_across_its_plan(
 
     def trainer_for(directory, max_steps):
         tf.keras.utils.set_random_seed(7)
-        config = tiny_config(seed=7, max_steps=max_steps, checkpoint_every=4, regularization="budget")
+        config = tiny_config(seed=7, max_steps=max_steps, checkpoint_every=4, regularization="budget",
+                             label_smoothing=0.1)
         return training.Trainer(str(directory), *tokenizers, preset="rnnsearch-cgru-tiny", config=config,
                                 log=lambda line: None)
 
     straight = trainer_for(tmp_path / "straight", 20)
     report = straight.fit(train)
-    assert report["regularization"]["dropout"] > 0  # the rule dropped from update 0 on
+    # the rule dropped and smoothed from update 0 on, and the checkpoint holds what it held
+    assert report["regularization"]["dropout"] > 0 and report["regularization"]["label_smoothing"] == 0.1
+    reader = tf.train.load_checkpoint(str(tmp_path / "straight" / "checkpoints"))
+    held = [key for key in reader.get_variable_to_shape_map() if key.startswith("budget_label_smoothing/")]
+    assert len(held) == 1 and reader.get_tensor(held[0]) == pytest.approx(0.1)
     for cut in (1, 16):  # stopped by SIGTERM right after the plan, and later
         directory = tmp_path / f"cut{cut}"
         first = trainer_for(directory, 20)

@@ -206,14 +206,15 @@ class AlignmentGuide:
                                 .prefetch(tf.data.AUTOTUNE))
 
 
-def guided_loss_sums(model, config, step, source, target_in, target_out, alignment_targets):
-    """(NLL sum, its label-smoothed sum (``config.label_smoothing``), the weighted attention
-    cross-entropy sum) of one teacher-forced training pass, the weight
-    ``config.guided_alignment_weight`` decayed to ``step``: the trainer's hook."""
+def guided_loss_sums(model, config, step, source, target_in, target_out, alignment_targets,
+                     label_smoothing):
+    """(NLL sum, its label-smoothed sum (epsilon ``label_smoothing``: a float, or the budget
+    rule's variable), the weighted attention cross-entropy sum) of one teacher-forced training
+    pass, the weight ``config.guided_alignment_weight`` decayed to ``step``: the trainer's hook."""
     logits, attention = model.logits_and_attention((source, target_in), training=True)
     weight = losses.guided_alignment_weight(config.guided_alignment_weight,
                                             config.guided_alignment_decay, step)
-    nll, smoothed = losses.smoothed_token_nll(target_out, logits, config.label_smoothing)
+    nll, smoothed = losses.smoothed_token_nll(target_out, logits, label_smoothing)
     return (tf.reduce_sum(nll), tf.reduce_sum(smoothed),
             weight * tf.reduce_sum(losses.guided_alignment_nll(attention, alignment_targets)))
 

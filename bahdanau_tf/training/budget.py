@@ -11,7 +11,8 @@ new batch shape or of the first evaluation), the plan (the updates, and so the e
 will have made when its budget ends) and the progress line's ETA.
 
 `BudgetRule` gives a model's training pass the dropout the plan calls for
-(`budget_regularization`): none for a run too short to overfit, rising with the epochs planned.
+(`budget_regularization`): none for a run too short to overfit, rising with the epochs planned;
+the run's label smoothing, if it has one, starts with the dropout.
 It decides from the start of the run: at update 0 under ``max_steps`` (the plan is exact), and
 under a time budget once the first compilations are behind it (`FIRST_PLAN_SECONDS`) and a dev
 evaluation's cost is known (the second evaluation), then again every `REPLAN_SECONDS` as the
@@ -51,20 +52,23 @@ REPLAN_SECONDS, REPLAN_SHARE, PACE_WINDOW_SECONDS = 30.0, 0.05, 120.0
 ONE_OFF_FACTOR = 10.0
 
 
-def budget_regularization(epochs: float) -> dict:
+def budget_regularization(epochs: float, label_smoothing: float = 0.0) -> dict:
     """The regularisation of a run planned to make ``epochs`` epochs: ``{"dropout": rate,
-    "word_dropout": rate}``, 0 up to `ONSET_EPOCHS`, `FULL_RATES` from `FULL_EPOCHS`, linear
-    between in tenths of the full rates (so the jitter of a time budget's plan seldom changes
-    a rate), 0 below `SMALLEST_SHARE` of them.
+    "word_dropout": rate, "label_smoothing": eps}``; the dropout rates 0 up to `ONSET_EPOCHS`,
+    `FULL_RATES` from `FULL_EPOCHS`, linear between in tenths of the full rates (so the jitter
+    of a time budget's plan seldom changes a rate), 0 below `SMALLEST_SHARE` of them; the run's
+    ``label_smoothing`` where there is dropout, else 0 (a run too short to overfit learns the
+    plain NLL: benchmarks/recipe.md, "Label smoothing").
 
     Example:
-        budget_regularization(8.0)  # {'dropout': 0.1, 'word_dropout': 0.05}
-        budget_regularization(4.0)  # {'dropout': 0.0, 'word_dropout': 0.0}
+        budget_regularization(8.0, 0.1)  # {'dropout': 0.1, 'word_dropout': 0.05, 'label_smoothing': 0.1}
+        budget_regularization(4.0, 0.1)  # {'dropout': 0.0, 'word_dropout': 0.0, 'label_smoothing': 0.0}
     """
     share = round(min(max((epochs - ONSET_EPOCHS) / (FULL_EPOCHS - ONSET_EPOCHS), 0.0), 1.0), 1)
     if share < SMALLEST_SHARE:
         share = 0.0
-    return {name: round(rate * share, 3) for name, rate in FULL_RATES.items()}
+    rates = {name: round(rate * share, 3) for name, rate in FULL_RATES.items()}
+    return dict(rates, label_smoothing=float(label_smoothing) if share else 0.0)
 
 
 class Budget:
@@ -207,22 +211,26 @@ def budget_progress(step: int, max_steps: int | None, minutes: float, max_minute
 
 
 class BudgetRule:
-    """The budget rule's dropout (`budget_regularization`) in a model's training pass.
+    """The budget rule's regularisation (`budget_regularization`) in a model's training pass.
 
     Holds the rates in variables that ``model.dropouts`` follows (`regularization.Dropouts.follow`):
     ``dropout`` for the embeddings, the annotations, the decoder state and the readout,
-    ``word_dropout`` for the source words; the model's config, weights and inference passes are
-    unchanged. The rates and the seed state are checkpointed (`checkpoint_parts`), so a resumed
-    run draws the masks the uninterrupted one would. Build it in the strategy's scope.
+    ``word_dropout`` for the source words; and the loss's epsilon (`label_smoothing`, which the
+    training step reads). The model's config, weights and inference passes are unchanged. The
+    rates and the seed state are checkpointed (`checkpoint_parts`), so a resumed run draws the
+    masks the uninterrupted one would. Build it in the strategy's scope.
 
     Args:
         model: a `TranslationModel` without dropout of its own.
+        label_smoothing: float, the run's label smoothing (from the rule's onset; 0: none).
     """
 
-    def __init__(self, model) -> None:
+    def __init__(self, model, label_smoothing: float = 0.0) -> None:
         self.model = model
+        self.full_label_smoothing = float(label_smoothing)
         self.seed_generator = keras.random.SeedGenerator(name="budget_dropout_seed")
-        self._held = {name: tf.Variable(0.0, trainable=False, name=f"budget_{name}") for name in FULL_RATES}
+        self._held = {name: tf.Variable(0.0, trainable=False, name=f"budget_{name}")
+                      for name in (*FULL_RATES, "label_smoothing")}
         self.plans = []  # the epochs of this invocation's plans, in order (the report's)
         self._next_plan = None
 
@@ -242,9 +250,14 @@ class BudgetRule:
     def rates(self) -> dict:
         return {name: round(float(variable.numpy()), 4) for name, variable in self._held.items()}
 
+    @property
+    def label_smoothing(self) -> tf.Variable:
+        """The loss's epsilon now: a variable the traced step reads (0 until the dropout starts)."""
+        return self._held["label_smoothing"]
+
     def set_epochs(self, epochs: float) -> bool:
         """Holds the rates of a run planned to make ``epochs`` epochs; whether a rate changed."""
-        rates = budget_regularization(epochs)
+        rates = budget_regularization(epochs, self.full_label_smoothing)
         changed = rates != self.rates
         for name, variable in self._held.items():
             variable.assign(rates[name])
@@ -288,8 +301,9 @@ class BudgetRule:
         if not self.set_epochs(epochs):
             return None
         rates = self.rates
+        smoothing = f", label smoothing {rates['label_smoothing']:g}" if self.full_label_smoothing else ""
         return (f"step {step:>7,}  regularisation for ~{epochs:.1f} epochs (the budget rule): dropout "
-                f"{rates['dropout']:g}, word dropout {rates['word_dropout']:g}")
+                f"{rates['dropout']:g}, word dropout {rates['word_dropout']:g}{smoothing}")
 
     def _knows_enough(self, budget: Budget, now: float) -> bool:
         """Whether a plan can charge everything that recurs: a time budget's first waits until a
@@ -305,9 +319,13 @@ class BudgetRule:
                     first_planned_epochs=plans[0] if plans else None,
                     fewest_planned_epochs=min(plans, default=None), most_planned_epochs=max(plans, default=None))
 
-    def checkpoint_parts(self) -> list:
-        """The rates and the seed state: a resumed run draws the masks the uninterrupted one would."""
-        return [self._held["dropout"], self._held["word_dropout"], self.seed_generator.state.value]
+    def checkpoint_parts(self) -> dict:
+        """The rates and the seed state, by checkpoint part: a resumed run draws the masks and
+        learns the loss the uninterrupted one would (the label smoothing a part of its own, which
+        a checkpoint written before the rule held it lacks)."""
+        return {"budget_regularization": [self._held["dropout"], self._held["word_dropout"],
+                                          self.seed_generator.state.value],
+                "budget_label_smoothing": self._held["label_smoothing"]}
 
 
 class WorkerVote:

@@ -134,8 +134,10 @@ def format_report(report: dict) -> str:
     rule = report.get("regularization")
     if rule:
         planned = rule.get("planned_epochs")
-        rows.append(("Regularisation", f"dropout {rule['dropout']:g}, word dropout {rule['word_dropout']:g} "
-                                       f"(the budget rule{'' if planned is None else f', ~{planned:.1f} epochs'})"))
+        smoothing = f", label smoothing {rule['label_smoothing']:g}" if rule.get("label_smoothing") else ""
+        rows.append(("Regularisation", f"dropout {rule['dropout']:g}, word dropout {rule['word_dropout']:g}"
+                                       f"{smoothing} (the budget rule"
+                                       f"{'' if planned is None else f', ~{planned:.1f} epochs'})"))
     seconds = report.get("seconds")
     if seconds and sum(seconds.values()) > 0:
         total = sum(seconds.values())

@@ -61,6 +61,12 @@ class TrainingStep:
     def _weights_finite(self):
         return tf.reduce_all([tf.reduce_all(tf.math.is_finite(v)) for v in self.model.trainable_variables])
 
+    def _label_smoothing(self):
+        """The loss's epsilon: the budget rule's variable (0 until its dropout starts) where the
+        rule holds the run's label smoothing, else the config's float."""
+        rule, smoothing = self.budget_rule, self.config.label_smoothing
+        return rule.label_smoothing if rule is not None and smoothing else smoothing
+
     # === The step functions ===
     def _nll_sum(self, source, target_in, target_out):
         logits = self.model((source, target_in), training=False)
@@ -74,10 +80,11 @@ class TrainingStep:
             guided = 0.0
             if alignment_targets is not None:  # guided alignment (`AlignmentGuide.stage`)
                 nll_sum, objective, guided = guided_loss_sums(self.model, self.config, self.step, source,
-                                                              target_in, target_out, alignment_targets)
+                                                              target_in, target_out, alignment_targets,
+                                                              self._label_smoothing())
             elif sampled_values is None:
                 logits = self.model((source, target_in), training=True)
-                nll, smoothed = losses.smoothed_token_nll(target_out, logits, self.config.label_smoothing)
+                nll, smoothed = losses.smoothed_token_nll(target_out, logits, self._label_smoothing())
                 nll_sum, objective = tf.reduce_sum(nll), tf.reduce_sum(smoothed)
             else:  # the sampled softmax: the same W_o and bias, K + 1 of their columns
                 features = self.model.output_features((source, target_in), training=True)

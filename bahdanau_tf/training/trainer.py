@@ -57,7 +57,7 @@ from bahdanau_tf.training.summaries import DevTranslations, Summaries
 
 #: the checkpoint's parts that a checkpoint written before them lacks (restored without them)
 _ADDED_PARTS = ("dev_schedule", "dropout_seeds", "window_nll_sum", "window_tokens", "train_nll",
-                "dev_nll", "dev_step", "budget_regularization")
+                "dev_nll", "dev_step", "budget_regularization", "budget_label_smoothing")
 
 
 class NonFiniteLossError(RuntimeError):
@@ -172,7 +172,8 @@ class Trainer(TrainingStep):
             # the budget rule's dropout, unless the model has rates of its own (given, 0 included)
             own = [name for name in regularization.DROPOUT_ARGUMENTS
                    if name in self.model_overrides or getattr(self.model, name)]
-            self.budget_rule = BudgetRule(self.model) if config.regularization == "budget" and not own else None
+            self.budget_rule = (BudgetRule(self.model, config.label_smoothing)
+                                if config.regularization == "budget" and not own else None)
             if self.budget_rule is not None:
                 self.budget_rule.attach()
             if config.regularization == "budget" and own:
@@ -197,7 +198,7 @@ class Trainer(TrainingStep):
             window_nll_sum=self._loss_sum, window_tokens=self._token_count, train_nll=self._last_train_nll,
             dev_nll=self._last_dev_nll, dev_step=self._last_dev_step)
         if self.budget_rule is not None:
-            self._checkpoint_parts["budget_regularization"] = self.budget_rule.checkpoint_parts()
+            self._checkpoint_parts.update(self.budget_rule.checkpoint_parts())
         self.checkpoint = tf.train.Checkpoint(**self._checkpoint_parts)
         self._checkpoints_dir = os.path.join(self._write_dir, model_directory_lib.CHECKPOINTS)
         self._around_best = None
@@ -308,9 +309,10 @@ class Trainer(TrainingStep):
     def _keep_older_recipe(self):
         """A run trained by a release before the budget rule resumes without it (its recipe)."""
         self.budget_rule.detach()
+        for part in self.budget_rule.checkpoint_parts():
+            self._checkpoint_parts.pop(part)
         self.budget_rule = None
         self.config.regularization = "none"
-        self._checkpoint_parts.pop("budget_regularization")
         self.checkpoint = tf.train.Checkpoint(**self._checkpoint_parts)
         self._log(f"{self.output_dir!r} was trained without the budget rule: it resumes without it "
                   "(--regularization=none).")
