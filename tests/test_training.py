@@ -138,6 +138,7 @@ def test_the_budget_rule_regularises_only_a_run_of_many_epochs():
 def test_the_step_learns_the_label_smoothing_the_rule_holds_in_one_trace(tokenizers, tmp_path):
     trainer = make_trainer(tmp_path, tokenizers, label_smoothing=0.1, regularization="budget")
     rule = trainer.budget_rule
+    assert rule.rates["label_smoothing"] == 0.1  # the run's own until a plan gives no dropout
     source, target_in = tf.constant([[5, 6, 7, 8, 2], [9, 10, 11, 2, 0]]), tf.constant([[1, 7, 8, 9], [1, 12, 13, 0]])
     target_out = tf.constant([[7, 8, 9, 2], [12, 13, 2, 0]])
     tokens = tf.constant(float(np.count_nonzero(target_out.numpy())))
@@ -150,7 +151,7 @@ def test_the_step_learns_the_label_smoothing_the_rule_holds_in_one_trace(tokeniz
             loss = tf.reduce_sum(loss * tf.cast(target_out != 0, "float32")) / tokens
         return tape.gradient(loss, trainer.model.trainable_variables)
 
-    for held in (0.0, 0.1, 0.0):  # before the rule's onset, after it, and a short plan again
+    for held in (0.1, 0.0, 0.1):  # the run's own, a plan without dropout, one with it
         rule.label_smoothing.assign(held)
         _, gradients = trainer._gradients(source, target_in, target_out, tokens)
         for got, want in zip(gradients, reference(held)):

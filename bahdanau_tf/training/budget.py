@@ -12,7 +12,7 @@ will have made when its budget ends) and the progress line's ETA.
 
 `BudgetRule` gives a model's training pass the dropout the plan calls for
 (`budget_regularization`): none for a run too short to overfit, rising with the epochs planned;
-the run's label smoothing, if it has one, starts with the dropout.
+the run's label smoothing, if it has one, is withheld where the plan gives no dropout.
 It decides from the start of the run: at update 0 under ``max_steps`` (the plan is exact), and
 under a time budget once the first compilations are behind it (`FIRST_PLAN_SECONDS`) and a dev
 evaluation's cost is known (the second evaluation), then again every `REPLAN_SECONDS` as the
@@ -216,7 +216,8 @@ class BudgetRule:
     Holds the rates in variables that ``model.dropouts`` follows (`regularization.Dropouts.follow`):
     ``dropout`` for the embeddings, the annotations, the decoder state and the readout,
     ``word_dropout`` for the source words; and the loss's epsilon (`label_smoothing`, which the
-    training step reads). The model's config, weights and inference passes are unchanged. The
+    training step reads: the run's own from the first update, as the recipe measured over the
+    budgets long enough for dropout, 0 from a plan that gives no dropout). The model's config, weights and inference passes are unchanged. The
     rates and the seed state are checkpointed (`checkpoint_parts`), so a resumed run draws the
     masks the uninterrupted one would. Build it in the strategy's scope.
 
@@ -229,8 +230,10 @@ class BudgetRule:
         self.model = model
         self.full_label_smoothing = float(label_smoothing)
         self.seed_generator = keras.random.SeedGenerator(name="budget_dropout_seed")
-        self._held = {name: tf.Variable(0.0, trainable=False, name=f"budget_{name}")
-                      for name in (*FULL_RATES, "label_smoothing")}
+        initial = dict.fromkeys(FULL_RATES, 0.0)  # no dropout until a plan calls for it
+        initial["label_smoothing"] = self.full_label_smoothing
+        self._held = {name: tf.Variable(value, trainable=False, name=f"budget_{name}")
+                      for name, value in initial.items()}
         self.plans = []  # the epochs of this invocation's plans, in order (the report's)
         self._next_plan = None
 
@@ -252,7 +255,7 @@ class BudgetRule:
 
     @property
     def label_smoothing(self) -> tf.Variable:
-        """The loss's epsilon now: a variable the traced step reads (0 until the dropout starts)."""
+        """The loss's epsilon now: a variable the traced step reads (0 while a plan gives no dropout)."""
         return self._held["label_smoothing"]
 
     def set_epochs(self, epochs: float) -> bool:

@@ -105,14 +105,15 @@ class TrainingConfig:
         "make (`bahdanau_tf.training.budget.budget_regularization`: none up to 4 epochs, rising to "
         "0.2 / 0.1 at 12), planned from the start of the run (at once under ``max_steps``; under "
         "``max_minutes`` after a minute and the second dev evaluation, then again as the pace is "
-        "better known); the run's ``label_smoothing`` starts with its dropout; dropout rates given "
+        "better known); the run's ``label_smoothing`` is withheld where the plan gives no dropout; "
+        "dropout rates given "
         'to the model (0 included) switch it off. The CPU presets use ``"budget"``.')
     label_smoothing: float = _field(0.0,
         'Train on the label-smoothed cross-entropy (`bahdanau_tf.losses.smoothed_token_nll`: '
         'the target is (1 - eps) one-hot + eps uniform over the vocabulary), in [0, 1); the '
         'train and dev NLL shown and reported stay the plain NLL. Not with ``sampled_softmax``. '
-        'Under ``regularization="budget"`` from the rule\'s onset, with its dropout (a run '
-        'planned to make up to 4 epochs learns the plain NLL). The default preset uses 0.1.')
+        'Under ``regularization="budget"`` withheld from a run the rule plans no dropout for (a '
+        'run planned to make up to 4 epochs learns the plain NLL). The default preset uses 0.1.')
     eval_every: int = _field(500,
         'Steps between dev NLL evaluations.')
     dev_sentences: int = _field(500,

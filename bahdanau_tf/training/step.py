@@ -62,8 +62,8 @@ class TrainingStep:
         return tf.reduce_all([tf.reduce_all(tf.math.is_finite(v)) for v in self.model.trainable_variables])
 
     def _label_smoothing(self):
-        """The loss's epsilon: the budget rule's variable (0 until its dropout starts) where the
-        rule holds the run's label smoothing, else the config's float."""
+        """The loss's epsilon: the budget rule's variable (0 while its plan gives no dropout) where
+        the rule holds the run's label smoothing, else the config's float."""
         rule, smoothing = self.budget_rule, self.config.label_smoothing
         return rule.label_smoothing if rule is not None and smoothing else smoothing
 
