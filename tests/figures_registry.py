@@ -726,6 +726,12 @@ FIGURES = [
           ("1,620, `--seed=7`", 0.1, "", _FIXED_1620, 1),
           ("3,400 (what 12 minutes make on both cores)", 0, "", _FIXED_3400, 0), ("3,400", 0.1, "**", _FIXED_3400, 1),
           ("6,000", 0, "", _FIXED_6000, 2), ("6,000", 0.1, "**", _FIXED_6000, 3))],
+    # benchmarks/recipe.md: stronger dropout at 6,000 updates
+    *[Figure("benchmarks/recipe.md", f"| {label} | {{best:.3f}} | {b}{{bleu:.2f}}{b} ({{bp:.3f}}) | {{aer:.3f}} |",
+             _fields("fixed_updates_6000_dropout_amd_epyc.json", f"rows.{row}", best="best_dev_nll", bleu="bleu",
+                     bp="brevity_penalty", aer="aer"))
+      for label, b, row in (("0.2 / 0.1 (the rule's full rates)", "**", 0), ("0.3 / 0.1", "", 1),
+                            ("0.4 / 0.2", "", 2))],
     Figure("benchmarks/recipe.md", "Under XLA it costs the step nothing: {smoothed} against {plain} ms on Bible",
            _fields("train_step_label_smoothing_amd_epyc.json", smoothed="rows.1.step_ms", plain="rows.0.step_ms")),
     # docs/training.md: the budget rule's plan in the README's 12 minutes
