@@ -217,13 +217,15 @@ class BudgetRule:
     ``dropout`` for the embeddings, the annotations, the decoder state and the readout,
     ``word_dropout`` for the source words; and the loss's epsilon (`label_smoothing`, which the
     training step reads: the run's own from the first update, as the recipe measured over the
-    budgets long enough for dropout, 0 from a plan that gives no dropout). The model's config, weights and inference passes are unchanged. The
-    rates and the seed state are checkpointed (`checkpoint_parts`), so a resumed run draws the
-    masks the uninterrupted one would. Build it in the strategy's scope.
+    budgets long enough for dropout, 0 from a plan that gives no dropout). The model's config,
+    weights and inference passes are unchanged. The rates and the seed state are checkpointed
+    (`checkpoint_parts`), so a resumed run draws the masks the uninterrupted one would. Build it
+    in the strategy's scope.
 
     Args:
         model: a `TranslationModel` without dropout of its own.
-        label_smoothing: float, the run's label smoothing (from the rule's onset; 0: none).
+        label_smoothing: float, the run's label smoothing (withheld while a plan gives no
+            dropout; 0: none).
     """
 
     def __init__(self, model, label_smoothing: float = 0.0) -> None:
