@@ -213,6 +213,18 @@ def test_the_budget_plans_from_its_wall_clock_pace_with_evaluations_charged_and_
             assert charged.pace(150, clock) == pytest.approx(0.5)
     assert charged.pace(250, clock) == pytest.approx(0.5 + 2.0 / 100)
     assert charged.planned_epochs(250, clock) == pytest.approx((250 + (600.0 - clock) / 0.52) / 100)
+    # the window is a fifth of the minutes (two minutes at least): a 48-minute run's plan rides
+    # out two slow minutes (0.6 s an update instead of 0.5) that a two-minute window would take whole
+    long = training.budget.Budget(max_steps=None, max_minutes=48, start_time=0.0, steps_per_epoch=100)
+    assert (long.pace_window, budget.pace_window) == (576.0, 120.0)
+    clock, step = 0.0, 0
+    while clock < 900.0:
+        long.record(step, clock)
+        seconds = 0.6 if clock >= 780.0 else 0.5
+        clock += seconds
+        long.add_update(seconds, clock)
+        step += 1
+    assert long.pace(step, clock) == pytest.approx(576.0 / (456.0 / 0.5 + 120.0 / 0.6), rel=0.01)  # 0.518, not 0.6
     both = training.budget.Budget(max_steps=900, max_minutes=10, start_time=0.0, steps_per_epoch=100)
     both.record(100, 50.0)
     assert both.planned_epochs(100, 50.0) == 9.0  # the budget that ends first
@@ -227,23 +239,23 @@ def test_the_budget_rule_plans_at_the_start_and_again_as_the_pace_is_known(token
     assert "~12.0 epochs" in rule.update(exact, 0, 0.0)  # update 0: the full rates
     assert rule.rates == {"dropout": 0.2, "word_dropout": 0.1, "label_smoothing": 0.0}
     assert rule.update(exact, 5, 1.0) is None  # an update budget plans once
-    timed = training.budget.Budget(max_steps=None, max_minutes=20, start_time=0.0, steps_per_epoch=100)
+    timed = training.budget.Budget(max_steps=None, max_minutes=10, start_time=0.0, steps_per_epoch=100)
     rule = training.BudgetRule(trainer.model)
     for second in range(0, 60):  # two updates a second, but no plan in the first minute
         timed.record(2 * second, float(second))
         assert rule.update(timed, 2 * second, float(second)) is None
     timed.record(120, 60.0)
-    # 120 + 1,140 s x 2 updates a second = 2,400 updates: 24 epochs
-    assert "~24.0 epochs" in rule.update(timed, 120, 60.0) and rule.plans == [24.0]
+    # 120 + 540 s x 2 updates a second = 1,200 updates: 12 epochs
+    assert "~12.0 epochs" in rule.update(timed, 120, 60.0) and rule.plans == [12.0]
     timed.record(140, 70.0)
     assert rule.update(timed, 140, 70.0) is None  # the next plan is due 30 s later
-    for second in range(71, 201):  # the pace falls to an update every 10 s: fewer epochs, no dropout
-        timed.record(140 + (second - 70) // 10, float(second))
+    for second in range(71, 201):  # the pace falls to an update every 10 s for the window's two
+        timed.record(140 + (second - 70) // 10, float(second))  # minutes: fewer epochs, no dropout
     line = rule.update(timed, 153, 200.0)
-    assert line is not None and rule.planned == pytest.approx((153 + 1_000 / timed.pace(153, 200.0)) / 100)
+    assert line is not None and rule.planned == pytest.approx((153 + 400 / timed.pace(153, 200.0)) / 100)
     assert rule.planned < 4.0 and rule.rates == {"dropout": 0.0, "word_dropout": 0.0, "label_smoothing": 0.0}
     record = rule.record()
-    assert (record["first_planned_epochs"], record["most_planned_epochs"]) == (24.0, 24.0)
+    assert (record["first_planned_epochs"], record["most_planned_epochs"]) == (12.0, 12.0)
     assert record["fewest_planned_epochs"] == record["planned_epochs"] == round(rule.planned, 2)
 
 
