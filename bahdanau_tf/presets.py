@@ -74,7 +74,7 @@ _SUTSKEVER_TRAINING = dict(optimizer="sgd", learning_rate=0.7, clipnorm=5.0, bat
 # NLL is lower (benchmarks/recipe.md, "Checkpoint averaging"). The learning rate falls linearly to zero over the run's budget (`BudgetSchedule`: 12 minutes,
 # or --max_steps), so a run ends annealed on any machine, however many updates it makes
 # (benchmarks/recipe.md); dropout and word dropout from the epochs the run will
-# make (`bahdanau_tf.training.config.budget_regularization`): none in a short run.
+# make (`bahdanau_tf.training.budget.budget_regularization`): none in a short run.
 # Pairs of up to 80 tokens: all but 80 of the embedded corpus's 27,989 (at 50, 3,407 were dropped).
 _REDUCED_TRAINING = dict(optimizer="adam", learning_rate=5e-3, clipnorm=1.0, batch_size=64,
                          bucketing="paper", schedule="budget", max_length=80, eval_every=200,

@@ -27,15 +27,17 @@ import collections
 import math
 import time
 import keras
+import numpy as np
 import tensorflow as tf
 
 from bahdanau_tf.models import regularization
 
-#: the budget rule: no regularisation for a run planned to make up to `ONSET_EPOCHS` epochs (it
-#: ends before the recipe overfits, and dropout only slows its learning), the full rates from
-#: `FULL_EPOCHS` on, linear between, in tenths of the full rates
-#: (docs/training.md, "Dropout over the budget")
-ONSET_EPOCHS, FULL_EPOCHS = 4.0, 12.0
+#: the budget rule: the share of `FULL_RATES` given to a run planned to make so many epochs,
+#: linear between these points: none up to `ONSET_EPOCHS` (the run ends before the recipe
+#: overfits, and dropout only slows its learning), half from 8 to 16 epochs (where half beat the
+#: full rates), the full rates from `FULL_EPOCHS` (docs/training.md, "Dropout over the budget")
+ONSET_EPOCHS, FULL_EPOCHS = 4.0, 24.0
+RULE_POINTS = ((ONSET_EPOCHS, 0.0), (8.0, 0.5), (16.0, 0.5), (FULL_EPOCHS, 1.0))
 FULL_RATES = {"dropout": 0.2, "word_dropout": 0.1}
 #: a share of the full rates below this is too small to matter: none
 SMALLEST_SHARE = 0.25
@@ -58,17 +60,18 @@ ONE_OFF_FACTOR = 10.0
 
 def budget_regularization(epochs: float, label_smoothing: float = 0.0) -> dict:
     """The regularisation of a run planned to make ``epochs`` epochs: ``{"dropout": rate,
-    "word_dropout": rate, "label_smoothing": eps}``; the dropout rates 0 up to `ONSET_EPOCHS`,
-    `FULL_RATES` from `FULL_EPOCHS`, linear between in tenths of the full rates (so the jitter
-    of a time budget's plan seldom changes a rate), 0 below `SMALLEST_SHARE` of them; the run's
-    ``label_smoothing`` where there is dropout, else 0 (a run too short to overfit learns the
-    plain NLL: benchmarks/recipe.md, "Label smoothing").
+    "word_dropout": rate, "label_smoothing": eps}``; the dropout rates the share of `FULL_RATES`
+    that `RULE_POINTS` give (0 up to `ONSET_EPOCHS`, all from `FULL_EPOCHS`), in tenths of the
+    full rates (so the jitter of a time budget's plan seldom changes a rate), 0 below
+    `SMALLEST_SHARE` of them; the run's ``label_smoothing`` where there is dropout, else 0 (a run
+    too short to overfit learns the plain NLL: benchmarks/recipe.md, "Label smoothing").
 
     Example:
         budget_regularization(8.0, 0.1)  # {'dropout': 0.1, 'word_dropout': 0.05, 'label_smoothing': 0.1}
         budget_regularization(4.0, 0.1)  # {'dropout': 0.0, 'word_dropout': 0.0, 'label_smoothing': 0.0}
+        budget_regularization(24.0)  # {'dropout': 0.2, 'word_dropout': 0.1, 'label_smoothing': 0.0}
     """
-    share = round(min(max((epochs - ONSET_EPOCHS) / (FULL_EPOCHS - ONSET_EPOCHS), 0.0), 1.0), 1)
+    share = round(float(np.interp(epochs, *zip(*RULE_POINTS))), 1)
     if share < SMALLEST_SHARE:
         share = 0.0
     rates = {name: round(rate * share, 3) for name, rate in FULL_RATES.items()}
@@ -371,5 +374,5 @@ class WorkerVote:
             [float(budget.out_of_time(now))])[0] > 0
 
 
-__all__ = ["Budget", "BudgetRule", "WorkerVote", "FULL_EPOCHS", "FULL_RATES", "ONSET_EPOCHS", "budget_progress",
-           "budget_regularization"]
+__all__ = ["Budget", "BudgetRule", "WorkerVote", "FULL_EPOCHS", "FULL_RATES", "ONSET_EPOCHS", "RULE_POINTS",
+           "budget_progress", "budget_regularization"]

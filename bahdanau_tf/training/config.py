@@ -102,8 +102,8 @@ class TrainingConfig:
         'where the uninterrupted one would.')
     regularization: str = _field("none",
         '``"none"`` or ``"budget"``: dropout and word dropout chosen from the epochs the run will '
-        "make (`bahdanau_tf.training.budget.budget_regularization`: none up to 4 epochs, rising to "
-        "0.2 / 0.1 at 12), planned from the start of the run (at once under ``max_steps``; under "
+        "make (`bahdanau_tf.training.budget.budget_regularization`: none up to 4 epochs, 0.1 / 0.05 "
+        "from 8 to 16, 0.2 / 0.1 from 24), planned from the start of the run (at once under ``max_steps``; under "
         "``max_minutes`` after a minute and the second dev evaluation, then again as the pace is "
         "better known); the run's ``label_smoothing`` is withheld where the plan gives no dropout; "
         "dropout rates given "
