@@ -141,6 +141,15 @@ class Figure(NamedTuple):
     keys: dict
 
 
+def _one_rise(results, row, point):
+    """The keys of a curve run's one rise of its dev NLL: its worst rise, the update and dev NLL of
+    evaluation ``point``, the best before it and the dev NLL at the next evaluation."""
+    curve = f"rows.{row}.dev_curve"
+    return {"rise": _run_of_curve(results, row)["rise"], "step": Key(results, f"{curve}.{point}.0"),
+            "nll": Key(results, f"{curve}.{point}.1"), "best": Key(results, f"{curve}.{point - 1}.1"),
+            "next": Key(results, f"{curve}.{point + 1}.1")}
+
+
 def _fields(results, prefix="", convert=None, **fields):
     """``{name: Key}`` of fields under one prefix of a results file (``name=field``)."""
     return {name: Key(results, f"{prefix}.{field}" if prefix else field, convert)
@@ -685,9 +694,7 @@ FIGURES = [
     Figure("docs/training.md", "The 48-minute run's dev NLL stood {rise:.1f}% above its running best once, at update "
                                "{step:,} ({nll:.3f} after {best:.3f}), and was below that best at the next evaluation "
                                "({next:.3f})",
-           {"rise": _run_of_curve(_CURVE_DEFAULT, 4)["rise"], "step": Key(_CURVE_DEFAULT, "rows.4.dev_curve.20.0"),
-            "nll": Key(_CURVE_DEFAULT, "rows.4.dev_curve.20.1"), "best": Key(_CURVE_DEFAULT, "rows.4.dev_curve.19.1"),
-            "next": Key(_CURVE_DEFAULT, "rows.4.dev_curve.21.1")}),
+           _one_rise(_CURVE_DEFAULT, 4, 20)),
     Figure("benchmarks/recipe.md", "it costs nothing either: {new} against {before} ms for the float of before",
            _fields("train_step_smoothing_rule_amd_epyc.json", new="rows.0.step_ms", before="rows.1.step_ms")),
     Figure("docs/training.md", "the step itself is unchanged, {new} against {before} ms for the code before",
@@ -699,9 +706,7 @@ FIGURES = [
     Figure("docs/training.md", "The 24-minute run's dev NLL stood {rise:.1f}% above its best once, at update "
                                "{step:,} ({nll:.3f} after {best:.3f}), and was below that best at the next "
                                "evaluation ({next:.3f})",
-           {"rise": _run_of_curve(_CURVE_SMOOTHED, 3)["rise"], "step": Key(_CURVE_SMOOTHED, "rows.3.dev_curve.15.0"),
-            "nll": Key(_CURVE_SMOOTHED, "rows.3.dev_curve.15.1"), "best": Key(_CURVE_SMOOTHED, "rows.3.dev_curve.14.1"),
-            "next": Key(_CURVE_SMOOTHED, "rows.3.dev_curve.16.1")}),
+           _one_rise(_CURVE_SMOOTHED, 3, 15)),
     # the default with label smoothing against the same budgets without it
     Figure("docs/training.md", "{six:.2f} against {six_before:.2f} in 6 minutes (no dropout, the model still learning "
                                "to attend), {twelve:.2f} and {seven:.2f} against {twelve_before:.2f} and "
