@@ -590,7 +590,7 @@ class Trainer(TrainingStep):
                                                   self.config.checkpoint_every)
         self._write_model_config()
         if self._around_best is not None and not stop:
-            self._around_best.write(self.model, run.step, int(self.best_step.numpy()))
+            self._around_best.write(self.model, int(self.step.numpy()), int(self.best_step.numpy()))
 
     def _save_checkpoint(self, manager, number=None):
         """``manager.save`` (at the step, or ``number``); one that fails half-way (a full disk, a
@@ -649,7 +649,8 @@ class Trainer(TrainingStep):
         say whether the average is better), not twice over the same checkpoints (a finished run
         rerun). Every worker evaluates; the chief writes."""
         chosen = checkpoint_averaging.checkpoints_to_average(
-            self._write_dir, self.config.average_last, self._around_best, int(self.best_step.numpy()), run.step)
+            self._write_dir, self.config.average_last, self._around_best, int(self.best_step.numpy()),
+            int(self.step.numpy()))
         if len(chosen) < 2 or dev_dataset is None:
             return
         names = [os.path.basename(path) for path in chosen]
