@@ -214,6 +214,7 @@ _RULE_STEP = "train_step_budget_rule_amd_epyc.json"
 _DROPOUT_STEP = "train_step_dropout_amd_epyc.json"
 _FIXED_6000 = "fixed_updates_6000_amd_epyc.json"
 _DROPOUT_6000 = "fixed_updates_6000_dropout_amd_epyc.json"
+_SEEDS_6000 = "fixed_updates_6000_seeds_amd_epyc.json"
 _FIXED_3400 = "fixed_updates_3400_amd_epyc.json"
 _FIXED_1620 = "fixed_updates_1620_amd_epyc.json"
 #: the default's floor (`bahdanau_tf.presets.UPDATES_FLOOR`): the fewest updates of the curve's
@@ -769,6 +770,8 @@ FIGURES = [
              _fields(_DROPOUT_6000, f"rows.{row}", best="best_dev_nll", bleu="bleu", bp="brevity_penalty", aer="aer"))
       for label, b, row in (("0.1 / 0.05 (the rule's half rates)", "**", 3), ("0.14 / 0.07", "", 4),
                             ("0.2 / 0.1 (the rule's full rates)", "", 0), ("0.3 / 0.1", "", 1), ("0.4 / 0.2", "", 2))],
+    Figure("benchmarks/recipe.md", "scored {a:.2f}, {b:.2f} and {c:.2f} test BLEU at seeds 1234, 7 and 42",
+           _fields(_SEEDS_6000, "rows", a="0.bleu", b="1.bleu", c="2.bleu")),
     Figure("benchmarks/recipe.md", "Under XLA it costs the step nothing: {smoothed} against {plain} ms on Bible",
            _fields("train_step_label_smoothing_amd_epyc.json", smoothed="rows.1.step_ms", plain="rows.0.step_ms")),
     # docs/training.md: the budget rule's half rates at 14 epochs
@@ -813,12 +816,37 @@ FIGURES = [
                      aer="aer"))
       for row, name, b in ((2, "the default at Adam 3e-3, no label smoothing", ""),
                            (3, "the default at the full rates (Adam 3e-3, label smoothing 0.1)", ""))],
-    Figure("docs/training.md", "| **the default** (its rule's half rates at 14 epochs, given as flags) | 0.1 / 0.05 "
-                               "from update 0 | {best:.3f} | {rise:.1%} | **{bleu:.2f}** ({bp:.3f}) | **{aer:.3f}** |",
+    Figure("docs/training.md", "| its rule's half rates at 14 epochs, given as flags | 0.1 / 0.05 "
+                               "from update 0 | {best:.3f} | {rise:.1%} | {bleu:.2f} ({bp:.3f}) | **{aer:.3f}** |",
            _fields(_DROPOUT_6000, "rows.3", best="best_dev_nll", rise="worst_rise_after_first_epoch", bleu="bleu",
                    bp="brevity_penalty", aer="aer")),
-    Figure("docs/training.md", "{gain:+.2f} BLEU over the release before",
-           {"gain": difference(Key(_DROPOUT_6000, "rows.3.bleu"), Key(_FIXED_6000, "rows.0.bleu"))}),
+    Figure("docs/training.md", "| **the default** (its rule's own plan) | {dropout:g} / {words:g} from update 0 | "
+                               "{best:.3f} | {rise:.1%} | **{bleu:.2f}** ({bp:.3f}) | {aer:.3f} |",
+           _fields(_SEEDS_6000, "rows.0", dropout="regularization.dropout", words="regularization.word_dropout",
+                   best="best_dev_nll", rise="worst_rise_after_first_epoch", bleu="bleu", bp="brevity_penalty",
+                   aer="aer")),
+    Figure("docs/training.md", "{gain:+.2f} BLEU over the release\nbefore",
+           {"gain": difference(Key(_SEEDS_6000, "rows.0.bleu"), Key(_FIXED_6000, "rows.0.bleu"))}),
+    # the default against the release before, seed for seed
+    *[Figure("docs/training.md", f"| {seed} | {{old_best:.3f}}, {{old_rise:.1%}}, {{old:.2f}} | {{best:.3f}}, "
+                                 "{rise:.1%}, {new:.2f} | {gain:+.2f} |",
+             {**_fields(old_file, f"rows.{old_row}", old_best="best_dev_nll", old_rise="worst_rise_after_first_epoch",
+                        old="bleu"),
+              **_fields(_SEEDS_6000, f"rows.{row}", best="best_dev_nll", rise="worst_rise_after_first_epoch",
+                        new="bleu"),
+              "gain": difference(Key(_SEEDS_6000, f"rows.{row}.bleu"), Key(old_file, f"rows.{old_row}.bleu"))})
+      for seed, old_file, old_row, row in ((1234, _FIXED_6000, 0, 0), (7, _SEEDS_6000, 3, 1))],
+    Figure("docs/training.md", "| 42 | not run | {best:.3f}, {rise:.1%}, {new:.2f} | |",
+           _fields(_SEEDS_6000, "rows.2", best="best_dev_nll", rise="worst_rise_after_first_epoch", new="bleu")),
+    Figure("docs/training.md", "Seed 42's dev NLL stood {rise:.1f}% above its running best once, at update {step:,} "
+                               "({nll:.3f} after {best:.3f}), and was below that best at the next evaluation ({next:.3f})",
+           {**_one_rise(_SEEDS_6000, 2, 13), "rise": Key(_SEEDS_6000, "rows.2.worst_rise_after_first_epoch", _percent)}),
+    Figure("docs/training.md", "| the two seeds run with both | {old:.2f} | {new:.2f} | **{gain:+.2f}** |",
+           {"old": Computed((Key(_FIXED_6000, "rows.0.bleu"), Key(_SEEDS_6000, "rows.3.bleu")), lambda a, b: (a + b) / 2),
+            "new": Computed((Key(_SEEDS_6000, "rows.0.bleu"), Key(_SEEDS_6000, "rows.1.bleu")), lambda a, b: (a + b) / 2),
+            "gain": Computed(tuple(Key(_SEEDS_6000, f"rows.{row}.bleu") for row in (0, 1))
+                             + (Key(_FIXED_6000, "rows.0.bleu"), Key(_SEEDS_6000, "rows.3.bleu")),
+                             lambda a, b, c, d: (a + b - c - d) / 2)}),
     Figure("docs/training.md", "there the higher rate ends ahead, by {gap:.2f} BLEU at 6,000 updates without label "
                                "smoothing and {gap_smoothed:.2f} with it",
            {"gap": difference(Key(_FIXED_6000, "rows.1.bleu"), Key(_FIXED_6000, "rows.2.bleu")),
