@@ -215,6 +215,11 @@ _DROPOUT_STEP = "train_step_dropout_amd_epyc.json"
 _FIXED_6000 = "fixed_updates_6000_amd_epyc.json"
 _DROPOUT_6000 = "fixed_updates_6000_dropout_amd_epyc.json"
 _SEEDS_6000 = "fixed_updates_6000_seeds_amd_epyc.json"
+#: the mean test BLEU of the release before and of the default over the seeds run with both (1234, 7)
+_SEEDS_6000_BEFORE = Computed((Key(_FIXED_6000, "rows.0.bleu"), Key(_SEEDS_6000, "rows.3.bleu")),
+                              lambda a, b: (a + b) / 2)
+_SEEDS_6000_DEFAULT = Computed((Key(_SEEDS_6000, "rows.0.bleu"), Key(_SEEDS_6000, "rows.1.bleu")),
+                               lambda a, b: (a + b) / 2)
 _FIXED_3400 = "fixed_updates_3400_amd_epyc.json"
 _FIXED_1620 = "fixed_updates_1620_amd_epyc.json"
 #: the default's floor (`bahdanau_tf.presets.UPDATES_FLOOR`): the fewest updates of the curve's
@@ -842,11 +847,8 @@ FIGURES = [
                                "({nll:.3f} after {best:.3f}), and was below that best at the next evaluation ({next:.3f})",
            {**_one_rise(_SEEDS_6000, 2, 13), "rise": Key(_SEEDS_6000, "rows.2.worst_rise_after_first_epoch", _percent)}),
     Figure("docs/training.md", "| the two seeds run with both | {old:.2f} | {new:.2f} | **{gain:+.2f}** |",
-           {"old": Computed((Key(_FIXED_6000, "rows.0.bleu"), Key(_SEEDS_6000, "rows.3.bleu")), lambda a, b: (a + b) / 2),
-            "new": Computed((Key(_SEEDS_6000, "rows.0.bleu"), Key(_SEEDS_6000, "rows.1.bleu")), lambda a, b: (a + b) / 2),
-            "gain": Computed(tuple(Key(_SEEDS_6000, f"rows.{row}.bleu") for row in (0, 1))
-                             + (Key(_FIXED_6000, "rows.0.bleu"), Key(_SEEDS_6000, "rows.3.bleu")),
-                             lambda a, b, c, d: (a + b - c - d) / 2)}),
+           {"old": _SEEDS_6000_BEFORE, "new": _SEEDS_6000_DEFAULT,
+            "gain": difference(_SEEDS_6000_DEFAULT, _SEEDS_6000_BEFORE)}),
     Figure("docs/training.md", "there the higher rate ends ahead, by {gap:.2f} BLEU at 6,000 updates without label "
                                "smoothing and {gap_smoothed:.2f} with it",
            {"gap": difference(Key(_FIXED_6000, "rows.1.bleu"), Key(_FIXED_6000, "rows.2.bleu")),
