@@ -567,8 +567,8 @@ def test_tensorboard_gets_the_final_dev_point_bleu_attention_images_and_translat
 
 
 def test_log_cadence_aims_at_50_points_whichever_budget_ends_the_run():
-    cadence = training.report.log_cadence
-    Cadence = training.report.LogCadence
+    cadence = training.progress.log_cadence
+    Cadence = training.progress.LogCadence
     assert cadence(None, 5.0) == Cadence(steps=None, seconds=6.0)  # a point every 6 s
     assert cadence(None, 12.0) == Cadence(steps=None, seconds=14.4)
     assert cadence(50, None) == Cadence(steps=1, seconds=None)
@@ -585,7 +585,7 @@ def test_log_cadence_aims_at_50_points_whichever_budget_ends_the_run():
 
 
 def test_throughput_leaves_out_the_slowest_updates_the_step_counted_as_compiled():
-    meter = training.report.Throughput()
+    meter = training.progress.Throughput()
     for seconds in (0.2, 9.0, 0.2, 0.2):  # the second update compiled
         meter.add_update(seconds)
     # 4000 tokens, 1000 of them in the compiling update: 3000 tokens in 0.6 s (+ 0.1 s of waiting)
@@ -602,20 +602,21 @@ def test_throughput_leaves_out_the_slowest_updates_the_step_counted_as_compiled(
 
 def test_the_report_breaks_the_wall_time_into_its_parts(monkeypatch):
     clock = [100.0]
-    monkeypatch.setattr(training.report.time, "time", lambda: clock[0])
-    run = training.report.RunState(resumed_step=0, elapsed_before=0.0, start=100.0)
-    run.throughput = training.report.Throughput()
+    monkeypatch.setattr(training.budget.time, "time", lambda: clock[0])
+    run = training.progress.RunState(resumed_step=0, elapsed_before=0.0, start=100.0)
+    run.throughput = training.progress.Throughput()
+    run.budget = training.Budget(max_steps=3, max_minutes=None, start_time=100.0, steps_per_epoch=10)
     for seconds in (0.5, 4.0, 0.5):  # the second update compiled
         run.throughput.add_update(seconds)
     run.throughput.take(tokens=30.0, compiled=1, compiled_tokens=10.0)
     for part, seconds in (("dev_nll", 2.0), ("checkpoints", 0.5), ("dev_nll", 1.0)):
-        with training.report.timed(run, part):
+        with run.budget.timed(part):
             clock[0] += seconds
-    with pytest.raises(KeyboardInterrupt), training.report.timed(run, "dev_bleu"):  # a part cut short counts
+    with pytest.raises(KeyboardInterrupt), run.budget.timed("dev_bleu"):  # a part cut short counts
         clock[0] += 0.3
         raise KeyboardInterrupt
     clock[0] = 110.0
-    shares = training.report.time_shares(run)
+    shares = training.run_directory.time_shares(run)
     assert shares == {"updates": 1.0, "compiling": 4.0, "dev_nll": 3.0, "dev_bleu": 0.3, "checkpoints": 0.5,
                       "averaging": 0.0, "other": 1.2}
     report = dict(updates=3, epochs=0.1, wall_time="00:00:10", device="CPU", train_nll=None, dev_nll=None,
@@ -627,8 +628,8 @@ def test_the_report_breaks_the_wall_time_into_its_parts(monkeypatch):
 def _scripted_report(preset, updates):
     """The report of a run of ``preset`` that made ``updates`` updates (`training_report` of a
     `RunState`, as the trainer builds it at the end)."""
-    run = training.report.RunState(resumed_step=0, elapsed_before=0.0, step=updates, train_pairs=27_000,
-                                   start=0.0, stopped=f"max_steps={updates}")
+    run = training.progress.RunState(resumed_step=0, elapsed_before=0.0, step=updates, train_pairs=27_000,
+                                     start=0.0, stopped=f"max_steps={updates}")
     return training.training_report(run, sentences_seen=64 * updates, best_dev_nll=math.inf, best_step=0,
                                      replicas=1, preset=preset, parameters=1,
                                      config=training.TrainingConfig.for_preset(preset))

@@ -1,9 +1,11 @@
 """Training (DESIGN §2): the paper's procedure in one `tf.function` step, under `tf.distribute`.
 
 The package, by job: `config` (`TrainingConfig`, optimizer, schedules, strategy), `budget` (the
-budget spent, the pace, the plan of epochs, the ETA and the budget rule's dropout), `trainer`
-(the `Trainer` loop), `dev_schedule` (decay on a dev plateau, early stopping), `run_directory`
-(lock, signals, ``model.json`` / ``report.json``, a failed start cleaned up), `summaries` (TensorBoard), `report` (table 2). Guided alignment (the trainer's
+budget and what is spent of it, the pace, the plan of epochs, the ETA and the budget rule's
+dropout), `trainer` (the `Trainer` loop), `progress` (the run's state, when the progress line is
+written, the throughput without compilation), `dev_schedule` (decay on a dev plateau, early
+stopping), `run_directory` (lock, signals, ``model.json``, ``report.json`` and its table-2 text,
+a failed start cleaned up), `summaries` (TensorBoard). Guided alignment (the trainer's
 ``guided_alignment=`` term) and the alignment head are `bahdanau_tf.alignment`'s. Every public name is
 importable from ``bahdanau_tf.training``; the end-of-run average is `bahdanau_tf.checkpoint_averaging`'s.
 
@@ -25,7 +27,7 @@ What one update does (``Trainer._replica_step``), per replica:
    already-summed gradients are divided by the number of replicas first.
 
 The step returns nothing to Python: losses, token counts and the gradient norm accumulate in
-variables that the host reads at each progress line (`report.log_cadence`), every
+variables that the host reads at each progress line (`progress.log_cadence`), every
 ``eval_every`` steps (dev NLL) and before every checkpoint. Under XLA, which compiles one program
 per input shape, batch lengths are padded up to a multiple of 8 so that it meets only a handful
 of shapes (`bahdanau_tf.data.make_dataset` pads and fills the batches); without XLA batches keep their own lengths (one trace serves all).
@@ -58,13 +60,15 @@ from bahdanau_tf.training.config import (
 from bahdanau_tf.training.budget import Budget, BudgetRule, budget_regularization
 from bahdanau_tf.checkpoint_averaging import AroundBest  # the checkpoints around the best dev point
 from bahdanau_tf.training.dev_schedule import DevSchedule
-from bahdanau_tf.training.report import RunState, format_report, training_report
+from bahdanau_tf.training.progress import RunState
 from bahdanau_tf.training.run_directory import (
     DirectoryInUseError,
     DirectoryLock,
     RunDirectory,
     StopSignals,
     TrainingInterrupted,
+    format_report,
+    training_report,
 )
 from bahdanau_tf.training.summaries import Summaries
 from bahdanau_tf.training.trainer import NonFiniteLossError, Trainer

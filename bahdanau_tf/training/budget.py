@@ -3,7 +3,8 @@ the regularisation the plan calls for (the budget rule).
 
 A run has an update budget (``max_steps``, counted over resumed runs), a wall-time budget (this
 invocation's ``max_minutes``, from its start), both, or neither. `Budget` is the one place that
-knows them: the spent share (the learning rate's `BudgetSchedule` reads it), whether the time
+knows them: the spent share (the learning rate's `BudgetSchedule` reads it), where the wall time
+went besides the updates (`timed`: dev evaluations, checkpoints, averaging), whether the time
 is up, the pace (wall seconds per update over the last minutes, a fifth of a time budget's, from
 the first update on, everything that recurs in it: checkpoints, progress lines, and the dev
 evaluations charged by their schedule at what they cost once their graphs are built; not the
@@ -24,6 +25,7 @@ every replica draws at the same rates.
 from __future__ import annotations
 
 import collections
+import contextlib
 import math
 import time
 import keras
@@ -53,6 +55,10 @@ REPLAN_SECONDS, REPLAN_SHARE = 30.0, 0.05
 #: `PACE_WINDOW_SECONDS` (a long run's plan rides out a slow minute or two of a shared machine;
 #: benchmarks/budget_curve.py measures the plans against the epochs made)
 PACE_WINDOW_SECONDS, PACE_WINDOW_SHARE = 120.0, 0.2
+#: the parts of an invocation's wall time besides its updates that `Budget.timed` measures, as
+#: the report names them (``report.json``'s ``seconds``)
+TIMED_PARTS = {"dev_nll": "dev NLL", "dev_bleu": "dev BLEU", "checkpoints": "checkpoints",
+               "averaging": "averaging"}
 #: an update this many times slower than the window's median one compiled (a new batch shape, a
 #: first trace): a cost paid once, whose time beyond the median the pace leaves out
 ONE_OFF_FACTOR = 10.0
@@ -95,6 +101,7 @@ class Budget:
         budget.record(step, time.time())  # before each update
         budget.add_update(seconds, time.time())  # after it
         budget.add_evaluation(seconds, time.time())  # after a dev evaluation on the schedule
+        with budget.timed("checkpoints"): ...  # the report's parts of the wall time
         budget.planned_epochs(step, time.time())  # None until the pace is known
     """
 
@@ -108,6 +115,7 @@ class Budget:
         self._samples = collections.deque()  # (time, step), the pace's window, from the first update
         self._updates = collections.deque()  # (end time, seconds) of the updates in the window
         self._evaluations = []  # (end time, seconds) of this invocation's dev evaluations
+        self.part_seconds = {}  # the `timed` parts of this invocation's wall time
 
     def record(self, step: int, now: float) -> None:
         """Notes that ``step`` updates were made by ``now`` (the pace's samples, one a second)."""
@@ -125,6 +133,16 @@ class Budget:
     def add_evaluation(self, seconds: float, now: float) -> None:
         """Notes a dev evaluation on the ``eval_every`` schedule of ``seconds`` that ended at ``now``."""
         self._evaluations.append((now, seconds))
+
+    @contextlib.contextmanager
+    def timed(self, part: str):
+        """Adds the wall time of the ``with`` block (also one cut short) to
+        ``part_seconds[part]`` (a `TIMED_PARTS` key)."""
+        started = time.time()
+        try:
+            yield
+        finally:
+            self.part_seconds[part] = self.part_seconds.get(part, 0.0) + time.time() - started
 
     def knows_evaluations(self) -> bool:
         """Whether the pace can charge the dev evaluations: none are scheduled, or one after the
@@ -375,4 +393,4 @@ class WorkerVote:
 
 
 __all__ = ["Budget", "BudgetRule", "WorkerVote", "FULL_EPOCHS", "FULL_RATES", "ONSET_EPOCHS", "RULE_POINTS",
-           "budget_progress", "budget_regularization"]
+           "TIMED_PARTS", "budget_progress", "budget_regularization"]

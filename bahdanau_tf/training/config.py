@@ -137,7 +137,7 @@ class TrainingConfig:
         'they outlive ``keep_checkpoints``).')
     log_every: int | None = _field(None,
         'Steps between progress lines and train summaries (the only host reads). None '
-        '(default): scaled to the run, about 50 points over it (`bahdanau_tf.training.report.'
+        '(default): scaled to the run, about 50 points over it (`bahdanau_tf.training.progress.'
         'log_cadence`: every max_steps / 50 steps or max_minutes * 60 / 50 seconds, whichever '
         'comes first; every 50 steps without a budget).')
     precision: str | None = _field(None,

@@ -7,28 +7,33 @@
 - `RunDirectory`: takes the directory (lock), checks an existing one against the model
   (`bahdanau_tf.model_directory`), writes ``model.json`` with the first checkpoint and
   ``report.json`` and ``lexicon.tsv`` at the end, and removes what a run that failed before its
-  first checkpoint created.
+  first checkpoint created;
+- the report (``report.json``, table 2 of the paper): `training_report` builds it from the run's
+  state, `format_report` writes it as the text the command prints.
 
 The layout itself is `bahdanau_tf.model_directory`'s.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
+import math
 import os
 import time
 import shutil
 import signal
 import threading
-from typing import Callable
+from typing import Any, Callable
 
 import tensorflow as tf
 
-from bahdanau_tf import files
+from bahdanau_tf import devices, files, presets
 from bahdanau_tf import lexicon as lexicon_lib
 from bahdanau_tf import model_directory
 from bahdanau_tf.checkpoint_averaging import AROUND_BEST
+from bahdanau_tf.training.budget import TIMED_PARTS
 
 #: the training pairs the end-of-run lexicon counts at most (the whole embedded corpus)
 LEXICON_PAIRS = 100_000
@@ -292,3 +297,105 @@ class RunDirectory:
         log(f"Wrote {path} (the top {top_k} translations of each source token, for "
             f"candidate-list decoding; from the first {LEXICON_PAIRS:,} training pairs at "
             f"most) in {time.time() - started:.0f} s.")
+
+
+# === report.json ===
+def time_shares(run) -> dict:
+    """Where this call's wall time went, in seconds: ``updates`` (the update calls that did not
+    compile), ``compiling`` (those that did: tracing, XLA; both `progress.Throughput`'s), the
+    `TIMED_PARTS` (`Budget.timed`'s), and ``other`` (setup, the data pipeline's start, progress
+    lines, summaries).
+
+    Args:
+        run: the run's `progress.RunState`.
+    """
+    throughput = run.throughput
+    timed = run.budget.part_seconds if run.budget is not None else {}
+    parts = {"updates": throughput.kept_seconds if throughput else 0.0,
+             "compiling": throughput.compile_seconds if throughput else 0.0,
+             **{name: timed.get(name, 0.0) for name in TIMED_PARTS}}
+    parts["other"] = max(time.time() - run.start - sum(parts.values()), 0.0) if run.start else 0.0
+    return {name: round(seconds, 1) for name, seconds in parts.items()}
+
+
+def training_report(run, *, sentences_seen: int, best_dev_nll: float, best_step: int,
+                    replicas: int, preset: str, parameters: int, config: Any) -> dict:
+    """The report of a run: updates, epochs, wall time, device, NLLs, why it stopped, speed.
+
+    Args:
+        run: the run's `progress.RunState`.
+        sentences_seen, best_dev_nll, best_step: the trainer's checkpointed counters.
+        replicas: int, the strategy's replicas.
+        preset: str; parameters: int; config: the `TrainingConfig` (a dataclass).
+    """
+    wall = run.elapsed_before + time.time() - run.start
+    return {
+        "updates": int(run.step),
+        "epochs": round(float(sentences_seen) / max(run.train_pairs, 1), 3),
+        "wall_time_seconds": round(wall, 1),
+        "wall_time": time.strftime("%H:%M:%S", time.gmtime(wall)),
+        "device": devices.device_description(),
+        "replicas": int(replicas),
+        "train_nll": None if run.train_nll is None else round(run.train_nll, 4),
+        "dev_nll": None if run.dev_nll is None else round(run.dev_nll, 4),
+        "best_dev_nll": None if math.isinf(best_dev_nll) else round(best_dev_nll, 4),
+        "best_step": int(best_step) if not math.isinf(best_dev_nll) else None,
+        "stopped_because": run.stopped,
+        "averaged": run.averaged,
+        "target_tokens_per_second": None if run.throughput is None or run.throughput.overall() is None
+                                    else round(run.throughput.overall(), 1),
+        "train_pairs": int(run.train_pairs),
+        "train_pairs_estimated": run.train_pairs_estimated,
+        "preset": preset,
+        "parameters": int(parameters),
+        "training": dataclasses.asdict(config),
+        "seconds": time_shares(run),
+        "regularization": run.regularization,
+    }
+
+
+def format_report(report: dict) -> str:
+    """The report as a table-2 style text block."""
+    rows = [
+        ("Updates", f"{report['updates']:,}"),
+        ("Epochs", f"{report['epochs']:.2f}"),
+        ("Wall time", report["wall_time"]),
+        ("Device", report["device"]),
+        ("Train NLL", "-" if report["train_nll"] is None else f"{report['train_nll']:.3f}"),
+        ("Dev NLL", "-" if report["dev_nll"] is None else f"{report['dev_nll']:.3f}"),
+        ("Best dev NLL", "-" if report["best_dev_nll"] is None else f"{report['best_dev_nll']:.3f} "
+                                                                  f"(update {report['best_step']:,})"),
+        ("Stopped", str(report["stopped_because"])),
+    ]
+    averaged = report.get("averaged")
+    if averaged:
+        rows.append(("Averaged", f"{averaged['checkpoints'][0]} .. {averaged['checkpoints'][-1]}: dev NLL "
+                                 f"{averaged['dev_nll']:.3f}" + (", now best/" if averaged["best"] else "")))
+    rule = report.get("regularization")
+    if rule:
+        planned = rule.get("planned_epochs")
+        smoothing = f", label smoothing {rule['label_smoothing']:g}" if rule.get("label_smoothing") else ""
+        rows.append(("Regularisation", f"dropout {rule['dropout']:g}, word dropout {rule['word_dropout']:g}"
+                                       f"{smoothing} (the budget rule"
+                                       f"{'' if planned is None else f', ~{planned:.1f} epochs'})"))
+    seconds = report.get("seconds")
+    if seconds and sum(seconds.values()) > 0:
+        total = sum(seconds.values())
+        names = {"updates": "updates", "compiling": "compiling", **TIMED_PARTS, "other": "other"}
+        rows.append(("Time spent", ", ".join(f"{names.get(part, part)} {100 * value / total:.0f}%"
+                                             for part, value in seconds.items() if value >= 0.005 * total)))
+    width = max(len(name) for name, _ in rows)
+    warning = floor_warning(report)
+    return "\n".join([f"{name:<{width}}  {value}" for name, value in rows] + ([warning] if warning else []))
+
+
+def floor_warning(report: dict) -> str | None:
+    """The report's last line when the run made fewer updates than its preset needs before it
+    translates usefully (`bahdanau_tf.presets.UPDATES_FLOOR`), naming what gives it more; None
+    when it made enough, or where the preset's floor is not measured."""
+    floor = presets.updates_floor(report.get("preset") or "")
+    if floor is None or report["updates"] >= floor:
+        return None
+    return (f"Warning: {report['updates']:,} updates, fewer than the ~{floor:,} that {report['preset']} needs "
+            "before it translates usefully (docs/training.md, \"The budget's floor\"): give it more minutes "
+            "(--max_minutes), a faster machine or a GPU, or a smaller preset.")

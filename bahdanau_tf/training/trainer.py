@@ -37,20 +37,19 @@ from bahdanau_tf.training.config import (
 )
 from bahdanau_tf.training.dev_schedule import DevSchedule
 from bahdanau_tf.training.step import SHAPE_CAPACITY, TrainingStep
-from bahdanau_tf.training.report import (
+from bahdanau_tf.training.progress import (
     DEFAULT_LOG_EVERY,
     DevSet,
     RunState,
     Throughput,
     log_cadence,
-    timed,
-    training_report,
 )
 from bahdanau_tf.training.run_directory import (
     LOGS,
     RunDirectory,
     StopSignals,
     TrainingInterrupted,
+    training_report,
 )
 from bahdanau_tf.training.summaries import DevTranslations, Summaries
 
@@ -75,9 +74,9 @@ class Trainer(TrainingStep):
 
     TensorBoard (``tensorboard --logdir OUT/logs``; the package is the ``[tensorboard]`` extra):
     ``train/nll``, ``train/gradient_norm``, ``train/learning_rate``, ``train/tokens_per_second``
-    at each progress line (`bahdanau_tf.training.report.log_cadence`: every ``log_every``
+    at each progress line (`bahdanau_tf.training.progress.log_cadence`: every ``log_every``
     steps, or about 50 points over the run; the throughput leaves out the updates that
-    compiled, `bahdanau_tf.training.report.Throughput`); ``dev/nll`` at every dev evaluation,
+    compiled, `bahdanau_tf.training.progress.Throughput`); ``dev/nll`` at every dev evaluation,
     the last step's included; and, at the first evaluation, every ``dev_bleu_every``-th and the last, from a greedy
     translation of the first ``dev_bleu_sentences`` dev pairs (of the ``dev_sentences``): ``dev/bleu`` (sacrebleu, as
     `bahdanau_tf.evaluation.corpus_bleu`), ``dev/translations`` (text: source, reference and
@@ -230,7 +229,7 @@ class Trainer(TrainingStep):
         self._last_dev_nll = tf.Variable(math.nan, dtype="float64", trainable=False, name="dev_nll")
         self._last_dev_step = tf.Variable(-1, dtype="int64", trainable=False, name="dev_step")
         # the updates that compiled (the first, which traces; under XLA each new batch
-        # shape) and their tokens, left out of the throughput (`report.Throughput`)
+        # shape) and their tokens, left out of the throughput (`progress.Throughput`)
         self._compiled_updates = tf.Variable(0.0, dtype="float64", trainable=False, name="compiled_updates")
         self._compiled_tokens = tf.Variable(0.0, dtype="float64", trainable=False, name="compiled_tokens")
         self._updates_run = tf.Variable(0, dtype="int64", trainable=False, name="updates_run")
@@ -410,7 +409,7 @@ class Trainer(TrainingStep):
                 now = time.time()
                 run.budget.add_evaluation(now - evaluated, now)
             if run.step % config.checkpoint_every == 0:
-                with timed(run, "checkpoints"):
+                with run.budget.timed("checkpoints"):
                     self._save(run)
         self._finish(run, dev, train_corpus)
         return run
@@ -532,7 +531,7 @@ class Trainer(TrainingStep):
         """The one dev evaluation path: dev NLL, its summary, the best checkpoint, the dev
         schedule (plateau decay, early stopping)."""
         self._check_finite(run)
-        with timed(run, "dev_nll"):
+        with run.budget.timed("dev_nll"):
             run.dev_nll = self.evaluate(dev.dataset)
         run.dev_step = run.step
         self._last_dev_nll.assign(run.dev_nll)
@@ -544,13 +543,13 @@ class Trainer(TrainingStep):
         every, max_steps = self.config.dev_bleu_every, self.config.max_steps
         last = run.stopped is not None or (max_steps is not None and run.step >= max_steps)
         if every and (run.evaluations % every == 1 % every or last):
-            with timed(run, "dev_bleu"):
+            with run.budget.timed("dev_bleu"):
                 if self._summaries:
                     run.dev_bleu = self._dev_translations(self._summaries, dev.corpus, run.step, self._log)
         if improved:
             self.best_dev_nll.assign(run.dev_nll)
             self.best_step.assign(run.step)
-            with timed(run, "checkpoints"):
+            with run.budget.timed("checkpoints"):
                 self._save_checkpoint(self.best_manager)
                 self._write_model_config()
         decayed = self.dev_schedule.record(improved)
@@ -626,9 +625,9 @@ class Trainer(TrainingStep):
             if evaluated:
                 self._evaluate_dev(run, dev)
             if evaluated or not self._saved_at_step(run):
-                with timed(run, "checkpoints"):
+                with run.budget.timed("checkpoints"):
                     self._save(run)
-            with timed(run, "averaging"):
+            with run.budget.timed("averaging"):
                 self._average_checkpoints(run, None if dev is None else dev.dataset)
         self._summaries.flush()
         run.report = self._report(run)

@@ -1,18 +1,14 @@
-"""The state of one run, its report (table 2 of the paper, ``OUT/report.json``), and what the
-progress line and the train summaries measure: when they are written (`log_cadence`), the
-throughput without compilation (`Throughput`) and the budget with its ETA (`budget_progress`,
-`run_budget_progress`).
+"""The state of one run (`RunState`) and what its progress line and train summaries measure:
+when they are written (`log_cadence`) and the throughput without compilation (`Throughput`).
+
+The budget, its spent time and the progress line's ETA are `bahdanau_tf.training.budget`'s; the
+run's report (``OUT/report.json``, table 2 of the paper) is `bahdanau_tf.training.run_directory`'s.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import math
-import time
 from typing import Any, NamedTuple
-
-from bahdanau_tf import devices, presets
 
 
 @dataclasses.dataclass
@@ -40,7 +36,6 @@ class RunState:
     report: dict | None = None
     averaged: dict | None = None  # the end's checkpoint average (`Trainer._average_checkpoints`)
     restored_window_tokens: float = 0.0  # the tokens of the window a resumed run goes on with
-    seconds: dict = dataclasses.field(default_factory=dict)  # `timed` parts of this call's wall time
     regularization: dict | None = None  # the budget rule's rates and the epochs they are for
 
 
@@ -49,116 +44,6 @@ class DevSet(NamedTuple):
 
     corpus: Any
     dataset: Any  # a tf.data.Dataset
-
-
-#: the parts of a run's wall time that `timed` measures, as the report names them
-TIMED_PARTS = {"dev_nll": "dev NLL", "dev_bleu": "dev BLEU", "checkpoints": "checkpoints",
-               "averaging": "averaging"}
-
-
-@contextlib.contextmanager
-def timed(run: RunState, part: str):
-    """Adds the wall time of the ``with`` block to ``run.seconds[part]`` (a `TIMED_PARTS` key)."""
-    started = time.time()
-    try:
-        yield
-    finally:
-        run.seconds[part] = run.seconds.get(part, 0.0) + time.time() - started
-
-
-def time_shares(run: RunState) -> dict:
-    """Where this call's wall time went, in seconds: ``updates`` (the update calls that did not
-    compile), ``compiling`` (those that did: tracing, XLA), the `TIMED_PARTS`, and ``other``
-    (setup, the data pipeline's start, progress lines, summaries)."""
-    throughput = run.throughput
-    parts = {"updates": throughput.kept_seconds if throughput else 0.0,
-             "compiling": throughput.compile_seconds if throughput else 0.0,
-             **{name: run.seconds.get(name, 0.0) for name in TIMED_PARTS}}
-    parts["other"] = max(time.time() - run.start - sum(parts.values()), 0.0) if run.start else 0.0
-    return {name: round(seconds, 1) for name, seconds in parts.items()}
-
-
-def training_report(run: RunState, *, sentences_seen: int, best_dev_nll: float, best_step: int,
-                    replicas: int, preset: str, parameters: int, config: Any) -> dict:
-    """The report of a run: updates, epochs, wall time, device, NLLs, why it stopped, speed.
-
-    Args:
-        run: the run's `RunState`.
-        sentences_seen, best_dev_nll, best_step: the trainer's checkpointed counters.
-        replicas: int, the strategy's replicas.
-        preset: str; parameters: int; config: the `TrainingConfig` (a dataclass).
-    """
-    wall = run.elapsed_before + time.time() - run.start
-    return {
-        "updates": int(run.step),
-        "epochs": round(float(sentences_seen) / max(run.train_pairs, 1), 3),
-        "wall_time_seconds": round(wall, 1),
-        "wall_time": time.strftime("%H:%M:%S", time.gmtime(wall)),
-        "device": devices.device_description(),
-        "replicas": int(replicas),
-        "train_nll": None if run.train_nll is None else round(run.train_nll, 4),
-        "dev_nll": None if run.dev_nll is None else round(run.dev_nll, 4),
-        "best_dev_nll": None if math.isinf(best_dev_nll) else round(best_dev_nll, 4),
-        "best_step": int(best_step) if not math.isinf(best_dev_nll) else None,
-        "stopped_because": run.stopped,
-        "averaged": run.averaged,
-        "target_tokens_per_second": None if run.throughput is None or run.throughput.overall() is None
-                                    else round(run.throughput.overall(), 1),
-        "train_pairs": int(run.train_pairs),
-        "train_pairs_estimated": run.train_pairs_estimated,
-        "preset": preset,
-        "parameters": int(parameters),
-        "training": dataclasses.asdict(config),
-        "seconds": time_shares(run),
-        "regularization": run.regularization,
-    }
-
-
-def format_report(report: dict) -> str:
-    """The report as a table-2 style text block."""
-    rows = [
-        ("Updates", f"{report['updates']:,}"),
-        ("Epochs", f"{report['epochs']:.2f}"),
-        ("Wall time", report["wall_time"]),
-        ("Device", report["device"]),
-        ("Train NLL", "-" if report["train_nll"] is None else f"{report['train_nll']:.3f}"),
-        ("Dev NLL", "-" if report["dev_nll"] is None else f"{report['dev_nll']:.3f}"),
-        ("Best dev NLL", "-" if report["best_dev_nll"] is None else f"{report['best_dev_nll']:.3f} "
-                                                                  f"(update {report['best_step']:,})"),
-        ("Stopped", str(report["stopped_because"])),
-    ]
-    averaged = report.get("averaged")
-    if averaged:
-        rows.append(("Averaged", f"{averaged['checkpoints'][0]} .. {averaged['checkpoints'][-1]}: dev NLL "
-                                 f"{averaged['dev_nll']:.3f}" + (", now best/" if averaged["best"] else "")))
-    rule = report.get("regularization")
-    if rule:
-        planned = rule.get("planned_epochs")
-        smoothing = f", label smoothing {rule['label_smoothing']:g}" if rule.get("label_smoothing") else ""
-        rows.append(("Regularisation", f"dropout {rule['dropout']:g}, word dropout {rule['word_dropout']:g}"
-                                       f"{smoothing} (the budget rule"
-                                       f"{'' if planned is None else f', ~{planned:.1f} epochs'})"))
-    seconds = report.get("seconds")
-    if seconds and sum(seconds.values()) > 0:
-        total = sum(seconds.values())
-        names = {"updates": "updates", "compiling": "compiling", **TIMED_PARTS, "other": "other"}
-        rows.append(("Time spent", ", ".join(f"{names.get(part, part)} {100 * value / total:.0f}%"
-                                             for part, value in seconds.items() if value >= 0.005 * total)))
-    width = max(len(name) for name, _ in rows)
-    warning = floor_warning(report)
-    return "\n".join([f"{name:<{width}}  {value}" for name, value in rows] + ([warning] if warning else []))
-
-
-def floor_warning(report: dict) -> str | None:
-    """The report's last line when the run made fewer updates than its preset needs before it
-    translates usefully (`bahdanau_tf.presets.UPDATES_FLOOR`), naming what gives it more; None
-    when it made enough, or where the preset's floor is not measured."""
-    floor = presets.updates_floor(report.get("preset") or "")
-    if floor is None or report["updates"] >= floor:
-        return None
-    return (f"Warning: {report['updates']:,} updates, fewer than the ~{floor:,} that {report['preset']} needs "
-            "before it translates usefully (docs/training.md, \"The budget's floor\"): give it more minutes "
-            "(--max_minutes), a faster machine or a GPU, or a smaller preset.")
 
 
 # === When to log ===
