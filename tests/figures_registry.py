@@ -160,6 +160,18 @@ def _percent(share):
     return share * 100
 
 
+def _worst_rise(curve, after_step):
+    """The largest share by which a dev NLL of ``curve`` stood above the running best before it,
+    over the evaluations after update ``after_step`` (as benchmarks/twelve_minute_runs.py writes
+    ``worst_rise_after_first_epoch``)."""
+    best, worst = float("inf"), 0.0
+    for step, nll in curve:
+        if step > after_step and best < float("inf"):
+            worst = max(worst, nll / best - 1.0)
+        best = min(best, nll)
+    return worst
+
+
 def _profile_ms(*parts):
     """The ms per step of the named parts of train_step_profile.py's ``parts`` rows (part, phase,
     inside a loop, ms per step, ...); no names: all the compiled ops."""
@@ -222,6 +234,22 @@ _SEEDS_6000_BEFORE = Computed((Key(_FIXED_6000, "rows.0.bleu"), Key(_SEEDS_6000,
                               lambda a, b: (a + b) / 2)
 _SEEDS_6000_DEFAULT = Computed((Key(_SEEDS_6000, "rows.0.bleu"), Key(_SEEDS_6000, "rows.1.bleu")),
                                lambda a, b: (a + b) / 2)
+#: seeds 1234 and 7 at a fixed 6,000 updates with the gradient's norm bounded by 0.5, on the Intel
+#: Xeon with AMX
+_CLIP_6000 = "fixed_updates_6000_clipnorm_xeon_amx.json"
+#: seed 42's two runs there (0: clipnorm 1, 1: 0.5), evaluated every 50 updates, read at every 200th
+_RISE_42_EVERY_200 = {row: Computed((Key(_RISES_42, f"rows.{row}.dev_curve"), Key(_RISES_42, f"rows.{row}.updates"),
+                                     Key(_RISES_42, f"rows.{row}.epochs")),
+                                    lambda curve, updates, epochs: 100 * _worst_rise(
+                                        [point for point in curve if point[0] % 200 == 0], updates / epochs))
+                      for row in (0, 1)}
+_CLIP_6000_BLEU = (Key(_CLIP_6000, "rows.0.bleu"), Key(_CLIP_6000, "rows.1.bleu"), Key(_RISES_42, "rows.1.bleu"))
+#: the main command at clipnorm 0.5 (row 0) and 1 (row 1) on the Intel Xeon with AMX
+_CLIP_MAIN = "main_command_clipnorm_xeon_amx.json"
+#: the worst rise of the three seeds at clipnorm 0.5 after the first epoch, in percent
+_CLIP_6000_WORST = Computed((Key(_CLIP_6000, "rows.0.worst_rise_after_first_epoch"),
+                             Key(_CLIP_6000, "rows.1.worst_rise_after_first_epoch"), _RISE_42_EVERY_200[1]),
+                            lambda a, b, c: max(100 * a, 100 * b, c))
 _FIXED_3400 = "fixed_updates_3400_amd_epyc.json"
 _FIXED_1620 = "fixed_updates_1620_amd_epyc.json"
 #: the default's floor (`bahdanau_tf.presets.UPDATES_FLOOR`): the fewest updates of the curve's
@@ -681,7 +709,7 @@ FIGURES = [
                                "minutes on both cores of a faster EPYC: {headline:,})",
            {"updates": _curve(2)["updates"], "headline": HEADLINE["updates"]}),
     # docs/training.md: the curve on both cores
-    Figure("README.md", "scored {good:.2f} once and {late:.2f} another time, its attention learning to align late",
+    Figure("README.md", "scored {good:.2f} once and {late:.2f} another time (attention aligning late)",
            {"good": AT_5E3["bleu"], "late": _both_curve(1)["bleu"]}),
     # docs/training.md: the curve of the default as it ships (label smoothing with the rule's dropout)
     *[Figure("docs/training.md", f"| {name} | {{updates:,}} | {{epochs:.2f}} | {{dropout:g}} | {{best:.3f}} | "
@@ -779,6 +807,10 @@ FIGURES = [
                             ("0.2 / 0.1 (the rule's full rates)", "", 0), ("0.3 / 0.1", "", 1), ("0.4 / 0.2", "", 2))],
     Figure("benchmarks/recipe.md", "scored {a:.2f}, {b:.2f} and {c:.2f} test BLEU at seeds 1234, 7 and 42",
            _fields(_SEEDS_6000, "rows", a="0.bleu", b="1.bleu", c="2.bleu")),
+    Figure("benchmarks/recipe.md", "At that bound seeds 1234 and 7 scored {a:.2f} and {b:.2f}, no seed's dev NLL more "
+                                   "than {worst:.1f}% above its running best after the first epoch",
+           {**_fields(_CLIP_6000, "rows", a="0.bleu", b="1.bleu"),
+            "worst": _CLIP_6000_WORST}),
     Figure("benchmarks/recipe.md", "Under XLA it costs the step nothing: {smoothed} against {plain} ms on Bible",
            _fields("train_step_label_smoothing_amd_epyc.json", smoothed="rows.1.step_ms", plain="rows.0.step_ms")),
     # docs/training.md: the budget rule's half rates at 14 epochs
@@ -858,6 +890,40 @@ FIGURES = [
             "clip_nll": Key(_RISES_42, f"rows.1.dev_curve.{_RISES_42_POINT}.1"),
             "clip_rise": Key(_RISES_42, "rows.1.worst_rise_after_first_epoch", _percent),
             "clip_bleu": Key(_RISES_42, "rows.1.bleu")}),
+    # benchmarks/README.md: the gradient's bound in the main command's 12 minutes
+    Figure("benchmarks/README.md", "at 0.5,\n{u05:,} updates, best dev NLL {nll05:.3f}, test BLEU {bleu05:.2f}; at 1, "
+                                   "{u1:,} updates, {nll1:.3f}, {bleu1:.2f}",
+           {**_fields(_CLIP_MAIN, "rows.0", u05="updates", nll05="best_dev_nll", bleu05="bleu"),
+            **_fields(_CLIP_MAIN, "rows.1", u1="updates", nll1="best_dev_nll", bleu1="bleu")}),
+    Figure("benchmarks/README.md", "update 800 ({at400_05:.3f} against {at400_1:.3f} at 400) and {gap:.3f} higher at\n"
+                                   "1,000", {"at400_05": Key(_CLIP_MAIN, "rows.0.dev_curve.1.1"),
+                                             "at400_1": Key(_CLIP_MAIN, "rows.1.dev_curve.1.1"),
+                                             "gap": difference(Key(_CLIP_MAIN, "rows.0.dev_curve.4.1"),
+                                                               Key(_CLIP_MAIN, "rows.1.dev_curve.4.1"))}),
+    Figure("benchmarks/README.md", "the {fewer} fewer updates",
+           {"fewer": difference(Key(_CLIP_MAIN, "rows.1.updates"), Key(_CLIP_MAIN, "rows.0.updates"))}),
+    Figure("docs/training.md", "bounds ended close, {a:.2f} test BLEU at 0.5 and {b:.2f} at 1",
+           _fields(_CLIP_MAIN, "rows", a="0.bleu", b="1.bleu")),
+    # docs/training.md: the gradient's bound at 0.5, seed for seed
+    *[Figure("docs/training.md", f"| {seed} | {{best:.3f}}, {{rise:.1%}}, {{old:.2f}} | {{clip_best:.3f}}, "
+                                 "{clip_rise:.1%}, {clip:.2f} |",
+             {**_fields(_SEEDS_6000, f"rows.{row}", best="best_dev_nll", rise="worst_rise_after_first_epoch", old="bleu"),
+              **_fields(_CLIP_6000, f"rows.{row}", clip_best="best_dev_nll", clip_rise="worst_rise_after_first_epoch",
+                        clip="bleu")})
+      for seed, row in ((1234, 0), (7, 1))],
+    Figure("docs/training.md", "| 42 (this CPU) | {best:.3f}, {rise:.1f}%, {old:.2f} | {clip_best:.3f}, {clip_rise:.1f}%, "
+                               "{clip:.2f} |",
+           {**_fields(_RISES_42, "rows.0", best="best_dev_nll", old="bleu"), "rise": _RISE_42_EVERY_200[0],
+            **_fields(_RISES_42, "rows.1", clip_best="best_dev_nll", clip="bleu"), "clip_rise": _RISE_42_EVERY_200[1]}),
+    Figure("docs/training.md", "| mean | {old:.2f} | **{new:.2f}** |",
+           {"old": Computed((Key(_SEEDS_6000, "rows.0.bleu"), Key(_SEEDS_6000, "rows.1.bleu"),
+                             Key(_RISES_42, "rows.0.bleu")), lambda *values: sum(values) / 3),
+            "new": Computed(_CLIP_6000_BLEU, lambda *values: sum(values) / 3)}),
+    Figure("docs/training.md", "With the bound at 0.5 no seed's dev NLL stood more than {worst:.1f}% above its running best",
+           {"worst": _CLIP_6000_WORST}),
+    Figure("docs/training.md", "against the release before, the two seeds\nrun with both gain {gain:+.2f} ({old:.2f} -> {new:.2f})",
+           {"old": _SEEDS_6000_BEFORE, "new": Computed(_CLIP_6000_BLEU[:2], lambda a, b: (a + b) / 2),
+            "gain": difference(Computed(_CLIP_6000_BLEU[:2], lambda a, b: (a + b) / 2), _SEEDS_6000_BEFORE)}),
     Figure("docs/training.md", "| the two seeds run with both | {old:.2f} | {new:.2f} | **{gain:+.2f}** |",
            {"old": _SEEDS_6000_BEFORE, "new": _SEEDS_6000_DEFAULT,
             "gain": difference(_SEEDS_6000_DEFAULT, _SEEDS_6000_BEFORE)}),
