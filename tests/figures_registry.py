@@ -5,7 +5,9 @@ under benchmarks/results/ and a dotted key into its JSON, or a `Computed` of suc
 The figures are grouped by page and, within a page, by section, in the page's order.
 """
 
+import statistics
 from typing import Callable, NamedTuple, Optional
+
 
 class Key(NamedTuple):
     """A value of a results file: the file, a dotted key (list indices are numbers), and an
@@ -246,6 +248,10 @@ _RISE_42_EVERY_200 = {row: Computed((Key(_RISES_42, f"rows.{row}.dev_curve"), Ke
 _CLIP_6000_BLEU = (Key(_CLIP_6000, "rows.0.bleu"), Key(_CLIP_6000, "rows.1.bleu"), Key(_RISES_42, "rows.1.bleu"))
 #: the main command at clipnorm 0.5 (row 0) and 1 (row 1) on the Intel Xeon with AMX
 _CLIP_MAIN = "main_command_clipnorm_xeon_amx.json"
+_RELEASE_XEON = "main_command_previous_release_xeon_amx.json"
+#: its rows: the previous release at seeds 1234, 1, 2 (0, 2, 5), the default at the same seeds (1, 3, 6),
+#: and at Adam 5e-3 (4)
+_RELEASE_XEON_OLD, _RELEASE_XEON_NEW, _RELEASE_XEON_DEFAULTS = (0, 2, 5), (1, 3, 6), (1, 3, 4, 6)
 #: the worst rise of the three seeds at clipnorm 0.5 after the first epoch, in percent
 _CLIP_6000_WORST = Computed((Key(_CLIP_6000, "rows.0.worst_rise_after_first_epoch"),
                              Key(_CLIP_6000, "rows.1.worst_rise_after_first_epoch"), _RISE_42_EVERY_200[1]),
@@ -258,6 +264,20 @@ FLOOR = Key(_CURVE, "rows", lambda rows: min(row["updates"] for row in rows if r
 
 
 _BOTH_CURVE = "budget_curve_amd_epyc.json"
+
+
+def _over_release_xeon(rows, field, combine):
+    """`combine` (min, max, a mean) of one field of those rows of the previous release's
+    comparison on the Xeon."""
+    return Computed(tuple(Key(_RELEASE_XEON, f"rows.{row}.{field}") for row in rows), lambda *values: combine(values))
+
+
+def _compiling_shares(pick):
+    """`pick` (min or max) of the shares of the wall time the default's runs in the previous
+    release's comparison on the Xeon spent compiling, in percent."""
+    keys = tuple(Key(_RELEASE_XEON, f"rows.{row}.{field}") for row in _RELEASE_XEON_DEFAULTS
+                 for field in ("seconds.compiling", "wall_time_seconds"))
+    return Computed(keys, lambda *values: 100 * pick(values[i] / values[i + 1] for i in range(0, len(values), 2)))
 
 
 def _run_of_curve(results, row):
@@ -904,6 +924,59 @@ FIGURES = [
            {"fewer": difference(Key(_CLIP_MAIN, "rows.1.updates"), Key(_CLIP_MAIN, "rows.0.updates"))}),
     Figure("docs/training.md", "bounds ended close, {a:.2f} test BLEU at 0.5 and {b:.2f} at 1",
            _fields(_CLIP_MAIN, "rows", a="0.bleu", b="1.bleu")),
+    # benchmarks/README.md: the main command against the previous release on the slower Xeon
+    *[Figure("benchmarks/README.md", f"| {name} | {{updates:,}} | {{epochs:.2f}} | {{best:.3f}} | {{bleu:.2f}} "
+                                     "({bp:.3f}) | {aer:.3f} |",
+             _fields(_RELEASE_XEON, f"rows.{row}", updates="updates", epochs="epochs", best="best_dev_nll", bleu="bleu",
+                     bp="brevity_penalty", aer="aer"))
+      for row, name in enumerate(("the previous release (Adam 5e-3)", "**the default**",
+                                  "the previous release, `--seed=1`", "**the default**, `--seed=1`",
+                                  "the default at `--learning_rate=0.005`", "the previous release, `--seed=2`",
+                                  "**the default**, `--seed=2`"))],
+    Figure("benchmarks/README.md", "the budget rule plans no dropout (its plans at most {off:.1f}% off the\nepochs made)",
+           {"off": Computed(tuple(_run_of_curve(_RELEASE_XEON, row)["off"] for row in _RELEASE_XEON_DEFAULTS), max)}),
+    Figure("benchmarks/README.md", "there the previous release leads by {lead:.2f} BLEU, and\nthe default at its rate "
+                                   "scores {lr5:.2f}",
+           {"lead": difference(Key(_RELEASE_XEON, "rows.0.bleu"), Key(_RELEASE_XEON, "rows.1.bleu")),
+            "lr5": Key(_RELEASE_XEON, "rows.4.bleu")}),
+    Figure("benchmarks/README.md", "never aligned in the budget (AER {aer:.3f}) and scored\n{old:.2f} against the "
+                                   "default's {new:.2f}; at seed 2, another, {old2:.2f} against {new2:.2f}",
+           _fields(_RELEASE_XEON, "rows", aer="2.aer", old="2.bleu", new="3.bleu", old2="5.bleu", new2="6.bleu")),
+    Figure("benchmarks/README.md", "Over the three seeds,\nthe default {new:.2f} against {old:.2f}, in {ratio:.2f}x the updates",
+           {"new": _over_release_xeon(_RELEASE_XEON_NEW, "bleu", statistics.mean),
+            "old": _over_release_xeon(_RELEASE_XEON_OLD, "bleu", statistics.mean),
+            "ratio": Computed(tuple(Key(_RELEASE_XEON, f"rows.{row}.updates")
+                                    for row in _RELEASE_XEON_NEW + _RELEASE_XEON_OLD),
+                              lambda *values: sum(values[:3]) / sum(values[3:]))}),
+    Figure("benchmarks/README.md", "(the default made {low:,} to {high:,} updates)",
+           {"low": _over_release_xeon(_RELEASE_XEON_NEW, "updates", min),
+            "high": _over_release_xeon(_RELEASE_XEON_NEW, "updates", max)}),
+    Figure("benchmarks/README.md", "compiled for {low:.1f}% to {high:.1f}% of\nits 12 minutes",
+           {"low": _compiling_shares(min), "high": _compiling_shares(max)}),
+    Figure("benchmarks/README.md", "{new} against {before} ms at best ({slower:.1%} slower), each checkout batching the "
+                                   "corpus its own way ({new_shapes} batch\nshapes against {before_shapes}, {new_s} against "
+                                   "{before_s} s compiling them)",
+           {**_fields("train_step_previous_release_xeon_amx.json", "rows", new="0.step_ms", before="1.step_ms",
+                      new_shapes="0.shapes", before_shapes="1.shapes", new_s="0.first_pass_s", before_s="1.first_pass_s"),
+            "slower": Computed((Key("train_step_previous_release_xeon_amx.json", "rows.0.step_ms"),
+                                Key("train_step_previous_release_xeon_amx.json", "rows.1.step_ms")),
+                               lambda new, before: new / before - 1)}),
+    Figure("docs/training.md", "where the README's 12 minutes make {low:,} to {high:,} updates (under 3 epochs), the "
+                               "previous\nrelease (5e-3) scored {old0:.2f}, {old1:.2f} and {old2:.2f} test BLEU at seeds "
+                               "1234, 1 and 2 (at seed 1 its\nattention never aligned: AER {aer:.3f}), the default "
+                               "{new0:.2f}, {new1:.2f} and {new2:.2f}; the default at 5e-3,\nseed 1234, {lr5:.2f}",
+           {"low": _over_release_xeon(_RELEASE_XEON_NEW, "updates", min),
+            "high": _over_release_xeon(_RELEASE_XEON_NEW, "updates", max),
+            **_fields(_RELEASE_XEON, "rows", old0="0.bleu", old1="2.bleu", old2="5.bleu", aer="2.aer",
+                      new0="1.bleu", new1="3.bleu", new2="6.bleu", lr5="4.bleu")}),
+    Figure("README.md", "12 minutes made {low:,} to {high:,} updates and {worst:.2f} to {best:.2f} test BLEU at three "
+                        "seeds; the previous release, {old_worst:.2f} to {old_best:.2f}",
+           {"low": _over_release_xeon(_RELEASE_XEON_NEW, "updates", min),
+            "high": _over_release_xeon(_RELEASE_XEON_NEW, "updates", max),
+            "worst": _over_release_xeon(_RELEASE_XEON_NEW, "bleu", min),
+            "best": _over_release_xeon(_RELEASE_XEON_NEW, "bleu", max),
+            "old_worst": _over_release_xeon(_RELEASE_XEON_OLD, "bleu", min),
+            "old_best": _over_release_xeon(_RELEASE_XEON_OLD, "bleu", max)}),
     # docs/training.md: the gradient's bound at 0.5, seed for seed
     *[Figure("docs/training.md", f"| {seed} | {{best:.3f}}, {{rise:.1%}}, {{old:.2f}} | {{clip_best:.3f}}, "
                                  "{clip_rise:.1%}, {clip:.2f} |",
