@@ -104,6 +104,11 @@ PAPER_CELL = _summary_row("main_command_cgru_amd_epyc.json", "rows.3")
 _RESULT = "main_command_previous_release_amd_epyc.json"
 SHIPPING = _summary_row(_RESULT, "rows.1")
 PREVIOUS_RELEASE = _summary_row(_RESULT, "rows.0")
+#: the Result over the previous release: the updates' ratio and the test BLEU gained; the share of
+#: its wall time spent compiling
+OVER_PREVIOUS_RELEASE = {"ratio": ratio(SHIPPING["updates"], PREVIOUS_RELEASE["updates"]),
+                         "gain": difference(SHIPPING["bleu"], PREVIOUS_RELEASE["bleu"])}
+RESULT_COMPILING = ratio(Key(_RESULT, "rows.1.seconds.compiling"), Key(_RESULT, "rows.1.wall_time_seconds"))
 #: the main command of the default at Adam 5e-3 (its first plan a minute in), beside the same run
 #: of the previous release
 AT_5E3 = _summary_row("main_command_budget_rule_amd_epyc.json", "rows.1")
@@ -315,6 +320,14 @@ _CURVE_SMOOTHED = "budget_curve_label_smoothing_amd_epyc.json"
 _CURVE_DEFAULT = "budget_curve_default_amd_epyc.json"
 #: the default as it ships, the gradient's norm bounded by 0.5 (0-3: 6, 12, 24, 48 minutes)
 _CURVE_CLIPNORM = "budget_curve_clipnorm_amd_epyc.json"
+
+
+_CLIPNORM_RUNS = [_run_of_curve(_CURVE_CLIPNORM, row) for row in range(4)]
+
+
+def _clipnorm_worst(field):
+    """The largest of one field (``rise``, ``off``) over the runs of the curve at the bound of 0.5."""
+    return Computed(tuple(run[field] for run in _CLIPNORM_RUNS), lambda *values: max(values))
 
 
 def _curve_3e3(row):
@@ -738,39 +751,30 @@ FIGURES = [
            {"good": AT_5E3["bleu"], "late": _both_curve(1)["bleu"]}),
     # docs/training.md: the curve of the default as it ships, the gradient's norm bounded by 0.5
     *[Figure("docs/training.md", f"| {name} | {{updates:,}} | {{epochs:.2f}} | {{dropout:g}} | {{best:.3f}} | "
-                                 "{end:.3f} | {rise:.1f}% | {off:.1f}% | {bleu:.2f} ({bp:.3f}) |",
-             _run_of_curve(_CURVE_CLIPNORM, row))
-      for row, name in enumerate(("6 minutes", "12 minutes", "24 minutes", "48 minutes"))],
+                                 "{end:.3f} | {rise:.1f}% | {off:.1f}% | {bleu:.2f} ({bp:.3f}) |", run)
+      for run, name in zip(_CLIPNORM_RUNS, ("6 minutes", "12 minutes", "24 minutes", "48 minutes"))],
     Figure("docs/training.md", "Test BLEU rises with every budget, from {six:.2f} at 6 minutes to {long:.2f} at 48 "
                                "({epochs:.0f} epochs)",
-           {"six": _run_of_curve(_CURVE_CLIPNORM, 0)["bleu"], "long": _run_of_curve(_CURVE_CLIPNORM, 3)["bleu"],
-            "epochs": _run_of_curve(_CURVE_CLIPNORM, 3)["epochs"]}),
+           {"six": _CLIPNORM_RUNS[0]["bleu"], "long": _CLIPNORM_RUNS[3]["bleu"], "epochs": _CLIPNORM_RUNS[3]["epochs"]}),
     Figure("docs/training.md", "ends within {tail:.2f}% of its best dev NLL; no run's dev NLL stood more than {rise:.1f}% "
                                "above its running best after its first epoch (the 48-minute run's worst, at update "
                                "{step:,}: {nll:.3f} after {best:.3f}, and {next:.3f} at the next evaluation); every "
                                "plan of the rule is within {off:.1f}% of the epochs the run made",
-           {**_one_rise(_CURVE_CLIPNORM, 3, 29),
-            "rise": Computed(tuple(_run_of_curve(_CURVE_CLIPNORM, row)["rise"] for row in range(4)),
-                             lambda *rises: max(rises)),
-            "tail": Computed(tuple(Key(_CURVE_CLIPNORM, f"rows.{row}.{field}") for row in range(4)
-                                   for field in ("dev_nll_at_end", "best_dev_nll")),
-                             lambda *values: max(100 * (values[i] / values[i + 1] - 1) for i in range(0, 8, 2))),
-            "off": Computed(tuple(_run_of_curve(_CURVE_CLIPNORM, row)["off"] for row in range(4)),
-                            lambda *offs: max(offs))}),
+           {**_one_rise(_CURVE_CLIPNORM, 3, 29), "rise": _clipnorm_worst("rise"),
+            "tail": Computed(tuple(ratio(run["end"], run["best"]) for run in _CLIPNORM_RUNS),
+                             lambda *tails: 100 * (max(tails) - 1)),
+            "off": _clipnorm_worst("off")}),
     Figure("docs/training.md", "against the previous release run just before it on the same machine, {ratio:.2f}x the "
                                "updates and +{gain:.2f} test BLEU (its dev NLL was best at update {best_step:,}",
-           {"ratio": ratio(SHIPPING["updates"], PREVIOUS_RELEASE["updates"]),
-            "gain": difference(SHIPPING["bleu"], PREVIOUS_RELEASE["bleu"]),
-            "best_step": Key(_RESULT, "rows.0.best_step")}),
+           {**OVER_PREVIOUS_RELEASE, "best_step": Key(_RESULT, "rows.0.best_step")}),
     Figure("docs/training.md", "(the same run last measured: 1.1%;\nat the bound of 0.5, above, {rise:.1f}%)",
-           {"rise": _run_of_curve(_CURVE_CLIPNORM, 3)["rise"]}),
+           {"rise": _CLIPNORM_RUNS[3]["rise"]}),
     Figure("benchmarks/recipe.md", "The default as it ships, the bound at 0.5, 6 to 48 minutes "
                                    "([budget_curve_clipnorm_amd_epyc.json](results/budget_curve_clipnorm_amd_epyc.json)): "
                                    "{six:.2f}, {twelve:.2f}, {day:.2f}, {two_days:.2f}; no run's dev NLL more than "
                                    "{rise:.1f}% above its running best after its first epoch.",
-           {**{name: _run_of_curve(_CURVE_CLIPNORM, row)["bleu"]
-               for row, name in enumerate(("six", "twelve", "day", "two_days"))},
-            "rise": _run_of_curve(_CURVE_CLIPNORM, 3)["rise"]}),
+           {**{name: run["bleu"] for run, name in zip(_CLIPNORM_RUNS, ("six", "twelve", "day", "two_days"))},
+            "rise": _clipnorm_worst("rise")}),
     # benchmarks/README.md: the README's Result against the previous release
     Figure("benchmarks/README.md", "the previous release made {updates:,} updates, its dev NLL best at update {step:,} "
                                    "({best:.3f}) and {end:.3f} at the end,\ntest BLEU {bleu:.2f}, AER {aer:.3f}",
@@ -779,10 +783,7 @@ FIGURES = [
     Figure("benchmarks/README.md", "the default {updates:,} updates ({ratio:.2f}x), {best:.3f} at its last update, "
                                    "**{bleu:.2f}** (+{gain:.2f}),\nAER {aer:.3f}, {compiling:.1%} of its 12 minutes compiling",
            {**_fields(_RESULT, "rows.1", updates="updates", best="best_dev_nll", bleu="bleu", aer="aer"),
-            "ratio": ratio(SHIPPING["updates"], PREVIOUS_RELEASE["updates"]),
-            "gain": difference(SHIPPING["bleu"], PREVIOUS_RELEASE["bleu"]),
-            "compiling": Computed((Key(_RESULT, "rows.1.seconds.compiling"), Key(_RESULT, "rows.1.wall_time_seconds")),
-                                  lambda a, b: a / b)}),
+            **OVER_PREVIOUS_RELEASE, "compiling": RESULT_COMPILING}),
     # docs/training.md: the curve of the default as it ships (label smoothing with the rule's dropout)
     *[Figure("docs/training.md", f"| {name} | {{updates:,}} | {{epochs:.2f}} | {{dropout:g}} | {{best:.3f}} | "
                                  "{end:.3f} | {rise:.1f}% | {off:.1f}% | {bleu:.2f} ({bp:.3f}) |",
@@ -899,9 +900,7 @@ FIGURES = [
                       words="regularization.word_dropout", updates="updates"),
             "eval2": Computed((Key(_RESULT, "rows.1.training.eval_every"),),
                               lambda every: 2 * every),
-            "previous": PREVIOUS_RELEASE["updates"],
-            "compiling": Computed((Key(_RESULT, "rows.1.seconds.compiling"), Key(_RESULT, "rows.1.wall_time_seconds")),
-                                  lambda a, b: a / b)}),
+            "previous": PREVIOUS_RELEASE["updates"], "compiling": RESULT_COMPILING}),
     Figure("docs/training.md", "The same command at Adam 5e-3, its first plan a minute in "
                                "([main_command_budget_rule_amd_epyc.json](../benchmarks/results/main_command_budget_rule_amd_epyc.json)), "
                                "planned {first:.2f} epochs and made {epochs:.2f}",
